@@ -1,0 +1,31 @@
+# The two set-up commands of the README. Each one creates the virtual environment on a
+# fresh machine (Python 3.11+ and Go must be installed) and then does its job.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test check unit clean
+
+$(BIN)/policyd: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+# The main job on the embedded default: schedule the demo cluster's pods.
+demo: $(BIN)/policyd
+	$(BIN)/policyd demo
+
+# Static checks, then the whole test suite (unit and integration).
+test: $(BIN)/policyd check
+	$(BIN)/pytest
+
+check: $(BIN)/policyd
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+unit: $(BIN)/policyd
+	$(BIN)/pytest tests/unit
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

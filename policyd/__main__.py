@@ -1,0 +1,3 @@
+from policyd.cli.app import main
+
+main()

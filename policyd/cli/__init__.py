@@ -1,0 +1,1 @@
+"""The `policyd` command line: parsing only, then calls into the packages below."""

@@ -1,0 +1,60 @@
+"""The typer app and its one error boundary.
+
+Known errors (`PolicydError`) print one line with their location and exit with their
+documented code; Ctrl-C exits 130; anything unexpected prints a short message and the
+path of a file holding the traceback, never the traceback itself.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import traceback
+
+import typer
+
+from policyd.errors import EXIT_INTERRUPTED, PolicydError
+
+app = typer.Typer(
+    name="policyd",
+    help="A Kubernetes scheduler whose rules are declarative YAML policies.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """A Kubernetes scheduler whose rules are declarative YAML policies."""
+
+
+def _register_commands() -> None:
+    # Imported here so that `policyd lint` does not pay for modules it never uses.
+    from policyd.cli import commands
+
+    commands.register(app)
+
+
+def main() -> None:
+    _register_commands()
+    try:
+        app(standalone_mode=True)
+    except PolicydError as exc:
+        print(f"policyd: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        print("policyd: interrupted", file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
+    except SystemExit:
+        raise
+    except Exception:  # the boundary: a bug, reported without dumping a traceback
+        with tempfile.NamedTemporaryFile(
+            "w", prefix="policyd-crash-", suffix=".txt", delete=False
+        ) as f:
+            traceback.print_exc(file=f)
+        print(
+            f"policyd: internal error: {sys.exc_info()[1]!r}; traceback written to {f.name}",
+            file=sys.stderr,
+        )
+        sys.exit(70)

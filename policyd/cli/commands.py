@@ -1,0 +1,17 @@
+"""Which command modules make up the CLI; each adds its commands to the app."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add every command group. Modules are imported lazily inside their commands."""
+    app.command("version")(_version)
+
+
+def _version() -> None:
+    """Print policyd's version and the Kubernetes version whose scheduler it matches."""
+    from policyd import KUBERNETES_VERSION, __version__
+
+    typer.echo(f"policyd {__version__} (matches kube-scheduler {KUBERNETES_VERSION})")

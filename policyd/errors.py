@@ -1,0 +1,43 @@
+"""Errors that the CLI's single error boundary turns into one clear line and an exit code.
+
+Expected bad input (a broken snapshot, a wrong profile) raises one of these with a
+location; anything else reaching the boundary is a bug and is reported as such.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1  # lint problems, failed tests, unschedulable pod, invalid profile
+EXIT_USAGE = 2  # usage errors, unreadable or invalid input files
+EXIT_INTERRUPTED = 130
+
+
+class PolicydError(Exception):
+    """A known failure with a message fit for users; `exit_code` is the CLI's contract."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str, *, where: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.where = where
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}" if self.where else self.message
+
+
+class InvalidObjectError(PolicydError):
+    """A Kubernetes object (Node, Pod) in a snapshot or pod file is not valid.
+
+    `where` names the object (`Pod default/web-1`) and `field` the offending field path.
+    """
+
+    def __init__(self, kind: str, name: str, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}", where=f"{kind} {name}")
+        self.kind = kind
+        self.name = name
+        self.field = field
+
+
+class InputFileError(PolicydError):
+    """A file could not be read or parsed (missing, not UTF-8, not YAML/JSON)."""

@@ -1,0 +1,38 @@
+"""The scheduling framework: statuses, cycle state, plugin protocols and the runner.
+
+Shaped like kube-scheduler's framework so that its plugins, reasons and score
+arithmetic carry over one to one; compiled policies are plugins like the built-ins.
+"""
+
+from policyd.framework.cycle_state import CycleState
+from policyd.framework.interfaces import (
+    FilterAllPlugin,
+    FilterPlugin,
+    NormalizeScorePlugin,
+    Plugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    QueueSortPlugin,
+    ScorePlugin,
+)
+from policyd.framework.status import Code, PluginError, Status
+
+MAX_NODE_SCORE = 100
+MIN_NODE_SCORE = 0
+
+__all__ = [
+    "MAX_NODE_SCORE",
+    "MIN_NODE_SCORE",
+    "Code",
+    "CycleState",
+    "FilterAllPlugin",
+    "FilterPlugin",
+    "NormalizeScorePlugin",
+    "Plugin",
+    "PluginError",
+    "PreFilterPlugin",
+    "PreScorePlugin",
+    "QueueSortPlugin",
+    "ScorePlugin",
+    "Status",
+]

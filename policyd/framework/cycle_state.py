@@ -1,0 +1,37 @@
+"""Per-pod scratch space shared by a plugin's PreFilter/PreScore and its Filter/Score."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from policyd.model.cluster import NodeInfo
+
+
+class CycleState:
+    """Data computed once per scheduling cycle and read per node.
+
+    A plain dict keyed by plugin-chosen strings (by convention `"<Plugin>/<what>"`).
+    `skip_filter` / `skip_score` hold the plugins whose PreFilter/PreScore said Skip.
+    """
+
+    __slots__ = ("_data", "all_nodes", "skip_filter", "skip_score")
+
+    def __init__(self, all_nodes: Sequence[NodeInfo] = ()) -> None:
+        self._data: dict[str, Any] = {}
+        # Every node of the snapshot the cycle runs on (not only the feasible ones):
+        # InterPodAffinity, PodTopologySpread and ImageLocality count over all of them.
+        self.all_nodes = all_nodes
+        self.skip_filter: set[str] = set()
+        self.skip_score: set[str] = set()
+
+    def write(self, key: str, value: Any) -> None:
+        self._data[key] = value
+
+    def read(self, key: str) -> Any:
+        """The value written under `key`; KeyError if PreFilter/PreScore did not run."""
+        return self._data[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._data.get(key, default)

@@ -1,0 +1,177 @@
+"""Per-node aggregates (`NodeInfo`) and the cluster state a scheduling cycle reads.
+
+The same state serves the live daemon (fed by informers) and the offline commands (fed
+by a snapshot file), so explain and simulate are not a second implementation. Bound
+pods of every scheduler count on their nodes; finished pods do not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from policyd.model.records import HostPort, Node, Pod
+from policyd.model.resources import pod_requests
+
+
+class NodeInfo:
+    """A node plus what is already placed on it (kube-scheduler's NodeInfo)."""
+
+    __slots__ = ("generation", "node", "non_zero_requested", "pods", "requested",
+                 "used_ports")
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.pods: dict[str, Pod] = {}  # by uid
+        self.requested: dict[str, int] = {}
+        self.non_zero_requested: dict[str, int] = {}
+        self.used_ports: dict[HostPort, int] = {}  # port -> number of pods using it
+        # Bumped on every change so caches keyed on a node can tell they are stale.
+        self.generation = 0
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    def add_pod(self, pod: Pod) -> None:
+        if pod.uid in self.pods:
+            self.remove_pod(self.pods[pod.uid])
+        self.pods[pod.uid] = pod
+        self._account(pod, +1)
+
+    def remove_pod(self, pod: Pod) -> bool:
+        existing = self.pods.pop(pod.uid, None)
+        if existing is None:
+            return False
+        self._account(existing, -1)
+        return True
+
+    def _account(self, pod: Pod, sign: int) -> None:
+        for name, value in pod_requests(pod).items():
+            self.requested[name] = self.requested.get(name, 0) + sign * value
+        for name, value in pod_requests(pod, non_zero=True).items():
+            self.non_zero_requested[name] = self.non_zero_requested.get(name, 0) + sign * value
+        for port in pod_host_ports(pod):
+            count = self.used_ports.get(port, 0) + sign
+            if count > 0:
+                self.used_ports[port] = count
+            else:
+                self.used_ports.pop(port, None)
+        self.generation += 1
+
+
+def pod_host_ports(pod: Pod) -> list[HostPort]:
+    """Host ports a pod occupies: its containers' and its sidecars' (restartable init)."""
+    ports = [p for c in pod.containers for p in c.ports]
+    ports.extend(p for c in pod.init_containers if c.restart_policy == "Always" for p in c.ports)
+    return ports
+
+
+def counts_on_node(pod: Pod) -> bool:
+    """Whether a pod occupies its node's resources: bound and not finished."""
+    return bool(pod.node_name) and not pod.finished
+
+
+class ClusterState:
+    """Nodes with their pods, in a stable order, plus pods not bound to any node.
+
+    `assume` places a pod on a node at once so the next decision sees it (the scheduler
+    cache's assume); `forget` undoes it when binding fails.
+    """
+
+    def __init__(self, nodes: Iterable[Node] = (), pods: Iterable[Pod] = ()) -> None:
+        self._nodes: dict[str, NodeInfo] = {}
+        self._pending: dict[str, Pod] = {}
+        self._bound: dict[str, str] = {}  # pod uid -> node name
+        # Pods bound to a node that is not (yet) known, kept so they count once it appears.
+        self._orphans: dict[str, dict[str, Pod]] = {}
+        self.generation = 0
+        for node in nodes:
+            self.upsert_node(node)
+        for pod in pods:
+            self.upsert_pod(pod)
+
+    # nodes
+    def upsert_node(self, node: Node) -> NodeInfo:
+        info = self._nodes.get(node.name)
+        if info is None:
+            info = NodeInfo(node)
+            self._nodes[node.name] = info
+            for pod in self._orphans.pop(node.name, {}).values():
+                info.add_pod(pod)
+        else:
+            info.node = node
+            info.generation += 1
+        self.generation += 1
+        return info
+
+    def remove_node(self, name: str) -> None:
+        info = self._nodes.pop(name, None)
+        if info is not None:
+            self._orphans[name] = dict(info.pods)
+            self.generation += 1
+
+    def node_infos(self) -> list[NodeInfo]:
+        return list(self._nodes.values())
+
+    def get(self, name: str) -> NodeInfo | None:
+        return self._nodes.get(name)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __iter__(self) -> Iterator[NodeInfo]:
+        return iter(self._nodes.values())
+
+    # pods
+    def upsert_pod(self, pod: Pod) -> None:
+        """Record a pod as the API shows it: bound and running pods count on their node."""
+        self.remove_pod(pod.uid)
+        if counts_on_node(pod):
+            self._place(pod, pod.node_name)
+        elif not pod.node_name and not pod.finished:
+            self._pending[pod.uid] = pod
+        self.generation += 1
+
+    def remove_pod(self, uid: str) -> Pod | None:
+        pod = self._pending.pop(uid, None)
+        node_name = self._bound.pop(uid, None)
+        if node_name is not None:
+            info = self._nodes.get(node_name)
+            if info is not None:
+                pod = info.pods.get(uid)
+                info.remove_pod(info.pods[uid])
+            else:
+                pod = self._orphans.get(node_name, {}).pop(uid, None)
+            self.generation += 1
+        return pod
+
+    def assume(self, pod: Pod, node_name: str) -> None:
+        """Count `pod` on `node_name` now, before the binding is confirmed."""
+        self._pending.pop(pod.uid, None)
+        self._place(pod, node_name)
+        self.generation += 1
+
+    def forget(self, pod: Pod) -> None:
+        """Undo `assume` after a failed bind: the pod is pending again."""
+        self.remove_pod(pod.uid)
+        self._pending[pod.uid] = pod
+        self.generation += 1
+
+    def _place(self, pod: Pod, node_name: str) -> None:
+        self._bound[pod.uid] = node_name
+        info = self._nodes.get(node_name)
+        if info is None:
+            self._orphans.setdefault(node_name, {})[pod.uid] = pod
+        else:
+            info.add_pod(pod)
+
+    def pending_pods(self) -> list[Pod]:
+        return list(self._pending.values())
+
+    def node_of(self, uid: str) -> str | None:
+        return self._bound.get(uid)
+
+    def all_pods(self) -> Iterator[Pod]:
+        """Every pod counted on a known node."""
+        for info in self._nodes.values():
+            yield from info.pods.values()

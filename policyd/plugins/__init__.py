@@ -1,0 +1,1 @@
+"""Built-in plugins reproducing kube-scheduler's default profile, one module each."""
