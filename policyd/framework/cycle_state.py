@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from policyd.model.cluster import NodeInfo
+    from policyd.model.cluster import ClusterState, NodeInfo
 
 
 class CycleState:
@@ -16,13 +16,18 @@ class CycleState:
     `skip_filter` / `skip_score` hold the plugins whose PreFilter/PreScore said Skip.
     """
 
-    __slots__ = ("_data", "all_nodes", "skip_filter", "skip_score")
+    __slots__ = ("_data", "all_nodes", "cluster", "skip_filter", "skip_score")
 
-    def __init__(self, all_nodes: Sequence[NodeInfo] = ()) -> None:
+    def __init__(
+        self, all_nodes: Sequence[NodeInfo] = (), cluster: ClusterState | None = None
+    ) -> None:
         self._data: dict[str, Any] = {}
         # Every node of the snapshot the cycle runs on (not only the feasible ones):
         # InterPodAffinity, PodTopologySpread and ImageLocality count over all of them.
         self.all_nodes = all_nodes
+        # The cluster the cycle runs on, for what is not per node (namespace labels,
+        # the Services and ReplicaSets behind default topology spread constraints).
+        self.cluster = cluster
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()
 

@@ -8,6 +8,7 @@ pods of every scheduler count on their nodes; finished pods do not.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from policyd.model.records import HostPort, Node, Pod
 from policyd.model.resources import pod_requests
@@ -85,6 +86,11 @@ class ClusterState:
         # Pods bound to a node that is not (yet) known, kept so they count once it appears.
         self._orphans: dict[str, dict[str, Pod]] = {}
         self.generation = 0
+        # Namespace name -> labels, for namespaceSelector in pod (anti-)affinity terms.
+        self.namespace_labels: dict[str, dict[str, str]] = {}
+        # Raw Services, ReplicaSets, StatefulSets and ReplicationControllers by kind: the
+        # selectors behind PodTopologySpread's system default constraints.
+        self.workloads: dict[str, list[dict[str, Any]]] = {}
         for node in nodes:
             self.upsert_node(node)
         for pod in pods:
