@@ -1,0 +1,164 @@
+"""`policyd explain` and `policyd simulate`: the scheduler's decisions, offline.
+
+Both run the same engine as the daemon on a snapshot file, so what they say is what the
+scheduler would do.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from policyd.errors import EXIT_OK, EXIT_PROBLEMS, InputFileError, PolicydError
+from policyd.framework.interfaces import Plugin
+from policyd.framework.runtime import Framework
+from policyd.model.records import Pod
+
+
+class OutputFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
+ClusterOpt = Annotated[Path, typer.Option("--cluster", help="Snapshot: `kubectl get "
+                                          "nodes,pods -A -o yaml` output, or Nodes and Pods.")]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", help="PolicydConfiguration "
+                                                "profile (default: kube-scheduler's default "
+                                                "plugins plus the given policies).")]
+PoliciesOpt = Annotated[list[Path] | None, typer.Option("--policies", help="Policy file or "
+                                                        "directory (repeatable).")]
+FormatOpt = Annotated[OutputFormat, typer.Option("--format", help="Output format.")]
+SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for breaking score ties.")]
+
+
+def load_policy_plugins(paths: list[Path]) -> list[Plugin]:
+    """Compile policies; any lint error makes the input invalid (exit 2)."""
+    if not paths:
+        return []
+    from policyd.policy import load_policies
+
+    compiled, problems = load_policies(paths)
+    errors = [p for p in problems if p.level == "error"]
+    if errors:
+        shown = "\n  ".join(str(p) for p in errors[:20])
+        raise InputFileError(f"{len(errors)} problem(s) in policies (run `policyd lint`):\n  "
+                             f"{shown}")
+    return list(compiled)
+
+
+def frameworks_for(config: Path | None, policies: list[Path], seed: int | None
+                   ) -> dict[str, Framework]:
+    from policyd.config.loader import (
+        DEFAULT_SCHEDULER_NAME,
+        ConfigError,
+        frameworks_from_config,
+        policy_paths,
+        read_config,
+    )
+    from policyd.config.plugins import ProfileError, default_framework
+
+    if config is None:
+        plugins = load_policy_plugins(policies)
+        try:
+            return {DEFAULT_SCHEDULER_NAME: default_framework(plugins, seed=seed)}
+        except ProfileError as exc:
+            raise ConfigError(Path("<default profile>"), exc.problems) from None
+    doc = read_config(config)
+    plugins = load_policy_plugins([*policy_paths(doc, config), *policies])
+    try:
+        return frameworks_from_config(doc, config, {p.name: p for p in plugins}, seed=seed)
+    except ConfigError as exc:
+        exc.exit_code = 2
+        raise
+
+
+def _pick_pod(pod_arg: str, snapshot_pods: list[Pod], extra: list[Pod]) -> Pod:
+    """`--pod` is a file holding one Pod, or NAMESPACE/NAME (or NAME in default) of a pod
+    in the snapshot."""
+    if extra:
+        if len(extra) != 1:
+            raise InputFileError(f"expected exactly one Pod, found {len(extra)}", where=pod_arg)
+        return extra[0]
+    ns, _, name = pod_arg.rpartition("/")
+    key = f"{ns or 'default'}/{name}"
+    for p in snapshot_pods:
+        if p.key == key:
+            return p
+    raise InputFileError(f"no such file, and no pod {key} in the snapshot")
+
+
+def explain(
+    cluster: ClusterOpt,
+    pod: Annotated[str, typer.Option("--pod", help="A Pod file, or NAMESPACE/NAME of a "
+                                     "pod in the snapshot.")],
+    config: ConfigOpt = None,
+    policies: PoliciesOpt = None,
+    output: FormatOpt = OutputFormat.text,
+    seed: SeedOpt = None,
+) -> None:
+    """Explain where one pod would go and why: every plugin's verdict and score per node.
+
+    Exit 0 when the pod fits a node, 1 when it fits none, 2 for bad input."""
+    from policyd.engine.report import explain_json, explain_text
+    from policyd.engine.scheduler import schedule_one
+    from policyd.model.snapshot import load_snapshot
+
+    snap = load_snapshot(cluster)
+    pod_path = Path(pod)
+    extra = load_snapshot(pod_path, pods_only=True).pods if pod_path.is_file() else []
+    target = _pick_pod(pod, snap.pods, extra)
+    frameworks = frameworks_for(config, policies or [], seed)
+    state = snap.cluster()
+    state.remove_pod(target.uid)
+    fw = frameworks.get(target.scheduler_name) or next(iter(frameworks.values()))
+    result = schedule_one(fw, target, state, explain=True)
+    if output is OutputFormat.json:
+        typer.echo(json.dumps(explain_json(result), indent=2))
+    else:
+        typer.echo(explain_text(result))
+    raise typer.Exit(EXIT_OK if result.node is not None else EXIT_PROBLEMS)
+
+
+def simulate(
+    cluster: ClusterOpt,
+    pods: Annotated[list[Path] | None, typer.Option("--pods", help="Extra pods to schedule "
+                                                     "(repeatable).")] = None,
+    config: ConfigOpt = None,
+    policies: PoliciesOpt = None,
+    output: FormatOpt = OutputFormat.text,
+    seed: SeedOpt = None,
+) -> None:
+    """Schedule every pending pod of the snapshot (for this scheduler's profiles) plus the
+    given pods, in queue order, each placement counted before the next.
+
+    Exit 0 when every pod was placed, 1 when some could not be, 2 for bad input."""
+    from policyd.engine.report import simulate_json, simulate_text
+    from policyd.engine.simulate import simulate as run
+    from policyd.model.snapshot import load_snapshot
+
+    snap = load_snapshot(cluster)
+    extra = load_snapshot(*(pods or []), pods_only=True).pods if pods else []
+    frameworks = frameworks_for(config, policies or [], seed)
+    state = snap.cluster()
+    pending = state.pending_pods() + extra
+
+    def progress(done: int, total: int) -> None:
+        if total >= 500 and (done % 500 == 0 or done == total) and sys.stderr.isatty():
+            print(f"\rscheduled {done}/{total} pods", end="" if done < total else "\n",
+                  file=sys.stderr)
+
+    result = run(frameworks, state, pending, progress=progress)
+    if output is OutputFormat.json:
+        typer.echo(json.dumps(simulate_json(result), indent=2))
+    else:
+        typer.echo(simulate_text(result))
+    failed = any(r.node is None for r in result.results)
+    raise typer.Exit(EXIT_PROBLEMS if failed else EXIT_OK)
+
+
+__all__ = ["PolicydError", "explain", "simulate"]

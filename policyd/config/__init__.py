@@ -1,0 +1,1 @@
+"""Profiles: which plugins run at which extension point, with which weights and args."""

@@ -1,0 +1,121 @@
+"""Render scheduling results for people (text tables) and for programs (JSON)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policyd.engine.scheduler import ScheduleResult
+from policyd.engine.simulate import SimulationResult
+from policyd.framework.fit_error import reason_counts
+from policyd.framework.status import Status
+
+
+def _verdict(status: Status | None) -> str:
+    if status is None or status.is_success:
+        return "passed"
+    if status.is_skip:
+        return "skipped"
+    return status.message
+
+
+def explain_json(result: ScheduleResult) -> dict[str, Any]:
+    score_by_node: dict[str, dict[str, Any]] = {}
+    totals: dict[str, int] = {}
+    if result.scores is not None:
+        for i, node in enumerate(result.scores.nodes):
+            score_by_node[node.name] = {
+                p.plugin: {"raw": p.raw[i], "normalized": p.normalized[i], "weight": p.weight,
+                           "weighted": p.normalized[i] * p.weight}
+                for p in result.scores.plugins
+            }
+            totals[node.name] = result.scores.totals[i]
+    feasible = set(result.feasible)
+    nodes = []
+    for name, details in result.filter_details.items():
+        nodes.append({
+            "name": name,
+            "feasible": name in feasible,
+            "chosen": name == result.node,
+            "rejectedBy": (result.diagnosis.node_to_status[name].plugin
+                           if name in result.diagnosis.node_to_status else None),
+            "filters": {plugin: _verdict(st) for plugin, st in details.items()},
+            "scores": score_by_node.get(name, {}),
+            "total": totals.get(name),
+        })
+    return {
+        "pod": result.pod.key,
+        "node": result.node,
+        "message": result.message if result.node is None else "",
+        "error": result.error.message if result.error else None,
+        "feasibleNodes": result.feasible,
+        "reasonCounts": reason_counts(result.diagnosis.node_to_status),
+        "nodes": nodes,
+    }
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows)
+
+
+def explain_text(result: ScheduleResult) -> str:
+    pod = result.pod.key
+    lines = []
+    if result.error is not None:
+        lines.append(f"Pod {pod}: scheduling failed with an internal error: {result.message}")
+    elif result.node is None:
+        lines.append(f"Pod {pod} is unschedulable:")
+        lines.append(f"  {result.message}")
+    else:
+        lines.append(f"Pod {pod} -> {result.node}")
+    score_plugins = [p.plugin for p in result.scores.plugins] if result.scores else []
+    header = ["", "NODE", "FILTER", *score_plugins, "TOTAL"]
+    rows = [header]
+    index = {n.name: i for i, n in enumerate(result.scores.nodes)} if result.scores else {}
+    for name, details in result.filter_details.items():
+        failed = [f"{pl}: {_verdict(st)}" for pl, st in details.items()
+                  if st is not None and not st.is_success and not st.is_skip]
+        row = ["*" if name == result.node else "", name, "; ".join(failed) or "passed"]
+        if name in index and result.scores is not None:
+            i = index[name]
+            row += [str(p.normalized[i] * p.weight) for p in result.scores.plugins]
+            row.append(str(result.scores.totals[i]))
+        else:
+            row += ["-"] * len(score_plugins) + ["-"]
+        rows.append(row)
+    lines.append("")
+    lines.append(_table(rows))
+    if score_plugins:
+        lines.append("")
+        lines.append("Scores are normalized (0-100) x weight; the highest TOTAL wins, ties at "
+                     "random. Weights: " + ", ".join(
+                         f"{p.plugin} {p.weight}" for p in result.scores.plugins)
+                     if result.scores else "")
+    return "\n".join(lines)
+
+
+def simulate_json(sim: SimulationResult) -> dict[str, Any]:
+    return {
+        "scheduled": sim.scheduled,
+        "unschedulable": sum(1 for r in sim.results if r.unschedulable),
+        "errors": sum(1 for r in sim.results if r.error is not None),
+        "placements": [
+            {"pod": r.pod.key, "node": r.node,
+             "message": r.message if r.node is None else ""}
+            for r in sim.results
+        ],
+        "gated": [p.key for p in sim.gated],
+    }
+
+
+def simulate_text(sim: SimulationResult) -> str:
+    rows = [["POD", "NODE", "WHY NOT"]]
+    for r in sim.results:
+        rows.append([r.pod.key, r.node or "<none>", r.message if r.node is None else ""])
+    out = [_table(rows)] if sim.results else ["no pending pods to schedule"]
+    out.append("")
+    unsched = sum(1 for r in sim.results if r.node is None)
+    out.append(f"{sim.scheduled} scheduled, {unsched} unschedulable"
+               + (f", {len(sim.gated)} held by scheduling gates" if sim.gated else ""))
+    return "\n".join(out)

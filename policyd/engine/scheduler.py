@@ -1,0 +1,103 @@
+"""One scheduling cycle: PreFilter, Filter, PreScore, Score, select host (schedulePod).
+
+The offline commands and the daemon call the same `schedule_one`; `explain=True` also
+keeps every plugin's verdict on every node, which costs more and changes nothing in
+the decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from policyd.framework.cycle_state import CycleState
+from policyd.framework.fit_error import Diagnosis, fit_error_message
+from policyd.framework.runtime import Framework, ScoreResult
+from policyd.framework.status import Code, Status
+from policyd.model.cluster import ClusterState, NodeInfo
+from policyd.model.records import Pod
+
+
+@dataclass(slots=True)
+class ScheduleResult:
+    pod: Pod
+    node: str | None  # the chosen node, None when none fits or the cycle failed
+    num_nodes: int
+    # Unschedulable: the FitError message. Error: the error. Success: "".
+    message: str = ""
+    error: Status | None = None  # an internal error (plugin crash, invalid score)
+    diagnosis: Diagnosis = field(default_factory=Diagnosis)
+    feasible: list[str] = field(default_factory=list)
+    scores: ScoreResult | None = None
+    # explain only: node -> plugin -> verdict (None = passed), every plugin run.
+    filter_details: dict[str, dict[str, Status | None]] = field(default_factory=dict)
+
+    @property
+    def unschedulable(self) -> bool:
+        return self.node is None and self.error is None
+
+
+def schedule_one(
+    fw: Framework, pod: Pod, cluster: ClusterState, *, explain: bool = False
+) -> ScheduleResult:
+    nodes = cluster.node_infos()
+    state = CycleState(nodes, cluster)
+    result = ScheduleResult(pod=pod, node=None, num_nodes=len(nodes))
+    diagnosis = result.diagnosis
+    if not nodes:
+        result.message = fit_error_message(0, diagnosis)
+        return result
+
+    names, status, rejected_by = fw.run_pre_filter(state, pod)
+    diagnosis.unschedulable_plugins |= rejected_by
+    if status is not None:
+        if status.code is Code.ERROR:
+            return _failed(result, status)
+        diagnosis.pre_filter_message = status.message
+        diagnosis.absent_nodes_status = status
+        result.message = fit_error_message(len(nodes), diagnosis)
+        if explain:
+            for n in nodes:
+                result.filter_details[n.name] = {status.plugin or "PreFilter": status}
+        return result
+
+    candidates = nodes
+    if names is not None:
+        candidates = [n for n in nodes if n.name in names]
+        diagnosis.absent_nodes_status = Status.unresolvable(
+            f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(rejected_by))}]")
+
+    feasible, status = fw.run_filters(state, pod, candidates, diagnosis)
+    if status is not None:
+        return _failed(result, status)
+    if explain:
+        for n in candidates:
+            result.filter_details[n.name] = fw.filter_details(state, pod, n)
+        for n in nodes:
+            if names is not None and n.name not in names:
+                assert diagnosis.absent_nodes_status is not None
+                result.filter_details[n.name] = {"PreFilter": diagnosis.absent_nodes_status}
+    result.feasible = [n.name for n in feasible]
+    if not feasible:
+        result.message = fit_error_message(len(nodes), diagnosis)
+        return result
+
+    if len(feasible) == 1 and not explain:
+        # Upstream skips scoring when only one node fits: nothing to choose between.
+        result.node = feasible[0].name
+        return result
+    status = fw.run_pre_score(state, pod, feasible)
+    if status is not None:
+        return _failed(result, status)
+    scores, status = fw.run_score(state, pod, feasible)
+    result.scores = scores
+    if status is not None:
+        return _failed(result, status)
+    chosen: NodeInfo = feasible[0] if len(feasible) == 1 else fw.select_host(scores)
+    result.node = chosen.name
+    return result
+
+
+def _failed(result: ScheduleResult, status: Status) -> ScheduleResult:
+    result.error = status
+    result.message = status.message
+    return result

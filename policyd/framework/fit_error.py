@@ -1,0 +1,58 @@
+"""The FailedScheduling message, built exactly like kube-scheduler's `FitError.Error()`.
+
+`0/N nodes are available: ` + either the PreFilter rejection message or, for every
+reason of every rejected node, `"<count> <reason>"` sorted as plain strings (so `10 x`
+sorts before `2 x`) and joined by `, `; then `.`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from policyd.framework.status import Status
+
+MAX_EVENT_MESSAGE = 1024  # events.k8s.io note limit; the pod condition keeps it whole
+
+
+@dataclass(slots=True)
+class Diagnosis:
+    """Why a pod fits no node: the first rejecting status of each node, in a cycle."""
+
+    node_to_status: dict[str, Status] = field(default_factory=dict)
+    # The status of every node that PreFilter narrowed away ("absent" upstream).
+    absent_nodes_status: Status | None = None
+    pre_filter_message: str = ""
+    unschedulable_plugins: set[str] = field(default_factory=set)
+
+
+def fit_error_message(num_all_nodes: int, diagnosis: Diagnosis) -> str:
+    message = f"0/{num_all_nodes} nodes are available:"
+    if diagnosis.pre_filter_message:
+        return f"{message} {diagnosis.pre_filter_message}."
+    reasons: Counter[str] = Counter()
+    for status in diagnosis.node_to_status.values():
+        reasons.update(status.reasons)
+    absent = num_all_nodes - len(diagnosis.node_to_status)
+    if absent > 0 and diagnosis.absent_nodes_status is not None:
+        for reason in diagnosis.absent_nodes_status.reasons:
+            reasons[reason] += absent
+    histogram = sorted(f"{count} {reason}" for reason, count in reasons.items())
+    if histogram:
+        message += f" {', '.join(histogram)}."
+    return message
+
+
+def reason_counts(node_to_status: Mapping[str, Status]) -> dict[str, int]:
+    """Reason -> number of nodes, for JSON output and differential tests."""
+    counts: Counter[str] = Counter()
+    for status in node_to_status.values():
+        counts.update(status.reasons)
+    return dict(counts)
+
+
+def truncate_event_message(message: str) -> str:
+    if len(message) <= MAX_EVENT_MESSAGE:
+        return message
+    return message[: MAX_EVENT_MESSAGE - 3] + "..."

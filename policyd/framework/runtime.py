@@ -1,0 +1,227 @@
+"""The runner: calls plugins at each extension point, in profile order, as upstream does.
+
+Every plugin call goes through here, and here alone a stray exception becomes an Error
+status naming the plugin. Filters run plugin by plugin over the still-feasible nodes;
+since a node's result is its first rejecting plugin, this gives exactly upstream's
+node-by-node outcome while letting a plugin evaluate many nodes in one call
+(`filter_all`).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from policyd.framework.cycle_state import CycleState
+from policyd.framework.fit_error import Diagnosis
+from policyd.framework.interfaces import (
+    FilterPlugin,
+    NormalizeScorePlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    QueueSortPlugin,
+    ScorePlugin,
+)
+from policyd.framework.status import Code, Status
+from policyd.model.cluster import NodeInfo
+from policyd.model.records import Pod
+
+MAX_NODE_SCORE = 100
+MIN_NODE_SCORE = 0
+
+
+@dataclass(slots=True)
+class WeightedScorePlugin:
+    plugin: ScorePlugin
+    weight: int
+
+
+@dataclass(slots=True)
+class PluginScores:
+    """One score plugin's scores over the feasible nodes, aligned with them."""
+
+    plugin: str
+    weight: int
+    raw: list[int]
+    normalized: list[int]  # after NormalizeScore (== raw when it has none)
+
+
+@dataclass(slots=True)
+class ScoreResult:
+    nodes: list[NodeInfo]
+    plugins: list[PluginScores] = field(default_factory=list)
+    totals: list[int] = field(default_factory=list)
+
+
+class Framework:
+    """A profile's plugins per extension point, ready to run (frameworkImpl)."""
+
+    def __init__(
+        self,
+        profile_name: str,
+        *,
+        queue_sort: QueueSortPlugin | None = None,
+        pre_filter: Sequence[PreFilterPlugin] = (),
+        filter: Sequence[FilterPlugin] = (),
+        pre_score: Sequence[PreScorePlugin] = (),
+        score: Sequence[WeightedScorePlugin] = (),
+        seed: int | None = None,
+    ) -> None:
+        self.profile_name = profile_name
+        self.queue_sort = queue_sort
+        self.pre_filter_plugins = list(pre_filter)
+        self.filter_plugins = list(filter)
+        self.pre_score_plugins = list(pre_score)
+        self.score_plugins = list(score)
+        self.rng = random.Random(seed)
+
+    # PreFilter
+    def run_pre_filter(
+        self, state: CycleState, pod: Pod
+    ) -> tuple[set[str] | None, Status | None, set[str]]:
+        """Returns (node names to restrict to or None, failure status, rejecting plugins).
+
+        A Skip marks the plugin so its Filter does not run; the first rejection or error
+        ends PreFilter (RunPreFilterPlugins)."""
+        result: set[str] | None = None
+        narrowing: list[str] = []
+        nodes = state.all_nodes
+        for pl in self.pre_filter_plugins:
+            try:
+                names, status = pl.pre_filter(state, pod, nodes)
+            except Exception as exc:
+                return None, _error("PreFilter", pl.name, exc), {pl.name}
+            if status is not None:
+                if status.is_skip:
+                    state.skip_filter.add(pl.name)
+                    continue
+                if not status.is_success:
+                    if not status.is_rejected:
+                        return None, _error_status("PreFilter", pl.name, status), {pl.name}
+                    return None, status.with_plugin(pl.name), {pl.name}
+            if names is not None:
+                narrowing.append(pl.name)
+                result = set(names) if result is None else result & names
+                if not result:
+                    if len(narrowing) == 1:
+                        msg = f"node(s) didn't satisfy plugin {narrowing[0]}"
+                    else:
+                        msg = f"node(s) didn't satisfy plugin(s) [{' '.join(narrowing)}] " \
+                              "simultaneously"
+                    return None, Status.unschedulable(msg), set(narrowing)
+        return result, None, set(narrowing)
+
+    # Filter
+    def run_filters(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo], diagnosis: Diagnosis
+    ) -> tuple[list[NodeInfo], Status | None]:
+        """The nodes that pass every filter; rejected nodes go into `diagnosis` with
+        their first rejecting status. A plugin error aborts the cycle (returned)."""
+        remaining = list(nodes)
+        for pl in self.filter_plugins:
+            if pl.name in state.skip_filter or not remaining:
+                continue
+            try:
+                batch = getattr(pl, "filter_all", None)
+                if batch is not None:
+                    results = batch(state, pod, remaining)
+                else:
+                    f = pl.filter
+                    results = [f(state, pod, n) for n in remaining]
+            except Exception as exc:
+                return [], _error("Filter", pl.name, exc)
+            if not any(results):
+                continue
+            kept = []
+            for node, status in zip(remaining, results, strict=True):
+                if status is None or status.is_success:
+                    kept.append(node)
+                elif status.is_rejected:
+                    diagnosis.node_to_status[node.name] = status.with_plugin(pl.name)
+                    diagnosis.unschedulable_plugins.add(pl.name)
+                else:
+                    return [], _error_status("Filter", pl.name, status)
+            remaining = kept
+        return remaining, None
+
+    def filter_details(
+        self, state: CycleState, pod: Pod, node: NodeInfo
+    ) -> dict[str, Status | None]:
+        """Every filter plugin's verdict on one node, without stopping at the first
+        rejection: what `explain` shows. Skipped plugins are reported as Skip."""
+        out: dict[str, Status | None] = {}
+        for pl in self.filter_plugins:
+            if pl.name in state.skip_filter:
+                out[pl.name] = Status.skip()
+                continue
+            try:
+                out[pl.name] = pl.filter(state, pod, node)
+            except Exception as exc:
+                out[pl.name] = _error("Filter", pl.name, exc)
+        return out
+
+    # PreScore and Score
+    def run_pre_score(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> Status | None:
+        for pl in self.pre_score_plugins:
+            try:
+                status = pl.pre_score(state, pod, nodes)
+            except Exception as exc:
+                return _error("PreScore", pl.name, exc)
+            if status is None or status.is_success:
+                continue
+            if status.is_skip:
+                state.skip_score.add(pl.name)
+                continue
+            return _error_status("PreScore", pl.name, status)
+        return None
+
+    def run_score(
+        self, state: CycleState, pod: Pod, nodes: list[NodeInfo]
+    ) -> tuple[ScoreResult, Status | None]:
+        """Score, normalize, check the range, weigh and sum (RunScorePlugins)."""
+        result = ScoreResult(nodes=nodes, totals=[0] * len(nodes))
+        for wp in self.score_plugins:
+            pl = wp.plugin
+            if pl.name in state.skip_score:
+                continue
+            try:
+                score = pl.score
+                raw = [score(state, pod, n) for n in nodes]
+                normalized = list(raw)
+                if isinstance(pl, NormalizeScorePlugin):
+                    status = pl.normalize_score(state, pod, nodes, normalized)
+                    if status is not None and not status.is_success:
+                        return result, _error_status("NormalizeScore", pl.name, status)
+            except Exception as exc:
+                return result, _error("Score", pl.name, exc)
+            for i, s in enumerate(normalized):
+                if s > MAX_NODE_SCORE or s < MIN_NODE_SCORE:
+                    return result, Status.error(
+                        f"plugin {pl.name!r} returns an invalid score {s}, it should in the "
+                        f"range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing")
+                result.totals[i] += s * wp.weight
+            result.plugins.append(PluginScores(pl.name, wp.weight, raw, normalized))
+        return result, None
+
+    def select_host(self, scores: ScoreResult) -> NodeInfo:
+        """Highest total; ties broken uniformly at random (seedable)."""
+        best = max(scores.totals)
+        tied = [n for n, t in zip(scores.nodes, scores.totals, strict=True) if t == best]
+        return tied[0] if len(tied) == 1 else self.rng.choice(tied)
+
+    def less(self, a: Pod, b: Pod) -> bool:
+        if self.queue_sort is None:
+            return a.creation_timestamp < b.creation_timestamp
+        return self.queue_sort.less(a, b)
+
+
+def _error(point: str, plugin: str, exc: Exception) -> Status:
+    return Status(Code.ERROR, (f"running {point} plugin {plugin!r}: "
+                               f"{type(exc).__name__}: {exc}",), plugin)
+
+
+def _error_status(point: str, plugin: str, status: Status) -> Status:
+    return Status(Code.ERROR, (f"running {point} plugin {plugin!r}: {status.message}",), plugin)

@@ -1,0 +1,83 @@
+"""The one registry of built-in plugins: name -> factory, default weight, extension points.
+
+Modules are imported on first use so that commands which never build a framework
+(lint) do not pay for them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from policyd.framework.interfaces import Plugin
+from policyd.plugins import names
+
+_MODULES = {
+    names.PRIORITY_SORT: "priority_sort",
+    names.NODE_UNSCHEDULABLE: "node_unschedulable",
+    names.NODE_NAME: "node_name",
+    names.TAINT_TOLERATION: "taint_toleration",
+    names.NODE_AFFINITY: "node_affinity",
+    names.NODE_PORTS: "node_ports",
+    names.NODE_RESOURCES_FIT: "node_resources_fit",
+    names.VOLUME_UNSUPPORTED: "volume_unsupported",
+    names.POD_TOPOLOGY_SPREAD: "pod_topology_spread",
+    names.INTER_POD_AFFINITY: "inter_pod_affinity",
+    names.NODE_RESOURCES_BALANCED_ALLOCATION: "balanced_allocation",
+    names.IMAGE_LOCALITY: "image_locality",
+}
+
+# kube-scheduler's default profile, in its order (getDefaultPlugins, v1.36), restricted
+# to the plugins policyd has; VolumeUnsupported stands where the volume plugins stand.
+DEFAULT_PROFILE_ORDER = tuple(_MODULES)
+
+# Upstream plugins policyd does not implement. A profile may disable them (configs are
+# often copied from kube-scheduler) but not enable them.
+UPSTREAM_ONLY = frozenset({
+    "DefaultPreemption", "DefaultBinder", "SchedulingGates", "VolumeRestrictions",
+    "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "DynamicResources",
+    "NodeDeclaredFeatures", "GangScheduling", "TopologyAwareScheduling",
+})
+
+EXTENSION_POINT_METHODS = {
+    "queueSort": "less",
+    "preFilter": "pre_filter",
+    "filter": "filter",
+    "preScore": "pre_score",
+    "score": "score",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PluginSpec:
+    name: str
+    factory: Callable[[Mapping[str, Any] | None], Plugin]
+    default_weight: int | None
+    extension_points: frozenset[str]
+
+
+@cache
+def builtin(name: str) -> PluginSpec | None:
+    module_name = _MODULES.get(name)
+    if module_name is None:
+        return None
+    module = importlib.import_module(f"policyd.plugins.{module_name}")
+    plugin = module.new(None)
+    return PluginSpec(
+        name=name,
+        factory=module.new,
+        default_weight=getattr(module, "DEFAULT_WEIGHT", None),
+        extension_points=extension_points_of(plugin),
+    )
+
+
+def builtin_names() -> tuple[str, ...]:
+    return tuple(_MODULES)
+
+
+def extension_points_of(plugin: object) -> frozenset[str]:
+    return frozenset(p for p, method in EXTENSION_POINT_METHODS.items()
+                     if callable(getattr(plugin, method, None)))

@@ -1,0 +1,176 @@
+"""The runner with small stand-in plugins (plain objects, as unit tests use)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from policyd.engine.scheduler import schedule_one
+from policyd.framework.cycle_state import CycleState
+from policyd.framework.interfaces import default_normalize_score
+from policyd.framework.runtime import Framework, WeightedScorePlugin
+from policyd.framework.status import Code, Status
+from policyd.model.cluster import ClusterState, NodeInfo
+from policyd.model.records import Pod
+from tests.builders import make_node, make_pod
+
+
+class RejectNodes:
+    def __init__(self, name: str, reject: set[str], reason: str,
+                 code: Code = Code.UNSCHEDULABLE) -> None:
+        self.name = name
+        self.reject = reject
+        self.reason = reason
+        self.code = code
+        self.calls = 0
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        self.calls += 1
+        if node.name in self.reject:
+            return Status(self.code, (self.reason,))
+        return None
+
+
+class Crash:
+    name = "Crash"
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        raise ZeroDivisionError("boom")
+
+
+class Narrow:
+    def __init__(self, name: str, nodes: set[str] | None, skip: bool = False) -> None:
+        self.name = name
+        self.nodes = nodes
+        self.skip = skip
+
+    def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+                   ) -> tuple[set[str] | None, Status | None]:
+        return self.nodes, (Status.skip() if self.skip else None)
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        return Status.unschedulable(f"{self.name} ran")
+
+
+class FixedScore:
+    def __init__(self, name: str, scores: dict[str, int], normalize: bool = False) -> None:
+        self.name = name
+        self.scores = scores
+        if normalize:
+            self.normalize_score = self._normalize
+
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
+        return self.scores[node.name]
+
+    def _normalize(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo],
+                   scores: list[int]) -> Status | None:
+        default_normalize_score(100, False, scores)
+        return None
+
+
+def cluster(*names: str) -> ClusterState:
+    return ClusterState([make_node(n).obj() for n in names])
+
+
+def test_first_rejecting_plugin_wins_and_later_plugins_do_not_see_the_node() -> None:
+    a = RejectNodes("A", {"n1"}, "reason a")
+    b = RejectNodes("B", {"n1", "n2"}, "reason b")
+    fw = Framework("p", filter=[a, b])
+    r = schedule_one(fw, make_pod().obj(), cluster("n1", "n2", "n3"))
+    assert r.node == "n3"
+    assert r.diagnosis.node_to_status["n1"].plugin == "A"
+    assert r.diagnosis.node_to_status["n2"].reasons == ("reason b",)
+    assert b.calls == 2  # n1 was already rejected by A
+
+
+def test_unschedulable_message_counts_first_reasons() -> None:
+    a = RejectNodes("A", {"n1"}, "reason a")
+    b = RejectNodes("B", {"n1", "n2"}, "reason b")
+    r = schedule_one(Framework("p", filter=[a, b]), make_pod().obj(), cluster("n1", "n2"))
+    assert r.node is None and r.unschedulable
+    assert r.message == "0/2 nodes are available: 1 reason a, 1 reason b."
+
+
+def test_plugin_exception_becomes_error_status_naming_the_plugin() -> None:
+    r = schedule_one(Framework("p", filter=[Crash()]), make_pod().obj(), cluster("n1"))
+    assert r.node is None and r.error is not None
+    assert r.error.code is Code.ERROR
+    assert "Crash" in r.message and "boom" in r.message
+
+
+def test_prefilter_skip_means_filter_does_not_run() -> None:
+    fw = Framework("p", pre_filter=[Narrow("N", None, skip=True)], filter=[Narrow("N", None)])
+    assert schedule_one(fw, make_pod().obj(), cluster("n1")).node == "n1"
+
+
+def test_prefilter_narrowing_reports_absent_nodes() -> None:
+    n = Narrow("NodeAffinity", {"n1"})
+    fw = Framework("p", pre_filter=[n], filter=[RejectNodes("R", {"n1"}, "Too many pods")])
+    r = schedule_one(fw, make_pod().obj(), cluster("n1", "n2", "n3"))
+    assert r.message == ("0/3 nodes are available: 1 Too many pods, "
+                         "2 node(s) didn't satisfy plugin(s) [NodeAffinity].")
+
+
+def test_prefilter_disjoint_sets_reject_the_pod() -> None:
+    fw = Framework("p", pre_filter=[Narrow("A", {"n1"}), Narrow("B", {"n2"})])
+    r = schedule_one(fw, make_pod().obj(), cluster("n1", "n2"))
+    assert r.message == ("0/2 nodes are available: node(s) didn't satisfy plugin(s) [A B] "
+                         "simultaneously.")
+    fw = Framework("p", pre_filter=[Narrow("A", set())])
+    r = schedule_one(fw, make_pod().obj(), cluster("n1", "n2"))
+    assert r.message == "0/2 nodes are available: node(s) didn't satisfy plugin A."
+
+
+def test_weighted_sum_picks_highest_total() -> None:
+    s1 = FixedScore("S1", {"n1": 10, "n2": 50, "n3": 100}, normalize=True)
+    s2 = FixedScore("S2", {"n1": 100, "n2": 0, "n3": 0})
+    fw = Framework("p", score=[WeightedScorePlugin(s1, 1), WeightedScorePlugin(s2, 2)])
+    r = schedule_one(fw, make_pod().obj(), cluster("n1", "n2", "n3"), explain=True)
+    assert r.scores is not None
+    assert r.scores.totals == [10 + 200, 50, 100]
+    assert r.node == "n1"
+
+
+def test_score_out_of_range_is_an_error() -> None:
+    fw = Framework("p", score=[WeightedScorePlugin(FixedScore("Big", {"n1": 101, "n2": 0}), 1)])
+    r = schedule_one(fw, make_pod().obj(), cluster("n1", "n2"))
+    assert r.error is not None
+    assert r.message == ("plugin 'Big' returns an invalid score 101, it should in the range "
+                         "of [0, 100] after normalizing")
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_ties_are_broken_at_random_but_reproducibly(seed: int) -> None:
+    names = [f"n{i}" for i in range(10)]
+    picks = set()
+    for _ in range(2):
+        fw = Framework("p", score=[WeightedScorePlugin(FixedScore("S", dict.fromkeys(names, 5)),
+                                                       1)], seed=seed)
+        c = cluster(*names)
+        picks.add(tuple(schedule_one(fw, make_pod().obj(), c).node for _ in range(20)))
+    assert len(picks) == 1  # same seed, same choices
+    (choices,) = picks
+    assert len(set(choices)) > 1  # but spread over the tied nodes
+
+
+def test_explain_keeps_every_plugin_verdict() -> None:
+    a = RejectNodes("A", {"n1"}, "reason a")
+    b = RejectNodes("B", {"n1"}, "reason b")
+    r = schedule_one(Framework("p", filter=[a, b]), make_pod().obj(), cluster("n1", "n2"),
+                     explain=True)
+    assert r.filter_details["n1"]["A"] == Status.unschedulable("reason a")
+    assert r.filter_details["n1"]["B"] == Status.unschedulable("reason b")
+    assert r.filter_details["n2"] == {"A": None, "B": None}
+
+
+def test_default_normalize_score() -> None:
+    scores = [0, 5, 10]
+    default_normalize_score(100, False, scores)
+    assert scores == [0, 50, 100]
+    scores = [0, 5, 10]
+    default_normalize_score(100, True, scores)
+    assert scores == [100, 50, 0]
+    scores = [0, 0]
+    default_normalize_score(100, True, scores)
+    assert scores == [100, 100]
