@@ -1,0 +1,47 @@
+"""NodeName: a pod that names its node (`spec.nodeName`) fits only that node.
+
+Pods with a node name are normally never scheduled (they are already bound), but
+`explain` can be asked about one, and then this is the answer upstream would give.
+kube-scheduler 1.36 has only the Filter here (a PreFilter narrowing the node list to
+that one name existed in older releases and is gone), so policyd has only the Filter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from policyd.framework import CycleState, PluginError, Status
+from policyd.model.cluster import NodeInfo
+from policyd.model.records import Pod
+from policyd.plugins import names
+
+DEFAULT_WEIGHT: int | None = None
+
+ERR_REASON = "node(s) didn't match the requested node name"
+
+_REJECT = Status.unresolvable(ERR_REASON)
+
+
+class NodeName:
+    name = names.NODE_NAME
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        wanted = pod.node_name
+        if wanted and wanted != node.node.name:
+            return _REJECT
+        return None
+
+    def filter_all(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> list[Status | None]:
+        wanted = pod.node_name
+        if not wanted:
+            return [None] * len(nodes)
+        return [None if n.node.name == wanted else _REJECT for n in nodes]
+
+
+def new(args: Mapping[str, Any] | None = None) -> NodeName:
+    if args:
+        raise PluginError(names.NODE_NAME, [("", "NodeName takes no arguments")])
+    return NodeName()

@@ -1,0 +1,57 @@
+"""NodeUnschedulable: cordoned nodes (`spec.unschedulable`) take no new pods.
+
+A pod that tolerates the `node.kubernetes.io/unschedulable:NoSchedule` taint (as
+DaemonSet pods do) passes anyway, exactly as upstream treats the flag as that taint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from policyd.framework import CycleState, PluginError, Status
+from policyd.model.cluster import NodeInfo
+from policyd.model.records import Pod, Taint
+from policyd.plugins import names
+
+DEFAULT_WEIGHT: int | None = None
+
+ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
+
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+
+_REJECT = Status.unresolvable(ERR_REASON_UNSCHEDULABLE)
+_CACHE_KEY = "NodeUnschedulable/tolerates"
+
+
+def tolerates_unschedulable(pod: Pod) -> bool:
+    """Whether the pod tolerates the cordon taint; memoized on the pod, as tolerations
+    are immutable once the pod exists."""
+    cached = pod.cache.get(_CACHE_KEY)
+    if cached is None:
+        cached = any(t.tolerates(UNSCHEDULABLE_TAINT) for t in pod.tolerations)
+        pod.cache[_CACHE_KEY] = cached
+    return bool(cached)
+
+
+class NodeUnschedulable:
+    name = names.NODE_UNSCHEDULABLE
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        if node.node.unschedulable and not tolerates_unschedulable(pod):
+            return _REJECT
+        return None
+
+    def filter_all(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> list[Status | None]:
+        if tolerates_unschedulable(pod):
+            return [None] * len(nodes)
+        return [_REJECT if n.node.unschedulable else None for n in nodes]
+
+
+def new(args: Mapping[str, Any] | None = None) -> NodeUnschedulable:
+    if args:
+        raise PluginError(names.NODE_UNSCHEDULABLE,
+                          [("", "NodeUnschedulable takes no arguments")])
+    return NodeUnschedulable()

@@ -1,0 +1,115 @@
+"""TaintToleration: NoSchedule/NoExecute taints a pod does not tolerate rule a node out;
+untolerated PreferNoSchedule taints only lower its score.
+
+Filter reason is 1.34+'s `node(s) had untolerated taint(s)` (no taint named: upstream
+dropped the `{key: value}` detail so that the FailedScheduling message aggregates).
+Tolerations with the alpha comparison operators (Gt/Lt, feature gate
+TaintTolerationComparisonOperators, off by default in 1.36) are not supported: the pod
+decoder rejects them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from policyd.framework import MAX_NODE_SCORE, CycleState, PluginError, Status
+from policyd.framework.interfaces import default_normalize_score
+from policyd.model.cluster import NodeInfo
+from policyd.model.records import Node, Pod, Taint, Toleration
+from policyd.plugins import names
+
+DEFAULT_WEIGHT = 3
+
+ERR_REASON_UNTOLERATED = "node(s) had untolerated taint(s)"
+
+_REJECT = Status.unresolvable(ERR_REASON_UNTOLERATED)
+_PRE_SCORE_KEY = "TaintToleration/prefer_no_schedule_tolerations"
+_NODE_KEY = "TaintToleration/taints"
+
+
+def _node_taints(node: Node) -> tuple[tuple[Taint, ...], tuple[Taint, ...]]:
+    """The node's (NoSchedule+NoExecute, PreferNoSchedule) taints, split once per Node
+    record: a node update replaces the record, so the memo can never be stale."""
+    split = node.cache.get(_NODE_KEY)
+    if split is None:
+        hard = tuple(t for t in node.taints if t.effect in ("NoSchedule", "NoExecute"))
+        prefer = tuple(t for t in node.taints if t.effect == "PreferNoSchedule")
+        split = (hard, prefer)
+        node.cache[_NODE_KEY] = split
+    return split
+
+
+def _tolerated(tolerations: Sequence[Toleration], taint: Taint) -> bool:
+    return any(t.tolerates(taint) for t in tolerations)
+
+
+def prefer_no_schedule_tolerations(pod: Pod) -> tuple[Toleration, ...]:
+    """Tolerations that can match a PreferNoSchedule taint (an empty effect matches
+    every effect)."""
+    return tuple(t for t in pod.tolerations if t.effect in ("", "PreferNoSchedule"))
+
+
+class TaintToleration:
+    name = names.TAINT_TOLERATION
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        hard = _node_taints(node.node)[0]
+        if not hard:
+            return None
+        tolerations = pod.tolerations
+        for taint in hard:
+            if not _tolerated(tolerations, taint):
+                return _REJECT
+        return None
+
+    def filter_all(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> list[Status | None]:
+        # Most nodes share a handful of taints: decide each distinct taint once.
+        tolerations = pod.tolerations
+        verdict: dict[Taint, bool] = {}
+        out: list[Status | None] = []
+        append = out.append
+        for info in nodes:
+            hard = _node_taints(info.node)[0]
+            status: Status | None = None
+            for taint in hard:
+                ok = verdict.get(taint)
+                if ok is None:
+                    ok = verdict[taint] = _tolerated(tolerations, taint)
+                if not ok:
+                    status = _REJECT
+                    break
+            append(status)
+        return out
+
+    def pre_score(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> Status | None:
+        state.write(_PRE_SCORE_KEY, prefer_no_schedule_tolerations(pod))
+        return None
+
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
+        prefer = _node_taints(node.node)[1]
+        if not prefer:
+            return 0
+        tolerations = state.get(_PRE_SCORE_KEY)
+        if tolerations is None:
+            # PreScore did not run (disabled in the profile). Upstream returns an Error
+            # here; computing it is cheap and gives the score PreScore would have.
+            tolerations = prefer_no_schedule_tolerations(pod)
+        return sum(1 for taint in prefer if not _tolerated(tolerations, taint))
+
+    def normalize_score(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo], scores: list[int]
+    ) -> Status | None:
+        # More untolerated PreferNoSchedule taints -> lower score.
+        default_normalize_score(MAX_NODE_SCORE, True, scores)
+        return None
+
+
+def new(args: Mapping[str, Any] | None = None) -> TaintToleration:
+    if args:
+        raise PluginError(names.TAINT_TOLERATION, [("", "TaintToleration takes no arguments")])
+    return TaintToleration()
