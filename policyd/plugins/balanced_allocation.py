@@ -1,0 +1,97 @@
+"""NodeResourcesBalancedAllocation: prefer nodes whose resources stay evenly used.
+
+Mirrors kube-scheduler v1.36 `noderesources/balanced_allocation.go`:
+
+* Fractions are requested / allocatable per configured resource (default cpu and memory,
+  weight 1), capped at 1, using the *actual* requests of the node's pods and of the pod
+  (not the 100m / 200Mi "non-zero" defaults). A resource the node does not have, or an
+  extended resource the pod does not request, is left out.
+* balance(x) = int((1 - std(fractions)) * 100), std being |f1 - f2| / 2 for two resources
+  and the population standard deviation for more.
+* Since v1.36 (kubernetes PR 135573) the score is the *change* in balance the pod brings:
+  50 + (50 + balance(with pod) - balance(without pod)) / 2, so no change scores 75,
+  balanced -> unbalanced 50 and unbalanced -> balanced 100. Before 1.36 it was
+  balance(with pod) alone.
+* PreScore returns Skip for a pod that requests none of the resources (a best-effort pod),
+  so such pods do not all pile onto the most balanced node (kubernetes issue 129138).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from policyd.framework import CycleState, PluginError, Status
+from policyd.model.cluster import NodeInfo
+from policyd.model.records import Pod
+from policyd.plugins import names
+from policyd.plugins.resource_allocation import (
+    DEFAULT_RESOURCES,
+    Problems,
+    ResourceSpec,
+    balanced_allocation_score,
+    check_unknown_fields,
+    node_allocatable_allocated,
+    parse_resource_specs,
+    pod_request_list,
+    resource_kind,
+)
+
+DEFAULT_WEIGHT = 1
+
+ARGS_KIND = "NodeResourcesBalancedAllocationArgs"
+
+_PRE_SCORE_KEY = "NodeResourcesBalancedAllocation/request"
+
+
+class NodeResourcesBalancedAllocation:
+    name = names.NODE_RESOURCES_BALANCED_ALLOCATION
+
+    def __init__(self, resources: Sequence[ResourceSpec] = DEFAULT_RESOURCES) -> None:
+        self.resources = tuple(resources)
+        self._names = tuple(r.name for r in self.resources)
+        self._kinds = tuple(resource_kind(r.name) for r in self.resources)
+
+    def pre_score(self, state: CycleState, pod: Pod,
+                  nodes: Sequence[NodeInfo]) -> Status | None:
+        request = pod_request_list(pod, self.resources, True)
+        if not any(request):
+            return Status.skip()
+        state.write(_PRE_SCORE_KEY, request)
+        return None
+
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
+        request = state.get(_PRE_SCORE_KEY)
+        if request is None:
+            # PreScore disabled in the profile: upstream computes it here, and scores a
+            # best-effort pod 0 instead of skipping.
+            request = pod_request_list(pod, self.resources, True)
+            if not any(request):
+                return 0
+        allocatable, allocated = node_allocatable_allocated(
+            node, self._names, self._kinds, request, True)
+        requested = [allocated[i] + request[i] for i in range(len(allocated))]
+        return balanced_allocation_score(requested, allocated, allocatable)
+
+
+def new(args: Mapping[str, Any] | None = None) -> NodeResourcesBalancedAllocation:
+    """Build the plugin from NodeResourcesBalancedAllocationArgs (v1 defaults, then
+    ValidateNodeResourcesBalancedAllocationArgs: no duplicate names, every weight 1)."""
+    problems: Problems = []
+    args = dict(args or {})
+    check_unknown_fields(args, ("apiVersion", "kind", "resources"), "", problems)
+    kind = args.get("kind")
+    if kind is not None and kind != ARGS_KIND:
+        problems.append(("kind", f"must be {ARGS_KIND!r}, not {kind!r}"))
+    resources = parse_resource_specs(args.get("resources"), "resources", problems)
+    seen: set[str] = set()
+    for i, spec in enumerate(resources):
+        if spec.name and spec.name in seen:
+            problems.append((f"resources[{i}].name", f'Duplicate value: "{spec.name}"'))
+        seen.add(spec.name)
+        if spec.weight != 1:
+            problems.append((f"resources[{i}].weight",
+                             f"Invalid value: {spec.weight}: must be 1"))
+    if problems:
+        raise PluginError(names.NODE_RESOURCES_BALANCED_ALLOCATION, problems)
+    return NodeResourcesBalancedAllocation(resources)

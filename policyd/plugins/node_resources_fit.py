@@ -1,0 +1,456 @@
+"""NodeResourcesFit: a pod only goes where its requests fit what the node has left, and
+(by default) prefers the nodes with the most room left.
+
+Mirrors kube-scheduler v1.36 `noderesources/fit.go`:
+
+* PreFilter computes the pod's requests once (component-helpers `PodRequests`, including
+  sidecars, overhead and pod-level resources). It never returns Skip: even a pod that
+  requests nothing is held to the node's pod count.
+* Filter: `Too many pods` when pods on the node + 1 > allocatable pods; a pod whose
+  requests are all zero stops there; otherwise each requested resource must fit
+  allocatable - requested: cpu, memory, ephemeral-storage, then the scalar resources
+  (extended, hugepages, kubernetes.io-prefixed), one reason each. The code is
+  UnschedulableAndUnresolvable when some request exceeds the node's whole allocatable
+  (preemption cannot help there, kubernetes PR 131345), Unschedulable otherwise.
+  `ignoredResources` / `ignoredResourceGroups` only apply to extended resources.
+* Score: LeastAllocated (default, cpu and memory weight 1), MostAllocated or
+  RequestedToCapacityRatio over "non-zero" cpu/memory requests (a container without a
+  request counts 100m / 200Mi); resources a node does not have are left out.
+
+Deviations, all deliberate: upstream walks the pod's extended resources in Go map order,
+so with several insufficient ones its reason order is random; policyd sorts them by name.
+DRA-backed extended resources (DRAExtendedResource) are not modelled: an extended
+resource the node does not list is insufficient, as with the gate off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from policyd.framework import CycleState, PluginError, Status
+from policyd.framework.status import Code
+from policyd.model.cluster import NodeInfo
+from policyd.model.records import Pod
+from policyd.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, pod_requests
+from policyd.plugins import names
+from policyd.plugins.resource_allocation import (
+    DEFAULT_RESOURCES,
+    MAX_CUSTOM_PRIORITY_SCORE,
+    MAX_UTILIZATION,
+    Problems,
+    ResourceSpec,
+    Scorer,
+    ShapePoint,
+    check_unknown_fields,
+    check_weights,
+    is_extended_resource_name,
+    is_scalar_resource_name,
+    least_allocated_scorer,
+    most_allocated_scorer,
+    node_allocatable_allocated,
+    parse_int,
+    parse_resource_specs,
+    pod_request_list,
+    qualified_name_errors,
+    requested_to_capacity_ratio_scorer,
+    resource_kind,
+    type_name,
+)
+
+DEFAULT_WEIGHT = 1
+
+ERR_REASON_TOO_MANY_PODS = "Too many pods"
+ERR_REASON_INSUFFICIENT_CPU = "Insufficient cpu"
+ERR_REASON_INSUFFICIENT_MEMORY = "Insufficient memory"
+ERR_REASON_INSUFFICIENT_EPHEMERAL_STORAGE = "Insufficient ephemeral-storage"
+ERR_REASON_INSUFFICIENT_PREFIX = "Insufficient "
+
+LEAST_ALLOCATED = "LeastAllocated"
+MOST_ALLOCATED = "MostAllocated"
+REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
+SCORING_STRATEGY_TYPES = (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO)
+
+ARGS_KIND = "NodeResourcesFitArgs"
+
+_PRE_FILTER_KEY = "NodeResourcesFit/request"
+_PRE_SCORE_KEY = "NodeResourcesFit/score_request"
+
+_TOO_MANY_PODS = Status.unschedulable(ERR_REASON_TOO_MANY_PODS)
+_INT64_MAX = 2**63 - 1
+# filter_all packs one bit per failed check into an int64 (bit 0: pod count).
+_MAX_BATCH_CHECKS = 62
+
+
+def insufficient_reason(resource: str) -> str:
+    if resource == CPU:
+        return ERR_REASON_INSUFFICIENT_CPU
+    if resource == MEMORY:
+        return ERR_REASON_INSUFFICIENT_MEMORY
+    if resource == EPHEMERAL_STORAGE:
+        return ERR_REASON_INSUFFICIENT_EPHEMERAL_STORAGE
+    return ERR_REASON_INSUFFICIENT_PREFIX + resource
+
+
+@dataclass(frozen=True, slots=True)
+class FitRequest:
+    """What Filter checks for one pod, computed once in PreFilter.
+
+    `checks` are (resource, request, reason) for every non-zero, non-ignored request, in
+    upstream's order. `all_zero` is upstream's "requests nothing" test, which looks at
+    which scalar resources are named at all, not at their values.
+    """
+
+    all_zero: bool
+    checks: tuple[tuple[str, int, str], ...]
+
+
+def compute_fit_request(pod: Pod, ignored_resources: frozenset[str],
+                        ignored_groups: frozenset[str]) -> FitRequest:
+    reqs = pod_requests(pod)
+    cpu = reqs.get(CPU, 0)
+    memory = reqs.get(MEMORY, 0)
+    ephemeral = reqs.get(EPHEMERAL_STORAGE, 0)
+    scalars = sorted(name for name in reqs if is_scalar_resource_name(name))
+    checks: list[tuple[str, int, str]] = []
+    for name, value in ((CPU, cpu), (MEMORY, memory), (EPHEMERAL_STORAGE, ephemeral)):
+        if value > 0:
+            checks.append((name, value, insufficient_reason(name)))
+    for name in scalars:
+        value = reqs[name]
+        if value == 0:
+            continue
+        if is_extended_resource_name(name) and (
+                name in ignored_resources
+                or (ignored_groups and name.split("/", 1)[0] in ignored_groups)):
+            continue
+        checks.append((name, value, insufficient_reason(name)))
+    all_zero = cpu == 0 and memory == 0 and ephemeral == 0 and not scalars
+    return FitRequest(all_zero, tuple(checks))
+
+
+def fits_request(request: FitRequest, info: NodeInfo) -> Status | None:
+    """fitsRequest + Filter's status: every reason, Unresolvable if any request exceeds
+    the node's whole allocatable."""
+    allocatable = info.node.allocatable
+    reasons: list[str] | None = None
+    unresolvable = False
+    if len(info.pods) + 1 > allocatable.get(PODS, 0):
+        reasons = [ERR_REASON_TOO_MANY_PODS]
+    if not request.all_zero:
+        requested = info.requested
+        for name, value, reason in request.checks:
+            alloc = allocatable.get(name, 0)
+            if value > alloc - requested.get(name, 0):
+                if reasons is None:
+                    reasons = [reason]
+                else:
+                    reasons.append(reason)
+                if value > alloc:
+                    unresolvable = True
+    if reasons is None:
+        return None
+    if unresolvable:
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, tuple(reasons))
+    if len(reasons) == 1 and reasons[0] == ERR_REASON_TOO_MANY_PODS:
+        return _TOO_MANY_PODS
+    return Status(Code.UNSCHEDULABLE, tuple(reasons))
+
+
+IntArray = npt.NDArray[np.int64]
+
+
+class _NodeColumns:
+    """A columnar copy of what Filter reads from each node, for filter_all.
+
+    Rows follow the order of the node sequence last seen; a row is re-read only when its
+    NodeInfo is a different object or its generation moved, so a steady cluster costs one
+    identity/generation comparison per node per cycle. Columns for scalar resources are
+    added the first time a pod asks for them.
+    """
+
+    def __init__(self) -> None:
+        self.infos: list[NodeInfo] = []
+        self.generations: list[int] = []
+        self.pod_count: IntArray = np.zeros(0, np.int64)
+        self.allowed_pods: IntArray = np.zeros(0, np.int64)
+        self.allocatable: dict[str, IntArray] = {}
+        self.requested: dict[str, IntArray] = {}
+
+    def sync(self, nodes: Sequence[NodeInfo]) -> None:
+        """Raises OverflowError if some value does not fit an int64."""
+        if len(nodes) != len(self.infos):
+            self._rebuild(nodes)
+            return
+        infos = self.infos
+        generations = self.generations
+        for i, info in enumerate(nodes):
+            if infos[i] is not info or generations[i] != info.generation:
+                self._refresh(i, info)
+
+    def column(self, name: str) -> tuple[IntArray, IntArray]:
+        alloc = self.allocatable.get(name)
+        if alloc is None:
+            alloc = np.array([i.node.allocatable.get(name, 0) for i in self.infos], np.int64)
+            used = np.array([i.requested.get(name, 0) for i in self.infos], np.int64)
+            self.allocatable[name] = alloc
+            self.requested[name] = used
+            return alloc, used
+        return alloc, self.requested[name]
+
+    def _rebuild(self, nodes: Sequence[NodeInfo]) -> None:
+        self.infos = list(nodes)
+        self.generations = [i.generation for i in nodes]
+        self.pod_count = np.array([len(i.pods) for i in nodes], np.int64)
+        self.allowed_pods = np.array([i.node.allocatable.get(PODS, 0) for i in nodes],
+                                     np.int64)
+        names = list(self.allocatable)
+        self.allocatable = {}
+        self.requested = {}
+        for name in names:
+            self.column(name)
+
+    def _refresh(self, row: int, info: NodeInfo) -> None:
+        self.infos[row] = info
+        self.generations[row] = info.generation
+        self.pod_count[row] = len(info.pods)
+        allocatable = info.node.allocatable
+        self.allowed_pods[row] = allocatable.get(PODS, 0)
+        requested = info.requested
+        for name, column in self.allocatable.items():
+            column[row] = allocatable.get(name, 0)
+            self.requested[name][row] = requested.get(name, 0)
+
+
+class NodeResourcesFit:
+    name = names.NODE_RESOURCES_FIT
+
+    def __init__(self, ignored_resources: frozenset[str] = frozenset(),
+                 ignored_resource_groups: frozenset[str] = frozenset(),
+                 strategy: str = LEAST_ALLOCATED,
+                 resources: Sequence[ResourceSpec] = DEFAULT_RESOURCES,
+                 shape: Sequence[ShapePoint] = ()) -> None:
+        self.ignored_resources = ignored_resources
+        self.ignored_resource_groups = ignored_resource_groups
+        self.strategy = strategy
+        self.resources = tuple(resources)
+        self.shape = tuple(shape)
+        self._names = tuple(r.name for r in self.resources)
+        self._kinds = tuple(resource_kind(r.name) for r in self.resources)
+        self._scorer: Scorer
+        if strategy == MOST_ALLOCATED:
+            self._scorer = most_allocated_scorer(self.resources)
+        elif strategy == REQUESTED_TO_CAPACITY_RATIO:
+            self._scorer = requested_to_capacity_ratio_scorer(self.resources, self.shape)
+        else:
+            self._scorer = least_allocated_scorer(self.resources)
+        self._columns = _NodeColumns()
+        # Statuses are immutable: nodes failing the same way share one.
+        self._status_memo: dict[tuple[int, bool, tuple[str, ...]], Status] = {}
+
+    # filter
+
+    def pre_filter(self, state: CycleState, pod: Pod,
+                   nodes: Sequence[NodeInfo]) -> tuple[set[str] | None, Status | None]:
+        state.write(_PRE_FILTER_KEY, compute_fit_request(
+            pod, self.ignored_resources, self.ignored_resource_groups))
+        return None, None
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        request = state.get(_PRE_FILTER_KEY)
+        if request is None:
+            return Status.error(f"error reading {_PRE_FILTER_KEY!r} from cycleState: "
+                                "PreFilter did not run")
+        return fits_request(request, node)
+
+    def filter_all(self, state: CycleState, pod: Pod,
+                   nodes: Sequence[NodeInfo]) -> list[Status | None]:
+        request: FitRequest | None = state.get(_PRE_FILTER_KEY)
+        if request is None:
+            return [self.filter(state, pod, n) for n in nodes]
+        checks = () if request.all_zero else request.checks
+        if (len(checks) > _MAX_BATCH_CHECKS
+                or any(value > _INT64_MAX for _, value, _ in checks)):
+            return [fits_request(request, n) for n in nodes]
+        try:
+            return self._filter_batch(checks, nodes)
+        except OverflowError:
+            # A quantity beyond int64 somewhere (the API allows it): exact Python ints.
+            self._columns = _NodeColumns()
+            return [fits_request(request, n) for n in nodes]
+
+    def _filter_batch(self, checks: tuple[tuple[str, int, str], ...],
+                      nodes: Sequence[NodeInfo]) -> list[Status | None]:
+        columns = self._columns
+        columns.sync(nodes)
+        bits = (columns.pod_count + 1 > columns.allowed_pods).astype(np.int64)
+        unresolvable = np.zeros(len(nodes), dtype=bool)
+        for k, (name, value, _) in enumerate(checks):
+            alloc, used = columns.column(name)
+            short = value > alloc - used
+            bits |= short.astype(np.int64) << (k + 1)
+            unresolvable |= short & (value > alloc)
+        out: list[Status | None] = [None] * len(nodes)
+        failing = np.flatnonzero(bits)
+        if failing.size == 0:
+            return out
+        reasons = tuple(reason for _, _, reason in checks)
+        memo = self._status_memo
+        for i, b, u in zip(failing.tolist(), bits[failing].tolist(),
+                           unresolvable[failing].tolist(), strict=True):
+            key = (b, u, reasons)
+            status = memo.get(key)
+            if status is None:
+                if len(memo) > 4096:
+                    memo.clear()
+                status = memo[key] = _status_from_bits(b, u, reasons)
+            out[i] = status
+        return out
+
+    # score
+
+    def pre_score(self, state: CycleState, pod: Pod,
+                  nodes: Sequence[NodeInfo]) -> Status | None:
+        state.write(_PRE_SCORE_KEY, pod_request_list(pod, self.resources, False))
+        return None
+
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
+        pod_request = state.get(_PRE_SCORE_KEY)
+        if pod_request is None:
+            # PreScore disabled in the profile: upstream computes it here too.
+            pod_request = pod_request_list(pod, self.resources, False)
+        allocatable, allocated = node_allocatable_allocated(
+            node, self._names, self._kinds, pod_request, False)
+        requested = [allocated[i] + pod_request[i] for i in range(len(allocated))]
+        return self._scorer(requested, allocated, allocatable)
+
+
+def _status_from_bits(bits: int, unresolvable: bool, reasons: tuple[str, ...]) -> Status:
+    out = [ERR_REASON_TOO_MANY_PODS] if bits & 1 else []
+    out.extend(reason for k, reason in enumerate(reasons) if bits >> (k + 1) & 1)
+    code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+    return Status(code, tuple(out))
+
+
+# --- args --------------------------------------------------------------------------------
+
+def _string_list(value: Any, path: str, problems: Problems) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        problems.append((path, f"must be a list, not {type_name(value)}"))
+        return []
+    out = []
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            problems.append((f"{path}[{i}]", f"must be a string, not {type_name(item)}"))
+            continue
+        out.append(item)
+    return out
+
+
+def _parse_shape(value: Any, path: str, problems: Problems) -> list[ShapePoint]:
+    """validateFunctionShape: at least one point, utilization strictly increasing in
+    [0, 100], score in [0, 10]."""
+    if value is None or value == []:
+        problems.append((path, "Required value: at least one point must be specified"))
+        return []
+    if not isinstance(value, list):
+        problems.append((path, f"must be a list, not {type_name(value)}"))
+        return []
+    points: list[ShapePoint] = []
+    for i, item in enumerate(value):
+        ipath = f"{path}[{i}]"
+        if not isinstance(item, dict):
+            problems.append((ipath, f"must be an object, not {type_name(item)}"))
+            return []
+        check_unknown_fields(item, ("utilization", "score"), ipath, problems)
+        utilization = parse_int(item.get("utilization", 0), f"{ipath}.utilization", problems)
+        score = parse_int(item.get("score", 0), f"{ipath}.score", problems)
+        if utilization is None or score is None:
+            return []
+        points.append(ShapePoint(utilization, score))
+    for i in range(1, len(points)):
+        if points[i - 1].utilization >= points[i].utilization:
+            problems.append((f"{path}[{i}].utilization",
+                             f"Invalid value: {points[i].utilization}: values must be sorted "
+                             "in increasing order"))
+            break
+    for i, point in enumerate(points):
+        if not 0 <= point.utilization <= MAX_UTILIZATION:
+            problems.append((f"{path}[{i}].utilization",
+                             f"Invalid value: {point.utilization}: not in valid range "
+                             f"[0, {MAX_UTILIZATION}]"))
+        if not 0 <= point.score <= MAX_CUSTOM_PRIORITY_SCORE:
+            problems.append((f"{path}[{i}].score",
+                             f"Invalid value: {point.score}: not in valid range "
+                             f"[0, {MAX_CUSTOM_PRIORITY_SCORE}]"))
+    return points
+
+
+def new(args: Mapping[str, Any] | None = None) -> NodeResourcesFit:
+    """Build NodeResourcesFit from NodeResourcesFitArgs (v1 defaults, then upstream's
+    ValidateNodeResourcesFitArgs); raises PluginError listing every problem."""
+    problems: Problems = []
+    args = dict(args or {})
+    check_unknown_fields(args, ("apiVersion", "kind", "ignoredResources",
+                                "ignoredResourceGroups", "scoringStrategy"), "", problems)
+    kind = args.get("kind")
+    if kind is not None and kind != ARGS_KIND:
+        problems.append(("kind", f"must be {ARGS_KIND!r}, not {kind!r}"))
+
+    ignored = _string_list(args.get("ignoredResources"), "ignoredResources", problems)
+    for i, name in enumerate(ignored):
+        for msg in qualified_name_errors(name):
+            problems.append((f"ignoredResources[{i}]", f"Invalid value: {name!r}: {msg}"))
+    groups = _string_list(args.get("ignoredResourceGroups"), "ignoredResourceGroups",
+                          problems)
+    for i, group in enumerate(groups):
+        path = f"ignoredResourceGroups[{i}]"
+        if "/" in group:
+            problems.append((path, f"Invalid value: {group!r}: resource group name can't "
+                                   "contain '/'"))
+        for msg in qualified_name_errors(group):
+            problems.append((path, f"Invalid value: {group!r}: {msg}"))
+
+    strategy = LEAST_ALLOCATED
+    resources: tuple[ResourceSpec, ...] = DEFAULT_RESOURCES
+    shape: list[ShapePoint] = []
+    raw_strategy = args.get("scoringStrategy")
+    if raw_strategy is not None:
+        spath = "scoringStrategy"
+        if not isinstance(raw_strategy, dict):
+            problems.append((spath, f"must be an object, not {type_name(raw_strategy)}"))
+        else:
+            check_unknown_fields(raw_strategy, ("type", "resources",
+                                                "requestedToCapacityRatio"), spath, problems)
+            raw_type = raw_strategy.get("type")
+            if raw_type not in SCORING_STRATEGY_TYPES:
+                supported = ", ".join(f'"{t}"' for t in SCORING_STRATEGY_TYPES)
+                shown = raw_type if isinstance(raw_type, str) else ("" if raw_type is None
+                                                                    else raw_type)
+                problems.append((f"{spath}.type",
+                                 f'Unsupported value: "{shown}": supported values: {supported}'))
+            else:
+                strategy = raw_type
+            resources = parse_resource_specs(raw_strategy.get("resources"),
+                                             f"{spath}.resources", problems)
+            check_weights(resources, f"{spath}.resources", problems)
+            ratio = raw_strategy.get("requestedToCapacityRatio")
+            rpath = f"{spath}.requestedToCapacityRatio"
+            if ratio is not None:
+                if not isinstance(ratio, dict):
+                    problems.append((rpath, f"must be an object, not {type_name(ratio)}"))
+                else:
+                    check_unknown_fields(ratio, ("shape",), rpath, problems)
+                    shape = _parse_shape(ratio.get("shape"), f"{rpath}.shape", problems)
+            elif strategy == REQUESTED_TO_CAPACITY_RATIO:
+                problems.append((rpath, "Required value: the RequestedToCapacityRatio "
+                                        "strategy needs a shape"))
+    if problems:
+        raise PluginError(names.NODE_RESOURCES_FIT, problems)
+    return NodeResourcesFit(frozenset(ignored), frozenset(groups), strategy, resources, shape)

@@ -1,0 +1,408 @@
+"""Resource arithmetic shared by NodeResourcesFit and NodeResourcesBalancedAllocation.
+
+kube-scheduler keeps this in `noderesources/resource_allocation.go` and friends: which
+resource names count as scalar/extended, the per-resource (allocatable, allocated) pair a
+scorer sees for a node, the scorers themselves (LeastAllocated, MostAllocated,
+RequestedToCapacityRatio, balance) and the argument parsing both plugins share. Keeping
+it in one module keeps the two plugins' integer arithmetic identical to upstream's.
+
+Go integer division truncates toward zero and `math.Round` rounds halves away from zero;
+Python's `//` floors and `round` rounds halves to even, so both are spelled out here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from policyd.framework import MAX_NODE_SCORE
+from policyd.model.cluster import NodeInfo
+from policyd.model.records import Pod
+from policyd.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, pod_requests
+
+# config.MaxCustomPriorityScore: RequestedToCapacityRatio shape scores are 0..10 and get
+# scaled to the scheduler's 0..100.
+MAX_CUSTOM_PRIORITY_SCORE = 10
+MAX_UTILIZATION = 100
+MAX_RESOURCE_WEIGHT = 100
+
+HUGEPAGES_PREFIX = "hugepages-"
+_ATTACHABLE_VOLUMES_PREFIX = "attachable-volumes-"
+_REQUESTS_PREFIX = "requests."
+_NATIVE_DOMAIN = "kubernetes.io/"
+
+# IsQualifiedName: an optional DNS-subdomain prefix and '/', then a 63-character name.
+_NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+NAME_PART_MESSAGE = (
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start "
+    "and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or "
+    "'123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+)
+
+
+def qualified_name_errors(value: str) -> list[str]:
+    """validation.IsQualifiedName: what is wrong with `value` as a label-style name."""
+    parts = value.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            return ["prefix part must be non-empty"]
+        errs = []
+        if len(prefix) > 253:
+            errs.append("prefix part must be no more than 253 characters")
+        if not _DNS_SUBDOMAIN.match(prefix):
+            errs.append(
+                "prefix part a lowercase RFC 1123 subdomain must consist of lower case "
+                "alphanumeric characters, '-' or '.', and must start and end with an "
+                "alphanumeric character")
+        if errs:
+            return errs
+    else:
+        return ["a qualified name " + NAME_PART_MESSAGE.removeprefix("name part ")]
+    if not name:
+        return ["name part must be non-empty"]
+    errs = []
+    if len(name) > 63:
+        errs.append("name part must be no more than 63 characters")
+    if not _NAME_PART.match(name):
+        errs.append(NAME_PART_MESSAGE)
+    return errs
+
+
+def is_prefixed_native_resource(name: str) -> bool:
+    return _NATIVE_DOMAIN in name
+
+
+def is_native_resource(name: str) -> bool:
+    return "/" not in name or is_prefixed_native_resource(name)
+
+
+def is_hugepages_resource(name: str) -> bool:
+    return name.startswith(HUGEPAGES_PREFIX)
+
+
+def is_extended_resource_name(name: str) -> bool:
+    """v1helper.IsExtendedResourceName: a domain-prefixed name outside kubernetes.io that
+    would still be a valid quota name once `requests.` is put in front of it."""
+    if is_native_resource(name) or name.startswith(_REQUESTS_PREFIX):
+        return False
+    return not qualified_name_errors(_REQUESTS_PREFIX + name)
+
+
+def is_scalar_resource_name(name: str) -> bool:
+    """schedutil.IsScalarResourceName: the names a NodeInfo keeps as ScalarResources.
+
+    Anything else (other than cpu, memory, ephemeral-storage and pods) is dropped by the
+    scheduler's Resource type, so it never fits, fails or scores.
+    """
+    return (is_extended_resource_name(name) or is_hugepages_resource(name)
+            or is_prefixed_native_resource(name)
+            or name.startswith(_ATTACHABLE_VOLUMES_PREFIX))
+
+
+def go_div(a: int, b: int) -> int:
+    """Go's integer division: truncates toward zero (Python's // floors)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def go_round(x: float) -> int:
+    """Go's math.Round: halves away from zero (Python's round() goes to even).
+
+    `floor(x + 0.5)` would be off for 0.49999999999999994, whose sum rounds up to 1.0;
+    `x - trunc(x)` is exact for floats.
+    """
+    whole = math.trunc(x)
+    if abs(x - whole) >= 0.5:
+        whole += 1 if x > 0 else -1
+    return whole
+
+
+# --- arguments -------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class ResourceSpec:
+    """config.ResourceSpec: a resource to score and its weight."""
+
+    name: str
+    weight: int
+
+
+DEFAULT_RESOURCES = (ResourceSpec(CPU, 1), ResourceSpec(MEMORY, 1))
+
+Problems = list[tuple[str, str]]
+
+
+def type_name(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+            int: "an integer", float: "a number", type(None): "null"}.get(type(value),
+                                                                          "a value")
+
+
+def check_unknown_fields(obj: Mapping[str, Any], known: Sequence[str], path: str,
+                         problems: Problems) -> None:
+    """Upstream decodes plugin args strictly: an unknown field is an error."""
+    for key in obj:
+        if key not in known:
+            where = f"{path}.{key}" if path else str(key)
+            problems.append((where, f"unknown field {key!r}; known fields: "
+                                    + ", ".join(known)))
+
+
+def parse_int(value: Any, path: str, problems: Problems) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        problems.append((path, f"must be an integer, not {type_name(value)}"))
+        return None
+    return value
+
+
+def parse_resource_specs(value: Any, path: str, problems: Problems) -> tuple[ResourceSpec, ...]:
+    """A `resources` list, with v1 defaulting: empty -> cpu and memory weight 1; a weight
+    of 0 or none -> 1 (v1 cannot tell an explicit 0 from a missing weight)."""
+    if value is None:
+        return DEFAULT_RESOURCES
+    if not isinstance(value, list):
+        problems.append((path, f"must be a list, not {type_name(value)}"))
+        return DEFAULT_RESOURCES
+    if not value:
+        return DEFAULT_RESOURCES
+    # An invalid entry becomes a placeholder (name "", weight 1) so that later problems
+    # keep the index of the entry they are about; any problem fails the factory anyway.
+    specs = []
+    for i, item in enumerate(value):
+        ipath = f"{path}[{i}]"
+        spec = ResourceSpec("", 1)
+        if not isinstance(item, dict):
+            problems.append((ipath, f"must be an object, not {type_name(item)}"))
+        else:
+            check_unknown_fields(item, ("name", "weight"), ipath, problems)
+            name = item.get("name")
+            weight: int | None = 1
+            if item.get("weight") is not None:
+                weight = parse_int(item["weight"], f"{ipath}.weight", problems)
+            if not isinstance(name, str) or not name:
+                problems.append((f"{ipath}.name", "Required value: a resource name"))
+            elif weight is not None:
+                spec = ResourceSpec(name, weight or 1)
+        specs.append(spec)
+    return tuple(specs)
+
+
+def check_weights(specs: Sequence[ResourceSpec], path: str, problems: Problems) -> None:
+    """validateResources: every weight in (0, 100]."""
+    for i, spec in enumerate(specs):
+        if spec.weight <= 0 or spec.weight > MAX_RESOURCE_WEIGHT:
+            problems.append((f"{path}[{i}].weight",
+                             f"Invalid value: {spec.weight}: resource weight of {spec.name} "
+                             f"not in valid range (0, {MAX_RESOURCE_WEIGHT}]"))
+
+
+# --- per-pod and per-node quantities ------------------------------------------------------
+
+def pod_request_list(pod: Pod, resources: Sequence[ResourceSpec],
+                     use_requested: bool) -> tuple[int, ...]:
+    """calculatePodResourceRequestList: the pod's request for each scored resource.
+
+    Without `use_requested` (NodeResourcesFit) cpu and memory are the "non-zero" requests:
+    a container that sets none counts 100m / 200Mi, so that request-less pods do not all
+    look free. BalancedAllocation uses the actual requests.
+    """
+    actual = pod_requests(pod)
+    nonzero = actual if use_requested else pod_requests(pod, non_zero=True)
+    return tuple(
+        nonzero.get(spec.name, 0) if spec.name in (CPU, MEMORY) else actual.get(spec.name, 0)
+        for spec in resources
+    )
+
+
+# What calculateResourceAllocatableRequest reads from a node, decided once per resource.
+KIND_CPU_MEM = 0  # allocatable; requested or non-zero requested
+KIND_EPHEMERAL = 1  # allocatable; requested
+KIND_SCALAR = 2  # allocatable if the node lists it; requested; skipped when pod asks 0
+KIND_IGNORED = 3  # not a resource the scheduler's Resource type keeps: never scored
+
+
+def resource_kind(name: str) -> int:
+    if name in (CPU, MEMORY):
+        return KIND_CPU_MEM
+    if name == EPHEMERAL_STORAGE:
+        return KIND_EPHEMERAL
+    if is_scalar_resource_name(name):
+        return KIND_SCALAR
+    return KIND_IGNORED
+
+
+def node_allocatable_allocated(
+    info: NodeInfo, names: Sequence[str], kinds: Sequence[int],
+    pod_request: Sequence[int], use_requested: bool,
+) -> tuple[list[int], list[int]]:
+    """calculateNodeAllocatableRequest: per scored resource, the node's allocatable and
+    what its pods already request; (0, 0) for a resource the node does not have, or an
+    extended resource the pod does not ask for (so it is left out of the score)."""
+    allocatable_map = info.node.allocatable
+    requested_map = info.requested
+    cpu_mem_map = requested_map if use_requested else info.non_zero_requested
+    n = len(names)
+    allocatable = [0] * n
+    allocated = [0] * n
+    for i in range(n):
+        kind = kinds[i]
+        name = names[i]
+        if kind == KIND_CPU_MEM:
+            alloc = allocatable_map.get(name, 0)
+            used = cpu_mem_map.get(name, 0)
+        elif kind == KIND_EPHEMERAL:
+            alloc = allocatable_map.get(name, 0)
+            used = requested_map.get(name, 0)
+        elif kind == KIND_SCALAR:
+            if pod_request[i] == 0:
+                continue
+            alloc = allocatable_map.get(name, 0)
+            used = requested_map.get(name, 0)
+        else:
+            continue
+        if alloc == 0:
+            continue
+        allocatable[i] = alloc
+        allocated[i] = used
+    return allocatable, allocated
+
+
+# --- scorers -----------------------------------------------------------------------------
+# Each takes (requested, allocated, allocatable) lists aligned with the configured
+# resources, where requested = allocated + the pod's request and allocatable 0 means
+# "leave this resource out".
+
+Scorer = Callable[[Sequence[int], Sequence[int], Sequence[int]], int]
+
+
+def least_requested_score(requested: int, capacity: int) -> int:
+    if capacity == 0 or requested > capacity:
+        return 0
+    return go_div((capacity - requested) * MAX_NODE_SCORE, capacity)
+
+
+def most_requested_score(requested: int, capacity: int) -> int:
+    if capacity == 0:
+        return 0
+    # Non-zero defaults can push requested past capacity: count it as full.
+    requested = min(requested, capacity)
+    return go_div(requested * MAX_NODE_SCORE, capacity)
+
+
+def _weighted_scorer(weights: Sequence[int], one: Callable[[int, int], int]) -> Scorer:
+    def score(requested: Sequence[int], allocated: Sequence[int],
+              allocatable: Sequence[int]) -> int:
+        node_score = 0
+        weight_sum = 0
+        for i, alloc in enumerate(allocatable):
+            if alloc == 0:
+                continue
+            node_score += one(requested[i], alloc) * weights[i]
+            weight_sum += weights[i]
+        if weight_sum == 0:
+            return 0
+        return go_div(node_score, weight_sum)
+    return score
+
+
+def least_allocated_scorer(resources: Sequence[ResourceSpec]) -> Scorer:
+    """LeastAllocated: sum(w * (a - r) * 100 / a) / sum(w), favouring free nodes."""
+    return _weighted_scorer([r.weight for r in resources], least_requested_score)
+
+
+def most_allocated_scorer(resources: Sequence[ResourceSpec]) -> Scorer:
+    """MostAllocated: sum(w * min(r, a) * 100 / a) / sum(w), favouring full nodes."""
+    return _weighted_scorer([r.weight for r in resources], most_requested_score)
+
+
+@dataclass(frozen=True, slots=True)
+class ShapePoint:
+    utilization: int
+    score: int
+
+
+def broken_linear_function(shape: Sequence[ShapePoint]) -> Callable[[int], int]:
+    """helper.BuildBrokenLinearFunction: piecewise linear through the points, flat
+    before the first and after the last; integer arithmetic truncating like Go."""
+    points = tuple(shape)
+
+    def f(p: int) -> int:
+        for i, point in enumerate(points):
+            if p <= point.utilization:
+                if i == 0:
+                    return points[0].score
+                prev = points[i - 1]
+                return prev.score + go_div((point.score - prev.score) * (p - prev.utilization),
+                                           point.utilization - prev.utilization)
+        return points[-1].score
+    return f
+
+
+def requested_to_capacity_ratio_scorer(resources: Sequence[ResourceSpec],
+                                       shape: Sequence[ShapePoint]) -> Scorer:
+    """RequestedToCapacityRatio: the shape (scores 0..10, scaled to 0..100) applied to
+    each resource's utilization percentage; resources scoring 0 do not count in the
+    weighted average, which is rounded (not truncated)."""
+    scale = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
+    raw = broken_linear_function(
+        [ShapePoint(p.utilization, p.score * scale) for p in shape])
+    weights = [r.weight for r in resources]
+
+    def one(requested: int, capacity: int) -> int:
+        if capacity == 0 or requested > capacity:
+            return raw(MAX_UTILIZATION)
+        return raw(go_div(requested * MAX_UTILIZATION, capacity))
+
+    def score(requested: Sequence[int], allocated: Sequence[int],
+              allocatable: Sequence[int]) -> int:
+        node_score = 0
+        weight_sum = 0
+        for i, alloc in enumerate(allocatable):
+            if alloc == 0:
+                continue
+            s = one(requested[i], alloc)
+            if s > 0:
+                node_score += s * weights[i]
+                weight_sum += weights[i]
+        if weight_sum == 0:
+            return 0
+        return go_round(node_score / weight_sum)
+    return score
+
+
+def balanced_resource_score(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+    """(1 - std of the utilization fractions) * 100, truncated: each fraction capped at
+    1; for two resources std is |f1 - f2| / 2, for more the population std, for fewer 0."""
+    fractions = []
+    for i, alloc in enumerate(allocatable):
+        if alloc == 0:
+            continue
+        fractions.append(min(requested[i] / alloc, 1.0))
+    std = 0.0
+    if len(fractions) == 2:
+        std = abs((fractions[0] - fractions[1]) / 2)
+    elif len(fractions) > 2:
+        mean = sum(fractions) / len(fractions)
+        total = 0.0
+        for f in fractions:
+            total += (f - mean) * (f - mean)
+        std = math.sqrt(total / len(fractions))
+    return int((1 - std) * MAX_NODE_SCORE)
+
+
+def balanced_allocation_score(requested: Sequence[int], allocated: Sequence[int],
+                              allocatable: Sequence[int]) -> int:
+    """v1.36 BalancedAllocation (kubernetes PR 135573): how much placing the pod improves
+    the node's balance. No change scores 75, balanced -> unbalanced 50, unbalanced ->
+    balanced 100 (all integer arithmetic, as upstream)."""
+    with_pod = balanced_resource_score(requested, allocatable)
+    without_pod = balanced_resource_score(allocated, allocatable)
+    half = MAX_NODE_SCORE // 2
+    return half + go_div(half + with_pod - without_pod, 2)
