@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.fit_error import Diagnosis, fit_error_message
 from policyd.framework.runtime import Framework, ScoreResult
@@ -37,8 +39,14 @@ class ScheduleResult:
 
 
 def schedule_one(
-    fw: Framework, pod: Pod, cluster: ClusterState, *, explain: bool = False
+    fw: Framework, pod: Pod, cluster: ClusterState, *, explain: bool = False,
+    reference: bool = False,
 ) -> ScheduleResult:
+    """Schedule one pod. The default path evaluates nodes as columns (`NodeTable`);
+    `reference=True` runs the plain per-node path that the fast one is tested against,
+    and `explain=True` (which implies it) keeps every plugin's verdict on every node."""
+    if not explain and not reference:
+        return _schedule_fast(fw, pod, cluster)
     nodes = cluster.node_infos()
     state = CycleState(nodes, cluster)
     result = ScheduleResult(pod=pod, node=None, num_nodes=len(nodes))
@@ -100,4 +108,41 @@ def schedule_one(
 def _failed(result: ScheduleResult, status: Status) -> ScheduleResult:
     result.error = status
     result.message = status.message
+    return result
+
+
+def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleResult:
+    table = cluster.table()
+    nodes = table.infos
+    state = CycleState(nodes, cluster)
+    result = ScheduleResult(pod=pod, node=None, num_nodes=len(nodes))
+    if not nodes:
+        result.message = fit_error_message(0, result.diagnosis)
+        return result
+    names, status, rejected_by = fw.run_pre_filter(state, pod)
+    if status is not None:
+        # Rare: let the reference path build the diagnosis and message.
+        return schedule_one(fw, pod, cluster, reference=True)
+    if names is None:
+        idx = np.arange(len(nodes))
+    else:
+        idx = np.array(sorted(table.index[n] for n in names if n in table.index), np.int64)
+    feasible, status = fw.run_filters_fast(state, pod, table, idx)
+    if status is not None:
+        return _failed(result, status)
+    if feasible.size == 0:
+        # Reasons are needed now: recompute them per node (same result by construction).
+        return schedule_one(fw, pod, cluster, reference=True)
+    result.feasible = [nodes[i].name for i in feasible.tolist()]
+    if feasible.size == 1:
+        result.node = result.feasible[0]
+        return result
+    feasible_infos = [nodes[i] for i in feasible.tolist()]
+    status = fw.run_pre_score(state, pod, feasible_infos)
+    if status is not None:
+        return _failed(result, status)
+    totals, status = fw.run_score_fast(state, pod, table, feasible, feasible_infos)
+    if status is not None:
+        return _failed(result, status)
+    result.node = result.feasible[fw.select_index(totals)]
     return result

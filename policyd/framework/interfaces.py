@@ -9,10 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+import numpy as np
+
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.status import Status
 from policyd.model.cluster import NodeInfo
 from policyd.model.records import Pod
+from policyd.model.table import BoolArray, IntArray, NodeTable
 
 
 @runtime_checkable
@@ -86,3 +89,39 @@ def default_normalize_score(max_priority: int, reverse: bool, scores: list[int])
     for i, s in enumerate(scores):
         s = max_priority * s // max_count
         scores[i] = max_priority - s if reverse else s
+
+
+@runtime_checkable
+class VectorFilterPlugin(Plugin, Protocol):
+    def filter_mask(
+        self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray
+    ) -> BoolArray | None:
+        """Pass/fail for the nodes `table.infos[idx]` at once (True = passes), or None
+        when this pod needs the per-node `filter`. Must agree with `filter` exactly; the
+        reasons of rejected nodes come from `filter` when they are needed."""
+
+
+@runtime_checkable
+class VectorScorePlugin(Plugin, Protocol):
+    def score_vector(
+        self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray
+    ) -> IntArray | None:
+        """Raw scores of the nodes `table.infos[idx]`, or None to use per-node `score`.
+        If the plugin normalizes, `normalize_vector` must exist too."""
+
+
+@runtime_checkable
+class VectorNormalizePlugin(Plugin, Protocol):
+    def normalize_vector(
+        self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray, scores: IntArray
+    ) -> IntArray:
+        """The normalized form of `scores`, exactly as `normalize_score` computes it."""
+
+
+def default_normalize_vector(max_priority: int, reverse: bool, scores: IntArray) -> IntArray:
+    """`default_normalize_score` over an array (integer division as upstream)."""
+    max_count = int(scores.max()) if scores.size else 0
+    if max_count == 0:
+        return np.full_like(scores, max_priority) if reverse else scores
+    out = max_priority * scores // max_count
+    return max_priority - out if reverse else out

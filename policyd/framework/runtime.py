@@ -13,6 +13,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.fit_error import Diagnosis
 from policyd.framework.interfaces import (
@@ -26,6 +28,7 @@ from policyd.framework.interfaces import (
 from policyd.framework.status import Code, Status
 from policyd.model.cluster import NodeInfo
 from policyd.model.records import Pod
+from policyd.model.table import IntArray, NodeTable
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0
@@ -211,6 +214,73 @@ class Framework:
         best = max(scores.totals)
         tied = [n for n, t in zip(scores.nodes, scores.totals, strict=True) if t == best]
         return tied[0] if len(tied) == 1 else self.rng.choice(tied)
+
+    # The vectorized path: same decisions over index arrays into the NodeTable.
+    def run_filters_fast(
+        self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray
+    ) -> tuple[IntArray, Status | None]:
+        """Indices of the nodes that pass every filter. Rejection reasons are not kept:
+        when they are needed (no node fits, explain), `run_filters` recomputes them."""
+        infos = table.infos
+        for pl in self.filter_plugins:
+            if pl.name in state.skip_filter or idx.size == 0:
+                continue
+            try:
+                vector = getattr(pl, "filter_mask", None)
+                mask = vector(state, pod, table, idx) if vector is not None else None
+                if mask is None:
+                    f = pl.filter
+                    results = [f(state, pod, infos[i]) for i in idx.tolist()]
+                    for st in results:
+                        if st is not None and not st.is_success and not st.is_rejected:
+                            return idx[:0], _error_status("Filter", pl.name, st)
+                    mask = np.fromiter((st is None or st.is_success for st in results),
+                                       np.bool_, len(results))
+            except Exception as exc:
+                return idx[:0], _error("Filter", pl.name, exc)
+            idx = idx[mask]
+        return idx, None
+
+    def run_score_fast(
+        self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray,
+        nodes: list[NodeInfo],
+    ) -> tuple[IntArray, Status | None]:
+        """Weighted totals of the feasible nodes `idx` (`nodes` = their NodeInfos)."""
+        totals = np.zeros(idx.size, np.int64)
+        for wp in self.score_plugins:
+            pl = wp.plugin
+            if pl.name in state.skip_score:
+                continue
+            try:
+                vector = getattr(pl, "score_vector", None)
+                scores = vector(state, pod, table, idx) if vector is not None else None
+                if scores is not None:
+                    normalize = getattr(pl, "normalize_vector", None)
+                    if normalize is not None:
+                        scores = normalize(state, pod, table, idx, scores)
+                else:
+                    score = pl.score
+                    raw = [score(state, pod, n) for n in nodes]
+                    if isinstance(pl, NormalizeScorePlugin):
+                        status = pl.normalize_score(state, pod, nodes, raw)
+                        if status is not None and not status.is_success:
+                            return totals, _error_status("NormalizeScore", pl.name, status)
+                    scores = np.array(raw, np.int64)
+            except Exception as exc:
+                return totals, _error("Score", pl.name, exc)
+            if scores.size and (scores.max() > MAX_NODE_SCORE or scores.min() < MIN_NODE_SCORE):
+                bad = int(scores[(scores > MAX_NODE_SCORE) | (scores < MIN_NODE_SCORE)][0])
+                return totals, Status.error(
+                    f"plugin {pl.name!r} returns an invalid score {bad}, it should in the "
+                    f"range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing")
+            totals += scores * wp.weight
+        return totals, None
+
+    def select_index(self, totals: IntArray) -> int:
+        """Position of the highest total; ties at random, drawing exactly as
+        `select_host` does so both paths choose the same node for the same seed."""
+        tied = np.flatnonzero(totals == totals.max())
+        return int(tied[0]) if tied.size == 1 else int(self.rng.choice(tied.tolist()))
 
     def less(self, a: Pod, b: Pod) -> bool:
         if self.queue_sort is None:

@@ -8,10 +8,13 @@ pods of every scheduler count on their nodes; finished pods do not.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policyd.model.records import HostPort, Node, Pod
 from policyd.model.resources import pod_requests
+
+if TYPE_CHECKING:
+    from policyd.model.table import NodeTable
 
 
 class NodeInfo:
@@ -91,6 +94,11 @@ class ClusterState:
         # Raw Services, ReplicaSets, StatefulSets and ReplicationControllers by kind: the
         # selectors behind PodTopologySpread's system default constraints.
         self.workloads: dict[str, list[dict[str, Any]]] = {}
+        # Change tracking for columnar views (the engine's NodeTable): names of nodes whose
+        # record or pods changed, and whether the set of nodes itself changed.
+        self.dirty: set[str] = set()
+        self.structure_changed = True
+        self._table: NodeTable | None = None
         for node in nodes:
             self.upsert_node(node)
         for pod in pods:
@@ -104,9 +112,11 @@ class ClusterState:
             self._nodes[node.name] = info
             for pod in self._orphans.pop(node.name, {}).values():
                 info.add_pod(pod)
+            self.structure_changed = True
         else:
             info.node = node
             info.generation += 1
+            self.dirty.add(node.name)
         self.generation += 1
         return info
 
@@ -114,6 +124,7 @@ class ClusterState:
         info = self._nodes.pop(name, None)
         if info is not None:
             self._orphans[name] = dict(info.pods)
+            self.structure_changed = True
             self.generation += 1
 
     def node_infos(self) -> list[NodeInfo]:
@@ -146,6 +157,7 @@ class ClusterState:
             if info is not None:
                 pod = info.pods.get(uid)
                 info.remove_pod(info.pods[uid])
+                self.dirty.add(node_name)
             else:
                 pod = self._orphans.get(node_name, {}).pop(uid, None)
             self.generation += 1
@@ -170,6 +182,17 @@ class ClusterState:
             self._orphans.setdefault(node_name, {})[pod.uid] = pod
         else:
             info.add_pod(pod)
+            self.dirty.add(node_name)
+
+    def table(self) -> NodeTable:
+        """The columnar view of the nodes, synced to the current state."""
+        if self._table is None:
+            from policyd.model.table import NodeTable
+
+            self._table = NodeTable(self)
+        else:
+            self._table.sync()
+        return self._table
 
     def pending_pods(self) -> list[Pod]:
         return list(self._pending.values())

@@ -77,7 +77,7 @@ def test_first_rejecting_plugin_wins_and_later_plugins_do_not_see_the_node() -> 
     a = RejectNodes("A", {"n1"}, "reason a")
     b = RejectNodes("B", {"n1", "n2"}, "reason b")
     fw = Framework("p", filter=[a, b])
-    r = schedule_one(fw, make_pod().obj(), cluster("n1", "n2", "n3"))
+    r = schedule_one(fw, make_pod().obj(), cluster("n1", "n2", "n3"), reference=True)
     assert r.node == "n3"
     assert r.diagnosis.node_to_status["n1"].plugin == "A"
     assert r.diagnosis.node_to_status["n2"].reasons == ("reason b",)
