@@ -119,7 +119,7 @@ def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleRe
     if not nodes:
         result.message = fit_error_message(0, result.diagnosis)
         return result
-    names, status, rejected_by = fw.run_pre_filter(state, pod)
+    names, status, _ = fw.run_pre_filter(state, pod)
     if status is not None:
         # Rare: let the reference path build the diagnosis and message.
         return schedule_one(fw, pod, cluster, reference=True)
