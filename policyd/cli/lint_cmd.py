@@ -1,0 +1,39 @@
+"""`policyd lint PATH...`: check policy files the way CI needs.
+
+Every problem in one run; `--format text|json|github|sarif` (github is chosen when
+GITHUB_ACTIONS is set and no format is given); `--strict` fails on warnings. Exit 0
+clean, 1 problems, 2 usage errors and paths that do not exist or cannot be read.
+Heavy modules are imported inside the command so `policyd lint` stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+FORMATS = ("text", "json", "github", "sarif")
+
+
+def lint(
+    paths: list[str] = typer.Argument(  # noqa: B008 - typer's declaration style
+        ..., metavar="PATH...", help="Policy files or directories (searched for *.yaml, *.yml)."),
+    output_format: str = typer.Option(
+        None, "--format", "-f", show_default=False,
+        help="text, json, github or sarif (default: text; github on GitHub Actions)."),
+    strict: bool = typer.Option(False, "--strict", help="Warnings fail the run too."),
+) -> None:
+    """Check SchedulingPolicy files: YAML, schema, Kubernetes names, JMESPath, contradictions."""
+    fmt = output_format or ("github" if os.environ.get("GITHUB_ACTIONS") else "text")
+    if fmt not in FORMATS:
+        raise typer.BadParameter(f"{fmt!r} is not one of {', '.join(FORMATS)}",
+                                 param_hint="--format")
+    from policyd.lint.reporters import get_reporter
+    from policyd.lint.runner import lint_paths
+
+    result = lint_paths(paths, strict=strict)
+    sys.stdout.write(get_reporter(fmt)(result.report))
+    for bad in result.bad_paths:
+        print(f"policyd lint: error: {bad}", file=sys.stderr)
+    raise typer.Exit(result.exit_code)

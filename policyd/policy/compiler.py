@@ -1,0 +1,581 @@
+"""Compile a validated SchedulingPolicy once into a scheduler plugin.
+
+Everything that depends only on the policy is done here, once: JMESPath compiled,
+selectors compiled into matchers, quantities parsed. Everything that depends only on
+the pod is done once per cycle in PreFilter/PreScore ("binding" each rule to the pod:
+which rules are active, the pod's requests, the annotation value to look for). The
+per-node Filter/Score then only read node fields and compare.
+
+A plugin only has the extension points its policy uses: a filter-only policy has no
+Score methods, so profiles and the runner see exactly what it does.
+
+Semantics of missing data (also in docs/policy-language.md):
+- appliesTo: an absent section applies to every pod; a `condition` that raises applies
+  to no pod.
+- annotationToNodeLabel: inactive when the pod lacks the annotation (or has another
+  value than `value`); a node without the label fails.
+- nodeLabels: Kubernetes semantics: NotIn/DoesNotExist match a missing label; In,
+  Exists, Gt, Lt do not; Gt/Lt never match a non-integer value.
+- headroom: a resource the node does not list has allocatable 0.
+- requireExtendedResource: a node that does not list the resource has 0 of it.
+- jmespath filters: a missing field is null; a result that is not truthy, or an
+  evaluation error, rejects the node.
+- scores: a missing or non-numeric value (numeric, jmespath) scores 0 after
+  normalization, whatever `reverse`/`prefer` say, and is left out of min/max.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from policyd.framework.cycle_state import CycleState
+from policyd.framework.status import Code, Status
+from policyd.model.cluster import NodeInfo
+from policyd.model.quantity import resource_value
+from policyd.model.records import Pod
+from policyd.model.resources import pod_requests
+from policyd.model.selectors import (
+    LabelSelector,
+    NodeSelectorTerm,
+    compile_label_selector,
+    compile_node_selector_term,
+)
+from policyd.policy.jmes import Expression, number, truthy
+
+MAX_SCORE = 100
+_serials = itertools.count(1)
+
+NodeCheck = Callable[[NodeInfo], bool]
+NodeValue = Callable[[NodeInfo], float | None]
+
+
+# ---------------------------------------------------------------------------------
+# appliesTo
+
+
+class AppliesTo:
+    """Which pods a policy applies to; every part ANDed, absent parts match all."""
+
+    __slots__ = ("annotations", "condition", "exclude", "include", "labels")
+
+    def __init__(self, spec: Mapping[str, Any] | None) -> None:
+        spec = spec or {}
+        ns = spec.get("namespaces") or {}
+        self.include: frozenset[str] | None = frozenset(ns["include"]) \
+            if ns.get("include") else None
+        self.exclude: frozenset[str] = frozenset(ns.get("exclude") or ())
+        self.labels: LabelSelector | None = compile_label_selector(spec["labelSelector"]) \
+            if "labelSelector" in spec else None
+        ann = spec.get("annotationSelector")
+        self.annotations: LabelSelector | None = compile_label_selector({
+            "matchLabels": ann.get("matchAnnotations") or {},
+            "matchExpressions": ann.get("matchExpressions") or [],
+        }) if ann is not None else None
+        cond = spec.get("condition")
+        self.condition: Expression | None = Expression(cond) if cond else None
+
+    def matches(self, pod: Pod) -> bool:
+        if self.include is not None and pod.namespace not in self.include:
+            return False
+        if pod.namespace in self.exclude:
+            return False
+        if self.labels is not None and not self.labels.matches(pod.labels):
+            return False
+        if self.annotations is not None and not self.annotations.matches(pod.annotations):
+            return False
+        if self.condition is not None:
+            try:
+                return truthy(self.condition.search(pod.raw))
+            except Exception:  # a JMESPath runtime error: the policy does not apply
+                return False
+        return True
+
+
+# ---------------------------------------------------------------------------------
+# filter rules: compiled once, bound to each pod, checked per node
+
+
+class FilterRule:
+    """Base: `bind(pod)` returns the per-node check, or None when inactive for the pod."""
+
+    unresolvable = True
+
+    def __init__(self, rule_id: str, message: str) -> None:
+        self.id = rule_id
+        self.message = message
+
+    def bind(self, policy: CompiledPolicy, pod: Pod) -> NodeCheck | None:
+        raise NotImplementedError
+
+
+class AnnotationToNodeLabel(FilterRule):
+    def __init__(self, rule_id: str, message: str, spec: Mapping[str, Any]) -> None:
+        super().__init__(rule_id, message)
+        self.annotation: str = spec["annotation"]
+        self.value: str | None = spec.get("value")
+        self.label: str = spec["label"]
+        self.label_value: str | None = spec.get("labelValue")
+        self.use_annotation_value = bool(spec.get("useAnnotationValue"))
+
+    def bind(self, policy: CompiledPolicy, pod: Pod) -> NodeCheck | None:
+        actual = pod.annotations.get(self.annotation)
+        if actual is None or (self.value is not None and actual != self.value):
+            return None
+        expected = actual if self.use_annotation_value else self.label_value
+        label = self.label
+        return lambda info: info.node.labels.get(label) == expected
+
+
+class NodeLabels(FilterRule):
+    def __init__(self, rule_id: str, message: str, spec: Mapping[str, Any]) -> None:
+        super().__init__(rule_id, message)
+        exprs = [{"key": k, "operator": "In", "values": [v]}
+                 for k, v in (spec.get("matchLabels") or {}).items()]
+        exprs.extend(spec.get("matchExpressions") or [])
+        self.term: NodeSelectorTerm = compile_node_selector_term({"matchExpressions": exprs})
+
+    def bind(self, policy: CompiledPolicy, pod: Pod) -> NodeCheck | None:
+        reqs = self.term.label_requirements
+        return lambda info: all(r.matches(info.node.labels) for r in reqs)
+
+
+class Headroom(FilterRule):
+    unresolvable = False
+
+    def __init__(self, rule_id: str, message: str, spec: Mapping[str, Any]) -> None:
+        super().__init__(rule_id, message)
+        self.resource: str = spec["resource"]
+        self.quantity: int | None = (resource_value(self.resource, spec["quantity"])
+                                     if "quantity" in spec else None)
+        self.percent: float | None = (float(spec["percent"]) if "percent" in spec else None)
+
+    def bind(self, policy: CompiledPolicy, pod: Pod) -> NodeCheck | None:
+        r = self.resource
+        if r == "pods":
+            def used(info: NodeInfo) -> int:
+                return len(info.pods) + 1
+        else:
+            own = pod_requests(pod).get(r, 0)
+
+            def used(info: NodeInfo) -> int:
+                return info.requested.get(r, 0) + own
+        if self.quantity is not None:
+            q = self.quantity
+            return lambda info: info.node.allocatable.get(r, 0) - used(info) >= q
+        pct = self.percent or 0.0
+
+        def check(info: NodeInfo) -> bool:
+            alloc = info.node.allocatable.get(r, 0)
+            return (alloc - used(info)) * 100 >= alloc * pct
+        return check
+
+
+class RequireExtendedResource(FilterRule):
+    # Evicting pods never adds allocatable, so preemption cannot help: unresolvable.
+    unresolvable = True
+
+    def __init__(self, rule_id: str, message: str, spec: Mapping[str, Any]) -> None:
+        super().__init__(rule_id, message)
+        self.name: str = spec["name"]
+        self.quantity = resource_value(self.name, spec.get("quantity", 1))
+
+    def bind(self, policy: CompiledPolicy, pod: Pod) -> NodeCheck | None:
+        name, q = self.name, self.quantity
+        return lambda info: info.node.allocatable.get(name, 0) >= q
+
+
+class MaxPodsPerNode(FilterRule):
+    unresolvable = False
+
+    def __init__(self, rule_id: str, message: str, cap: int) -> None:
+        super().__init__(rule_id, message)
+        self.cap = cap
+
+    def bind(self, policy: CompiledPolicy, pod: Pod) -> NodeCheck | None:
+        cap, uid, applies = self.cap, pod.uid, policy.applies
+
+        def check(info: NodeInfo) -> bool:
+            n = 0
+            for other in info.pods.values():
+                if other.uid != uid and applies(other):
+                    n += 1
+                    if n >= cap:
+                        return False
+            return True
+        return check
+
+
+class JmesFilter(FilterRule):
+    def __init__(self, rule_id: str, message: str, source: str) -> None:
+        super().__init__(rule_id, message)
+        self.expr = Expression(source)
+
+    def bind(self, policy: CompiledPolicy, pod: Pod) -> NodeCheck | None:
+        # One context dict per pod, its node swapped per call: no allocation per node.
+        ctx: dict[str, Any] = {"pod": pod.raw, "node": None}
+        search = self.expr.search
+
+        def check(info: NodeInfo) -> bool:
+            ctx["node"] = info.node.raw
+            try:
+                return truthy(search(ctx))
+            except Exception:  # a runtime error in the expression rejects the node
+                return False
+        return check
+
+
+def _filter_rule(spec: Mapping[str, Any]) -> FilterRule:
+    rid, msg = spec["id"], spec["message"]
+    if "annotationToNodeLabel" in spec:
+        return AnnotationToNodeLabel(rid, msg, spec["annotationToNodeLabel"])
+    if "nodeLabels" in spec:
+        return NodeLabels(rid, msg, spec["nodeLabels"])
+    if "headroom" in spec:
+        return Headroom(rid, msg, spec["headroom"])
+    if "requireExtendedResource" in spec:
+        return RequireExtendedResource(rid, msg, spec["requireExtendedResource"])
+    if "maxPodsPerNode" in spec:
+        return MaxPodsPerNode(rid, msg, int(spec["maxPodsPerNode"]))
+    return JmesFilter(rid, msg, spec["jmespath"])
+
+
+# ---------------------------------------------------------------------------------
+# score rules
+
+
+class ScoreRule:
+    """Base: `bind(pod)` returns the node's raw value (None: missing)."""
+
+    def __init__(self, spec: Mapping[str, Any]) -> None:
+        self.id: str = spec["id"]
+        self.weight: int = int(spec["weight"])
+        self.normalize: str = spec["normalize"]
+        self.reverse = bool(spec.get("reverse", False))
+
+    def bind(self, pod: Pod) -> NodeValue:
+        raise NotImplementedError
+
+
+class LabelValueScore(ScoreRule):
+    def __init__(self, spec: Mapping[str, Any]) -> None:
+        super().__init__(spec)
+        lv = spec["labelValue"]
+        self.label: str = lv["label"]
+        self.values: dict[str, float] = {str(k): float(v) for k, v in lv["values"].items()}
+        self.default = float(lv.get("default", 0))
+
+    def bind(self, pod: Pod) -> NodeValue:
+        label, values, default = self.label, self.values, self.default
+
+        def value(info: NodeInfo) -> float | None:
+            v = info.node.labels.get(label)
+            return default if v is None else values.get(v, default)
+        return value
+
+
+class NumericScore(ScoreRule):
+    def __init__(self, spec: Mapping[str, Any]) -> None:
+        super().__init__(spec)
+        num = spec["numeric"]
+        self.from_label = "label" in num
+        self.key: str = num["label"] if self.from_label else num["annotation"]
+        if num.get("prefer", "highest") == "lowest":
+            self.reverse = True
+
+    def bind(self, pod: Pod) -> NodeValue:
+        key = self.key
+        if self.from_label:
+            return lambda info: number(info.node.labels.get(key))
+        return lambda info: number(info.node.annotations.get(key))
+
+
+class AllocationScore(ScoreRule):
+    def __init__(self, spec: Mapping[str, Any]) -> None:
+        super().__init__(spec)
+        alloc = spec["allocation"]
+        self.most = alloc["strategy"] == "most"
+        resources = alloc.get("resources") or [{"name": "cpu", "weight": 1},
+                                               {"name": "memory", "weight": 1}]
+        self.resources: tuple[tuple[str, int], ...] = tuple(
+            (r["name"], int(r.get("weight", 1))) for r in resources)
+
+    def bind(self, pod: Pod) -> NodeValue:
+        return allocation_scorer(pod, self.resources, self.most)
+
+
+def allocation_scorer(pod: Pod, resources: Sequence[tuple[str, int]],
+                      most: bool) -> NodeValue:
+    """NodeResourcesFit's Least/MostAllocated over chosen resources: cpu and memory use
+    the "non-zero" requests on both sides, as upstream's scoring does; a resource the
+    node does not offer is left out of the weighted mean."""
+    non_zero = pod_requests(pod, non_zero=True)
+    actual = pod_requests(pod)
+    own = [(name, w, non_zero.get(name, 0) if name in ("cpu", "memory")
+            else actual.get(name, 0), name in ("cpu", "memory"))
+           for name, w in resources]
+
+    def value(info: NodeInfo) -> float | None:
+        total = 0
+        wsum = 0
+        for name, w, req, nz in own:
+            alloc = info.node.allocatable.get(name, 0)
+            if alloc == 0:
+                continue
+            requested = (info.non_zero_requested if nz else info.requested).get(name, 0) + req
+            if most:
+                s = min(requested, alloc) * MAX_SCORE // alloc
+            else:
+                s = 0 if requested > alloc else (alloc - requested) * MAX_SCORE // alloc
+            total += s * w
+            wsum += w
+        return float(total // wsum) if wsum else 0.0
+    return value
+
+
+class JmesScore(ScoreRule):
+    def __init__(self, spec: Mapping[str, Any]) -> None:
+        super().__init__(spec)
+        self.expr = Expression(spec["jmespath"])
+
+    def bind(self, pod: Pod) -> NodeValue:
+        ctx: dict[str, Any] = {"pod": pod.raw, "node": None}
+        search = self.expr.search
+
+        def value(info: NodeInfo) -> float | None:
+            ctx["node"] = info.node.raw
+            try:
+                return number(search(ctx))
+            except Exception:  # a runtime error counts as a missing value
+                return None
+        return value
+
+
+def _score_rule(spec: Mapping[str, Any]) -> ScoreRule:
+    if "labelValue" in spec:
+        return LabelValueScore(spec)
+    if "numeric" in spec:
+        return NumericScore(spec)
+    if "allocation" in spec:
+        return AllocationScore(spec)
+    return JmesScore(spec)
+
+
+# ---------------------------------------------------------------------------------
+# normalization and combination
+
+
+def _pct(num: float, den: float) -> int:
+    # A tiny epsilon so that exact ratios computed in floating point (x*100/x) floor
+    # to the integer they are, not one below.
+    return max(0, min(MAX_SCORE, math.floor(num * MAX_SCORE / den + 1e-9)))
+
+
+def normalize(method: str, reverse: bool, raw: Sequence[float | None]) -> list[int]:
+    """One rule's raw values over the nodes -> 0..100. Missing values score 0."""
+    out = [0] * len(raw)
+    if method == "none":
+        for i, v in enumerate(raw):
+            if v is not None:
+                s = max(0, min(MAX_SCORE, math.floor(v + 1e-9)))
+                out[i] = MAX_SCORE - s if reverse else s
+        return out
+    if method == "max":
+        # DefaultNormalizeScore: value * 100 / highest; reversed, 100 minus that;
+        # negative values count as 0; all zero: 0 (reversed: 100).
+        present = [max(0.0, v) for v in raw if v is not None]
+        hi = max(present, default=0.0)
+        for i, v in enumerate(raw):
+            if v is None:
+                continue
+            s = _pct(max(0.0, v), hi) if hi > 0 else 0
+            out[i] = MAX_SCORE - s if reverse else s
+        return out
+    # minmax: lowest present value 0, highest 100; all equal: 100.
+    present = [v for v in raw if v is not None]
+    if not present:
+        return out
+    lo, hi = min(present), max(present)
+    for i, v in enumerate(raw):
+        if v is None:
+            continue
+        s = MAX_SCORE if hi == lo else _pct(v - lo, hi - lo)
+        if hi != lo and reverse:
+            s = MAX_SCORE - s
+        out[i] = s
+    return out
+
+
+def combine(weights: Sequence[int], per_rule: Sequence[Sequence[int]], n: int) -> list[int]:
+    """Weighted mean of the rules' 0..100 scores per node (integer division)."""
+    wsum = sum(weights)
+    out = [0] * n
+    for w, scores in zip(weights, per_rule, strict=True):
+        for i, s in enumerate(scores):
+            out[i] += w * s
+    return [t // wsum for t in out] if wsum else out
+
+
+# ---------------------------------------------------------------------------------
+# the plugin
+
+
+class CompiledPolicy:
+    """A SchedulingPolicy as a plugin; `name` is its `spec.pluginName`.
+
+    The subclasses below add Filter and/or Score extension points depending on what
+    the policy has. `default_weight` is the plugin's score weight in the default
+    profile (`spec.weight`, default 1).
+    """
+
+    def __init__(self, doc: Mapping[str, Any], source: str = "") -> None:
+        spec = doc["spec"]
+        self.name: str = spec["pluginName"]
+        self.policy_name: str = doc["metadata"]["name"]
+        self.source = source
+        self.document: Mapping[str, Any] = doc
+        self.default_weight: int = int(spec.get("weight", 1))
+        self.applies_to = AppliesTo(spec.get("appliesTo"))
+        self.filter_rules: tuple[FilterRule, ...] = tuple(
+            _filter_rule(r) for r in spec.get("filters") or ())
+        self.score_rules: tuple[ScoreRule, ...] = tuple(
+            _score_rule(r) for r in spec.get("scores") or ())
+        # A per-pod memo key unique to this compiled object, so a reloaded policy with
+        # the same name never reads a stale answer from `pod.cache`.
+        self._applies_key = f"policyd.policy/{self.name}#{next(_serials)}"
+        self._filter_key = f"{self.name}/filter"
+        self._score_key = f"{self.name}/score"
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} ({self.source or self.policy_name})>"
+
+    def applies(self, pod: Pod) -> bool:
+        """Whether the policy applies to `pod` (memoized on the pod)."""
+        cached = pod.cache.get(self._applies_key)
+        if cached is None:
+            cached = self.applies_to.matches(pod)
+            pod.cache[self._applies_key] = cached
+        return bool(cached)
+
+
+class _Filters:
+    """Mixin: PreFilter (applies-to and rule binding, once per pod) and Filter."""
+
+    name: str
+    filter_rules: tuple[FilterRule, ...]
+    _filter_key: str
+    applies: Callable[[Pod], bool]
+
+    def pre_filter(self, state: CycleState, pod: Pod,
+                   nodes: Sequence[NodeInfo]) -> tuple[set[str] | None, Status | None]:
+        if not self.applies(pod):
+            return None, Status.skip()
+        bound = []
+        for rule in self.filter_rules:
+            check = rule.bind(self, pod)  # type: ignore[arg-type]
+            if check is not None:
+                bound.append((check, rule))
+        if not bound:
+            return None, Status.skip()
+        state.write(self._filter_key, tuple(bound))
+        return None, None
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        bound: tuple[tuple[NodeCheck, FilterRule], ...] = state.read(self._filter_key)
+        reasons: list[str] | None = None
+        unresolvable = False
+        for check, rule in bound:
+            if not check(node):
+                if reasons is None:
+                    reasons = []
+                reasons.append(rule.message)
+                unresolvable = unresolvable or rule.unresolvable
+        if reasons is None:
+            return None
+        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+        return Status(code, tuple(reasons), self.name)
+
+
+class _Scores:
+    """Mixin: PreScore, Score (raw values kept per node) and NormalizeScore (per-rule
+    normalization over the feasible nodes, then the weighted mean into 0..100)."""
+
+    name: str
+    score_rules: tuple[ScoreRule, ...]
+    _score_key: str
+    applies: Callable[[Pod], bool]
+
+    def pre_score(self, state: CycleState, pod: Pod,
+                  nodes: Sequence[NodeInfo]) -> Status | None:
+        if not self.applies(pod) or not self.score_rules:
+            return Status.skip()
+        bound = tuple(r.bind(pod) for r in self.score_rules)
+        state.write(self._score_key, (bound, {}))
+        return None
+
+    def _raw(self, state: CycleState, node: NodeInfo) -> tuple[float | None, ...]:
+        bound, raws = state.read(self._score_key)
+        raw = raws.get(node.name)
+        if raw is None:
+            raw = tuple(value(node) for value in bound)
+            raws[node.name] = raw
+        return raw  # type: ignore[no-any-return]
+
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
+        """The combined score as if every rule's values were already 0..100; the
+        exact score, with per-rule normalization, is set by normalize_score."""
+        raw = self._raw(state, node)
+        per_rule = [normalize("none", r.reverse, [v]) for r, v in zip(
+            self.score_rules, raw, strict=True)]
+        return combine([r.weight for r in self.score_rules], per_rule, 1)[0]
+
+    def normalize_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo],
+                        scores: list[int]) -> Status | None:
+        raws = [self._raw(state, n) for n in nodes]
+        per_rule = [normalize(rule.normalize, rule.reverse, [r[i] for r in raws])
+                    for i, rule in enumerate(self.score_rules)]
+        combined = combine([r.weight for r in self.score_rules], per_rule, len(nodes))
+        scores[:] = combined
+        return None
+
+    def explain_scores(self, state: CycleState, nodes: Sequence[NodeInfo]
+                       ) -> dict[str, list[tuple[float | None, int]]]:
+        """Per rule id: (raw, normalized) per node, for `policyd test` and explain."""
+        raws = [self._raw(state, n) for n in nodes]
+        out: dict[str, list[tuple[float | None, int]]] = {}
+        for i, rule in enumerate(self.score_rules):
+            values = [r[i] for r in raws]
+            out[rule.id] = list(zip(values, normalize(rule.normalize, rule.reverse, values),
+                                    strict=True))
+        return out
+
+
+class FilterPolicy(_Filters, CompiledPolicy):
+    """A policy with filter rules only."""
+
+
+class ScorePolicy(_Scores, CompiledPolicy):
+    """A policy with score rules only."""
+
+
+class FilterScorePolicy(_Filters, _Scores, CompiledPolicy):
+    """A policy with filter and score rules."""
+
+
+def compile_policy(doc: Mapping[str, Any], source: str = "") -> CompiledPolicy:
+    """Compile a policy document that passed validation (schema and semantics)."""
+    spec = doc["spec"]
+    has_filters = bool(spec.get("filters"))
+    has_scores = bool(spec.get("scores"))
+    cls: type[CompiledPolicy]
+    if has_filters and has_scores:
+        cls = FilterScorePolicy
+    elif has_filters:
+        cls = FilterPolicy
+    elif has_scores:
+        cls = ScorePolicy
+    else:
+        cls = CompiledPolicy
+    return cls(doc, source)

@@ -1,0 +1,166 @@
+"""JMESPath for policies: compiled once, with policyd's extra functions, and errors that
+point into the expression.
+
+Extra functions (documented in docs/policy-language.md):
+- `quantity(s)`: a Kubernetes quantity (`"16Gi"`, `"500m"`) as a number, null when
+  it does not parse, so `quantity(node.status.allocatable.memory) > quantity('8Gi')`
+  works without parsing quantities by hand.
+- `label(obj, key)` / `annotation(obj, key)`: `obj.metadata.labels[key]`, null when
+  absent, for keys with dots and slashes that are awkward to quote.
+
+Missing fields evaluate to null. In JMESPath `null == null` is true, `null != 'x'` is
+true, and ordering comparisons (<, <=, >, >=) with null or a non-number are null, which
+is false: a node whose field is missing never passes `x > 3` and never fails `x != 'a'`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import jmespath
+import jmespath.exceptions
+import jmespath.functions
+from jmespath.visitor import Options
+
+from policyd.model.quantity import parse_quantity
+
+
+class PolicyFunctions(jmespath.functions.Functions):  # type: ignore[misc]
+    @jmespath.functions.signature({"types": ["string", "number", "null"]})  # type: ignore[untyped-decorator]
+    def _func_quantity(self, value: Any) -> float | None:
+        if value is None:
+            return None
+        try:
+            return float(parse_quantity(value))
+        except ValueError:
+            return None
+
+    @jmespath.functions.signature({"types": ["object", "null"]}, {"types": ["string"]})  # type: ignore[untyped-decorator]
+    def _func_label(self, obj: Any, key: str) -> Any:
+        return _meta(obj, "labels", key)
+
+    @jmespath.functions.signature({"types": ["object", "null"]}, {"types": ["string"]})  # type: ignore[untyped-decorator]
+    def _func_annotation(self, obj: Any, key: str) -> Any:
+        return _meta(obj, "annotations", key)
+
+
+def _meta(obj: Any, field: str, key: str) -> Any:
+    if not isinstance(obj, dict):
+        return None
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return None
+    values = meta.get(field)
+    return values.get(key) if isinstance(values, dict) else None
+
+
+OPTIONS = Options(custom_functions=PolicyFunctions())
+FUNCTIONS: dict[str, Any] = PolicyFunctions.FUNCTION_TABLE
+
+
+@dataclass(frozen=True, slots=True)
+class ExpressionError:
+    """A JMESPath problem: message, 0-based offset in the expression, and the caret."""
+
+    message: str
+    offset: int
+    expression: str
+
+    def caret(self) -> tuple[str, str]:
+        return self.expression, " " * self.offset + "^"
+
+
+class Expression:
+    """A compiled JMESPath expression evaluated with policyd's functions."""
+
+    __slots__ = ("_parsed", "source")
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self._parsed = _compile(source)
+
+    def search(self, data: Any) -> Any:
+        return self._parsed.search(data, options=OPTIONS)
+
+
+@cache
+def _compile(source: str) -> Any:
+    return jmespath.compile(source)
+
+
+def check(source: str) -> list[ExpressionError]:
+    """Every problem in `source`: a parse error, or unknown functions and wrong arity."""
+    try:
+        parsed = jmespath.compile(source)
+    except jmespath.exceptions.ParseError as exc:
+        offset = exc.lex_position if isinstance(exc.lex_position, int) else 0
+        offset = max(0, min(offset, len(source)))
+        detail = getattr(exc, "message", None) or _parse_reason(exc)
+        return [ExpressionError(f"invalid JMESPath: {detail}", offset, source)]
+    except jmespath.exceptions.JMESPathError as exc:
+        return [ExpressionError(f"invalid JMESPath: {exc}", 0, source)]
+    errors: list[ExpressionError] = []
+    for node in _walk(parsed.parsed):
+        if node.get("type") != "function_expression":
+            continue
+        name = str(node.get("value"))
+        entry = FUNCTIONS.get(name)
+        offset = max(0, source.find(f"{name}("))
+        if entry is None:
+            known = ", ".join(sorted(FUNCTIONS))
+            errors.append(ExpressionError(f"unknown JMESPath function {name}(); "
+                                          f"known functions: {known}", offset, source))
+            continue
+        sig = entry["signature"]
+        nargs = len(node.get("children", []))
+        variadic = bool(sig) and sig[-1].get("variadic", False)
+        if (nargs < len(sig)) if variadic else (nargs != len(sig)):
+            want = f"at least {len(sig)}" if variadic else str(len(sig))
+            errors.append(ExpressionError(
+                f"JMESPath function {name}() takes {want} argument(s), got {nargs}",
+                offset, source))
+    return errors
+
+
+def _parse_reason(exc: Any) -> str:
+    token = exc.token_value
+    if token is None:
+        return "incomplete expression"
+    return f"unexpected token {token!r}"
+
+
+def _walk(node: Any) -> Iterator[dict[str, Any]]:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, dict):
+            yield n
+            stack.extend(c for c in n.get("children", []) if isinstance(c, dict))
+
+
+def truthy(value: Any) -> bool:
+    """JMESPath truthiness: false, null, "", [], {} are false; 0 is true."""
+    if value is None or value is False:
+        return False
+    if isinstance(value, str | list | dict):
+        return bool(value)
+    return True
+
+
+def number(value: Any) -> float | None:
+    """A JMESPath result as a number (numbers and numeric strings), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        f = float(value)
+        return f if f == f and f not in (float("inf"), float("-inf")) else None
+    if isinstance(value, str):
+        try:
+            f = float(value.strip())
+        except ValueError:
+            return None
+        return f if f == f and f not in (float("inf"), float("-inf")) else None
+    return None

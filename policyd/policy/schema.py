@@ -1,0 +1,338 @@
+"""The JSON Schema (draft 2020-12) of a SchedulingPolicy, and schema validation with
+positions and readable messages.
+
+The schema lives here as data so the installed package always has it;
+`schemas/policy.schema.json` (what editors load through the `yaml-language-server`
+comment) is generated from it with `python -m policyd.policy.schema > ...`, and a test
+keeps the two identical.
+
+Structural rules live in the schema; rules the schema cannot say well (Kubernetes
+label syntax, JMESPath, quantities, contradictions) are in `semantics.py`, so each
+problem is reported once, with a message written for it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
+
+from policyd.lint.problem import Problem
+from policyd.sourcefile import SourceDocument
+
+API_VERSION = "policyd.io/v1alpha1"
+KIND = "SchedulingPolicy"
+SCHEMA_ID = "https://policyd.io/schemas/policy.schema.json"
+
+FILTER_KINDS = ("annotationToNodeLabel", "nodeLabels", "headroom",
+                "requireExtendedResource", "maxPodsPerNode", "jmespath")
+SCORE_KINDS = ("labelValue", "numeric", "allocation", "jmespath")
+NORMALIZE = ("minmax", "max", "none")
+
+RULE_ID_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+PLUGIN_NAME_PATTERN = "^[A-Z][A-Za-z0-9]*$"
+DNS_SUBDOMAIN_PATTERN = (
+    "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+_STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+
+
+def _obj(properties: dict[str, Any], required: tuple[str, ...] = (),
+         description: str = "", **extra: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "object"}
+    if description:
+        out["description"] = description
+    out["properties"] = properties
+    if required:
+        out["required"] = list(required)
+    out["additionalProperties"] = False
+    out.update(extra)
+    return out
+
+
+def _one_of_required(kinds: tuple[str, ...]) -> list[dict[str, Any]]:
+    return [{"required": [k]} for k in kinds]
+
+
+def _requirement(operators: list[str]) -> dict[str, Any]:
+    return _obj({
+        "key": {"type": "string", "description": "Label key (case-sensitive)."},
+        "operator": {"enum": operators},
+        "values": {**_STRINGS, "description":
+                   "In/NotIn: one or more values; Exists/DoesNotExist: none; "
+                   "Gt/Lt: exactly one integer."},
+    }, ("key", "operator"))
+
+
+_QUANTITY = {"type": ["string", "number"],
+             "description": "A Kubernetes quantity: 100m, 1Gi, 2, 1e3."}
+
+
+def build_schema() -> dict[str, Any]:
+    label_selector = _obj({
+        "matchLabels": _STRING_MAP,
+        "matchExpressions": {"type": "array", "items": {"$ref": "#/$defs/labelRequirement"}},
+    }, description="A Kubernetes label selector over the pod's labels. Empty: every pod.")
+    annotation_selector = _obj({
+        "matchAnnotations": _STRING_MAP,
+        "matchExpressions": {"type": "array", "items": {"$ref": "#/$defs/labelRequirement"}},
+    }, description="Like a label selector, over the pod's annotations.")
+    applies_to = _obj({
+        "namespaces": _obj({
+            "include": {**_STRINGS, "description": "Only these namespaces (empty: all)."},
+            "exclude": {**_STRINGS, "description": "Never these namespaces."},
+        }),
+        "labelSelector": {"$ref": "#/$defs/labelSelector"},
+        "annotationSelector": annotation_selector,
+        "condition": {"type": "string", "description":
+                      "JMESPath over the Pod object; the policy applies when truthy."},
+    }, description="Which pods the policy applies to (all conditions ANDed; absent: "
+                   "every pod). A policy that does not apply is skipped for the pod.")
+
+    filter_rule = _obj({
+        "id": {"type": "string", "pattern": RULE_ID_PATTERN,
+               "description": "Rule id, unique in the policy (lowercase DNS label)."},
+        "message": {"type": "string", "minLength": 1,
+                    "description": "The Unschedulable reason shown for rejected nodes."},
+        "description": {"type": "string"},
+        "annotationToNodeLabel": _obj({
+            "annotation": {"type": "string", "description": "Pod annotation key."},
+            "value": {"type": "string", "description":
+                      "Only when the annotation has this value (absent: any value)."},
+            "label": {"type": "string", "description": "Node label key required."},
+            "labelValue": {"type": "string", "description": "The label's required value."},
+            "useAnnotationValue": {"type": "boolean", "description":
+                                   "The label must equal the annotation's own value."},
+        }, ("annotation", "label")),
+        "nodeLabels": _obj({
+            "matchLabels": _STRING_MAP,
+            "matchExpressions": {"type": "array",
+                                 "items": {"$ref": "#/$defs/nodeRequirement"}},
+        }, description="Node labels that must match (ANDed); keys and values are "
+                       "case-sensitive."),
+        "headroom": _obj({
+            "resource": {"type": "string", "description": "Any resource name."},
+            "quantity": _QUANTITY,
+            "percent": {"type": "number", "minimum": 0, "maximum": 100},
+        }, ("resource",), "Free capacity the node must keep after placing the pod.",
+            oneOf=[{"required": ["quantity"]}, {"required": ["percent"]}]),
+        "requireExtendedResource": _obj({
+            "name": {"type": "string", "description": "e.g. example.com/gpu"},
+            "quantity": {**_QUANTITY, "description":
+                         "Allocatable amount the node must offer (default 1)."},
+        }, ("name",), "The node must offer this extended resource."),
+        "maxPodsPerNode": {"type": "integer", "minimum": 1, "description":
+                           "At most this many pods this policy applies to on one node."},
+        "jmespath": {"type": "string", "description":
+                     "JMESPath over {pod, node}; the node passes when truthy."},
+    }, ("id", "message"), oneOf=_one_of_required(FILTER_KINDS))
+
+    score_rule = _obj({
+        "id": {"type": "string", "pattern": RULE_ID_PATTERN},
+        "description": {"type": "string"},
+        "weight": {"type": "integer", "minimum": 1, "maximum": 100,
+                   "description": "Weight of this rule inside the policy's score."},
+        "normalize": {"enum": list(NORMALIZE), "description":
+                      "How raw values become 0..100 over the feasible nodes: minmax "
+                      "(lowest 0, highest 100), max (value*100/highest), none (already "
+                      "0..100; clamped)."},
+        "reverse": {"type": "boolean", "description": "Lower raw values score higher."},
+        "labelValue": _obj({
+            "label": {"type": "string"},
+            "values": {"type": "object",
+                       "additionalProperties": {"type": "number", "minimum": 0}},
+            "default": {"type": "number", "minimum": 0,
+                        "description": "Points when the label is missing or unlisted."},
+        }, ("label", "values")),
+        "numeric": _obj({
+            "label": {"type": "string"},
+            "annotation": {"type": "string"},
+            "prefer": {"enum": ["highest", "lowest"]},
+        }, (), "A number read from a node label or annotation.",
+            oneOf=[{"required": ["label"]}, {"required": ["annotation"]}]),
+        "allocation": _obj({
+            "strategy": {"enum": ["least", "most"]},
+            "resources": {"type": "array", "minItems": 1, "items": _obj({
+                "name": {"type": "string"},
+                "weight": {"type": "integer", "minimum": 1, "maximum": 100},
+            }, ("name",))},
+        }, ("strategy",), "Least/most allocated, as NodeResourcesFit scores it."),
+        "jmespath": {"type": "string", "description":
+                     "JMESPath over {pod, node} giving a number."},
+    }, ("id", "weight", "normalize"), oneOf=_one_of_required(SCORE_KINDS))
+
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": "policyd SchedulingPolicy",
+        "description": "A declarative scheduling rule compiled into a scheduler plugin. "
+                       "See docs/policy-language.md.",
+        "type": "object",
+        "properties": {
+            "apiVersion": {"const": API_VERSION},
+            "kind": {"const": KIND},
+            "metadata": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "minLength": 1, "maxLength": 253,
+                             "pattern": DNS_SUBDOMAIN_PATTERN},
+                    "labels": _STRING_MAP,
+                    "annotations": _STRING_MAP,
+                },
+                "required": ["name"],
+                "additionalProperties": False,
+            },
+            "spec": _obj({
+                "pluginName": {"type": "string", "pattern": PLUGIN_NAME_PATTERN,
+                               "maxLength": 63, "description":
+                               "The plugin name profiles refer to (CamelCase, unique, "
+                               "case-sensitive)."},
+                "description": {"type": "string"},
+                "weight": {"type": "integer", "minimum": 1, "maximum": 100,
+                           "description": "The plugin's score weight in the default "
+                                          "profile (default 1); a profile may override."},
+                "appliesTo": applies_to,
+                "filters": {"type": "array", "items": filter_rule},
+                "scores": {"type": "array", "items": score_rule},
+            }, ("pluginName",)),
+        },
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "additionalProperties": False,
+        "$defs": {
+            "labelSelector": label_selector,
+            "labelRequirement": _requirement(["In", "NotIn", "Exists", "DoesNotExist"]),
+            "nodeRequirement": _requirement(["In", "NotIn", "Exists", "DoesNotExist",
+                                             "Gt", "Lt"]),
+        },
+    }
+
+
+SCHEMA = build_schema()
+
+
+@cache
+def _validator() -> Any:
+    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+
+    return Draft202012Validator(SCHEMA)
+
+
+_PATTERN_MESSAGES = {
+    PLUGIN_NAME_PATTERN: "must be CamelCase: a capital letter, then letters and digits "
+                         "(^[A-Z][A-Za-z0-9]*$)",
+    RULE_ID_PATTERN: "must be a lowercase DNS label: a-z, 0-9 and '-', starting and "
+                     "ending with a letter or digit",
+    DNS_SUBDOMAIN_PATTERN: "must be a lowercase RFC 1123 subdomain (a-z, 0-9, '-', '.'), "
+                           "like a Kubernetes object name",
+}
+
+_TYPE_NAMES = {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+               int: "an integer", float: "a number", type(None): "null"}
+
+
+def _type_of(value: Any) -> str:
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+def validate(doc: SourceDocument) -> list[Problem]:
+    """Schema problems of one document, each at the key or value it concerns."""
+    problems: list[Problem] = []
+    for error in _validator().iter_errors(doc.data):
+        problems.extend(_to_problems(doc, error))
+    return problems
+
+
+def _best(error: Any) -> Any:
+    from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
+
+    return best_match(error.context) if error.context else error
+
+
+def _to_problems(doc: SourceDocument, error: Any) -> Iterator[Problem]:
+    path = tuple(error.absolute_path)
+    validator = error.validator
+    if validator in ("oneOf", "anyOf"):
+        branches = error.schema.get(validator, [])
+        kinds = [b["required"][0] for b in branches
+                 if set(b) == {"required"} and len(b["required"]) == 1]
+        if kinds and len(kinds) == len(branches) and isinstance(error.instance, dict):
+            present = [k for k in kinds if k in error.instance]
+            if present:
+                msg = (f"set exactly one of {', '.join(kinds)}; found "
+                       f"{' and '.join(present)}")
+                yield doc.problem((*path, present[-1]), "schema", msg, key=True)
+            else:
+                yield doc.problem(path, "schema", f"set exactly one of {', '.join(kinds)}")
+            return
+        yield from _to_problems(doc, _best(error))
+        return
+    if validator == "additionalProperties" and isinstance(error.instance, dict):
+        known = list(error.schema.get("properties", {}))
+        for key in error.instance:
+            if key in known:
+                continue
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else (
+                f"; expected one of {', '.join(known)}" if known else "")
+            yield doc.problem((*path, key), "schema", f"unknown field {key!r}{hint}",
+                              key=True)
+        return
+    if validator == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else error.message
+        yield doc.problem(path, "schema", f"missing required field {missing!r}", key=True)
+        return
+    if validator == "type":
+        expected = error.validator_value
+        names = expected if isinstance(expected, list) else [expected]
+        yield doc.problem(path, "schema", f"must be {' or '.join(map(_article, names))}, not "
+                          f"{_type_of(error.instance)}")
+        return
+    if validator == "pattern":
+        msg = _PATTERN_MESSAGES.get(error.validator_value,
+                                    f"must match {error.validator_value}")
+        yield doc.problem(path, "schema", f"{error.instance!r} {msg}")
+        return
+    if validator == "const":
+        yield doc.problem(path, "schema",
+                          f"must be {error.validator_value!r}, not {error.instance!r}")
+        return
+    if validator == "enum":
+        choices = ", ".join(str(v) for v in error.validator_value)
+        yield doc.problem(path, "schema", f"{error.instance!r} is not one of: {choices}")
+        return
+    if validator in ("minimum", "maximum"):
+        yield doc.problem(path, "schema",
+                          f"{error.instance!r} is out of range{_bound(error.schema)}")
+        return
+    yield doc.problem(path, "schema", error.message)
+
+
+def _bound(schema: dict[str, Any]) -> str:
+    lo, hi = schema.get("minimum"), schema.get("maximum")
+    if lo is not None and hi is not None:
+        return f" [{lo}..{hi}]"
+    if lo is not None:
+        return f": must be at least {lo}"
+    if hi is not None:
+        return f": must be at most {hi}"
+    return ""
+
+
+def _article(type_name: str) -> str:
+    return {"object": "an object", "array": "a list", "integer": "an integer",
+            "string": "a string", "boolean": "a boolean", "number": "a number",
+            "null": "null"}.get(type_name, type_name)
+
+
+def main() -> None:
+    """Print the schema as JSON (regenerates schemas/policy.schema.json)."""
+    json.dump(SCHEMA, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,479 @@
+"""Checks the JSON Schema cannot express: Kubernetes name syntax, JMESPath, quantities,
+rules that can never match, duplicates, and case traps.
+
+Runs on documents that may also have schema errors, so every access checks its type and
+skips what the schema already reports. Each check yields `Problem`s with a rule id:
+
+- `label-key`, `label-value`, `annotation-key`, `namespace`, `resource-name`: what the
+  Kubernetes API server would reject;
+- `jmespath`: parse errors (with the column inside the expression) and unknown
+  functions;
+- `quantity`: quantities that do not parse or are negative;
+- `never-matches`: requirements that contradict each other (In a and NotIn a; Gt 5 and
+  Lt 6; DoesNotExist and Exists), or a policy that can apply to no pod;
+- `duplicate-id`, `duplicate-name`, `duplicate-plugin-name`, `builtin-plugin-name`;
+- `key-case` (warning): a label key equal to another used key or a well-known
+  Kubernetes key except for case;
+- `score-range` (warning): points that `normalize: none` will clamp, or normalization
+  that stretches values already in 0..100;
+- `useless-policy` (warning): neither filters nor scores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from policyd.lint.problem import ERROR, WARNING, Problem
+from policyd.policy import jmes, k8snames
+from policyd.sourcefile import JsonPath, SourceDocument
+
+
+@dataclass(frozen=True, slots=True)
+class KeyUse:
+    """A label key used by a policy, for the cross-file case check."""
+
+    doc: SourceDocument
+    path: JsonPath
+    key: str
+
+
+def check_document(doc: SourceDocument, key_uses: list[KeyUse]) -> list[Problem]:
+    """Semantic problems of one SchedulingPolicy document; appends its label keys."""
+    c = _Checker(doc, key_uses)
+    c.run()
+    return c.problems
+
+
+class _Checker:
+    def __init__(self, doc: SourceDocument, key_uses: list[KeyUse]) -> None:
+        self.doc = doc
+        self.key_uses = key_uses
+        self.problems: list[Problem] = []
+
+    def add(self, path: JsonPath, rule: str, message: str, *, level: str = ERROR,
+            key: bool = False, detail: tuple[str, ...] = (),
+            at: tuple[int, int] | None = None) -> None:
+        self.problems.append(self.doc.problem(path, rule, message, level=level, key=key,
+                                              detail=detail, at=at))
+
+    # -- name checks --------------------------------------------------------------
+    def label_key(self, path: JsonPath, key: Any, *, key_pos: bool = False) -> None:
+        if not isinstance(key, str):
+            return
+        for msg in k8snames.qualified_name(key):
+            self.add(path, "label-key", f"invalid label key {key!r}: {msg}", key=key_pos)
+        # Pod and node label keys alike: `App` next to `app` is a trap either way.
+        self.key_uses.append(KeyUse(self.doc, path, key))
+
+    def label_value(self, path: JsonPath, value: Any) -> None:
+        if not isinstance(value, str):
+            return
+        for msg in k8snames.label_value(value):
+            self.add(path, "label-value", f"invalid label value {value!r}: {msg}")
+
+    def annotation_key(self, path: JsonPath, key: Any, *, key_pos: bool = False) -> None:
+        if not isinstance(key, str):
+            return
+        # The API server validates annotation keys lowercased (ValidateAnnotations).
+        for msg in k8snames.qualified_name(key.lower()):
+            self.add(path, "annotation-key", f"invalid annotation key {key!r}: {msg}",
+                     key=key_pos)
+
+    def expression(self, path: JsonPath, source: Any) -> None:
+        if not isinstance(source, str):
+            return
+        for err in jmes.check(source):
+            at = self.doc.column_in_scalar(path, err.offset) if "\n" not in source else None
+            self.add(path, "jmespath", err.message, detail=err.caret(), at=at)
+
+    def quantity(self, path: JsonPath, value: Any) -> None:
+        if value is None or isinstance(value, bool) or not isinstance(value, str | int | float):
+            return
+        from policyd.model.quantity import parse_quantity
+
+        try:
+            q = parse_quantity(value)
+        except ValueError:
+            self.add(path, "quantity", f"{value!r} is not a valid quantity (e.g. 500m, 2, "
+                                       "1Gi, 512Mi)")
+            return
+        if q < 0:
+            self.add(path, "quantity", f"quantity {value!r} must not be negative")
+
+    # -- requirements -------------------------------------------------------------
+    def requirements(self, path: JsonPath, selector: Any, *,
+                     annotations: bool = False) -> list[tuple[JsonPath, str, str, list[str]]]:
+        """Check matchLabels/matchExpressions; return (path, key, op, values) triples."""
+        out: list[tuple[JsonPath, str, str, list[str]]] = []
+        if not isinstance(selector, Mapping):
+            return out
+        labels_field = "matchAnnotations" if annotations else "matchLabels"
+        match_labels = selector.get(labels_field)
+        if isinstance(match_labels, Mapping):
+            for k, v in match_labels.items():
+                p = (*path, labels_field, k)
+                if annotations:
+                    self.annotation_key(p, k, key_pos=True)
+                else:
+                    self.label_key(p, k, key_pos=True)
+                    self.label_value(p, v)
+                if isinstance(v, str):
+                    out.append((p, str(k), "In", [v]))
+        exprs = selector.get("matchExpressions")
+        if isinstance(exprs, list):
+            for i, e in enumerate(exprs):
+                p = (*path, "matchExpressions", i)
+                if not isinstance(e, Mapping):
+                    continue
+                key, op, values = e.get("key"), e.get("operator"), e.get("values")
+                if annotations:
+                    self.annotation_key((*p, "key"), key)
+                else:
+                    self.label_key((*p, "key"), key)
+                vals = [v for v in values if isinstance(v, str)] \
+                    if isinstance(values, list) else []
+                if op in ("In", "NotIn"):
+                    if not vals:
+                        self.add((*p, "values"), "schema",
+                                 f"operator {op} needs at least one value", key=True)
+                    if not annotations:
+                        for j, v in enumerate(vals):
+                            self.label_value((*p, "values", j), v)
+                elif op in ("Exists", "DoesNotExist"):
+                    if vals:
+                        self.add((*p, "values"), "schema",
+                                 f"operator {op} takes no values", key=True)
+                elif op in ("Gt", "Lt"):
+                    if len(vals) != 1:
+                        self.add((*p, "values"), "schema",
+                                 f"operator {op} takes exactly one integer value", key=True)
+                    elif not _is_int(vals[0]):
+                        self.add((*p, "values", 0), "label-value",
+                                 f"operator {op} compares integers; {vals[0]!r} is not one")
+                if isinstance(key, str) and isinstance(op, str):
+                    out.append((p, key, op, vals))
+        return out
+
+    def never_matches(self, reqs: list[tuple[JsonPath, str, str, list[str]]],
+                      what: str) -> None:
+        for path, message in contradictions(reqs):
+            self.add(path, "never-matches", f"{what} can never match: {message}")
+
+    # -- the document -------------------------------------------------------------
+    def run(self) -> None:
+        data = self.doc.data
+        if not isinstance(data, Mapping):
+            return
+        spec = data.get("spec")
+        if not isinstance(spec, Mapping):
+            return
+        self.applies_to(spec.get("appliesTo"))
+        ids: dict[str, JsonPath] = {}
+        filters = spec.get("filters")
+        scores = spec.get("scores")
+        if isinstance(filters, list):
+            for i, rule in enumerate(filters):
+                if isinstance(rule, Mapping):
+                    self.rule_id(("spec", "filters", i), rule, ids)
+                    self.filter_rule(("spec", "filters", i), rule)
+        if isinstance(scores, list):
+            for i, rule in enumerate(scores):
+                if isinstance(rule, Mapping):
+                    self.rule_id(("spec", "scores", i), rule, ids)
+                    self.score_rule(("spec", "scores", i), rule)
+        if not filters and not scores and "filters" not in spec and "scores" not in spec:
+            self.add(("spec",), "useless-policy",
+                     "the policy has neither filters nor scores, so it does nothing",
+                     level=WARNING)
+
+    def rule_id(self, path: JsonPath, rule: Mapping[str, Any], ids: dict[str, JsonPath]) -> None:
+        rid = rule.get("id")
+        if not isinstance(rid, str):
+            return
+        if rid in ids:
+            line = self.doc.position(ids[rid])[0]
+            self.add((*path, "id"), "duplicate-id",
+                     f"rule id {rid!r} is already used at line {line}; ids must be unique "
+                     "within a policy")
+        else:
+            ids[rid] = (*path, "id")
+
+    def applies_to(self, applies: Any) -> None:
+        if not isinstance(applies, Mapping):
+            return
+        base = ("spec", "appliesTo")
+        ns = applies.get("namespaces")
+        if isinstance(ns, Mapping):
+            include = [n for n in ns.get("include") or [] if isinstance(n, str)] \
+                if isinstance(ns.get("include"), list) else []
+            exclude = [n for n in ns.get("exclude") or [] if isinstance(n, str)] \
+                if isinstance(ns.get("exclude"), list) else []
+            for field, names in (("include", include), ("exclude", exclude)):
+                for i, n in enumerate(names):
+                    for msg in k8snames.dns1123_label(n):
+                        self.add((*base, "namespaces", field, i), "namespace",
+                                 f"invalid namespace {n!r}: {msg}")
+            if include and all(n in exclude for n in include):
+                self.add((*base, "namespaces", "include"), "never-matches",
+                         "the policy can never apply: every included namespace is also "
+                         "excluded")
+        reqs = self.requirements((*base, "labelSelector"), applies.get("labelSelector"))
+        self.never_matches(reqs, "labelSelector")
+        areqs = self.requirements((*base, "annotationSelector"),
+                                  applies.get("annotationSelector"),
+                                  annotations=True)
+        self.never_matches(areqs, "annotationSelector")
+        self.expression((*base, "condition"), applies.get("condition"))
+
+    def filter_rule(self, path: JsonPath, rule: Mapping[str, Any]) -> None:
+        a2l = rule.get("annotationToNodeLabel")
+        if isinstance(a2l, Mapping):
+            p = (*path, "annotationToNodeLabel")
+            self.annotation_key((*p, "annotation"), a2l.get("annotation"))
+            self.label_key((*p, "label"), a2l.get("label"))
+            self.label_value((*p, "labelValue"), a2l.get("labelValue"))
+            use = a2l.get("useAnnotationValue") is True
+            has_value = "labelValue" in a2l
+            if use and has_value:
+                self.add((*p, "useAnnotationValue"), "schema",
+                         "set either labelValue or useAnnotationValue: true, not both",
+                         key=True)
+            elif not use and not has_value:
+                self.add(p, "schema", "set labelValue, or useAnnotationValue: true",
+                         key=True)
+            if use and isinstance(a2l.get("value"), str):
+                self.label_value((*p, "value"), a2l.get("value"))
+        node_labels = rule.get("nodeLabels")
+        if isinstance(node_labels, Mapping):
+            p = (*path, "nodeLabels")
+            if not node_labels.get("matchLabels") and not node_labels.get("matchExpressions"):
+                self.add(p, "schema", "nodeLabels needs matchLabels or matchExpressions",
+                         key=True)
+            reqs = self.requirements(p, node_labels)
+            self.never_matches(reqs, "this rule")
+        headroom = rule.get("headroom")
+        if isinstance(headroom, Mapping):
+            p = (*path, "headroom")
+            self.resource((*p, "resource"), headroom.get("resource"))
+            self.quantity((*p, "quantity"), headroom.get("quantity"))
+        ext = rule.get("requireExtendedResource")
+        if isinstance(ext, Mapping):
+            p = (*path, "requireExtendedResource")
+            name = ext.get("name")
+            self.resource((*p, "name"), name)
+            if isinstance(name, str) and not k8snames.is_extended_resource(name):
+                self.add((*p, "name"), "resource-name",
+                         f"{name!r} is not an extended resource (those are named "
+                         "<domain>/<name> outside kubernetes.io, e.g. example.com/gpu); "
+                         "use headroom for native resources", level=WARNING)
+            self.quantity((*p, "quantity"), ext.get("quantity"))
+        self.expression((*path, "jmespath"), rule.get("jmespath"))
+
+    def resource(self, path: JsonPath, name: Any) -> None:
+        if isinstance(name, str):
+            for msg in k8snames.resource_name(name):
+                self.add(path, "resource-name", f"invalid resource name {name!r}: {msg}")
+
+    def score_rule(self, path: JsonPath, rule: Mapping[str, Any]) -> None:
+        normalize = rule.get("normalize")
+        lv = rule.get("labelValue")
+        if isinstance(lv, Mapping):
+            p = (*path, "labelValue")
+            self.label_key((*p, "label"), lv.get("label"))
+            values = lv.get("values")
+            points: list[float] = []
+            if isinstance(values, Mapping):
+                for k, v in values.items():
+                    self.label_value((*p, "values", k), k)
+                    if isinstance(v, int | float) and not isinstance(v, bool):
+                        points.append(float(v))
+            default = lv.get("default", 0)
+            if isinstance(default, int | float) and not isinstance(default, bool):
+                points.append(float(default))
+            if normalize == "none" and any(x > 100 for x in points):
+                self.add((*path, "normalize"), "score-range",
+                         "points above 100 are clamped to 100 with normalize: none; "
+                         "use normalize: max to scale them, or keep points in 0..100",
+                         level=WARNING)
+        num = rule.get("numeric")
+        if isinstance(num, Mapping):
+            p = (*path, "numeric")
+            if "label" in num:
+                self.label_key((*p, "label"), num.get("label"))
+            if "annotation" in num:
+                self.annotation_key((*p, "annotation"), num.get("annotation"))
+            if "reverse" in rule:
+                self.add((*path, "reverse"), "schema",
+                         "numeric rules choose their direction with prefer: highest|lowest, "
+                         "not reverse", key=True)
+        alloc = rule.get("allocation")
+        if isinstance(alloc, Mapping):
+            p = (*path, "allocation")
+            seen: set[str] = set()
+            resources = alloc.get("resources")
+            if isinstance(resources, list):
+                for i, r in enumerate(resources):
+                    if not isinstance(r, Mapping) or not isinstance(r.get("name"), str):
+                        continue
+                    name = r["name"]
+                    self.resource((*p, "resources", i, "name"), name)
+                    if name in seen:
+                        self.add((*p, "resources", i, "name"), "duplicate-id",
+                                 f"resource {name!r} is listed twice")
+                    seen.add(name)
+            if normalize in ("minmax", "max"):
+                self.add((*path, "normalize"), "score-range",
+                         f"allocation scores are already 0..100; normalize: {normalize} "
+                         "stretches small differences between nodes to the full range "
+                         "(use none to keep them proportional)", level=WARNING)
+        self.expression((*path, "jmespath"), rule.get("jmespath"))
+
+
+def _is_int(value: str) -> bool:
+    try:
+        int(value)
+    except ValueError:
+        return False
+    return True
+
+
+def contradictions(
+    reqs: list[tuple[JsonPath, str, str, list[str]]],
+) -> Iterator[tuple[JsonPath, str]]:
+    """ANDed requirements on the same key that no label set can satisfy.
+
+    Yields (path of the requirement that makes it impossible, explanation).
+    """
+    by_key: dict[str, list[tuple[JsonPath, str, list[str]]]] = {}
+    for path, key, op, values in reqs:
+        by_key.setdefault(key, []).append((path, op, values))
+    for key, items in by_key.items():
+        allowed: set[str] | None = None  # values the In requirements still allow
+        must_exist = False
+        exists_path: JsonPath | None = None
+        absent_path: JsonPath | None = None
+        gt: int | None = None
+        lt: int | None = None
+        for path, op, values in items:
+            if op == "In":
+                allowed = set(values) if allowed is None else allowed & set(values)
+                if not allowed:
+                    yield path, f"no value of {key!r} is in every In list"
+                    break
+                must_exist, exists_path = True, exists_path or path
+            elif op == "NotIn" and allowed is not None:
+                allowed -= set(values)
+                if not allowed:
+                    yield path, f"NotIn {sorted(values)} excludes every value the In " \
+                                f"requirement on {key!r} allows"
+                    break
+            elif op in ("Exists", "Gt", "Lt"):
+                must_exist, exists_path = True, exists_path or path
+                if op != "Exists" and values and _is_int(values[0]):
+                    n = int(values[0])
+                    if op == "Gt":
+                        gt = n if gt is None else max(gt, n)
+                    else:
+                        lt = n if lt is None else min(lt, n)
+                    if gt is not None and lt is not None and lt - gt <= 1:
+                        yield path, f"no integer is > {gt} and < {lt} for {key!r}"
+                        break
+            elif op == "DoesNotExist":
+                absent_path = path
+            if must_exist and absent_path is not None:
+                yield (absent_path if op == "DoesNotExist" else path), \
+                    f"{key!r} must both exist and not exist"
+                break
+        else:
+            if allowed is not None and (gt is not None or lt is not None):
+                ok = [v for v in allowed if _is_int(v)
+                      and (gt is None or int(v) > gt) and (lt is None or int(v) < lt)]
+                if not ok:
+                    yield items[-1][0], f"no value In the list for {key!r} satisfies " \
+                                        "the Gt/Lt bounds"
+
+
+def check_cross(docs: list[SourceDocument], key_uses: list[KeyUse]) -> list[Problem]:
+    """Problems between documents: duplicate names, built-in names, case traps."""
+    from policyd.plugins import names as builtin
+
+    problems: list[Problem] = []
+    builtins = {v for k, v in vars(builtin).items() if k.isupper() and isinstance(v, str)}
+    seen_names: dict[str, SourceDocument] = {}
+    seen_plugins: dict[str, SourceDocument] = {}
+    plugins_lower: dict[str, tuple[str, SourceDocument]] = {}
+    for doc in docs:
+        data = doc.data if isinstance(doc.data, Mapping) else {}
+        meta = data.get("metadata")
+        name = meta.get("name") if isinstance(meta, Mapping) else None
+        if isinstance(name, str):
+            if name in seen_names:
+                first = seen_names[name]
+                where = _where(first, ("metadata", "name"))
+                problems.append(doc.problem(("metadata", "name"), "duplicate-name",
+                                            f"policy name {name!r} is already used at {where}"))
+            else:
+                seen_names[name] = doc
+        spec = data.get("spec")
+        plugin = spec.get("pluginName") if isinstance(spec, Mapping) else None
+        if not isinstance(plugin, str):
+            continue
+        path = ("spec", "pluginName")
+        if plugin in builtins:
+            problems.append(doc.problem(path, "builtin-plugin-name",
+                                        f"pluginName {plugin!r} is a built-in plugin's name"))
+        if plugin in seen_plugins:
+            problems.append(doc.problem(
+                path, "duplicate-plugin-name",
+                f"pluginName {plugin!r} is already used at "
+                f"{_where(seen_plugins[plugin], path)}"))
+            continue
+        seen_plugins[plugin] = doc
+        other = plugins_lower.get(plugin.lower())
+        if other is not None:
+            problems.append(doc.problem(
+                path, "key-case", f"pluginName {plugin!r} differs from {other[0]!r} "
+                f"({_where(other[1], path)}) only by case; profiles match names exactly",
+                level=WARNING))
+        else:
+            plugins_lower[plugin.lower()] = (plugin, doc)
+    problems.extend(_case_problems(key_uses))
+    return problems
+
+
+def _where(doc: SourceDocument, path: JsonPath) -> str:
+    line, col = doc.position(path)
+    return f"{doc.file}:{line}:{col}"
+
+
+def _case_problems(key_uses: list[KeyUse]) -> Iterator[Problem]:
+    well_known = {k.lower(): k for k in k8snames.WELL_KNOWN_LABELS}
+    spellings: dict[str, dict[str, KeyUse]] = {}
+    for use in key_uses:
+        spellings.setdefault(use.key.lower(), {}).setdefault(use.key, use)
+    reported: set[tuple[str, int, str]] = set()
+    for use in key_uses:
+        # One warning per spelling per document: the first place it is used.
+        where = (use.doc.file, use.doc.index, use.key)
+        if where in reported:
+            continue
+        reported.add(where)
+        lower = use.key.lower()
+        known = well_known.get(lower)
+        if known is not None and known != use.key:
+            yield use.doc.problem(use.path, "key-case",
+                                  f"label key {use.key!r} differs from the well-known "
+                                  f"{known!r} only by case; label keys are case-sensitive",
+                                  level=WARNING)
+            continue
+        others = [k for k in spellings[lower] if k != use.key]
+        if others:
+            first = spellings[lower][others[0]]
+            yield use.doc.problem(
+                use.path, "key-case",
+                f"label key {use.key!r} differs from {others[0]!r} (used at "
+                f"{_where(first.doc, first.path)}) only by case; label keys are "
+                "case-sensitive, so a node labelled one way never matches the other",
+                level=WARNING)
