@@ -302,6 +302,27 @@ def terms_match(terms: Sequence[NodeSelectorTerm], labels: Mapping[str, str],
     return any(term_matches(t, labels, node_name) for t in terms)
 
 
+def terms_keys(terms: Sequence[NodeSelectorTerm]) -> tuple[frozenset[str], bool]:
+    """The label keys the terms read, and whether they read the node name."""
+    keys = frozenset(r.key for t in terms for r in t.label_requirements)
+    return keys, any(t.field_requirements for t in terms)
+
+
+class _Projection:
+    """What terms can see of a node: the values of the label keys they read. Nodes with
+    the same projection get the same verdict, and nodes mostly share a few label
+    combinations (zone, instance type, pool), so the batch paths decide once per
+    combination instead of once per node. Not used when terms read the node name."""
+
+    __slots__ = ("keys",)
+
+    def __init__(self, keys: frozenset[str]) -> None:
+        self.keys = tuple(sorted(keys))
+
+    def __call__(self, labels: Mapping[str, str]) -> tuple[str | None, ...]:
+        return tuple(map(labels.get, self.keys))
+
+
 def _format_problem(kind: str, problems: Sequence[Problem]) -> str:
     path, message = problems[0]
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
@@ -320,6 +341,11 @@ class PodNodeAffinity:
     names_conflict: bool  # every term pins names, and the pins exclude each other
     preferred: tuple[tuple[int, NodeSelectorTerm], ...] | None  # None: none given
     preferred_error: str | None
+    # What the required part (nodeSelector + terms) and the preferred terms read.
+    required_keys: frozenset[str] = frozenset()
+    required_uses_name: bool = False
+    preferred_keys: frozenset[str] = frozenset()
+    preferred_uses_name: bool = False
 
     def matches(self, labels: Mapping[str, str], node_name: str) -> bool:
         get = labels.get
@@ -393,6 +419,8 @@ def pod_node_affinity(pod: Pod) -> PodNodeAffinity:
             preferred, problems = compile_preferred(raw_preferred, f"{base}.{PREFERRED}")
             if problems:
                 preferred_error = _format_problem("preferred", problems)
+    req_keys, req_name = terms_keys(required or ())
+    pref_keys, pref_name = terms_keys([t for _, t in preferred or ()])
     compiled = PodNodeAffinity(
         selector=tuple(pod.node_selector.items()),
         selector_set=selector_set,
@@ -402,6 +430,10 @@ def pod_node_affinity(pod: Pod) -> PodNodeAffinity:
         names_conflict=conflict,
         preferred=preferred,
         preferred_error=preferred_error,
+        required_keys=req_keys | frozenset(pod.node_selector),
+        required_uses_name=req_name,
+        preferred_keys=pref_keys,
+        preferred_uses_name=pref_name,
     )
     pod.cache[_POD_CACHE_KEY] = compiled
     return compiled
@@ -417,6 +449,8 @@ class NodeAffinity:
         # Scheduler-enforced terms from NodeAffinityArgs.addedAffinity.
         self.added_required = added_required
         self.added_preferred = added_preferred
+        self._added_required_reads = terms_keys(added_required or ())
+        self._added_preferred_reads = terms_keys([t for _, t in added_preferred])
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
@@ -437,35 +471,42 @@ class NodeAffinity:
         return None, None
 
     def _required(self, state: CycleState, pod: Pod) -> PodNodeAffinity:
-        c = state.get(_PRE_FILTER_KEY)
+        c: PodNodeAffinity | None = state.get(_PRE_FILTER_KEY)
         # Without PreFilter (disabled in the profile) compute it here, as upstream does.
         return c if c is not None else pod_node_affinity(pod)
 
-    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
-        n = node.node
+    def _verdict(self, c: PodNodeAffinity, labels: Mapping[str, str],
+                 node_name: str) -> Status | None:
         added = self.added_required
-        if added is not None and not terms_match(added, n.labels, n.name):
+        if added is not None and not terms_match(added, labels, node_name):
             return _REJECT_ENFORCED
-        if not self._required(state, pod).matches(n.labels, n.name):
+        if not c.matches(labels, node_name):
             return _REJECT_POD
         return None
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        n = node.node
+        return self._verdict(self._required(state, pod), n.labels, n.name)
 
     def filter_all(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> list[Status | None]:
         c = self._required(state, pod)
-        added = self.added_required
-        matches = c.matches
+        keys, uses_name = self._added_required_reads
+        verdict = self._verdict
+        if uses_name or c.required_uses_name:
+            return [verdict(c, info.node.labels, info.node.name) for info in nodes]
+        project = _Projection(c.required_keys | keys)
+        memo: dict[tuple[str | None, ...], Status | None] = {}
         out: list[Status | None] = []
         append = out.append
         for info in nodes:
             n = info.node
-            if added is not None and not terms_match(added, n.labels, n.name):
-                append(_REJECT_ENFORCED)
-            elif not matches(n.labels, n.name):
-                append(_REJECT_POD)
+            key = project(n.labels)
+            if key in memo:
+                append(memo[key])
             else:
-                append(None)
+                append(memo.setdefault(key, verdict(c, n.labels, n.name)))
         return out
 
     def pre_score(
@@ -476,19 +517,32 @@ class NodeAffinity:
             return Status.error(c.preferred_error)
         if c.preferred is None and not self.added_preferred:
             return Status.skip()
-        state.write(_PRE_SCORE_KEY, c)
+        keys, uses_name = self._added_preferred_reads
+        project = None if uses_name or c.preferred_uses_name else \
+            _Projection(c.preferred_keys | keys)
+        state.write(_PRE_SCORE_KEY, (c, project, {}))
         return None
+
+    def _score(self, c: PodNodeAffinity, labels: Mapping[str, str], node_name: str) -> int:
+        total = 0
+        for weight, term in self.added_preferred:
+            if term_matches(term, labels, node_name):
+                total += weight
+        return total + c.score(labels, node_name)
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
         n = node.node
-        total = 0
-        for weight, term in self.added_preferred:
-            if term_matches(term, n.labels, n.name):
-                total += weight
-        c: PodNodeAffinity | None = state.get(_PRE_SCORE_KEY)
-        if c is None:  # PreScore did not run: compute it here, as upstream falls back
-            c = pod_node_affinity(pod)
-        return total + c.score(n.labels, n.name)
+        pre = state.get(_PRE_SCORE_KEY)
+        if pre is None:  # PreScore did not run: compute it here, as upstream falls back
+            return self._score(pod_node_affinity(pod), n.labels, n.name)
+        c, project, memo = pre
+        if project is None:
+            return self._score(c, n.labels, n.name)
+        key = project(n.labels)
+        score = memo.get(key)
+        if score is None:
+            score = memo[key] = self._score(c, n.labels, n.name)
+        return score  # type: ignore[no-any-return]
 
     def normalize_score(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo], scores: list[int]

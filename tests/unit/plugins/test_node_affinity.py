@@ -443,3 +443,25 @@ def test_filter_all_matches_filter(selector: dict[str, str],
 def test_factory() -> None:
     assert DEFAULT_WEIGHT == 2
     assert new(None).name == names.NODE_AFFINITY
+
+
+@settings(max_examples=150, deadline=None)
+@given(prefs=st.lists(st.tuples(st.integers(0, 10), _term), max_size=3),
+       added=st.lists(st.tuples(st.integers(1, 10), _term), max_size=2),
+       nodes=st.lists(st.dictionaries(_label_key, _label_val, max_size=3), min_size=1,
+                      max_size=6))
+def test_memoized_scores_match_direct_scores(prefs: list[tuple[int, dict[str, Any]]],
+                                             added: list[tuple[int, dict[str, Any]]],
+                                             nodes: list[dict[str, str]]) -> None:
+    # Score after PreScore memoizes per label combination; without PreScore it
+    # evaluates every node directly: both must agree.
+    p = pod(affinity=preferred(*prefs))
+    args = {"addedAffinity": {PREF: [{"weight": w, "preference": t} for w, t in added]}} \
+        if added else None
+    plugin = new(args)
+    infos = [node(f"n{i}", labels) for i, labels in enumerate(nodes)]
+    state = CycleState(infos)
+    if plugin.pre_score(state, p, infos) is not None:
+        return
+    assert [plugin.score(state, p, n) for n in infos] == [
+        plugin.score(CycleState(infos), p, n) for n in infos]
