@@ -9,17 +9,19 @@ node's labels up in those counts. PreScore sums preferred term weights the same 
 (plus existing pods' required affinity at `hardPodAffinityWeight`), Score reads the
 sum for the node's topology, NormalizeScore min-max scales to 0..100.
 
-Cost: a pod's terms are compiled once (`pod_affinity_terms`, memoized on the pod). The
-pods with any pod affinity on a node, and what the pods of a node contribute to a given
-set of incoming terms, are memoized on the node record and revalidated by
-`NodeInfo.generation`, so a cycle costs one cheap check per node plus work on nodes
-that changed since the last pod with the same terms (upstream's scheduling-cycle
-memo does the same). A cluster where no pod has pod affinity skips after that check.
+Cost: a pod's terms are compiled once (`pod_affinity_terms`, memoized on the pod). A
+per-cluster index aggregates the existing pods' terms per distinct term, and the counts
+for a set of incoming terms are aggregated per node and kept between cycles; both are
+brought up to date once per cycle by one generation check per node, recomputing only
+the nodes that changed (upstream keeps an equivalent memo across cycles). So a cycle
+costs that check, one match per distinct existing term, and the work on changed nodes;
+a cluster where no pod has pod affinity skips after the check.
 """
 
 from __future__ import annotations
 
-import itertools
+import bisect
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -55,74 +57,211 @@ _EXISTING_REJECT = Status.unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_
 
 _PRE_FILTER_KEY = "InterPodAffinity/preFilter"
 _PRE_SCORE_KEY = "InterPodAffinity/preScore"
-_NODE_PODS_KEY = "InterPodAffinity/podsWithAffinity"
-_NODE_MEMO_KEY = "InterPodAffinity/memo"
-# A node keeps the contributions for this many term sets at most; past it the memo is
-# dropped (term sets come and go with workloads, and a stale entry is just recomputed).
-_NODE_MEMO_LIMIT = 32
+# Incoming term sets whose totals are kept between cycles (least recently used dropped).
+_TERM_SET_LIMIT = 64
+# The change log keeps at least this many entries (and twice the nodes); totals older
+# than what it keeps are rebuilt from scratch.
+_LOG_MIN = 4096
 
 TopologyPair = tuple[str, str]
-# What one node contributes: ((topologyKey, value), amount) entries.
-_Contribution = tuple[tuple[TopologyPair, int], ...]
+# What one node contributes to a set of totals: (bucket, (topologyKey, value), amount).
+_Contribution = tuple[tuple[int, TopologyPair, int], ...]
 
 
 # ---------------------------------------------------------------------------
 # Per-node indexes, memoized on the node record and checked against the NodeInfo.
 
 
-def _pods_with_affinity(info: NodeInfo) -> tuple[tuple[Pod, ...], tuple[Pod, ...]]:
-    """(pods with pod affinity or anti-affinity, pods with required anti-affinity).
+# Keys of the existing pods' terms in the index: what a matching term adds per pod.
+_REQUIRED = 0  # required affinity, scored at hardPodAffinityWeight
+_PREFERRED = 1  # preferred (anti-)affinity, scored at its (signed) weight
+_ScoreKey = tuple[int, int, AffinityTerm]  # (kind, signed weight, term)
+# One node's share: ((term key, (topologyKey, value)), pods) for filter and for score.
+_NodeShare = tuple[
+    tuple[tuple[tuple[AffinityTerm, TopologyPair], int], ...],
+    tuple[tuple[tuple[_ScoreKey, TopologyPair], int], ...],
+]
 
-    Upstream's NodeInfo keeps these lists (PodsWithAffinity,
-    PodsWithRequiredAntiAffinity); ours does not, so they are rebuilt when the node's
-    generation moves. The entry names its NodeInfo: the same Node record may sit in
-    another ClusterState (a simulation) whose generations mean something else.
+
+def _node_share(info: NodeInfo) -> _NodeShare:
+    """What the pods of a node contribute, per term of theirs, to the topology counts."""
+    labels = info.node.labels
+    anti: dict[tuple[AffinityTerm, TopologyPair], int] = {}
+    score: dict[tuple[_ScoreKey, TopologyPair], int] = {}
+    if not labels:
+        return (), ()  # no topology value for any term: nothing counts here
+    for p in info.pods.values():
+        if not has_pod_affinity(p):
+            continue
+        terms = pod_affinity_terms(p)
+        for t in terms.required_anti_affinity:
+            value = labels.get(t.topology_key)
+            if value is not None:
+                k1 = (t, (t.topology_key, value))
+                anti[k1] = anti.get(k1, 0) + 1
+        for t in terms.required_affinity:
+            value = labels.get(t.topology_key)
+            if value is not None:
+                k2 = ((_REQUIRED, 0, t), (t.topology_key, value))
+                score[k2] = score.get(k2, 0) + 1
+        for sign, weighted in ((1, terms.preferred_affinity), (-1, terms.preferred_anti_affinity)):
+            for w in weighted:
+                value = labels.get(w.term.topology_key)
+                if value is not None:
+                    k2 = ((_PREFERRED, sign * w.weight, w.term), (w.term.topology_key, value))
+                    score[k2] = score.get(k2, 0) + 1
+    return tuple(anti.items()), tuple(score.items())
+
+
+class _ExistingTermsIndex:
+    """Every existing pod's (anti-)affinity terms with the topology pairs they count on.
+
+    Upstream's snapshot lists the nodes with pods with affinity; this goes one step
+    further and aggregates per distinct term, so a cycle matches the incoming pod once
+    per distinct term instead of once per pod. It lives as long as its ClusterState and
+    is brought up to date once per cycle: one generation check per node, and the share
+    of each node that changed since is taken out and recomputed.
     """
-    cache = info.node.cache
-    entry = cache.get(_NODE_PODS_KEY)
-    if entry is not None and entry[0] is info and entry[1] == info.generation:
-        return entry[2], entry[3]
-    with_affinity = tuple(p for p in info.pods.values() if has_pod_affinity(p))
-    with_anti = tuple(
-        p for p in with_affinity if pod_affinity_terms(p).required_anti_affinity)
-    cache[_NODE_PODS_KEY] = (info, info.generation, with_affinity, with_anti)
-    return with_affinity, with_anti
+
+    __slots__ = ("anti", "epoch", "log", "log_start", "nodes", "score", "term_sets")
+
+    def __init__(self) -> None:
+        # node name -> (NodeInfo, Node record, generation, share)
+        self.nodes: dict[str, tuple[NodeInfo, Any, int, _NodeShare]] = {}
+        self.anti: dict[AffinityTerm, dict[TopologyPair, int]] = {}
+        self.score: dict[_ScoreKey, dict[TopologyPair, int]] = {}
+        # Every node change bumps the epoch and is logged, so totals kept for incoming
+        # term sets catch up by recomputing just the nodes changed since their epoch.
+        self.epoch = 0
+        self.log: list[tuple[int, str]] = []
+        self.log_start = 0  # changes up to this epoch are no longer in the log
+        self.term_sets: dict[Any, _TermSetTotals] = {}
+
+    def refresh(self, all_nodes: Sequence[NodeInfo]) -> None:
+        entries = self.nodes
+        for info in all_nodes:
+            node = info.node
+            entry = entries.get(node.name)
+            if (entry is not None and entry[0] is info and entry[1] is node
+                    and entry[2] == info.generation):
+                continue
+            if entry is not None:
+                self._apply(entry[3], -1)
+            share = _node_share(info)
+            entries[node.name] = (info, node, info.generation, share)
+            self._apply(share, 1)
+            self._changed(node.name)
+        if len(entries) > len(all_nodes):
+            present = {info.node.name for info in all_nodes}
+            for name in [n for n in entries if n not in present]:
+                self._apply(entries.pop(name)[3], -1)
+                self._changed(name)
+
+    def _apply(self, share: _NodeShare, sign: int) -> None:
+        anti_share, score_share = share
+        for (term, pair), n in anti_share:
+            _bump(self.anti, term, pair, sign * n)
+        for (key, pair), n in score_share:
+            _bump(self.score, key, pair, sign * n)
+
+    def _changed(self, name: str) -> None:
+        self.epoch += 1
+        log = self.log
+        log.append((self.epoch, name))
+        if len(log) > max(_LOG_MIN, 2 * len(self.nodes)):
+            half = len(log) // 2
+            self.log_start = log[half - 1][0]
+            del log[:half]
+
+    def totals(self, key: Any, buckets: int,
+               contribution: Callable[[NodeInfo], _Contribution]) -> _TermSetTotals:
+        """The totals of `contribution` over all nodes, for the incoming terms `key`."""
+        totals = self.term_sets.pop(key, None)
+        if totals is None or totals.epoch < self.log_start:
+            totals = _TermSetTotals(buckets)
+            for name, (info, *_) in self.nodes.items():
+                totals.set(name, contribution(info))
+        elif totals.epoch < self.epoch:
+            start = bisect.bisect_right(self.log, totals.epoch, key=lambda e: e[0])
+            for name in {name for _, name in self.log[start:]}:
+                current = self.nodes.get(name)
+                totals.set(name, contribution(current[0]) if current is not None else ())
+        totals.epoch = self.epoch
+        if len(self.term_sets) >= _TERM_SET_LIMIT:
+            del self.term_sets[next(iter(self.term_sets))]
+        self.term_sets[key] = totals  # re-inserted last: most recently used
+        return totals
 
 
-_term_set_ids: dict[tuple[Any, ...], int] = {}
-_next_term_set_id = itertools.count(1)
+class _TermSetTotals:
+    """Per (topologyKey, value) sums of what the nodes contribute, in a few buckets.
+
+    `refs` counts the contributing nodes per pair, so a pair whose amounts cancel out
+    still exists while any node contributes it (upstream's Skip tells "some term
+    matched" from "nothing matched", whatever the sum)."""
+
+    __slots__ = ("epoch", "refs", "shares", "sums")
+
+    def __init__(self, buckets: int) -> None:
+        self.epoch = 0
+        self.shares: dict[str, _Contribution] = {}
+        self.sums: list[dict[TopologyPair, int]] = [{} for _ in range(buckets)]
+        self.refs: list[dict[TopologyPair, int]] = [{} for _ in range(buckets)]
+
+    def set(self, name: str, share: _Contribution) -> None:
+        old = self.shares.pop(name, None)
+        if old:
+            self._apply(old, -1)
+        if share:
+            self.shares[name] = share
+            self._apply(share, 1)
+
+    def _apply(self, share: _Contribution, sign: int) -> None:
+        for bucket, pair, amount in share:
+            sums, refs = self.sums[bucket], self.refs[bucket]
+            n = refs.get(pair, 0) + sign
+            if n:
+                refs[pair] = n
+                sums[pair] = sums.get(pair, 0) + sign * amount
+            else:
+                del refs[pair]
+                del sums[pair]
 
 
-def _term_set_id(key: tuple[Any, ...]) -> int:
-    """A small int standing for a set of incoming terms, so per-node memo lookups hash an
-    int instead of nested selectors. Ids are never reused, so clearing the table only
-    orphans memo entries, it can never make one answer for other terms."""
-    ident = _term_set_ids.get(key)
-    if ident is None:
-        if len(_term_set_ids) > 10_000:
-            _term_set_ids.clear()
-        ident = next(_next_term_set_id)
-        _term_set_ids[key] = ident
-    return ident
+def _bump(totals: dict[Any, dict[TopologyPair, int]], key: Any, pair: TopologyPair,
+          n: int) -> None:
+    pairs = totals.get(key)
+    if pairs is None:
+        pairs = totals[key] = {}
+    total = pairs.get(pair, 0) + n
+    if total:
+        pairs[pair] = total
+    else:
+        del pairs[pair]
+        if not pairs:
+            del totals[key]
 
 
-def _memoized(
-    info: NodeInfo, term_set: int, compute: Callable[[NodeInfo], Any]
-) -> Any:
-    """`compute(info)` memoized on the node record for `term_set`, valid while the
-    NodeInfo and its generation are the same."""
-    cache = info.node.cache
-    memo: dict[int, tuple[NodeInfo, int, Any]] | None = cache.get(_NODE_MEMO_KEY)
-    if memo is None:
-        memo = cache[_NODE_MEMO_KEY] = {}
-    entry = memo.get(term_set)
-    if entry is not None and entry[0] is info and entry[1] == info.generation:
-        return entry[2]
-    value = compute(info)
-    if len(memo) >= _NODE_MEMO_LIMIT:
-        memo.clear()
-    memo[term_set] = (info, info.generation, value)
-    return value
+# One index per ClusterState, dropped with it.
+_indexes: weakref.WeakKeyDictionary[Any, _ExistingTermsIndex] = weakref.WeakKeyDictionary()
+_INDEX_STATE_KEY = "InterPodAffinity/index"
+
+
+def _existing_terms(state: CycleState, all_nodes: Sequence[NodeInfo]) -> _ExistingTermsIndex:
+    """The index, refreshed once per cycle (PreFilter and PreScore share it)."""
+    index: _ExistingTermsIndex | None = state.get(_INDEX_STATE_KEY)
+    if index is not None:
+        return index
+    cluster = state.cluster
+    if cluster is None:
+        index = _ExistingTermsIndex()  # nothing to keep it alive with: one cycle only
+    else:
+        index = _indexes.get(cluster)
+        if index is None:
+            index = _indexes[cluster] = _ExistingTermsIndex()
+    index.refresh(all_nodes)
+    state.write(_INDEX_STATE_KEY, index)
+    return index
 
 
 # ---------------------------------------------------------------------------
@@ -131,7 +270,8 @@ def _memoized(
 
 class _PreFilterState:
     __slots__ = ("affinity_counts", "affinity_terms", "anti_affinity_counts",
-                 "anti_affinity_terms", "existing_anti_affinity_counts", "matches_itself")
+                 "anti_affinity_terms", "existing_anti_affinity_counts",
+                 "existing_anti_affinity_keys", "matches_itself")
 
     def __init__(
         self,
@@ -147,33 +287,37 @@ class _PreFilterState:
         self.affinity_counts = affinity_counts
         self.anti_affinity_counts = anti_affinity_counts
         self.existing_anti_affinity_counts = existing_anti_affinity_counts
+        # Upstream looks every label of the node up in the counts; looking up the node's
+        # value for each counted topology key (usually one or two) is the same question,
+        # as every count here is positive.
+        self.existing_anti_affinity_keys = tuple({k for k, _ in existing_anti_affinity_counts})
         # The incoming pod matches all its own required affinity terms: it may be the
         # first of a group that wants to be together (see _filter_node).
         self.matches_itself = matches_itself
 
 
-def _add(counts: dict[TopologyPair, int], contribution: _Contribution) -> None:
-    for pair, n in contribution:
-        counts[pair] = counts.get(pair, 0) + n
+_AFFINITY = 0
+_ANTI_AFFINITY = 1
 
 
 def _incoming_counter(
     affinity_terms: tuple[AffinityTerm, ...], anti_terms: tuple[AffinityTerm, ...]
-) -> Callable[[NodeInfo], tuple[_Contribution, _Contribution]]:
-    """What a node's pods add to the incoming pod's affinity and anti-affinity counts.
+) -> Callable[[NodeInfo], _Contribution]:
+    """What a node's pods add to the incoming pod's affinity (bucket 0) and
+    anti-affinity (bucket 1) counts.
 
     Affinity: a pod counts once per term, and only if it matches every term (upstream
     podMatchesAllAffinityTerms). Anti-affinity: each term counts its own matches. The
     incoming terms have their namespaceSelector resolved, so no namespace labels."""
 
-    def count(info: NodeInfo) -> tuple[_Contribution, _Contribution]:
+    def count(info: NodeInfo) -> _Contribution:
         labels = info.node.labels
         aff_values = [labels.get(t.topology_key) for t in affinity_terms]
         anti_values = [labels.get(t.topology_key) for t in anti_terms]
         want_aff = any(v is not None for v in aff_values)
         want_anti = any(v is not None for v in anti_values)
         if not (want_aff or want_anti) or not info.pods:
-            return (), ()
+            return ()
         aff_n = 0
         anti_n = [0] * len(anti_terms)
         for p in info.pods.values():
@@ -183,37 +327,29 @@ def _incoming_counter(
                 for i, t in enumerate(anti_terms):
                     if t.matches(p, None):
                         anti_n[i] += 1
-        aff: _Contribution = ()
+        out: list[tuple[int, TopologyPair, int]] = []
         if aff_n:
-            aff = tuple(((t.topology_key, v), aff_n)
-                        for t, v in zip(affinity_terms, aff_values, strict=True)
-                        if v is not None)
-        anti = tuple(((t.topology_key, v), n)
-                     for t, v, n in zip(anti_terms, anti_values, anti_n, strict=True)
-                     if n and v is not None)
-        return aff, anti
+            out.extend((_AFFINITY, (t.topology_key, v), aff_n)
+                       for t, v in zip(affinity_terms, aff_values, strict=True)
+                       if v is not None)
+        out.extend((_ANTI_AFFINITY, (t.topology_key, v), n)
+                   for t, v, n in zip(anti_terms, anti_values, anti_n, strict=True)
+                   if n and v is not None)
+        return tuple(out)
 
     return count
 
 
 def _existing_anti_affinity_counts(
-    pod: Pod, namespace_labels: Mapping[str, str], nodes: Sequence[NodeInfo]
+    pod: Pod, namespace_labels: Mapping[str, str], index: _ExistingTermsIndex
 ) -> dict[TopologyPair, int]:
     """(1): for each existing pod's required anti-affinity term selecting `pod`, count the
     term's topology pair of the existing pod's node (getExistingAntiAffinityCounts)."""
     counts: dict[TopologyPair, int] = {}
-    for info in nodes:
-        anti_pods = _pods_with_affinity(info)[1]
-        if not anti_pods:
-            continue
-        labels = info.node.labels
-        for existing in anti_pods:
-            for t in pod_affinity_terms(existing).required_anti_affinity:
-                if t.matches(pod, namespace_labels):
-                    value = labels.get(t.topology_key)
-                    if value is not None:
-                        pair = (t.topology_key, value)
-                        counts[pair] = counts.get(pair, 0) + 1
+    for term, pairs in index.anti.items():
+        if term.matches(pod, namespace_labels):
+            for pair, n in pairs.items():
+                counts[pair] = counts.get(pair, 0) + n
     return counts
 
 
@@ -238,11 +374,11 @@ def _filter_node(s: _PreFilterState, labels: Mapping[str, str]) -> Status | None
             value = labels.get(t.topology_key)
             if value is not None and counts.get((t.topology_key, value), 0) > 0:
                 return _ANTI_AFFINITY_REJECT
-    if s.existing_anti_affinity_counts:
-        # Upstream walks the node's labels; walking the (few) counted pairs is the same
-        # question, as every count here is positive.
-        for (key, value) in s.existing_anti_affinity_counts:
-            if labels.get(key) == value:
+    if s.existing_anti_affinity_keys:
+        counts = s.existing_anti_affinity_counts
+        for key in s.existing_anti_affinity_keys:
+            value = labels.get(key)
+            if value is not None and (key, value) in counts:
                 return _EXISTING_REJECT
     return None
 
@@ -285,7 +421,7 @@ def _preferred_scorer(
                 if term.matches(p, None):
                     pair = (term.topology_key, value)
                     sums[pair] = sums.get(pair, 0) + weight
-        return tuple(sums.items())
+        return tuple((0, pair, amount) for pair, amount in sums.items())
 
     return score
 
@@ -310,7 +446,8 @@ class InterPodAffinity:
         ns_labels = _namespace_labels(state)
         own_ns_labels = ns_labels.get(pod.namespace) if ns_labels else None
 
-        existing = _existing_anti_affinity_counts(pod, own_ns_labels or {}, all_nodes)
+        index = _existing_terms(state, all_nodes)
+        existing = _existing_anti_affinity_counts(pod, own_ns_labels or {}, index)
         if not existing and not terms.has_required:
             return None, Status.skip()
 
@@ -319,14 +456,11 @@ class InterPodAffinity:
         affinity_counts: dict[TopologyPair, int] = {}
         anti_counts: dict[TopologyPair, int] = {}
         if affinity_terms or anti_terms:
-            term_set = _term_set_id(("filter", affinity_terms, anti_terms))
-            counter = _incoming_counter(affinity_terms, anti_terms)
-            for info in all_nodes:
-                aff, anti = _memoized(info, term_set, counter)
-                if aff:
-                    _add(affinity_counts, aff)
-                if anti:
-                    _add(anti_counts, anti)
+            totals = index.totals(("filter", affinity_terms, anti_terms), 2,
+                                  _incoming_counter(affinity_terms, anti_terms))
+            # Copies: the kept totals must not see what this cycle does with its counts.
+            affinity_counts = dict(totals.sums[_AFFINITY])
+            anti_counts = dict(totals.sums[_ANTI_AFFINITY])
         matches_itself = bool(affinity_terms) and all(
             t.matches(pod, None) for t in affinity_terms)
         state.write(_PRE_FILTER_KEY, _PreFilterState(
@@ -341,6 +475,14 @@ class InterPodAffinity:
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> list[Status | None]:
         s: _PreFilterState = state.read(_PRE_FILTER_KEY)
+        if (not s.affinity_terms and not s.anti_affinity_counts
+                and len(s.existing_anti_affinity_keys) == 1):
+            # The common shape (a plain pod, some existing anti-affinity selecting it, on
+            # one topology key): one lookup per node. (key, None) is never counted.
+            (key,) = s.existing_anti_affinity_keys
+            counts = s.existing_anti_affinity_counts
+            return [_EXISTING_REJECT if (key, n.node.labels.get(key)) in counts else None
+                    for n in nodes]
         return [_filter_node(s, n.node.labels) for n in nodes]
 
     # PreScore / Score / NormalizeScore
@@ -370,39 +512,25 @@ class InterPodAffinity:
                 by_value = topology_score[key] = {}
             by_value[value] = by_value.get(value, 0) + amount
 
-        preferred = None
-        term_set = 0
         if has_constraints:
+            # The incoming pod's preferred terms against every pod of every node.
             affinity = resolve_weighted_namespaces(terms.preferred_affinity, ns_labels)
             anti = resolve_weighted_namespaces(terms.preferred_anti_affinity, ns_labels)
-            term_set = _term_set_id(("score", affinity, anti))
-            preferred = _preferred_scorer(affinity, anti)
+            totals = _existing_terms(state, all_nodes).totals(
+                ("score", affinity, anti), 1, _preferred_scorer(affinity, anti))
+            for (key, value), amount in totals.sums[0].items():
+                add(key, value, amount)
 
-        for info in all_nodes:
-            labels = info.node.labels
-            if not labels:
-                continue  # upstream skips pods on nodes without labels altogether
-            if preferred is not None:
-                for (key, value), amount in _memoized(info, term_set, preferred):
-                    add(key, value, amount)
-            for existing in _pods_with_affinity(info)[0]:
-                et = pod_affinity_terms(existing)
-                if hard_weight > 0:
-                    for t in et.required_affinity:
-                        if t.matches(pod, own_ns_labels):
-                            value = labels.get(t.topology_key)
-                            if value is not None:
-                                add(t.topology_key, value, hard_weight)
-                for w in et.preferred_affinity:
-                    if w.term.matches(pod, own_ns_labels):
-                        value = labels.get(w.term.topology_key)
-                        if value is not None:
-                            add(w.term.topology_key, value, w.weight)
-                for w in et.preferred_anti_affinity:
-                    if w.term.matches(pod, own_ns_labels):
-                        value = labels.get(w.term.topology_key)
-                        if value is not None:
-                            add(w.term.topology_key, value, -w.weight)
+        # Existing pods' terms that select the incoming pod: required affinity at
+        # hardPodAffinityWeight, preferred at their weight (negative for anti-affinity).
+        for (kind, weight, term), pairs in _existing_terms(state, all_nodes).score.items():
+            if kind == _REQUIRED:
+                if hard_weight <= 0:
+                    continue
+                weight = hard_weight
+            if term.matches(pod, own_ns_labels):
+                for (key, value), n in pairs.items():
+                    add(key, value, weight * n)
 
         if not topology_score:
             return Status.skip()

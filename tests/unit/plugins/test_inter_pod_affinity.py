@@ -932,3 +932,21 @@ def test_matches_reference_on_generated_clusters(seed: int) -> None:
         assert run_score(incoming, c, pl) == want_score
         # move the cluster on a bit so memo entries must be revalidated
         c.upsert_pod(_random_pod(rng, rng.choice(nodes).name))
+
+
+def test_matches_reference_when_kept_totals_are_evicted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tiny limits: totals for incoming terms are evicted and the change log truncated
+    all the time, so the rebuild paths run; results must not change."""
+    monkeypatch.setattr(ipa, "_TERM_SET_LIMIT", 2)
+    monkeypatch.setattr(ipa, "_LOG_MIN", 1)
+    for seed in range(60, 75):
+        test_matches_reference_on_generated_clusters(seed)
+
+
+def test_filter_all_single_existing_key_shape() -> None:
+    anti = affinity(anti=[term("kubernetes.io/hostname", expr("app", "In", "x"))])
+    nodes = [node(f"n{i}", **{"kubernetes.io/hostname": f"n{i}"}) for i in range(4)]
+    nodes.append(node("bare"))
+    c = cluster(nodes, [pod(node="n1", aff=anti), pod(node="n3", aff=anti)])
+    assert run_filter(pod({"app": "x"}), c) == [
+        None, EXISTING_REJECT, None, EXISTING_REJECT, None]
