@@ -15,7 +15,14 @@ for a set of incoming terms are aggregated per node and kept between cycles; bot
 brought up to date once per cycle by one generation check per node, recomputing only
 the nodes that changed (upstream keeps an equivalent memo across cycles). So a cycle
 costs that check, one match per distinct existing term, and the work on changed nodes;
-a cluster where no pod has pod affinity skips after the check.
+a cluster where no pod has pod affinity skips after the check. The index is shared
+by every InterPodAffinity instance on a cluster and is not thread-safe: cycles on one
+ClusterState must not run concurrently (they cannot anyway: each assumes its pod).
+
+Namespaces: `namespaceSelector` terms read `CycleState.cluster.namespace_labels`. With
+no cluster, or no labels known, a non-empty selector selects no namespace (only the
+listed `namespaces` count), the empty selector `{}` still selects all of them, and an
+existing pod's selector sees the incoming pod's namespace as unlabelled.
 """
 
 from __future__ import annotations
@@ -25,9 +32,12 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from policyd.framework import MAX_NODE_SCORE, CycleState, PluginError, Status
 from policyd.model.cluster import NodeInfo
 from policyd.model.records import Pod
+from policyd.model.table import ABSENT, BoolArray, IntArray, NodeTable
 from policyd.plugins import names
 from policyd.plugins.pod_affinity_terms import (
     AffinityTerm,
@@ -69,7 +79,7 @@ _Contribution = tuple[tuple[int, TopologyPair, int], ...]
 
 
 # ---------------------------------------------------------------------------
-# Per-node indexes, memoized on the node record and checked against the NodeInfo.
+# The index of existing pods' terms, kept per ClusterState across cycles.
 
 
 # Keys of the existing pods' terms in the index: what a matching term adds per pod.
@@ -383,6 +393,26 @@ def _filter_node(s: _PreFilterState, labels: Mapping[str, str]) -> Status | None
     return None
 
 
+def _values_by_key(counts: Mapping[TopologyPair, int]) -> dict[str, list[str]]:
+    """The counted values (count > 0) of each topology key."""
+    out: dict[str, list[str]] = {}
+    for (key, value), n in counts.items():
+        if n > 0:
+            out.setdefault(key, []).append(value)
+    return out
+
+
+def _lookup(vocab: Mapping[str, int], values: Sequence[str]) -> BoolArray:
+    """A table indexed by label code: True for `values`. Its extra last slot (False) is
+    what ABSENT (-1) indexes."""
+    table = np.zeros(len(vocab) + 1, np.bool_)
+    for value in values:
+        code = vocab.get(value)
+        if code is not None:
+            table[code] = True
+    return table
+
+
 # ---------------------------------------------------------------------------
 # Scoring
 
@@ -485,6 +515,37 @@ class InterPodAffinity:
                     for n in nodes]
         return [_filter_node(s, n.node.labels) for n in nodes]
 
+    def filter_mask(
+        self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray
+    ) -> BoolArray | None:
+        """`filter` over label columns: each check becomes "is the node's value for the
+        term's topology key one of the counted values"."""
+        s: _PreFilterState = state.read(_PRE_FILTER_KEY)
+        passes = np.ones(idx.size, np.bool_)
+        if s.affinity_terms:
+            has_keys = np.ones(idx.size, np.bool_)
+            pods_exist = np.ones(idx.size, np.bool_)
+            counted = _values_by_key(s.affinity_counts)
+            for t in s.affinity_terms:
+                codes, vocab = table.label_codes(t.topology_key)
+                node_codes = codes[idx]
+                has_keys &= node_codes != ABSENT
+                pods_exist &= _lookup(vocab, counted.get(t.topology_key, ()))[node_codes]
+            if not (not s.affinity_counts and s.matches_itself):
+                has_keys &= pods_exist
+            passes &= has_keys
+        if s.anti_affinity_counts:
+            counted = _values_by_key(s.anti_affinity_counts)
+            for t in s.anti_affinity_terms:
+                codes, vocab = table.label_codes(t.topology_key)
+                passes &= ~_lookup(vocab, counted.get(t.topology_key, ()))[codes[idx]]
+        if s.existing_anti_affinity_keys:
+            counted = _values_by_key(s.existing_anti_affinity_counts)
+            for key in s.existing_anti_affinity_keys:
+                codes, vocab = table.label_codes(key)
+                passes &= ~_lookup(vocab, counted[key])[codes[idx]]
+        return passes
+
     # PreScore / Score / NormalizeScore
 
     def pre_score(
@@ -560,6 +621,36 @@ class InterPodAffinity:
             scores[i] = (int(float(MAX_NODE_SCORE) * (float(raw - lo) / float(spread)))
                          if spread > 0 else 0)
         return None
+
+    def score_vector(
+        self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray
+    ) -> IntArray | None:
+        s: _PreScoreState = state.read(_PRE_SCORE_KEY)
+        total = np.zeros(idx.size, np.int64)
+        for key, by_value in s.topology_score.items():
+            codes, vocab = table.label_codes(key)
+            # One slot per value plus a last one, 0, that ABSENT (-1) indexes.
+            amounts = np.zeros(len(vocab) + 1, np.int64)
+            for value, amount in by_value.items():
+                code = vocab.get(value)
+                if code is not None:
+                    amounts[code] = amount
+            total += amounts[codes[idx]]
+        return total
+
+    def normalize_vector(
+        self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray, scores: IntArray
+    ) -> IntArray:
+        s: _PreScoreState = state.read(_PRE_SCORE_KEY)
+        if not s.topology_score or scores.size == 0:
+            return scores
+        lo = int(scores.min())
+        spread = int(scores.max()) - lo
+        if spread <= 0:
+            return np.zeros_like(scores)
+        # The same float64 operations in the same order as normalize_score.
+        scaled = float(MAX_NODE_SCORE) * ((scores - lo).astype(np.float64) / float(spread))
+        return scaled.astype(np.int64)
 
 
 def _namespace_labels(state: CycleState) -> Mapping[str, Mapping[str, str]] | None:

@@ -26,7 +26,7 @@ a new Pod record, so the memo can never go stale). Semantics follow upstream v1.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -282,9 +282,3 @@ def _merge_label_keys(term: Mapping[str, Any], labels: Mapping[str, str], path: 
                 exprs.append(expr)
     return {**selector, "matchExpressions": exprs}
 
-
-def all_terms(info: PodAffinityTerms) -> Iterable[AffinityTerm]:
-    yield from info.required_affinity
-    yield from info.required_anti_affinity
-    yield from (w.term for w in info.preferred_affinity)
-    yield from (w.term for w in info.preferred_anti_affinity)

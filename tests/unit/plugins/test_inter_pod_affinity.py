@@ -11,11 +11,13 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 
 from policyd.framework import Code, CycleState, PluginError, Status
-from policyd.model.cluster import ClusterState
+from policyd.model.cluster import ClusterState, NodeInfo
 from policyd.model.records import Node, Pod, node_from_dict
+from policyd.model.table import IntArray, NodeTable
 from policyd.plugins import inter_pod_affinity as ipa
 from policyd.plugins.pod_affinity_terms import pod_affinity_terms
 from tests.builders import make_pod
@@ -123,6 +125,10 @@ def run_filter(incoming: Pod, c: ClusterState,
         return SKIP if status.is_skip else status
     one_by_one = [pl.filter(state, incoming, n) for n in infos]
     assert pl.filter_all(state, incoming, infos) == one_by_one
+    table, idx = _table(c, infos)
+    mask = pl.filter_mask(state, incoming, table, idx)
+    assert mask is not None
+    assert mask.tolist() == [st is None for st in one_by_one]
     return one_by_one
 
 
@@ -135,8 +141,20 @@ def run_score(incoming: Pod, c: ClusterState,
     if status is not None:
         return SKIP if status.is_skip else status
     scores = [pl.score(state, incoming, n) for n in infos]
+    table, idx = _table(c, infos)
+    vector = pl.score_vector(state, incoming, table, idx)
+    assert vector is not None
+    assert vector.tolist() == scores
     assert pl.normalize_score(state, incoming, infos, scores) is None
+    assert pl.normalize_vector(state, incoming, table, idx, vector).tolist() == scores
     return scores
+
+
+def _table(c: ClusterState, infos: list[NodeInfo]) -> tuple[NodeTable, IntArray]:
+    """The columnar view, in the same node order, for the vectorized hooks."""
+    table = c.table()
+    assert [i.name for i in table.infos] == [i.name for i in infos]
+    return table, np.arange(len(infos), dtype=np.int64)
 
 
 # ---------------------------------------------------------------------------
