@@ -34,6 +34,9 @@ def _register_commands() -> None:
     from policyd.cli import commands
 
     commands.register(app)
+    from policyd.cli.dev import dev_app
+
+    app.add_typer(dev_app, name="dev")
 
 
 def main() -> None:

@@ -1,0 +1,205 @@
+"""`policyd dev`: a local control plane (etcd + kube-apiserver) for demos and trying policies.
+
+`up` returns once the API server is ready and leaves it running in the background, so a
+shell can then use kubectl and policyd against it; `down` stops it. What `up` started
+(pids with start times, ports, work dir) is recorded in a state directory —
+``$POLICYD_DEV_DIR``, default ``~/.cache/policyd/devcluster`` — which is all `status` and
+`down` rely on: they never look processes up by name.
+
+Exit codes: 0 success, 1 failure (build failed, port busy, binary missing, cluster not
+running for `status`), 2 usage (bad option, unreadable snapshot file).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from policyd.errors import EXIT_PROBLEMS, EXIT_USAGE, PolicydError
+
+dev_app = typer.Typer(
+    help="Run a local Kubernetes control plane (etcd, kube-apiserver) built from source.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def state_dir() -> Path:
+    override = os.environ.get("POLICYD_DEV_DIR")
+    if override:
+        return Path(override).expanduser()
+    from policyd.devcluster.assets import cache_root
+
+    return cache_root() / "devcluster"
+
+
+def _state_file() -> Path:
+    return state_dir() / "state.json"
+
+
+def _say(message: str) -> None:
+    # Progress goes to stderr so that stdout carries only the `export` line of `up`.
+    typer.echo(message, err=True)
+
+
+def _fail(err: PolicydError) -> typer.Exit:
+    """Print a known error as one line (plus the log tail of a failed start) and exit."""
+    typer.echo(f"policyd: error: {err}", err=True)
+    return typer.Exit(err.exit_code)
+
+
+@dev_app.command("build")
+def build(
+    force: Annotated[bool, typer.Option("--force", help="Rebuild even if cached.")] = False,
+) -> None:
+    """Build (or find in the cache) etcd, kube-apiserver, kube-scheduler and kubectl."""
+    from policyd.devcluster.assets import from_env
+    from policyd.devcluster.build import build_binaries
+    from policyd.devcluster.errors import DevClusterError
+
+    try:
+        chosen = None if force else from_env()
+        binaries = chosen or build_binaries(progress=_say, force=force)
+    except DevClusterError as err:
+        raise _fail(err) from None
+    typer.echo(str(binaries.etcd.parent))
+
+
+@dev_app.command("up")
+def up(
+    load: Annotated[
+        Path | None,
+        typer.Option(
+            "--load",
+            help="Create the Nodes and Pods of this snapshot "
+            "(`kubectl get nodes,pods -A -o yaml` output or multi-document YAML).",
+        ),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            "--port", min=1, max=65535, help="API server port on 127.0.0.1 (default: a free one)."
+        ),
+    ] = None,
+) -> None:
+    """Start the control plane in the background and print the KUBECONFIG to use."""
+    from policyd.devcluster.controlplane import ControlPlane
+    from policyd.devcluster.errors import DevClusterError
+    from policyd.devcluster.snapshot import check_objects, load_snapshot, read_objects
+
+    objects = None
+    if load is not None:
+        try:
+            # Before starting anything: a typo or a wrong file fails fast.
+            objects = read_objects(load)
+            check_objects(objects)
+        except PolicydError as err:
+            err.exit_code = EXIT_USAGE  # an unusable input file is a usage error
+            raise _fail(err) from None
+
+    state = _state_file()
+    if state.exists():
+        try:
+            existing = ControlPlane.from_state(state)
+        except DevClusterError:
+            existing = None
+        if existing is not None and any(p.alive() for p in existing.processes):
+            _say(
+                f"policyd: error: a dev cluster is already running at {existing.server}; "
+                "run `policyd dev down` first"
+            )
+            raise typer.Exit(EXIT_PROBLEMS)
+        _cleanup_stale(existing)
+
+    workdir = state_dir() / "cluster"
+    shutil.rmtree(workdir, ignore_errors=True)
+    cp = ControlPlane(workdir, detach=True, apiserver_port=port, progress=_say)
+    try:
+        cp.start()
+        cp.save_state(state)
+        if objects is not None:
+            result = load_snapshot(cp.kubeconfig_path, objects)
+            _say(f"{load}: {result.summary()}")
+    except PolicydError as err:
+        cp.stop(remove_workdir=False)  # keep the logs named in the error
+        state.unlink(missing_ok=True)
+        raise _fail(err) from None
+    except BaseException:
+        # Ctrl-C or a bug mid-start: a detached cluster would otherwise be orphaned.
+        cp.stop(remove_workdir=False)
+        state.unlink(missing_ok=True)
+        raise
+    _say(
+        f"dev cluster running: {cp.server} (pids {', '.join(map(str, cp.pids))}); "
+        "stop it with `policyd dev down`"
+    )
+    typer.echo(f"export KUBECONFIG={cp.kubeconfig_path}")
+
+
+def _cleanup_stale(existing: object | None) -> None:
+    """Forget a cluster whose processes are gone (machine rebooted, killed by hand)."""
+    from policyd.devcluster.controlplane import ControlPlane
+
+    if isinstance(existing, ControlPlane):
+        existing.stop(remove_workdir=False)
+    _state_file().unlink(missing_ok=True)
+
+
+@dev_app.command("status")
+def status() -> None:
+    """Show whether the dev cluster runs; exit 1 when it does not."""
+    from policyd.devcluster.controlplane import ControlPlane
+    from policyd.devcluster.errors import DevClusterError
+
+    state = _state_file()
+    if not state.exists():
+        typer.echo("dev cluster: not running")
+        raise typer.Exit(EXIT_PROBLEMS)
+    try:
+        cp = ControlPlane.from_state(state)
+    except DevClusterError as err:
+        raise _fail(err) from None
+    ready = cp.safe_ready()
+    typer.echo(f"dev cluster: {'ready' if ready else 'NOT READY'} at {cp.server}")
+    for proc in [*cp.processes, *(s.process for s in cp.schedulers)]:
+        typer.echo(
+            f"  {proc.name:<15} pid {proc.pid:<8} "
+            f"{'running' if proc.alive() else 'gone'}  log {proc.log_path}"
+        )
+    typer.echo(f"export KUBECONFIG={cp.kubeconfig_path}")
+    if not ready:
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+@dev_app.command("down")
+def down(
+    keep: Annotated[
+        bool, typer.Option("--keep", help="Keep the work dir (logs, etcd data).")
+    ] = False,
+) -> None:
+    """Stop every process of the dev cluster and remove its work dir."""
+    from policyd.devcluster.controlplane import ControlPlane
+    from policyd.devcluster.errors import DevClusterError
+
+    state = _state_file()
+    if not state.exists():
+        _say("dev cluster: not running")
+        return
+    try:
+        cp = ControlPlane.from_state(state)
+        pids = cp.pids
+        cp.stop(remove_workdir=not keep)
+    except DevClusterError as err:
+        raise _fail(err) from None
+    state.unlink(missing_ok=True)
+    _say(f"dev cluster stopped (pids {', '.join(map(str, pids))})")
+
+
+if __name__ == "__main__":  # `python -m policyd.cli.dev`, before the app registers it
+    sys.exit(dev_app())

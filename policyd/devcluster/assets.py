@@ -1,0 +1,171 @@
+"""Where the control-plane binaries come from: envtest variables, the cache, or a build.
+
+Building kube-apiserver and friends takes many minutes, so the result is cached outside
+the repository, keyed by the pinned versions. Users (and CI systems) that already have
+binaries use the envtest convention instead, and then nothing is built:
+
+- ``KUBEBUILDER_ASSETS``: a directory holding ``etcd``, ``kube-apiserver``, ``kubectl``
+  (and, for policyd, optionally ``kube-scheduler``);
+- ``TEST_ASSET_ETCD``, ``TEST_ASSET_KUBE_APISERVER``, ``TEST_ASSET_KUBECTL`` and
+  ``TEST_ASSET_KUBE_SCHEDULER``: single binaries, taking precedence over the directory.
+
+This module is pure path logic (no processes) so it is cheap to unit-test.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from policyd.devcluster.errors import DevClusterError
+
+# The pinned versions. They must match tools/controlplane/{kube,etcd}/go.mod; changing
+# them means editing those go.mod files (see tools/controlplane/README.md).
+K8S_VERSION = "v1.36.3"
+ETCD_VERSION = "v3.6.16"
+
+# Binary file name -> envtest variable naming it.
+ENV_VARS: dict[str, str] = {
+    "etcd": "TEST_ASSET_ETCD",
+    "kube-apiserver": "TEST_ASSET_KUBE_APISERVER",
+    "kubectl": "TEST_ASSET_KUBECTL",
+    "kube-scheduler": "TEST_ASSET_KUBE_SCHEDULER",
+}
+ASSETS_DIR_VAR = "KUBEBUILDER_ASSETS"
+BINARY_NAMES: tuple[str, ...] = tuple(ENV_VARS)
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """Paths of the control-plane binaries and where they were found.
+
+    `kube_scheduler` and `kubectl` may be None only when the binaries come from envtest
+    variables (envtest's asset bundles ship neither scheduler nor, sometimes, kubectl);
+    the features needing them then fail with a clear message.
+    """
+
+    etcd: Path
+    kube_apiserver: Path
+    kube_scheduler: Path | None
+    kubectl: Path | None
+    source: str  # "env", "cache" or "build": shown to users, useful in bug reports
+
+    def require_kube_scheduler(self) -> Path:
+        if self.kube_scheduler is None:
+            raise DevClusterError(
+                "kube-scheduler binary not available: set TEST_ASSET_KUBE_SCHEDULER or put "
+                f"kube-scheduler into ${ASSETS_DIR_VAR}"
+            )
+        return self.kube_scheduler
+
+
+def cache_root(env: Mapping[str, str] | None = None) -> Path:
+    """The per-user cache of policyd: ``$POLICYD_CACHE_DIR``, else XDG, else ~/.cache."""
+    env = os.environ if env is None else env
+    if env.get("POLICYD_CACHE_DIR"):
+        return Path(env["POLICYD_CACHE_DIR"]).expanduser()
+    xdg = env.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "policyd"
+
+
+def cache_dir(
+    k8s_version: str = K8S_VERSION,
+    etcd_version: str = ETCD_VERSION,
+    env: Mapping[str, str] | None = None,
+) -> Path:
+    """The directory holding the four binaries built for one pair of versions."""
+    return cache_root(env) / "controlplane" / f"{k8s_version}-{etcd_version}"
+
+
+def _is_executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def binaries_in(directory: Path, source: str) -> Binaries | None:
+    """The binaries of a complete cache directory, or None if any is missing."""
+    paths = {name: directory / name for name in BINARY_NAMES}
+    if not all(_is_executable(p) for p in paths.values()):
+        return None
+    return Binaries(
+        etcd=paths["etcd"],
+        kube_apiserver=paths["kube-apiserver"],
+        kube_scheduler=paths["kube-scheduler"],
+        kubectl=paths["kubectl"],
+        source=source,
+    )
+
+
+def from_env(env: Mapping[str, str] | None = None) -> Binaries | None:
+    """Binaries named by the envtest variables, or None when none of them is set.
+
+    When any variable is set the user has chosen their binaries, so a missing etcd or
+    kube-apiserver is an error rather than a reason to build: silently building for
+    half an hour would hide their mistake.
+    """
+    env = os.environ if env is None else env
+    assets_dir = env.get(ASSETS_DIR_VAR) or None
+    if assets_dir is None and not any(env.get(var) for var in ENV_VARS.values()):
+        return None
+
+    found: dict[str, Path | None] = {}
+    for name, var in ENV_VARS.items():
+        explicit = env.get(var)
+        if explicit:
+            path = Path(explicit).expanduser()
+            if not _is_executable(path):
+                raise DevClusterError(f"{var}={explicit}: not an executable file")
+            found[name] = path
+        elif assets_dir is not None and _is_executable(Path(assets_dir) / name):
+            found[name] = Path(assets_dir) / name
+        else:
+            found[name] = None
+
+    for required in ("etcd", "kube-apiserver"):
+        if found[required] is None:
+            where = f"${ASSETS_DIR_VAR}={assets_dir}" if assets_dir else "the environment"
+            raise DevClusterError(
+                f"{required} not found in {where}: set {ENV_VARS[required]} "
+                f"or unset {ASSETS_DIR_VAR} and the TEST_ASSET_* variables to build it"
+            )
+    etcd, apiserver = found["etcd"], found["kube-apiserver"]
+    assert etcd is not None and apiserver is not None  # checked just above
+    return Binaries(
+        etcd=etcd,
+        kube_apiserver=apiserver,
+        kube_scheduler=found["kube-scheduler"],
+        kubectl=found["kubectl"],
+        source="env",
+    )
+
+
+def resolve_binaries(
+    *,
+    build_if_missing: bool = True,
+    progress: Progress | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Binaries:
+    """Binaries from the envtest variables, else the cache, else a fresh build.
+
+    With `build_if_missing=False` a cold cache is an error naming the command that
+    builds, for callers that must not block for minutes.
+    """
+    chosen = from_env(env)
+    if chosen is not None:
+        return chosen
+    cached = binaries_in(cache_dir(env=env), source="cache")
+    if cached is not None:
+        return cached
+    if not build_if_missing:
+        raise DevClusterError(
+            f"control-plane binaries not built yet (expected in {cache_dir(env=env)}): "
+            "run `policyd dev build`"
+        )
+    # Imported here: building pulls in subprocess plumbing that the fast paths never need.
+    from policyd.devcluster.build import build_binaries
+
+    return build_binaries(progress=progress, env=env)

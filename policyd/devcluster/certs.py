@@ -1,0 +1,171 @@
+"""Certificates and keys of a throw-away control plane.
+
+kube-apiserver only serves HTTPS, and its real authentication (client certificates,
+ServiceAccount tokens) is what the tests must exercise, so each control plane gets its
+own CA, a serving certificate for 127.0.0.1/localhost, an admin client certificate in
+group ``system:masters`` and a ServiceAccount token signing key. ECDSA P-256 keys are
+used because generating them is instant (RSA would add seconds per start) and every
+consumer (Go TLS, Python ssl, the ES256 token signer) accepts them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+# Valid from a little in the past (clock skew) for long enough to outlive any dev cluster.
+_BACKDATE = datetime.timedelta(hours=1)
+_VALIDITY = datetime.timedelta(days=365)
+
+
+@dataclass(frozen=True)
+class CertFiles:
+    """PEM files written by `generate_certs`, all inside one directory."""
+
+    ca_cert: Path
+    ca_key: Path
+    serving_cert: Path
+    serving_key: Path
+    admin_cert: Path
+    admin_key: Path
+    sa_key: Path  # private: signs ServiceAccount tokens
+    sa_pub: Path  # public: verifies them
+
+
+def _new_key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def _write(path: Path, data: bytes, private: bool = False) -> Path:
+    path.write_bytes(data)
+    if private:
+        path.chmod(0o600)
+    return path
+
+
+def _builder(
+    subject: x509.Name, issuer: x509.Name, public: ec.EllipticCurvePublicKey
+) -> x509.CertificateBuilder:
+    now = datetime.datetime.now(datetime.UTC)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _BACKDATE)
+        .not_valid_after(now + _VALIDITY)
+    )
+
+
+def generate_certs(
+    directory: Path, *, hosts: tuple[str, ...] = ("127.0.0.1", "localhost")
+) -> CertFiles:
+    """Write a fresh CA, serving and admin certificates and the SA key pair into `directory`.
+
+    `hosts` become the serving certificate's subject alternative names (IPs or DNS
+    names); the in-cluster names of the `kubernetes` Service are added because
+    kube-apiserver advertises itself under them.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+
+    ca_key = _new_key()
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "policyd-dev-ca")])
+    ca_cert = (
+        _builder(ca_name, ca_name, ca_key.public_key())
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
+        .sign(ca_key, hashes.SHA256())
+    )
+
+    def leaf(
+        cn: str, org: str | None, usage: x509.ObjectIdentifier, sans: list[x509.GeneralName]
+    ) -> tuple[bytes, bytes]:
+        key = _new_key()
+        attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
+        if org is not None:
+            # Kubernetes maps the certificate's O= to the user's groups.
+            attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
+        builder = (
+            _builder(x509.Name(attrs), ca_cert.subject, key.public_key())
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    key_encipherment=False,
+                    key_cert_sign=False,
+                    crl_sign=False,
+                    content_commitment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
+            )
+        )
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        cert = builder.sign(ca_key, hashes.SHA256())
+        return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
+
+    sans: list[x509.GeneralName] = []
+    names = [*hosts, "kubernetes", "kubernetes.default", "kubernetes.default.svc"]
+    for host in dict.fromkeys(names):  # ordered de-duplication
+        try:
+            sans.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            sans.append(x509.DNSName(host))
+    serving_cert, serving_key = leaf("kube-apiserver", None, ExtendedKeyUsageOID.SERVER_AUTH, sans)
+    admin_cert, admin_key = leaf(
+        "policyd-admin", "system:masters", ExtendedKeyUsageOID.CLIENT_AUTH, []
+    )
+
+    sa_key = _new_key()
+    sa_pub = sa_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+    return CertFiles(
+        ca_cert=_write(directory / "ca.crt", ca_cert.public_bytes(serialization.Encoding.PEM)),
+        ca_key=_write(directory / "ca.key", _key_pem(ca_key), private=True),
+        serving_cert=_write(directory / "apiserver.crt", serving_cert),
+        serving_key=_write(directory / "apiserver.key", serving_key, private=True),
+        admin_cert=_write(directory / "admin.crt", admin_cert),
+        admin_key=_write(directory / "admin.key", admin_key, private=True),
+        sa_key=_write(directory / "sa.key", _key_pem(sa_key), private=True),
+        sa_pub=_write(directory / "sa.pub", sa_pub),
+    )

@@ -1,0 +1,371 @@
+"""The local control plane is a real Kubernetes API: objects, watches, RBAC, scheduling.
+
+These are the guarantees the rest of the project's integration tests and benchmarks
+build on; if one fails, nothing tested against the dev cluster can be trusted.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config, watch
+from kubernetes.client.rest import ApiException
+
+from policyd.devcluster import ControlPlane, load_snapshot
+from policyd.devcluster.process import proc_start_time
+
+pytestmark = pytest.mark.integration
+
+
+def _suffix() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+def _node(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    resources = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def _pod(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                }
+            ],
+            **spec,
+        },
+    }
+
+
+def _wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def core(api_client: Any) -> client.CoreV1Api:
+    return client.CoreV1Api(api_client)
+
+
+@pytest.fixture
+def namespace(core: client.CoreV1Api) -> Iterator[str]:
+    name = f"test-{_suffix()}"
+    core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    try:
+        yield name
+    finally:
+        core.delete_namespace(name)
+
+
+@pytest.fixture
+def cleanup_nodes(core: client.CoreV1Api) -> Iterator[list[str]]:
+    names: list[str] = []
+    try:
+        yield names
+    finally:
+        for name in names:
+            try:
+                core.delete_node(name)
+            except ApiException as err:
+                if err.status != 404:
+                    raise
+
+
+def test_apiserver_accepts_nodes_and_pods(
+    core: client.CoreV1Api, namespace: str, cleanup_nodes: list[str]
+) -> None:
+    node_name = f"node-{_suffix()}"
+    cleanup_nodes.append(node_name)
+    core.create_node(_node(node_name))
+    # The status sent with the create is kept: that is what makes a kubelet-less node
+    # schedulable.
+    stored = core.read_node(node_name)
+    assert stored.status.allocatable["cpu"] == "4"
+
+    core.create_namespaced_pod(namespace, _pod("bound", nodeName=node_name))
+    core.create_namespaced_pod(namespace, _pod("pending", schedulerName="nobody"))
+    assert core.read_namespaced_pod("bound", namespace).spec.node_name == node_name
+    assert core.read_namespaced_pod("pending", namespace).spec.node_name is None
+
+
+def test_watch_sees_created_node(core: client.CoreV1Api, cleanup_nodes: list[str]) -> None:
+    since = core.list_node().metadata.resource_version
+    node_name = f"watched-{_suffix()}"
+    cleanup_nodes.append(node_name)
+    core.create_node(_node(node_name))
+
+    # Watching from a resourceVersion before the create replays it: no thread, no race.
+    events = watch.Watch().stream(
+        core.list_node,
+        resource_version=since,
+        timeout_seconds=20,
+        field_selector=f"metadata.name={node_name}",
+    )
+    seen = []
+    for event in events:
+        seen.append((event["type"], event["object"].metadata.name))
+        if event["type"] == "ADDED":
+            break
+    assert ("ADDED", node_name) in seen
+
+
+def test_rbac_refuses_serviceaccount_without_rights_and_accepts_with(
+    control_plane: ControlPlane,
+    api_client: Any,
+    core: client.CoreV1Api,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    core.create_namespaced_service_account(
+        namespace, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "probe"}}
+    )
+    token_request = core.create_namespaced_service_account_token(
+        "probe",
+        namespace,
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 600},
+        },
+    )
+    token = token_request.status.token
+    kubeconfig = control_plane.write_token_kubeconfig(tmp_path / "sa.kubeconfig", token)
+    sa_client = config.new_client_from_config(config_file=str(kubeconfig))
+    try:
+        # The token authenticates (so a refusal is 403 Forbidden, not 401)...
+        review = client.AuthenticationV1Api(sa_client).create_self_subject_review(
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        )
+        assert review.status.user_info.username == f"system:serviceaccount:{namespace}:probe"
+
+        sa_core = client.CoreV1Api(sa_client)
+        with pytest.raises(ApiException) as refused:
+            sa_core.list_namespaced_pod(namespace)
+        assert refused.value.status == 403
+
+        rbac = client.RbacAuthorizationV1Api(api_client)
+        rbac.create_namespaced_role(
+            namespace,
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": {"name": "pod-reader"},
+                "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}],
+            },
+        )
+        rbac.create_namespaced_role_binding(
+            namespace,
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": "probe-reads-pods"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "Role",
+                    "name": "pod-reader",
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": "probe", "namespace": namespace}],
+            },
+        )
+
+        def allowed() -> bool:
+            # The RBAC authorizer learns of new bindings through its informers: retry.
+            try:
+                sa_core.list_namespaced_pod(namespace)
+            except ApiException as err:
+                if err.status != 403:
+                    raise
+                return False
+            return True
+
+        _wait_for(allowed, 15, "the RoleBinding to take effect")
+        # ... and only where it was granted.
+        with pytest.raises(ApiException) as elsewhere:
+            sa_core.list_namespaced_pod("default")
+        assert elsewhere.value.status == 403
+    finally:
+        sa_client.close()
+
+
+def test_kube_scheduler_schedules_pod(
+    control_plane: ControlPlane,
+    core: client.CoreV1Api,
+    namespace: str,
+    cleanup_nodes: list[str],
+    tmp_path: Path,
+) -> None:
+    label = f"policyd-test-{_suffix()}"
+    node_name = f"sched-{_suffix()}"
+    cleanup_nodes.append(node_name)
+    core.create_node(_node(node_name, labels={"policyd-test": label}))
+
+    profile = tmp_path / "scheduler.yaml"
+    profile.write_text(
+        textwrap.dedent("""\
+        apiVersion: kubescheduler.config.k8s.io/v1
+        kind: KubeSchedulerConfiguration
+        profiles:
+          - schedulerName: default-scheduler
+    """)
+    )
+    with control_plane.start_kube_scheduler(profile) as scheduler:
+        assert scheduler.alive()
+        # The node selector keeps the pod off nodes other tests create meanwhile.
+        core.create_namespaced_pod(
+            namespace,
+            _pod("web", schedulerName="default-scheduler", nodeSelector={"policyd-test": label}),
+        )
+
+        def bound() -> bool:
+            return core.read_namespaced_pod("web", namespace).spec.node_name is not None
+
+        _wait_for(bound, 30, "kube-scheduler to bind the pod")
+        assert core.read_namespaced_pod("web", namespace).spec.node_name == node_name
+    assert not scheduler.alive()
+
+
+def test_load_snapshot_creates_nodes_and_pods(
+    control_plane: ControlPlane, core: client.CoreV1Api, cleanup_nodes: list[str]
+) -> None:
+    ns, node_name = f"snap-{_suffix()}", f"snap-node-{_suffix()}"
+    cleanup_nodes.append(node_name)
+    node = _node(node_name)
+    node["metadata"].update({"uid": "0b7b-old", "resourceVersion": "12345"})
+    running = _pod("running", nodeName=node_name, priorityClassName=f"batch-{ns}", priority=1000)
+    running["metadata"]["namespace"] = ns
+    running["status"] = {"phase": "Running"}
+    done = _pod("done", nodeName=node_name)
+    done["metadata"]["namespace"] = ns
+    done["status"] = {"phase": "Succeeded"}
+    # A Service from another cluster: its cluster IP is outside this cluster's range.
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "web", "namespace": ns, "uid": "x"},
+        "spec": {
+            "clusterIP": "172.20.0.5",
+            "clusterIPs": ["172.20.0.5"],
+            "selector": {"app": "web"},
+            "ports": [{"port": 80}],
+        },
+    }
+    replicaset = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "web-1", "namespace": ns},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": _pod("x")["spec"]},
+        },
+        "status": {"replicas": 1},
+    }
+    snapshot = [
+        {"apiVersion": "v1", "kind": "List", "items": [node, running, done]},
+        service,
+        replicaset,
+    ]
+
+    from policyd.devcluster.snapshot import flatten
+
+    try:
+        result = load_snapshot(control_plane.kubeconfig_path, flatten(snapshot))
+        assert result.created == {
+            "Namespace": 1,
+            "PriorityClass": 1,
+            "Node": 1,
+            "Service": 1,
+            "ReplicaSet": 1,
+            "Pod": 2,
+        }
+        assert core.read_node(node_name).status.allocatable["memory"] == "8Gi"
+        stored = core.read_namespaced_pod("running", ns)
+        assert stored.spec.node_name == node_name
+        assert stored.spec.priority == 1000
+        assert stored.status.phase == "Running"
+        assert core.read_namespaced_pod("done", ns).status.phase == "Succeeded"
+
+        again = load_snapshot(control_plane.kubeconfig_path, flatten(snapshot))
+        assert again.created.get("Pod", 0) == 0 and again.skipped["Pod"] == 2
+    finally:
+        core.delete_namespace(ns)
+        client.SchedulingV1Api(control_plane.api_client()).delete_priority_class(f"batch-{ns}")
+
+
+def _gone(pids: list[int]) -> bool:
+    return all(proc_start_time(pid) is None for pid in pids)
+
+
+def test_stop_leaves_no_process_behind() -> None:
+    cp = ControlPlane().start()
+    try:
+        scheduler = cp.start_kube_scheduler()
+        pids = cp.pids
+        assert len(pids) == 3 and scheduler.pid in pids
+        assert not _gone(pids)
+        workdir = cp.workdir
+    finally:
+        cp.stop()
+    assert _gone(pids)
+    assert workdir is not None and not workdir.exists()
+    cp.stop()  # idempotent
+
+
+_CHILD = textwrap.dedent("""\
+    import sys, time
+    from policyd.devcluster import ControlPlane
+    cp = ControlPlane().start()
+    cp.start_kube_scheduler()
+    print(" ".join(map(str, cp.pids)), flush=True)
+    time.sleep(600)
+""")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+def test_interrupted_owner_leaves_no_process_behind(sig: signal.Signals) -> None:
+    # SIGTERM: the owner's handler unwinds and stops its processes in order.
+    # SIGKILL: no Python code runs; PR_SET_PDEATHSIG makes the kernel kill them.
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD], stdout=subprocess.PIPE, text=True, env=os.environ.copy()
+    )
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        pids = [int(p) for p in line.split()]
+        assert len(pids) == 3, f"child printed {line!r}"
+        child.send_signal(sig)
+        child.wait(timeout=30)
+        _wait_for(lambda: _gone(pids), 15, f"processes {pids} to end")
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()

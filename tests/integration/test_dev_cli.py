@@ -1,0 +1,70 @@
+"""`policyd dev up/status/down` end to end: detached cluster, usable kubeconfig, clean stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from policyd.devcluster.kubeconfig import api_client_from
+from policyd.devcluster.process import proc_start_time
+
+pytestmark = pytest.mark.integration
+
+
+def _dev(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "policyd.cli.dev", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_up_status_down(tmp_path: Path) -> None:
+    env = {**os.environ, "POLICYD_DEV_DIR": str(tmp_path / "dev")}
+    snapshot = tmp_path / "snap.yaml"
+    snapshot.write_text(
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"
+        "status: {allocatable: {cpu: '2', memory: 1Gi, pods: '10'}}\n"
+        "---\n"
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p1, namespace: team}\n"
+        "spec: {nodeName: n1, containers: [{name: c, image: x}]}\n"
+    )
+    up = _dev("up", "--load", str(snapshot), env=env)
+    pids: list[int] = []
+    try:
+        assert up.returncode == 0, up.stderr
+        state = json.loads((tmp_path / "dev" / "state.json").read_text())
+        pids = [p["pid"] for p in state["processes"]]
+        # The command returned; the cluster keeps running without it.
+        assert pids and all(proc_start_time(pid) is not None for pid in pids)
+        kubeconfig = up.stdout.strip().removeprefix("export KUBECONFIG=")
+        assert up.stdout.startswith("export KUBECONFIG=") and Path(kubeconfig).is_file()
+        assert "created 1 Namespace, 1 Node, 1 Pod" in up.stderr
+
+        api = api_client_from(Path(kubeconfig))
+        try:
+            pod = client.CoreV1Api(api).read_namespaced_pod("p1", "team")
+            assert pod.spec.node_name == "n1"
+        finally:
+            api.close()
+
+        status = _dev("status", env=env)
+        assert status.returncode == 0 and "ready" in status.stdout
+
+        again = _dev("up", env=env)
+        assert again.returncode == 1 and "already running" in again.stderr
+    finally:
+        down = _dev("down", env=env)
+    assert down.returncode == 0, down.stderr
+    assert all(proc_start_time(pid) is None for pid in pids)
+    assert not (tmp_path / "dev" / "state.json").exists()
+    assert _dev("status", env=env).returncode == 1

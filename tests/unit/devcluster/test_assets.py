@@ -1,0 +1,121 @@
+"""Where binaries come from: envtest variables first, then the cache, then a build."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from policyd.devcluster import assets
+from policyd.devcluster.assets import (
+    BINARY_NAMES,
+    binaries_in,
+    cache_dir,
+    cache_root,
+    from_env,
+    resolve_binaries,
+)
+from policyd.devcluster.errors import DevClusterError
+
+
+def _exe(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_no_variables_means_no_env_binaries() -> None:
+    assert from_env({}) is None
+    assert from_env({"KUBEBUILDER_ASSETS": "", "TEST_ASSET_ETCD": ""}) is None
+
+
+def test_kubebuilder_assets_dir(tmp_path: Path) -> None:
+    for name in ("etcd", "kube-apiserver", "kubectl"):  # envtest bundles have no scheduler
+        _exe(tmp_path / name)
+    found = from_env({"KUBEBUILDER_ASSETS": str(tmp_path)})
+    assert found is not None
+    assert found.source == "env"
+    assert found.etcd == tmp_path / "etcd"
+    assert found.kubectl == tmp_path / "kubectl"
+    assert found.kube_scheduler is None
+    with pytest.raises(DevClusterError, match="TEST_ASSET_KUBE_SCHEDULER"):
+        found.require_kube_scheduler()
+
+
+def test_single_variables_take_precedence_over_the_dir(tmp_path: Path) -> None:
+    for name in ("etcd", "kube-apiserver"):
+        _exe(tmp_path / "dir" / name)
+    own_etcd = _exe(tmp_path / "elsewhere" / "my-etcd")
+    scheduler = _exe(tmp_path / "elsewhere" / "sched")
+    found = from_env(
+        {
+            "KUBEBUILDER_ASSETS": str(tmp_path / "dir"),
+            "TEST_ASSET_ETCD": str(own_etcd),
+            "TEST_ASSET_KUBE_SCHEDULER": str(scheduler),
+        }
+    )
+    assert found is not None
+    assert found.etcd == own_etcd
+    assert found.kube_apiserver == tmp_path / "dir" / "kube-apiserver"
+    assert found.kube_scheduler == scheduler
+
+
+def test_only_single_variables(tmp_path: Path) -> None:
+    found = from_env(
+        {
+            "TEST_ASSET_ETCD": str(_exe(tmp_path / "e")),
+            "TEST_ASSET_KUBE_APISERVER": str(_exe(tmp_path / "a")),
+        }
+    )
+    assert found is not None and found.kubectl is None
+
+
+def test_variable_naming_a_missing_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(DevClusterError, match=r"TEST_ASSET_ETCD=.*not an executable"):
+        from_env({"TEST_ASSET_ETCD": str(tmp_path / "nope")})
+
+
+def test_incomplete_assets_dir_is_an_error_not_a_build(tmp_path: Path) -> None:
+    _exe(tmp_path / "etcd")
+    with pytest.raises(DevClusterError, match="kube-apiserver not found"):
+        from_env({"KUBEBUILDER_ASSETS": str(tmp_path)})
+
+
+def test_non_executable_file_is_not_a_binary(tmp_path: Path) -> None:
+    for name in BINARY_NAMES:
+        (tmp_path / name).write_text("")
+    assert binaries_in(tmp_path, "cache") is None
+
+
+def test_cache_location_is_outside_the_repo_and_keyed_by_version(tmp_path: Path) -> None:
+    assert cache_root({"HOME": "/h"}).name == "policyd"
+    assert cache_root({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "policyd"
+    assert cache_root({"POLICYD_CACHE_DIR": str(tmp_path / "c")}) == tmp_path / "c"
+    key = cache_dir("v1.2.3", "v3.4.5", {"POLICYD_CACHE_DIR": str(tmp_path)})
+    assert key == tmp_path / "controlplane" / "v1.2.3-v3.4.5"
+
+
+def test_resolve_prefers_env_then_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = {"POLICYD_CACHE_DIR": str(tmp_path / "cache")}
+    with pytest.raises(DevClusterError, match="policyd dev build"):
+        resolve_binaries(build_if_missing=False, env=env)
+
+    for name in BINARY_NAMES:
+        _exe(cache_dir(env=env) / name)
+    assert resolve_binaries(build_if_missing=False, env=env).source == "cache"
+
+    _exe(tmp_path / "assets" / "etcd")
+    _exe(tmp_path / "assets" / "kube-apiserver")
+    env["KUBEBUILDER_ASSETS"] = str(tmp_path / "assets")
+    assert resolve_binaries(env=env).source == "env"
+
+
+def test_versions_match_the_wrapper_modules() -> None:
+    # build.py stamps K8S_VERSION into the binaries; go.mod decides what is compiled.
+    root = Path(assets.__file__).resolve().parents[2] / "tools" / "controlplane"
+    assert f"k8s.io/kubernetes {assets.K8S_VERSION}" in (root / "kube" / "go.mod").read_text()
+    staging = "v0." + assets.K8S_VERSION.split(".", 1)[1]
+    assert f"k8s.io/api => k8s.io/api {staging}" in (root / "kube" / "go.mod").read_text()
+    etcd_mod = (root / "etcd" / "go.mod").read_text()
+    assert f"go.etcd.io/etcd/server/v3 {assets.ETCD_VERSION}" in etcd_mod

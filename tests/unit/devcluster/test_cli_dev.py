@@ -1,0 +1,46 @@
+"""`policyd dev` paths that need no binaries: exit codes and messages of the error cases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from policyd.cli.dev import dev_app
+
+
+@pytest.fixture
+def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    monkeypatch.setenv("POLICYD_DEV_DIR", str(tmp_path / "state"))
+    return CliRunner()
+
+
+def test_status_without_cluster_exits_1(runner: CliRunner) -> None:
+    result = runner.invoke(dev_app, ["status"])
+    assert result.exit_code == 1
+    assert "not running" in result.output
+
+
+def test_down_without_cluster_is_fine(runner: CliRunner) -> None:
+    assert runner.invoke(dev_app, ["down"]).exit_code == 0
+
+
+def test_up_with_missing_snapshot_is_a_usage_error(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(dev_app, ["up", "--load", str(tmp_path / "nope.yaml")])
+    assert result.exit_code == 2
+    assert "no such file" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_up_with_unsupported_kind_fails_before_starting(runner: CliRunner, tmp_path: Path) -> None:
+    snap = tmp_path / "snap.yaml"
+    snap.write_text("apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n")
+    result = runner.invoke(dev_app, ["up", "--load", str(snap)])
+    assert result.exit_code == 2
+    assert "Secret s: unsupported kind" in result.output
+    assert not (tmp_path / "state" / "cluster").exists()
+
+
+def test_bad_port_is_a_usage_error(runner: CliRunner) -> None:
+    assert runner.invoke(dev_app, ["up", "--port", "0"]).exit_code == 2

@@ -1,0 +1,76 @@
+"""Process handling: start, liveness by pid + start time, SIGTERM then SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from policyd.devcluster.process import ManagedProcess, proc_start_time
+
+# Ignores SIGTERM, so only the SIGKILL after the grace period ends it.
+STUBBORN = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "print('up', flush=True); time.sleep(60)"
+)
+
+
+def _wait_for_output(log: Path, text: str) -> None:
+    deadline = time.monotonic() + 10
+    while text not in log.read_text():
+        assert time.monotonic() < deadline, f"{text!r} never appeared in {log}"
+        time.sleep(0.01)
+
+
+def test_start_log_and_stop(tmp_path: Path) -> None:
+    proc = ManagedProcess.start(
+        "sleeper",
+        [sys.executable, "-c", "print('hello', flush=True); import time; time.sleep(60)"],
+        tmp_path / "sleeper.log",
+    )
+    try:
+        _wait_for_output(proc.log_path, "hello")
+        assert proc.alive()
+        assert proc.start_time == proc_start_time(proc.pid)
+        # Own session: a Ctrl-C at the terminal does not hit it directly.
+        assert os.getsid(proc.pid) == proc.pid
+    finally:
+        proc.stop(grace=5)
+    assert not proc.alive()
+    assert proc_start_time(proc.pid) is None
+    assert "hello" in proc.log_tail()
+    proc.stop()  # idempotent
+
+
+def test_sigkill_after_grace(tmp_path: Path) -> None:
+    proc = ManagedProcess.start("stubborn", [sys.executable, "-c", STUBBORN], tmp_path / "s.log")
+    _wait_for_output(proc.log_path, "up")
+    proc.stop(grace=0.5)
+    assert not proc.alive()
+    assert proc.exit_code() == -9
+
+
+def test_attached_handle_detects_pid_reuse(tmp_path: Path) -> None:
+    proc = ManagedProcess.start(
+        "sleeper",
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        tmp_path / "l.log",
+        detach=True,
+    )
+    try:
+        same = ManagedProcess.from_state(proc.to_state())
+        assert same.alive()
+        assert proc.start_time is not None
+        stranger = ManagedProcess.attach("sleeper", proc.pid, proc.start_time + 1, proc.log_path)
+        assert not stranger.alive()
+        stranger.stop(grace=0.1)  # must not signal a process that is not ours
+        assert proc.alive()
+        same.stop(grace=5)
+        assert proc_start_time(proc.pid) is None or proc.exit_code() is not None
+    finally:
+        proc.stop(grace=1)
+
+
+def test_start_time_of_missing_pid() -> None:
+    assert proc_start_time(2**22 + 12345) is None
