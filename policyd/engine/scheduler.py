@@ -115,6 +115,7 @@ def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleRe
     table = cluster.table()
     nodes = table.infos
     state = CycleState(nodes, cluster)
+    state.table = table
     result = ScheduleResult(pod=pod, node=None, num_nodes=len(nodes))
     if not nodes:
         result.message = fit_error_message(0, result.diagnosis)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from policyd.model.cluster import ClusterState, NodeInfo
+    from policyd.model.table import NodeTable
 
 
 class CycleState:
@@ -16,7 +17,7 @@ class CycleState:
     `skip_filter` / `skip_score` hold the plugins whose PreFilter/PreScore said Skip.
     """
 
-    __slots__ = ("_data", "all_nodes", "cluster", "skip_filter", "skip_score")
+    __slots__ = ("_data", "all_nodes", "cluster", "skip_filter", "skip_score", "table")
 
     def __init__(
         self, all_nodes: Sequence[NodeInfo] = (), cluster: ClusterState | None = None
@@ -28,6 +29,8 @@ class CycleState:
         # The cluster the cycle runs on, for what is not per node (namespace labels,
         # the Services and ReplicaSets behind default topology spread constraints).
         self.cluster = cluster
+        # The columnar view of `all_nodes` when the cycle runs on the fast path, else None.
+        self.table: NodeTable | None = None
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()
 

@@ -47,6 +47,7 @@ class NodeTable:
         self._records: list[Node] = []
         self._labels: dict[str, tuple[IntArray, dict[str, int]]] = {}
         self._images: dict[str, IntArray] = {}
+        self._groups: dict[tuple[str, ...], tuple[IntArray, list[int]]] = {}
         self.version = 0  # bumped when node records (not just their pods) change
         self._rebuild()
 
@@ -79,6 +80,7 @@ class NodeTable:
         if records_changed:
             self._labels.clear()
             self._images.clear()
+            self._groups.clear()
             self.version += 1
 
     def _rebuild(self) -> None:
@@ -107,6 +109,7 @@ class NodeTable:
             self._write_usage(i, info)
         self._labels.clear()
         self._images.clear()
+        self._groups.clear()
         self.version += 1
         cluster.dirty.clear()
         cluster.structure_changed = False
@@ -168,11 +171,38 @@ class NodeTable:
         self._labels[key] = (codes, vocab)
         return codes, vocab
 
+    def label_groups(self, keys: tuple[str, ...]) -> tuple[IntArray, list[int]]:
+        """Group nodes by their values for `keys`: (group id per node, one node index per
+        group). Any verdict that reads only these labels is the same for a whole group,
+        and nodes share few label combinations (zone, pool, instance type), so a plugin
+        decides once per group and maps the answer back with `verdicts[group_id[idx]]`.
+        """
+        cached = self._groups.get(keys)
+        if cached is not None:
+            return cached
+        n = len(self.infos)
+        columns = [self.label_codes(key) for key in keys]
+        radix = 1
+        for _, vocab in columns:
+            radix *= len(vocab) + 1
+        if radix < 1 << 62:
+            combined = np.zeros(n, np.int64)
+            for codes, vocab in columns:
+                combined = combined * (len(vocab) + 1) + (codes + 1)
+            _, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
+        else:  # too many combinations to pack into one integer: compare whole rows
+            stacked = np.stack([codes for codes, _ in columns], axis=1)
+            _, first, inverse = np.unique(stacked, axis=0, return_index=True,
+                                          return_inverse=True)
+        result = (inverse.astype(np.int64).reshape(n), first.tolist())
+        self._groups[keys] = result
+        return result
+
     def image_sizes(self, image: str) -> IntArray:
-        """Size in bytes of `image` on each node (0 where absent)."""
+        """Size in bytes of `image` on each node, -1 where the node does not have it."""
         cached = self._images.get(image)
         if cached is None:
-            cached = np.fromiter((info.node.images.get(image, 0) for info in self.infos),
+            cached = np.fromiter((info.node.images.get(image, -1) for info in self.infos),
                                  np.int64, len(self.infos))
             self._images[image] = cached
         return cached

@@ -17,9 +17,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from policyd.framework import MAX_NODE_SCORE, CycleState, PluginError, Status
 from policyd.model.cluster import NodeInfo
 from policyd.model.records import Pod
+from policyd.model.table import IntArray, NodeTable
 from policyd.plugins import names
 
 DEFAULT_WEIGHT = 1
@@ -77,9 +80,13 @@ def _node_counts(state: CycleState, images: Sequence[str],
     if counts is None:
         counts = {}
         state.write(_COUNTS_KEY, counts)
+    table = state.table
     for image in images:
         if image not in counts:
-            counts[image] = sum(1 for n in all_nodes if image in n.node.images)
+            if table is not None:
+                counts[image] = int(np.count_nonzero(table.image_sizes(image) >= 0))
+            else:
+                counts[image] = sum(1 for n in all_nodes if image in n.node.images)
     return counts
 
 
@@ -122,6 +129,24 @@ class ImageLocality:
                 # Same float64 arithmetic as upstream, truncated like Go's int64().
                 total += int(size * share)
         return calculate_priority(total, num_containers)
+
+
+    def score_vector(self, state: CycleState, pod: Pod, table: NodeTable,
+                     idx: IntArray) -> IntArray | None:
+        pre = state.get(_PRE_SCORE_KEY)
+        if pre is None:
+            return None
+        spread, num_containers = pre
+        total = np.zeros(idx.size, np.int64)
+        for image, share in spread:
+            sizes = table.image_sizes(image)[idx]
+            # float64 product truncated toward zero, as Go's int64(float64) and int().
+            total += np.where(sizes >= 0, (sizes * share).astype(np.int64), 0)
+        max_threshold = MAX_CONTAINER_THRESHOLD * num_containers
+        clipped = np.clip(total, MIN_THRESHOLD, max_threshold)
+        scores: IntArray = (MAX_NODE_SCORE * (clipped - MIN_THRESHOLD)
+                            // (max_threshold - MIN_THRESHOLD))
+        return scores
 
 
 def new(args: Mapping[str, Any] | None = None) -> ImageLocality:

@@ -29,8 +29,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from policyd.framework import MAX_NODE_SCORE, CycleState, PluginError, Status
-from policyd.framework.interfaces import default_normalize_score
+from policyd.framework.interfaces import default_normalize_score, default_normalize_vector
 from policyd.model.cluster import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.selectors import (
@@ -39,6 +41,7 @@ from policyd.model.selectors import (
     SelectorError,
     compile_node_selector_term,
 )
+from policyd.model.table import BoolArray, IntArray, NodeTable
 from policyd.plugins import names
 
 DEFAULT_WEIGHT = 2
@@ -509,6 +512,19 @@ class NodeAffinity:
                 append(memo.setdefault(key, verdict(c, n.labels, n.name)))
         return out
 
+    def filter_mask(self, state: CycleState, pod: Pod, table: NodeTable,
+                    idx: IntArray) -> BoolArray | None:
+        c = self._required(state, pod)
+        keys, uses_name = self._added_required_reads
+        if uses_name or c.required_uses_name:
+            return None  # terms read the node name: no two nodes share a verdict
+        group_id, members = table.label_groups(tuple(sorted(c.required_keys | keys)))
+        infos = table.infos
+        ok = np.fromiter(
+            (self._verdict(c, infos[i].node.labels, infos[i].name) is None for i in members),
+            np.bool_, len(members))
+        return ok[group_id[idx]]
+
     def pre_score(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> Status | None:
@@ -549,6 +565,23 @@ class NodeAffinity:
     ) -> Status | None:
         default_normalize_score(MAX_NODE_SCORE, False, scores)
         return None
+
+    def score_vector(self, state: CycleState, pod: Pod, table: NodeTable,
+                     idx: IntArray) -> IntArray | None:
+        pre = state.get(_PRE_SCORE_KEY)
+        if pre is None or pre[1] is None:
+            return None  # no PreScore, or terms read the node name
+        c, project, _ = pre
+        group_id, members = table.label_groups(project.keys)
+        infos = table.infos
+        scores = np.fromiter(
+            (self._score(c, infos[i].node.labels, infos[i].name) for i in members),
+            np.int64, len(members))
+        return scores[group_id[idx]]
+
+    def normalize_vector(self, state: CycleState, pod: Pod, table: NodeTable,
+                         idx: IntArray, scores: IntArray) -> IntArray:
+        return default_normalize_vector(MAX_NODE_SCORE, False, scores)
 
 
 def new(args: Mapping[str, Any] | None = None) -> NodeAffinity:

@@ -9,9 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from policyd.framework import CycleState, PluginError, Status
 from policyd.model.cluster import NodeInfo
 from policyd.model.records import Pod, Taint
+from policyd.model.table import BoolArray, IntArray, NodeTable
 from policyd.plugins import names
 
 DEFAULT_WEIGHT: int | None = None
@@ -48,6 +51,12 @@ class NodeUnschedulable:
         if tolerates_unschedulable(pod):
             return [None] * len(nodes)
         return [_REJECT if n.node.unschedulable else None for n in nodes]
+
+    def filter_mask(self, state: CycleState, pod: Pod, table: NodeTable,
+                    idx: IntArray) -> BoolArray:
+        if tolerates_unschedulable(pod):
+            return np.ones(idx.size, np.bool_)
+        return ~table.unschedulable[idx]
 
 
 def new(args: Mapping[str, Any] | None = None) -> NodeUnschedulable:

@@ -13,10 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from policyd.framework import MAX_NODE_SCORE, CycleState, PluginError, Status
-from policyd.framework.interfaces import default_normalize_score
+from policyd.framework.interfaces import default_normalize_score, default_normalize_vector
 from policyd.model.cluster import NodeInfo
 from policyd.model.records import Node, Pod, Taint, Toleration
+from policyd.model.table import BoolArray, IntArray, NodeTable
 from policyd.plugins import names
 
 DEFAULT_WEIGHT = 3
@@ -84,6 +87,16 @@ class TaintToleration:
             append(status)
         return out
 
+    def filter_mask(self, state: CycleState, pod: Pod, table: NodeTable,
+                    idx: IntArray) -> BoolArray:
+        # Decide once per distinct taint set, then map back to the nodes.
+        tolerations = pod.tolerations
+        ok = np.fromiter(
+            (all(_tolerated(tolerations, t) for t in taints
+                 if t.effect in ("NoSchedule", "NoExecute"))
+             for taints in table.taint_sets), np.bool_, len(table.taint_sets))
+        return ok[table.taint_set_id[idx]]
+
     def pre_score(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> Status | None:
@@ -100,6 +113,21 @@ class TaintToleration:
             # here; computing it is cheap and gives the score PreScore would have.
             tolerations = prefer_no_schedule_tolerations(pod)
         return sum(1 for taint in prefer if not _tolerated(tolerations, taint))
+
+    def score_vector(self, state: CycleState, pod: Pod, table: NodeTable,
+                     idx: IntArray) -> IntArray:
+        tolerations = state.get(_PRE_SCORE_KEY)
+        if tolerations is None:
+            tolerations = prefer_no_schedule_tolerations(pod)
+        counts = np.fromiter(
+            (sum(1 for t in taints if t.effect == "PreferNoSchedule"
+                 and not _tolerated(tolerations, t)) for taints in table.taint_sets),
+            np.int64, len(table.taint_sets))
+        return counts[table.taint_set_id[idx]]
+
+    def normalize_vector(self, state: CycleState, pod: Pod, table: NodeTable,
+                         idx: IntArray, scores: IntArray) -> IntArray:
+        return default_normalize_vector(MAX_NODE_SCORE, True, scores)
 
     def normalize_score(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo], scores: list[int]

@@ -13,7 +13,7 @@ from policyd.model.records import node_from_dict, pod_from_dict
 from tests.gen.clusters import gen_cluster, gen_pod
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(40))
 def test_fast_and_reference_paths_agree(seed: int) -> None:
     rng = random.Random(seed)
     nodes, existing = gen_cluster(rng, rng.randint(3, 40), rng.randint(0, 40))
