@@ -27,10 +27,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
 from policyd.framework import CycleState, PluginError, Status
 from policyd.framework.status import Code
@@ -42,25 +41,35 @@ from policyd.plugins.resource_allocation import (
     DEFAULT_RESOURCES,
     MAX_CUSTOM_PRIORITY_SCORE,
     MAX_UTILIZATION,
+    VECTOR_LIMIT,
+    IntArray,
     Problems,
     ResourceSpec,
     Scorer,
     ShapePoint,
+    VectorScorer,
     check_unknown_fields,
     check_weights,
     is_extended_resource_name,
     is_scalar_resource_name,
     least_allocated_scorer,
+    least_allocated_vector,
     most_allocated_scorer,
+    most_allocated_vector,
     node_allocatable_allocated,
     parse_int,
     parse_resource_specs,
     pod_request_list,
     qualified_name_errors,
     requested_to_capacity_ratio_scorer,
+    requested_to_capacity_ratio_vector,
     resource_kind,
+    table_allocatable_allocated,
     type_name,
 )
+
+if TYPE_CHECKING:
+    from policyd.model.table import BoolArray, NodeTable
 
 DEFAULT_WEIGHT = 1
 
@@ -161,9 +170,6 @@ def fits_request(request: FitRequest, info: NodeInfo) -> Status | None:
     return Status(Code.UNSCHEDULABLE, tuple(reasons))
 
 
-IntArray = npt.NDArray[np.int64]
-
-
 class _NodeColumns:
     """A columnar copy of what Filter reads from each node, for filter_all.
 
@@ -242,12 +248,16 @@ class NodeResourcesFit:
         self._names = tuple(r.name for r in self.resources)
         self._kinds = tuple(resource_kind(r.name) for r in self.resources)
         self._scorer: Scorer
+        self._vector_scorer: VectorScorer
         if strategy == MOST_ALLOCATED:
             self._scorer = most_allocated_scorer(self.resources)
+            self._vector_scorer = most_allocated_vector(self.resources)
         elif strategy == REQUESTED_TO_CAPACITY_RATIO:
             self._scorer = requested_to_capacity_ratio_scorer(self.resources, self.shape)
+            self._vector_scorer = requested_to_capacity_ratio_vector(self.resources, self.shape)
         else:
             self._scorer = least_allocated_scorer(self.resources)
+            self._vector_scorer = least_allocated_vector(self.resources)
         self._columns = _NodeColumns()
         # Statuses are immutable: nodes failing the same way share one.
         self._status_memo: dict[tuple[int, bool, tuple[str, ...]], Status] = {}
@@ -311,6 +321,28 @@ class NodeResourcesFit:
             out[i] = status
         return out
 
+    def filter_mask(self, state: CycleState, pod: Pod, table: NodeTable,
+                    idx: IntArray) -> BoolArray | None:
+        """Filter over the NodeTable rows `idx` (True = fits); the reasons of rejected
+        nodes come from `filter` when the engine needs them."""
+        request: FitRequest | None = state.get(_PRE_FILTER_KEY)
+        if request is None:
+            return None
+        checks = () if request.all_zero else request.checks
+        if any(value > VECTOR_LIMIT for _, value, _ in checks):
+            return None
+        allocatable = table.allocatable
+        requested = table.requested
+        j = table.resource_column(PODS)
+        allowed = allocatable[idx, j] if j is not None else np.zeros(idx.size, np.int64)
+        ok: BoolArray = table.pod_count[idx] + 1 <= allowed
+        for name, value, _ in checks:
+            j = table.resource_column(name)
+            if j is None:  # no node has it: value > 0 - 0 everywhere
+                return np.zeros(idx.size, np.bool_)
+            ok &= value <= allocatable[idx, j] - requested[idx, j]
+        return ok
+
     # score
 
     def pre_score(self, state: CycleState, pod: Pod,
@@ -327,6 +359,20 @@ class NodeResourcesFit:
             node, self._names, self._kinds, pod_request, False)
         requested = [allocated[i] + pod_request[i] for i in range(len(allocated))]
         return self._scorer(requested, allocated, allocatable)
+
+    def score_vector(self, state: CycleState, pod: Pod, table: NodeTable,
+                     idx: IntArray) -> IntArray | None:
+        """`score` for the NodeTable rows `idx` at once (None: use the per-node path)."""
+        pod_request = state.get(_PRE_SCORE_KEY)
+        if pod_request is None:
+            pod_request = pod_request_list(pod, self.resources, False)
+        columns = table_allocatable_allocated(table, idx, self._names, self._kinds,
+                                              pod_request, False)
+        if columns is None:
+            return None
+        allocatable, allocated = columns
+        requested = allocated + np.array(pod_request, np.int64)[:, None]
+        return self._vector_scorer(requested, allocated, allocatable)
 
 
 def _status_from_bits(bits: int, unresolvable: bool, reasons: tuple[str, ...]) -> Status:

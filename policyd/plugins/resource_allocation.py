@@ -16,12 +16,18 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
 
 from policyd.framework import MAX_NODE_SCORE
 from policyd.model.cluster import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, pod_requests
+
+if TYPE_CHECKING:
+    from policyd.model.table import NodeTable
 
 # config.MaxCustomPriorityScore: RequestedToCapacityRatio shape scores are 0..10 and get
 # scaled to the scheduler's 0..100.
@@ -406,3 +412,157 @@ def balanced_allocation_score(requested: Sequence[int], allocated: Sequence[int]
     without_pod = balanced_resource_score(allocated, allocatable)
     half = MAX_NODE_SCORE // 2
     return half + go_div(half + with_pod - without_pod, 2)
+
+
+# --- columnar (NodeTable) versions ---------------------------------------------------------
+# The same arithmetic over all feasible nodes at once. Every operation is chosen to give
+# bit-for-bit the per-node result: integer ops on non-negative int64 (where // is Go's
+# division), float ops in the same order as the scalar code (adding 0.0 for a left-out
+# resource changes no sum). Values beyond VECTOR_LIMIT would overflow `* 100` or lose
+# exactness as float64, so the plugins fall back to the per-node path for them.
+
+VECTOR_LIMIT = 2**50
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+VectorScorer = Callable[[IntArray, IntArray, IntArray], IntArray]
+
+
+def table_allocatable_allocated(
+    table: NodeTable, idx: IntArray, names: Sequence[str], kinds: Sequence[int],
+    pod_request: Sequence[int], use_requested: bool,
+) -> tuple[IntArray, IntArray] | None:
+    """`node_allocatable_allocated` for the nodes `table.infos[idx]`, as two
+    (resources x nodes) arrays; None when some value is too large for exact vector math."""
+    k = len(names)
+    allocatable = np.zeros((k, idx.size), np.int64)
+    allocated = np.zeros((k, idx.size), np.int64)
+    if any(r > VECTOR_LIMIT or r < 0 for r in pod_request):
+        return None
+    for i in range(k):
+        kind = kinds[i]
+        if kind == KIND_IGNORED or (kind == KIND_SCALAR and pod_request[i] == 0):
+            continue
+        j = table.resource_column(names[i])
+        if j is None:
+            continue
+        alloc = table.allocatable[idx, j]
+        if kind == KIND_CPU_MEM and not use_requested:
+            used = table.non_zero_requested[idx, 0 if names[i] == CPU else 1]
+        else:
+            used = table.requested[idx, j]
+        present = alloc != 0
+        allocatable[i] = alloc
+        allocated[i] = np.where(present, used, 0)
+    if allocatable.size and (int(allocatable.max()) > VECTOR_LIMIT
+                             or int(allocated.max()) > VECTOR_LIMIT
+                             or int(allocatable.min()) < 0 or int(allocated.min()) < 0):
+        return None
+    return allocatable, allocated
+
+
+def _weighted_vector(weights: Sequence[int],
+                     one: Callable[[IntArray, IntArray], IntArray]) -> VectorScorer:
+    w = np.array(weights, np.int64)[:, None]
+
+    def score(requested: IntArray, allocated: IntArray, allocatable: IntArray) -> IntArray:
+        present = allocatable != 0
+        safe = np.where(present, allocatable, 1)
+        per = np.where(present, one(requested, safe), 0)
+        node_score = (per * w).sum(axis=0)
+        weight_sum = (present * w).sum(axis=0)
+        return np.where(weight_sum == 0, 0, node_score // np.maximum(weight_sum, 1))
+    return score
+
+
+def _least_vector(requested: IntArray, capacity: IntArray) -> IntArray:
+    return np.where(requested > capacity, 0, (capacity - requested) * MAX_NODE_SCORE // capacity)
+
+
+def _most_vector(requested: IntArray, capacity: IntArray) -> IntArray:
+    return np.minimum(requested, capacity) * MAX_NODE_SCORE // capacity
+
+
+def least_allocated_vector(resources: Sequence[ResourceSpec]) -> VectorScorer:
+    return _weighted_vector([r.weight for r in resources], _least_vector)
+
+
+def most_allocated_vector(resources: Sequence[ResourceSpec]) -> VectorScorer:
+    return _weighted_vector([r.weight for r in resources], _most_vector)
+
+
+def _go_div_vector(num: IntArray, den: int) -> IntArray:
+    q: IntArray = np.abs(num) // den
+    return np.where(num < 0, -q, q)
+
+
+def requested_to_capacity_ratio_vector(resources: Sequence[ResourceSpec],
+                                       shape: Sequence[ShapePoint]) -> VectorScorer:
+    scale = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
+    points = [ShapePoint(p.utilization, p.score * scale) for p in shape]
+    w = np.array([r.weight for r in resources], np.int64)[:, None]
+
+    def raw(p: IntArray) -> IntArray:
+        out = np.full(p.shape, points[-1].score, np.int64)
+        done = np.zeros(p.shape, np.bool_)
+        for i, point in enumerate(points):
+            sel = (p <= point.utilization) & ~done
+            if i == 0:
+                out[sel] = point.score
+            else:
+                prev = points[i - 1]
+                out[sel] = prev.score + _go_div_vector(
+                    (point.score - prev.score) * (p[sel] - prev.utilization),
+                    point.utilization - prev.utilization)
+            done |= sel
+        return out
+
+    def score(requested: IntArray, allocated: IntArray, allocatable: IntArray) -> IntArray:
+        present = allocatable != 0
+        safe = np.where(present, allocatable, 1)
+        utilization = np.where(requested > allocatable, MAX_UTILIZATION,
+                               requested * MAX_UTILIZATION // safe)
+        per = raw(utilization)
+        counted = present & (per > 0)
+        node_score = (np.where(counted, per, 0) * w).sum(axis=0)
+        weight_sum = (counted * w).sum(axis=0)
+        # Go's math.Round of a non-negative a/b is floor((2a + b) / 2b), exactly.
+        rounded = (2 * node_score + weight_sum) // np.maximum(2 * weight_sum, 1)
+        return np.where(weight_sum == 0, 0, rounded)
+    return score
+
+
+def balanced_resource_vector(requested: IntArray, allocatable: IntArray) -> IntArray:
+    """`balanced_resource_score` per node (column), with the scalar code's float ops in
+    the same order."""
+    present = allocatable != 0
+    k, m = requested.shape
+    fractions = np.where(present, np.minimum(
+        requested.astype(np.float64) / np.where(present, allocatable, 1).astype(np.float64),
+        1.0), 0.0)
+    count = present.sum(axis=0)
+    # Two resources: |first - second| / 2, first and second in resource order.
+    position = np.cumsum(present, axis=0)
+    first = np.where(present & (position == 1), fractions, 0.0).sum(axis=0)
+    second = np.where(present & (position == 2), fractions, 0.0).sum(axis=0)
+    std = np.where(count == 2, np.abs((first - second) / 2), 0.0)
+    many = count > 2
+    if many.any():
+        total = np.zeros(m, np.float64)
+        for i in range(k):
+            total = total + fractions[i]
+        mean = total / np.maximum(count, 1)
+        squares = np.zeros(m, np.float64)
+        for i in range(k):
+            d = fractions[i] - mean
+            squares = squares + np.where(present[i], d * d, 0.0)
+        std = np.where(many, np.sqrt(squares / np.maximum(count, 1)), std)
+    return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+
+
+def balanced_allocation_vector(requested: IntArray, allocated: IntArray,
+                               allocatable: IntArray) -> IntArray:
+    half = MAX_NODE_SCORE // 2
+    with_pod = balanced_resource_vector(requested, allocatable)
+    without_pod = balanced_resource_vector(allocated, allocatable)
+    return half + (half + with_pod - without_pod) // 2

@@ -10,6 +10,7 @@ out: policyd does not model DRA.
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -203,3 +204,51 @@ def test_unknown_fields_are_errors() -> None:
     with pytest.raises(PluginError) as err:
         new({"resource": [], "resources": "cpu"})
     assert sorted(p for p, _ in err.value.problems) == ["resource", "resources"]
+
+
+# --- columnar path (NodeTable) ---------------------------------------------------------------
+
+_NAMES = ("cpu", "memory", "ephemeral-storage", GPU, "example.com/a")
+
+
+def _random_requests(rng: random.Random) -> Req:
+    return {name: str(rng.choice((0, 1, 2, 3, 5, 8)))
+            for name in rng.sample(_NAMES, rng.randint(0, 4))}
+
+
+@pytest.mark.parametrize("resources", [
+    None,
+    [{"name": "cpu"}, {"name": "memory"}, {"name": GPU}],
+    [{"name": "cpu"}, {"name": "memory"}, {"name": "ephemeral-storage"}, {"name": GPU},
+     {"name": "example.com/a"}],
+    [{"name": GPU}, {"name": "memory"}],
+])
+@pytest.mark.parametrize("seed", range(4))
+def test_score_vector_matches_score(seed: int, resources: list[dict[str, Any]] | None) -> None:
+    import numpy as np
+
+    rng = random.Random(seed)
+    cluster = ClusterState()
+    for i in range(50):
+        raw = make_node(f"n{i}").raw()
+        raw["status"]["allocatable"] = {
+            name: str(rng.choice((0, 1, 4, 8, 16)))
+            for name in rng.sample(_NAMES, rng.randint(0, 5))}
+        cluster.upsert_node(node_from_dict(raw))
+        for j in range(rng.randint(0, 3)):
+            cluster.upsert_pod(pod(_random_requests(rng), name=f"e{i}-{j}", node=f"n{i}"))
+    plugin = new(None if resources is None else {"resources": resources})
+    for round_ in range(10):
+        table = cluster.table()
+        infos = table.infos
+        idx = np.arange(len(infos), dtype=np.int64)
+        p = pod(*[_random_requests(rng) for _ in range(rng.randint(1, 2))], name=f"p{round_}")
+        for pre_score in (True, False):
+            state = CycleState(infos, cluster)
+            if pre_score and plugin.pre_score(state, p, infos) is not None:
+                continue  # Skip: Score does not run
+            vector = plugin.score_vector(state, p, table, idx)
+            assert vector is not None
+            assert vector.tolist() == [plugin.score(state, p, i) for i in infos]
+        cluster.upsert_pod(pod(_random_requests(rng), name=f"y{round_}",
+                               node=rng.choice(infos).name))

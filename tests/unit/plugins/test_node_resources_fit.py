@@ -852,3 +852,74 @@ def test_requested_to_capacity_ratio_rounds_half_away_from_zero() -> None:
     plugin = rtcr([(0, 0), (100, 10)])
     p = req({"cpu": "1", "memory": "4"})
     assert run_scores(plugin, p, [cap("n", "4", "4")], []) == [63]
+
+
+# --- columnar paths (NodeTable) -------------------------------------------------------------
+
+VECTOR_ARGS: list[dict[str, Any] | None] = [
+    None,
+    {"ignoredResources": [EXT_B]},
+    {"scoringStrategy": {"type": "MostAllocated", "resources": [
+        {"name": "cpu", "weight": 3}, {"name": "memory", "weight": 1},
+        {"name": EXT_A, "weight": 5}, {"name": "ephemeral-storage", "weight": 2}]}},
+    {"scoringStrategy": {"type": "LeastAllocated", "resources": [
+        {"name": HUGEPAGES_A, "weight": 2}, {"name": "cpu", "weight": 1},
+        {"name": "pods", "weight": 1}, {"name": K8S_IO_A, "weight": 7}]}},
+    {"scoringStrategy": {"type": "RequestedToCapacityRatio", "resources": [
+        {"name": "cpu", "weight": 1}, {"name": "memory", "weight": 2}, {"name": EXT_A}],
+        "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 10},
+                                               {"utilization": 30, "score": 3},
+                                               {"utilization": 70, "score": 9},
+                                               {"utilization": 100, "score": 0}]}}},
+]
+
+
+@pytest.mark.parametrize("args", VECTOR_ARGS)
+@pytest.mark.parametrize("seed", range(4))
+def test_vector_paths_match_per_node_paths(seed: int, args: dict[str, Any] | None) -> None:
+    import numpy as np
+
+    rng = random.Random(seed)
+    cluster = _random_cluster(rng, 50)
+    plugin = new(args)
+    for round_ in range(10):
+        table = cluster.table()
+        infos = table.infos
+        if round_ % 2:
+            idx = np.array(sorted(rng.sample(range(len(infos)), len(infos) // 2)), np.int64)
+        else:
+            idx = np.arange(len(infos), dtype=np.int64)
+        chosen = [infos[i] for i in idx.tolist()]
+        p = _random_pod(rng, f"v{round_}")
+        state = CycleState(infos, cluster)
+        plugin.pre_filter(state, p, infos)
+        mask = plugin.filter_mask(state, p, table, idx)
+        assert mask is not None
+        assert mask.tolist() == [plugin.filter(state, p, i) is None for i in chosen]
+        for pre_score in (True, False):
+            score_state = CycleState(infos, cluster)
+            if pre_score:
+                plugin.pre_score(score_state, p, chosen)
+            vector = plugin.score_vector(score_state, p, table, idx)
+            assert vector is not None
+            assert vector.tolist() == [plugin.score(score_state, p, i) for i in chosen]
+        cluster.upsert_pod(pod(_random_requests(rng), name=f"y{round_}",
+                               node=rng.choice(infos).name))
+
+
+def test_vector_paths_decline_values_beyond_exact_range() -> None:
+    import numpy as np
+
+    cluster = ClusterState([node("big", memory="1E", pods="10")])
+    table = cluster.table()
+    idx = np.arange(1, dtype=np.int64)
+    plugin = new()
+    p = pod({"memory": "1"})
+    state = CycleState(table.infos, cluster)
+    plugin.pre_filter(state, p, table.infos)
+    plugin.pre_score(state, p, table.infos)
+    assert plugin.score_vector(state, p, table, idx) is None
+    assert plugin.score(state, p, table.infos[0]) == 99
+    p = pod({"memory": "2E"})
+    plugin.pre_filter(state, p, table.infos)
+    assert plugin.filter_mask(state, p, table, idx) is None
