@@ -1,12 +1,41 @@
-"""`policyd test PATH...`: run PolicyTest files (placeholder until the runner lands)."""
+"""`policyd test PATH...`: run PolicyTest files against the policies they name.
+
+`--format text|json|junit`. Exit 0 when every test passes, 1 when any fails or when no
+test is found (an empty run must not look green), 2 for bad input (unreadable or
+invalid test files, policies with errors, unknown names).
+"""
 
 from __future__ import annotations
 
+import sys
+
 import typer
+
+FORMATS = ("text", "json", "junit")
 
 
 def test(
-    paths: list[str] = typer.Argument(..., metavar="PATH..."),  # noqa: B008
+    paths: list[str] = typer.Argument(  # noqa: B008 - typer's declaration style
+        ..., metavar="PATH...", help="PolicyTest files or directories (*.yaml, *.yml)."),
+    output_format: str = typer.Option("text", "--format", "-f",
+                                      help="text, json or junit."),
 ) -> None:
-    """Run PolicyTest files."""
-    raise typer.Exit(2)
+    """Run PolicyTest files: expected filter verdicts, scores and placements."""
+    if output_format not in FORMATS:
+        raise typer.BadParameter(f"{output_format!r} is not one of {', '.join(FORMATS)}",
+                                 param_hint="--format")
+    from policyd.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+    from policyd.policy.testing import run_tests
+    from policyd.policy.testreport import render
+
+    result = run_tests(paths)
+    sys.stdout.write(render(result, output_format))
+    for p in result.problems:
+        where = f"{p.file}:{p.line}:{p.column}" if p.line else p.file
+        at = f" (at {p.path})" if p.path else ""
+        print(f"{where}: {p.level}: {p.message} [{p.rule}]{at}", file=sys.stderr)
+    for bad in result.bad_paths:
+        print(f"policyd test: error: {bad}", file=sys.stderr)
+    if result.bad_input:
+        raise typer.Exit(EXIT_USAGE)
+    raise typer.Exit(EXIT_PROBLEMS if result.failed or not result.cases else EXIT_OK)

@@ -1,0 +1,225 @@
+"""A plain, obviously-correct evaluator of a policy document, for testing the compiler.
+
+It reads the policy dict on every call, evaluates JMESPath from source, matches labels
+with its own few lines, and computes scores with Fractions (exact arithmetic): no
+caching, no binding, no shared helpers with `compiler.py` beyond quantity parsing and
+pod requests. Tests run both on generated cases and require identical answers.
+Not for production use: it is slow on purpose.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+import jmespath
+
+from policyd.model.cluster import NodeInfo
+from policyd.model.quantity import resource_value
+from policyd.model.records import Pod
+from policyd.model.resources import pod_requests
+from policyd.policy.jmes import OPTIONS
+
+
+def _search(expr: str, data: Any) -> Any:
+    return jmespath.search(expr, data, options=OPTIONS)
+
+
+def _truthy(v: Any) -> bool:
+    return not (v is None or v is False or v == "" or v == [] or v == {})
+
+
+def _requirement(labels: Mapping[str, str], req: Mapping[str, Any]) -> bool:
+    key, op, values = req["key"], req["operator"], req.get("values") or []
+    has = key in labels
+    value = labels.get(key)
+    if op == "In":
+        return has and value in values
+    if op == "NotIn":
+        return not has or value not in values
+    if op == "Exists":
+        return has
+    if op == "DoesNotExist":
+        return not has
+    try:
+        n = int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return n > int(values[0]) if op == "Gt" else n < int(values[0])
+
+
+def _selector(labels: Mapping[str, str], sel: Mapping[str, Any], labels_field: str) -> bool:
+    for k, v in (sel.get(labels_field) or {}).items():
+        if labels.get(k) != v:
+            return False
+    return all(_requirement(labels, r) for r in sel.get("matchExpressions") or [])
+
+
+def applies(doc: Mapping[str, Any], pod: Pod) -> bool:
+    a = doc["spec"].get("appliesTo") or {}
+    ns = a.get("namespaces") or {}
+    if ns.get("include") and pod.namespace not in ns["include"]:
+        return False
+    if pod.namespace in (ns.get("exclude") or []):
+        return False
+    if "labelSelector" in a and not _selector(pod.labels, a["labelSelector"], "matchLabels"):
+        return False
+    if "annotationSelector" in a and not _selector(
+            pod.annotations, a["annotationSelector"], "matchAnnotations"):
+        return False
+    if a.get("condition"):
+        try:
+            return _truthy(_search(a["condition"], pod.raw))
+        except Exception:
+            return False
+    return True
+
+
+def filter_node(doc: Mapping[str, Any], pod: Pod, info: NodeInfo
+                ) -> list[tuple[str, bool]] | None:
+    """None when the policy does not apply; else the failing rules as
+    (message, unresolvable), in rule order."""
+    if not applies(doc, pod):
+        return None
+    out: list[tuple[str, bool]] = []
+    node = info.node
+    for rule in doc["spec"].get("filters") or []:
+        ok = True
+        unresolvable = True
+        if "annotationToNodeLabel" in rule:
+            r = rule["annotationToNodeLabel"]
+            ann = pod.annotations.get(r["annotation"])
+            if ann is None or ("value" in r and ann != r["value"]):
+                continue
+            want = ann if r.get("useAnnotationValue") else r.get("labelValue")
+            ok = r["label"] in node.labels and node.labels[r["label"]] == want
+        elif "nodeLabels" in rule:
+            ok = _selector(node.labels, rule["nodeLabels"], "matchLabels")
+        elif "headroom" in rule:
+            unresolvable = False
+            h = rule["headroom"]
+            res = h["resource"]
+            alloc = node.allocatable.get(res, 0)
+            if res == "pods":
+                used = len(info.pods) + 1
+            else:
+                used = info.requested.get(res, 0) + pod_requests(pod).get(res, 0)
+            if "quantity" in h:
+                ok = alloc - used >= resource_value(res, h["quantity"])
+            else:
+                ok = Fraction(alloc - used) >= Fraction(alloc) * Fraction(
+                    str(h["percent"])) / 100
+        elif "requireExtendedResource" in rule:
+            e = rule["requireExtendedResource"]
+            ok = node.allocatable.get(e["name"], 0) >= resource_value(
+                e["name"], e.get("quantity", 1))
+        elif "maxPodsPerNode" in rule:
+            unresolvable = False
+            same = [p for p in info.pods.values() if p.uid != pod.uid and applies(doc, p)]
+            ok = len(same) < rule["maxPodsPerNode"]
+        else:
+            try:
+                ok = _truthy(_search(rule["jmespath"], {"pod": pod.raw, "node": node.raw}))
+            except Exception:
+                ok = False
+        if not ok:
+            out.append((rule["message"], unresolvable))
+    return out
+
+
+def _number(v: Any) -> Fraction | None:
+    """Exact value of a number or numeric string (its decimal text, not the float)."""
+    if isinstance(v, bool) or v is None or not isinstance(v, str | int | float):
+        return None
+    try:
+        return Fraction(str(v).strip())
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def _raw(rule: Mapping[str, Any], pod: Pod, info: NodeInfo) -> Fraction | None:
+    node = info.node
+    if "labelValue" in rule:
+        lv = rule["labelValue"]
+        default = Fraction(str(lv.get("default", 0)))
+        v = node.labels.get(lv["label"])
+        if v is None or v not in lv["values"]:
+            return default
+        return Fraction(str(lv["values"][v]))
+    if "numeric" in rule:
+        n = rule["numeric"]
+        source = node.labels if "label" in n else node.annotations
+        return _number(source.get(n.get("label", n.get("annotation"))))
+    if "allocation" in rule:
+        a = rule["allocation"]
+        resources = a.get("resources") or [{"name": "cpu"}, {"name": "memory"}]
+        total = 0
+        wsum = 0
+        for r in resources:
+            name, w = r["name"], r.get("weight", 1)
+            alloc = node.allocatable.get(name, 0)
+            if alloc == 0:
+                continue
+            if name in ("cpu", "memory"):
+                req = info.non_zero_requested.get(name, 0) + pod_requests(
+                    pod, non_zero=True).get(name, 0)
+            else:
+                req = info.requested.get(name, 0) + pod_requests(pod).get(name, 0)
+            if a["strategy"] == "most":
+                s = min(req, alloc) * 100 // alloc
+            else:
+                s = 0 if req > alloc else (alloc - req) * 100 // alloc
+            total += s * w
+            wsum += w
+        return Fraction(total // wsum) if wsum else Fraction(0)
+    try:
+        return _number(_search(rule["jmespath"], {"pod": pod.raw, "node": node.raw}))
+    except Exception:
+        return None
+
+
+def _clamp(x: Fraction) -> int:
+    return max(0, min(100, math.floor(x)))
+
+
+def _reverse(rule: Mapping[str, Any]) -> bool:
+    if "numeric" in rule:
+        return bool(rule["numeric"].get("prefer") == "lowest")
+    return bool(rule.get("reverse", False))
+
+
+def _normalized(rule: Mapping[str, Any], raws: list[Fraction | None]) -> list[int]:
+    rev = _reverse(rule)
+    method = rule["normalize"]
+    present = [v for v in raws if v is not None]
+    out: list[int] = []
+    for v in raws:
+        if v is None:
+            out.append(0)
+            continue
+        if method == "none":
+            s = _clamp(v)
+        elif method == "max":
+            hi = max(max(present), Fraction(0))
+            s = _clamp(max(v, Fraction(0)) * 100 / hi) if hi > 0 else 0
+        else:
+            lo, hi = min(present), max(present)
+            if hi == lo:
+                out.append(100)
+                continue
+            s = _clamp((v - lo) * 100 / (hi - lo))
+        out.append(100 - s if rev else s)
+    return out
+
+
+def scores(doc: Mapping[str, Any], pod: Pod, infos: Sequence[NodeInfo]) -> list[int] | None:
+    """The policy's final 0..100 score per node, or None when it does not score."""
+    rules = doc["spec"].get("scores") or []
+    if not rules or not applies(doc, pod):
+        return None
+    per_rule = [_normalized(r, [_raw(r, pod, i) for i in infos]) for r in rules]
+    wsum = sum(r["weight"] for r in rules)
+    return [sum(r["weight"] * per_rule[k][i] for k, r in enumerate(rules)) // wsum
+            for i in range(len(infos))]
