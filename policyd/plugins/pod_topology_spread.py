@@ -8,7 +8,10 @@ controller) score: fewer matching pods in a node's domains is better.
 
 Counting is the cost: every pod on every node is tested against each selector. The
 count per node is memoized in `node.cache` under the node's generation, so pods of one
-workload (same selector) only recount nodes whose pods changed since.
+workload (same selector) only recount nodes whose pods changed since. When the cycle
+runs on the engine's NodeTable, counting, Filter and Score are numpy expressions over
+columns (topology_spread_vector); the per-node methods stay the reference and give
+the same results.
 """
 
 from __future__ import annotations
@@ -18,12 +21,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from policyd.framework import MAX_NODE_SCORE
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.status import PluginError, Status
 from policyd.model.cluster import NodeInfo
 from policyd.model.records import Pod
+from policyd.model.table import ABSENT, BoolArray, IntArray, NodeTable
 from policyd.plugins import names
+from policyd.plugins.node_affinity import pod_node_affinity
 from policyd.plugins.topology_spread_constraints import (
     DO_NOT_SCHEDULE,
     HOSTNAME_KEY,
@@ -36,8 +43,15 @@ from policyd.plugins.topology_spread_constraints import (
     default_selector,
     pod_constraints,
     qualified_name_problems,
-    required_node_affinity,
     tolerates_node,
+)
+from policyd.plugins.topology_spread_vector import (
+    VectorCache,
+    domain_codes,
+    domain_sums,
+    eligibility,
+    generations,
+    keys_present,
 )
 
 NAME = names.POD_TOPOLOGY_SPREAD
@@ -53,6 +67,7 @@ _SKIP = Status.skip()
 
 PRE_FILTER_KEY = f"{NAME}/preFilter"
 PRE_SCORE_KEY = f"{NAME}/preScore"
+_GENERATIONS_KEY = f"{NAME}/generations"
 _COUNTS_CACHE = f"{NAME}/counts"
 _COUNTS_CACHE_LIMIT = 64  # distinct (namespace, selector) pairs remembered per node
 
@@ -65,24 +80,28 @@ SYSTEM_DEFAULT_CONSTRAINTS: tuple[dict[str, Any], ...] = (
 _ARGS_FIELDS = frozenset(("defaultConstraints", "defaultingType", "apiVersion", "kind"))
 
 
-def count_matching(info: NodeInfo, selector_key: str, c: Constraint, namespace: str) -> int:
+def count_matching(info: NodeInfo, count_key: str, c: Constraint, namespace: str) -> int:
     """Pods on the node in `namespace`, not terminating, matching c's selector
     (countPodsMatchSelector; an empty selector counts nothing).
 
-    `selector_key` is the namespace plus c.count_key; the result is memoized on the
-    node record and reused while the NodeInfo's generation is unchanged."""
+    `count_key` is the namespace plus c.count_key; the result is memoized on the node
+    record and reused while the NodeInfo's generation is unchanged."""
     if c.selector.is_empty:
         return 0
     node_cache = info.node.cache
     counts: dict[str, tuple[NodeInfo, int, int]] | None = node_cache.get(_COUNTS_CACHE)
     if counts is None:
         counts = node_cache[_COUNTS_CACHE] = {}
-    hit = counts.get(selector_key)
-    generation = info.generation
+    hit = counts.get(count_key)
     # The NodeInfo itself (not its id, which may be reused) tells whether the entry was
     # made for this node's pods: a Node record can outlive its NodeInfo.
-    if hit is not None and hit[0] is info and hit[1] == generation:
+    if hit is not None and hit[0] is info and hit[1] == info.generation:
         return hit[2]
+    return _recount(info, c, namespace, counts, count_key)
+
+
+def _recount(info: NodeInfo, c: Constraint, namespace: str,
+             counts: dict[str, tuple[NodeInfo, int, int]], count_key: str) -> int:
     matches = c.selector.matches
     n = 0
     for p in info.pods.values():
@@ -90,15 +109,88 @@ def count_matching(info: NodeInfo, selector_key: str, c: Constraint, namespace: 
             n += 1
     if len(counts) >= _COUNTS_CACHE_LIMIT:
         counts.clear()
-    counts[selector_key] = (info, generation, n)
+    counts[count_key] = (info, info.generation, n)
     return n
+
+
+def _accumulate(pod: Pod, constraints: tuple[Constraint, ...], count_keys: tuple[str, ...],
+                nodes: Sequence[NodeInfo], require_all: bool, domains: list[dict[str, int]],
+                known_domains_only: bool) -> None:
+    """Add each node's matching pods to its domain of every constraint, in one pass.
+
+    Nodes lacking a constraint's key are skipped when `require_all`; a constraint skips
+    nodes its inclusion policies exclude. With `known_domains_only` (PreScore) only
+    domains already in `domains` are counted, and a missing key reads as ""."""
+    keys = tuple(c.topology_key for c in constraints)
+    affinity = pod_node_affinity(pod)
+    # nodeSelector and required node affinity (upstream's GetRequiredNodeAffinity).
+    affinity_trivial = not affinity.selector and affinity.required is None
+    needs_affinity = tuple(c.honor_node_affinity and not affinity_trivial for c in constraints)
+    needs_taints = tuple(c.honor_node_taints for c in constraints)
+    policy_free = not any(needs_affinity) and not any(needs_taints)
+    all_indices = tuple(range(len(constraints)))
+    empty = tuple(c.selector.is_empty for c in constraints)
+    ns = pod.namespace
+    eligible = all_indices
+    for info in nodes:
+        node = info.node
+        labels = node.labels
+        # A node lacking any constraint's key counts for none of them.
+        if require_all and not all(map(labels.__contains__, keys)):
+            continue
+        if not policy_free:
+            affinity_ok = affinity_trivial or affinity.matches(labels, node.name)
+            taints_ok = not node.taints or tolerates_node(pod, node)
+            eligible = tuple(i for i in all_indices
+                             if (affinity_ok or not needs_affinity[i])
+                             and (taints_ok or not needs_taints[i]))
+        counts: dict[str, tuple[NodeInfo, int, int]] | None = node.cache.get(_COUNTS_CACHE)
+        if counts is None:
+            counts = node.cache[_COUNTS_CACHE] = {}
+        generation = info.generation
+        for i in eligible:
+            d = domains[i]
+            value = labels.get(keys[i], "")
+            if known_domains_only:
+                if value not in d:
+                    continue
+            elif value not in d:
+                d[value] = 0
+            if empty[i]:
+                continue
+            count_key = count_keys[i]
+            hit = counts.get(count_key)
+            if hit is not None and hit[0] is info and hit[1] == generation:
+                d[value] += hit[2]
+            else:
+                d[value] += _recount(info, constraints[i], ns, counts, count_key)
+
+
+@dataclass(slots=True)
+class _VectorCheck:
+    key: str
+    sums: IntArray  # matching pods per label code, plus a trailing 0 for absent labels
+    limit: int
+    vocab: dict[str, int]
+    present: BoolArray  # codes holding an eligible node
 
 
 @dataclass(slots=True)
 class _PreFilterState:
-    # One entry per DoNotSchedule constraint: (topology key, domain value -> matching
-    # pods, the highest count a domain may hold for the pod to still fit there).
-    checks: list[tuple[str, dict[str, int], int]]
+    # Per DoNotSchedule constraint: (topology key, domain value -> matching pods, the
+    # highest count a domain may hold for the pod to still fit there). Built from
+    # `vector` on first use when PreFilter ran on the NodeTable.
+    checks: list[tuple[str, dict[str, int], int]] | None
+    vector: list[_VectorCheck] | None = None
+    table: NodeTable | None = None
+
+    def python_checks(self) -> list[tuple[str, dict[str, int], int]]:
+        if self.checks is None:
+            self.checks = [
+                (v.key, {value: int(v.sums[code]) for value, code in v.vocab.items()
+                         if v.present[code]}, v.limit)
+                for v in self.vector or ()]
+        return self.checks
 
 
 @dataclass(slots=True)
@@ -111,9 +203,66 @@ class _PreScoreState:
     namespace: str
 
 
+@dataclass(slots=True)
+class _ScoreCycle:
+    """PreScore's inputs; the per-node state is built on first use when the cycle runs
+    on the NodeTable (Score then goes through `score_vector`)."""
+
+    pod: Pod
+    constraints: tuple[Constraint, ...]
+    count_keys: tuple[str, ...]
+    require_all: bool
+    nodes: Sequence[NodeInfo]
+    all_nodes: Sequence[NodeInfo]
+    table: NodeTable | None
+    state: _PreScoreState | None = None
+    vector_ignored: BoolArray | None = None
+
+    def python(self) -> _PreScoreState:
+        if self.state is None:
+            self.state = _python_pre_score(self)
+        return self.state
+
+
+def _python_pre_score(cyc: _ScoreCycle) -> _PreScoreState:
+    constraints, nodes = cyc.constraints, cyc.nodes
+    keys = tuple(c.topology_key for c in constraints)
+    indexed = tuple(enumerate(constraints))
+    ignored: set[str] = set()
+    domain_counts: list[dict[str, int]] = [{} for _ in constraints]
+    for info in nodes:
+        labels = info.node.labels
+        if cyc.require_all and not all(map(labels.__contains__, keys)):
+            ignored.add(info.node.name)
+            continue
+        for i, c in indexed:
+            # Hostname counts are taken per node in Score.
+            if not c.is_hostname:
+                domain_counts[i].setdefault(labels.get(c.topology_key, ""), 0)
+    candidates = len(nodes) - len(ignored)
+    weights = [topology_normalizing_weight(candidates if c.is_hostname
+                                           else len(domain_counts[i]))
+               for i, c in indexed]
+    if any(domain_counts):
+        _accumulate(cyc.pod, constraints, cyc.count_keys, cyc.all_nodes, cyc.require_all,
+                    domain_counts, known_domains_only=True)
+    return _PreScoreState(constraints, cyc.count_keys, ignored, domain_counts, weights,
+                          cyc.pod.namespace)
+
+
 def topology_normalizing_weight(size: int) -> float:
     """log(size + 2): keeps counts of many-domain topologies from drowning small ones."""
     return math.log(size + 2)
+
+
+def _table_of(state: CycleState) -> NodeTable | None:
+    """The NodeTable when this cycle runs on it: its rows are exactly `all_nodes`."""
+    # The engine builds the fast path's CycleState from the synced table's row list, so
+    # identity of that list is what proves the columns describe these nodes.
+    table: NodeTable | None = getattr(state.cluster, "_table", None)
+    if table is not None and table.infos is state.all_nodes:
+        return table
+    return None
 
 
 class PodTopologySpread:
@@ -125,6 +274,7 @@ class PodTopologySpread:
         self.system_defaulted = system_defaulted
         self._default_hard = tuple(c for c in default_constraints if c.action == DO_NOT_SCHEDULE)
         self._default_soft = tuple(c for c in default_constraints if c.action == SCHEDULE_ANYWAY)
+        self._vector = VectorCache()
 
     def _constraints(self, state: CycleState, pod: Pod, hard: bool
                      ) -> tuple[Constraint, ...] | Status:
@@ -142,6 +292,18 @@ class PodTopologySpread:
             return ()
         return tuple(c.with_selector(selector) for c in defaults)
 
+    def _counts(self, state: CycleState, table: NodeTable, count_key: str, c: Constraint,
+                namespace: str) -> IntArray:
+        """Matching pods per table row (zeros for an empty selector)."""
+        if c.selector.is_empty:
+            return np.zeros(len(table.infos), np.int64)
+        gens = state.get(_GENERATIONS_KEY)
+        if gens is None:
+            # Once per cycle: every count column compares against the same snapshot.
+            gens = generations(table.infos)
+            state.write(_GENERATIONS_KEY, gens)
+        return self._vector.counts(table, gens, count_key, c, namespace, count_matching)
+
     # --- PreFilter / Filter ----------------------------------------------------------
 
     def pre_filter(
@@ -154,35 +316,15 @@ class PodTopologySpread:
             # Also invalidates a stale state from an earlier cycle of the same CycleState.
             state.write(PRE_FILTER_KEY, _PreFilterState([]))
             return None, _SKIP
-        ns = pod.namespace
-        keys = tuple(c.topology_key for c in constraints)
-        count_keys = tuple(f"{ns}\x00{c.count_key}" for c in constraints)
+        count_keys = tuple(f"{pod.namespace}\x00{c.count_key}" for c in constraints)
+        table = _table_of(state)
+        if table is not None:
+            state.write(PRE_FILTER_KEY, self._pre_filter_vector(
+                state, pod, table, constraints, count_keys))
+            return None, None
         domains: list[dict[str, int]] = [{} for _ in constraints]
-        affinity = (required_node_affinity(pod)
-                    if any(c.honor_node_affinity for c in constraints) else None)
-        indexed = tuple(enumerate(constraints))
-        for info in state.all_nodes or nodes:
-            node = info.node
-            labels = node.labels
-            # A node lacking any constraint's key counts for none of them.
-            if any(k not in labels for k in keys):
-                continue
-            affinity_ok: bool | None = None
-            taints_ok: bool | None = None
-            for i, c in indexed:
-                if c.honor_node_affinity and affinity is not None:
-                    if affinity_ok is None:
-                        affinity_ok = affinity.matches(node)
-                    if not affinity_ok:
-                        continue
-                if c.honor_node_taints:
-                    if taints_ok is None:
-                        taints_ok = tolerates_node(pod, node)
-                    if not taints_ok:
-                        continue
-                value = labels[c.topology_key]
-                d = domains[i]
-                d[value] = d.get(value, 0) + count_matching(info, count_keys[i], c, ns)
+        _accumulate(pod, constraints, count_keys, state.all_nodes or nodes, True, domains,
+                    known_domains_only=False)
         checks: list[tuple[str, dict[str, int], int]] = []
         for c, d in zip(constraints, domains, strict=True):
             # Fewer eligible domains than minDomains: the global minimum is taken as 0.
@@ -192,10 +334,27 @@ class PodTopologySpread:
         state.write(PRE_FILTER_KEY, _PreFilterState(checks))
         return None, None
 
+    def _pre_filter_vector(self, state: CycleState, pod: Pod, table: NodeTable,
+                           constraints: tuple[Constraint, ...], count_keys: tuple[str, ...]
+                           ) -> _PreFilterState:
+        masks = eligibility(self._vector, table, pod, constraints, require_all=True)
+        checks = []
+        for c, count_key, mask in zip(constraints, count_keys, masks, strict=True):
+            codes, vocab = table.label_codes(c.topology_key)
+            counts = self._counts(state, table, count_key, c, pod.namespace)
+            # Eligible rows have every key, so their codes are never ABSENT.
+            sums, present = domain_sums(codes, mask, counts, len(vocab))
+            domains = int(present.sum())
+            global_min = 0 if domains < c.min_domains else int(sums[present].min())
+            self_match = 1 if c.selector.matches(pod.labels) else 0
+            checks.append(_VectorCheck(c.topology_key, np.append(sums, 0),
+                                       c.max_skew + global_min - self_match, vocab, present))
+        return _PreFilterState(None, checks, table)
+
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         s: _PreFilterState = state.read(PRE_FILTER_KEY)
         labels = node.node.labels
-        for key, domains, limit in s.checks:
+        for key, domains, limit in s.python_checks():
             value = labels.get(key)
             if value is None:
                 return _NODE_LABEL_NOT_MATCH
@@ -208,7 +367,7 @@ class PodTopologySpread:
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> list[Status | None]:
         s: _PreFilterState = state.read(PRE_FILTER_KEY)
-        checks = s.checks
+        checks = s.python_checks()
         if not checks:
             return [None] * len(nodes)
         out: list[Status | None] = []
@@ -227,6 +386,18 @@ class PodTopologySpread:
             append(result)
         return out
 
+    def filter_mask(self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray
+                    ) -> BoolArray | None:
+        s: _PreFilterState | None = state.get(PRE_FILTER_KEY)
+        if s is None or s.vector is None or s.table is not table:
+            return None
+        passes = np.ones(idx.size, np.bool_)
+        for check in s.vector:
+            codes = table.label_codes(check.key)[0][idx]
+            # ABSENT (-1) indexes the trailing 0; the key test rejects those rows anyway.
+            passes &= (codes != ABSENT) & (check.sums[codes] <= check.limit)
+        return passes
+
     # --- PreScore / Score / NormalizeScore ---------------------------------------------
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
@@ -238,61 +409,20 @@ class PodTopologySpread:
             return constraints
         if not constraints:
             return _SKIP
-        ns = pod.namespace
         # Only the system defaults tolerate nodes missing a key (e.g. no zone label):
         # such nodes still get hostname spreading.
         require_all = bool(pod.topology_spread_constraints) or not self.system_defaulted
-        keys = tuple(c.topology_key for c in constraints)
-        indexed = tuple(enumerate(constraints))
-        ignored: set[str] = set()
-        domain_counts: list[dict[str, int]] = [{} for _ in constraints]
-        for info in nodes:
-            labels = info.node.labels
-            if require_all and any(k not in labels for k in keys):
-                ignored.add(info.node.name)
-                continue
-            for i, c in indexed:
-                # Hostname counts are taken per node in Score.
-                if not c.is_hostname:
-                    domain_counts[i].setdefault(labels.get(c.topology_key, ""), 0)
-        candidates = len(nodes) - len(ignored)
-        weights = [topology_normalizing_weight(candidates if c.is_hostname
-                                               else len(domain_counts[i]))
-                   for i, c in indexed]
-        count_keys = tuple(f"{ns}\x00{c.count_key}" for c in constraints)
-        if any(domain_counts):
-            affinity = (required_node_affinity(pod)
-                        if any(c.honor_node_affinity for c in constraints) else None)
-            for info in all_nodes:
-                node = info.node
-                labels = node.labels
-                if require_all and any(k not in labels for k in keys):
-                    continue
-                affinity_ok: bool | None = None
-                taints_ok: bool | None = None
-                for i, c in indexed:
-                    d = domain_counts[i]
-                    value = labels.get(c.topology_key, "")
-                    # Only domains holding a candidate node matter.
-                    if value not in d:
-                        continue
-                    if c.honor_node_affinity and affinity is not None:
-                        if affinity_ok is None:
-                            affinity_ok = affinity.matches(node)
-                        if not affinity_ok:
-                            continue
-                    if c.honor_node_taints:
-                        if taints_ok is None:
-                            taints_ok = tolerates_node(pod, node)
-                        if not taints_ok:
-                            continue
-                    d[value] += count_matching(info, count_keys[i], c, ns)
-        state.write(PRE_SCORE_KEY, _PreScoreState(
-            constraints, count_keys, ignored, domain_counts, weights, ns))
+        count_keys = tuple(f"{pod.namespace}\x00{c.count_key}" for c in constraints)
+        table = _table_of(state)
+        cyc = _ScoreCycle(pod, constraints, count_keys, require_all, nodes, all_nodes, table)
+        if table is None:
+            cyc.python()
+        state.write(PRE_SCORE_KEY, cyc)
         return None
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
-        s: _PreScoreState = state.read(PRE_SCORE_KEY)
+        cyc: _ScoreCycle = state.read(PRE_SCORE_KEY)
+        s = cyc.python()
         if node.node.name in s.ignored:
             return 0
         labels = node.node.labels
@@ -310,13 +440,47 @@ class PodTopologySpread:
         # Go's math.Round: halves away from zero (the total is never negative).
         return math.floor(total + 0.5)
 
+    def score_vector(self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray
+                     ) -> IntArray | None:
+        cyc: _ScoreCycle | None = state.get(PRE_SCORE_KEY)
+        if cyc is None or cyc.table is not table:
+            return None
+        constraints = cyc.constraints
+        if cyc.require_all:
+            ignored = ~keys_present(table, [c.topology_key for c in constraints])[idx]
+        else:
+            ignored = np.zeros(idx.size, np.bool_)
+        candidates = idx[~ignored]
+        masks = eligibility(self._vector, table, pod, constraints, cyc.require_all)
+        # Same float operations in the same order as `score`, so totals are identical.
+        total = np.zeros(idx.size, np.float64)
+        for c, count_key, mask in zip(constraints, cyc.count_keys, masks, strict=True):
+            counts = self._counts(state, table, count_key, c, pod.namespace)
+            if c.is_hostname:
+                weight = topology_normalizing_weight(int(candidates.size))
+                count = counts[idx]
+            else:
+                codes, vocab = domain_codes(table, c.topology_key)
+                size = len(vocab) + 1
+                candidate_domains = np.zeros(size, np.bool_)
+                candidate_domains[codes[candidates]] = True
+                weight = topology_normalizing_weight(int(candidate_domains.sum()))
+                sums, _ = domain_sums(codes, mask, counts, size)
+                count = sums[codes[idx]]
+            has_key = table.label_codes(c.topology_key)[0][idx] != ABSENT
+            total += np.where(has_key, count * weight + (c.max_skew - 1), 0.0)
+        scores = np.floor(total + 0.5).astype(np.int64)
+        scores[ignored] = 0
+        cyc.vector_ignored = ignored
+        return scores
+
     def normalize_score(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo], scores: list[int]
     ) -> Status | None:
-        s: _PreScoreState | None = state.get(PRE_SCORE_KEY)
-        if s is None:
+        cyc: _ScoreCycle | None = state.get(PRE_SCORE_KEY)
+        if cyc is None:
             return Status.error(f"reading {PRE_SCORE_KEY!r} from cycle state: not found")
-        ignored = s.ignored
+        ignored = cyc.python().ignored
         lowest: int | None = None
         highest = 0
         for node, score in zip(nodes, scores, strict=True):
@@ -336,6 +500,22 @@ class PodTopologySpread:
                 # Reversed min-max: the node with the fewest matching pods gets 100.
                 scores[i] = MAX_NODE_SCORE * (highest + low - scores[i]) // highest
         return None
+
+    def normalize_vector(self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray,
+                         scores: IntArray) -> IntArray:
+        cyc: _ScoreCycle = state.read(PRE_SCORE_KEY)
+        ignored = cyc.vector_ignored
+        if ignored is None or ignored.size != scores.size:
+            raise RuntimeError("normalize_vector called without score_vector")
+        valid = scores[~ignored]
+        low = int(valid.min()) if valid.size else 0
+        high = int(valid.max()) if valid.size else 0
+        if high <= 0:
+            out = np.full(scores.size, MAX_NODE_SCORE, np.int64)
+        else:
+            out = MAX_NODE_SCORE * (high + low - scores) // high
+        out[ignored] = 0
+        return out
 
 
 # --- args (PodTopologySpreadArgs) --------------------------------------------------------

@@ -17,15 +17,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from policyd.framework.status import Status
-from policyd.model.records import Node, Pod
+from policyd.model.records import Node, Pod, Taint
 from policyd.model.selectors import (
     MATCH_NOTHING,
     LabelSelector,
-    NodeSelector,
     Requirement,
     SelectorError,
     compile_label_selector,
-    compile_node_selector,
 )
 
 HOSTNAME_KEY = "kubernetes.io/hostname"
@@ -39,7 +37,6 @@ SYSTEM_DEFAULTING = "System"
 LIST_DEFAULTING = "List"
 
 _CONSTRAINTS_CACHE = "PodTopologySpread/constraints"
-_AFFINITY_CACHE = "PodTopologySpread/requiredNodeAffinity"
 # Taint effects that keep a pod off a node (helper.DoNotScheduleTaintsFilterFunc).
 _DO_NOT_SCHEDULE_EFFECTS = frozenset(("NoSchedule", "NoExecute"))
 
@@ -211,96 +208,86 @@ def pod_constraints(pod: Pod) -> tuple[tuple[Constraint, ...], tuple[Constraint,
 
 # --- node inclusion policies ---------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class RequiredNodeAffinity:
-    """The pod's nodeSelector AND required node affinity (nodeaffinity.RequiredNodeAffinity).
-
-    An affinity that does not compile matches no node: upstream ignores the parse error
-    and the term cannot match, and the NodeAffinity filter rejects such a pod anyway."""
-
-    node_selector: tuple[tuple[str, str], ...]
-    affinity: NodeSelector | None
-    invalid: bool = False
-
-    def matches(self, node: Node) -> bool:
-        if self.invalid:
-            return False
-        labels = node.labels
-        for k, v in self.node_selector:
-            if labels.get(k) != v:
-                return False
-        return self.affinity is None or self.affinity.matches(labels, node.name)
-
-
-def required_node_affinity(pod: Pod) -> RequiredNodeAffinity:
-    cached = pod.cache.get(_AFFINITY_CACHE)
-    if cached is not None:
-        return cached  # type: ignore[no-any-return]
-    node_affinity = pod.affinity.get("nodeAffinity") if pod.affinity else None
-    required = (node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-                if isinstance(node_affinity, Mapping) else None)
-    compiled: NodeSelector | None = None
-    invalid = False
-    if required is not None:
-        try:
-            compiled = compile_node_selector(required)
-        except SelectorError:
-            invalid = True
-    result = RequiredNodeAffinity(tuple(pod.node_selector.items()), compiled, invalid)
-    pod.cache[_AFFINITY_CACHE] = result
-    return result
-
-
-def tolerates_node(pod: Pod, node: Node) -> bool:
-    """False when the node has a NoSchedule/NoExecute taint the pod does not tolerate."""
-    for taint in node.taints:
+def tolerates_taints(pod: Pod, taints: Sequence[Taint]) -> bool:
+    """False when a NoSchedule/NoExecute taint is not tolerated by the pod
+    (FindMatchingUntoleratedTaint with DoNotScheduleTaintsFilterFunc)."""
+    for taint in taints:
         if taint.effect in _DO_NOT_SCHEDULE_EFFECTS and not any(
                 t.tolerates(taint) for t in pod.tolerations):
             return False
     return True
 
 
+def tolerates_node(pod: Pod, node: Node) -> bool:
+    return tolerates_taints(pod, node.taints)
+
+
 # --- the default selector (helper.DefaultSelector) -----------------------------------
 
 def _controller_ref(pod: Pod) -> Mapping[str, Any] | None:
     meta = pod.raw.get("metadata")
-    refs = meta.get("ownerReferences") if isinstance(meta, Mapping) else None
+    refs = meta.get("ownerReferences") if isinstance(meta, dict) else None
     if not isinstance(refs, list):
         return None
     for ref in refs:
-        if isinstance(ref, Mapping) and ref.get("controller") is True:
+        if isinstance(ref, dict) and ref.get("controller") is True:
             return ref
     return None
 
 
-def _namespace_and_name(obj: Any) -> tuple[str, str] | None:
-    if not isinstance(obj, Mapping):
-        return None
-    meta = obj.get("metadata")
-    if not isinstance(meta, Mapping):
-        return None
-    name = meta.get("name")
-    ns = meta.get("namespace") or "default"
-    if not isinstance(name, str) or not isinstance(ns, str):
-        return None
-    return ns, name
+@dataclass(frozen=True, slots=True)
+class _Workload:
+    """What DefaultSelector reads from one raw workload object."""
+
+    obj: Any  # the raw object itself, so a reused id() is never mistaken for it
+    namespace: str
+    name: str
+    labels: tuple[tuple[str, str], ...] | None  # Service / RC: map selector; None if nil
+    requirements: tuple[Requirement, ...]  # ReplicaSet / StatefulSet: LabelSelector
 
 
-def _spec_selector(obj: Mapping[str, Any]) -> Any:
-    spec = obj.get("spec")
-    return spec.get("selector") if isinstance(spec, Mapping) else None
+_WORKLOADS: dict[int, _Workload | None] = {}
+_WORKLOADS_LIMIT = 100_000
 
 
-def _find(objs: Sequence[Any], namespace: str, name: str) -> Mapping[str, Any] | None:
+def _digest(obj: Any) -> _Workload | None:
+    """The parsed form of a raw workload, memoized by identity: raw objects are replaced,
+    not edited, when the API reports a change; malformed objects digest to None."""
+    hit = _WORKLOADS.get(id(obj))
+    if hit is not None and hit.obj is obj:
+        return hit
+    result: _Workload | None = None
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    if isinstance(meta, dict):
+        name, ns = meta.get("name"), meta.get("namespace") or "default"
+        spec = obj.get("spec")
+        sel = spec.get("selector") if isinstance(spec, dict) else None
+        if isinstance(name, str) and isinstance(ns, str):
+            labels: tuple[tuple[str, str], ...] | None = None
+            reqs: tuple[Requirement, ...] = ()
+            if isinstance(sel, dict) and all(
+                    isinstance(k, str) and isinstance(v, str) for k, v in sel.items()):
+                labels = tuple(sel.items())
+            if sel is not None and ("matchLabels" in sel or "matchExpressions" in sel
+                                    if isinstance(sel, dict) else False):
+                try:
+                    reqs = compile_label_selector(sel).requirements
+                except SelectorError:
+                    reqs = ()
+            result = _Workload(obj, ns, name, labels, reqs)
+    if len(_WORKLOADS) >= _WORKLOADS_LIMIT:
+        _WORKLOADS.clear()
+    if result is not None:
+        _WORKLOADS[id(obj)] = result
+    return result
+
+
+def _find(objs: Sequence[Any], namespace: str, name: str) -> _Workload | None:
     for obj in objs:
-        if _namespace_and_name(obj) == (namespace, name):
-            return obj  # type: ignore[no-any-return]
+        w = _digest(obj)
+        if w is not None and w.name == name and w.namespace == namespace:
+            return w
     return None
-
-
-def _is_string_map(value: Any) -> bool:
-    return isinstance(value, Mapping) and all(
-        isinstance(k, str) and isinstance(v, str) for k, v in value.items())
 
 
 def default_selector(pod: Pod, workloads: Mapping[str, Sequence[Any]] | None) -> LabelSelector:
@@ -313,16 +300,14 @@ def default_selector(pod: Pod, workloads: Mapping[str, Sequence[Any]] | None) ->
     if not workloads:
         return LabelSelector(())
     label_set: dict[str, str] = {}
+    pod_labels = pod.labels
     for svc in workloads.get("Service", ()):
-        where = _namespace_and_name(svc)
-        if where is None or where[0] != pod.namespace:
-            continue
-        sel = _spec_selector(svc)
+        w = _digest(svc)
         # A nil selector selects nothing (not everything); an empty one selects all.
-        if sel is None or not _is_string_map(sel):
+        if w is None or w.labels is None or w.namespace != pod.namespace:
             continue
-        if all(pod.labels.get(k) == v for k, v in sel.items()):
-            label_set.update(sel)
+        if all(pod_labels.get(k) == v for k, v in w.labels):
+            label_set.update(w.labels)
     extra: tuple[Requirement, ...] = ()
     ref = _controller_ref(pod)
     if ref is not None:
@@ -330,15 +315,11 @@ def default_selector(pod: Pod, workloads: Mapping[str, Sequence[Any]] | None) ->
         if isinstance(name, str) and isinstance(kind, str):
             if (api_version, kind) == ("v1", "ReplicationController"):
                 rc = _find(workloads.get(kind, ()), pod.namespace, name)
-                rc_sel: Any = _spec_selector(rc) if rc is not None else None
-                if _is_string_map(rc_sel):
-                    label_set.update(rc_sel)
+                if rc is not None and rc.labels is not None:
+                    label_set.update(rc.labels)
             elif (api_version, kind) in (("apps/v1", "ReplicaSet"), ("apps/v1", "StatefulSet")):
-                obj = _find(workloads.get(kind, ()), pod.namespace, name)
-                if obj is not None:
-                    try:
-                        extra = compile_label_selector(_spec_selector(obj)).requirements
-                    except SelectorError:
-                        extra = ()
+                controller = _find(workloads.get(kind, ()), pod.namespace, name)
+                if controller is not None:
+                    extra = controller.requirements
     reqs = tuple(Requirement(k, "In", frozenset((v,))) for k, v in label_set.items())
     return LabelSelector(reqs + extra)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import numpy as np
 import pytest
 
 from policyd.framework import Code, CycleState, PluginError, Status
@@ -165,7 +166,27 @@ def run_filter(p: Pod, nodes: list[Node], pods: list[Pod], plugin: PodTopologySp
     infos = cs.node_infos()
     single = [plugin.filter(state, p, n) for n in infos]
     assert plugin.filter_all(state, p, infos) == single
+    assert_fast_filter_agrees(plugin, p, cs, single)
     return {n.name: verdict(s) for n, s in zip(infos, single, strict=True)}
+
+
+def assert_fast_filter_agrees(plugin: PodTopologySpread, p: Pod, cs: ClusterState,
+                              want: list[Status | None]) -> None:
+    """The NodeTable path: PreFilter on columns, filter_mask, and per-node filter reading
+    the columnar state all give the reference results."""
+    table = cs.table()
+    state = CycleState(table.infos, cs)
+    assert plugin.pre_filter(state, p, state.all_nodes) == (None, None)
+    idx = np.arange(len(table.infos))
+    mask = plugin.filter_mask(state, p, table, idx)
+    assert mask is not None
+    assert mask.tolist() == [s is None for s in want]
+    assert [plugin.filter(state, p, n) for n in table.infos] == want
+    # A subset of rows, as the runner passes after earlier filters.
+    sub = idx[::2]
+    sub_mask = plugin.filter_mask(state, p, table, sub)
+    assert sub_mask is not None
+    assert sub_mask.tolist() == [want[i] is None for i in sub.tolist()]
 
 
 # --- reasons --------------------------------------------------------------------------
@@ -524,9 +545,10 @@ def test_filter_all_matches_filter_on_generated_clusters() -> None:
         state = cycle(cs)
         plugin.pre_filter(state, p, state.all_nodes)
         infos = cs.node_infos()
-        assert plugin.filter_all(state, p, infos) == [plugin.filter(state, p, n) for n in infos]
-        assert [verdict(plugin.filter(state, p, n)) for n in infos] == \
-            _reference_filter(p, infos, spread)
+        want = [plugin.filter(state, p, n) for n in infos]
+        assert plugin.filter_all(state, p, infos) == want
+        assert [verdict(s) for s in want] == _reference_filter(p, infos, spread)
+        assert_fast_filter_agrees(plugin, p, cs, want)
 
 
 def _reference_filter(p: Pod, infos: list[NodeInfo], spread: list[dict[str, Any]]) -> list[str]:
@@ -584,9 +606,26 @@ def run_score(p: Pod, nodes: list[Node], pods: list[Pod], failed: list[Node] | N
     infos = cs.node_infos()
     candidates = [i for i in infos if i.name in {n.name for n in nodes}]
     assert plugin.pre_score(state, p, candidates) is None
-    scores = [plugin.score(state, p, n) for n in candidates]
+    raw = [plugin.score(state, p, n) for n in candidates]
+    scores = list(raw)
     assert plugin.normalize_score(state, p, candidates, scores) is None
+    assert_fast_score_agrees(plugin, p, cs, [n.name for n in candidates], raw, scores)
     return {n.name: s for n, s in zip(candidates, scores, strict=True)}
+
+
+def assert_fast_score_agrees(plugin: PodTopologySpread, p: Pod, cs: ClusterState,
+                             candidates: list[str], raw: list[int], want: list[int]) -> None:
+    table = cs.table()
+    state = CycleState(table.infos, cs)
+    idx = np.array([table.index[n] for n in candidates], np.int64)
+    infos = [table.infos[i] for i in idx.tolist()]
+    assert plugin.pre_score(state, p, infos) is None
+    vector = plugin.score_vector(state, p, table, idx)
+    assert vector is not None
+    assert vector.tolist() == raw
+    assert plugin.normalize_vector(state, p, table, idx, vector).tolist() == want
+    # The per-node methods still work on a cycle prepared for the table.
+    assert [plugin.score(state, p, n) for n in infos] == raw
 
 
 HOST4 = [hn("node-a"), hn("node-b"), hn("node-c"), hn("node-d")]
@@ -748,7 +787,7 @@ def test_score_system_defaults_with_replicaset_and_zones() -> None:
     state = cycle(cs)
     infos = cs.node_infos()
     assert plugin.pre_score(state, p, infos) is None
-    s = state.read(pts.PRE_SCORE_KEY)
+    s = state.read(pts.PRE_SCORE_KEY).python()
     assert s.ignored == set()
     assert [c.topology_key for c in s.constraints] == [HOST, ZONE]
     assert [c.max_skew for c in s.constraints] == [3, 5]
@@ -802,7 +841,7 @@ def test_pre_score_list_defaults_with_replicaset() -> None:
     state = cycle(cs)
     plugin = new(args)
     assert plugin.pre_score(state, p, cs.node_infos()) is None
-    s = state.read(pts.PRE_SCORE_KEY)
+    s = state.read(pts.PRE_SCORE_KEY).python()
     assert [(c.topology_key, c.max_skew) for c in s.constraints] == [(HOST, 1), ("planet", 2)]
     assert s.domain_counts == [{}, {"mars": 0}]
     assert s.weights == [pts.topology_normalizing_weight(1)] * 2
@@ -818,7 +857,7 @@ def test_pre_score_ignores_nodes_missing_keys() -> None:
     cs = cluster(nodes, [])
     state = cycle(cs)
     assert new().pre_score(state, p, cs.node_infos()) is None
-    s = state.read(pts.PRE_SCORE_KEY)
+    s = state.read(pts.PRE_SCORE_KEY).python()
     assert s.ignored == {"node-x"}
     assert s.domain_counts == [{"zone1": 0}, {}]
     assert s.weights == [pts.topology_normalizing_weight(1), pts.topology_normalizing_weight(2)]
@@ -950,3 +989,83 @@ def test_args_accept_list_with_constraints_and_kind() -> None:
                       {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": DNS},
                       {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": SA}]})
     assert [c.action for c in plugin.default_constraints] == [DNS, SA]
+
+
+def test_vector_counts_follow_cluster_changes() -> None:
+    # Count columns are kept across cycles; an assumed pod must be recounted on its row,
+    # and a new node (table rebuild) must get a column row of its own.
+    plugin = new({"defaultingType": "List"})
+    p = pod(spread=(sc(1, "node", DNS, FOO),))
+    cs = cluster(list(FOUR_ZONE_NODES), existing("node-a", "node-b", "node-y"))
+
+    def passing() -> list[str]:
+        table = cs.table()
+        state = CycleState(table.infos, cs)
+        plugin.pre_filter(state, p, state.all_nodes)
+        mask = plugin.filter_mask(state, p, table, np.arange(len(table.infos)))
+        assert mask is not None
+        return [table.names[i] for i in np.flatnonzero(mask).tolist()]
+
+    assert passing() == ["node-x"]
+    cs.assume(pod("new1"), "node-x")
+    assert passing() == ["node-a", "node-b", "node-x", "node-y"]
+    cs.assume(pod("new2"), "node-x")
+    assert passing() == ["node-a", "node-b", "node-y"]
+    cs.upsert_node(zn("node-z", "zone3"))
+    assert passing() == ["node-z"]
+
+
+def test_score_vector_matches_score_on_generated_clusters() -> None:
+    rng = random.Random(99)
+    services = {"Service": [
+        {"metadata": {"name": "s", "namespace": "default"}, "spec": {"selector": {"foo": ""}}}]}
+    for trial in range(60):
+        system = rng.random() < 0.4
+        nodes = []
+        for i in range(rng.randint(1, 12)):
+            labels = {HOST: f"n{i}"} if rng.random() < 0.9 else {}
+            if rng.random() < 0.7:
+                labels[ZONE] = rng.choice(["z0", "z1", "z2", ""])
+            if rng.random() < 0.5:
+                labels["foo"] = ""
+            nodes.append(node(f"n{i}", labels, tainted=rng.random() < 0.2))
+        pods = [pod(f"e{j}", labels=tuple(rng.sample(["foo", "bar"], rng.randint(0, 2))),
+                    on=f"n{rng.randrange(len(nodes))}",
+                    namespace=rng.choice(["default", "default", "other"]),
+                    terminating=rng.random() < 0.1)
+                for j in range(rng.randint(0, 30))]
+        spread: tuple[dict[str, Any], ...] = ()
+        if not system:
+            spread = tuple(
+                sc(rng.randint(1, 4), key, SA, rng.choice([FOO, BAR, None, {}]),
+                   affinity_policy=rng.choice([None, "Ignore"]),
+                   taints_policy=rng.choice([None, "Honor"]),
+                   match_label_keys=rng.choice([None, ["foo"]]))
+                for key in rng.sample([ZONE, HOST], rng.randint(1, 2)))
+        p = pod(labels=tuple(rng.sample(["foo", "bar"], rng.randint(0, 2))), spread=spread,
+                node_selector=rng.choice([None, {"foo": ""}]))
+        cs = cluster(nodes, pods, services)
+        plugin = new({} if system else {"defaultingType": "List"})
+        state = cycle(cs)
+        infos = cs.node_infos()
+        candidates = [n for n in infos if rng.random() < 0.7] or infos[:1]
+        status = plugin.pre_score(state, p, candidates)
+        if status is not None:
+            assert status == Status.skip(), (trial, status)
+            continue
+        raw = [plugin.score(state, p, n) for n in candidates]
+        scores = list(raw)
+        assert plugin.normalize_score(state, p, candidates, scores) is None
+        assert all(0 <= x <= 100 for x in scores)
+        assert_fast_score_agrees(plugin, p, cs, [n.name for n in candidates], raw, scores)
+
+
+def test_default_selector_follows_replaced_objects() -> None:
+    p = pod(labels=(), extra_labels={"app": "web"})
+    svc = {"metadata": {"name": "a", "namespace": "default"}, "spec": {"selector": {"app": "web"}}}
+    workloads: dict[str, list[dict[str, Any]]] = {"Service": [svc]}
+    assert not default_selector(p, workloads).is_empty
+    # The informer replaces the object; the memo is keyed on the object itself.
+    workloads["Service"] = [{"metadata": {"name": "a", "namespace": "default"},
+                             "spec": {"selector": {"app": "db"}}}]
+    assert default_selector(p, workloads).is_empty
