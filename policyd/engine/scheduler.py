@@ -134,7 +134,7 @@ def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleRe
     if feasible.size == 0:
         # Reasons are needed now: recompute them per node (same result by construction).
         return schedule_one(fw, pod, cluster, reference=True)
-    result.feasible = [nodes[i].name for i in feasible.tolist()]
+    result.feasible = table.name_array[feasible].tolist()
     if feasible.size == 1:
         result.node = result.feasible[0]
         return result

@@ -94,10 +94,12 @@ class ClusterState:
         # Raw Services, ReplicaSets, StatefulSets and ReplicationControllers by kind: the
         # selectors behind PodTopologySpread's system default constraints.
         self.workloads: dict[str, list[dict[str, Any]]] = {}
-        # Change tracking for columnar views (the engine's NodeTable): names of nodes whose
-        # record or pods changed, and whether the set of nodes itself changed.
-        self.dirty: set[str] = set()
-        self.structure_changed = True
+        # Change tracking for derived views (the NodeTable, plugin indexes): a log of the
+        # names of nodes whose record or pods changed, read from a cursor by each view,
+        # and an epoch bumped whenever the set of nodes itself changes.
+        self._log: list[str] = []
+        self._log_base = 0  # epoch of _log[0]; older entries were dropped
+        self.structure_epoch = 0
         self._table: NodeTable | None = None
         for node in nodes:
             self.upsert_node(node)
@@ -112,11 +114,11 @@ class ClusterState:
             self._nodes[node.name] = info
             for pod in self._orphans.pop(node.name, {}).values():
                 info.add_pod(pod)
-            self.structure_changed = True
+            self.structure_epoch += 1
         else:
             info.node = node
             info.generation += 1
-            self.dirty.add(node.name)
+            self._touch(node.name)
         self.generation += 1
         return info
 
@@ -124,7 +126,7 @@ class ClusterState:
         info = self._nodes.pop(name, None)
         if info is not None:
             self._orphans[name] = dict(info.pods)
-            self.structure_changed = True
+            self.structure_epoch += 1
             self.generation += 1
 
     def node_infos(self) -> list[NodeInfo]:
@@ -157,7 +159,7 @@ class ClusterState:
             if info is not None:
                 pod = info.pods.get(uid)
                 info.remove_pod(info.pods[uid])
-                self.dirty.add(node_name)
+                self._touch(node_name)
             else:
                 pod = self._orphans.get(node_name, {}).pop(uid, None)
             self.generation += 1
@@ -182,7 +184,29 @@ class ClusterState:
             self._orphans.setdefault(node_name, {})[pod.uid] = pod
         else:
             info.add_pod(pod)
-            self.dirty.add(node_name)
+            self._touch(node_name)
+
+    # change log
+    _LOG_LIMIT = 1 << 16
+
+    def _touch(self, node_name: str) -> None:
+        self._log.append(node_name)
+        if len(self._log) > self._LOG_LIMIT:
+            half = len(self._log) // 2
+            del self._log[:half]
+            self._log_base += half
+
+    @property
+    def epoch(self) -> int:
+        """Position in the change log; pass it to `changes_since` later."""
+        return self._log_base + len(self._log)
+
+    def changes_since(self, epoch: int) -> set[str] | None:
+        """Names of nodes changed since `epoch`, or None when the log no longer reaches
+        back that far (the caller must then look at every node)."""
+        if epoch < self._log_base:
+            return None
+        return set(self._log[epoch - self._log_base:])
 
     def table(self) -> NodeTable:
         """The columnar view of the nodes, synced to the current state."""

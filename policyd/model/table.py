@@ -32,6 +32,7 @@ class NodeTable:
         self.cluster = cluster
         self.infos: list[NodeInfo] = []
         self.names: list[str] = []
+        self.name_array: npt.NDArray[np.object_] = np.zeros(0, dtype=object)
         self.index: dict[str, int] = {}
         self.resources: dict[str, int] = {}
         self.allocatable: IntArray = np.zeros((0, 0), np.int64)
@@ -49,6 +50,8 @@ class NodeTable:
         self._images: dict[str, IntArray] = {}
         self._groups: dict[tuple[str, ...], tuple[IntArray, list[int]]] = {}
         self.version = 0  # bumped when node records (not just their pods) change
+        self._epoch = -1  # the cluster's change-log position this table reflects
+        self._structure_epoch = -1
         self._rebuild()
 
     def __len__(self) -> int:
@@ -57,13 +60,18 @@ class NodeTable:
     # maintenance
     def sync(self) -> None:
         cluster = self.cluster
-        if cluster.structure_changed:
+        if cluster.structure_epoch != self._structure_epoch:
             self._rebuild()
             return
-        if not cluster.dirty:
+        if cluster.epoch == self._epoch:
+            return
+        changed = cluster.changes_since(self._epoch)
+        self._epoch = cluster.epoch
+        if changed is None:
+            self._rebuild()
             return
         records_changed = False
-        for name in cluster.dirty:
+        for name in changed:
             i = self.index.get(name)
             if i is None:
                 continue
@@ -76,7 +84,6 @@ class NodeTable:
             if not self._write_usage(i, info):
                 self._rebuild()
                 return
-        cluster.dirty.clear()
         if records_changed:
             self._labels.clear()
             self._images.clear()
@@ -86,7 +93,9 @@ class NodeTable:
     def _rebuild(self) -> None:
         cluster = self.cluster
         self.infos = cluster.node_infos()
-        self.names = [i.name for i in self.infos]
+        self.names = [i.node.name for i in self.infos]
+        # The names again as an array, to turn index arrays into names in one step.
+        self.name_array = np.array(self.names, dtype=object)
         self.index = {n: i for i, n in enumerate(self.names)}
         names: set[str] = set()
         for info in self.infos:
@@ -111,8 +120,8 @@ class NodeTable:
         self._images.clear()
         self._groups.clear()
         self.version += 1
-        cluster.dirty.clear()
-        cluster.structure_changed = False
+        self._epoch = cluster.epoch
+        self._structure_epoch = cluster.structure_epoch
 
     def _write_node(self, i: int, info: NodeInfo) -> bool:
         """Write a node's own columns; False when it has a resource without a column."""

@@ -11,9 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from policyd.framework import CycleState, PluginError, Status
 from policyd.model.cluster import NodeInfo
 from policyd.model.records import Pod
+from policyd.model.table import BoolArray, IntArray, NodeTable
 from policyd.plugins import names
 
 DEFAULT_WEIGHT: int | None = None
@@ -39,6 +42,14 @@ class NodeName:
         if not wanted:
             return [None] * len(nodes)
         return [None if n.node.name == wanted else _REJECT for n in nodes]
+
+    def filter_mask(self, state: CycleState, pod: Pod, table: NodeTable,
+                    idx: IntArray) -> BoolArray:
+        wanted = pod.node_name
+        if not wanted:
+            return np.ones(idx.size, np.bool_)
+        mask: BoolArray = idx == table.index.get(wanted, -1)
+        return mask
 
 
 def new(args: Mapping[str, Any] | None = None) -> NodeName:
