@@ -41,7 +41,6 @@ from policyd.plugins.resource_allocation import (
     DEFAULT_RESOURCES,
     MAX_CUSTOM_PRIORITY_SCORE,
     MAX_UTILIZATION,
-    VECTOR_LIMIT,
     IntArray,
     Problems,
     ResourceSpec,
@@ -329,7 +328,8 @@ class NodeResourcesFit:
         if request is None:
             return None
         checks = () if request.all_zero else request.checks
-        if any(value > VECTOR_LIMIT for _, value, _ in checks):
+        # Comparisons only (no products): any request an int64 holds is exact here.
+        if any(value > _INT64_MAX for _, value, _ in checks):
             return None
         allocatable = table.allocatable
         requested = table.requested

@@ -920,6 +920,11 @@ def test_vector_paths_decline_values_beyond_exact_range() -> None:
     plugin.pre_score(state, p, table.infos)
     assert plugin.score_vector(state, p, table, idx) is None
     assert plugin.score(state, p, table.infos[0]) == 99
-    p = pod({"memory": "2E"})
+    p = pod({"memory": "2E"})  # an int64 comparison is still exact
+    plugin.pre_filter(state, p, table.infos)
+    assert plugin.filter_mask(state, p, table, idx).tolist() == [False]
+    p = pod({"memory": "10E"})  # beyond int64
     plugin.pre_filter(state, p, table.infos)
     assert plugin.filter_mask(state, p, table, idx) is None
+    assert plugin.filter(state, p, table.infos[0]) == unresolvable(
+        ERR_REASON_INSUFFICIENT_MEMORY)
