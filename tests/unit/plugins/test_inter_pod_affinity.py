@@ -968,3 +968,58 @@ def test_filter_all_single_existing_key_shape() -> None:
     c = cluster(nodes, [pod(node="n1", aff=anti), pod(node="n3", aff=anti)])
     assert run_filter(pod({"app": "x"}), c) == [
         None, EXISTING_REJECT, None, EXISTING_REJECT, None]
+
+
+# ---------------------------------------------------------------------------
+# Through the engine: the default profile, fast (columnar) and reference paths
+
+
+HOSTNAME_ANTI = affinity(anti=[term("kubernetes.io/hostname", expr("app", "In", "web"))])
+
+
+def test_engine_spreads_replicas_then_reports_anti_affinity() -> None:
+    from policyd.config.plugins import default_framework
+    from policyd.engine.scheduler import schedule_one
+
+    for reference in (False, True):
+        c = cluster([node(f"n{i}", **{"kubernetes.io/hostname": f"n{i}"}) for i in range(3)],
+                    [])
+        fw = default_framework(seed=1)
+        placed, messages = set(), []
+        for _ in range(4):
+            p = pod({"app": "web"}, aff=HOSTNAME_ANTI)
+            r = schedule_one(fw, p, c, reference=reference)
+            if r.node is not None:
+                placed.add(r.node)
+                c.assume(p, r.node)
+            else:
+                messages.append(r.message)
+        assert placed == {"n0", "n1", "n2"}
+        assert messages == [
+            "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_engine_fast_and_reference_paths_agree(seed: int) -> None:
+    from policyd.config.plugins import default_framework
+    from policyd.engine.scheduler import schedule_one
+
+    def run(reference: bool) -> list[tuple[str | None, str]]:
+        rng = random.Random(seed)
+        nodes = [node_from_dict({"metadata": {"name": f"n{i}", "labels": {
+            "kubernetes.io/hostname": f"n{i}", "zone": f"z{i % 3}", "region": f"r{i % 2}"}},
+            "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"}}})
+            for i in range(rng.randint(2, 12))]
+        c = cluster(nodes, [_random_pod(rng, rng.choice(nodes).name) for _ in range(20)],
+                    {"ns1": {"env": "prod"}, "ns2": {"env": "dev"}})
+        fw = default_framework(seed=seed)
+        out = []
+        for _ in range(15):
+            p = _random_pod(rng)
+            r = schedule_one(fw, p, c, reference=reference)
+            out.append((r.node, r.message))
+            if r.node is not None:
+                c.assume(p, r.node)
+        return out
+
+    assert run(False) == run(True)
