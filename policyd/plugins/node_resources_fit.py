@@ -493,10 +493,13 @@ def new(args: Mapping[str, Any] | None = None) -> NodeResourcesFit:
                     problems.append((rpath, f"must be an object, not {type_name(ratio)}"))
                 else:
                     check_unknown_fields(ratio, ("shape",), rpath, problems)
+                    # Upstream reports these under `scoringStrategy.shape`, a path that
+                    # does not exist in the file; policyd names the real one.
                     shape = _parse_shape(ratio.get("shape"), f"{rpath}.shape", problems)
             elif strategy == REQUESTED_TO_CAPACITY_RATIO:
-                problems.append((rpath, "Required value: the RequestedToCapacityRatio "
-                                        "strategy needs a shape"))
+                # kubernetes PR 132120 (upstream crashed on this before).
+                problems.append((rpath, "Required value: must be specified when type is "
+                                        "RequestedToCapacityRatio"))
     if problems:
         raise PluginError(names.NODE_RESOURCES_FIT, problems)
     return NodeResourcesFit(frozenset(ignored), frozenset(groups), strategy, resources, shape)
