@@ -175,7 +175,8 @@ class _NodeColumns:
     Rows follow the order of the node sequence last seen; a row is re-read only when its
     NodeInfo is a different object or its generation moved, so a steady cluster costs one
     identity/generation comparison per node per cycle. Columns for scalar resources are
-    added the first time a pod asks for them.
+    added the first time a pod asks for them. The cache lives in the plugin instance, so
+    one instance must not serve two scheduling cycles running at the same time.
     """
 
     def __init__(self) -> None:
