@@ -50,9 +50,9 @@ class NodeInfo:
         return True
 
     def _account(self, pod: Pod, sign: int) -> None:
-        for name, value in pod_requests(pod).items():
+        for name, value in pod_requests(pod, use_status=True).items():
             self.requested[name] = self.requested.get(name, 0) + sign * value
-        for name, value in pod_requests(pod, non_zero=True).items():
+        for name, value in pod_requests(pod, non_zero=True, use_status=True).items():
             self.non_zero_requested[name] = self.non_zero_requested.get(name, 0) + sign * value
         for port in pod_host_ports(pod):
             count = self.used_ports.get(port, 0) + sign

@@ -53,6 +53,21 @@ def int_value(value: object) -> int:
     return math.ceil(parse_quantity(value))
 
 
+NANO = 10**9
+
+
+def nano_value(value: object) -> int:
+    """The quantity in billionths (a Quantity's finest scale), rounded up: exact enough
+    to add requests up before rounding once, as upstream adds Quantities."""
+    return math.ceil(parse_quantity(value) * NANO)
+
+
+def from_nano(name: str, nanos: int) -> int:
+    """`resource_value` of a quantity given in billionths: millicores for cpu, rounded up."""
+    unit = NANO // 1000 if name == "cpu" else NANO
+    return -(-nanos // unit)
+
+
 def resource_value(name: str, value: object) -> int:
     """The integer the scheduler keeps for resource `name`: millicores for cpu."""
     return milli_value(value) if name == "cpu" else int_value(value)

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from policyd.errors import InvalidObjectError
-from policyd.model.quantity import resource_value
+from policyd.model.quantity import nano_value, resource_value
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -54,9 +54,13 @@ class HostPort:
 class Container:
     name: str
     image: str
-    requests: dict[str, int]
+    requests: dict[str, int]  # in billionths (nano units): summed exactly, rounded once
     restart_policy: str  # "Always" marks a sidecar (restartable init container)
     ports: tuple[HostPort, ...]
+    # From the container's status, for in-place resize (nano units; None when absent):
+    # what the kubelet reports the container runs with, and what it has allocated.
+    status_requests: dict[str, int] | None = None
+    allocated: dict[str, int] | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -77,12 +81,14 @@ class Pod:
     topology_spread_constraints: tuple[dict[str, Any], ...]
     containers: tuple[Container, ...]
     init_containers: tuple[Container, ...]
-    overhead: dict[str, int]
-    pod_requests: dict[str, int]  # spec.resources.requests (pod-level resources)
+    overhead: dict[str, int]  # nano units, like container requests
+    pod_requests: dict[str, int]  # spec.resources.requests (pod-level), nano units
     pvc_names: tuple[str, ...]
     scheduling_gates: tuple[str, ...]
     deleting: bool
     raw: dict[str, Any]
+    # The PodResizePending condition says Infeasible: the resize will not happen.
+    resize_infeasible: bool = False
     # Per-pod memo for plugins (compiled selectors, request sums): filled on first use,
     # so an existing pod's terms are compiled once, not once per scheduling cycle.
     cache: dict[str, Any] = field(default_factory=dict)
@@ -156,11 +162,13 @@ class _Reader:
                 raise self.fail(f"{path}.{k}", f"must be a string, not {_type_name(v)}")
         return out
 
-    def resources(self, obj: Any, path: str) -> dict[str, int]:
+    def resources(self, obj: Any, path: str, *, nano: bool = False) -> dict[str, int]:
+        """Quantities by resource name: as the scheduler keeps them (millicores for cpu,
+        units otherwise), or with `nano` in billionths for sums that round once."""
         out: dict[str, int] = {}
         for name, value in self.mapping(obj, path).items():
             try:
-                out[name] = resource_value(name, value)
+                out[name] = nano_value(value) if nano else resource_value(name, value)
             except ValueError:
                 raise self.fail(f"{path}.{name}", f"invalid quantity {value!r}") from None
         return out
@@ -226,10 +234,28 @@ def _container(reader: _Reader, obj: Any, path: str) -> Container:
     return Container(
         name=name,
         image=reader.string(c.get("image"), f"{path}.image"),
-        requests=reader.resources(resources.get("requests"), f"{path}.resources.requests"),
+        requests=reader.resources(resources.get("requests"), f"{path}.resources.requests",
+                                  nano=True),
         restart_policy=reader.string(c.get("restartPolicy"), f"{path}.restartPolicy"),
         ports=tuple(ports),
     )
+
+
+def _add_statuses(r: _Reader, containers: tuple[Container, ...], statuses: Any,
+                  path: str) -> None:
+    by_name = {c.name: c for c in containers}
+    for i, st in enumerate(r.seq(statuses, path)):
+        entry = r.mapping(st, f"{path}[{i}]")
+        container = by_name.get(entry.get("name"))  # type: ignore[arg-type]
+        if container is None:
+            continue
+        resources = r.mapping(entry.get("resources"), f"{path}[{i}].resources")
+        if resources.get("requests") is not None:
+            container.status_requests = r.resources(
+                resources["requests"], f"{path}[{i}].resources.requests", nano=True)
+        if entry.get("allocatedResources") is not None:
+            container.allocated = r.resources(
+                entry["allocatedResources"], f"{path}[{i}].allocatedResources", nano=True)
 
 
 def pod_from_dict(obj: Any) -> Pod:
@@ -287,6 +313,13 @@ def pod_from_dict(obj: Any) -> Pod:
         for i, g in enumerate(r.seq(spec.get("schedulingGates"), "spec.schedulingGates"))
     )
     pod_resources = r.mapping(spec.get("resources"), "spec.resources")
+    _add_statuses(r, containers, status.get("containerStatuses"), "status.containerStatuses")
+    _add_statuses(r, init_containers, status.get("initContainerStatuses"),
+                  "status.initContainerStatuses")
+    infeasible = any(
+        isinstance(c, dict) and c.get("type") == "PodResizePending"
+        and c.get("status") == "True" and c.get("reason") == "Infeasible"
+        for c in r.seq(status.get("conditions"), "status.conditions"))
     return Pod(
         namespace=namespace,
         name=name,
@@ -306,12 +339,14 @@ def pod_from_dict(obj: Any) -> Pod:
         topology_spread_constraints=spread,
         containers=containers,
         init_containers=init_containers,
-        overhead=r.resources(spec.get("overhead"), "spec.overhead"),
-        pod_requests=r.resources(pod_resources.get("requests"), "spec.resources.requests"),
+        overhead=r.resources(spec.get("overhead"), "spec.overhead", nano=True),
+        pod_requests=r.resources(pod_resources.get("requests"), "spec.resources.requests",
+                                 nano=True),
         pvc_names=tuple(pvcs),
         scheduling_gates=gates,
         deleting=meta.get("deletionTimestamp") is not None,
         raw=obj,
+        resize_infeasible=infeasible,
     )
 
 

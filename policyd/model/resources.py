@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from policyd.model.quantity import NANO, from_nano
 from policyd.model.records import Container, Pod
 
 CPU = "cpu"
@@ -21,7 +22,9 @@ PODS = "pods"
 DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
-_NON_ZERO_DEFAULTS = {CPU: DEFAULT_MILLI_CPU_REQUEST, MEMORY: DEFAULT_MEMORY_REQUEST}
+# In the nano units container requests are decoded in.
+_NON_ZERO_DEFAULTS = {CPU: DEFAULT_MILLI_CPU_REQUEST * NANO // 1000,
+                      MEMORY: DEFAULT_MEMORY_REQUEST * NANO}
 
 
 def _is_pod_level_resource(name: str) -> bool:
@@ -39,25 +42,41 @@ def _max(into: dict[str, int], other: Mapping[str, int]) -> None:
             into[k] = v
 
 
-def _container_requests(c: Container, non_zero: bool) -> Mapping[str, int]:
-    if not non_zero:
+def _spec_or_status(c: Container, use_status: bool, infeasible: bool) -> Mapping[str, int]:
+    """determineContainerReqs: while a resize is in flight a running container may use
+    the larger of what its spec asks, what it runs with and what is allocated to it; an
+    infeasible resize leaves it with what it runs with."""
+    if not use_status or (c.status_requests is None and c.allocated is None):
         return c.requests
+    if infeasible and c.status_requests is not None:
+        return c.status_requests
     reqs = dict(c.requests)
+    _max(reqs, c.status_requests or {})
+    _max(reqs, c.allocated or {})
+    return reqs
+
+
+def _container_requests(c: Container, non_zero: bool, use_status: bool = False,
+                        infeasible: bool = False) -> Mapping[str, int]:
+    own = _spec_or_status(c, use_status, infeasible)
+    if not non_zero:
+        return own
+    reqs = dict(own)
     for name, default in _NON_ZERO_DEFAULTS.items():
-        if reqs.get(name, 0) == 0 and name not in c.requests:
+        if name not in own:
             reqs[name] = default
     return reqs
 
 
 def _aggregate(containers: Iterable[Container], init_containers: Iterable[Container],
-               non_zero: bool) -> dict[str, int]:
+               non_zero: bool, use_status: bool, infeasible: bool) -> dict[str, int]:
     reqs: dict[str, int] = {}
     for c in containers:
-        _add(reqs, _container_requests(c, non_zero))
+        _add(reqs, _container_requests(c, non_zero, use_status, infeasible))
     sidecars: dict[str, int] = {}
     init_max: dict[str, int] = {}
     for c in init_containers:
-        own = _container_requests(c, non_zero)
+        own = _container_requests(c, non_zero, use_status, infeasible)
         if c.restart_policy == "Always":
             # A sidecar keeps running next to the app containers, and every later init
             # container runs while the sidecars started before it are still up.
@@ -73,22 +92,28 @@ def _aggregate(containers: Iterable[Container], init_containers: Iterable[Contai
     return reqs
 
 
-def pod_requests(pod: Pod, *, non_zero: bool = False) -> dict[str, int]:
+def pod_requests(pod: Pod, *, non_zero: bool = False, use_status: bool = False
+                 ) -> dict[str, int]:
     """The pod's effective requests: containers + sidecars vs init max, pod-level, overhead.
 
     With `non_zero`, a container that sets no cpu (memory) request counts 100m (200Mi):
-    the "non-zero" requests the scheduler's scoring uses.
+    the "non-zero" requests the scheduler's scoring uses. With `use_status` (a bound pod
+    counted on its node) in-place resizes count as upstream's UseStatusResources does.
     """
-    cache_key = "requests.nonzero" if non_zero else "requests"
+    cache_key = f"requests.{non_zero}.{use_status}"
     cached = pod.cache.get(cache_key)
     if cached is not None:
         return cached  # type: ignore[no-any-return]
-    reqs = _aggregate(pod.containers, pod.init_containers, non_zero)
+    reqs = _aggregate(pod.containers, pod.init_containers, non_zero, use_status,
+                      pod.resize_infeasible)
     for name, value in pod.pod_requests.items():
         if _is_pod_level_resource(name):
             reqs[name] = value
     _add(reqs, pod.overhead)
     if non_zero:
         reqs = {k: v for k, v in reqs.items() if k in _NON_ZERO_DEFAULTS}
-    pod.cache[cache_key] = reqs
-    return reqs
+    # Summed exactly in nano units; rounded up once per pod, as Quantity.MilliValue /
+    # Quantity.Value round the pod's total upstream.
+    result = {name: from_nano(name, value) for name, value in reqs.items()}
+    pod.cache[cache_key] = result
+    return result

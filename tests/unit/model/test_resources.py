@@ -155,13 +155,6 @@ def test_pod_requests_is_memoized_per_pod() -> None:
     assert pod_requests(p, non_zero=True) is pod_requests(p, non_zero=True)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "pod_requests rounds each container's quantity up to an integer before summing; "
-    "upstream sums exact Quantities and rounds the pod total once (MilliValue for cpu, "
-    "Value otherwise). Fix: decode requests/overhead/pod-level quantities to exact "
-    "integer nano-units (ceil(q * 10**9), a Quantity's finest scale) in records.py, "
-    "aggregate those in resources.py, and convert the totals at the end with "
-    "ceil(n / 10**6) for cpu and ceil(n / 10**9) for the rest."))
 def test_sub_unit_quantities_are_rounded_once_per_pod() -> None:
     # 500u + 500u = 1m (upstream); 1m + 1m = 2m (per-container ceil).
     p = pod([{"cpu": "500u", "memory": "500m"}, {"cpu": "500u", "memory": "500m"}])
@@ -194,14 +187,6 @@ RESIZED: list[tuple[str, Pod, dict[str, int]]] = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "A bound pod's NodeInfo accounting upstream uses PodRequests(UseStatusResources: "
-    "true) (InPlacePodVerticalScaling is GA): per container max(spec, "
-    "status.resources.requests, allocatedResources), or only the status values when the "
-    "PodResizePending condition says Infeasible. The model reads spec only. Fix: decode "
-    "status.containerStatuses/initContainerStatuses[].resources.requests and "
-    ".allocatedResources plus the PodResizePending reason in records.py, and use them in "
-    "the aggregation NodeInfo._account calls (not for the pod being scheduled)."))
 @pytest.mark.parametrize(("p", "want"), [c[1:] for c in RESIZED], ids=[c[0] for c in RESIZED])
 def test_bound_pod_being_resized_counts_status_resources(p: Pod, want: dict[str, int]) -> None:
     info = NodeInfo(node_from_dict(make_node("n").raw()))
