@@ -50,7 +50,6 @@ from policyd.plugins.topology_spread_vector import (
     domain_codes,
     domain_sums,
     eligibility,
-    generations,
     keys_present,
 )
 
@@ -67,7 +66,6 @@ _SKIP = Status.skip()
 
 PRE_FILTER_KEY = f"{NAME}/preFilter"
 PRE_SCORE_KEY = f"{NAME}/preScore"
-_GENERATIONS_KEY = f"{NAME}/generations"
 _COUNTS_CACHE = f"{NAME}/counts"
 _COUNTS_CACHE_LIMIT = 64  # distinct (namespace, selector) pairs remembered per node
 
@@ -256,10 +254,9 @@ def topology_normalizing_weight(size: int) -> float:
 
 
 def _table_of(state: CycleState) -> NodeTable | None:
-    """The NodeTable when this cycle runs on it: its rows are exactly `all_nodes`."""
-    # The engine builds the fast path's CycleState from the synced table's row list, so
-    # identity of that list is what proves the columns describe these nodes.
-    table: NodeTable | None = getattr(state.cluster, "_table", None)
+    """The NodeTable when this cycle runs on it (the engine's fast path)."""
+    table = state.table
+    # Its rows must be exactly the nodes this cycle counts over.
     if table is not None and table.infos is state.all_nodes:
         return table
     return None
@@ -292,17 +289,12 @@ class PodTopologySpread:
             return ()
         return tuple(c.with_selector(selector) for c in defaults)
 
-    def _counts(self, state: CycleState, table: NodeTable, count_key: str, c: Constraint,
-                namespace: str) -> IntArray:
+    def _counts(self, table: NodeTable, count_key: str, c: Constraint, namespace: str
+                ) -> IntArray:
         """Matching pods per table row (zeros for an empty selector)."""
         if c.selector.is_empty:
             return np.zeros(len(table.infos), np.int64)
-        gens = state.get(_GENERATIONS_KEY)
-        if gens is None:
-            # Once per cycle: every count column compares against the same snapshot.
-            gens = generations(table.infos)
-            state.write(_GENERATIONS_KEY, gens)
-        return self._vector.counts(table, gens, count_key, c, namespace, count_matching)
+        return self._vector.counts(table, count_key, c, namespace, count_matching)
 
     # --- PreFilter / Filter ----------------------------------------------------------
 
@@ -341,7 +333,7 @@ class PodTopologySpread:
         checks = []
         for c, count_key, mask in zip(constraints, count_keys, masks, strict=True):
             codes, vocab = table.label_codes(c.topology_key)
-            counts = self._counts(state, table, count_key, c, pod.namespace)
+            counts = self._counts(table, count_key, c, pod.namespace)
             # Eligible rows have every key, so their codes are never ABSENT.
             sums, present = domain_sums(codes, mask, counts, len(vocab))
             domains = int(present.sum())
@@ -455,7 +447,7 @@ class PodTopologySpread:
         # Same float operations in the same order as `score`, so totals are identical.
         total = np.zeros(idx.size, np.float64)
         for c, count_key, mask in zip(constraints, cyc.count_keys, masks, strict=True):
-            counts = self._counts(state, table, count_key, c, pod.namespace)
+            counts = self._counts(table, count_key, c, pod.namespace)
             if c.is_hostname:
                 weight = topology_normalizing_weight(int(candidates.size))
                 count = counts[idx]

@@ -176,6 +176,7 @@ def assert_fast_filter_agrees(plugin: PodTopologySpread, p: Pod, cs: ClusterStat
     the columnar state all give the reference results."""
     table = cs.table()
     state = CycleState(table.infos, cs)
+    state.table = table
     assert plugin.pre_filter(state, p, state.all_nodes) == (None, None)
     idx = np.arange(len(table.infos))
     mask = plugin.filter_mask(state, p, table, idx)
@@ -617,6 +618,7 @@ def assert_fast_score_agrees(plugin: PodTopologySpread, p: Pod, cs: ClusterState
                              candidates: list[str], raw: list[int], want: list[int]) -> None:
     table = cs.table()
     state = CycleState(table.infos, cs)
+    state.table = table
     idx = np.array([table.index[n] for n in candidates], np.int64)
     infos = [table.infos[i] for i in idx.tolist()]
     assert plugin.pre_score(state, p, infos) is None
@@ -1001,6 +1003,7 @@ def test_vector_counts_follow_cluster_changes() -> None:
     def passing() -> list[str]:
         table = cs.table()
         state = CycleState(table.infos, cs)
+        state.table = table
         plugin.pre_filter(state, p, state.all_nodes)
         mask = plugin.filter_mask(state, p, table, np.arange(len(table.infos)))
         assert mask is not None
@@ -1013,6 +1016,10 @@ def test_vector_counts_follow_cluster_changes() -> None:
     assert passing() == ["node-a", "node-b", "node-y"]
     cs.upsert_node(zn("node-z", "zone3"))
     assert passing() == ["node-z"]
+    # A change log that no longer reaches back forces a full recount.
+    cs.assume(pod("new3"), "node-z")
+    cs.changes_since = lambda epoch: None  # type: ignore[method-assign]
+    assert passing() == ["node-a", "node-b", "node-y", "node-z"]
 
 
 def test_score_vector_matches_score_on_generated_clusters() -> None:
