@@ -152,8 +152,13 @@ class _Checker:
                     elif not _is_int(vals[0]):
                         self.add((*p, "values", 0), "label-value",
                                  f"operator {op} compares integers; {vals[0]!r} is not one")
-                if isinstance(key, str) and isinstance(op, str):
-                    out.append((p, key, op, vals))
+                # Only well-formed requirements take part in the contradiction check:
+                # a malformed one is reported above, once.
+                well_formed = (op in ("In", "NotIn") and vals) or (
+                    op in ("Exists", "DoesNotExist") and not vals) or (
+                    op in ("Gt", "Lt") and len(vals) == 1 and _is_int(vals[0]))
+                if isinstance(key, str) and well_formed:
+                    out.append((p, key, str(op), vals))
         return out
 
     def never_matches(self, reqs: list[tuple[JsonPath, str, str, list[str]]],
