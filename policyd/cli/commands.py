@@ -16,6 +16,9 @@ def register(app: typer.Typer) -> None:
 
     app.command("explain")(schedule_cmds.explain)
     app.command("simulate")(schedule_cmds.simulate)
+    from policyd.cli import run_cmd
+
+    app.command("run")(run_cmd.run)
 
 
 def _version() -> None:

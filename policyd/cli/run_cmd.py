@@ -1,0 +1,98 @@
+"""`policyd run`: the scheduler daemon, in a cluster or against any kubeconfig.
+
+Parsing only; the daemon is `policyd.daemon.run`. Exit codes: 0 after a graceful stop
+(SIGTERM/SIGINT), 1 when the profile or its policies are invalid (before any request
+to the API server), 2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+class LogFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
+def run(
+    config: Annotated[Path, typer.Option(
+        "--config", exists=True, dir_okay=False, readable=True,
+        help="PolicydConfiguration profile (its `policies` are loaded with it).")],
+    kubeconfig: Annotated[str | None, typer.Option(
+        "--kubeconfig", envvar="KUBECONFIG",
+        help="kubeconfig file; default: $KUBECONFIG, in-cluster, ~/.kube/config.")] = None,
+    context: Annotated[str | None, typer.Option("--context",
+                                                help="kubeconfig context.")] = None,
+    metrics_bind_address: Annotated[str, typer.Option(
+        "--metrics-bind-address",
+        help="HOST:PORT serving /metrics, /healthz and /readyz; empty to disable.")
+    ] = "0.0.0.0:10259",
+    verbosity: Annotated[int, typer.Option(
+        "-v", "--v", min=0, max=10,
+        help="Log verbosity: 0 operations, 2 every decision, 4 debug.")] = 0,
+    log_format: Annotated[LogFormat, typer.Option("--log-format",
+                                                  help="Log line format.")] = LogFormat.text,
+    leader_elect: Annotated[bool | None, typer.Option(
+        "--leader-elect/--no-leader-elect",
+        help="Lease-based leader election (default: the profile's "
+             "leaderElection.leaderElect, true).")] = None,
+    lease_namespace: Annotated[str | None, typer.Option(
+        "--lease-namespace", help="Namespace of the Lease (default: the profile's "
+                                  "leaderElection.resourceNamespace, kube-system).")] = None,
+    lease_name: Annotated[str | None, typer.Option(
+        "--lease-name", help="Name of the Lease (default: the profile's "
+                             "leaderElection.resourceName, policyd).")] = None,
+    identity: Annotated[str | None, typer.Option(
+        "--identity", help="Leader election identity (default: HOSTNAME_uuid).")] = None,
+    policies: Annotated[list[Path] | None, typer.Option(
+        "--policies", exists=True, help="Extra policy file or directory (repeatable).")
+    ] = None,
+    reload_interval: Annotated[float, typer.Option(
+        "--reload-interval", min=0.1, help="Seconds between checks of the profile and "
+                                           "policy files for changes.")] = 2.0,
+    shutdown_grace: Annotated[float, typer.Option(
+        "--shutdown-grace-period", min=0.0,
+        help="Seconds in-flight binds may take to finish after SIGTERM.")] = 30.0,
+    binders: Annotated[int, typer.Option(
+        "--parallel-binds", min=1, max=256, help="Concurrent bind calls.")] = 16,
+    qps: Annotated[float | None, typer.Option(
+        "--kube-api-qps", help="Override clientConnection.qps.")] = None,
+    burst: Annotated[int | None, typer.Option(
+        "--kube-api-burst", min=1, help="Override clientConnection.burst.")] = None,
+) -> None:
+    """Run the scheduler: take the pods whose spec.schedulerName names one of the
+    profile's profiles, bind them, and explain failures in events.
+
+    Exit 0 after SIGTERM/SIGINT, 1 when the configuration is invalid (no request is
+    sent to the API server), 2 for usage errors."""
+    from policyd.daemon import logs
+    from policyd.daemon.run import Daemon, RunOptions, load_config
+
+    logs.setup(verbosity, log_format.value)
+    options = RunOptions(
+        config=config, kubeconfig=kubeconfig, context=context,
+        metrics_bind_address=metrics_bind_address, leader_elect=leader_elect,
+        lease_namespace=lease_namespace, lease_name=lease_name, identity=identity,
+        policies=list(policies or []), verbosity=verbosity,
+        reload_interval=reload_interval, shutdown_grace=shutdown_grace, binders=binders,
+        qps=qps, burst=burst)
+    loaded = load_config(options)  # InvalidConfig -> exit 1, before any connection
+    daemon = Daemon(options, loaded)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    daemon.start()
+    while not stop.wait(1.0):
+        pass
+    raise typer.Exit(daemon.shutdown())

@@ -1,0 +1,153 @@
+"""Events and the PodScheduled condition, posted off the scheduling path.
+
+The scheduling loop only enqueues; a worker thread posts. Writes are best effort (an
+event lost to an API hiccup is retried a few times, then dropped with a log line):
+they explain decisions, they do not make them.
+
+Flood control: a pod that keeps failing with the same message gets its condition
+patched once (it is state, not news) and a FailedScheduling event when the message
+changes or after a growing interval (`FailureThrottle`), in the spirit of client-go's
+event correlator.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from policyd.daemon.metrics import Metrics
+from policyd.framework.fit_error import truncate_event_message
+from policyd.kube import api
+from policyd.kube.client import ApiError, KubeClient
+
+log = logging.getLogger("policyd.daemon.events")
+
+REPEAT_INITIAL = 60.0
+REPEAT_MAX = 600.0
+
+
+@dataclass(slots=True)
+class _Seen:
+    message: str
+    last_event: float
+    interval: float
+    condition_message: str
+
+
+class FailureThrottle:
+    """Decides, per pod, whether a failure needs a new event and/or condition patch."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic,
+                 initial: float = REPEAT_INITIAL, maximum: float = REPEAT_MAX) -> None:
+        self.clock = clock
+        self.initial = initial
+        self.maximum = maximum
+        self._seen: dict[str, _Seen] = {}
+        self._lock = threading.Lock()
+
+    def check(self, uid: str, message: str) -> tuple[bool, bool]:
+        """(post an event, patch the condition) for this failure of pod `uid`."""
+        now = self.clock()
+        with self._lock:
+            seen = self._seen.get(uid)
+            if seen is None or seen.message != message:
+                self._seen[uid] = _Seen(message, now, self.initial, message)
+                return True, seen is None or seen.condition_message != message
+            if now - seen.last_event >= seen.interval:
+                seen.last_event = now
+                seen.interval = min(self.maximum, seen.interval * 2)
+                return True, False
+            return False, False
+
+    def forget(self, uid: str) -> None:
+        with self._lock:
+            self._seen.pop(uid, None)
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+
+class EventSink:
+    """A bounded queue of writes and the thread that performs them."""
+
+    def __init__(self, client: KubeClient, metrics: Metrics, instance: str,
+                 maxsize: int = 10000) -> None:
+        self.client = client
+        self.metrics = metrics
+        self.instance = instance
+        self._q: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize)
+        self._thread = threading.Thread(target=self._run, name="policyd-events", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Post what is queued (within `timeout`), then stop."""
+        try:
+            self._q.put(None, timeout=timeout)
+        except queue.Full:
+            return
+        self._thread.join(timeout)
+
+    def _submit(self, work: Callable[[], None]) -> None:
+        try:
+            self._q.put_nowait(work)
+        except queue.Full:
+            log.warning("event queue full; dropping an event")
+
+    def _run(self) -> None:
+        while True:
+            work = self._q.get()
+            if work is None:
+                return
+            for attempt in range(3):
+                try:
+                    work()
+                    break
+                except ApiError as exc:
+                    if not exc.transient or attempt == 2:
+                        log.warning("could not write event/condition: %s", exc)
+                        break
+                    time.sleep(0.2 * 2**attempt)
+                except Exception:
+                    log.exception("event writer failed")
+                    break
+
+    # -- what the scheduler records ---------------------------------------------------
+
+    def event(self, ref: api.ObjectRef, event_type: str, reason: str, message: str,
+              action: str, component: str) -> None:
+        body = api.event_body(ref, event_type=event_type, reason=reason,
+                              message=truncate_event_message(message), action=action,
+                              component=component, instance=self.instance)
+
+        def post() -> None:
+            api.post_event(self.client, body)
+            self.metrics.events_emitted.labels(reason).inc()
+
+        self._submit(post)
+
+    def scheduled(self, namespace: str, name: str, uid: str, node: str,
+                  component: str) -> None:
+        self.event(api.pod_ref(namespace, name, uid), "Normal", "Scheduled",
+                   f"Successfully assigned {namespace}/{name} to {node}", "Binding", component)
+
+    def failed(self, namespace: str, name: str, uid: str, message: str, component: str,
+               *, post_event: bool, patch_condition: bool,
+               reason: str = "Unschedulable") -> None:
+        if post_event:
+            self.event(api.pod_ref(namespace, name, uid), "Warning", "FailedScheduling",
+                       message, "Scheduling", component)
+        if patch_condition:
+            def patch() -> None:
+                try:
+                    api.patch_pod_scheduled_false(self.client, namespace, name, message,
+                                                  reason)
+                except ApiError as exc:
+                    if exc.status != 404:  # deleted meanwhile: nothing to explain
+                        raise
+            self._submit(patch)

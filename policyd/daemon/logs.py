@@ -1,0 +1,59 @@
+"""Logging for the daemon: `-v N` verbosity and `--log-format text|json`.
+
+Verbosity follows klog's convention: 0 shows what an operator needs (start, leader
+changes, reloads, errors); 2 adds every scheduling decision; 4 and up add debug
+detail (watch events, retries).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any, TextIO
+
+ROOT = "policyd"
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ts, level, logger, msg, plus `extra` fields."""
+
+    _skip = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
+        "message", "asctime"}
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key, value in record.__dict__.items():
+            if key not in self._skip and not key.startswith("_"):
+                out[key] = value
+        if record.exc_info:
+            out["error"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+def level_for(verbosity: int) -> int:
+    if verbosity >= 4:
+        return logging.DEBUG
+    return logging.INFO
+
+
+def setup(verbosity: int = 0, fmt: str = "text", stream: TextIO | None = None) -> None:
+    logger = logging.getLogger(ROOT)
+    for h in list(logger.handlers):
+        logger.removeHandler(h)
+    handler = logging.StreamHandler(stream or sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter(
+            "%(asctime)s %(levelname).1s %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(level_for(verbosity))
+    logger.propagate = False

@@ -1,0 +1,121 @@
+"""Prometheus metrics and the /metrics, /healthz, /readyz endpoints.
+
+Names follow kube-scheduler's where one exists (`scheduler_schedule_attempts_total`
+becomes `policyd_schedule_attempts_total`, same labels), so dashboards carry over.
+Each daemon has its own registry: several daemons can run in one process (tests).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+log = logging.getLogger("policyd.daemon.metrics")
+
+# kube-scheduler's buckets for scheduling latency: 1 ms .. ~16 s (exponential).
+_LATENCY_BUCKETS = tuple(0.001 * 2**i for i in range(15))
+_ALGO_BUCKETS = tuple(0.0001 * 2**i for i in range(16))
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = r = CollectorRegistry()
+        self.schedule_attempts = Counter(
+            "policyd_schedule_attempts_total",
+            "Scheduling attempts by result (scheduled, unschedulable, error) and profile.",
+            ["result", "profile"], registry=r)
+        self.e2e_latency = Histogram(
+            "policyd_e2e_scheduling_duration_seconds",
+            "From a pod's first entry in the queue to its successful binding.",
+            ["profile"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.attempt_latency = Histogram(
+            "policyd_scheduling_attempt_duration_seconds",
+            "One scheduling attempt, by result and profile.",
+            ["result", "profile"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.algorithm_latency = Histogram(
+            "policyd_scheduling_algorithm_duration_seconds",
+            "Plugin evaluation time of one cycle (PreFilter to host selection).",
+            ["profile"], buckets=_ALGO_BUCKETS, registry=r)
+        self.pending_pods = Gauge(
+            "policyd_pending_pods", "Pods in each scheduling queue.", ["queue"], registry=r)
+        self.bind_errors = Counter(
+            "policyd_bind_errors_total",
+            "Failed binding attempts, by reason (HTTP status or error class).",
+            ["reason"], registry=r)
+        self.binding_latency = Histogram(
+            "policyd_binding_duration_seconds", "Binding calls, retries included.",
+            buckets=_LATENCY_BUCKETS, registry=r)
+        self.events_emitted = Counter(
+            "policyd_events_total", "Events posted, by reason.", ["reason"], registry=r)
+        self.leader = Gauge("policyd_leader", "1 while this replica holds the lease.",
+                            registry=r)
+        self.config_reloads = Counter(
+            "policyd_config_reloads_total", "Profile/policy reloads by result.", ["result"],
+            registry=r)
+        self.watch_errors = Counter(
+            "policyd_watch_errors_total", "Watch/list failures by resource.", ["resource"],
+            registry=r)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class HealthServer:
+    """Serves /metrics, /healthz (the process is alive) and /readyz (caches synced)."""
+
+    def __init__(self, address: str, metrics: Metrics, ready: Callable[[], bool],
+                 before_scrape: Callable[[], None] = lambda: None) -> None:
+        host, _, port = address.rpartition(":")
+        metrics_ref, ready_ref, scrape_ref = metrics, ready, before_scrape
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    scrape_ref()
+                    self._send(200, metrics_ref.render(), CONTENT_TYPE_LATEST)
+                elif path in ("/healthz", "/livez"):
+                    self._send(200, b"ok", "text/plain")
+                elif path == "/readyz":
+                    ok = ready_ref()
+                    self._send(200 if ok else 503, b"ok" if ok else b"caches not synced",
+                               "text/plain")
+                else:
+                    self._send(404, b"not found", "text/plain")
+
+            def _send(self, code: int, body: bytes, ctype: str) -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                log.debug("http: " + format, *args)
+
+        self.server = ThreadingHTTPServer((host.strip("[]") or "0.0.0.0", int(port)), Handler)
+        self.server.daemon_threads = True
+        self._thread = threading.Thread(target=self.server.serve_forever,
+                                        name="policyd-http", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,230 @@
+"""Assemble and run the daemon: validate, connect, watch, elect, schedule, shut down.
+
+Order matters: the profile and policies are validated completely before a connection
+is even configured, so an invalid configuration never sends a request. Shutdown (stop
+event, set by SIGTERM in the CLI): stop taking pods, finish in-flight binds within the
+grace period, release the lease, stop the watches, return 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from policyd.daemon import config as daemon_config
+from policyd.daemon.events import EventSink
+from policyd.daemon.metrics import HealthServer, Metrics
+from policyd.daemon.reload import ConfigWatcher
+from policyd.daemon.scheduler import Scheduler
+from policyd.errors import EXIT_OK
+from policyd.kube import api
+from policyd.kube.client import ApiError, ConnectionSettings, KubeClient
+from policyd.kube.informer import Informer
+from policyd.kube.leaderelection import LeaderElector
+
+log = logging.getLogger("policyd.daemon")
+
+Obj = dict[str, Any]
+
+
+@dataclass(slots=True)
+class RunOptions:
+    config: Path
+    kubeconfig: str | None = None
+    context: str | None = None
+    metrics_bind_address: str = "0.0.0.0:10259"
+    leader_elect: bool | None = None  # None: the profile's leaderElection.leaderElect
+    lease_namespace: str | None = None
+    lease_name: str | None = None
+    identity: str | None = None
+    policies: list[Path] = field(default_factory=list)
+    verbosity: int = 0
+    reload_interval: float = 2.0
+    shutdown_grace: float = 30.0
+    binders: int = 16
+    qps: float | None = None
+    burst: int | None = None
+    watch_timeout: float = 300.0
+
+
+class Daemon:
+    """The running scheduler. `start()` after `load_config()`; `stop()` from any thread."""
+
+    def __init__(self, options: RunOptions, loaded: daemon_config.LoadedConfig) -> None:
+        self.options = options
+        self.loaded = loaded
+        s = loaded.settings
+        self.metrics = Metrics()
+        self.client = KubeClient.connect(ConnectionSettings(
+            kubeconfig=options.kubeconfig, context=options.context,
+            qps=options.qps if options.qps is not None else s.qps,
+            burst=options.burst if options.burst is not None else s.burst,
+            timeout=s.timeout))
+        le_settings = s.leader_election(options.identity, options.lease_namespace)
+        if options.lease_name:
+            from dataclasses import replace
+
+            le_settings = replace(le_settings, name=options.lease_name)
+        self.le_settings = le_settings
+        self.identity = le_settings.identity
+        self.leader_elect = s.leader_elect if options.leader_elect is None \
+            else options.leader_elect
+        self.stop_event = threading.Event()
+        self.events = EventSink(self.client, self.metrics, self.identity)
+        self.elector: LeaderElector | None = None
+        if self.leader_elect:
+            self.elector = LeaderElector(
+                self.client, le_settings,
+                on_started=lambda: self.metrics.leader.set(1),
+                on_stopped=lambda: self.metrics.leader.set(0))
+            is_leader = self.elector.is_leader
+        else:
+            self.metrics.leader.set(1)
+
+            def is_leader() -> bool:
+                return True
+        self.scheduler = Scheduler(
+            self.client, loaded.frameworks, metrics=self.metrics, events=self.events,
+            is_leader=is_leader, initial_backoff=s.pod_initial_backoff,
+            max_backoff=s.pod_max_backoff, binders=options.binders,
+            verbosity=options.verbosity)
+        sch = self.scheduler
+        self.nodes = Informer(self.client, "/api/v1/nodes", _Handler(
+            sch.on_node_add, sch.on_node_update, sch.on_node_delete), name="nodes",
+            watch_timeout=options.watch_timeout,
+            on_error=lambda e: self.metrics.watch_errors.labels("nodes").inc())
+        self.pods = Informer(self.client, "/api/v1/pods", _Handler(
+            sch.on_pod_add, sch.on_pod_update, sch.on_pod_delete), name="pods",
+            watch_timeout=options.watch_timeout,
+            on_error=lambda e: self.metrics.watch_errors.labels("pods").inc())
+        self.watcher = ConfigWatcher(loaded, apply=self._apply_config,
+                                     rejected=self._config_rejected,
+                                     interval=options.reload_interval,
+                                     extra_policies=options.policies)
+        self.http: HealthServer | None = None
+        self._threads: list[threading.Thread] = []
+        self._elector_stop = threading.Event()
+        self._scheduler_stop = threading.Event()
+
+    # -- health -------------------------------------------------------------------------
+
+    def synced(self) -> bool:
+        return self.nodes.synced.is_set() and self.pods.synced.is_set()
+
+    def is_leader(self) -> bool:
+        return self.elector.is_leader() if self.elector is not None else True
+
+    # -- reload -------------------------------------------------------------------------
+
+    def _apply_config(self, loaded: daemon_config.LoadedConfig) -> None:
+        self.loaded = loaded
+        self.scheduler.set_frameworks(loaded.frameworks)
+        self.metrics.config_reloads.labels("applied").inc()
+
+    def _config_rejected(self, message: str) -> None:
+        self.metrics.config_reloads.labels("rejected").inc()
+        uid = self.elector.lease_uid if self.elector is not None else ""
+        first = message.splitlines()
+        self.events.event(api.lease_ref(self.le_settings.namespace, self.le_settings.name, uid),
+                          "Warning", "InvalidConfiguration",
+                          "configuration change rejected, previous one still in use: "
+                          + " ".join(line.strip() for line in first), "Reload", "policyd")
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def _thread(self, target: Callable[..., None], name: str, *args: Any) -> None:
+        t = threading.Thread(target=target, args=args, name=name, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def start(self) -> None:
+        o = self.options
+        if o.metrics_bind_address:
+            self.http = HealthServer(o.metrics_bind_address, self.metrics, self.synced,
+                                     before_scrape=self.scheduler.update_gauges)
+            self.http.start()
+            log.info("serving /metrics, /healthz, /readyz on %s:%d",
+                     self.http.server.server_address[0], self.http.port)
+        self.events.start()
+        log.info("policyd %s starting: profiles %s, API server %s, leader election %s",
+                 self.identity, ", ".join(self.loaded.frameworks), self.client.host,
+                 f"on ({self.le_settings.namespace}/{self.le_settings.name})"
+                 if self.leader_elect else "off")
+        self._thread(self.nodes.run, "policyd-watch-nodes", self.stop_event)
+        self._thread(self.pods.run, "policyd-watch-pods", self.stop_event)
+        if self.elector is not None:
+            self._thread(self.elector.run, "policyd-leader", self._elector_stop)
+        self._thread(self.scheduler.run, "policyd-scheduler", self._scheduler_stop,
+                     self.synced)
+        self._thread(self.watcher.run, "policyd-reload", self.stop_event)
+
+    def wait(self) -> None:
+        self.stop_event.wait()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+
+    def shutdown(self) -> int:
+        """Graceful stop; returns the exit code (0)."""
+        log.info("shutting down: no new pods; finishing in-flight binds (grace %.0fs)",
+                 self.options.shutdown_grace)
+        self._scheduler_stop.set()
+        self.stop_event.set()
+        if not self.scheduler.shutdown(self.options.shutdown_grace):
+            log.warning("some binds did not finish within the grace period; their pods "
+                        "stay pending for the next leader")
+        self._elector_stop.set()  # the elector's run() releases the lease on its way out
+        for t in self._threads:
+            if t.name == "policyd-leader":
+                t.join(10.0)
+        self.nodes.stop()
+        self.pods.stop()
+        self.events.stop(5.0)
+        for t in self._threads:
+            t.join(2.0)
+        if self.http is not None:
+            self.http.stop()
+        self.client.close()
+        log.info("stopped")
+        return EXIT_OK
+
+
+class _Handler:
+    """Adapts three callbacks to the informer's handler protocol."""
+
+    def __init__(self, add: Callable[[Obj], None], update: Callable[[Obj, Obj], None],
+                 delete: Callable[[Obj], None]) -> None:
+        self._add, self._update, self._delete = add, update, delete
+
+    def on_add(self, obj: Obj) -> None:
+        self._add(obj)
+
+    def on_update(self, old: Obj, new: Obj) -> None:
+        self._update(old, new)
+
+    def on_delete(self, obj: Obj) -> None:
+        self._delete(obj)
+
+
+def load_config(options: RunOptions) -> daemon_config.LoadedConfig:
+    """Validate everything before any connection exists (raises InvalidConfig)."""
+    return daemon_config.load(options.config, options.policies)
+
+
+def run(options: RunOptions, stop: threading.Event | None = None) -> int:
+    """Run until `stop` is set (or forever); returns the exit code."""
+    loaded = load_config(options)
+    daemon = Daemon(options, loaded)
+    try:
+        daemon.start()
+        if stop is not None:
+            stop.wait()
+        else:
+            daemon.wait()
+    except ApiError as exc:
+        log.error("API error: %s", exc)
+    return daemon.shutdown()

@@ -1,0 +1,414 @@
+"""The scheduling loop: informer events in, bindings and events out.
+
+Concurrency: informer threads, the scheduling loop and the binder pool share one
+`ClusterState` under `self.lock` (lock order: `self.lock`, then the queue's own lock;
+the queue never calls back). A cycle holds the lock from decision to `assume`, so a
+placement counts on its node before the next pod is considered; binding then runs in
+a bounded pool without the lock.
+
+A pod is never bound twice: it is dropped from the queue once assumed, the loop skips
+pods that are assumed or bound, the Binding carries the pod's uid as a precondition,
+and a 409 is never retried (when an earlier attempt that timed out had in fact
+succeeded, the pod is read back to confirm it is on our node).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from policyd.daemon.events import EventSink, FailureThrottle
+from policyd.daemon.metrics import Metrics
+from policyd.daemon.queue import FLUSH_UNSCHEDULABLE_PERIOD, QueuedPod, SchedulingQueue
+from policyd.engine.scheduler import ScheduleResult, schedule_one
+from policyd.errors import InvalidObjectError
+from policyd.framework.runtime import Framework
+from policyd.kube import api
+from policyd.kube.backoff import Backoff
+from policyd.kube.client import ApiError, KubeClient
+from policyd.model.cluster import ClusterState
+from policyd.model.records import Pod, node_from_dict, pod_from_dict
+
+log = logging.getLogger("policyd.daemon.scheduler")
+
+Obj = dict[str, Any]
+
+BIND_DEADLINE = 60.0  # give up retrying a bind after this long, then requeue
+
+
+class Scheduler:
+    def __init__(
+        self,
+        client: KubeClient,
+        frameworks: dict[str, Framework],
+        *,
+        metrics: Metrics,
+        events: EventSink,
+        is_leader: Callable[[], bool] = lambda: True,
+        initial_backoff: float = 1.0,
+        max_backoff: float = 10.0,
+        binders: int = 16,
+        verbosity: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.frameworks = frameworks
+        self.metrics = metrics
+        self.events = events
+        self.is_leader = is_leader
+        self.verbosity = verbosity
+        self.clock = clock
+        self.lock = threading.RLock()
+        self.cluster = ClusterState()
+        self.queue = SchedulingQueue(self._less, clock=clock, initial_backoff=initial_backoff,
+                                     max_backoff=max_backoff)
+        self.assumed: dict[str, str] = {}  # pod uid -> node, until the API shows it bound
+        self.throttle = FailureThrottle(clock)
+        self._pool = ThreadPoolExecutor(max_workers=binders, thread_name_prefix="policyd-bind")
+        self._binds_in_flight = 0
+        self._binds_cond = threading.Condition()
+        self._bad_objects: dict[str, str] = {}  # uid -> resourceVersion already reported
+        self.stopping = threading.Event()
+        self.bound_total = 0
+
+    # -- profiles -----------------------------------------------------------------------
+
+    def _less(self, a: Pod, b: Pod) -> bool:
+        # Upstream requires every profile to share one QueueSort; take the first's.
+        fw = next(iter(self.frameworks.values()), None)
+        if fw is None:
+            return a.creation_timestamp < b.creation_timestamp
+        return fw.less(a, b)
+
+    def set_frameworks(self, frameworks: dict[str, Framework]) -> None:
+        """Swap profiles (hot reload) and give every waiting pod another chance."""
+        with self.lock:
+            self.frameworks = frameworks
+            self.queue.set_less(self._less)
+            for uid, qp in list(self._queued_items()):
+                if qp.pod.scheduler_name not in frameworks:
+                    self.queue.delete(uid)
+            for pod in self.cluster.pending_pods():
+                if self._responsible(pod) and pod.uid not in self.queue:
+                    self.queue.add(pod)
+            self.queue.move_all("PolicyReload")
+
+    def _queued_items(self) -> list[tuple[str, QueuedPod]]:
+        out = []
+        for pod in self.cluster.pending_pods():
+            qp = self.queue.get(pod.uid)
+            if qp is not None:
+                out.append((pod.uid, qp))
+        return out
+
+    def _responsible(self, pod: Pod) -> bool:
+        return (pod.scheduler_name in self.frameworks and not pod.node_name
+                and not pod.finished)
+
+    # -- informer handlers: pods --------------------------------------------------------
+
+    def _decode_pod(self, obj: Obj) -> Pod | None:
+        try:
+            return pod_from_dict(obj)
+        except InvalidObjectError as exc:
+            raw_meta, raw_spec = obj.get("metadata"), obj.get("spec")
+            meta: Obj = raw_meta if isinstance(raw_meta, dict) else {}
+            spec: Obj = raw_spec if isinstance(raw_spec, dict) else {}
+            uid = str(meta.get("uid") or "")
+            rv = str(meta.get("resourceVersion") or "")
+            if self._bad_objects.get(uid) != rv:
+                self._bad_objects[uid] = rv
+                log.error("skipping malformed pod: %s", exc)
+                if (spec.get("schedulerName") in self.frameworks
+                        and meta.get("namespace") and meta.get("name")):
+                    self.events.event(api.pod_ref(str(meta["namespace"]), str(meta["name"]),
+                                                  uid), "Warning", "FailedScheduling",
+                                      f"policyd cannot read this pod: {exc.message}",
+                                      "Scheduling", str(spec["schedulerName"]))
+            return None
+
+    def on_pod_add(self, obj: Obj) -> None:
+        pod = self._decode_pod(obj)
+        if pod is not None:
+            self._pod_changed(None, pod)
+
+    def on_pod_update(self, old: Obj, new: Obj) -> None:
+        pod = self._decode_pod(new)
+        if pod is None:
+            # Unreadable now: stop trying to schedule it (it stays counted as it was).
+            uid = str((new.get("metadata") or {}).get("uid") or "")
+            with self.lock:
+                self.queue.delete(uid)
+            return
+        self._pod_changed(old, pod)
+
+    def _pod_changed(self, old: Obj | None, pod: Pod) -> None:
+        move = False
+        with self.lock:
+            uid = pod.uid
+            was_on = self.cluster.node_of(uid)
+            if uid in self.assumed and not pod.node_name and not pod.finished:
+                # Our binding is in flight; the API has not caught up. Keep the
+                # assumption so the pod keeps counting on its node.
+                return
+            if uid in self.assumed:
+                del self.assumed[uid]
+            self.cluster.upsert_pod(pod)
+            if pod.node_name or pod.finished:
+                # Bound (by us or anyone) or finished: nothing left to schedule.
+                self.queue.delete(uid)
+                self.throttle.forget(uid)
+                if was_on and pod.finished:
+                    move = True  # its resources are free now
+            elif self._responsible(pod) and not pod.deleting:
+                self.queue.add(pod)
+            else:
+                self.queue.delete(uid)
+            if move:
+                self.queue.move_all("AssignedPodFinished")
+
+    def on_pod_delete(self, obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        with self.lock:
+            removed = self.cluster.remove_pod(uid)
+            was_bound = (removed is not None and bool(removed.node_name)) or uid in self.assumed
+            self.assumed.pop(uid, None)
+            self.queue.delete(uid)
+            self.throttle.forget(uid)
+            self._bad_objects.pop(uid, None)
+            if was_bound:
+                self.queue.move_all("AssignedPodDelete")
+
+    # -- informer handlers: nodes -------------------------------------------------------
+
+    def on_node_add(self, obj: Obj) -> None:
+        self._node_changed(obj, "NodeAdd")
+
+    def on_node_update(self, old: Obj, new: Obj) -> None:
+        self._node_changed(new, "NodeUpdate" if node_changed(old, new) else "")
+
+    def _node_changed(self, obj: Obj, event: str) -> None:
+        try:
+            node = node_from_dict(obj)
+        except InvalidObjectError as exc:
+            log.error("skipping malformed node: %s", exc)
+            return
+        with self.lock:
+            self.cluster.upsert_node(node)
+            if event:
+                self.queue.move_all(event)
+
+    def on_node_delete(self, obj: Obj) -> None:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        with self.lock:
+            self.cluster.remove_node(name)
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def run(self, stop: threading.Event, ready: Callable[[], bool]) -> None:
+        """Schedule until `stop` (or `self.stopping`) is set. Waits for the caches and
+        for leadership; never starts a cycle without both."""
+        next_flush = self.clock() + FLUSH_UNSCHEDULABLE_PERIOD
+        while not stop.is_set() and not self.stopping.is_set():
+            if not ready() or not self.is_leader():
+                stop.wait(0.1)
+                continue
+            if self.clock() >= next_flush:
+                self.queue.flush()
+                next_flush = self.clock() + FLUSH_UNSCHEDULABLE_PERIOD
+            qp = self.queue.pop(timeout=0.2)
+            if qp is None:
+                continue
+            if stop.is_set() or self.stopping.is_set() or not self.is_leader():
+                self.queue.requeue_active(qp)
+                continue
+            try:
+                self.schedule(qp)
+            except Exception:
+                # A bug in one cycle must not stop the scheduler: back off this pod.
+                log.exception("scheduling %s failed", qp.pod.key)
+                self.queue.requeue(qp, unschedulable=False)
+
+    def schedule(self, qp: QueuedPod) -> ScheduleResult | None:
+        """One cycle for one popped pod."""
+        pod = qp.pod
+        start = self.clock()
+        with self.lock:
+            fw = self.frameworks.get(pod.scheduler_name)
+            if (fw is None or qp.deleted or pod.deleting or pod.uid in self.assumed
+                    or self.cluster.node_of(pod.uid) is not None):
+                self.queue.done(pod.uid)
+                return None
+            t0 = time.perf_counter()
+            result = schedule_one(fw, pod, self.cluster)
+            self.metrics.algorithm_latency.labels(fw.profile_name).observe(
+                time.perf_counter() - t0)
+            if result.node is not None:
+                self.cluster.assume(pod, result.node)
+                self.assumed[pod.uid] = result.node
+                self.queue.done(pod.uid)
+                self._binds_started()
+        profile = fw.profile_name
+        if result.node is not None:
+            if self.verbosity >= 2:
+                log.info("assumed %s on %s", pod.key, result.node)
+            try:
+                self._pool.submit(self._bind, qp, result.node, profile, start)
+            except RuntimeError:  # pool shut down: we are stopping
+                self._binds_done()
+                self._bind_failed(qp, result.node, profile, "scheduler stopping")
+            return result
+        unschedulable = result.error is None
+        label = "unschedulable" if unschedulable else "error"
+        self.metrics.schedule_attempts.labels(label, profile).inc()
+        self.metrics.attempt_latency.labels(label, profile).observe(self.clock() - start)
+        plugins = result.diagnosis.unschedulable_plugins if unschedulable else None
+        where = self.queue.requeue(qp, unschedulable=unschedulable, plugins=plugins)
+        message = result.message
+        if where is not None:
+            post, patch = self.throttle.check(pod.uid, message)
+            if self.verbosity >= 2 or post:
+                log.info("%s: %s (-> %s queue)", pod.key, message, where)
+            self.events.failed(pod.namespace, pod.name, pod.uid, message, profile,
+                               post_event=post, patch_condition=patch,
+                               reason="Unschedulable" if unschedulable else "SchedulerError")
+        return result
+
+    # -- binding --------------------------------------------------------------------------
+
+    def _binds_started(self) -> None:
+        with self._binds_cond:
+            self._binds_in_flight += 1
+
+    def _binds_done(self) -> None:
+        with self._binds_cond:
+            self._binds_in_flight -= 1
+            self._binds_cond.notify_all()
+
+    def wait_binds(self, timeout: float) -> bool:
+        """Wait for in-flight binds (graceful shutdown). True if all finished."""
+        deadline = time.monotonic() + timeout
+        with self._binds_cond:
+            while self._binds_in_flight > 0:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._binds_cond.wait(remaining)
+        return True
+
+    def _bind(self, qp: QueuedPod, node: str, profile: str, start: float) -> None:
+        try:
+            self._bind_with_retries(qp, node, profile, start)
+        except Exception:
+            log.exception("binding %s failed", qp.pod.key)
+            self._bind_failed(qp, node, profile, "internal error")
+        finally:
+            self._binds_done()
+
+    def _bind_with_retries(self, qp: QueuedPod, node: str, profile: str, start: float
+                           ) -> None:
+        pod = qp.pod
+        backoff = Backoff(initial=0.2, maximum=5.0)
+        deadline = self.clock() + BIND_DEADLINE
+        t0 = self.clock()
+        while True:
+            if not self.is_leader():
+                self._bind_failed(qp, node, profile, "lost leadership before binding")
+                return
+            with self.lock:
+                if self.assumed.get(pod.uid) != node:
+                    return  # deleted or bound by someone else meanwhile
+            try:
+                outcome = api.bind_pod(self.client, pod.namespace, pod.name, pod.uid, node)
+                break
+            except ApiError as exc:
+                self.metrics.bind_errors.labels(str(exc.status or exc.reason)).inc()
+                if not exc.transient or self.clock() >= deadline:
+                    self._bind_failed(qp, node, profile, f"binding rejected: {exc}")
+                    return
+                delay = exc.retry_after or backoff.next_delay()
+                log.warning("binding %s to %s: %s; retrying in %.1fs", pod.key, node, exc,
+                            delay)
+                # Graceful stop still lets a retry happen within the grace period.
+                time.sleep(min(delay, 5.0))
+        self.metrics.binding_latency.observe(self.clock() - t0)
+        if outcome is api.BindOutcome.ALREADY_BOUND:
+            outcome = self._confirm(pod, node)
+        if outcome is api.BindOutcome.BOUND:
+            self.bound_total += 1
+            self.metrics.schedule_attempts.labels("scheduled", profile).inc()
+            self.metrics.attempt_latency.labels("scheduled", profile).observe(
+                self.clock() - start)
+            self.metrics.e2e_latency.labels(profile).observe(self.clock() - qp.added)
+            self.throttle.forget(pod.uid)
+            if self.verbosity >= 1:
+                log.info("bound %s to %s", pod.key, node)
+            self.events.scheduled(pod.namespace, pod.name, pod.uid, node, profile)
+            return
+        # Gone, or bound elsewhere: the informer brings the truth; drop the assumption
+        # only if it is still ours (the informer may already have replaced it).
+        with self.lock:
+            if self.assumed.get(pod.uid) == node:
+                del self.assumed[pod.uid]
+                self.cluster.remove_pod(pod.uid)
+        log.info("not binding %s: %s", pod.key,
+                 "deleted" if outcome is api.BindOutcome.GONE else "already bound")
+
+    def _confirm(self, pod: Pod, node: str) -> api.BindOutcome:
+        """After a 409: did an earlier attempt of ours (that timed out) bind it here?"""
+        try:
+            current = api.get_pod(self.client, pod.namespace, pod.name)
+        except ApiError:
+            return api.BindOutcome.ALREADY_BOUND
+        if current is None:
+            return api.BindOutcome.GONE
+        meta, spec = current.get("metadata") or {}, current.get("spec") or {}
+        if meta.get("uid") == pod.uid and spec.get("nodeName") == node:
+            return api.BindOutcome.BOUND
+        return api.BindOutcome.ALREADY_BOUND
+
+    def _bind_failed(self, qp: QueuedPod, node: str, profile: str, message: str) -> None:
+        """Undo the assumption and retry the pod after a backoff."""
+        pod = qp.pod
+        with self.lock:
+            if self.assumed.get(pod.uid) != node:
+                return  # deleted or bound meanwhile: nothing to undo
+            del self.assumed[pod.uid]
+            self.cluster.forget(pod)
+            self.metrics.schedule_attempts.labels("error", profile).inc()
+            where = self.queue.requeue(qp, unschedulable=False)
+        log.warning("binding %s to %s failed: %s; requeued (%s)", pod.key, node, message,
+                    where)
+        if "leadership" not in message and "stopping" not in message:
+            self.events.failed(pod.namespace, pod.name, pod.uid, message, profile,
+                               post_event=True, patch_condition=False)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def update_gauges(self) -> None:
+        for name, n in self.queue.counts().items():
+            self.metrics.pending_pods.labels(name).set(n)
+
+    def shutdown(self, grace: float) -> bool:
+        """Stop taking pods, let in-flight binds finish within `grace` seconds."""
+        self.stopping.set()
+        self.queue.close()
+        finished = self.wait_binds(grace)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        return finished
+
+
+def node_changed(old: Obj, new: Obj) -> bool:
+    """Whether a node update can change where pods fit: spec, labels, allocatable or
+    images (status heartbeats alone cannot)."""
+    om, nm = old.get("metadata") or {}, new.get("metadata") or {}
+    if om.get("labels") != nm.get("labels") or old.get("spec") != new.get("spec"):
+        return True
+    os_, ns = old.get("status") or {}, new.get("status") or {}
+    return bool(os_.get("allocatable") != ns.get("allocatable")
+                or os_.get("images") != ns.get("images"))

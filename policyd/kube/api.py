@@ -1,0 +1,186 @@
+"""The scheduler's writes: bindings, events, the PodScheduled condition, Leases.
+
+Request bodies are built by pure functions (tested without a cluster); the calls are
+single attempts that return an outcome or raise `ApiError` — the daemon decides what
+to retry, since only it knows whether it is still the leader.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import Enum
+from typing import Any
+from urllib.parse import quote
+
+from policyd.kube.client import ApiError, KubeClient
+
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+
+
+def now_rfc3339(micro: bool = False, now: datetime | None = None) -> str:
+    t = now or datetime.now(UTC)
+    if micro:
+        return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _pod_path(ns: str, name: str, sub: str = "") -> str:
+    path = f"/api/v1/namespaces/{quote(ns, safe='')}/pods/{quote(name, safe='')}"
+    return f"{path}/{sub}" if sub else path
+
+
+# -- binding --------------------------------------------------------------------------
+
+class BindOutcome(Enum):
+    BOUND = "bound"  # this call bound the pod to the node
+    ALREADY_BOUND = "already-bound"  # 409: bound before (elsewhere, or by an earlier try)
+    GONE = "gone"  # 404: deleted
+
+
+def binding_body(namespace: str, name: str, uid: str, node: str) -> dict[str, Any]:
+    """A v1 Binding. The uid is a precondition: a pod deleted and re-created under the
+    same name is not bound by a decision made for the old one (409 instead)."""
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if uid:
+        meta["uid"] = uid
+    return {"apiVersion": "v1", "kind": "Binding", "metadata": meta,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+
+
+def bind_pod(client: KubeClient, namespace: str, name: str, uid: str, node: str,
+             *, timeout: float | None = None) -> BindOutcome:
+    """POST pods/NAME/binding. The reply is read as raw JSON: the official client's
+    `create_namespaced_pod_binding` raises while decoding the server's Status reply to
+    a successful bind (kubernetes-client/python issue 547). Transient failures raise
+    ApiError; 404 and 409 are outcomes, never retried."""
+    try:
+        client.request("POST", _pod_path(namespace, name, "binding"),
+                       body=binding_body(namespace, name, uid, node), timeout=timeout)
+    except ApiError as exc:
+        if exc.status == 404:
+            return BindOutcome.GONE
+        if exc.status == 409:
+            return BindOutcome.ALREADY_BOUND
+        raise
+    return BindOutcome.BOUND
+
+
+def get_pod(client: KubeClient, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        return client.request("GET", _pod_path(namespace, name))
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+# -- events ---------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """What an event is about (core v1 ObjectReference)."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        ref = {"apiVersion": self.api_version, "kind": self.kind,
+               "namespace": self.namespace, "name": self.name}
+        if self.uid:
+            ref["uid"] = self.uid
+        return ref
+
+
+def pod_ref(namespace: str, name: str, uid: str) -> ObjectRef:
+    return ObjectRef("v1", "Pod", namespace, name, uid)
+
+
+def lease_ref(namespace: str, name: str, uid: str = "") -> ObjectRef:
+    return ObjectRef("coordination.k8s.io/v1", "Lease", namespace, name, uid)
+
+
+def event_body(ref: ObjectRef, *, event_type: str, reason: str, message: str,
+               action: str, component: str, instance: str,
+               now: datetime | None = None) -> dict[str, Any]:
+    """A core v1 Event, the form `kubectl describe` and `kubectl get events` show (the
+    `From` column is `source.component`, the scheduler's name as upstream reports it)."""
+    t = now_rfc3339(now=now)
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            # Like client-go's recorder: object name plus a unique suffix.
+            "name": f"{ref.name}.{secrets.token_hex(8)}",
+            "namespace": ref.namespace or "default",
+        },
+        "involvedObject": ref.as_dict(),
+        "reason": reason,
+        "message": message,
+        "type": event_type,
+        "action": action,
+        "source": {"component": component},
+        "reportingComponent": component,
+        "reportingInstance": instance[:128],
+        "firstTimestamp": t,
+        "lastTimestamp": t,
+        "count": 1,
+    }
+
+
+def post_event(client: KubeClient, body: dict[str, Any]) -> None:
+    ns = quote(body["metadata"]["namespace"], safe="")
+    client.request("POST", f"/api/v1/namespaces/{ns}/events", body=body)
+
+
+# -- PodScheduled condition -----------------------------------------------------------
+
+def pod_scheduled_patch(message: str, reason: str = "Unschedulable",
+                        now: datetime | None = None) -> dict[str, Any]:
+    """A strategic merge patch of status.conditions (merged by `type`): PodScheduled
+    False with the full FitError message, as `kubectl describe pod` shows it."""
+    return {"status": {"conditions": [{
+        "type": "PodScheduled", "status": "False", "reason": reason, "message": message,
+        "lastProbeTime": None, "lastTransitionTime": now_rfc3339(now=now)}]}}
+
+
+def patch_pod_scheduled_false(client: KubeClient, namespace: str, name: str, message: str,
+                              reason: str = "Unschedulable") -> None:
+    client.request("PATCH", _pod_path(namespace, name, "status"),
+                   body=pod_scheduled_patch(message, reason), content_type=STRATEGIC_MERGE)
+
+
+# -- Leases ---------------------------------------------------------------------------
+
+def get_lease(client: KubeClient, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        return client.request("GET", f"{LEASES.format(ns=quote(namespace, safe=''))}/"
+                                     f"{quote(name, safe='')}")
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def create_lease(client: KubeClient, namespace: str, name: str, spec: dict[str, Any]
+                 ) -> dict[str, Any]:
+    body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+    return client.request("POST", LEASES.format(ns=quote(namespace, safe="")), body=body)
+
+
+def update_lease(client: KubeClient, lease: dict[str, Any], spec: dict[str, Any]
+                 ) -> dict[str, Any]:
+    """PUT with the lease's resourceVersion: a concurrent writer makes this a 409."""
+    meta = lease["metadata"]
+    body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"],
+                         "resourceVersion": meta["resourceVersion"]},
+            "spec": spec}
+    return client.request("PUT", f"{LEASES.format(ns=quote(meta['namespace'], safe=''))}/"
+                                 f"{quote(meta['name'], safe='')}", body=body)

@@ -1,0 +1,274 @@
+"""A raw-JSON connection to the API server: credentials, rate limit, timeouts, errors.
+
+The official client loads kubeconfig or in-cluster credentials (including token
+refresh) and holds the urllib3 pool; everything else is ours. Each call is rate-limited
+by a client-side token bucket (QPS/burst, as client-go does), carries a timeout, and
+returns decoded JSON or raises `ApiError`, whose `transient` property says whether a
+retry can help (no response, 429, 5xx) or not (404, 409, 422, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from policyd.errors import PolicydError
+from policyd.kube.backoff import TokenBucket
+
+USER_AGENT = "policyd"
+# Enough sockets for two watches, the scheduling loop and a full binder pool: urllib3
+# otherwise opens and drops connections beyond its pool size on every call.
+POOL_SIZE = 32
+
+
+class KubeConfigError(PolicydError):
+    """No usable credentials (no kubeconfig, not in a cluster)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionSettings:
+    """How to reach the API server."""
+
+    kubeconfig: str | None = None
+    """Path of a kubeconfig; None: $KUBECONFIG, then in-cluster, then ~/.kube/config."""
+    context: str | None = None
+    qps: float = 50.0
+    """Requests per second once the burst is spent (clientConnection.qps)."""
+    burst: int = 100
+    timeout: float = 30.0
+    """Seconds every non-watch call may take before it fails as transient."""
+
+
+class ApiError(Exception):
+    """A failed API call. `status` 0 means no HTTP response (refused, reset, timeout)."""
+
+    def __init__(self, status: int, reason: str, message: str = "",
+                 body: Mapping[str, Any] | None = None, retry_after: float | None = None
+                 ) -> None:
+        super().__init__(f"{status} {reason}: {message}" if message else f"{status} {reason}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body = dict(body) if body is not None else None
+        self.retry_after = retry_after
+
+    @property
+    def transient(self) -> bool:
+        return is_transient(self.status)
+
+
+def is_transient(status: int) -> bool:
+    """Whether retrying the same request can succeed: no response, throttled, or a
+    server-side failure. 4xx answers other than 429 are final."""
+    return status == 0 or status == 429 or status >= 500
+
+
+def api_error_from(status: int, reason: str, data: bytes,
+                   headers: Mapping[str, str] | None = None) -> ApiError:
+    """Build an ApiError from an error response, reading the Status body if any."""
+    body: dict[str, Any] | None = None
+    message = ""
+    try:
+        decoded = json.loads(data) if data else None
+        if isinstance(decoded, dict):
+            body = decoded
+            message = str(decoded.get("message") or "")
+            reason = str(decoded.get("reason") or reason)
+    except ValueError:
+        message = data[:200].decode("utf-8", "replace")
+    retry_after = None
+    if headers is not None:
+        raw = headers.get("Retry-After")
+        if raw is not None:
+            try:
+                retry_after = float(raw)
+            except ValueError:
+                retry_after = None
+    return ApiError(status, reason, message, body, retry_after)
+
+
+def _load_configuration(settings: ConnectionSettings) -> Any:
+    """A client Configuration from kubeconfig or the pod's service account. Reads files
+    only: no request is sent."""
+    from kubernetes import client
+    from kubernetes import config as kube_config
+
+    # Typed as Any: the client's loaders are untyped.
+    config: Any = kube_config
+    cfg = client.Configuration()
+    path = settings.kubeconfig or os.environ.get("KUBECONFIG")
+    if path:
+        # A KUBECONFIG list is merged by the client only for its first file here:
+        # we take the first existing path, as kubectl does for the current context.
+        first = next((p for p in path.split(os.pathsep) if p and os.path.exists(p)), None)
+        if first is None:
+            raise KubeConfigError(f"kubeconfig {path!r} does not exist")
+        config.load_kube_config(config_file=first, context=settings.context,
+                                client_configuration=cfg)
+    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=cfg)
+    else:
+        default = os.path.expanduser("~/.kube/config")
+        if not os.path.exists(default):
+            raise KubeConfigError("no kubeconfig: pass --kubeconfig, set KUBECONFIG, or "
+                                   "run in a cluster")
+        config.load_kube_config(config_file=default, context=settings.context,
+                                client_configuration=cfg)
+    cfg.connection_pool_maxsize = POOL_SIZE
+    # Our own retry loops decide what to retry and when; urllib3's silent retries
+    # would hide the timeouts that count against a call.
+    cfg.retries = False
+    return cfg
+
+
+class KubeClient:
+    """Raw JSON calls to one API server, rate-limited, each with a timeout."""
+
+    def __init__(self, api_client: Any, settings: ConnectionSettings) -> None:
+        self._api = api_client
+        self.settings = settings
+        self.limiter = TokenBucket(settings.qps, settings.burst)
+        self._api.user_agent = USER_AGENT
+
+    @classmethod
+    def connect(cls, settings: ConnectionSettings) -> KubeClient:
+        from kubernetes import client
+
+        return cls(client.ApiClient(_load_configuration(settings)), settings)
+
+    @property
+    def host(self) -> str:
+        return str(self._api.configuration.host)
+
+    def close(self) -> None:
+        self._api.close()
+
+    def _send(self, method: str, path: str, query: Mapping[str, Any] | None,
+              body: Any, content_type: str | None, timeout: Any) -> Any:
+        import urllib3
+
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
+        self.limiter.take()
+        method, url, headers, body, post = self._api.param_serialize(
+            method=method, resource_path=path, query_params=params, header_params=headers,
+            body=body, auth_settings=["BearerToken"])
+        try:
+            resp = self._api.call_api(method, url, header_params=headers, body=body,
+                                      post_params=post, _request_timeout=timeout)
+        except urllib3.exceptions.HTTPError as exc:
+            raise ApiError(0, type(exc).__name__, str(exc)) from exc
+        except OSError as exc:
+            raise ApiError(0, type(exc).__name__, str(exc)) from exc
+        except Exception as exc:
+            # The client wraps TLS failures as ApiException(status=0).
+            status = getattr(exc, "status", None)
+            if isinstance(status, int):
+                raise ApiError(status, type(exc).__name__, str(exc)) from exc
+            raise
+        return resp.response  # the urllib3 response, body not read yet
+
+    def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
+                body: Any = None, content_type: str | None = None,
+                timeout: float | None = None) -> dict[str, Any]:
+        """One call; the decoded JSON reply, or ApiError. Never decodes into models."""
+        import urllib3
+
+        raw = self._send(method, path, query, body, content_type,
+                         timeout if timeout is not None else self.settings.timeout)
+        try:
+            data = raw.data
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ApiError(0, type(exc).__name__, str(exc)) from exc
+        finally:
+            raw.release_conn()
+        if not 200 <= raw.status <= 299:
+            raise api_error_from(raw.status, str(raw.reason or ""), data, raw.headers)
+        if not data:
+            return {}
+        try:
+            decoded = json.loads(data)
+        except ValueError as exc:
+            raise ApiError(0, "BadResponse", f"reply is not JSON: {exc}") from exc
+        return decoded if isinstance(decoded, dict) else {"items": decoded}
+
+    def stream(self, path: str, *, query: Mapping[str, Any] | None = None,
+               read_timeout: float) -> WatchStream:
+        """Open a watch: newline-delimited JSON events until the server ends it."""
+        raw = self._send("GET", path, query, None, None,
+                         (self.settings.timeout, read_timeout))
+        if not 200 <= raw.status <= 299:
+            try:
+                data = raw.data
+            finally:
+                raw.release_conn()
+            raise api_error_from(raw.status, str(raw.reason or ""), data, raw.headers)
+        return WatchStream(raw)
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class WatchStream:
+    """The lines of an open watch response. `close()` from another thread interrupts
+    a blocked read (so shutdown does not wait for the watch timeout)."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+        self.closed = False
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        """Decoded watch events; ends when the server closes the stream."""
+        import urllib3
+
+        buf = b""
+        try:
+            for chunk in self._raw.stream(65536, decode_content=True):
+                buf += chunk
+                while True:
+                    line, sep, rest = buf.partition(b"\n")
+                    if not sep:
+                        break
+                    buf = rest
+                    if line.strip():
+                        yield decode_watch_line(line)
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            if self.closed:
+                return
+            raise ApiError(0, type(exc).__name__, str(exc)) from exc
+        finally:
+            self.close()
+        if buf.strip():
+            yield decode_watch_line(buf)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        shutdown = getattr(self._raw, "shutdown", None)
+        try:
+            if shutdown is not None:
+                shutdown()
+            self._raw.release_conn()
+            self._raw.close()
+        except Exception:  # closing a broken socket: nothing left to do
+            pass
+
+
+def decode_watch_line(line: bytes) -> dict[str, Any]:
+    """One watch event `{"type": ..., "object": {...}}`; ApiError(0) if malformed."""
+    try:
+        event = json.loads(line)
+    except ValueError as exc:
+        raise ApiError(0, "BadWatchEvent", f"not JSON: {exc}") from exc
+    if not isinstance(event, dict) or "type" not in event:
+        raise ApiError(0, "BadWatchEvent", "no event type")
+    return event

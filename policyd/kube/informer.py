@@ -1,0 +1,235 @@
+"""List-then-watch of one resource kind as raw JSON, never losing an event.
+
+The reflector pattern (client-go's `Reflector`): list everything (paged), remember the
+list's resourceVersion, watch from there; each event moves the resourceVersion on
+(bookmarks too). A 410 Gone (the server compacted past our version) re-lists, and the
+difference between the cached objects and the new list is delivered as
+adds/updates/deletes, so a consumer sees the same stream it would have seen without
+the gap. Any other failure reconnects after an exponential backoff with jitter.
+
+The official client's `SharedInformer` is not used: it decodes every object into
+models (about 4x slower than json.loads) and reconnects a failing watch without any
+backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from policyd.kube.backoff import Backoff
+from policyd.kube.client import ApiError, KubeClient, WatchStream
+
+log = logging.getLogger("policyd.kube.informer")
+
+Obj = dict[str, Any]
+
+
+class Handler(Protocol):
+    def on_add(self, obj: Obj) -> None: ...
+    def on_update(self, old: Obj, new: Obj) -> None: ...
+    def on_delete(self, obj: Obj) -> None: ...
+
+
+def object_key(obj: Obj) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace") or ""
+    return f"{ns}/{meta.get('name', '')}" if ns else str(meta.get("name", ""))
+
+
+def resource_version(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def diff_relist(cached: dict[str, Obj], listed: list[Obj]
+                ) -> tuple[list[Obj], list[tuple[Obj, Obj]], list[Obj]]:
+    """What changed between the cache and a fresh list: (added, updated (old, new),
+    deleted). An object whose uid changed under the same name was deleted and
+    re-created; it is reported as an update, as client-go's DeltaFIFO Replace does,
+    and consumers key pods by uid, so they see the old uid go and the new one come."""
+    fresh = {object_key(o): o for o in listed}
+    added, updated, deleted = [], [], []
+    for key, obj in fresh.items():
+        old = cached.get(key)
+        if old is None:
+            added.append(obj)
+        elif resource_version(old) != resource_version(obj):
+            updated.append((old, obj))
+    for key, old in cached.items():
+        if key not in fresh:
+            deleted.append(old)
+    return added, updated, deleted
+
+
+class Informer:
+    """Keeps `handler` in step with one resource (`path`, e.g. /api/v1/pods).
+
+    `synced` is set once the first list has been delivered. Run `run(stop)` in a
+    thread; `stop` ends it promptly (an open watch is closed)."""
+
+    def __init__(self, client: KubeClient, path: str, handler: Handler, *,
+                 name: str = "", page_size: int = 500, watch_timeout: float = 300.0,
+                 backoff: Backoff | None = None,
+                 on_error: Callable[[ApiError], None] | None = None) -> None:
+        self.client = client
+        self.path = path
+        self.name = name or path
+        self.handler = handler
+        self.page_size = page_size
+        self.watch_timeout = watch_timeout
+        self.backoff = backoff or Backoff(initial=0.8, maximum=30.0)
+        self.on_error = on_error
+        self.synced = threading.Event()
+        self.resource_version = ""
+        self.cache: dict[str, Obj] = {}
+        self.relists = 0
+        self._stream: WatchStream | None = None
+        self._lock = threading.Lock()
+
+    # -- the loop ---------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        need_list = True
+        while not stop.is_set():
+            try:
+                if need_list:
+                    self._list()
+                    need_list = False
+                    self.synced.set()
+                self._watch(stop)
+                self.backoff.reset()
+            except ApiError as exc:
+                if stop.is_set():
+                    break
+                if exc.status == 410:
+                    log.info("%s: resourceVersion %s expired; re-listing", self.name,
+                             self.resource_version)
+                    need_list = True
+                    continue
+                delay = self.backoff.next_delay()
+                log.warning("%s: %s; retrying in %.1fs", self.name, exc, delay)
+                if self.on_error is not None:
+                    self.on_error(exc)
+                if exc.status in (401, 403, 404):
+                    # Credentials or RBAC changed, or the API is gone: the cache may be
+                    # stale, so start over with a list.
+                    need_list = True
+                stop.wait(delay)
+
+    def stop(self) -> None:
+        with self._lock:
+            stream = self._stream
+        if stream is not None:
+            stream.close()
+
+    # -- list -------------------------------------------------------------------------
+
+    def _list(self) -> None:
+        items: list[Obj] = []
+        token = ""
+        rv = ""
+        while True:
+            query: dict[str, Any] = {"limit": self.page_size}
+            if token:
+                query["continue"] = token
+            try:
+                page = self.client.request("GET", self.path, query=query)
+            except ApiError as exc:
+                if exc.status == 410 and token:
+                    # The continue token expired mid-list: start the list again.
+                    items, token = [], ""
+                    continue
+                raise
+            items.extend(o for o in page.get("items") or [] if isinstance(o, dict))
+            meta = page.get("metadata") or {}
+            rv = str(meta.get("resourceVersion") or "")
+            token = str(meta.get("continue") or "")
+            if not token:
+                break
+        kind = _item_kind(self.path)
+        for obj in items:
+            # List items carry no kind; the decoders want one.
+            obj.setdefault("kind", kind)
+            obj.setdefault("apiVersion", "v1")
+        added, updated, deleted = diff_relist(self.cache, items)
+        self.relists += 1
+        self.cache = {object_key(o): o for o in items}
+        self.resource_version = rv
+        log.info("%s: listed %d objects at resourceVersion %s", self.name, len(items), rv)
+        for obj in deleted:
+            self._deliver("delete", obj)
+        for obj in added:
+            self._deliver("add", obj)
+        for old, new in updated:
+            self._deliver("update", new, old)
+
+    # -- watch ------------------------------------------------------------------------
+
+    def _watch(self, stop: threading.Event) -> None:
+        # Spread the server-side timeouts so many watches do not reconnect together.
+        timeout = int(self.watch_timeout * (1 + random.random()))
+        query = {"watch": True, "resourceVersion": self.resource_version,
+                 "allowWatchBookmarks": True, "timeoutSeconds": timeout}
+        stream = self.client.stream(self.path, query=query, read_timeout=timeout + 30)
+        with self._lock:
+            self._stream = stream
+        try:
+            if stop.is_set():
+                return
+            for event in stream.events():
+                if stop.is_set():
+                    return
+                self._apply(event)
+        finally:
+            with self._lock:
+                self._stream = None
+            stream.close()
+
+    def _apply(self, event: Obj) -> None:
+        etype = event.get("type")
+        obj = event.get("object")
+        if not isinstance(obj, dict):
+            raise ApiError(0, "BadWatchEvent", f"{etype} event without an object")
+        if etype == "ERROR":
+            code = obj.get("code")
+            raise ApiError(code if isinstance(code, int) else 0, str(obj.get("reason", "")),
+                           str(obj.get("message", "")), obj)
+        rv = resource_version(obj)
+        if etype == "BOOKMARK":
+            if rv:
+                self.resource_version = rv
+            return
+        key = object_key(obj)
+        if etype == "ADDED" or etype == "MODIFIED":
+            old = self.cache.get(key)
+            self.cache[key] = obj
+            if old is None:
+                self._deliver("add", obj)
+            else:
+                self._deliver("update", obj, old)
+        elif etype == "DELETED":
+            self.cache.pop(key, None)
+            self._deliver("delete", obj)
+        if rv:
+            self.resource_version = rv
+
+    def _deliver(self, what: str, obj: Obj, old: Obj | None = None) -> None:
+        # A consumer's bug must not stop the watch: later events would be lost too.
+        try:
+            if what == "add":
+                self.handler.on_add(obj)
+            elif what == "update":
+                assert old is not None
+                self.handler.on_update(old, obj)
+            else:
+                self.handler.on_delete(obj)
+        except Exception:
+            log.exception("%s: handler failed on %s of %s", self.name, what, object_key(obj))
+
+
+def _item_kind(path: str) -> str:
+    last = path.rstrip("/").rsplit("/", 1)[-1]
+    return {"pods": "Pod", "nodes": "Node", "leases": "Lease"}.get(last, "")
