@@ -38,6 +38,7 @@ from policyd.devcluster.process import ManagedProcess
 _START_ATTEMPTS = 3
 _PORT_RACE_MARKERS = ("address already in use", "bind: address")
 STATE_VERSION = 1
+_SOURCES = {"env": "envtest", "cache": "cached", "build": "freshly built"}
 
 
 def _quiet(_: str) -> None:
@@ -209,7 +210,7 @@ class ControlPlane:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._progress(
             f"starting etcd and kube-apiserver {K8S_VERSION} "
-            f"({binaries.source} binaries) in {self.workdir}"
+            f"({_SOURCES.get(binaries.source, binaries.source)} binaries) in {self.workdir}"
         )
         fixed_port = self.apiserver_port
         for attempt in range(1, _START_ATTEMPTS + 1):

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client, config, watch
-from kubernetes.client.rest import ApiException
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
 
 from policyd.devcluster import ControlPlane, load_snapshot
+from policyd.devcluster.kubeconfig import api_client_from
 from policyd.devcluster.process import proc_start_time
 
 pytestmark = pytest.mark.integration
@@ -72,12 +73,12 @@ def _wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 @pytest.fixture
-def core(api_client: Any) -> client.CoreV1Api:
+def core(api_client: Any) -> Any:
     return client.CoreV1Api(api_client)
 
 
 @pytest.fixture
-def namespace(core: client.CoreV1Api) -> Iterator[str]:
+def namespace(core: Any) -> Iterator[str]:
     name = f"test-{_suffix()}"
     core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     try:
@@ -87,7 +88,7 @@ def namespace(core: client.CoreV1Api) -> Iterator[str]:
 
 
 @pytest.fixture
-def cleanup_nodes(core: client.CoreV1Api) -> Iterator[list[str]]:
+def cleanup_nodes(core: Any) -> Iterator[list[str]]:
     names: list[str] = []
     try:
         yield names
@@ -101,7 +102,7 @@ def cleanup_nodes(core: client.CoreV1Api) -> Iterator[list[str]]:
 
 
 def test_apiserver_accepts_nodes_and_pods(
-    core: client.CoreV1Api, namespace: str, cleanup_nodes: list[str]
+    core: Any, namespace: str, cleanup_nodes: list[str]
 ) -> None:
     node_name = f"node-{_suffix()}"
     cleanup_nodes.append(node_name)
@@ -117,14 +118,15 @@ def test_apiserver_accepts_nodes_and_pods(
     assert core.read_namespaced_pod("pending", namespace).spec.node_name is None
 
 
-def test_watch_sees_created_node(core: client.CoreV1Api, cleanup_nodes: list[str]) -> None:
+def test_watch_sees_created_node(core: Any, cleanup_nodes: list[str]) -> None:
     since = core.list_node().metadata.resource_version
     node_name = f"watched-{_suffix()}"
     cleanup_nodes.append(node_name)
     core.create_node(_node(node_name))
 
     # Watching from a resourceVersion before the create replays it: no thread, no race.
-    events = watch.Watch().stream(
+    watcher: Any = watch.Watch()  # type: ignore[no-untyped-call]
+    events = watcher.stream(
         core.list_node,
         resource_version=since,
         timeout_seconds=20,
@@ -141,7 +143,7 @@ def test_watch_sees_created_node(core: client.CoreV1Api, cleanup_nodes: list[str
 def test_rbac_refuses_serviceaccount_without_rights_and_accepts_with(
     control_plane: ControlPlane,
     api_client: Any,
-    core: client.CoreV1Api,
+    core: Any,
     namespace: str,
     tmp_path: Path,
 ) -> None:
@@ -159,10 +161,11 @@ def test_rbac_refuses_serviceaccount_without_rights_and_accepts_with(
     )
     token = token_request.status.token
     kubeconfig = control_plane.write_token_kubeconfig(tmp_path / "sa.kubeconfig", token)
-    sa_client = config.new_client_from_config(config_file=str(kubeconfig))
+    sa_client = api_client_from(kubeconfig)
     try:
         # The token authenticates (so a refusal is 403 Forbidden, not 401)...
-        review = client.AuthenticationV1Api(sa_client).create_self_subject_review(
+        authn: Any = client.AuthenticationV1Api(sa_client)
+        review = authn.create_self_subject_review(
             {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
         )
         assert review.status.user_info.username == f"system:serviceaccount:{namespace}:probe"
@@ -172,7 +175,7 @@ def test_rbac_refuses_serviceaccount_without_rights_and_accepts_with(
             sa_core.list_namespaced_pod(namespace)
         assert refused.value.status == 403
 
-        rbac = client.RbacAuthorizationV1Api(api_client)
+        rbac: Any = client.RbacAuthorizationV1Api(api_client)
         rbac.create_namespaced_role(
             namespace,
             {
@@ -218,7 +221,7 @@ def test_rbac_refuses_serviceaccount_without_rights_and_accepts_with(
 
 def test_kube_scheduler_schedules_pod(
     control_plane: ControlPlane,
-    core: client.CoreV1Api,
+    core: Any,
     namespace: str,
     cleanup_nodes: list[str],
     tmp_path: Path,
@@ -254,7 +257,7 @@ def test_kube_scheduler_schedules_pod(
 
 
 def test_load_snapshot_creates_nodes_and_pods(
-    control_plane: ControlPlane, core: client.CoreV1Api, cleanup_nodes: list[str]
+    control_plane: ControlPlane, core: Any, cleanup_nodes: list[str]
 ) -> None:
     ns, node_name = f"snap-{_suffix()}", f"snap-node-{_suffix()}"
     cleanup_nodes.append(node_name)
@@ -350,12 +353,19 @@ _CHILD = textwrap.dedent("""\
 """)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["sigint", "sigterm", "sigkill"]
+)
 def test_interrupted_owner_leaves_no_process_behind(sig: signal.Signals) -> None:
+    # SIGINT (Ctrl-C): KeyboardInterrupt ends the script, the atexit hook stops them.
     # SIGTERM: the owner's handler unwinds and stops its processes in order.
     # SIGKILL: no Python code runs; PR_SET_PDEATHSIG makes the kernel kill them.
     child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD], stdout=subprocess.PIPE, text=True, env=os.environ.copy()
+        [sys.executable, "-c", _CHILD],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,  # the KeyboardInterrupt traceback is expected
+        text=True,
+        env=os.environ.copy(),
     )
     try:
         assert child.stdout is not None

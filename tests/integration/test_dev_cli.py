@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -52,7 +53,7 @@ def test_up_status_down(tmp_path: Path) -> None:
 
         api = api_client_from(Path(kubeconfig))
         try:
-            pod = client.CoreV1Api(api).read_namespaced_pod("p1", "team")
+            pod: Any = client.CoreV1Api(api).read_namespaced_pod("p1", "team")
             assert pod.spec.node_name == "n1"
         finally:
             api.close()
