@@ -26,8 +26,9 @@ a new Pod record, so the memo can never go stale). Semantics follow upstream v1.
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from policyd.model.records import Pod
@@ -47,9 +48,14 @@ _LABEL_VALUE_RE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 _LABEL_VALUE_MAX = 63
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
 class AffinityTerm:
-    """A parsed v1.PodAffinityTerm (upstream fwk.AffinityTerm)."""
+    """A parsed v1.PodAffinityTerm (upstream fwk.AffinityTerm).
+
+    Interned (build them with `affinity_term`): equal terms are one object, so they
+    compare and hash by identity, which keeps the many dict operations InterPodAffinity
+    does per term cheap (a value hash walks every requirement of both selectors).
+    """
 
     namespaces: frozenset[str]
     selector: LabelSelector
@@ -67,6 +73,21 @@ class AffinityTerm:
         ):
             return self.selector.matches(pod.labels)
         return False
+
+
+_interned: weakref.WeakValueDictionary[tuple[Any, ...], AffinityTerm] = (
+    weakref.WeakValueDictionary())
+
+
+def affinity_term(namespaces: frozenset[str], selector: LabelSelector,
+                  namespace_selector: LabelSelector, topology_key: str) -> AffinityTerm:
+    """The one AffinityTerm with these fields (kept while any pod's terms use it)."""
+    key = (namespaces, selector, namespace_selector, topology_key)
+    term = _interned.get(key)
+    if term is None:
+        term = AffinityTerm(namespaces, selector, namespace_selector, topology_key)
+        _interned[key] = term
+    return term
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +151,7 @@ def resolve_namespaces(
     for t in terms:
         if _needs_resolving(t):
             selected = {ns for ns, labels in known.items() if t.namespace_selector.matches(labels)}
-            t = replace(t, namespaces=t.namespaces | selected, namespace_selector=MATCH_NOTHING)
+            t = affinity_term(t.namespaces | selected, t.selector, MATCH_NOTHING, t.topology_key)
         out.append(t)
     return tuple(out)
 
@@ -225,11 +246,11 @@ def _term(pod: Pod, raw: Any, path: str) -> AffinityTerm:
     else:
         namespaces = frozenset(raw_namespaces)
     selector_raw = _merge_label_keys(raw, pod.labels, path)
-    return AffinityTerm(
-        namespaces=namespaces,
-        selector=_selector(selector_raw, f"{path}.labelSelector"),
-        namespace_selector=_selector(ns_selector_raw, f"{path}.namespaceSelector"),
-        topology_key=topology_key,
+    return affinity_term(
+        namespaces,
+        _selector(selector_raw, f"{path}.labelSelector"),
+        _selector(ns_selector_raw, f"{path}.namespaceSelector"),
+        topology_key,
     )
 
 
