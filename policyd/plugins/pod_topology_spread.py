@@ -84,6 +84,9 @@ def count_matching(info: NodeInfo, count_key: str, c: Constraint, namespace: str
 
     `count_key` is the namespace plus c.count_key; the result is memoized on the node
     record and reused while the NodeInfo's generation is unchanged."""
+    # v1.36 short-circuits on labels.Selector.Empty(), which is true for `labelSelector:
+    # {}` (match everything), so such a constraint counts no existing pod. Reproduced on
+    # purpose; fixed upstream after 1.36 (kubernetes/kubernetes#141339, PR #141340).
     if c.selector.is_empty:
         return 0
     node_cache = info.node.cache

@@ -403,8 +403,9 @@ MULTI_CASES: list[tuple[str, Pod, list[Node], list[Pod], dict[str, str]]] = [
       pod("old-a2", on="node-b", extra_labels={"version": "v1"}),
       pod("new-x1", on="node-x", extra_labels={"version": "v2"})],
      {"node-a": SKEW, "node-b": SKEW, "node-x": OK, "node-y": OK}),
-    # An empty selector counts no existing pod (countPodsMatchSelector) but the pod
-    # matches itself, so every domain stays within maxSkew.
+    # An empty selector counts no existing pod (countPodsMatchSelector's Empty() test in
+    # v1.36, kubernetes/kubernetes#141339) but the pod matches itself, so every domain
+    # stays within maxSkew.
     ("empty selector counts nothing",
      pod(spread=(sc(1, "zone", DNS, {}),)), FOUR_ZONE_NODES, existing("node-a:3"),
      {"node-a": OK, "node-b": OK, "node-x": OK, "node-y": OK}),
