@@ -1,0 +1,184 @@
+"""Daemon settings from the profile, event flood control, reload detection."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from policyd.daemon.config import InvalidConfig, load, parse_duration, runtime_settings
+from policyd.daemon.events import FailureThrottle
+from policyd.daemon.reload import ConfigWatcher, signature
+from policyd.daemon.scheduler import node_changed
+
+HW_POLICY = """\
+apiVersion: policyd.io/v1alpha1
+kind: SchedulingPolicy
+metadata:
+  name: hw-encrypt
+spec:
+  pluginName: HwEncrypt
+  filters:
+  - id: needs-hw-encrypt
+    message: node(s) lack hardware encryption
+    annotationToNodeLabel:
+      annotation: myorg.io/require-hw-encrypt
+      value: "true"
+      label: node.kubernetes.io/hw-encrypt
+      labelValue: "true"
+"""
+
+PROFILE = """\
+apiVersion: policyd.io/v1alpha1
+kind: PolicydConfiguration
+podInitialBackoffSeconds: 2
+podMaxBackoffSeconds: 20
+leaderElection:
+  leaseDuration: 20s
+  renewDeadline: 15s
+  retryPeriod: 500ms
+  resourceNamespace: sched
+policies: [hw.yaml]
+profiles:
+- schedulerName: policyd
+"""
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("15s", 15.0), ("1m30s", 90.0), ("500ms", 0.5), ("1h", 3600.0), (3, 3.0), (2.5, 2.5),
+])
+def test_parse_duration(text: str | float, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("bad", ["", "15", "s", "1x", "15s garbage", True, None])
+def test_parse_duration_rejects(bad: object) -> None:
+    with pytest.raises(ValueError):
+        parse_duration(bad)
+
+
+def test_runtime_settings_defaults_are_upstreams() -> None:
+    s, problems = runtime_settings({})
+    assert problems == []
+    assert (s.pod_initial_backoff, s.pod_max_backoff) == (1.0, 10.0)
+    assert (s.qps, s.burst) == (50.0, 100)
+    assert (s.lease_duration, s.renew_deadline, s.retry_period) == (15.0, 10.0, 2.0)
+    assert s.leader_elect is True
+
+
+def test_runtime_settings_reports_every_problem() -> None:
+    _, problems = runtime_settings({
+        "podInitialBackoffSeconds": 0, "podMaxBackoffSeconds": "x",
+        "clientConnection": {"burst": 1.5},
+        "leaderElection": {"leaderElect": "yes", "leaseDuration": "5s",
+                           "renewDeadline": "10s", "retryPeriod": "soon"},
+    })
+    assert problems == [
+        "podInitialBackoffSeconds: Invalid value: 0: must be >= 1",
+        "podMaxBackoffSeconds: must be an integer",
+        "clientConnection.burst: must be an integer",
+        "leaderElection.leaderElect: must be a boolean",
+        "leaderElection.retryPeriod: not a duration: 'soon' (e.g. 15s, 1m30s, 500ms)",
+        "leaderElection.renewDeadline: must be less than leaseDuration",
+    ]
+
+
+def test_load_reads_settings_and_policies(tmp_path: Path) -> None:
+    (tmp_path / "hw.yaml").write_text(HW_POLICY)
+    (tmp_path / "profile.yaml").write_text(PROFILE)
+    loaded = load(tmp_path / "profile.yaml")
+    assert list(loaded.frameworks) == ["policyd"]
+    assert "HwEncrypt" in [p.name for p in loaded.frameworks["policyd"].filter_plugins]
+    assert loaded.settings.pod_initial_backoff == 2
+    assert loaded.settings.leader_election().namespace == "sched"
+    assert loaded.settings.retry_period == 0.5
+    assert tmp_path / "hw.yaml" in loaded.files
+
+
+def test_load_rejects_a_broken_policy(tmp_path: Path) -> None:
+    (tmp_path / "hw.yaml").write_text(HW_POLICY.replace("pluginName: HwEncrypt",
+                                                        "pluginName: hw-encrypt"))
+    (tmp_path / "profile.yaml").write_text(PROFILE)
+    with pytest.raises(InvalidConfig) as info:
+        load(tmp_path / "profile.yaml")
+    assert info.value.exit_code == 1
+
+
+def test_load_rejects_an_unknown_plugin(tmp_path: Path) -> None:
+    (tmp_path / "hw.yaml").write_text(HW_POLICY)
+    (tmp_path / "profile.yaml").write_text(PROFILE + """\
+  plugins:
+    filter:
+      enabled:
+      - name: hwEncrypt
+""")
+    with pytest.raises(InvalidConfig, match="hwEncrypt"):
+        load(tmp_path / "profile.yaml")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_failure_throttle_posts_on_change_or_after_growing_intervals() -> None:
+    clock = Clock()
+    t = FailureThrottle(clock, initial=60, maximum=240)
+    assert t.check("u", "m1") == (True, True)  # first failure: event and condition
+    clock.now = 10
+    assert t.check("u", "m1") == (False, False)  # same message soon after: nothing
+    clock.now = 60
+    assert t.check("u", "m1") == (True, False)  # interval passed: event, no patch
+    clock.now = 100
+    assert t.check("u", "m1") == (False, False)  # next interval is 120 s
+    clock.now = 180
+    assert t.check("u", "m1") == (True, False)
+    clock.now = 181
+    assert t.check("u", "m2") == (True, True)  # message changed: both at once
+    t.forget("u")
+    assert len(t) == 0
+
+
+def test_reload_signature_sees_changes_in_directories(tmp_path: Path) -> None:
+    d = tmp_path / "policies"
+    d.mkdir()
+    (d / "a.yaml").write_text("x")
+    before = signature([d])
+    (d / "b.yaml").write_text("y")
+    assert signature([d]) != before
+    mid = signature([d])
+    os.utime(d / "a.yaml", ns=(1, 1))
+    assert signature([d]) != mid
+
+
+def test_watcher_rejects_an_invalid_change_and_keeps_the_old_config(tmp_path: Path) -> None:
+    (tmp_path / "hw.yaml").write_text(HW_POLICY)
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(PROFILE)
+    applied: list[object] = []
+    rejected: list[str] = []
+    w = ConfigWatcher(load(profile), apply=applied.append, rejected=rejected.append)
+    assert w.check() is None
+    (tmp_path / "hw.yaml").write_text(HW_POLICY.replace("value: \"true\"", "value: [1]"))
+    assert w.check() is False
+    assert rejected and not applied
+    assert "HwEncrypt" in [p.name for p in w.current.frameworks["policyd"].filter_plugins]
+    (tmp_path / "hw.yaml").write_text(HW_POLICY.replace("lack hardware", "lack HW"))
+    assert w.check() is True
+    assert len(applied) == 1
+
+
+def test_node_changed_ignores_heartbeats() -> None:
+    base = {"metadata": {"labels": {"a": "1"}}, "spec": {},
+            "status": {"allocatable": {"cpu": "1"}, "conditions": [{"type": "Ready"}]}}
+    heartbeat = {**base, "status": {**base["status"], "conditions": [{"type": "Ready",
+                                                                      "t": 2}]}}
+    relabeled = {**base, "metadata": {"labels": {"a": "2"}}}
+    tainted = {**base, "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}}
+    assert not node_changed(base, heartbeat)
+    assert node_changed(base, relabeled)
+    assert node_changed(base, tainted)

@@ -1,0 +1,151 @@
+"""The kube adapter's pure parts: backoff, rate limit, error classes, watch lines,
+relist diffs, request bodies, lease decisions. No cluster, no client."""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import UTC, datetime
+
+import pytest
+
+from policyd.kube import api
+from policyd.kube.backoff import Backoff, TokenBucket
+from policyd.kube.client import ApiError, api_error_from, decode_watch_line, is_transient
+from policyd.kube.informer import diff_relist, object_key
+from policyd.kube.leaderelection import lease_spec, may_acquire, released_spec
+
+
+def test_backoff_grows_caps_and_resets() -> None:
+    b = Backoff(initial=0.5, maximum=4.0, jitter=0.0)
+    assert [b.next_delay() for _ in range(6)] == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
+    b.reset()
+    assert b.next_delay() == 0.5
+    assert b.base_delay(10_000) == 4.0  # no float overflow
+
+
+def test_backoff_jitter_stays_within_bounds() -> None:
+    b = Backoff(initial=1.0, maximum=8.0, jitter=0.2, rng=random.Random(1))
+    for attempt in range(1, 20):
+        d = b.next_delay()
+        base = b.base_delay(attempt)
+        assert base <= d <= base * 1.2
+
+
+def test_token_bucket_allows_a_burst_then_paces_at_qps() -> None:
+    now = [0.0]
+    bucket = TokenBucket(qps=10, burst=3, clock=lambda: now[0])
+    assert [bucket.reserve() for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert bucket.reserve() == pytest.approx(0.1)
+    assert bucket.reserve() == pytest.approx(0.2)  # queued behind the previous waiter
+    now[0] = 10.0  # refilled, but never beyond the burst
+    assert [bucket.reserve() for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert bucket.reserve() > 0
+
+
+def test_token_bucket_unlimited() -> None:
+    bucket = TokenBucket(qps=-1, burst=1, clock=lambda: 0.0)
+    assert all(bucket.reserve() == 0 for _ in range(1000))
+
+
+@pytest.mark.parametrize(("status", "transient"), [
+    (0, True), (429, True), (500, True), (503, True), (504, True),
+    (400, False), (401, False), (403, False), (404, False), (409, False), (422, False),
+])
+def test_transient_statuses(status: int, transient: bool) -> None:
+    assert is_transient(status) is transient
+    assert ApiError(status, "x").transient is transient
+
+
+def test_api_error_reads_the_status_body_and_retry_after() -> None:
+    body = json.dumps({"kind": "Status", "reason": "Conflict", "code": 409,
+                       "message": "pod p is already assigned to node n1"}).encode()
+    err = api_error_from(409, "Conflict", body, {"Retry-After": "3"})
+    assert (err.status, err.reason, err.retry_after) == (409, "Conflict", 3.0)
+    assert err.message == "pod p is already assigned to node n1"
+    assert api_error_from(502, "Bad Gateway", b"<html>").message == "<html>"
+
+
+def test_decode_watch_line() -> None:
+    ev = decode_watch_line(b'{"type":"ADDED","object":{"kind":"Pod"}}')
+    assert ev["type"] == "ADDED"
+    for bad in (b"{", b"[]", b'{"object":{}}'):
+        with pytest.raises(ApiError) as info:
+            decode_watch_line(bad)
+        assert info.value.status == 0
+
+
+def _obj(name: str, rv: str, ns: str = "default", uid: str = "") -> dict[str, object]:
+    return {"metadata": {"name": name, "namespace": ns, "resourceVersion": rv,
+                         "uid": uid or name}}
+
+
+def test_object_keys() -> None:
+    assert object_key(_obj("p", "1")) == "default/p"
+    assert object_key({"metadata": {"name": "n1"}}) == "n1"
+
+
+def test_relist_diff_reports_what_the_gap_hid() -> None:
+    cached = {object_key(o): o for o in (_obj("same", "1"), _obj("changed", "1"),
+                                          _obj("gone", "1"))}
+    listed = [_obj("same", "1"), _obj("changed", "5"), _obj("new", "6")]
+    added, updated, deleted = diff_relist(cached, listed)  # type: ignore[arg-type]
+    assert [object_key(o) for o in added] == ["default/new"]
+    assert [(object_key(o), object_key(n)) for o, n in updated] == [
+        ("default/changed", "default/changed")]
+    assert [object_key(o) for o in deleted] == ["default/gone"]
+
+
+def test_binding_body_carries_the_uid_precondition() -> None:
+    assert api.binding_body("ns", "p", "u-1", "n1") == {
+        "apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u-1"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}}
+
+
+def test_event_body_is_what_kubectl_describe_shows() -> None:
+    t = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    body = api.event_body(api.pod_ref("ns", "p", "u"), event_type="Warning",
+                          reason="FailedScheduling", message="0/1 nodes are available.",
+                          action="Scheduling", component="policyd", instance="me", now=t)
+    assert body["metadata"]["namespace"] == "ns"
+    assert body["metadata"]["name"].startswith("p.")
+    assert body["involvedObject"] == {"apiVersion": "v1", "kind": "Pod", "namespace": "ns",
+                                      "name": "p", "uid": "u"}
+    assert (body["type"], body["reason"], body["message"]) == (
+        "Warning", "FailedScheduling", "0/1 nodes are available.")
+    assert body["source"] == {"component": "policyd"}
+    assert body["firstTimestamp"] == body["lastTimestamp"] == "2026-01-02T03:04:05Z"
+
+
+def test_pod_scheduled_patch() -> None:
+    t = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert api.pod_scheduled_patch("msg", now=t) == {"status": {"conditions": [{
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        "message": "msg", "lastProbeTime": None,
+        "lastTransitionTime": "2026-01-02T03:04:05Z"}]}}
+
+
+def test_lease_spec_acquire_renew_and_takeover() -> None:
+    first = lease_spec("a", 15, None, "t1")
+    assert first == {"holderIdentity": "a", "leaseDurationSeconds": 15, "acquireTime": "t1",
+                     "renewTime": "t1", "leaseTransitions": 0}
+    renewed = lease_spec("a", 15, first, "t2")
+    assert (renewed["acquireTime"], renewed["renewTime"],
+            renewed["leaseTransitions"]) == ("t1", "t2", 0)
+    taken = lease_spec("b", 15, renewed, "t3")
+    assert (taken["holderIdentity"], taken["acquireTime"],
+            taken["leaseTransitions"]) == ("b", "t3", 1)
+    after_release = lease_spec("b", 15, released_spec(renewed, "t4"), "t5")
+    assert after_release["leaseTransitions"] == 0
+
+
+@pytest.mark.parametrize(("holder", "age", "expected"), [
+    ("", 0.0, True),  # released or never held
+    ("me", 0.0, True),  # renewing our own
+    ("other", 14.9, False),  # held and fresh
+    ("other", 15.0, True),  # not renewed for a whole lease duration
+])
+def test_may_acquire(holder: str, age: float, expected: bool) -> None:
+    spec = {"holderIdentity": holder, "leaseDurationSeconds": 15}
+    assert may_acquire(spec, "me", age, 15.0) is expected
