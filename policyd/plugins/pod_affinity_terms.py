@@ -13,11 +13,15 @@ a new Pod record, so the memo can never go stale). Semantics follow upstream v1.
   created and the scheduler only reads `labelSelector`; policyd also reads pods that
   never went through an API server (snapshot files), so it merges them here too, and
   skips a `matchLabelKeys` key the selector already constrains (the API server's merge
-  is then already there: validation forbids users from constraining such a key).
+  is then already there: validation forbids users from constraining such a key) and
+  a `mismatchLabelKeys` requirement already present. Known difference: a label
+  added to a running pod after creation (the API server merged nothing for it) is
+  merged here with its current value.
 - The incoming pod's `namespaceSelector` is resolved against the cluster's namespaces
   into plain namespace names (`resolve_namespaces`, upstream's
   `mergeAffinityTermNamespacesIfNotEmpty`); an existing pod's `namespaceSelector` is
   matched against the labels of the incoming pod's namespace.
+- Equal terms are one interned object (`affinity_term`), compared by identity.
 - Terms that fail to parse: the incoming pod is rejected with the error (upstream
   "parsing pod: ..."); for an existing pod the broken list of terms is ignored, as
   upstream's NodeInfo keeps whatever parsed.
