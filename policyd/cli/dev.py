@@ -81,6 +81,20 @@ def up(
             "(`kubectl get nodes,pods -A -o yaml` output or multi-document YAML).",
         ),
     ] = None,
+    kube_scheduler: Annotated[
+        bool,
+        typer.Option(
+            "--kube-scheduler",
+            help="Also start kube-scheduler (leader election off), the comparison peer.",
+        ),
+    ] = False,
+    scheduler_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--scheduler-config",
+            help="KubeSchedulerConfiguration for kube-scheduler (implies --kube-scheduler).",
+        ),
+    ] = None,
     port: Annotated[
         int | None,
         typer.Option(
@@ -126,6 +140,10 @@ def up(
         if objects is not None:
             result = load_snapshot(cp.kubeconfig_path, objects)
             _say(f"{load}: {result.summary()}")
+        if kube_scheduler or scheduler_config is not None:
+            scheduler = cp.start_kube_scheduler(scheduler_config)
+            cp.save_state(state)
+            _say(f"kube-scheduler running (pid {scheduler.pid}, log {scheduler.log_path})")
     except PolicydError as err:
         cp.stop(remove_workdir=False)  # keep the logs named in the error
         state.unlink(missing_ok=True)

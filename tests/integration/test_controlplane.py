@@ -6,6 +6,7 @@ build on; if one fails, nothing tested against the dev cluster can be trusted.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -21,7 +22,7 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from policyd.devcluster import ControlPlane, load_snapshot
+from policyd.devcluster import ControlPlane, DevClusterError, load_snapshot
 from policyd.devcluster.kubeconfig import api_client_from
 from policyd.devcluster.process import proc_start_time
 
@@ -379,3 +380,30 @@ def test_interrupted_owner_leaves_no_process_behind(sig: signal.Signals) -> None
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text.encode() in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue  # ended meanwhile
+    return found
+
+
+def test_failed_start_reports_the_log_tail_and_leaves_nothing(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    broken = tmp_path / "kube-apiserver"
+    broken.write_text("#!/bin/sh\necho 'Error: unknown flag: --nonsense' >&2\nexit 3\n")
+    broken.chmod(0o755)
+    cp = ControlPlane(binaries=dataclasses.replace(control_plane.binaries, kube_apiserver=broken))
+    with pytest.raises(DevClusterError) as failed:
+        cp.start()
+    assert "kube-apiserver exited during startup with code 3" in str(failed.value)
+    assert "unknown flag: --nonsense" in failed.value.details
+    # etcd had started; it was stopped, and the temporary work dir removed.
+    assert cp.workdir is not None and not cp.workdir.exists()
+    assert _processes_mentioning(str(cp.workdir)) == []

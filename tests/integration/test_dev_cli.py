@@ -39,14 +39,16 @@ def test_up_status_down(tmp_path: Path) -> None:
         "apiVersion: v1\nkind: Pod\nmetadata: {name: p1, namespace: team}\n"
         "spec: {nodeName: n1, containers: [{name: c, image: x}]}\n"
     )
-    up = _dev("up", "--load", str(snapshot), env=env)
+    up = _dev("up", "--load", str(snapshot), "--kube-scheduler", env=env)
     pids: list[int] = []
     try:
         assert up.returncode == 0, up.stderr
         state = json.loads((tmp_path / "dev" / "state.json").read_text())
         pids = [p["pid"] for p in state["processes"]]
         # The command returned; the cluster keeps running without it.
-        assert pids and all(proc_start_time(pid) is not None for pid in pids)
+        names = [p["name"] for p in state["processes"]]
+        assert names == ["etcd", "kube-apiserver", "kube-scheduler"]
+        assert all(proc_start_time(pid) is not None for pid in pids)
         kubeconfig = up.stdout.strip().removeprefix("export KUBECONFIG=")
         assert up.stdout.startswith("export KUBECONFIG=") and Path(kubeconfig).is_file()
         assert "created 1 Namespace, 1 Node, 1 Pod" in up.stderr
@@ -60,6 +62,7 @@ def test_up_status_down(tmp_path: Path) -> None:
 
         status = _dev("status", env=env)
         assert status.returncode == 0 and "ready" in status.stdout
+        assert "kube-scheduler" in status.stdout
 
         again = _dev("up", env=env)
         assert again.returncode == 1 and "already running" in again.stderr
