@@ -239,46 +239,49 @@ def _controller_ref(pod: Pod) -> Mapping[str, Any] | None:
 class _Workload:
     """What DefaultSelector reads from one raw workload object."""
 
-    obj: Any  # the raw object itself, so a reused id() is never mistaken for it
     namespace: str
     name: str
+    selector: Any  # the raw spec.selector object itself: proves a memo entry still fits
     labels: tuple[tuple[str, str], ...] | None  # Service / RC: map selector; None if nil
     requirements: tuple[Requirement, ...]  # ReplicaSet / StatefulSet: LabelSelector
 
 
-_WORKLOADS: dict[int, _Workload | None] = {}
-_WORKLOADS_LIMIT = 100_000
+_WORKLOADS: dict[int, _Workload] = {}
+_WORKLOADS_LIMIT = 50_000
 
 
 def _digest(obj: Any) -> _Workload | None:
-    """The parsed form of a raw workload, memoized by identity: raw objects are replaced,
-    not edited, when the API reports a change; malformed objects digest to None."""
-    hit = _WORKLOADS.get(id(obj))
-    if hit is not None and hit.obj is obj:
-        return hit
-    result: _Workload | None = None
+    """The parsed form of a raw workload (None when malformed), memoized by identity.
+
+    The memo keeps only the small selector object, not the workload, so deleted
+    workloads are not held alive; an entry is used only while the object still has
+    that very selector object, its name and namespace (a reused id() cannot pass).
+    Raw objects are replaced, never edited in place, when the API reports a change."""
     meta = obj.get("metadata") if isinstance(obj, dict) else None
-    if isinstance(meta, dict):
-        name, ns = meta.get("name"), meta.get("namespace") or "default"
-        spec = obj.get("spec")
-        sel = spec.get("selector") if isinstance(spec, dict) else None
-        if isinstance(name, str) and isinstance(ns, str):
-            labels: tuple[tuple[str, str], ...] | None = None
-            reqs: tuple[Requirement, ...] = ()
-            if isinstance(sel, dict) and all(
-                    isinstance(k, str) and isinstance(v, str) for k, v in sel.items()):
-                labels = tuple(sel.items())
-            if sel is not None and ("matchLabels" in sel or "matchExpressions" in sel
-                                    if isinstance(sel, dict) else False):
-                try:
-                    reqs = compile_label_selector(sel).requirements
-                except SelectorError:
-                    reqs = ()
-            result = _Workload(obj, ns, name, labels, reqs)
+    if not isinstance(meta, dict):
+        return None
+    name, ns = meta.get("name"), meta.get("namespace") or "default"
+    if not isinstance(name, str) or not isinstance(ns, str):
+        return None
+    spec = obj.get("spec")
+    sel = spec.get("selector") if isinstance(spec, dict) else None
+    hit = _WORKLOADS.get(id(obj))
+    if hit is not None and hit.selector is sel and hit.name == name and hit.namespace == ns:
+        return hit
+    labels: tuple[tuple[str, str], ...] | None = None
+    reqs: tuple[Requirement, ...] = ()
+    if isinstance(sel, dict):
+        if all(isinstance(k, str) and isinstance(v, str) for k, v in sel.items()):
+            labels = tuple(sel.items())
+        if "matchLabels" in sel or "matchExpressions" in sel:
+            try:
+                reqs = compile_label_selector(sel).requirements
+            except SelectorError:
+                reqs = ()
+    result = _Workload(ns, name, sel, labels, reqs)
     if len(_WORKLOADS) >= _WORKLOADS_LIMIT:
         _WORKLOADS.clear()
-    if result is not None:
-        _WORKLOADS[id(obj)] = result
+    _WORKLOADS[id(obj)] = result
     return result
 
 
