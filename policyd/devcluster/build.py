@@ -56,9 +56,9 @@ class GoTarget:
     ldflags: str
 
 
-def source_dir() -> Path:
+def source_dir(env: Mapping[str, str] | None = None) -> Path:
     """The `tools/controlplane` directory of the checkout this package runs from."""
-    override = os.environ.get("POLICYD_CONTROLPLANE_SRC")
+    override = (os.environ if env is None else env).get("POLICYD_CONTROLPLANE_SRC")
     if override:
         return Path(override)
     return Path(__file__).resolve().parents[2] / "tools" / "controlplane"
@@ -276,7 +276,7 @@ def build_binaries(
         )
         try:
             genv = go_env(base_env)
-            for target in go_targets(source_dir(), k8s_version):
+            for target in go_targets(source_dir(base_env), k8s_version):
                 _build_target(go, target, scratch, genv, log, report)
             seconds = time.monotonic() - started
             (scratch / "BUILDINFO.json").write_text(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -36,3 +38,37 @@ def test_missing_go_is_one_clear_error(tmp_path: Path) -> None:
     env = {"POLICYD_CACHE_DIR": str(tmp_path), "PATH": str(tmp_path / "empty")}
     with pytest.raises(DevClusterError, match="`go` not found"):
         build_binaries(env=env, progress=lambda _: None)
+
+
+def test_missing_wrapper_modules(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "POLICYD_CACHE_DIR": str(tmp_path / "c"),
+        "POLICYD_CONTROLPLANE_SRC": str(tmp_path / "nowhere"),
+    }
+    with pytest.raises(DevClusterError, match="needs a policyd source checkout"):
+        build_binaries(env=env, progress=lambda _: None)
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="needs the go command")
+def test_failing_go_command_is_one_line_naming_the_log(tmp_path: Path) -> None:
+    # A module that requires nothing: `go list` of the Kubernetes commands fails at once,
+    # without touching the network.
+    for name in ("kube", "etcd"):
+        (tmp_path / "src" / name).mkdir(parents=True)
+        (tmp_path / "src" / name / "go.mod").write_text(f"module example.com/{name}\n\ngo 1.22\n")
+    env = {
+        **os.environ,
+        "POLICYD_CACHE_DIR": str(tmp_path / "c"),
+        "POLICYD_CONTROLPLANE_SRC": str(tmp_path / "src"),
+        "GOFLAGS": "",
+        "GOPROXY": "off",
+    }
+    messages: list[str] = []
+    with pytest.raises(DevClusterError) as failed:
+        build_binaries(env=env, progress=messages.append)
+    text = str(failed.value)
+    assert text.startswith("go list for kube-apiserver, kube-scheduler, kubectl failed (exit 1)")
+    assert "\n" not in text and "full log: " in text
+    assert not list((tmp_path / "c" / "controlplane").glob(".*partial*"))  # scratch removed
+    assert any("resolving modules" in m for m in messages)
