@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from policyd.framework.status import Status
@@ -84,8 +85,10 @@ _DNS1123_SUBDOMAIN_RE = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
-def qualified_name_problems(value: str) -> list[str]:
-    """Why `value` is not a valid label key (empty list when it is)."""
+@lru_cache(maxsize=4096)
+def qualified_name_problems(value: str) -> tuple[str, ...]:
+    """Why `value` is not a valid label key (empty when it is). Memoized: every pod of
+    a workload repeats the same few topology keys."""
     problems: list[str] = []
     prefix, sep, name = value.rpartition("/")
     if sep and not prefix:
@@ -105,7 +108,7 @@ def qualified_name_problems(value: str) -> list[str]:
         if not _NAME_RE.match(name):
             problems.append("name part must consist of alphanumeric characters, '-', '_' or "
                             "'.', and must start and end with an alphanumeric character")
-    return problems
+    return tuple(problems)
 
 
 # --- compiling constraints -----------------------------------------------------------
