@@ -259,7 +259,9 @@ def _to_problems(doc: SourceDocument, error: Any) -> Iterator[Problem]:
         branches = error.schema.get(validator, [])
         kinds = [b["required"][0] for b in branches
                  if set(b) == {"required"} and len(b["required"]) == 1]
-        if kinds and len(kinds) == len(branches) and isinstance(error.instance, dict):
+        if kinds and len(kinds) == len(branches) and not isinstance(error.instance, dict):
+            return  # not an object at all: the `type` error says so, once
+        if kinds and len(kinds) == len(branches):
             present = [k for k in kinds if k in error.instance]
             if present:
                 msg = (f"set exactly one of {', '.join(kinds)}; found "
@@ -267,6 +269,9 @@ def _to_problems(doc: SourceDocument, error: Any) -> Iterator[Problem]:
                 yield doc.problem((*path, present[-1]), "schema", msg, key=True)
             else:
                 yield doc.problem(path, "schema", f"set exactly one of {', '.join(kinds)}")
+            return
+        if not error.context:  # valid under several branches: nothing deeper to show
+            yield doc.problem(path, "schema", error.message)
             return
         yield from _to_problems(doc, _best(error))
         return
