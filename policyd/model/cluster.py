@@ -70,6 +70,11 @@ def pod_host_ports(pod: Pod) -> list[HostPort]:
     return ports
 
 
+def has_pod_affinity(pod: Pod) -> bool:
+    a = pod.affinity
+    return bool(a) and bool(a.get("podAffinity") or a.get("podAntiAffinity"))
+
+
 def counts_on_node(pod: Pod) -> bool:
     """Whether a pod occupies its node's resources: bound and not finished."""
     return bool(pod.node_name) and not pod.finished
@@ -100,6 +105,10 @@ class ClusterState:
         self._log: list[str] = []
         self._log_base = 0  # epoch of _log[0]; older entries were dropped
         self.structure_epoch = 0
+        # Bound pods with pod (anti-)affinity terms: while there are none, InterPodAffinity
+        # has nothing to look for in the cluster and skips at no cost.
+        self.pods_with_affinity = 0
+        self._affinity_of: dict[str, int] = {}
         self._table: NodeTable | None = None
         for node in nodes:
             self.upsert_node(node)
@@ -155,6 +164,7 @@ class ClusterState:
         pod = self._pending.pop(uid, None)
         node_name = self._bound.pop(uid, None)
         if node_name is not None:
+            self.pods_with_affinity -= self._affinity_of.pop(uid, 0)
             info = self._nodes.get(node_name)
             if info is not None:
                 pod = info.pods.get(uid)
@@ -179,6 +189,9 @@ class ClusterState:
 
     def _place(self, pod: Pod, node_name: str) -> None:
         self._bound[pod.uid] = node_name
+        if has_pod_affinity(pod):
+            self._affinity_of[pod.uid] = 1
+            self.pods_with_affinity += 1
         info = self._nodes.get(node_name)
         if info is None:
             self._orphans.setdefault(node_name, {})[pod.uid] = pod

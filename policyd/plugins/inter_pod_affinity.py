@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from policyd.framework import MAX_NODE_SCORE, CycleState, PluginError, Status
-from policyd.model.cluster import NodeInfo
+from policyd.model.cluster import ClusterState, NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import ABSENT, BoolArray, IntArray, NodeTable
 from policyd.plugins import names
@@ -133,7 +133,8 @@ class _ExistingTermsIndex:
     of each node that changed since is taken out and recomputed.
     """
 
-    __slots__ = ("anti", "epoch", "log", "log_start", "nodes", "score", "term_sets")
+    __slots__ = ("anti", "cluster_epoch", "epoch", "log", "log_start", "nodes", "score",
+                 "structure_epoch", "term_sets")
 
     def __init__(self) -> None:
         # node name -> (NodeInfo, Node record, generation, share)
@@ -146,26 +147,46 @@ class _ExistingTermsIndex:
         self.log: list[tuple[int, str]] = []
         self.log_start = 0  # changes up to this epoch are no longer in the log
         self.term_sets: dict[Any, _TermSetTotals] = {}
+        # Where in the ClusterState's change log this index was last brought up to date.
+        self.cluster_epoch = -1
+        self.structure_epoch = -1
 
-    def refresh(self, all_nodes: Sequence[NodeInfo]) -> None:
+    def refresh(self, all_nodes: Sequence[NodeInfo], cluster: ClusterState | None = None
+                ) -> None:
+        if cluster is not None:
+            changed = (cluster.changes_since(self.cluster_epoch)
+                       if cluster.structure_epoch == self.structure_epoch else None)
+            self.cluster_epoch = cluster.epoch
+            self.structure_epoch = cluster.structure_epoch
+            if changed is not None:
+                # Only the nodes the cluster says changed: no walk over every node.
+                for name in changed:
+                    info = cluster.get(name)
+                    if info is not None:
+                        self._refresh_node(info)
+                return
         entries = self.nodes
         for info in all_nodes:
-            node = info.node
-            entry = entries.get(node.name)
-            if (entry is not None and entry[0] is info and entry[1] is node
-                    and entry[2] == info.generation):
-                continue
-            if entry is not None:
-                self._apply(entry[3], -1)
-            share = _node_share(info)
-            entries[node.name] = (info, node, info.generation, share)
-            self._apply(share, 1)
-            self._changed(node.name)
+            self._refresh_node(info)
         if len(entries) > len(all_nodes):
             present = {info.node.name for info in all_nodes}
             for name in [n for n in entries if n not in present]:
                 self._apply(entries.pop(name)[3], -1)
                 self._changed(name)
+
+    def _refresh_node(self, info: NodeInfo) -> None:
+        entries = self.nodes
+        node = info.node
+        entry = entries.get(node.name)
+        if (entry is not None and entry[0] is info and entry[1] is node
+                and entry[2] == info.generation):
+            return
+        if entry is not None:
+            self._apply(entry[3], -1)
+        share = _node_share(info)
+        entries[node.name] = (info, node, info.generation, share)
+        self._apply(share, 1)
+        self._changed(node.name)
 
     def _apply(self, share: _NodeShare, sign: int) -> None:
         anti_share, score_share = share
@@ -269,7 +290,7 @@ def _existing_terms(state: CycleState, all_nodes: Sequence[NodeInfo]) -> _Existi
         index = _indexes.get(cluster)
         if index is None:
             index = _indexes[cluster] = _ExistingTermsIndex()
-    index.refresh(all_nodes)
+    index.refresh(all_nodes, cluster)
     state.write(_INDEX_STATE_KEY, index)
     return index
 
@@ -472,6 +493,9 @@ class InterPodAffinity:
         terms = pod_affinity_terms(pod)
         if terms.errors:
             return None, Status.unresolvable("parsing pod: " + "; ".join(terms.errors))
+        if (not terms.has_required and state.cluster is not None
+                and state.cluster.pods_with_affinity == 0):
+            return None, Status.skip()  # no terms anywhere: nothing to count
         all_nodes = state.all_nodes or nodes
         ns_labels = _namespace_labels(state)
         own_ns_labels = ns_labels.get(pod.namespace) if ns_labels else None
@@ -559,6 +583,9 @@ class InterPodAffinity:
         # weight) when the incoming pod has no preferences of its own.
         if self.ignore_preferred_terms_of_existing_pods and not has_constraints:
             return Status.skip()
+        if (not has_constraints and state.cluster is not None
+                and state.cluster.pods_with_affinity == 0):
+            return Status.skip()  # no preferences here and no terms in the cluster
         all_nodes = state.all_nodes or nodes
         ns_labels = _namespace_labels(state)
         own_ns_labels: Mapping[str, str] = (ns_labels.get(pod.namespace) if ns_labels
