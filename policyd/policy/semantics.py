@@ -37,6 +37,7 @@ class KeyUse:
     doc: SourceDocument
     path: JsonPath
     key: str
+    at_key: bool = False  # the label key is a mapping key (matchLabels): point at it
 
 
 def check_document(doc: SourceDocument, key_uses: list[KeyUse]) -> list[Problem]:
@@ -65,7 +66,7 @@ class _Checker:
         for msg in k8snames.qualified_name(key):
             self.add(path, "label-key", f"invalid label key {key!r}: {msg}", key=key_pos)
         # Pod and node label keys alike: `App` next to `app` is a trap either way.
-        self.key_uses.append(KeyUse(self.doc, path, key))
+        self.key_uses.append(KeyUse(self.doc, path, key, key_pos))
 
     def label_value(self, path: JsonPath, value: Any) -> None:
         if not isinstance(value, str):
@@ -448,8 +449,8 @@ def check_cross(docs: list[SourceDocument], key_uses: list[KeyUse]) -> list[Prob
     return problems
 
 
-def _where(doc: SourceDocument, path: JsonPath) -> str:
-    line, col = doc.position(path)
+def _where(doc: SourceDocument, path: JsonPath, key: bool = False) -> str:
+    line, col = doc.position(path, key=key)
     return f"{doc.file}:{line}:{col}"
 
 
@@ -471,7 +472,7 @@ def _case_problems(key_uses: list[KeyUse]) -> Iterator[Problem]:
             yield use.doc.problem(use.path, "key-case",
                                   f"label key {use.key!r} differs from the well-known "
                                   f"{known!r} only by case; label keys are case-sensitive",
-                                  level=WARNING)
+                                  level=WARNING, key=use.at_key)
             continue
         others = [k for k in spellings[lower] if k != use.key]
         if others:
@@ -479,6 +480,6 @@ def _case_problems(key_uses: list[KeyUse]) -> Iterator[Problem]:
             yield use.doc.problem(
                 use.path, "key-case",
                 f"label key {use.key!r} differs from {others[0]!r} (used at "
-                f"{_where(first.doc, first.path)}) only by case; label keys are "
-                "case-sensitive, so a node labelled one way never matches the other",
-                level=WARNING)
+                f"{_where(first.doc, first.path, first.at_key)}) only by case; label keys "
+                "are case-sensitive, so a node labelled one way never matches the other",
+                level=WARNING, key=use.at_key)

@@ -75,10 +75,10 @@ def test_every_problem_of_every_file_in_one_run(tmp_path: Path) -> None:
            for p in result.report.problems]
     assert got == [
         ("bad.yml", 6, 15, "schema", "error"),
-        ("bad.yml", 11, 28, "key-case", "warning"),
+        ("bad.yml", 11, 23, "key-case", "warning"),
         ("bad.yml", 12, 7, "schema", "error"),
         ("broken.yaml", 2, 1, "yaml-syntax", "error"),
-        ("good.yaml", 11, 28, "key-case", "warning"),
+        ("good.yaml", 11, 23, "key-case", "warning"),
     ]
     assert result.report.files == 3
     assert result.exit_code == 1
@@ -248,3 +248,17 @@ def test_structurally_random_specs_never_crash(filters: list[Any], scores: list[
     result = check_docs(doc)  # must not raise; valid ones compile
     if not any(p.level == "error" for p in result.problems):
         assert len(result.compiled) == 1
+
+
+def test_case_trap_fixture_warns_as_documented() -> None:
+    result = lint_paths([ROOT / "policies" / "env-prod.yaml",
+                         Path(__file__).parent / "fixtures" / "case-trap.yaml"])
+    got = [(Path(p.file).name, p.line, p.column, p.rule, p.level)
+           for p in result.report.problems]
+    assert got == [
+        ("env-prod.yaml", 16, 9, "key-case", "warning"),
+        ("case-trap.yaml", 9, 21, "key-case", "warning"),
+        ("case-trap.yaml", 14, 34, "key-case", "warning"),
+    ]
+    assert result.exit_code == 0
+    assert lint_paths([Path(__file__).parent / "fixtures"], strict=True).exit_code == 1
