@@ -60,8 +60,9 @@ def run(
     shutdown_grace: Annotated[float, typer.Option(
         "--shutdown-grace-period", min=0.0,
         help="Seconds in-flight binds may take to finish after SIGTERM.")] = 30.0,
-    binders: Annotated[int, typer.Option(
-        "--parallel-binds", min=1, max=256, help="Concurrent bind calls.")] = 16,
+    binders: Annotated[int | None, typer.Option(
+        "--parallel-binds", min=1, max=256,
+        help="Concurrent bind calls (default: the profile's parallelism, 16).")] = None,
     qps: Annotated[float | None, typer.Option(
         "--kube-api-qps", help="Override clientConnection.qps.")] = None,
     burst: Annotated[int | None, typer.Option(

@@ -2,9 +2,9 @@
 
 Validation runs before anything touches the API server (and again on every reload):
 `load(path)` returns the frameworks and settings, or raises `InvalidConfig` listing
-every problem. The strict, position-aware validation is `policyd check-config`'s
-(`policyd.config.validate.validate_config_file`) when that module exists; otherwise the
-loader's checks (plugin names, args, policies that fail lint) are used.
+every problem as `file:line:column: message [rule]`. It is exactly `policyd
+check-config`'s validation (`policyd.config.validate.validate_config_file`); the
+loader-only fallback (`_load_basic`) exists for builds without that module.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ class RuntimeSettings:
     qps: float = 50.0
     burst: int = 100
     timeout: float = 30.0
+    kubeconfig: str | None = None  # clientConnection.kubeconfig
+    parallelism: int = 16
     leader_elect: bool = True
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
@@ -169,29 +171,58 @@ def policy_files(paths: Iterable[Path]) -> list[Path]:
 
 def load(path: Path, extra_policies: list[Path] | None = None) -> LoadedConfig:
     """Validate the profile and its policies and build the frameworks, or raise
-    InvalidConfig (every problem) / InputFileError (unreadable file)."""
+    InvalidConfig (every problem; exit 1) / InputFileError (unreadable file; exit 2)."""
+    validate = _strict_validator()
+    if validate is None:
+        return _load_basic(path, extra_policies)
+    from policyd.errors import InputFileError
+
+    config, frameworks, found = validate(path, extra_policies=tuple(extra_policies or ()))
+    errors = [p for p in found if getattr(p, "level", "error") == "error"]
+    if errors:
+        unreadable = getattr(_strict_module(), "is_unreadable", None)
+        if unreadable is not None and unreadable(errors, path):
+            raise InputFileError(errors[0].message, where=str(path))
+        raise InvalidConfig(path, [format_problem(p) for p in errors])
+    le, cc = config.leader_election, config.client_connection
+    settings = RuntimeSettings(
+        pod_initial_backoff=float(config.pod_initial_backoff_seconds),
+        pod_max_backoff=float(config.pod_max_backoff_seconds),
+        qps=float(cc.qps), burst=int(cc.burst), timeout=float(cc.timeout),
+        kubeconfig=str(cc.kubeconfig) if cc.kubeconfig else None,
+        parallelism=int(config.parallelism),
+        leader_elect=bool(le.leader_elect), lease_duration=float(le.lease_duration),
+        renew_deadline=float(le.renew_deadline), retry_period=float(le.retry_period),
+        lease_name=str(le.resource_name), lease_namespace=str(le.resource_namespace))
+    files = [path, *config.policies, *config.policy_files, *(extra_policies or [])]
+    return LoadedConfig(path, dict(frameworks), settings, list(dict.fromkeys(files)))
+
+
+def format_problem(p: Any) -> str:
+    """`file:line:col: message [rule] (at path)`, as `policyd lint` prints problems."""
+    line = getattr(p, "line", 0)
+    where = f"{p.file}:{line}:{p.column}" if line else str(getattr(p, "file", ""))
+    rule = getattr(p, "rule", "")
+    at = f" (at {p.path})" if getattr(p, "path", "") else ""
+    return f"{where}: {p.message}" + (f" [{rule}]" if rule else "") + at
+
+
+def _load_basic(path: Path, extra_policies: list[Path] | None) -> LoadedConfig:
+    """Without the strict validator: the loader's checks only."""
     from policyd.cli.schedule_cmds import load_policy_plugins
-    from policyd.config.loader import ConfigError, frameworks_from_config, policy_paths
+    from policyd.config.loader import (
+        ConfigError,
+        frameworks_from_config,
+        policy_paths,
+        read_config,
+    )
     from policyd.errors import InputFileError
 
     problems: list[str] = []
-    validate = _strict_validator()
-    if validate is not None:
-        doc, found = validate(path)
-        for p in found:
-            if getattr(p, "level", "error") == "error":
-                problems.append(str(p))
-        if problems:
-            raise InvalidConfig(path, problems)
-    else:
-        from policyd.config.loader import read_config
-
-        try:
-            doc = read_config(path)
-        except InputFileError as exc:
-            raise InvalidConfig(path, [str(exc)]) from None
-    if not isinstance(doc, Mapping):
-        raise InvalidConfig(path, ["expected a PolicydConfiguration document"])
+    try:
+        doc = read_config(path)
+    except InputFileError as exc:
+        raise InvalidConfig(path, [str(exc)]) from None
     settings, setting_problems = runtime_settings(doc)
     problems.extend(setting_problems)
     paths = [*policy_paths(doc, path), *(extra_policies or [])]
@@ -210,11 +241,15 @@ def load(path: Path, extra_policies: list[Path] | None = None) -> LoadedConfig:
     return LoadedConfig(path, frameworks, settings, [path, *paths])
 
 
-def _strict_validator() -> Any:
+def _strict_module() -> Any:
     import importlib
 
     try:
-        mod = importlib.import_module("policyd.config.validate")
+        return importlib.import_module("policyd.config.validate")
     except ImportError:
         return None
-    return getattr(mod, "validate_config_file", None)
+
+
+def _strict_validator() -> Any:
+    mod = _strict_module()
+    return getattr(mod, "validate_config_file", None) if mod is not None else None

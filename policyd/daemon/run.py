@@ -45,7 +45,7 @@ class RunOptions:
     verbosity: int = 0
     reload_interval: float = 2.0
     shutdown_grace: float = 30.0
-    binders: int = 16
+    binders: int | None = None  # None: the profile's parallelism
     qps: float | None = None
     burst: int | None = None
     watch_timeout: float = 300.0
@@ -60,7 +60,7 @@ class Daemon:
         s = loaded.settings
         self.metrics = Metrics()
         self.client = KubeClient.connect(ConnectionSettings(
-            kubeconfig=options.kubeconfig, context=options.context,
+            kubeconfig=options.kubeconfig or s.kubeconfig, context=options.context,
             qps=options.qps if options.qps is not None else s.qps,
             burst=options.burst if options.burst is not None else s.burst,
             timeout=s.timeout))
@@ -90,7 +90,7 @@ class Daemon:
         self.scheduler = Scheduler(
             self.client, loaded.frameworks, metrics=self.metrics, events=self.events,
             is_leader=is_leader, initial_backoff=s.pod_initial_backoff,
-            max_backoff=s.pod_max_backoff, binders=options.binders,
+            max_backoff=s.pod_max_backoff, binders=options.binders or s.parallelism,
             verbosity=options.verbosity)
         sch = self.scheduler
         self.nodes = Informer(self.client, "/api/v1/nodes", _Handler(

@@ -178,9 +178,9 @@ class Scheduler:
             removed = self.cluster.remove_pod(uid)
             was_bound = (removed is not None and bool(removed.node_name)) or uid in self.assumed
             self.assumed.pop(uid, None)
-            self.queue.delete(uid)
             self.throttle.forget(uid)
             self._bad_objects.pop(uid, None)
+            self.queue.delete(uid)
             if was_bound:
                 self.queue.move_all("AssignedPodDelete")
 

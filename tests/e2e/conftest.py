@@ -1,0 +1,82 @@
+"""End-to-end fixtures: the real local control plane (shared with the integration
+tests' fixtures) plus a policyd daemon against it, in-process or as a subprocess.
+
+Isolation: every test gets its own namespace and scheduler name, and starts and ends
+with no Nodes, so FailedScheduling messages (`0/N nodes ...`) are exact. The control
+plane runs no controller-manager, so pods are deleted explicitly with grace 0.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from policyd.devcluster import ControlPlane
+from policyd.kube.client import ConnectionSettings, KubeClient
+from tests.e2e.helpers import Cluster, DaemonFactory, ProcessFactory
+from tests.integration.conftest import api_client, control_plane
+
+__all__ = ["api_client", "control_plane"]
+
+_HERE = Path(__file__).parent
+REPO = _HERE.parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "e2e: policyd run against a real kube-apiserver (tests/e2e; deselect with "
+        "-m 'not e2e')",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _HERE in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture
+def cluster(control_plane: ControlPlane) -> Iterator[Cluster]:
+    client = KubeClient.connect(ConnectionSettings(
+        kubeconfig=str(control_plane.kubeconfig_path), qps=-1))
+    c = Cluster(client, f"e2e-{uuid.uuid4().hex[:8]}")
+    c.delete_all_nodes()
+    c.create_namespace()
+    try:
+        yield c
+    finally:
+        c.cleanup()
+        client.close()
+
+
+@pytest.fixture
+def policy_dir(tmp_path: Path) -> Path:
+    """A copy of the example policies (tests may rewrite them)."""
+    d = tmp_path / "policies"
+    d.mkdir()
+    for f in sorted((REPO / "policies").glob("*.yaml")):
+        shutil.copy(f, d / f.name)
+    return d
+
+
+@pytest.fixture
+def daemons(control_plane: ControlPlane, tmp_path: Path) -> Iterator[DaemonFactory]:
+    factory = DaemonFactory(control_plane.kubeconfig_path, tmp_path)
+    try:
+        yield factory
+    finally:
+        factory.stop_all()
+
+
+@pytest.fixture
+def processes(control_plane: ControlPlane, tmp_path: Path) -> Iterator[ProcessFactory]:
+    factory = ProcessFactory(control_plane.kubeconfig_path, tmp_path)
+    try:
+        yield factory
+    finally:
+        factory.stop_all()

@@ -1,0 +1,252 @@
+"""Helpers for the end-to-end tests: raw API calls, waiting, and policyd daemons
+(in-process threads or real subprocesses) pointed at the local control plane."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from policyd.daemon.run import Daemon, RunOptions, load_config
+from policyd.kube.client import ApiError, KubeClient
+
+Obj = dict[str, Any]
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 15.0, what: str = "condition",
+             interval: float = 0.1) -> Any:
+    """Poll `check` until it returns something truthy; that value is returned."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def node_body(name: str, labels: dict[str, str] | None = None, cpu: str = "4",
+              memory: str = "8Gi", taints: list[Obj] | None = None) -> Obj:
+    resources = {"cpu": cpu, "memory": memory, "pods": "110"}
+    body: Obj = {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name,
+                     "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+        "status": {"capacity": resources, "allocatable": resources,
+                   "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    if taints:
+        body["spec"] = {"taints": taints}
+    return body
+
+
+def pod_body(name: str, scheduler: str, *, cpu: str = "100m", memory: str = "64Mi",
+             labels: dict[str, str] | None = None,
+             annotations: dict[str, str] | None = None, **spec: Any) -> Obj:
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
+        "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
+                 "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
+                                 "resources": {"requests": {"cpu": cpu,
+                                                            "memory": memory}}}],
+                 **spec},
+    }
+
+
+class Cluster:
+    """The test's view of the API server: one namespace, the nodes it creates."""
+
+    def __init__(self, client: KubeClient, namespace: str) -> None:
+        self.client = client
+        self.ns = namespace
+
+    # namespaces, nodes, pods
+    def create_namespace(self) -> None:
+        self.client.request("POST", "/api/v1/namespaces", body={
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.ns}})
+
+    def delete_all_nodes(self) -> None:
+        for node in self.client.request("GET", "/api/v1/nodes").get("items") or []:
+            self.delete_node(node["metadata"]["name"])
+
+    def delete_node(self, name: str) -> None:
+        try:
+            self.client.request("DELETE", f"/api/v1/nodes/{name}")
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+
+    def node(self, name: str, **kw: Any) -> Obj:
+        return self.client.request("POST", "/api/v1/nodes", body=node_body(name, **kw))
+
+    def pod(self, name: str, scheduler: str, **kw: Any) -> Obj:
+        return self.client.request("POST", f"/api/v1/namespaces/{self.ns}/pods",
+                                   body=pod_body(name, scheduler, **kw))
+
+    def get_pod(self, name: str) -> Obj | None:
+        try:
+            return self.client.request("GET", f"/api/v1/namespaces/{self.ns}/pods/{name}")
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def node_of(self, name: str) -> str | None:
+        pod = self.get_pod(name)
+        return (pod or {}).get("spec", {}).get("nodeName")
+
+    def wait_bound(self, name: str, timeout: float = 15.0) -> str:
+        return str(wait_for(lambda: self.node_of(name), timeout, f"pod {name} bound"))
+
+    def delete_pod(self, name: str) -> None:
+        self.client.request("DELETE", f"/api/v1/namespaces/{self.ns}/pods/{name}",
+                            query={"gracePeriodSeconds": 0})
+
+    def bind(self, name: str, node: str) -> None:
+        self.client.request("POST", f"/api/v1/namespaces/{self.ns}/pods/{name}/binding",
+                            body={"apiVersion": "v1", "kind": "Binding",
+                                  "metadata": {"name": name},
+                                  "target": {"apiVersion": "v1", "kind": "Node",
+                                             "name": node}})
+
+    def events(self, pod: str | None = None, reason: str | None = None,
+               namespace: str | None = None) -> list[Obj]:
+        selectors = []
+        if pod:
+            selectors.append(f"involvedObject.name={pod}")
+        if reason:
+            selectors.append(f"reason={reason}")
+        query = {"fieldSelector": ",".join(selectors)} if selectors else None
+        items = self.client.request("GET", f"/api/v1/namespaces/{namespace or self.ns}/events",
+                                    query=query).get("items") or []
+        return list(items)
+
+    def condition(self, name: str, ctype: str = "PodScheduled") -> Obj | None:
+        pod = self.get_pod(name) or {}
+        for c in (pod.get("status") or {}).get("conditions") or []:
+            if c.get("type") == ctype:
+                return dict(c)
+        return None
+
+    def lease(self, name: str, namespace: str = "default") -> Obj | None:
+        try:
+            return self.client.request(
+                "GET", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}")
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def cleanup(self) -> None:
+        try:
+            self.client.request("DELETE", f"/api/v1/namespaces/{self.ns}/pods",
+                                query={"gracePeriodSeconds": 0})
+            self.client.request("DELETE", f"/api/v1/namespaces/{self.ns}")
+        except ApiError:
+            pass
+        self.delete_all_nodes()
+
+
+def write_profile(directory: Path, scheduler: str, *, policies: str | None = "policies",
+                  lease: str | None = None, extra: str = "") -> Path:
+    lines = ["apiVersion: policyd.io/v1alpha1", "kind: PolicydConfiguration",
+             "podInitialBackoffSeconds: 1", "podMaxBackoffSeconds: 2"]
+    if policies:
+        lines.append(f"policies: [{policies}]")
+    lines += ["leaderElection:", "  leaderElect: true", "  leaseDuration: 4s",
+              "  renewDeadline: 3s", "  retryPeriod: 500ms",
+              f"  resourceName: {lease or scheduler}", "  resourceNamespace: default"]
+    lines += ["profiles:", f"- schedulerName: {scheduler}"]
+    path = directory / f"profile-{scheduler}-{uuid.uuid4().hex[:6]}.yaml"
+    path.write_text("\n".join(lines) + "\n" + extra)
+    return path
+
+
+class DaemonFactory:
+    """policyd daemons running in this process (threads), stopped at teardown."""
+
+    def __init__(self, kubeconfig: Path, tmp: Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.tmp = tmp
+        self.started: list[Daemon] = []
+
+    def start(self, config: Path, **kw: Any) -> Daemon:
+        options = RunOptions(config=config, kubeconfig=str(self.kubeconfig),
+                             metrics_bind_address="127.0.0.1:0", reload_interval=0.2,
+                             shutdown_grace=5.0, verbosity=2, **kw)
+        daemon = Daemon(options, load_config(options))
+        daemon.start()
+        self.started.append(daemon)
+        wait_for(daemon.synced, 15, "informer caches synced")
+        wait_for(daemon.is_leader, 15, "leadership")
+        return daemon
+
+    def stop_all(self) -> None:
+        for d in self.started:
+            d.shutdown()
+        self.started.clear()
+
+
+def scrape(port: int, path: str = "/metrics") -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    """Sum of the samples of `name` whose labels include `labels`."""
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name):
+            continue
+        head, _, value = line.rpartition(" ")
+        rest = head[len(name):]
+        if rest and not rest.startswith("{"):
+            continue
+        if all(f'{k}="{v}"' in rest for k, v in labels.items()):
+            total += float(value)
+    return total
+
+
+class ProcessFactory:
+    """`policyd run` as real subprocesses (for kill -9 and SIGTERM)."""
+
+    def __init__(self, kubeconfig: Path, tmp: Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.tmp = tmp
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, *args: str, kubeconfig: Path | None = None, name: str = "policyd"
+              ) -> subprocess.Popen[bytes]:
+        log = open(self.tmp / f"{name}-{len(self.procs)}.log", "wb")  # noqa: SIM115
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "policyd", "run",
+             "--kubeconfig", str(kubeconfig or self.kubeconfig), *args],
+            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.procs.append(proc)
+        return proc
+
+    def log(self, index: int, name: str = "policyd") -> str:
+        return (self.tmp / f"{name}-{index}.log").read_text(errors="replace")
+
+    def stop_all(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()

@@ -1,0 +1,193 @@
+"""policyd's daemon (in-process) against the real local control plane."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+from policyd.daemon.queue import UNSCHEDULABLE
+from tests.e2e.helpers import Cluster, DaemonFactory, metric, scrape, wait_for, write_profile
+
+HW = {"myorg.io/require-hw-encrypt": "true"}
+HW_LABEL = {"node.kubernetes.io/hw-encrypt": "true"}
+
+
+def _scheduler() -> str:
+    return f"policyd-{uuid.uuid4().hex[:6]}"
+
+
+def test_pods_go_where_the_policies_demand(cluster: Cluster, daemons: DaemonFactory,
+                                           policy_dir: Path) -> None:
+    sched = _scheduler()
+    cluster.node("plain-a", labels={"env": "dev", "topology.kubernetes.io/zone": "zone-b"})
+    cluster.node("hw-b", labels={**HW_LABEL, "topology.kubernetes.io/zone": "zone-c"})
+    cluster.node("prod-c", labels={"env": "prod", "Env": "staging",
+                                   "topology.kubernetes.io/zone": "zone-a"})
+    daemons.start(write_profile(policy_dir.parent, sched))
+    for i in range(3):
+        cluster.pod(f"secure-{i}", sched, annotations=HW)
+    # `env` (lowercase) is the policy's label; a node's `Env` must not count.
+    cluster.pod("prod-app", sched, labels={"env": "prod"})
+    # LowLatency: zone-a scores highest among nodes without a latency annotation.
+    cluster.pod("latency", sched, labels={"myorg.io/latency-sensitive": "true"})
+    for i in range(3):
+        assert cluster.wait_bound(f"secure-{i}") == "hw-b"
+    assert cluster.wait_bound("prod-app") == "prod-c"
+    assert cluster.wait_bound("latency") == "prod-c"
+    scheduled = cluster.events(pod="secure-0", reason="Scheduled")
+    assert [e["message"] for e in scheduled] == [
+        f"Successfully assigned {cluster.ns}/secure-0 to hw-b"]
+    assert scheduled[0]["type"] == "Normal"
+    assert scheduled[0]["source"]["component"] == sched
+
+
+def test_memory_headroom_keeps_ten_percent_free(cluster: Cluster, daemons: DaemonFactory,
+                                                policy_dir: Path) -> None:
+    sched = _scheduler()
+    cluster.node("small", memory="10Gi")
+    daemons.start(write_profile(policy_dir.parent, sched))
+    cluster.pod("fits", sched, memory="9Gi")
+    cluster.pod("too-much", sched, memory="9500Mi")
+    assert cluster.wait_bound("fits") == "small"
+    msg = "0/1 nodes are available: 1 Insufficient memory."
+    wait_for(lambda: cluster.events(pod="too-much", reason="FailedScheduling"), 10,
+             "FailedScheduling")
+    del msg  # the first fit consumed 9Gi: plain NodeResourcesFit now rejects it
+
+
+def test_a_pod_for_another_scheduler_is_left_alone(cluster: Cluster, daemons: DaemonFactory,
+                                                   policy_dir: Path) -> None:
+    sched = _scheduler()
+    cluster.node("n1")
+    d = daemons.start(write_profile(policy_dir.parent, sched))
+    cluster.pod("mine", sched)
+    cluster.pod("theirs", "some-other-scheduler")
+    assert cluster.wait_bound("mine") == "n1"
+    time.sleep(1.0)
+    assert cluster.node_of("theirs") is None
+    assert cluster.events(pod="theirs") == []
+    assert cluster.condition("theirs") is None
+    pod = cluster.get_pod("theirs")
+    assert pod is not None and pod["metadata"]["uid"] not in d.scheduler.queue
+
+
+def test_impossible_pod_is_explained_then_bound_when_a_node_fits(
+        cluster: Cluster, daemons: DaemonFactory, policy_dir: Path) -> None:
+    sched = _scheduler()
+    cluster.node("plain-1")
+    cluster.node("plain-2", taints=[{"key": "dedicated", "value": "x",
+                                     "effect": "NoSchedule"}])
+    d = daemons.start(write_profile(policy_dir.parent, sched))
+    cluster.pod("secure", sched, annotations=HW)
+    message = ("0/2 nodes are available: 1 node(s) didn't offer hardware encryption, "
+               "1 node(s) had untolerated taint(s).")
+    events = wait_for(lambda: cluster.events(pod="secure", reason="FailedScheduling"), 15,
+                      "a FailedScheduling event")
+    assert [(e["type"], e["message"]) for e in events] == [("Warning", message)]
+    assert events[0]["source"]["component"] == sched
+    cond = wait_for(lambda: cluster.condition("secure"), 10, "PodScheduled condition")
+    assert (cond["status"], cond["reason"], cond["message"]) == (
+        "False", "Unschedulable", message)
+    uid = cluster.get_pod("secure")["metadata"]["uid"]  # type: ignore[index]
+    wait_for(lambda: d.scheduler.queue.where(uid) == UNSCHEDULABLE, 10, "unschedulable")
+    # Repeated failures do not flood: the daemon keeps it waiting, no new events.
+    time.sleep(1.5)
+    assert len(cluster.events(pod="secure", reason="FailedScheduling")) == 1
+
+    started = time.monotonic()
+    cluster.node("hw-1", labels=HW_LABEL)
+    assert cluster.wait_bound("secure", timeout=10) == "hw-1"
+    assert time.monotonic() - started < 5.0
+
+
+def test_a_pod_deleted_while_queued_leaves_the_queue(
+        cluster: Cluster, daemons: DaemonFactory, policy_dir: Path) -> None:
+    sched = _scheduler()
+    cluster.node("plain")
+    d = daemons.start(write_profile(policy_dir.parent, sched))
+    created = cluster.pod("doomed", sched, annotations=HW)
+    uid = created["metadata"]["uid"]
+    wait_for(lambda: d.scheduler.queue.where(uid) == UNSCHEDULABLE, 10, "queued")
+    _, text = scrape(d.http.port)  # type: ignore[union-attr]
+    assert metric(text, "policyd_pending_pods", queue="unschedulable") == 1
+    cluster.delete_pod("doomed")
+    wait_for(lambda: uid not in d.scheduler.queue, 10, "pod dropped from the queue")
+    assert d.scheduler.queue.counts()[UNSCHEDULABLE] == 0
+    _, text = scrape(d.http.port)  # type: ignore[union-attr]
+    assert metric(text, "policyd_pending_pods", queue="unschedulable") == 0
+    assert uid not in d.scheduler.throttle._seen
+
+
+def test_a_pod_bound_by_someone_else_is_not_bound_again(
+        cluster: Cluster, daemons: DaemonFactory, policy_dir: Path) -> None:
+    sched = _scheduler()
+    cluster.node("plain")
+    d = daemons.start(write_profile(policy_dir.parent, sched))
+    uid = cluster.pod("contested", sched, annotations=HW)["metadata"]["uid"]
+    wait_for(lambda: d.scheduler.queue.where(uid) == UNSCHEDULABLE, 10, "queued")
+    cluster.bind("contested", "plain")  # someone else wins
+    wait_for(lambda: uid not in d.scheduler.queue, 10, "dropped from the queue")
+    cluster.node("hw", labels=HW_LABEL)  # would now fit policyd's rules
+    time.sleep(1.5)
+    assert cluster.node_of("contested") == "plain"
+    assert cluster.events(pod="contested", reason="Scheduled") == []
+    assert d.scheduler.bound_total == 0
+    _, text = scrape(d.http.port)  # type: ignore[union-attr]
+    assert metric(text, "policyd_bind_errors_total") == 0
+
+
+def test_invalid_policy_reload_keeps_the_old_policies(
+        cluster: Cluster, daemons: DaemonFactory, policy_dir: Path) -> None:
+    sched = _scheduler()
+    cluster.node("plain")
+    cluster.node("hw", labels=HW_LABEL)
+    d = daemons.start(write_profile(policy_dir.parent, sched))
+    hw = policy_dir / "hw-encrypt.yaml"
+    good = hw.read_text()
+    hw.write_text(good.replace("pluginName: HwEncrypt", "pluginName: hw encrypt"))
+    wait_for(lambda: d.watcher.failures == 1, 10, "the reload to be rejected")
+    events = wait_for(lambda: cluster.events(namespace="default",
+                                             reason="InvalidConfiguration"), 10,
+                      "Warning event on the Lease")
+    mine = [e for e in events if e["involvedObject"]["name"] == sched]
+    assert mine and mine[0]["type"] == "Warning"
+    assert mine[0]["involvedObject"]["kind"] == "Lease"
+    # The old HwEncrypt still decides.
+    for i in range(3):
+        cluster.pod(f"secure-{i}", sched, annotations=HW)
+    for i in range(3):
+        assert cluster.wait_bound(f"secure-{i}") == "hw"
+    # A valid change is applied without restart: drop the policy from the profile.
+    hw.write_text(good.replace("didn't offer hardware encryption",
+                               "lack hardware encryption"))
+    wait_for(lambda: d.watcher.reloads == 1, 10, "the valid reload")
+    cluster.delete_node("hw")
+    cluster.pod("secure-late", sched, annotations=HW)
+    events = wait_for(lambda: cluster.events(pod="secure-late", reason="FailedScheduling"),
+                      10, "FailedScheduling with the new message")
+    assert events[0]["message"] == (
+        "0/1 nodes are available: 1 node(s) lack hardware encryption.")
+
+
+def test_metrics_health_and_readiness(cluster: Cluster, daemons: DaemonFactory,
+                                      policy_dir: Path) -> None:
+    sched = _scheduler()
+    cluster.node("n1")
+    d = daemons.start(write_profile(policy_dir.parent, sched))
+    port = d.http.port  # type: ignore[union-attr]
+    assert scrape(port, "/healthz") == (200, "ok")
+    assert scrape(port, "/readyz") == (200, "ok")
+    cluster.pod("a", sched)
+    cluster.pod("b", sched, cpu="64")
+    cluster.wait_bound("a")
+    wait_for(lambda: cluster.events(pod="b", reason="FailedScheduling"), 10, "failure")
+    _, text = scrape(port)
+    assert metric(text, "policyd_schedule_attempts_total", result="scheduled",
+                  profile=sched) == 1
+    assert metric(text, "policyd_schedule_attempts_total", result="unschedulable",
+                  profile=sched) >= 1
+    assert metric(text, "policyd_e2e_scheduling_duration_seconds_count", profile=sched) == 1
+    assert metric(text, "policyd_scheduling_algorithm_duration_seconds_count",
+                  profile=sched) >= 2
+    assert metric(text, "policyd_leader") == 1
