@@ -7,7 +7,9 @@ the decision.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 import numpy as np
 
@@ -17,6 +19,7 @@ from policyd.framework.runtime import Framework, ScoreResult
 from policyd.framework.status import Code, Status
 from policyd.model.cluster import ClusterState, NodeInfo
 from policyd.model.records import Pod
+from policyd.model.table import IntArray
 
 
 @dataclass(slots=True)
@@ -111,6 +114,37 @@ def _failed(result: ScheduleResult, status: Status) -> ScheduleResult:
     return result
 
 
+class _IndexedNodes(Sequence[NodeInfo]):
+    """The feasible NodeInfos as a sequence built on first use: most PreScore plugins
+    never look at it on the fast path, and a list of 5000 costs a quarter millisecond."""
+
+    __slots__ = ("_idx", "_infos", "_list")
+
+    def __init__(self, infos: list[NodeInfo], idx: IntArray) -> None:
+        self._infos = infos
+        self._idx = idx
+        self._list: list[NodeInfo] | None = None
+
+    def _items(self) -> list[NodeInfo]:
+        if self._list is None:
+            infos = self._infos
+            self._list = [infos[i] for i in self._idx.tolist()]
+        return self._list
+
+    def __len__(self) -> int:
+        return int(self._idx.size)
+
+    @overload
+    def __getitem__(self, i: int) -> NodeInfo: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[NodeInfo]: ...
+    def __getitem__(self, i: int | slice) -> NodeInfo | Sequence[NodeInfo]:
+        return self._items()[i]
+
+    def __iter__(self) -> Iterator[NodeInfo]:
+        return iter(self._items())
+
+
 def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleResult:
     table = cluster.table()
     nodes = table.infos
@@ -138,7 +172,7 @@ def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleRe
     if feasible.size == 1:
         result.node = result.feasible[0]
         return result
-    feasible_infos = [nodes[i] for i in feasible.tolist()]
+    feasible_infos = _IndexedNodes(nodes, feasible)
     status = fw.run_pre_score(state, pod, feasible_infos)
     if status is not None:
         return _failed(result, status)

@@ -238,12 +238,13 @@ class Framework:
                                        np.bool_, len(results))
             except Exception as exc:
                 return idx[:0], _error("Filter", pl.name, exc)
-            idx = idx[mask]
+            if not mask.all():  # keep the same array when nothing is rejected
+                idx = idx[mask]
         return idx, None
 
     def run_score_fast(
         self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray,
-        nodes: list[NodeInfo],
+        nodes: Sequence[NodeInfo],
     ) -> tuple[IntArray, Status | None]:
         """Weighted totals of the feasible nodes `idx` (`nodes` = their NodeInfos)."""
         totals = np.zeros(idx.size, np.int64)

@@ -35,9 +35,11 @@ class NodeTable:
         self.name_array: npt.NDArray[np.object_] = np.zeros(0, dtype=object)
         self.index: dict[str, int] = {}
         self.resources: dict[str, int] = {}
+        # Resource-major (resources x nodes), so one resource over many nodes is a
+        # contiguous row: `allocatable[j]` for the resource with column `j`.
         self.allocatable: IntArray = np.zeros((0, 0), np.int64)
         self.requested: IntArray = np.zeros((0, 0), np.int64)
-        self.non_zero_requested: IntArray = np.zeros((0, 2), np.int64)  # cpu, memory
+        self.non_zero_requested: IntArray = np.zeros((2, 0), np.int64)  # cpu, memory
         self.pod_count: IntArray = np.zeros(0, np.int64)
         self.unschedulable: BoolArray = np.zeros(0, np.bool_)
         # Nodes with identical taints share an id, so a pod's tolerations are checked once
@@ -103,9 +105,9 @@ class NodeTable:
             names.update(info.requested)
         self.resources = {r: j for j, r in enumerate(sorted(names))}
         n, r = len(self.infos), len(self.resources)
-        self.allocatable = np.zeros((n, r), np.int64)
-        self.requested = np.zeros((n, r), np.int64)
-        self.non_zero_requested = np.zeros((n, 2), np.int64)
+        self.allocatable = np.zeros((r, n), np.int64)
+        self.requested = np.zeros((r, n), np.int64)
+        self.non_zero_requested = np.zeros((2, n), np.int64)
         self.pod_count = np.zeros(n, np.int64)
         self.unschedulable = np.zeros(n, np.bool_)
         self.taint_set_id = np.zeros(n, np.int64)
@@ -127,13 +129,13 @@ class NodeTable:
         """Write a node's own columns; False when it has a resource without a column."""
         node = info.node
         self._records[i] = node
-        row = self.allocatable[i]
-        row[:] = 0
+        column = self.allocatable[:, i]
+        column[:] = 0
         for name, value in node.allocatable.items():
             j = self.resources.get(name)
             if j is None:
                 return False
-            row[j] = value
+            column[j] = value
         self.unschedulable[i] = node.unschedulable
         key = node.taints
         tid = self._taint_ids.get(key)
@@ -144,24 +146,30 @@ class NodeTable:
         return True
 
     def _write_usage(self, i: int, info: NodeInfo) -> bool:
-        row = self.requested[i]
-        row[:] = 0
+        column = self.requested[:, i]
+        column[:] = 0
         for name, value in info.requested.items():
             j = self.resources.get(name)
             if j is None:
                 if value:
                     return False
                 continue
-            row[j] = value
+            column[j] = value
         nz = info.non_zero_requested
-        self.non_zero_requested[i, 0] = nz.get("cpu", 0)
-        self.non_zero_requested[i, 1] = nz.get("memory", 0)
+        self.non_zero_requested[0, i] = nz.get("cpu", 0)
+        self.non_zero_requested[1, i] = nz.get("memory", 0)
         self.pod_count[i] = len(info.pods)
         return True
 
     # columns
     def resource_column(self, name: str) -> int | None:
+        """The row of `name` in `allocatable`/`requested`, None if no node has it."""
         return self.resources.get(name)
+
+    def take(self, row: IntArray, idx: IntArray) -> IntArray:
+        """`row[idx]`, without a copy when `idx` covers every node (it is then sorted and
+        complete, so it is exactly 0..n-1)."""
+        return row if idx.size == row.size else row[idx]
 
     def label_codes(self, key: str) -> tuple[IntArray, dict[str, int]]:
         """(code per node, value -> code) for a label key; ABSENT where the key is missing."""

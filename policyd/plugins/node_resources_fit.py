@@ -335,13 +335,14 @@ class NodeResourcesFit:
         allocatable = table.allocatable
         requested = table.requested
         j = table.resource_column(PODS)
-        allowed = allocatable[idx, j] if j is not None else np.zeros(idx.size, np.int64)
-        ok: BoolArray = table.pod_count[idx] + 1 <= allowed
+        take = table.take
+        allowed = take(allocatable[j], idx) if j is not None else np.zeros(idx.size, np.int64)
+        ok: BoolArray = take(table.pod_count, idx) + 1 <= allowed
         for name, value, _ in checks:
             j = table.resource_column(name)
             if j is None:  # no node has it: value > 0 - 0 everywhere
                 return np.zeros(idx.size, np.bool_)
-            ok &= value <= allocatable[idx, j] - requested[idx, j]
+            ok &= value <= take(allocatable[j], idx) - take(requested[j], idx)
         return ok
 
     # score

@@ -446,11 +446,11 @@ def table_allocatable_allocated(
         j = table.resource_column(names[i])
         if j is None:
             continue
-        alloc = table.allocatable[idx, j]
+        alloc = table.take(table.allocatable[j], idx)
         if kind == KIND_CPU_MEM and not use_requested:
-            used = table.non_zero_requested[idx, 0 if names[i] == CPU else 1]
+            used = table.take(table.non_zero_requested[0 if names[i] == CPU else 1], idx)
         else:
-            used = table.requested[idx, j]
+            used = table.take(table.requested[j], idx)
         present = alloc != 0
         allocatable[i] = alloc
         allocated[i] = np.where(present, used, 0)
@@ -537,6 +537,11 @@ def balanced_resource_vector(requested: IntArray, allocatable: IntArray) -> IntA
     the same order."""
     present = allocatable != 0
     k, m = requested.shape
+    if k == 2 and present.all():
+        # The common case (cpu and memory on every node), without the masking below.
+        f = np.minimum(requested / allocatable, 1.0)
+        two: IntArray = ((1 - np.abs((f[0] - f[1]) / 2)) * MAX_NODE_SCORE).astype(np.int64)
+        return two
     fractions = np.where(present, np.minimum(
         requested.astype(np.float64) / np.where(present, allocatable, 1).astype(np.float64),
         1.0), 0.0)

@@ -12,7 +12,7 @@ def column(state: ClusterState, resource: str) -> list[int]:
     table = state.table()
     j = table.resource_column(resource)
     assert j is not None
-    return [int(v) for v in table.requested[:, j]]
+    return [int(v) for v in table.requested[j]]
 
 
 def test_assume_forget_and_pod_removal_update_one_row() -> None:
@@ -46,7 +46,7 @@ def test_new_nodes_and_new_resources_rebuild() -> None:
     table = state.table()
     assert table.names == ["a", "gpu"]
     j = table.resource_column("nvidia.com/gpu")
-    assert j is not None and table.allocatable[:, j].tolist() == [0, 2]
+    assert j is not None and table.allocatable[j].tolist() == [0, 2]
     state.remove_node("a")
     assert state.table().names == ["gpu"]
 
