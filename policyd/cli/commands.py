@@ -8,9 +8,10 @@ import typer
 def register(app: typer.Typer) -> None:
     """Add every command group. Modules are imported lazily inside their commands."""
     app.command("version")(_version)
-    from policyd.cli import lint_cmd, test_cmd
+    from policyd.cli import check_config_cmd, lint_cmd, test_cmd
 
     app.command("lint")(lint_cmd.lint)
+    app.command("check-config")(check_config_cmd.check_config)
     app.command("test")(test_cmd.test)
     from policyd.cli import schedule_cmds
 

@@ -53,13 +53,10 @@ def load_policy_plugins(paths: list[Path]) -> list[Plugin]:
 
 def frameworks_for(config: Path | None, policies: list[Path], seed: int | None
                    ) -> dict[str, Framework]:
-    from policyd.config.loader import (
-        DEFAULT_SCHEDULER_NAME,
-        ConfigError,
-        frameworks_from_config,
-        policy_paths,
-        read_config,
-    )
+    """The profile's frameworks after the full validation `policyd check-config` runs
+    (any error: exit 2 with every problem at file:line:column), or the default profile
+    plus `policies` when no profile is given."""
+    from policyd.config.loader import DEFAULT_SCHEDULER_NAME, ConfigError
     from policyd.config.plugins import ProfileError, default_framework
 
     if config is None:
@@ -68,13 +65,19 @@ def frameworks_for(config: Path | None, policies: list[Path], seed: int | None
             return {DEFAULT_SCHEDULER_NAME: default_framework(plugins, seed=seed)}
         except ProfileError as exc:
             raise ConfigError(Path("<default profile>"), exc.problems) from None
-    doc = read_config(config)
-    plugins = load_policy_plugins([*policy_paths(doc, config), *policies])
-    try:
-        return frameworks_from_config(doc, config, {p.name: p for p in plugins}, seed=seed)
-    except ConfigError as exc:
-        exc.exit_code = 2
-        raise
+    from policyd.config.validate import validate_config_file
+
+    _, frameworks, problems = validate_config_file(config, extra_policies=policies, seed=seed)
+    errors = [p for p in problems if p.is_error]
+    if errors:
+        shown = "\n  ".join(
+            (f"{p.file}:{p.line}:{p.column}: " if p.line else f"{p.file}: ")
+            + f"{p.message} [{p.rule}]" + (f" (at {p.path})" if p.path else "")
+            for p in errors[:50])
+        more = f"\n  ... and {len(errors) - 50} more" if len(errors) > 50 else ""
+        raise InputFileError(f"invalid configuration ({len(errors)} problem(s); run "
+                             f"`policyd check-config {config}`):\n  {shown}{more}")
+    return frameworks
 
 
 def _pick_pod(pod_arg: str, snapshot_pods: list[Pod], extra: list[Pod]) -> Pod:

@@ -1,8 +1,10 @@
 """Read a PolicydConfiguration file into frameworks, one per profile.
 
-The full strict schema and position-aware validation of the profile belong to the daemon
-(`policyd check-config`); this module does what the offline commands need: profiles,
-their plugins and args, and the policies they load, with every problem reported.
+The full strict schema and position-aware validation of the profile is
+`policyd.config.validate.validate_config_file` (what `policyd check-config`, `explain
+--config`, `simulate --config` and the daemon use); this module is the plain-data core
+under it: profiles, their plugins and args, and the policies they load, with every
+problem reported by JSON path.
 """
 
 from __future__ import annotations
@@ -59,13 +61,14 @@ def frameworks_from_config(
     frameworks: dict[str, Framework] = {}
     profiles = config.get("profiles") or [{"schedulerName": DEFAULT_SCHEDULER_NAME}]
     for i, profile in enumerate(profiles):
-        path = f"profiles[{i}]"
+        path = ("profiles", i)
         if not isinstance(profile, Mapping):
             problems.append(Problem(path, "must be an object"))
             continue
         name = profile.get("schedulerName") or DEFAULT_SCHEDULER_NAME
         if name in frameworks:
-            problems.append(Problem(f"{path}.schedulerName", f"Duplicate value: {name!r}"))
+            problems.append(Problem((*path, "schedulerName"), f'Duplicate value: "{name}"',
+                                    "duplicate-scheduler-name"))
             continue
         try:
             frameworks[name] = build_framework(profile, policies, seed=seed, path=path)

@@ -5,12 +5,14 @@ per extension point, `disabled` removes defaults (`"*"` all of them) and `enable
 overrides a default in place or appends; `multiPoint` plugins then expand to every
 extension point they implement, after the ones configured at that point explicitly.
 A score weight of 0 or none is 1. Unlike upstream, every problem is collected (with its
-path in the profile) instead of failing on the first when the framework is built.
+JSON path in the profile document and a rule id) instead of failing on the first when
+the framework is built, so `policyd check-config` can point at each one.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -26,6 +28,7 @@ from policyd.framework.interfaces import (
 from policyd.framework.runtime import Framework, WeightedScorePlugin
 from policyd.framework.status import PluginError
 from policyd.plugins import registry
+from policyd.sourcefile import JsonPath, format_path
 
 POINTS = ("queueSort", "preFilter", "filter", "preScore", "score")
 # Upstream extension points policyd has no plugins for; accepted so that profiles copied
@@ -33,16 +36,37 @@ POINTS = ("queueSort", "preFilter", "filter", "preScore", "score")
 OTHER_POINTS = ("preEnqueue", "postFilter", "reserve", "permit", "preBind", "bind",
                 "postBind")
 
+# Rule ids of the problems found here (the lint rule namespace of `check-config`).
+RULE_UNKNOWN = "plugin-unknown"
+RULE_UPSTREAM_ONLY = "plugin-not-implemented"
+RULE_EXTENSION_POINT = "extension-point"
+RULE_DUPLICATE_PLUGIN = "plugin-duplicate"
+RULE_CONFIG_UNUSED = "plugin-config-unused"
+RULE_CONFIG_DUPLICATE = "plugin-config-duplicate"
+RULE_ARGS = "plugin-args"
+RULE_QUEUE_SORT = "queue-sort"
+RULE_SHAPE = "schema"
+
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    path: str  # JSON-path-like, relative to the profile: plugins.filter.enabled[0].name
+    """One problem in a profile: where (a JSON path from the document root), what, and
+    which rule found it."""
+
+    where: JsonPath
     message: str
+    rule: str = RULE_SHAPE
+
+    @property
+    def path(self) -> str:
+        """`profiles[0].plugins.filter.enabled[1].name`."""
+        return format_path(self.where)
 
 
 class ProfileError(Exception):
     def __init__(self, problems: Sequence[Problem]) -> None:
-        super().__init__("; ".join(f"{p.path}: {p.message}" for p in problems))
+        super().__init__("; ".join(f"{p.path}: {p.message}" if p.path else p.message
+                                   for p in problems))
         self.problems = list(problems)
 
 
@@ -50,7 +74,19 @@ class ProfileError(Exception):
 class _Entry:
     name: str
     weight: int
-    path: str
+    where: JsonPath
+
+
+_SEGMENT = re.compile(r"\[(\d+)\]|\.?([^.\[\]]+)")
+
+
+def parse_field_path(text: str) -> JsonPath:
+    """`scoringStrategy.resources[0].weight` -> ("scoringStrategy", "resources", 0,
+    "weight"): PluginError's field paths, so they can be placed in the file."""
+    out: list[str | int] = []
+    for m in _SEGMENT.finditer(text):
+        out.append(int(m.group(1)) if m.group(1) is not None else m.group(2))
+    return tuple(out)
 
 
 def closest_name(name: str, candidates: Sequence[str]) -> str | None:
@@ -60,6 +96,11 @@ def closest_name(name: str, candidates: Sequence[str]) -> str | None:
             return c
     matches = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
     return matches[0] if matches else None
+
+
+def not_registered(name: str, candidates: Sequence[str]) -> str:
+    hint = closest_name(name, candidates)
+    return f'plugin "{name}" is not registered' + (f'; did you mean "{hint}"?' if hint else "")
 
 
 class _Catalog:
@@ -84,17 +125,29 @@ class _Catalog:
         return spec.default_weight or 1 if spec else 1
 
 
-def _entries(plugin_set: Any, path: str, key: str, problems: list[Problem]) -> list[_Entry]:
+def _entries(plugin_set: Any, where: JsonPath, key: str,
+             problems: list[Problem]) -> list[_Entry]:
     if not isinstance(plugin_set, Mapping):
         return []
+    items = plugin_set.get(key) or []
+    if not isinstance(items, list):
+        return []
     out = []
-    for i, item in enumerate(plugin_set.get(key) or []):
-        p = f"{path}.{key}[{i}]"
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        w = (*where, key, i)
         if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
-            problems.append(Problem(p, "must be an object with a string name"))
+            problems.append(Problem(w, "must be an object with a string name"))
             continue
+        name = item["name"]
+        if name in seen:
+            problems.append(Problem((*w, "name"), f"Duplicate value: \"{name}\"",
+                                    RULE_DUPLICATE_PLUGIN))
+            continue
+        seen.add(name)
         weight = item.get("weight") or 0
-        out.append(_Entry(item["name"], weight if isinstance(weight, int) else 0, p))
+        out.append(_Entry(name, weight if isinstance(weight, int)
+                          and not isinstance(weight, bool) else 0, w))
     return out
 
 
@@ -116,78 +169,97 @@ def _merge(defaults: list[_Entry], enabled: list[_Entry], disabled: set[str]) ->
     return merged
 
 
-def build_framework(
+@dataclass(frozen=True, slots=True)
+class ResolvedProfile:
+    """A profile after expansion: the plugins at each extension point, in order, and the
+    args of each enabled plugin (None: defaults)."""
+
+    scheduler_name: str
+    points: Mapping[str, Sequence[_Entry]]
+    args: Mapping[str, Mapping[str, Any] | None]
+
+    def names_at(self, point: str) -> list[str]:
+        return [e.name for e in self.points.get(point, ())]
+
+
+def resolve_profile(
     profile: Mapping[str, Any],
     policies: Mapping[str, Plugin] | None = None,
     *,
-    seed: int | None = None,
-    path: str = "",
-) -> Framework:
-    """A Framework for one profile (`schedulerName`, `plugins`, `pluginConfig`).
+    path: JsonPath = (),
+) -> tuple[ResolvedProfile, list[Problem]]:
+    """Expand one profile's `plugins` and collect its `pluginConfig`, by upstream's rules.
 
-    Raises ProfileError listing every problem: unknown plugin names (with the closest
-    registered one), plugins enabled where they have no such extension point, pluginConfig
-    for a plugin that is not enabled, duplicate pluginConfig, invalid plugin args."""
+    Returns the resolved profile and every problem found: unknown plugin names (with the
+    closest registered one), plugins enabled where they have no such extension point,
+    the same plugin enabled twice at one point, pluginConfig for a plugin that is not
+    enabled, duplicate pluginConfig, more than one queueSort plugin. Plugin args are
+    checked by `build_framework`, which runs each plugin's factory."""
     policies = dict(policies or {})
     catalog = _Catalog(policies)
     problems: list[Problem] = []
-    prefix = f"{path}." if path else ""
     plugins_cfg = profile.get("plugins") or {}
     known = catalog.names()
 
     def check_name(entry: _Entry, enabling: bool) -> bool:
         if catalog.points(entry.name) is not None or entry.name == "*":
             return True
+        where = (*path, *entry.where, "name")
         if entry.name in registry.UPSTREAM_ONLY:
             if enabling:
-                problems.append(Problem(f"{prefix}{entry.path}.name",
-                                        f"plugin {entry.name!r} is a kube-scheduler plugin "
-                                        "that policyd does not implement"))
+                problems.append(Problem(where, f'plugin "{entry.name}" is a kube-scheduler '
+                                        "plugin that policyd does not implement",
+                                        RULE_UPSTREAM_ONLY))
                 return False
             return True
-        hint = closest_name(entry.name, known)
-        msg = f'plugin "{entry.name}" is not registered'
-        if hint:
-            msg += f'; did you mean "{hint}"?'
-        problems.append(Problem(f"{prefix}{entry.path}.name", msg))
+        problems.append(Problem(where, not_registered(entry.name, known), RULE_UNKNOWN))
         return False
 
-    defaults = [_Entry(n, catalog.default_weight(n), "defaults") for n in
+    defaults = [_Entry(n, catalog.default_weight(n), ()) for n in
                 (*registry.DEFAULT_PROFILE_ORDER, *policies)]
     per_point_enabled: dict[str, list[_Entry]] = {}
     per_point_disabled: dict[str, set[str]] = {}
     for point in ("multiPoint", *POINTS, *OTHER_POINTS):
-        point_path = f"plugins.{point}"
+        point_path: JsonPath = ("plugins", point)
         cfg = plugins_cfg.get(point) if isinstance(plugins_cfg, Mapping) else None
-        enabled = [e for e in _entries(cfg, point_path, "enabled", problems) if check_name(e, True)]
+        enabled = [e for e in _entries(cfg, point_path, "enabled", problems)
+                   if check_name(e, True)]
         disabled_entries = _entries(cfg, point_path, "disabled", problems)
         disabled = {e.name for e in disabled_entries if check_name(e, False)}
         if point in OTHER_POINTS:
             for e in enabled:
-                problems.append(Problem(f"{prefix}{e.path}.name",
-                                        f"policyd has no {point} plugins"))
+                problems.append(Problem((*path, *e.where, "name"),
+                                        f"policyd has no {point} plugins",
+                                        RULE_EXTENSION_POINT))
             continue
         for e in enabled:
+            if e.name == "*":
+                problems.append(Problem((*path, *e.where, "name"),
+                                        '"*" can only be disabled, not enabled',
+                                        RULE_UNKNOWN))
+                continue
             points = catalog.points(e.name) or frozenset()
             if point == "multiPoint" and not points:
-                problems.append(Problem(f"{prefix}{e.path}.name",
-                                        f"plugin {e.name!r} implements no extension point"))
+                problems.append(Problem((*path, *e.where, "name"),
+                                        f'plugin "{e.name}" implements no extension point',
+                                        RULE_EXTENSION_POINT))
             elif point != "multiPoint" and point not in points:
                 problems.append(Problem(
-                    f"{prefix}{e.path}.name",
-                    f"plugin {e.name!r} does not implement the {point} extension point "
-                    f"(it implements: {', '.join(sorted(points)) or 'none'})"))
+                    (*path, *e.where, "name"),
+                    f'plugin "{e.name}" does not implement the {point} extension point '
+                    f"(it implements: {', '.join(sorted(points)) or 'none'})",
+                    RULE_EXTENSION_POINT))
         per_point_enabled[point] = _merge(defaults if point == "multiPoint" else [],
-                                          enabled, disabled)
+                                          [e for e in enabled if e.name != "*"], disabled)
         per_point_disabled[point] = disabled
 
     # Expand multiPoint into each extension point (expandMultiPointPlugins).
+    multi_names = {m.name for m in per_point_enabled["multiPoint"]}
     final: dict[str, list[_Entry]] = {}
     for point in POINTS:
         specific = [e for e in per_point_enabled[point] if point in (catalog.points(e.name) or ())]
         specific_names = {e.name for e in specific}
         disabled = per_point_disabled[point]
-        overrides: list[_Entry] = []
         from_multi: list[_Entry] = []
         for e in per_point_enabled["multiPoint"]:
             if point not in (catalog.points(e.name) or ()):
@@ -197,60 +269,91 @@ def build_framework(
             if e.name in specific_names:
                 continue
             from_multi.append(e)
-        overrides = [e for e in specific
-                     if e.name in {m.name for m in per_point_enabled["multiPoint"]}]
+        overrides = [e for e in specific if e.name in multi_names]
         rest = [e for e in specific if e not in overrides]
         final[point] = overrides + from_multi + rest
 
     # pluginConfig: one entry per plugin, only for plugins that are enabled somewhere.
     enabled_names = {e.name for entries in final.values() for e in entries}
     args_by_name: dict[str, Mapping[str, Any] | None] = {}
-    for i, pc in enumerate(profile.get("pluginConfig") or []):
-        pc_path = f"{prefix}pluginConfig[{i}]"
+    seen_config: set[str] = set()
+    plugin_config = profile.get("pluginConfig") or []
+    for i, pc in enumerate(plugin_config if isinstance(plugin_config, list) else []):
+        pc_path = (*path, "pluginConfig", i)
         if not isinstance(pc, Mapping) or not isinstance(pc.get("name"), str):
             problems.append(Problem(pc_path, "must be an object with a string name"))
             continue
         name = pc["name"]
-        if name in args_by_name:
-            problems.append(Problem(pc_path, f"Duplicate value: {name!r}"))
+        if name in seen_config:
+            problems.append(Problem(pc_path, f'Duplicate value: "{name}"',
+                                    RULE_CONFIG_DUPLICATE))
             continue
+        seen_config.add(name)
         if name not in enabled_names:
             if catalog.points(name) is None and name not in registry.UPSTREAM_ONLY:
-                hint = closest_name(name, known)
-                msg = f'plugin "{name}" is not registered'
-                problems.append(Problem(f"{pc_path}.name",
-                                        msg + (f'; did you mean "{hint}"?' if hint else "")))
+                problems.append(Problem((*pc_path, "name"), not_registered(name, known),
+                                        RULE_UNKNOWN))
             else:
-                problems.append(Problem(f"{pc_path}.name",
-                                        f"pluginConfig for plugin {name!r}, which is not "
-                                        "enabled in this profile"))
+                problems.append(Problem((*pc_path, "name"),
+                                        f'pluginConfig for plugin "{name}", which is not '
+                                        "enabled in this profile", RULE_CONFIG_UNUSED))
             continue
         args = pc.get("args")
         if args is not None and not isinstance(args, Mapping):
-            problems.append(Problem(f"{pc_path}.args", "must be an object"))
+            problems.append(Problem((*pc_path, "args"), "must be an object", RULE_ARGS))
             continue
         args_by_name[name] = args
 
     if len(final["queueSort"]) > 1:
-        problems.append(Problem(f"{prefix}plugins.queueSort",
-                                "only one queueSort plugin can be enabled"))
+        problems.append(Problem((*path, "plugins", "queueSort"),
+                                f"Invalid value: {len(final['queueSort'])}: only one queue "
+                                "sort plugin can be enabled", RULE_QUEUE_SORT))
+    name = profile.get("schedulerName")
+    resolved = ResolvedProfile(name if isinstance(name, str) and name else "policyd",
+                               final, args_by_name)
+    return resolved, problems
+
+
+def build_framework(
+    profile: Mapping[str, Any],
+    policies: Mapping[str, Plugin] | None = None,
+    *,
+    seed: int | None = None,
+    path: JsonPath = (),
+) -> Framework:
+    """A Framework for one profile (`schedulerName`, `plugins`, `pluginConfig`).
+
+    Raises ProfileError listing every problem `resolve_profile` finds plus invalid
+    plugin args (each plugin's factory validates its own, upstream's rules)."""
+    policies = dict(policies or {})
+    catalog = _Catalog(policies)
+    resolved, problems = resolve_profile(profile, policies, path=path)
+    final = resolved.points
+
+    def config_path(name: str) -> JsonPath:
+        configs = profile.get("pluginConfig") or []
+        idx = next((i for i, pc in enumerate(configs if isinstance(configs, list) else [])
+                    if isinstance(pc, Mapping) and pc.get("name") == name), None)
+        return (*path, "pluginConfig", idx, "args") if idx is not None else (*path, "plugins")
 
     instances: dict[str, Plugin] = {}
-    for name in sorted(enabled_names):
+    for name in sorted({e.name for entries in final.values() for e in entries}):
         if name in policies:
+            if resolved.args.get(name):
+                problems.append(Problem(config_path(name),
+                                        f'plugin "{name}" is a policy and takes no args: '
+                                        "its parameters live in the policy file", RULE_ARGS))
             instances[name] = policies[name]
             continue
         spec = registry.builtin(name)
         assert spec is not None
         try:
-            instances[name] = spec.factory(args_by_name.get(name))
+            instances[name] = spec.factory(resolved.args.get(name))
         except PluginError as exc:
-            idx = next((i for i, pc in enumerate(profile.get("pluginConfig") or [])
-                        if isinstance(pc, Mapping) and pc.get("name") == name), None)
-            base = f"{prefix}pluginConfig[{idx}].args" if idx is not None else f"{prefix}plugins"
+            base = config_path(name)
             for field_path, message in exc.problems:
-                problems.append(Problem(f"{base}.{field_path}" if field_path else base,
-                                        message))
+                problems.append(Problem((*base, *parse_field_path(field_path)), message,
+                                        RULE_ARGS))
     if problems:
         raise ProfileError(problems)
 
@@ -265,7 +368,7 @@ def build_framework(
                                   e.weight or catalog.default_weight(e.name))
               for e in final["score"]]
     return Framework(
-        str(profile.get("schedulerName") or "policyd"),
+        resolved.scheduler_name,
         queue_sort=queue_sort[0] if queue_sort else None,
         pre_filter=pre_filter,
         filter=filters,

@@ -1,0 +1,218 @@
+"""The profile as the daemon reads it: typed settings with every default applied.
+
+`validate.validate_config_file` builds a `PolicydConfig` from the document after
+checking it; conversion here never fails, whatever the document holds (a value of the
+wrong type or out of range falls back to its default, since validation has already
+reported it), so callers always get a complete object. Field names are Python's, each
+documented with the YAML field it comes from.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from policyd.config import schema as s
+
+_DURATION = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0,
+                 "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a Go duration ("15s", "1m30s", "500ms", "-2s", "0"); ValueError when
+    `text` is not one."""
+    if not isinstance(text, str):
+        raise ValueError(f"not a duration: {text!r}")
+    body = text[1:] if text[:1] in "+-" else text
+    sign = -1.0 if text.startswith("-") else 1.0
+    if body == "0":
+        return 0.0
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(body):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+        pos = m.end()
+    if not body or pos != len(body):
+        raise ValueError(f"not a duration: {text!r}")
+    return sign * total
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderElectionConfig:
+    """`leaderElection`: only the replica holding the Lease schedules."""
+
+    leader_elect: bool = True
+    """`leaderElect`: run leader election at all (false: this replica always schedules)."""
+    lease_duration: float = 15.0
+    """`leaseDuration`, in seconds: how long others wait before taking the lease over."""
+    renew_deadline: float = 10.0
+    """`renewDeadline`, in seconds: the leader stops leading if it cannot renew by then."""
+    retry_period: float = 2.0
+    """`retryPeriod`, in seconds: wait between attempts to acquire or renew."""
+    resource_lock: str = s.DEFAULT_RESOURCE_LOCK
+    """`resourceLock`: always "leases" (coordination.k8s.io/v1 Lease)."""
+    resource_name: str = s.DEFAULT_RESOURCE_NAME
+    """`resourceName`: the Lease's name."""
+    resource_namespace: str = s.DEFAULT_RESOURCE_NAMESPACE
+    """`resourceNamespace`: the Lease's namespace."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConnectionConfig:
+    """`clientConnection`: the API client's rate limits and timeouts."""
+
+    qps: float = s.DEFAULT_QPS
+    """`qps`: sustained queries per second to the API server."""
+    burst: int = s.DEFAULT_BURST
+    """`burst`: requests allowed above qps in a burst."""
+    timeout: float = 30.0
+    """`timeout`, in seconds: the timeout of every API call."""
+    kubeconfig: Path | None = None
+    """`kubeconfig`, resolved against the profile's directory; None: use the command
+    line, $KUBECONFIG, in-cluster config or ~/.kube/config."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileConfig:
+    """One entry of `profiles`."""
+
+    scheduler_name: str = s.DEFAULT_SCHEDULER_NAME
+    """`schedulerName`: pods with this spec.schedulerName use this profile."""
+    percentage_of_nodes_to_score: int | None = None
+    """`percentageOfNodesToScore` of this profile; None: the top-level value."""
+    plugins: Mapping[str, Any] = field(default_factory=dict)
+    """`plugins` as written (per extension point enabled/disabled); the expansion into
+    plugin lists is the Framework's."""
+    plugin_config: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    """`pluginConfig`: plugin name -> args (None: the plugin's defaults)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PolicydConfig:
+    """A whole PolicydConfiguration file with defaults applied."""
+
+    path: Path
+    """The profile file itself (reloads watch it)."""
+    profiles: tuple[ProfileConfig, ...] = (ProfileConfig(),)
+    """`profiles`; default: one profile named "policyd" with the default plugins."""
+    percentage_of_nodes_to_score: int = 0
+    """`percentageOfNodesToScore`: 0 means adaptive, as upstream."""
+    pod_initial_backoff_seconds: int = s.DEFAULT_POD_INITIAL_BACKOFF_SECONDS
+    """`podInitialBackoffSeconds`: first backoff of a pod that failed to schedule."""
+    pod_max_backoff_seconds: int = s.DEFAULT_POD_MAX_BACKOFF_SECONDS
+    """`podMaxBackoffSeconds`: backoff doubles up to this."""
+    parallelism: int = s.DEFAULT_PARALLELISM
+    """`parallelism`: parallel node evaluation and bind workers."""
+    leader_election: LeaderElectionConfig = LeaderElectionConfig()
+    """`leaderElection`."""
+    client_connection: ClientConnectionConfig = ClientConnectionConfig()
+    """`clientConnection`."""
+    policies: tuple[Path, ...] = ()
+    """`policies`, resolved against the profile's directory (files or directories)."""
+    policy_files: tuple[Path, ...] = ()
+    """Every policy file those entries name (directories expanded): what the daemon must
+    watch for reloads."""
+
+    @property
+    def scheduler_names(self) -> list[str]:
+        return [p.scheduler_name for p in self.profiles]
+
+
+def _int(v: Any, default: int, ok: Any = lambda v: True) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) and ok(v) else default
+
+
+def _number(v: Any, default: float) -> float:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else default
+
+
+def _seconds(v: Any, default: float) -> float:
+    try:
+        d = parse_duration(v)
+    except ValueError:
+        return default
+    return d if d > 0 else default
+
+
+def _str(v: Any, default: str) -> str:
+    return v if isinstance(v, str) and v else default
+
+
+def _map(v: Any) -> Mapping[str, Any]:
+    return v if isinstance(v, Mapping) else {}
+
+
+def _percentage(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 100 else None
+
+
+def profile_from_dict(raw: Any) -> ProfileConfig:
+    doc = _map(raw)
+    configs: dict[str, Mapping[str, Any] | None] = {}
+    pcs = doc.get("pluginConfig")
+    for pc in pcs if isinstance(pcs, list) else []:
+        if isinstance(pc, Mapping) and isinstance(pc.get("name"), str) \
+                and pc["name"] not in configs:
+            args = pc.get("args")
+            configs[pc["name"]] = args if isinstance(args, Mapping) else None
+    return ProfileConfig(
+        scheduler_name=_str(doc.get("schedulerName"), s.DEFAULT_SCHEDULER_NAME),
+        percentage_of_nodes_to_score=_percentage(doc.get("percentageOfNodesToScore")),
+        plugins=_map(doc.get("plugins")),
+        plugin_config=configs,
+    )
+
+
+def config_from_dict(raw: Any, path: Path, policy_files: tuple[Path, ...] = ()
+                     ) -> PolicydConfig:
+    """A PolicydConfig from a (possibly invalid) document: invalid values become
+    defaults."""
+    doc = _map(raw)
+    base = path.parent
+    le = _map(doc.get("leaderElection"))
+    cc = _map(doc.get("clientConnection"))
+    d_le = LeaderElectionConfig()
+    d_cc = ClientConnectionConfig()
+    raw_profiles = doc.get("profiles")
+    profiles = tuple(profile_from_dict(p) for p in raw_profiles) \
+        if isinstance(raw_profiles, list) and raw_profiles else (ProfileConfig(),)
+    initial = _int(doc.get("podInitialBackoffSeconds"),
+                   s.DEFAULT_POD_INITIAL_BACKOFF_SECONDS, lambda v: v > 0)
+    maximum = _int(doc.get("podMaxBackoffSeconds"), max(initial,
+                   s.DEFAULT_POD_MAX_BACKOFF_SECONDS), lambda v: v >= initial)
+    kubeconfig = cc.get("kubeconfig")
+    raw_policies = doc.get("policies")
+    return PolicydConfig(
+        path=path,
+        profiles=profiles,
+        percentage_of_nodes_to_score=_percentage(doc.get("percentageOfNodesToScore")) or 0,
+        pod_initial_backoff_seconds=initial,
+        pod_max_backoff_seconds=maximum,
+        parallelism=_int(doc.get("parallelism"), s.DEFAULT_PARALLELISM, lambda v: v > 0),
+        leader_election=LeaderElectionConfig(
+            leader_elect=le["leaderElect"] if isinstance(le.get("leaderElect"), bool)
+            else d_le.leader_elect,
+            lease_duration=_seconds(le.get("leaseDuration"), d_le.lease_duration),
+            renew_deadline=_seconds(le.get("renewDeadline"), d_le.renew_deadline),
+            retry_period=_seconds(le.get("retryPeriod"), d_le.retry_period),
+            resource_lock=s.DEFAULT_RESOURCE_LOCK,
+            resource_name=_str(le.get("resourceName"), d_le.resource_name),
+            resource_namespace=_str(le.get("resourceNamespace"), d_le.resource_namespace),
+        ),
+        client_connection=ClientConnectionConfig(
+            qps=_number(cc.get("qps"), d_cc.qps),
+            burst=_int(cc.get("burst"), d_cc.burst, lambda v: v >= 0),
+            timeout=_seconds(cc.get("timeout"), d_cc.timeout),
+            kubeconfig=base / kubeconfig if isinstance(kubeconfig, str) and kubeconfig
+            else None,
+        ),
+        policies=tuple(Path(os.path.normpath(base / p)) for p in raw_policies if isinstance(p, str) and p)
+        if isinstance(raw_policies, list) else (),
+        policy_files=policy_files,
+    )

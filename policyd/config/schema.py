@@ -1,0 +1,213 @@
+"""The JSON Schema (draft 2020-12) of a PolicydConfiguration profile.
+
+Kept as data in the package, like the policy schema, so the installed package always has
+it; `schemas/profile.schema.json` (what editors load through the `yaml-language-server`
+comment) is generated with `python -m policyd.config.schema > schemas/profile.schema.json`
+and a test keeps the two identical.
+
+The schema is strict (`additionalProperties: false` everywhere except plugin `args`,
+which each plugin validates itself): kube-scheduler decodes its configuration strictly
+and so do we. Cross-field rules (duplicates, backoff order, plugin names) are in
+`validate.py`, which also turns range errors into upstream's `Invalid value` wording.
+Defaults are documented in the descriptions and in `default`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+API_VERSION = "policyd.io/v1alpha1"
+KIND = "PolicydConfiguration"
+SCHEMA_ID = "https://policyd.io/schemas/profile.schema.json"
+
+DEFAULT_SCHEDULER_NAME = "policyd"
+DEFAULT_POD_INITIAL_BACKOFF_SECONDS = 1
+DEFAULT_POD_MAX_BACKOFF_SECONDS = 10
+DEFAULT_PARALLELISM = 16
+DEFAULT_QPS = 50.0
+DEFAULT_BURST = 100
+DEFAULT_TIMEOUT = "30s"
+DEFAULT_LEASE_DURATION = "15s"
+DEFAULT_RENEW_DEADLINE = "10s"
+DEFAULT_RETRY_PERIOD = "2s"
+DEFAULT_RESOURCE_LOCK = "leases"
+DEFAULT_RESOURCE_NAME = "policyd"
+DEFAULT_RESOURCE_NAMESPACE = "kube-system"
+
+# Extension points in upstream's order; policyd has plugins for the first group only,
+# the others are accepted so kube-scheduler profiles can disable plugins there.
+POINTS = ("multiPoint", "preEnqueue", "queueSort", "preFilter", "filter", "postFilter",
+          "preScore", "score", "reserve", "permit", "preBind", "bind", "postBind")
+
+# A Go duration (time.ParseDuration): "15s", "1m30s", "500ms", "1.5h", "0".
+_UNIT = "(ns|us|µs|μs|ms|s|m|h)"
+_NUMBER = r"([0-9]+(\.[0-9]*)?|\.[0-9]+)"
+DURATION_PATTERN = f"^[-+]?({_NUMBER}{_UNIT})+$|^[-+]?0$"
+
+
+def _obj(properties: dict[str, Any], required: tuple[str, ...] = (),
+         description: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "object"}
+    if description:
+        out["description"] = description
+    out["properties"] = properties
+    if required:
+        out["required"] = list(required)
+    out["additionalProperties"] = False
+    return out
+
+
+def _duration(description: str, default: str) -> dict[str, Any]:
+    return {"type": "string", "pattern": DURATION_PATTERN, "default": default,
+            "description": f"{description} A Go duration such as 15s, 1m30s or 500ms; "
+                           f"default {default}."}
+
+
+def build_schema() -> dict[str, Any]:
+    plugin = _obj({
+        "name": {"type": "string", "minLength": 1, "description":
+                 "A built-in plugin (kube-scheduler's name, e.g. NodeResourcesFit) or a "
+                 "policy's spec.pluginName; exact and case-sensitive."},
+        "weight": {"type": "integer", "minimum": 0, "description":
+                   "Score weight (score and multiPoint only); 0 or absent: the plugin's "
+                   "default weight (a policy's spec.weight, 1 if unset)."},
+    }, ("name",))
+    disabled_plugin = _obj({
+        "name": {"type": "string", "minLength": 1, "description":
+                 "A plugin name, or \"*\" to disable every default plugin at this point."},
+    }, ("name",))
+    plugin_set = _obj({
+        "enabled": {"type": "array", "items": {"$ref": "#/$defs/plugin"}, "description":
+                    "Plugins to enable, after the defaults; one that is also a default "
+                    "replaces it in place (e.g. to change its weight)."},
+        "disabled": {"type": "array", "items": {"$ref": "#/$defs/disabledPlugin"},
+                     "description": "Default plugins to disable at this point."},
+    }, description="Plugins enabled and disabled at one extension point.")
+    plugins = _obj(
+        {p: {"$ref": "#/$defs/pluginSet"} for p in POINTS},
+        description="Plugins per extension point, as in KubeSchedulerConfiguration v1. "
+                    "Defaults: kube-scheduler's default profile plus every loaded policy, "
+                    "all enabled through multiPoint. multiPoint plugins run at every "
+                    "extension point they implement.")
+    plugin_config = _obj({
+        "name": {"type": "string", "minLength": 1,
+                 "description": "The plugin these args are for; it must be enabled in "
+                                "this profile, and listed at most once."},
+        "args": {"type": "object", "description":
+                 "The plugin's args (upstream's <Plugin>Args, e.g. NodeResourcesFitArgs); "
+                 "validated by the plugin."},
+    }, ("name",))
+    percentage = {"type": "integer", "minimum": 0, "maximum": 100}
+    profile = _obj({
+        "schedulerName": {"type": "string", "minLength": 1, "default": DEFAULT_SCHEDULER_NAME,
+                          "description": "Pods whose spec.schedulerName is this name are "
+                                         "scheduled with this profile; unique across "
+                                         f"profiles. Default {DEFAULT_SCHEDULER_NAME!r}."},
+        "percentageOfNodesToScore": {**percentage, "description":
+                                     "Overrides the top-level value for this profile."},
+        "plugins": {"$ref": "#/$defs/plugins"},
+        "pluginConfig": {"type": "array", "items": {"$ref": "#/$defs/pluginConfig"},
+                         "description": "Args for enabled plugins, one entry per plugin."},
+    }, description="One scheduler profile: a schedulerName and its plugins.")
+
+    leader_election = _obj({
+        "leaderElect": {"type": "boolean", "default": True, "description":
+                        "Run leader election so that only one replica schedules. "
+                        "Default true."},
+        "leaseDuration": _duration("How long a non-leader waits before it may take the "
+                                   "lease over.", DEFAULT_LEASE_DURATION),
+        "renewDeadline": _duration("How long the leader keeps retrying to renew before it "
+                                   "stops leading; less than leaseDuration.",
+                                   DEFAULT_RENEW_DEADLINE),
+        "retryPeriod": _duration("Wait between attempts to acquire or renew.",
+                                 DEFAULT_RETRY_PERIOD),
+        "resourceLock": {"enum": [DEFAULT_RESOURCE_LOCK], "default": DEFAULT_RESOURCE_LOCK,
+                         "description": "Only \"leases\" (coordination.k8s.io/v1 Lease), "
+                                        "as upstream requires."},
+        "resourceName": {"type": "string", "minLength": 1, "default": DEFAULT_RESOURCE_NAME,
+                         "description": "Name of the Lease. Default "
+                                        f"{DEFAULT_RESOURCE_NAME!r}."},
+        "resourceNamespace": {"type": "string", "minLength": 1,
+                              "default": DEFAULT_RESOURCE_NAMESPACE,
+                              "description": "Namespace of the Lease. Default "
+                                             f"{DEFAULT_RESOURCE_NAMESPACE!r}."},
+    }, description="Leader election among replicas, on a Lease.")
+    client_connection = _obj({
+        "qps": {"type": "number", "default": DEFAULT_QPS, "description":
+                f"Queries per second to the API server. Default {DEFAULT_QPS:g}."},
+        "burst": {"type": "integer", "minimum": 0, "default": DEFAULT_BURST,
+                  "description": f"Burst above qps. Default {DEFAULT_BURST}."},
+        "timeout": _duration("Timeout of every API call.", DEFAULT_TIMEOUT),
+        "kubeconfig": {"type": "string", "minLength": 1, "description":
+                       "kubeconfig file, relative to this file; default: --kubeconfig, "
+                       "$KUBECONFIG, in-cluster config, ~/.kube/config."},
+    }, description="How policyd talks to the API server.")
+
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": "policyd PolicydConfiguration",
+        "description": "policyd's profile, mirroring kube-scheduler's "
+                       "KubeSchedulerConfiguration v1, plus the policies to load. Checked "
+                       "by `policyd check-config`.",
+        "type": "object",
+        "properties": {
+            "apiVersion": {"const": API_VERSION},
+            "kind": {"const": KIND},
+            "profiles": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/profile"},
+                         "description": "Scheduler profiles. Default: one profile named "
+                                        f"{DEFAULT_SCHEDULER_NAME!r} with the default "
+                                        "plugins. All profiles must use the same queueSort "
+                                        "plugin."},
+            "percentageOfNodesToScore": {**percentage, "description":
+                                         "Percentage of feasible nodes to find before "
+                                         "scoring; 0 (default): adaptive, as upstream."},
+            "podInitialBackoffSeconds": {
+                "type": "integer", "exclusiveMinimum": 0,
+                "default": DEFAULT_POD_INITIAL_BACKOFF_SECONDS,
+                "description": "Initial backoff of an unschedulable pod. Default "
+                               f"{DEFAULT_POD_INITIAL_BACKOFF_SECONDS}."},
+            "podMaxBackoffSeconds": {
+                "type": "integer", "default": DEFAULT_POD_MAX_BACKOFF_SECONDS,
+                "description": "Maximum backoff; at least podInitialBackoffSeconds. Default "
+                               f"{DEFAULT_POD_MAX_BACKOFF_SECONDS}."},
+            "parallelism": {"type": "integer", "exclusiveMinimum": 0,
+                            "default": DEFAULT_PARALLELISM,
+                            "description": "Parallelism of node evaluation (bind pool "
+                                           f"size). Default {DEFAULT_PARALLELISM}."},
+            "leaderElection": {"$ref": "#/$defs/leaderElection"},
+            "clientConnection": {"$ref": "#/$defs/clientConnection"},
+            "policies": {"type": "array", "items": {"type": "string", "minLength": 1},
+                         "description": "SchedulingPolicy files or directories (searched "
+                                        "for *.yaml, *.yml), relative to this file. Each "
+                                        "policy is a plugin named by its spec.pluginName, "
+                                        "enabled by default."},
+        },
+        "required": ["apiVersion", "kind"],
+        "additionalProperties": False,
+        "$defs": {
+            "profile": profile,
+            "plugins": plugins,
+            "pluginSet": plugin_set,
+            "plugin": plugin,
+            "disabledPlugin": disabled_plugin,
+            "pluginConfig": plugin_config,
+            "leaderElection": leader_election,
+            "clientConnection": client_connection,
+        },
+    }
+
+
+SCHEMA = build_schema()
+
+
+def main() -> None:
+    """Print the schema as JSON (regenerates schemas/profile.schema.json)."""
+    json.dump(SCHEMA, sys.stdout, indent=2, ensure_ascii=False)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,420 @@
+"""Validate a PolicydConfiguration file completely, before anything else runs.
+
+`validate_config_file(path)` is what `policyd check-config`, `explain --config`,
+`simulate --config` and the daemon (before its first request, and on every reload) call.
+It reports every problem at once, each a lint `Problem` with file, line, column, JSON
+path and rule id, so the same reporters serve `lint` and `check-config`:
+
+- the YAML loader's rules (`yaml-*`, `file-*`): syntax, duplicate keys, limits;
+- `config-document`: not exactly one mapping document;
+- `schema`: the strict schema (`schemas/profile.schema.json`): unknown fields (with the
+  closest known one), types, missing fields, durations, enums;
+- `out-of-range`: numbers outside their range, in upstream's words
+  (`Invalid value: 101: not in valid range [0-100]`);
+- `backoff`: podMaxBackoffSeconds below podInitialBackoffSeconds;
+- `leader-election`, `client-connection`: durations that are not positive, a lease
+  that expires before its renew deadline;
+- `duplicate-scheduler-name`, `queue-sort` (more than one, or different across
+  profiles: upstream requires one queue for all profiles);
+- from `policyd.config.plugins`: `plugin-unknown` (with the closest registered name),
+  `plugin-not-implemented`, `extension-point`, `plugin-duplicate`,
+  `plugin-config-unused`, `plugin-config-duplicate`, `plugin-args`;
+- `policy-path` (a `policies` entry that does not exist or holds no YAML),
+  `policy-invalid` (a plugin whose policy failed lint), and every lint problem of the
+  policies themselves, at their own file:line:column.
+
+A problem the schema reports is not reported again by a later check of the same value.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from policyd.config import schema as config_schema
+from policyd.config.model import PolicydConfig, config_from_dict, parse_duration
+from policyd.lint.problem import ERROR, WARNING, Problem
+from policyd.sourcefile import JsonPath, SourceDocument, load_file
+
+if TYPE_CHECKING:  # the framework (numpy) is imported only when profiles are built
+    from policyd.framework.runtime import Framework
+
+UNREADABLE_RULES = frozenset({"file-unreadable"})
+
+# Upstream's wording for numbers out of range, by field name (field.Invalid messages of
+# ValidateKubeSchedulerConfiguration and component-base's validators).
+_RANGE_MESSAGES = {
+    "percentageOfNodesToScore": "not in valid range [0-100]",
+    "podInitialBackoffSeconds": "must be greater than 0",
+    "parallelism": "should be an integer value greater than zero",
+    "burst": "must be non-negative",
+    "weight": "must be non-negative",
+}
+_RANGE_VALIDATORS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+# client-go's leader elector refuses renewDeadline <= JitterFactor * retryPeriod.
+_LEADER_JITTER = 1.2
+
+
+@cache
+def _validator() -> Any:
+    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+
+    return Draft202012Validator(config_schema.SCHEMA)
+
+
+def is_unreadable(problems: Sequence[Problem], path: Path | str) -> bool:
+    """Whether the profile file itself could not be read (a usage error, exit 2)."""
+    return any(p.rule in UNREADABLE_RULES and p.file == str(path) for p in problems)
+
+
+def validate_config_file(
+    path: Path,
+    *,
+    extra_policies: Sequence[Path] = (),
+    seed: int | None = None,
+) -> tuple[PolicydConfig, dict[str, Framework], list[Problem]]:
+    """Load and check the profile at `path` and the policies it names.
+
+    Returns the settings with defaults applied (always complete: invalid values fall
+    back to defaults), one Framework per profile by schedulerName, and every problem,
+    profile's first in file order, then the policies'. `frameworks` is complete only
+    when no problem is an error; with any error it is empty, so a caller can never run
+    half a configuration. `extra_policies` (paths given on a command line) are loaded
+    as if listed in `policies`; `seed` seeds each framework's tie-breaking.
+    """
+    path = Path(path)
+    source = load_file(path)
+    problems: list[Problem] = list(source.problems)
+    if not source.documents:
+        return config_from_dict({}, path), {}, problems
+    doc = source.documents[0]
+    for extra in source.documents[1:]:
+        problems.append(extra.problem((), "config-document",
+                                      "expected exactly one PolicydConfiguration document "
+                                      f"in the file, found {len(source.documents)}"))
+    if not isinstance(doc.data, Mapping):
+        problems.append(doc.problem((), "config-document",
+                                    "a PolicydConfiguration must be a mapping with apiVersion "
+                                    "and kind"))
+        return config_from_dict({}, path), {}, problems
+    check = _Check(doc, path)
+    check.schema()
+    check.settings()
+    policies = check.policies(extra_policies)
+    frameworks = check.profiles(policies, seed)
+    config = config_from_dict(doc.data, path, tuple(check.policy_files))
+    problems.extend(sorted(check.problems, key=lambda p: p.sort_key()))
+    problems.extend(sorted(check.policy_problems, key=lambda p: p.sort_key()))
+    if any(p.level == ERROR for p in problems):
+        frameworks = {}
+    return config, frameworks, problems
+
+
+class _Check:
+    """The checks of one profile document, sharing what the schema already reported."""
+
+    def __init__(self, doc: SourceDocument, path: Path) -> None:
+        self.doc = doc
+        self.data: Mapping[str, Any] = doc.data
+        self.path = path
+        self.problems: list[Problem] = []
+        self.policy_problems: list[Problem] = []
+        self.policy_files: list[Path] = []
+        self.failed_plugins: dict[str, str] = {}  # pluginName -> file of a failed policy
+        self.failed_policy_files = 0
+        # Values the schema already found wrong: later checks skip them and everything
+        # under them, so each mistake is reported once.
+        self.reported: set[JsonPath] = set()
+
+    # helpers ------------------------------------------------------------------------
+    def add(self, where: JsonPath, rule: str, message: str, *, level: str = ERROR,
+            key: bool = False) -> None:
+        if self.is_reported(where):
+            return
+        self.problems.append(self.doc.problem(where, rule, message, level=level, key=key))
+
+    def is_reported(self, where: JsonPath) -> bool:
+        return any(where[:n] in self.reported for n in range(len(where) + 1))
+
+    def get(self, where: JsonPath) -> Any:
+        node: Any = self.data
+        for part in where:
+            in_list = isinstance(part, int) and isinstance(node, list) and 0 <= part < len(node)
+            in_map = isinstance(part, str) and isinstance(node, Mapping) and part in node
+            if not (in_list or in_map):
+                return None
+            node = node[part]
+        return node
+
+    # schema -------------------------------------------------------------------------
+    def schema(self) -> None:
+        for error in _validator().iter_errors(self.data):
+            self.problems.extend(self._schema_problems(error))
+
+    def _schema_problems(self, error: Any) -> Iterator[Problem]:
+        # The policy schema's converter gives the readable messages (unknown fields
+        # with the closest name, types, best match of anyOf/oneOf); range and empty
+        # values get upstream's wording here.
+        from policyd.policy.schema import _to_problems
+
+        where: JsonPath = tuple(error.absolute_path)
+        validator = error.validator
+        if validator == "additionalProperties" and isinstance(error.instance, Mapping):
+            known = error.schema.get("properties", {})
+            self.reported.update((*where, k) for k in error.instance if k not in known)
+        elif validator != "required":
+            self.reported.add(where)
+        if validator in _RANGE_VALIDATORS:
+            field = next((p for p in reversed(where) if isinstance(p, str)), "")
+            msg = _RANGE_MESSAGES.get(field) or _range_text(error.schema)
+            yield self.doc.problem(where, "out-of-range",
+                                   f"Invalid value: {_show(error.instance)}: {msg}")
+            return
+        if validator == "minLength" and error.instance == "":
+            yield self.doc.problem(where, "schema", "Required value: must not be empty")
+            return
+        if validator == "minItems" and where == ("profiles",):
+            yield self.doc.problem(where, "schema", "Required value: at least one profile "
+                                   "(or leave profiles out for the default one)")
+            return
+        if validator == "pattern" and error.validator_value == config_schema.DURATION_PATTERN:
+            yield self.doc.problem(where, "schema", f"Invalid value: {_show(error.instance)}:"
+                                   " not a duration; write e.g. 15s, 1m30s or 500ms")
+            return
+        if validator == "const" and where == ("kind",) \
+                and error.instance == "KubeSchedulerConfiguration":
+            yield self.doc.problem(where, "schema", f"must be {config_schema.KIND!r}: "
+                                   "policyd's profile has kube-scheduler's fields but its own "
+                                   f"kind and apiVersion {config_schema.API_VERSION!r}")
+            return
+        yield from _to_problems(self.doc, error)
+
+    # top-level settings ------------------------------------------------------------
+    def settings(self) -> None:
+        data = self.data
+        initial = data.get("podInitialBackoffSeconds",
+                           config_schema.DEFAULT_POD_INITIAL_BACKOFF_SECONDS)
+        maximum = data.get("podMaxBackoffSeconds",
+                           config_schema.DEFAULT_POD_MAX_BACKOFF_SECONDS)
+        if _is_int(initial) and _is_int(maximum) and maximum < initial \
+                and not self.is_reported(("podInitialBackoffSeconds",)):
+            if "podMaxBackoffSeconds" in data:
+                self.add(("podMaxBackoffSeconds",), "backoff",
+                         f"Invalid value: {maximum}: must be greater than or equal to "
+                         f"podInitialBackoffSeconds ({initial})")
+            else:
+                self.add(("podInitialBackoffSeconds",), "backoff",
+                         f"Invalid value: {initial}: must be less than or equal to "
+                         f"podMaxBackoffSeconds (default {maximum})")
+        self._leader_election()
+        conn = data.get("clientConnection")
+        if isinstance(conn, Mapping):
+            self._positive_duration(("clientConnection", "timeout"), "client-connection")
+            kubeconfig = conn.get("kubeconfig")
+            if isinstance(kubeconfig, str) and kubeconfig \
+                    and not (self.path.parent / kubeconfig).exists():
+                self.add(("clientConnection", "kubeconfig"), "client-connection",
+                         f"kubeconfig file {str(self.path.parent / kubeconfig)!r} does not "
+                         "exist here (fine if it is mounted where policyd runs)",
+                         level=WARNING)
+
+    def _positive_duration(self, where: JsonPath, rule: str) -> float | None:
+        raw = self.get(where)
+        if raw is None or self.is_reported(where):
+            return None
+        try:
+            seconds = parse_duration(raw)
+        except ValueError:
+            return None
+        if seconds <= 0:
+            self.add(where, rule, f"Invalid value: {_show(raw)}: must be greater than zero")
+            return None
+        return seconds
+
+    def _leader_election(self) -> None:
+        le = self.data.get("leaderElection")
+        if not isinstance(le, Mapping) or le.get("leaderElect") is False:
+            return
+        base = ("leaderElection",)
+        rule = "leader-election"
+        lease = self._positive_duration((*base, "leaseDuration"), rule)
+        renew = self._positive_duration((*base, "renewDeadline"), rule)
+        retry = self._positive_duration((*base, "retryPeriod"), rule)
+        lease_s = lease if lease is not None else (
+            15.0 if "leaseDuration" not in le else None)
+        renew_s = renew if renew is not None else (
+            10.0 if "renewDeadline" not in le else None)
+        retry_s = retry if retry is not None else (
+            2.0 if "retryPeriod" not in le else None)
+        if lease_s is not None and renew_s is not None and lease_s <= renew_s:
+            at = "leaseDuration" if "leaseDuration" in le else "renewDeadline"
+            self.add((*base, at), rule,
+                     f"Invalid value: {_show(le.get(at, '15s'))}: leaseDuration "
+                     f"({_seconds(lease_s)}) must be greater than renewDeadline "
+                     f"({_seconds(renew_s)})")
+        elif renew_s is not None and retry_s is not None \
+                and renew_s <= _LEADER_JITTER * retry_s:
+            at = "renewDeadline" if "renewDeadline" in le else "retryPeriod"
+            self.add((*base, at), rule,
+                     f"Invalid value: {_show(le.get(at, '10s'))}: renewDeadline "
+                     f"({_seconds(renew_s)}) must be greater than {_LEADER_JITTER:g} x "
+                     f"retryPeriod ({_seconds(retry_s)}), or the leader elector refuses "
+                     "to start")
+
+    # policies -----------------------------------------------------------------------
+    def policies(self, extra: Sequence[Path]) -> dict[str, Any]:
+        """Compiled policies by plugin name; their problems go to `policy_problems`."""
+        from policyd.policy.loader import collect_files, load_policy_set
+
+        entries = self.data.get("policies")
+        files: list[Path] = []
+        me = _resolved(self.path)
+        for i, entry in enumerate(entries if isinstance(entries, list) else []):
+            where = ("policies", i)
+            if not isinstance(entry, str) or not entry or self.is_reported(where):
+                continue
+            target = Path(os.path.normpath(self.path.parent / entry))
+            found, bad = collect_files([target])
+            if bad:
+                what = ("does not exist" if not target.exists()
+                        else "holds no *.yaml or *.yml files")
+                self.add(where, "policy-path", f"{str(target)!r} {what} (paths are relative "
+                         "to this file)")
+            files.extend(f for f, _ in found if _resolved(f) != me)
+        found, bad = collect_files(extra)
+        files.extend(f for f, _ in found)
+        self.policy_problems.extend(Problem(b.split(":", 1)[0], 0, 0, "policy-path", ERROR, b)
+                                    for b in bad)
+        unique: dict[Path, Path] = {}
+        for f in files:
+            unique.setdefault(_resolved(f), f)
+        self.policy_files = list(unique.values())
+        if not self.policy_files:
+            return {}
+        result = load_policy_set(self.policy_files)
+        self.policy_problems.extend(result.problems)
+        compiled = {p.name: p for p in result.compiled}
+        for pdoc in result.documents:
+            spec = pdoc.data.get("spec") if isinstance(pdoc.data, Mapping) else None
+            name = spec.get("pluginName") if isinstance(spec, Mapping) else None
+            if isinstance(name, str) and name not in compiled:
+                self.failed_plugins.setdefault(name, f"{pdoc.file}:{pdoc.line}")
+        self.failed_policy_files = len({p.file for p in result.problems
+                                        if p.level == ERROR})
+        return compiled
+
+    # profiles -----------------------------------------------------------------------
+    def profiles(self, policies: Mapping[str, Any], seed: int | None) -> dict[str, Framework]:
+        from policyd.config import plugins as pl
+
+        raw = self.data.get("profiles")
+        if raw is None:
+            profiles: list[tuple[JsonPath, Mapping[str, Any]]] = [
+                ((), {"schedulerName": config_schema.DEFAULT_SCHEDULER_NAME})]
+        elif isinstance(raw, list):
+            profiles = [(("profiles", i), p) for i, p in enumerate(raw)
+                        if isinstance(p, Mapping)]
+        else:
+            return {}
+        frameworks: dict[str, Framework] = {}
+        names: dict[str, JsonPath] = {}
+        queue_sorts: list[tuple[JsonPath, str | None, Any]] = []
+        for where, profile in profiles:
+            name = profile.get("schedulerName", config_schema.DEFAULT_SCHEDULER_NAME)
+            if isinstance(name, str) and name:
+                if name in names:
+                    at = (*where, "schedulerName") if "schedulerName" in profile else where
+                    self.add(at, "duplicate-scheduler-name",
+                             f'Duplicate value: "{name}" (also {_fmt(names[name])})')
+                else:
+                    names[name] = (*where, "schedulerName")
+            try:
+                fw = pl.build_framework(profile, policies, seed=seed, path=where)
+            except pl.ProfileError as exc:
+                for p in exc.problems:
+                    self._plugin_problem(p)
+                continue
+            qs = fw.queue_sort.name if fw.queue_sort is not None else None
+            queue_sorts.append((where, qs, _plugin_args(profile, qs)))
+            if isinstance(name, str) and name and name not in frameworks:
+                frameworks[name] = fw
+        if queue_sorts:
+            first_where, first_name, first_args = queue_sorts[0]
+            for where, qs, args in queue_sorts[1:]:
+                if qs != first_name or args != first_args:
+                    at = (*where, "plugins", "queueSort")
+                    shown = f'"{qs}"' if qs else "none"
+                    first = f'"{first_name}"' if first_name else "none"
+                    what = "queueSort plugin" if qs != first_name else "queueSort plugin's args"
+                    self.add(at if self.get(at) is not None else where, "queue-sort",
+                             f"Invalid value: {shown}: must be the same for all profiles "
+                             f"(the {what} of {_fmt(first_where) or 'the first profile'} is "
+                             f"{first if qs != first_name else 'different'})")
+        return frameworks
+
+    def _plugin_problem(self, p: Any) -> None:
+        from policyd.config import plugins as pl
+
+        if p.rule == pl.RULE_SHAPE:
+            return  # the schema has said it, better
+        message = p.message
+        rule = p.rule
+        if rule == pl.RULE_UNKNOWN:
+            name = self.get(p.where)
+            if isinstance(name, str) and name in self.failed_plugins:
+                rule = "policy-invalid"
+                message = (f'plugin "{name}" comes from the policy at '
+                           f"{self.failed_plugins[name]}, which has errors (see below)")
+            elif self.failed_policy_files:
+                message += (f" ({self.failed_policy_files} policy file(s) failed to load; "
+                            "see their problems)")
+        self.add(p.where, rule, message)
+
+
+def _plugin_args(profile: Mapping[str, Any], name: str | None) -> Any:
+    configs = profile.get("pluginConfig")
+    for pc in configs if isinstance(configs, list) else []:
+        if isinstance(pc, Mapping) and pc.get("name") == name:
+            return pc.get("args")
+    return None
+
+
+def _resolved(p: Path) -> Path:
+    try:
+        return p.resolve()
+    except OSError:
+        return p.absolute()
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _show(v: Any) -> str:
+    return f'"{v}"' if isinstance(v, str) else repr(v)
+
+
+def _seconds(v: float) -> str:
+    return f"{v:g}s"
+
+
+def _fmt(where: JsonPath) -> str:
+    from policyd.sourcefile import format_path
+
+    return format_path(where)
+
+
+def _range_text(schema: Mapping[str, Any]) -> str:
+    lo, hi = schema.get("minimum"), schema.get("maximum")
+    if lo is not None and hi is not None:
+        return f"not in valid range [{lo}-{hi}]"
+    if lo is not None:
+        return f"must be greater than or equal to {lo}"
+    if schema.get("exclusiveMinimum") is not None:
+        return f"must be greater than {schema['exclusiveMinimum']}"
+    if hi is not None:
+        return f"must be less than or equal to {hi}"
+    return f"must be less than {schema.get('exclusiveMaximum')}"
