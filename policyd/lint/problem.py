@@ -31,6 +31,12 @@ class Problem:
     detail: tuple[str, ...] = field(default=(), compare=False)
     document: int = 0  # index of the YAML document in the file, 0-based
 
+    def __str__(self) -> str:
+        """`file:line:col: level: message [rule] (at path)`: one line for logs and errors."""
+        where = f"{self.file}:{self.line}:{self.column}" if self.line else self.file
+        at = f" (at {self.path})" if self.path else ""
+        return f"{where}: {self.level}: {self.message} [{self.rule}]{at}"
+
     @property
     def is_error(self) -> bool:
         return self.level == ERROR

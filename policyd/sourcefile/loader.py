@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from policyd.lint.problem import ERROR, Problem
+from policyd.lint.problem import ERROR, WARNING, Problem
 
 Key = str | int
 JsonPath = tuple[Key, ...]
@@ -127,6 +127,13 @@ def format_path(path: JsonPath) -> str:
         else:
             out.append('["' + part.replace("\\", "\\\\").replace('"', '\\"') + '"]')
     return "".join(out)
+
+
+# Plain scalars that YAML 1.1 (kubectl, sigs.k8s.io/yaml) reads as booleans while YAML
+# 1.2 reads them as strings: the same file would mean two things.
+_YAML11_BOOLS = frozenset((
+    "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO",
+    "on", "On", "ON", "off", "Off", "OFF"))
 
 
 class _Abort(Exception):
@@ -475,6 +482,11 @@ class _Builder:
             if tag == "!" or not event.implicit[0]:
                 return value
             tag = resolver.resolve(node_cls, value, event.implicit)
+            if tag == _STR and value in _YAML11_BOOLS:
+                self.problems.append(Problem(
+                    self.name, *pos, "yaml-ambiguous", WARNING,
+                    f"{value!r} is a string here (YAML 1.2) but a boolean for YAML 1.1 "
+                    "parsers such as kubectl's; quote it", format_path(path), document=doc))
         if tag == _STR:
             return value
         if tag == _NULL:

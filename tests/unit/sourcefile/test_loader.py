@@ -25,7 +25,7 @@ f: yes   # a string in YAML 1.2
 g: 0x1F
 """
     src = load_bytes(text, "t.yaml")
-    assert src.problems == []
+    assert [p.rule for p in src.problems] == ["yaml-ambiguous"]  # f: yes
     assert [d.data for d in src.documents] == [
         {"a": 1, "b": ["x", {"c": "d", "e": [1, 2.5, True, None, None]}]},
         {"f": "yes", "g": 31},
@@ -179,3 +179,19 @@ def test_yaml_like_text_never_raises(text: str) -> None:
     src = load_bytes(text.encode(), "fuzz.yaml")
     for p in src.problems:
         assert p.line >= 1 and p.column >= 1
+
+
+def test_yaml_11_booleans_are_strings_with_a_warning() -> None:
+    src = load_bytes(b'a: yes\nb: "no"\nc: [on, Off]\nd: true\n', "t.yaml")
+    assert src.documents[0].data == {"a": "yes", "b": "no", "c": ["on", "Off"], "d": True}
+    assert [(p.rule, p.level, p.line, p.column, p.path) for p in src.problems] == [
+        ("yaml-ambiguous", "warning", 1, 4, "a"),
+        ("yaml-ambiguous", "warning", 3, 5, "c[0]"),
+        ("yaml-ambiguous", "warning", 3, 9, "c[1]"),
+    ]
+
+
+def test_problem_str_is_one_line() -> None:
+    [p] = load_bytes(b"a: 1\na: 2\n", "t.yaml").problems
+    assert str(p) == ("t.yaml:2:1: error: duplicate key 'a' (first defined at line 1) "
+                      "[yaml-duplicate-key] (at a)")
