@@ -46,16 +46,20 @@ def _pod(name: str, workload: str, i: int, node: str | None = None) -> dict[str,
                             "labels": {"app": "bench"}}
     if node:
         spec["nodeName"] = node
+    if workload == "PodAntiAffinity":
+        # As scheduler_perf's SchedulingPodAntiAffinity: init pods carry the same
+        # anti-affinity, so every existing pod also repels the measured ones.
+        meta["labels"] = {"color": "green"}
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"color": "green"}},
+             "topologyKey": "kubernetes.io/hostname"}]}}
+    elif node:
+        pass
     elif workload == "TopologySpreading":
         spec["topologySpreadConstraints"] = [{
             "maxSkew": 5, "topologyKey": "topology.kubernetes.io/zone",
             "whenUnsatisfiable": "DoNotSchedule",
             "labelSelector": {"matchLabels": {"app": "bench"}}}]
-    elif workload == "PodAntiAffinity":
-        meta["labels"] = {"color": "green"}
-        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-            {"labelSelector": {"matchLabels": {"color": "green"}},
-             "topologyKey": "kubernetes.io/hostname"}]}}
     elif workload == "PolicyMix" and i % 10 < 3:
         meta["annotations"] = {"myorg.io/require-hw-encrypt": "true"}
     return {"kind": "Pod", "metadata": meta, "spec": spec,
