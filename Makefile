@@ -14,7 +14,7 @@ $(BIN)/policyd: pyproject.toml
 
 # The main job on the embedded default: schedule the demo cluster's pods.
 demo: $(BIN)/policyd
-	$(BIN)/policyd demo
+	POLICYD=$(BIN)/policyd demo/run.sh
 
 # Static checks, then the whole test suite (unit and integration).
 test: $(BIN)/policyd check

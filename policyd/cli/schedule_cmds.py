@@ -80,25 +80,29 @@ def frameworks_for(config: Path | None, policies: list[Path], seed: int | None
     return frameworks
 
 
-def _pick_pod(pod_arg: str, snapshot_pods: list[Pod], extra: list[Pod]) -> Pod:
+def _pick_pod(pod_arg: str, candidates: list[Pod], from_file: list[Pod]) -> Pod:
     """`--pod` is a file holding one Pod, or NAMESPACE/NAME (or NAME in default) of a pod
-    in the snapshot."""
-    if extra:
-        if len(extra) != 1:
-            raise InputFileError(f"expected exactly one Pod, found {len(extra)}", where=pod_arg)
-        return extra[0]
+    in the snapshot or in the `--pods` files."""
+    if from_file:
+        if len(from_file) != 1:
+            raise InputFileError(
+                f"expected exactly one Pod, found {len(from_file)}; to pick one, pass the "
+                "file with --pods and the pod with --pod NAMESPACE/NAME", where=pod_arg)
+        return from_file[0]
     ns, _, name = pod_arg.rpartition("/")
     key = f"{ns or 'default'}/{name}"
-    for p in snapshot_pods:
+    for p in candidates:
         if p.key == key:
             return p
-    raise InputFileError(f"no such file, and no pod {key} in the snapshot")
+    raise InputFileError(f"no such file, and no pod {key} in the snapshot or --pods files")
 
 
 def explain(
     cluster: ClusterOpt,
     pod: Annotated[str, typer.Option("--pod", help="A Pod file, or NAMESPACE/NAME of a "
-                                     "pod in the snapshot.")],
+                                     "pod in the snapshot or the --pods files.")],
+    pods: Annotated[list[Path] | None, typer.Option("--pods", help="Pod files to pick "
+                                                     "--pod from (repeatable).")] = None,
     config: ConfigOpt = None,
     policies: PoliciesOpt = None,
     output: FormatOpt = OutputFormat.text,
@@ -113,8 +117,9 @@ def explain(
 
     snap = load_snapshot(cluster)
     pod_path = Path(pod)
-    extra = load_snapshot(pod_path, pods_only=True).pods if pod_path.is_file() else []
-    target = _pick_pod(pod, snap.pods, extra)
+    from_file = load_snapshot(pod_path, pods_only=True).pods if pod_path.is_file() else []
+    listed = load_snapshot(*pods, pods_only=True).pods if pods else []
+    target = _pick_pod(pod, snap.pods + listed, from_file)
     frameworks = frameworks_for(config, policies or [], seed)
     state = snap.cluster()
     state.remove_pod(target.uid)

@@ -69,29 +69,35 @@ def explain_text(result: ScheduleResult) -> str:
         lines.append(f"  {result.message}")
     else:
         lines.append(f"Pod {pod} -> {result.node}")
-    score_plugins = [p.plugin for p in result.scores.plugins] if result.scores else []
-    header = ["", "NODE", "FILTER", *score_plugins, "TOTAL"]
-    rows = [header]
-    index = {n.name: i for i, n in enumerate(result.scores.nodes)} if result.scores else {}
+    scores = result.scores
+    score_plugins = [p.plugin for p in scores.plugins] if scores else []
+    index = {n.name: i for i, n in enumerate(scores.nodes)} if scores else {}
+    rows = [["", "NODE", "FILTERS", *score_plugins, "TOTAL"]]
+    rejected: list[str] = []
     for name, details in result.filter_details.items():
-        failed = [f"{pl}: {_verdict(st)}" for pl, st in details.items()
+        failed = [(pl, st) for pl, st in details.items()
                   if st is not None and not st.is_success and not st.is_skip]
-        row = ["*" if name == result.node else "", name, "; ".join(failed) or "passed"]
-        if name in index and result.scores is not None:
+        verdict = "passed" if not failed else "rejected by " + ", ".join(pl for pl, _ in failed)
+        row = ["*" if name == result.node else "", name, verdict]
+        if name in index and scores is not None:
             i = index[name]
-            row += [str(p.normalized[i] * p.weight) for p in result.scores.plugins]
-            row.append(str(result.scores.totals[i]))
+            row += [str(p.normalized[i] * p.weight) for p in scores.plugins]
+            row.append(str(scores.totals[i]))
         else:
-            row += ["-"] * len(score_plugins) + ["-"]
+            row += ["-"] * (len(score_plugins) + 1)
         rows.append(row)
-    lines.append("")
-    lines.append(_table(rows))
-    if score_plugins:
-        lines.append("")
-        lines.append("Scores are normalized (0-100) x weight; the highest TOTAL wins, ties at "
-                     "random. Weights: " + ", ".join(
-                         f"{p.plugin} {p.weight}" for p in result.scores.plugins)
-                     if result.scores else "")
+        rejected += [f"  {name}  {pl}: {_verdict(st)}" for pl, st in failed]
+    lines += ["", _table(rows)]
+    if rejected:
+        lines += ["", "Why nodes were rejected (every filter, not only the first):", *rejected]
+    skipped = sorted({pl for d in result.filter_details.values() for pl, st in d.items()
+                      if st is not None and st.is_skip})
+    if skipped:
+        lines += ["", "Filters with nothing to check for this pod: " + ", ".join(skipped)]
+    if scores is not None and scores.plugins:
+        weights = ", ".join(f"{p.plugin} {p.weight}" for p in scores.plugins)
+        lines += ["", "Scores are normalized (0-100) x weight; the highest TOTAL wins, ties at "
+                  f"random. Weights: {weights}."]
     return "\n".join(lines)
 
 
