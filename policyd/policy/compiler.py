@@ -214,14 +214,14 @@ class JmesFilter(FilterRule):
         self.expr = Expression(source)
 
     def bind(self, policy: CompiledPolicy, pod: Pod) -> NodeCheck | None:
-        # One context dict per pod, its node swapped per call: no allocation per node.
-        ctx: dict[str, Any] = {"pod": pod.raw, "node": None}
+        raw = pod.raw
         search = self.expr.search
 
         def check(info: NodeInfo) -> bool:
-            ctx["node"] = info.node.raw
+            # A fresh two-key dict per node (cheap next to the search itself) keeps the
+            # check safe if nodes are ever filtered from several threads.
             try:
-                return truthy(search(ctx))
+                return truthy(search({"pod": raw, "node": info.node.raw}))
             except Exception:  # a runtime error in the expression rejects the node
                 return False
         return check
@@ -341,13 +341,12 @@ class JmesScore(ScoreRule):
         self.expr = Expression(spec["jmespath"])
 
     def bind(self, pod: Pod) -> NodeValue:
-        ctx: dict[str, Any] = {"pod": pod.raw, "node": None}
+        raw = pod.raw
         search = self.expr.search
 
         def value(info: NodeInfo) -> float | None:
-            ctx["node"] = info.node.raw
             try:
-                return number(search(ctx))
+                return number(search({"pod": raw, "node": info.node.raw}))
             except Exception:  # a runtime error counts as a missing value
                 return None
         return value
@@ -447,6 +446,8 @@ class CompiledPolicy:
         self._applies_key = f"policyd.policy/{self.name}#{next(_serials)}"
         self._filter_key = f"{self.name}/filter"
         self._score_key = f"{self.name}/score"
+        self._weights = tuple(r.weight for r in self.score_rules)
+        self._weight_sum = sum(self._weights) or 1
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} ({self.source or self.policy_name})>"
@@ -505,6 +506,8 @@ class _Scores:
     name: str
     score_rules: tuple[ScoreRule, ...]
     _score_key: str
+    _weights: tuple[int, ...]
+    _weight_sum: int
     applies: Callable[[Pod], bool]
 
     def pre_score(self, state: CycleState, pod: Pod,
@@ -519,25 +522,28 @@ class _Scores:
         bound, raws = state.read(self._score_key)
         raw = raws.get(node.name)
         if raw is None:
-            raw = tuple(value(node) for value in bound)
+            raw = tuple([value(node) for value in bound])
             raws[node.name] = raw
         return raw  # type: ignore[no-any-return]
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
-        """The combined score as if every rule's values were already 0..100; the
-        exact score, with per-rule normalization, is set by normalize_score."""
-        raw = self._raw(state, node)
-        per_rule = [normalize("none", r.reverse, [v]) for r, v in zip(
-            self.score_rules, raw, strict=True)]
-        return combine([r.weight for r in self.score_rules], per_rule, 1)[0]
+        """The combined score as if every rule's values were already 0..100 (exact for
+        `normalize: none`); normalize_score then sets the real one from the raw values
+        kept here, with each rule normalized over all feasible nodes."""
+        total = 0
+        for rule, v in zip(self.score_rules, self._raw(state, node), strict=True):
+            if v is not None:
+                s = max(0, min(MAX_SCORE, math.floor(v + 1e-9)))
+                total += rule.weight * (MAX_SCORE - s if rule.reverse else s)
+        return total // self._weight_sum
 
     def normalize_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo],
                         scores: list[int]) -> Status | None:
         raws = [self._raw(state, n) for n in nodes]
-        per_rule = [normalize(rule.normalize, rule.reverse, [r[i] for r in raws])
-                    for i, rule in enumerate(self.score_rules)]
-        combined = combine([r.weight for r in self.score_rules], per_rule, len(nodes))
-        scores[:] = combined
+        columns = list(zip(*raws, strict=True)) if raws else [() for _ in self.score_rules]
+        per_rule = [normalize(rule.normalize, rule.reverse, column)
+                    for rule, column in zip(self.score_rules, columns, strict=True)]
+        scores[:] = combine(self._weights, per_rule, len(nodes))
         return None
 
     def explain_scores(self, state: CycleState, nodes: Sequence[NodeInfo]
