@@ -212,7 +212,7 @@ def config_from_dict(raw: Any, path: Path, policy_files: tuple[Path, ...] = ()
             kubeconfig=base / kubeconfig if isinstance(kubeconfig, str) and kubeconfig
             else None,
         ),
-        policies=tuple(Path(os.path.normpath(base / p)) for p in raw_policies if isinstance(p, str) and p)
-        if isinstance(raw_policies, list) else (),
+        policies=tuple(Path(os.path.normpath(base / p)) for p in raw_policies
+                       if isinstance(p, str) and p) if isinstance(raw_policies, list) else (),
         policy_files=policy_files,
     )

@@ -204,7 +204,7 @@ def resolve_profile(
     def check_name(entry: _Entry, enabling: bool) -> bool:
         if catalog.points(entry.name) is not None or entry.name == "*":
             return True
-        where = (*path, *entry.where, "name")
+        where = (*entry.where, "name")
         if entry.name in registry.UPSTREAM_ONLY:
             if enabling:
                 problems.append(Problem(where, f'plugin "{entry.name}" is a kube-scheduler '
@@ -220,7 +220,7 @@ def resolve_profile(
     per_point_enabled: dict[str, list[_Entry]] = {}
     per_point_disabled: dict[str, set[str]] = {}
     for point in ("multiPoint", *POINTS, *OTHER_POINTS):
-        point_path: JsonPath = ("plugins", point)
+        point_path: JsonPath = (*path, "plugins", point)
         cfg = plugins_cfg.get(point) if isinstance(plugins_cfg, Mapping) else None
         enabled = [e for e in _entries(cfg, point_path, "enabled", problems)
                    if check_name(e, True)]
@@ -228,24 +228,24 @@ def resolve_profile(
         disabled = {e.name for e in disabled_entries if check_name(e, False)}
         if point in OTHER_POINTS:
             for e in enabled:
-                problems.append(Problem((*path, *e.where, "name"),
+                problems.append(Problem((*e.where, "name"),
                                         f"policyd has no {point} plugins",
                                         RULE_EXTENSION_POINT))
             continue
         for e in enabled:
             if e.name == "*":
-                problems.append(Problem((*path, *e.where, "name"),
+                problems.append(Problem((*e.where, "name"),
                                         '"*" can only be disabled, not enabled',
                                         RULE_UNKNOWN))
                 continue
             points = catalog.points(e.name) or frozenset()
             if point == "multiPoint" and not points:
-                problems.append(Problem((*path, *e.where, "name"),
+                problems.append(Problem((*e.where, "name"),
                                         f'plugin "{e.name}" implements no extension point',
                                         RULE_EXTENSION_POINT))
             elif point != "multiPoint" and point not in points:
                 problems.append(Problem(
-                    (*path, *e.where, "name"),
+                    (*e.where, "name"),
                     f'plugin "{e.name}" does not implement the {point} extension point '
                     f"(it implements: {', '.join(sorted(points)) or 'none'})",
                     RULE_EXTENSION_POINT))

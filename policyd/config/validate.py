@@ -106,7 +106,7 @@ def validate_config_file(
     policies = check.policies(extra_policies)
     frameworks = check.profiles(policies, seed)
     config = config_from_dict(doc.data, path, tuple(check.policy_files))
-    problems.extend(sorted(check.problems, key=lambda p: p.sort_key()))
+    problems = sorted([*problems, *check.problems], key=lambda p: p.sort_key())
     problems.extend(sorted(check.policy_problems, key=lambda p: p.sort_key()))
     if any(p.level == ERROR for p in problems):
         frameworks = {}
@@ -179,6 +179,11 @@ class _Check:
         if validator == "minItems" and where == ("profiles",):
             yield self.doc.problem(where, "schema", "Required value: at least one profile "
                                    "(or leave profiles out for the default one)")
+            return
+        if validator == "type" and error.schema.get("pattern") == config_schema.DURATION_PATTERN:
+            yield self.doc.problem(where, "schema", f"Invalid value: {_show(error.instance)}: "
+                                   "a duration is a string with a unit, e.g. 15s, 1m30s or "
+                                   "500ms")
             return
         if validator == "pattern" and error.validator_value == config_schema.DURATION_PATTERN:
             yield self.doc.problem(where, "schema", f"Invalid value: {_show(error.instance)}:"
@@ -301,7 +306,8 @@ class _Check:
             spec = pdoc.data.get("spec") if isinstance(pdoc.data, Mapping) else None
             name = spec.get("pluginName") if isinstance(spec, Mapping) else None
             if isinstance(name, str) and name not in compiled:
-                self.failed_plugins.setdefault(name, f"{pdoc.file}:{pdoc.line}")
+                line, col = pdoc.position(("spec", "pluginName"))
+                self.failed_plugins.setdefault(name, f"{pdoc.file}:{line}:{col}")
         self.failed_policy_files = len({p.file for p in result.problems
                                         if p.level == ERROR})
         return compiled
@@ -331,14 +337,17 @@ class _Check:
                              f'Duplicate value: "{name}" (also {_fmt(names[name])})')
                 else:
                     names[name] = (*where, "schedulerName")
+            resolved, _ = pl.resolve_profile(profile, policies, path=where)
+            queue_sort = resolved.names_at("queueSort")
+            qs = queue_sort[0] if len(queue_sort) == 1 else None
+            if len(queue_sort) <= 1:
+                queue_sorts.append((where, qs, _plugin_args(profile, qs)))
             try:
                 fw = pl.build_framework(profile, policies, seed=seed, path=where)
             except pl.ProfileError as exc:
                 for p in exc.problems:
                     self._plugin_problem(p)
                 continue
-            qs = fw.queue_sort.name if fw.queue_sort is not None else None
-            queue_sorts.append((where, qs, _plugin_args(profile, qs)))
             if isinstance(name, str) and name and name not in frameworks:
                 frameworks[name] = fw
         if queue_sorts:
@@ -349,10 +358,12 @@ class _Check:
                     shown = f'"{qs}"' if qs else "none"
                     first = f'"{first_name}"' if first_name else "none"
                     what = "queueSort plugin" if qs != first_name else "queueSort plugin's args"
-                    self.add(at if self.get(at) is not None else where, "queue-sort",
+                    while self.get(at) is None and len(at) > len(where):
+                        at = at[:-1]
+                    self.add(at, "queue-sort",
                              f"Invalid value: {shown}: must be the same for all profiles "
                              f"(the {what} of {_fmt(first_where) or 'the first profile'} is "
-                             f"{first if qs != first_name else 'different'})")
+                             f"{first if qs != first_name else 'different'})", key=True)
         return frameworks
 
     def _plugin_problem(self, p: Any) -> None:
@@ -368,7 +379,7 @@ class _Check:
                 rule = "policy-invalid"
                 message = (f'plugin "{name}" comes from the policy at '
                            f"{self.failed_plugins[name]}, which has errors (see below)")
-            elif self.failed_policy_files:
+            elif self.failed_policy_files and "did you mean" not in message:
                 message += (f" ({self.failed_policy_files} policy file(s) failed to load; "
                             "see their problems)")
         self.add(p.where, rule, message)
