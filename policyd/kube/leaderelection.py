@@ -107,12 +107,17 @@ class LeaderElector:
                                       < self.settings.renew_deadline)
 
     def run(self, stop: threading.Event) -> None:
+        failures = 0
         try:
             while not stop.is_set():
                 try:
                     ok = self.try_acquire_or_renew()
+                    failures = 0
                 except ApiError as exc:
-                    log.warning("leader election: %s", exc)
+                    # One warning per outage; the retries every retryPeriod go to debug.
+                    failures += 1
+                    (log.warning if failures == 1 else log.debug)(
+                        "leader election: %s", exc)
                     ok = False
                 self._after_attempt(ok)
                 stop.wait(self.settings.retry_period)

@@ -1,0 +1,184 @@
+"""Fault injection: connections dropped by a loopback proxy, and the API server
+restarted mid-run. Nothing may be lost: every pod created around the fault is bound
+once, and the watches recover on their own."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from policyd.devcluster import ControlPlane
+from policyd.devcluster.process import ManagedProcess
+from policyd.kube.client import ConnectionSettings, KubeClient
+from tests.e2e.helpers import Cluster, DaemonFactory, metric, scrape, wait_for, write_profile
+
+
+class Proxy:
+    """A TCP forwarder on loopback that can cut every connection and refuse new ones
+    (TLS passes through untouched: the API server's certificate names 127.0.0.1)."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.listener.settimeout(0.1)
+        self.port = self.listener.getsockname()[1]
+        self.refusing = False
+        self.accepted = 0
+        self._socks: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                continue
+            if self.refusing:
+                client.close()
+                continue
+            self.accepted += 1
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port), 5)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._socks |= {client, upstream}
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
+            with self._lock:
+                self._socks -= {src, dst}
+
+    def cut(self) -> None:
+        """Drop every open connection (watches included)."""
+        with self._lock:
+            socks = list(self._socks)
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self._stop.set()
+        self.cut()
+        self.listener.close()
+
+
+@pytest.fixture
+def proxy(control_plane: ControlPlane) -> Iterator[Proxy]:
+    assert control_plane.apiserver_port is not None
+    p = Proxy(control_plane.apiserver_port)
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+def _proxied_kubeconfig(cp: ControlPlane, port: int, tmp: Path) -> Path:
+    text = cp.kubeconfig_path.read_text().replace(f":{cp.apiserver_port}", f":{port}")
+    path = tmp / "proxied.kubeconfig"
+    path.write_text(text)
+    return path
+
+
+def test_dropped_connections_and_an_outage_lose_nothing(
+        control_plane: ControlPlane, cluster: Cluster, proxy: Proxy, tmp_path: Path,
+        policy_dir: Path) -> None:
+    sched = f"policyd-{uuid.uuid4().hex[:6]}"
+    cluster.node("n1")
+    cluster.node("n2")
+    daemons = DaemonFactory(_proxied_kubeconfig(control_plane, proxy.port, tmp_path),
+                            tmp_path)
+    try:
+        d = daemons.start(write_profile(policy_dir.parent, sched))
+        cluster.pod("before", sched)
+        cluster.wait_bound("before")
+        # Cut everything twice, with pods created in between.
+        for round_ in range(2):
+            proxy.cut()
+            for i in range(5):
+                cluster.pod(f"cut{round_}-{i}", sched)
+            for i in range(5):
+                cluster.wait_bound(f"cut{round_}-{i}", timeout=30)
+        # An outage: connections refused for 3 s; pods and a node change meanwhile.
+        proxy.refusing = True
+        proxy.cut()
+        for i in range(5):
+            cluster.pod(f"outage-{i}", sched, annotations={
+                "myorg.io/require-hw-encrypt": "true"})
+        cluster.node("hw", labels={"node.kubernetes.io/hw-encrypt": "true"})
+        time.sleep(3)
+        proxy.refusing = False
+        for i in range(5):
+            assert cluster.wait_bound(f"outage-{i}", timeout=40) == "hw"
+        _, text = scrape(d.http.port)  # type: ignore[union-attr]
+        assert metric(text, "policyd_watch_errors_total") >= 1
+        assert metric(text, "policyd_schedule_attempts_total", result="scheduled") == 16
+    finally:
+        daemons.stop_all()
+
+
+def test_api_server_restart_loses_nothing(tmp_path: Path, policy_dir: Path) -> None:
+    # Its own control plane: restarting the shared one would disturb other tests.
+    with ControlPlane() as cp:
+        client = KubeClient.connect(ConnectionSettings(kubeconfig=str(cp.kubeconfig_path),
+                                                       qps=-1))
+        cluster = Cluster(client, "restart")
+        cluster.create_namespace()
+        sched = "policyd-restart"
+        cluster.node("n1")
+        daemons = DaemonFactory(cp.kubeconfig_path, tmp_path)
+        try:
+            d = daemons.start(write_profile(policy_dir.parent, sched))
+            for i in range(5):
+                cluster.pod(f"a-{i}", sched)
+            for i in range(5):
+                cluster.wait_bound(f"a-{i}")
+            apiserver = next(p for p in cp.processes if p.name == "kube-apiserver")
+            apiserver.stop()
+            time.sleep(2)
+            restarted = ManagedProcess.start(apiserver.name, apiserver.argv,
+                                             apiserver.log_path)
+            cp.processes[cp.processes.index(apiserver)] = restarted
+            wait_for(cp.safe_ready, 60, "kube-apiserver back")
+            for i in range(5):
+                cluster.pod(f"b-{i}", sched)
+            cluster.node("n2")
+            for i in range(5):
+                cluster.wait_bound(f"b-{i}", timeout=40)
+            _, text = scrape(d.http.port)  # type: ignore[union-attr]
+            assert metric(text, "policyd_schedule_attempts_total",
+                          result="scheduled") == 10
+            assert d.scheduler.cluster.get("n2") is not None
+        finally:
+            daemons.stop_all()
+            client.close()

@@ -1,0 +1,187 @@
+"""`policyd run` as a real process: exit codes, no request on a bad profile, SIGTERM,
+and two replicas with leader election (kill -9 of the leader hands over)."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from tests.e2e.helpers import Cluster, ProcessFactory, metric, scrape, wait_for, write_profile
+
+
+class CountingListener:
+    """A loopback TCP listener that counts connections (and never answers)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.1)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+        self.sock.close()
+
+
+def _kubeconfig_for(tmp: Path, port: int) -> Path:
+    path = tmp / "loopback.kubeconfig"
+    path.write_text(f"""\
+apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {{server: "http://127.0.0.1:{port}"}}
+users:
+- name: u
+  user: {{token: abc}}
+contexts:
+- name: c
+  context: {{cluster: c, user: u}}
+current-context: c
+""")
+    return path
+
+
+def _policyd(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "policyd", "run", *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_bad_profile_exits_1_before_any_request(tmp_path: Path) -> None:
+    listener = CountingListener()
+    try:
+        kubeconfig = _kubeconfig_for(tmp_path, listener.port)
+        (tmp_path / "hw.yaml").write_text(
+            (Path(__file__).parents[2] / "policies" / "hw-encrypt.yaml").read_text())
+        profile = tmp_path / "profile.yaml"
+        profile.write_text("""\
+apiVersion: policyd.io/v1alpha1
+kind: PolicydConfiguration
+policies: [hw.yaml]
+profiles:
+- schedulerName: policyd
+  plugins:
+    filter:
+      enabled:
+      - name: hwEncrypt
+""")
+        result = _policyd("--config", str(profile), "--kubeconfig", str(kubeconfig),
+                          "--metrics-bind-address", "")
+        assert result.returncode == 1, result.stderr
+        assert 'plugin "hwEncrypt" is not registered; did you mean "HwEncrypt"?' \
+            in result.stderr
+        assert f"{profile}:9:" in result.stderr  # file:line:column
+        # A broken policy file is rejected the same way.
+        (tmp_path / "hw.yaml").write_text("apiVersion: policyd.io/v1alpha1\nkind: Nope\n")
+        profile.write_text("apiVersion: policyd.io/v1alpha1\nkind: PolicydConfiguration\n"
+                           "policies: [hw.yaml]\n")
+        result = _policyd("--config", str(profile), "--kubeconfig", str(kubeconfig),
+                          "--metrics-bind-address", "")
+        assert result.returncode == 1, result.stderr
+        time.sleep(0.3)
+        assert listener.connections == 0
+    finally:
+        listener.close()
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    assert _policyd("--config", str(tmp_path / "missing.yaml")).returncode == 2
+    profile = tmp_path / "p.yaml"
+    profile.write_text("apiVersion: policyd.io/v1alpha1\nkind: PolicydConfiguration\n")
+    assert _policyd("--config", str(profile), "--no-such-flag").returncode == 2
+    assert _policyd("--config", str(profile), "--log-format", "xml").returncode == 2
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _holder(cluster: Cluster, lease: str) -> str:
+    obj = cluster.lease(lease) or {}
+    return str((obj.get("spec") or {}).get("holderIdentity") or "")
+
+
+def test_sigterm_stops_gracefully_and_releases_the_lease(
+        cluster: Cluster, processes: ProcessFactory, tmp_path: Path) -> None:
+    sched = f"policyd-{uuid.uuid4().hex[:6]}"
+    profile = write_profile(tmp_path, sched, policies=None)
+    port = _free_port()
+    proc = processes.start("--config", str(profile), "--identity", "solo",
+                           "--metrics-bind-address", f"127.0.0.1:{port}")
+    cluster.node("n1")
+    wait_for(lambda: _holder(cluster, sched) == "solo", 30, "leadership")
+    wait_for(lambda: scrape(port, "/readyz")[0] == 200, 30, "readyz")
+    cluster.pod("p", sched)
+    assert cluster.wait_bound("p") == "n1"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0, processes.log(0)
+    assert _holder(cluster, sched) == ""  # released: a successor need not wait
+
+
+def test_two_replicas_bind_every_pod_once_and_hand_over(
+        cluster: Cluster, processes: ProcessFactory, tmp_path: Path) -> None:
+    sched = f"policyd-{uuid.uuid4().hex[:6]}"
+    profile = write_profile(tmp_path, sched, policies=None)
+    ports = [_free_port(), _free_port()]
+    replicas = [processes.start("--config", str(profile), "--identity", f"r{i}",
+                                "--metrics-bind-address", f"127.0.0.1:{ports[i]}")
+                for i in range(2)]
+    for i in range(3):
+        cluster.node(f"n{i}")
+    leader = wait_for(lambda: _holder(cluster, sched), 30, "a leader")
+    li = int(leader[1])
+    other = 1 - li
+    wait_for(lambda: all(scrape(p, "/readyz")[0] == 200 for p in ports), 30, "both ready")
+    names = [f"a-{i}" for i in range(20)]
+    for n in names:
+        cluster.pod(n, sched)
+    for n in names:
+        cluster.wait_bound(n, timeout=30)
+    texts = [scrape(p)[1] for p in ports]
+    scheduled = [metric(t, "policyd_schedule_attempts_total", result="scheduled")
+                 for t in texts]
+    assert scheduled[li] == 20 and scheduled[other] == 0
+    assert metric(texts[other], "policyd_leader") == 0
+    wait_for(lambda: all(len(cluster.events(pod=n, reason="Scheduled")) == 1
+                         for n in names), 10, "one Scheduled event per pod")
+
+    # kill -9 the leader: no release; the other replica takes over after the lease
+    # duration (4s in the test profile) and schedules what comes next.
+    replicas[li].send_signal(signal.SIGKILL)
+    replicas[li].wait(10)
+    started = time.monotonic()
+    later = [f"b-{i}" for i in range(10)]
+    for n in later:
+        cluster.pod(n, sched)
+    for n in later:
+        cluster.wait_bound(n, timeout=30)
+    assert time.monotonic() - started < 20
+    assert _holder(cluster, sched) == f"r{other}"
+    text = scrape(ports[other])[1]
+    assert metric(text, "policyd_schedule_attempts_total", result="scheduled") == 10
+    assert metric(text, "policyd_bind_errors_total") == 0
+    for n in names + later:
+        assert len(cluster.events(pod=n, reason="Scheduled")) == 1, n
