@@ -4,6 +4,7 @@ once, and the watches recover on their own."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -69,10 +70,8 @@ class Proxy:
             pass
         finally:
             for s in (src, dst):
-                try:
+                with contextlib.suppress(OSError):
                     s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
                 s.close()
             with self._lock:
                 self._socks -= {src, dst}
@@ -82,10 +81,8 @@ class Proxy:
         with self._lock:
             socks = list(self._socks)
         for s in socks:
-            try:
+            with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def close(self) -> None:
         self._stop.set()
