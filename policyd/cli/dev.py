@@ -103,19 +103,21 @@ def up(
     ] = None,
 ) -> None:
     """Start the control plane in the background and print the KUBECONFIG to use."""
-    from policyd.devcluster.controlplane import ControlPlane
+    from policyd.devcluster.controlplane import ControlPlane, read_scheduler_config
     from policyd.devcluster.errors import DevClusterError
     from policyd.devcluster.snapshot import check_objects, load_snapshot, read_objects
 
     objects = None
-    if load is not None:
-        try:
-            # Before starting anything: a typo or a wrong file fails fast.
+    try:
+        # Before starting anything: a typo or a wrong file fails fast.
+        if load is not None:
             objects = read_objects(load)
             check_objects(objects)
-        except PolicydError as err:
-            err.exit_code = EXIT_USAGE  # an unusable input file is a usage error
-            raise _fail(err) from None
+        if scheduler_config is not None:
+            read_scheduler_config(scheduler_config)
+    except PolicydError as err:
+        err.exit_code = EXIT_USAGE  # an unusable input file is a usage error
+        raise _fail(err) from None
 
     state = _state_file()
     if state.exists():

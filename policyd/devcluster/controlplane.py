@@ -225,6 +225,12 @@ class ControlPlane:
                         self._remove_workdir()
                     raise
                 self._progress("a port was taken meanwhile; retrying with new ports")
+            except BaseException:
+                # Ctrl-C while waiting for readiness, or a bug: never leave half a cluster.
+                self._stop_processes()
+                if self._own_workdir:
+                    self._remove_workdir()
+                raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _start_once(self, binaries: Binaries, fixed_port: int | None) -> None:
@@ -365,7 +371,7 @@ class ControlPlane:
         self._scheduler_count += 1
         sdir = self._dir() / f"kube-scheduler-{self._scheduler_count}"
         sdir.mkdir(parents=True, exist_ok=True)
-        config = _read_scheduler_config(config_path)
+        config = read_scheduler_config(config_path)
         config.setdefault("clientConnection", {})["kubeconfig"] = str(self.kubeconfig_path)
         config.setdefault("leaderElection", {})["leaderElect"] = False
         effective = sdir / "config.yaml"
@@ -499,7 +505,8 @@ class ControlPlane:
         return False
 
 
-def _read_scheduler_config(path: Path | None) -> dict[str, Any]:
+def read_scheduler_config(path: Path | None) -> dict[str, Any]:
+    """The KubeSchedulerConfiguration at `path` as a dict (None: the default profile)."""
     if path is None:
         return {
             "apiVersion": "kubescheduler.config.k8s.io/v1",

@@ -33,6 +33,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from policyd.devcluster.errors import DevClusterError
+
 _PR_SET_PDEATHSIG = 1
 
 # Non-detached processes still running; stopped at interpreter exit.
@@ -87,19 +89,10 @@ class ManagedProcess:
     ) -> ManagedProcess:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("ab") as log:
-            popen = subprocess.Popen(
-                list(argv),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=cwd,
-                env=None if env is None else dict(env),
-                start_new_session=True,
-                close_fds=True,
-                preexec_fn=None
-                if detach or not sys.platform.startswith("linux")
-                else _set_pdeathsig,
-            )
+            try:
+                popen = cls._popen_for(argv, log, detach=detach, env=env, cwd=cwd)
+            except OSError as err:  # not found, not executable, wrong architecture
+                raise DevClusterError(f"cannot run {argv[0]}: {err.strerror or err}") from err
         proc = cls(
             name=name,
             pid=popen.pid,
@@ -111,6 +104,27 @@ class ManagedProcess:
         if not detach:
             _register(proc)
         return proc
+
+    @staticmethod
+    def _popen_for(
+        argv: Sequence[str],
+        log: Any,
+        *,
+        detach: bool,
+        env: Mapping[str, str] | None,
+        cwd: Path | None,
+    ) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=None if env is None else dict(env),
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=None if detach or not sys.platform.startswith("linux") else _set_pdeathsig,
+        )
 
     @classmethod
     def attach(cls, name: str, pid: int, start_time: int | None, log_path: Path) -> ManagedProcess:

@@ -44,3 +44,14 @@ def test_up_with_unsupported_kind_fails_before_starting(runner: CliRunner, tmp_p
 
 def test_bad_port_is_a_usage_error(runner: CliRunner) -> None:
     assert runner.invoke(dev_app, ["up", "--port", "0"]).exit_code == 2
+
+
+def test_up_with_wrong_scheduler_config_fails_before_starting(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    config = tmp_path / "sched.yaml"
+    config.write_text("apiVersion: v1\nkind: ConfigMap\n")
+    result = runner.invoke(dev_app, ["up", "--scheduler-config", str(config)])
+    assert result.exit_code == 2
+    assert "expected KubeSchedulerConfiguration" in result.output
+    assert not (tmp_path / "state" / "cluster").exists()

@@ -7,6 +7,9 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from policyd.devcluster.errors import DevClusterError
 from policyd.devcluster.process import ManagedProcess, proc_start_time
 
 # Ignores SIGTERM, so only the SIGKILL after the grace period ends it.
@@ -74,3 +77,10 @@ def test_attached_handle_detects_pid_reuse(tmp_path: Path) -> None:
 
 def test_start_time_of_missing_pid() -> None:
     assert proc_start_time(2**22 + 12345) is None
+
+
+def test_unrunnable_binary_is_a_clear_error(tmp_path: Path) -> None:
+    not_executable = tmp_path / "etcd"
+    not_executable.write_text("")
+    with pytest.raises(DevClusterError, match=r"cannot run .*etcd: Permission denied"):
+        ManagedProcess.start("etcd", [str(not_executable)], tmp_path / "etcd.log")
