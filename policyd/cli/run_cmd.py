@@ -33,7 +33,7 @@ def run(
     metrics_bind_address: Annotated[str, typer.Option(
         "--metrics-bind-address",
         help="HOST:PORT serving /metrics, /healthz and /readyz; empty to disable.")
-    ] = "0.0.0.0:10259",
+    ] = "0.0.0.0:10251",
     verbosity: Annotated[int, typer.Option(
         "-v", "--v", min=0, max=10,
         help="Log verbosity: 0 operations, 2 every decision, 4 debug.")] = 0,

@@ -36,7 +36,7 @@ class RunOptions:
     config: Path
     kubeconfig: str | None = None
     context: str | None = None
-    metrics_bind_address: str = "0.0.0.0:10259"
+    metrics_bind_address: str = "0.0.0.0:10251"
     leader_elect: bool | None = None  # None: the profile's leaderElection.leaderElect
     lease_namespace: str | None = None
     lease_name: str | None = None

@@ -123,7 +123,7 @@ class Scheduler:
             if self._bad_objects.get(uid) != rv:
                 self._bad_objects[uid] = rv
                 log.error("skipping malformed pod: %s", exc)
-                if (spec.get("schedulerName") in self.frameworks
+                if (self.is_leader() and spec.get("schedulerName") in self.frameworks
                         and meta.get("namespace") and meta.get("name")):
                     self.events.event(api.pod_ref(str(meta["namespace"]), str(meta["name"]),
                                                   uid), "Warning", "FailedScheduling",

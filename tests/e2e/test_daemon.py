@@ -191,3 +191,33 @@ def test_metrics_health_and_readiness(cluster: Cluster, daemons: DaemonFactory,
     assert metric(text, "policyd_scheduling_algorithm_duration_seconds_count",
                   profile=sched) >= 2
     assert metric(text, "policyd_leader") == 1
+
+
+def test_losing_the_lease_stops_scheduling_at_once(
+        cluster: Cluster, daemons: DaemonFactory, policy_dir: Path) -> None:
+    sched = _scheduler()
+    cluster.node("n1")
+    d = daemons.start(write_profile(policy_dir.parent, sched))
+    cluster.pod("first", sched)
+    cluster.wait_bound("first")
+    # Another replica takes the lease (as if ours had stalled past its deadline).
+    lease = cluster.lease(sched)
+    assert lease is not None
+    lease["spec"]["holderIdentity"] = "thief"
+    lease["spec"]["leaseDurationSeconds"] = 3600
+    cluster.client.request(
+        "PUT", f"/apis/coordination.k8s.io/v1/namespaces/default/leases/{sched}",
+        body=lease)
+    wait_for(lambda: not d.is_leader(), 5, "leadership lost")
+    cluster.pod("while-not-leader", sched)
+    time.sleep(2)
+    assert cluster.node_of("while-not-leader") is None
+    assert cluster.events(pod="while-not-leader") == []
+    # The thief steps down: ours takes over and schedules the waiting pod.
+    lease = cluster.lease(sched)
+    assert lease is not None
+    lease["spec"]["holderIdentity"] = ""
+    cluster.client.request(
+        "PUT", f"/apis/coordination.k8s.io/v1/namespaces/default/leases/{sched}",
+        body=lease)
+    assert cluster.wait_bound("while-not-leader", timeout=10) == "n1"
