@@ -16,11 +16,13 @@ skips what the schema already reports. Each check yields `Problem`s with a rule 
   Kubernetes key except for case;
 - `score-range` (warning): points that `normalize: none` will clamp, or normalization
   that stretches values already in 0..100;
+- `number`: infinities and NaN (`.inf`, `.nan`);
 - `useless-policy` (warning): neither filters nor scores.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -172,6 +174,7 @@ class _Checker:
         data = self.doc.data
         if not isinstance(data, Mapping):
             return
+        self.finite_numbers(data)
         spec = data.get("spec")
         if not isinstance(spec, Mapping):
             return
@@ -193,6 +196,19 @@ class _Checker:
             self.add(("spec",), "useless-policy",
                      "the policy has neither filters nor scores, so it does nothing",
                      level=WARNING)
+
+    def finite_numbers(self, data: Any) -> None:
+        """YAML can spell infinity and NaN (.inf, .nan); no policy field means them, and
+        they would poison score arithmetic, so they are errors wherever they appear."""
+        stack: list[tuple[JsonPath, Any]] = [((), data)]
+        while stack:
+            path, value = stack.pop()
+            if isinstance(value, float) and not math.isfinite(value):
+                self.add(path, "number", f"{value} is not a finite number")
+            elif isinstance(value, Mapping):
+                stack.extend(((*path, k), v) for k, v in value.items())
+            elif isinstance(value, list):
+                stack.extend(((*path, i), v) for i, v in enumerate(value))
 
     def rule_id(self, path: JsonPath, rule: Mapping[str, Any], ids: dict[str, JsonPath]) -> None:
         rid = rule.get("id")

@@ -226,3 +226,22 @@ def test_qualified_name(key: str, ok: bool) -> None:
 ])
 def test_label_value(value: str, ok: bool) -> None:
     assert (k8snames.label_value(value) == []) is ok
+
+
+def test_infinity_and_nan_are_errors() -> None:
+    text = """\
+apiVersion: policyd.io/v1alpha1
+kind: SchedulingPolicy
+metadata: {name: p}
+spec:
+  pluginName: P
+  filters:
+    - {id: a, message: m, headroom: {resource: memory, percent: .nan}}
+  scores:
+    - {id: s, weight: 1, normalize: max, labelValue: {label: t, values: {a: .inf}}}
+"""
+    result = check_texts(text)
+    assert rules(result.problems) == [
+        ("number", "spec.filters[0].headroom.percent"),
+        ("number", "spec.scores[0].labelValue.values.a")]
+    assert result.compiled == []
