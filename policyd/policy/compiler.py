@@ -28,8 +28,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.status import Code, Status
@@ -44,6 +47,11 @@ from policyd.model.selectors import (
     compile_node_selector_term,
 )
 from policyd.policy.jmes import Expression, number, truthy
+
+if TYPE_CHECKING:
+    from policyd.model.table import BoolArray, IntArray, NodeTable
+
+FloatArray = np.ndarray[Any, np.dtype[np.float64]]
 
 MAX_SCORE = 100
 _serials = itertools.count(1)
@@ -110,6 +118,29 @@ class FilterRule:
     def bind(self, policy: CompiledPolicy, pod: Pod) -> NodeCheck | None:
         raise NotImplementedError
 
+    def mask(self, check: NodeCheck, policy: CompiledPolicy, pod: Pod, table: NodeTable,
+             idx: IntArray) -> BoolArray:
+        """The batch form of `check` over `table` rows `idx`; exactly its results.
+        This default calls it per node; rules that read only columns override it."""
+        infos = table.infos
+        return np.fromiter((check(infos[i]) for i in idx.tolist()), np.bool_, idx.size)
+
+
+def _label_group_mask(keys: tuple[str, ...], check: NodeCheck, table: NodeTable,
+                      idx: IntArray) -> BoolArray:
+    """Decide a label-only check once per distinct combination of the labels it reads."""
+    group_id, members = table.label_groups(keys)
+    infos = table.infos
+    ok = np.fromiter((check(infos[i]) for i in members), np.bool_, len(members))
+    return ok[group_id[idx]]
+
+
+def _row(table: NodeTable, array: IntArray, name: str, idx: IntArray) -> IntArray:
+    j = table.resource_column(name)
+    if j is None:
+        return np.zeros(idx.size, np.int64)
+    return table.take(array[j], idx)
+
 
 class AnnotationToNodeLabel(FilterRule):
     def __init__(self, rule_id: str, message: str, spec: Mapping[str, Any]) -> None:
@@ -128,6 +159,10 @@ class AnnotationToNodeLabel(FilterRule):
         label = self.label
         return lambda info: info.node.labels.get(label) == expected
 
+    def mask(self, check: NodeCheck, policy: CompiledPolicy, pod: Pod, table: NodeTable,
+             idx: IntArray) -> BoolArray:
+        return _label_group_mask((self.label,), check, table, idx)
+
 
 class NodeLabels(FilterRule):
     def __init__(self, rule_id: str, message: str, spec: Mapping[str, Any]) -> None:
@@ -140,6 +175,11 @@ class NodeLabels(FilterRule):
     def bind(self, policy: CompiledPolicy, pod: Pod) -> NodeCheck | None:
         reqs = self.term.label_requirements
         return lambda info: all(r.matches(info.node.labels) for r in reqs)
+
+    def mask(self, check: NodeCheck, policy: CompiledPolicy, pod: Pod, table: NodeTable,
+             idx: IntArray) -> BoolArray:
+        keys = tuple(sorted({r.key for r in self.term.label_requirements}))
+        return _label_group_mask(keys, check, table, idx)
 
 
 class Headroom(FilterRule):
@@ -172,6 +212,21 @@ class Headroom(FilterRule):
             return (alloc - used(info)) * 100 >= alloc * pct
         return check
 
+    def mask(self, check: NodeCheck, policy: CompiledPolicy, pod: Pod, table: NodeTable,
+             idx: IntArray) -> BoolArray:
+        r = self.resource
+        alloc = _row(table, table.allocatable, r, idx)
+        if r == "pods":
+            used = table.take(table.pod_count, idx) + 1
+        else:
+            used = _row(table, table.requested, r, idx) + pod_requests(pod).get(r, 0)
+        if self.quantity is not None:
+            return np.asarray(alloc - used >= self.quantity, np.bool_)
+        pct = self.percent or 0.0
+        # Integral percentages stay in integer arithmetic, as the per-node check does.
+        factor: float | int = int(pct) if pct.is_integer() else pct
+        return np.asarray((alloc - used) * 100 >= alloc * factor, np.bool_)
+
 
 class RequireExtendedResource(FilterRule):
     # Evicting pods never adds allocatable, so preemption cannot help: unresolvable.
@@ -185,6 +240,11 @@ class RequireExtendedResource(FilterRule):
     def bind(self, policy: CompiledPolicy, pod: Pod) -> NodeCheck | None:
         name, q = self.name, self.quantity
         return lambda info: info.node.allocatable.get(name, 0) >= q
+
+    def mask(self, check: NodeCheck, policy: CompiledPolicy, pod: Pod, table: NodeTable,
+             idx: IntArray) -> BoolArray:
+        return np.asarray(_row(table, table.allocatable, self.name, idx) >= self.quantity,
+                          np.bool_)
 
 
 class MaxPodsPerNode(FilterRule):
@@ -258,22 +318,41 @@ class ScoreRule:
     def bind(self, pod: Pod) -> NodeValue:
         raise NotImplementedError
 
+    def values(self, value: NodeValue, pod: Pod, table: NodeTable,
+               idx: IntArray) -> FloatArray:
+        """The batch form of `value` over rows `idx`, NaN where it is None. This default
+        calls it per node; rules that read only columns override it."""
+        infos = table.infos
+        nan = math.nan
+        return np.fromiter(
+            (nan if (v := value(infos[i])) is None else v for i in idx.tolist()),
+            np.float64, idx.size)
+
 
 class LabelValueScore(ScoreRule):
     def __init__(self, spec: Mapping[str, Any]) -> None:
         super().__init__(spec)
         lv = spec["labelValue"]
         self.label: str = lv["label"]
-        self.values: dict[str, float] = {str(k): float(v) for k, v in lv["values"].items()}
+        self.values_map: dict[str, float] = {str(k): float(v) for k, v in lv["values"].items()}
         self.default = float(lv.get("default", 0))
 
     def bind(self, pod: Pod) -> NodeValue:
-        label, values, default = self.label, self.values, self.default
+        label, values, default = self.label, self.values_map, self.default
 
         def value(info: NodeInfo) -> float | None:
             v = info.node.labels.get(label)
             return default if v is None else values.get(v, default)
         return value
+
+    def values(self, value: NodeValue, pod: Pod, table: NodeTable,
+               idx: IntArray) -> FloatArray:
+        codes, vocab = table.label_codes(self.label)
+        # Points per label code; the extra last slot (index -1, ABSENT) is the default.
+        points = np.full(len(vocab) + 1, self.default, np.float64)
+        for v, code in vocab.items():
+            points[code] = self.values_map.get(v, self.default)
+        return points[codes[idx]]
 
 
 class NumericScore(ScoreRule):
@@ -284,12 +363,38 @@ class NumericScore(ScoreRule):
         self.key: str = num["label"] if self.from_label else num["annotation"]
         if num.get("prefer", "highest") == "lowest":
             self.reverse = True
+        # (table, its version, the annotation's numbers on every node): annotations
+        # change only with node records, which bump the table's version.
+        self._column: tuple[weakref.ref[NodeTable], int, FloatArray] | None = None
+
+    def _annotation_column(self, table: NodeTable) -> FloatArray:
+        cached = self._column
+        if cached is not None and cached[0]() is table and cached[1] == table.version:
+            return cached[2]
+        key, nan = self.key, math.nan
+        column = np.fromiter(
+            (nan if (v := number(info.node.annotations.get(key))) is None else v
+             for info in table.infos), np.float64, len(table.infos))
+        self._column = (weakref.ref(table), table.version, column)
+        return column
 
     def bind(self, pod: Pod) -> NodeValue:
         key = self.key
         if self.from_label:
             return lambda info: number(info.node.labels.get(key))
         return lambda info: number(info.node.annotations.get(key))
+
+    def values(self, value: NodeValue, pod: Pod, table: NodeTable,
+               idx: IntArray) -> FloatArray:
+        if not self.from_label:
+            return self._annotation_column(table)[idx]
+        codes, vocab = table.label_codes(self.key)
+        numbers = np.full(len(vocab) + 1, np.nan, np.float64)
+        for v, code in vocab.items():
+            n = number(v)
+            if n is not None:
+                numbers[code] = n
+        return numbers[codes[idx]]
 
 
 class AllocationScore(ScoreRule):
@@ -304,6 +409,30 @@ class AllocationScore(ScoreRule):
 
     def bind(self, pod: Pod) -> NodeValue:
         return allocation_scorer(pod, self.resources, self.most)
+
+    def values(self, value: NodeValue, pod: Pod, table: NodeTable,
+               idx: IntArray) -> FloatArray:
+        non_zero = pod_requests(pod, non_zero=True)
+        actual = pod_requests(pod)
+        total = np.zeros(idx.size, np.int64)
+        wsum = np.zeros(idx.size, np.int64)
+        for name, w in self.resources:
+            alloc = _row(table, table.allocatable, name, idx)
+            if name in ("cpu", "memory"):
+                row = table.take(table.non_zero_requested[0 if name == "cpu" else 1], idx)
+                requested = row + non_zero.get(name, 0)
+            else:
+                requested = _row(table, table.requested, name, idx) + actual.get(name, 0)
+            offered = alloc > 0
+            safe = np.where(offered, alloc, 1)
+            if self.most:
+                s = np.minimum(requested, alloc) * MAX_SCORE // safe
+            else:
+                s = np.where(requested > alloc, 0, (alloc - requested) * MAX_SCORE // safe)
+            total += np.where(offered, s * w, 0)
+            wsum += np.where(offered, w, 0)
+        out = np.where(wsum > 0, total // np.where(wsum > 0, wsum, 1), 0)
+        return out.astype(np.float64)
 
 
 def allocation_scorer(pod: Pod, resources: Sequence[tuple[str, int]],
@@ -407,6 +536,37 @@ def normalize(method: str, reverse: bool, raw: Sequence[float | None]) -> list[i
     return out
 
 
+def normalize_array(method: str, reverse: bool, raw: FloatArray) -> IntArray:
+    """`normalize` over a column (NaN = missing); the same integers, element by element:
+    the float operations happen in the same order, so they round the same way."""
+    present = ~np.isnan(raw)
+    out = np.zeros(raw.size, np.int64)
+    if not present.any():
+        return out
+    v = np.where(present, raw, 0.0)
+    if method == "none":
+        s = np.clip(np.floor(v + 1e-9), 0, MAX_SCORE).astype(np.int64)
+        s = MAX_SCORE - s if reverse else s
+    elif method == "max":
+        v = np.maximum(v, 0.0)
+        hi = float(v[present].max())
+        if hi > 0:
+            s = np.clip(np.floor(v * MAX_SCORE / hi + 1e-9), 0, MAX_SCORE).astype(np.int64)
+        else:
+            s = np.zeros(raw.size, np.int64)
+        s = MAX_SCORE - s if reverse else s
+    else:
+        lo, hi = float(v[present].min()), float(v[present].max())
+        if hi == lo:
+            s = np.full(raw.size, MAX_SCORE, np.int64)
+        else:
+            s = np.clip(np.floor((v - lo) * MAX_SCORE / (hi - lo) + 1e-9), 0,
+                        MAX_SCORE).astype(np.int64)
+            s = MAX_SCORE - s if reverse else s
+    out[present] = s[present]
+    return out
+
+
 def combine(weights: Sequence[int], per_rule: Sequence[Sequence[int]], n: int) -> list[int]:
     """Weighted mean of the rules' 0..100 scores per node (integer division)."""
     wsum = sum(weights)
@@ -498,6 +658,21 @@ class _Filters:
         code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
         return Status(code, tuple(reasons), self.name)
 
+    def filter_mask(self, state: CycleState, pod: Pod, table: NodeTable,
+                    idx: IntArray) -> BoolArray:
+        """Which of the nodes `idx` pass (the engine's vectorized path): exactly
+        `filter(...) is None` per node. Each rule only looks at nodes still passing."""
+        bound: tuple[tuple[NodeCheck, FilterRule], ...] = state.read(self._filter_key)
+        mask = np.ones(idx.size, np.bool_)
+        for check, rule in bound:
+            alive = np.flatnonzero(mask)
+            if alive.size == 0:
+                break
+            ok = rule.mask(check, self, pod, table,  # type: ignore[arg-type]
+                           idx if alive.size == idx.size else idx[alive])
+            mask[alive[~ok]] = False
+        return mask
+
 
 class _Scores:
     """Mixin: PreScore, Score (raw values kept per node) and NormalizeScore (per-rule
@@ -545,6 +720,18 @@ class _Scores:
                     for rule, column in zip(self.score_rules, columns, strict=True)]
         scores[:] = combine(self._weights, per_rule, len(nodes))
         return None
+
+    def score_vector(self, state: CycleState, pod: Pod, table: NodeTable,
+                     idx: IntArray) -> IntArray:
+        """Final 0..100 scores of the nodes `idx` (the engine's vectorized path): each
+        rule's raw column normalized, then combined; exactly what score followed by
+        normalize_score gives."""
+        bound, _ = state.read(self._score_key)
+        total = np.zeros(idx.size, np.int64)
+        for rule, value in zip(self.score_rules, bound, strict=True):
+            column = rule.values(value, pod, table, idx)
+            total += rule.weight * normalize_array(rule.normalize, rule.reverse, column)
+        return total // self._weight_sum
 
     def explain_scores(self, state: CycleState, nodes: Sequence[NodeInfo]
                        ) -> dict[str, list[tuple[float | None, int]]]:

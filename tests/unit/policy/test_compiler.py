@@ -356,3 +356,23 @@ def test_compile_policy_directly_and_repr() -> None:
     doc = make_policy(filters=[rule("maxPodsPerNode", 1)])
     p = compile_policy(doc, "x.yaml:1")
     assert p.name == "P" and p.policy_name == "p" and "x.yaml:1" in repr(p)
+
+
+def test_vectorized_annotation_scores_follow_node_updates() -> None:
+    import numpy as np
+
+    policy = compiled(scores=[score("l", 1, "minmax", "numeric", LAT)])
+    cs = ClusterState([make_node("a").annotation("lat", "5").obj(),
+                       make_node("b").annotation("lat", "50").obj()])
+    pod = make_pod().obj()
+
+    def vector() -> list[int]:
+        table = cs.table()
+        state = CycleState(table.infos, cs)
+        assert policy.pre_score(state, pod, table.infos) is None
+        return policy.score_vector(state, pod, table, np.arange(len(table.infos))).tolist()
+
+    assert vector() == [100, 0]
+    assert vector() == [100, 0]  # cached column
+    cs.upsert_node(make_node("a").annotation("lat", "500").obj())
+    assert vector() == [0, 100]

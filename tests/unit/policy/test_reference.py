@@ -221,3 +221,42 @@ def test_compiled_matches_reference(seed: int) -> None:
             scores = [policy.score(state, pod, i) for i in infos]
             policy.normalize_score(state, pod, infos, scores)
             assert scores == want_scores, doc["spec"]["scores"]
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_vectorized_paths_match_per_node(seed: int) -> None:
+    """filter_mask and score_vector (the engine's column path) give exactly what
+    filter and score + normalize_score give, on all nodes and on subsets."""
+    import numpy as np
+
+    rng = random.Random(1000 + seed)
+    doc = _policy(rng)
+    result = check_docs(doc)
+    if not result.compiled:
+        return
+    [policy] = result.compiled
+    nodes = [node_from_dict(_node(rng, f"n{i}")) for i in range(rng.randint(1, 8))]
+    existing = [pod_from_dict(_pod(rng, f"e{i}", rng.choice(nodes).name))
+                for i in range(rng.randint(0, 8))]
+    pod = pod_from_dict(_pod(rng, "incoming"))
+    cluster = ClusterState(nodes, existing)
+    table = cluster.table()
+    infos = table.infos
+    all_idx = np.arange(len(infos), dtype=np.int64)
+    subset = np.array(sorted(rng.sample(range(len(infos)), rng.randint(1, len(infos)))),
+                      dtype=np.int64)
+    for idx in (all_idx, subset):
+        chosen = [infos[i] for i in idx.tolist()]
+        if hasattr(policy, "pre_filter"):
+            state = CycleState(infos, cluster)
+            _, status = policy.pre_filter(state, pod, infos)
+            if status is None:
+                mask = policy.filter_mask(state, pod, table, idx)
+                assert mask.tolist() == [policy.filter(state, pod, n) is None for n in chosen]
+        if hasattr(policy, "pre_score"):
+            state = CycleState(infos, cluster)
+            if policy.pre_score(state, pod, chosen) is None:
+                vector = policy.score_vector(state, pod, table, idx).tolist()
+                scores = [policy.score(state, pod, n) for n in chosen]
+                policy.normalize_score(state, pod, chosen, scores)
+                assert vector == scores, doc["spec"]["scores"]
