@@ -330,7 +330,7 @@ class _Builder:
         skip = 0  # >0 while skipping the value of a rejected key (depth inside it)
         skip_value = False
 
-        def place(value: Any, path: JsonPath, mark: Any, height: int) -> None:
+        def place(value: Any, height: int) -> None:
             """Attach a finished node to its parent (or make it the document root)."""
             nonlocal doc
             assert doc is not None
@@ -436,7 +436,7 @@ class _Builder:
                                      di)
                 path = child_path() if stack else ()
                 doc.values[path] = pos
-                place(value, path, mark, height)
+                place(value, height)
                 continue
 
             if isinstance(event, ev.ScalarEvent):
@@ -447,7 +447,7 @@ class _Builder:
                 doc.styles[path] = event.style
                 if event.anchor:
                     anchors[event.anchor] = (value, 1, 1)
-                place(value, path, mark, 1)
+                place(value, 1)
                 continue
 
             if isinstance(event, ev.MappingStartEvent | ev.SequenceStartEvent):
@@ -471,7 +471,7 @@ class _Builder:
                 if frame.anchor:
                     anchors[frame.anchor] = (frame.container,
                                              self.nodes - frame.start_nodes + 1, frame.height)
-                place(frame.container, frame.path, mark, frame.height)
+                place(frame.container, frame.height)
                 continue
 
     def _scalar(self, event: Any, resolver: Any, constructor: Any, node_cls: Any,
