@@ -10,14 +10,16 @@ import json
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from policyd.errors import EXIT_OK, EXIT_PROBLEMS, InputFileError, PolicydError
-from policyd.framework.interfaces import Plugin
-from policyd.framework.runtime import Framework
-from policyd.model.records import Pod
+
+if TYPE_CHECKING:  # the engine (and numpy) load only when a command here runs
+    from policyd.framework.interfaces import Plugin
+    from policyd.framework.runtime import Framework
+    from policyd.model.records import Pod
 
 
 class OutputFormat(StrEnum):
