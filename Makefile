@@ -16,8 +16,11 @@ $(BIN)/policyd: pyproject.toml
 demo: $(BIN)/policyd
 	POLICYD=$(BIN)/policyd demo/run.sh
 
-# Static checks, then the whole test suite (unit and integration).
+# Static checks, then the whole test suite (unit, integration and end-to-end). The
+# local control plane (etcd, kube-apiserver, kube-scheduler, kubectl) is built from Go
+# modules first, with its own progress, or reused from ~/.cache/policyd when built before.
 test: $(BIN)/policyd check
+	$(BIN)/policyd dev build
 	$(BIN)/pytest
 
 check: $(BIN)/policyd
