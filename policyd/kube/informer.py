@@ -174,6 +174,8 @@ class Informer:
         query = {"watch": True, "resourceVersion": self.resource_version,
                  "allowWatchBookmarks": True, "timeoutSeconds": timeout}
         stream = self.client.stream(self.path, query=query, read_timeout=timeout + 30)
+        # Connected: the next failure starts its backoff from the beginning again.
+        self.backoff.reset()
         with self._lock:
             self._stream = stream
         try:

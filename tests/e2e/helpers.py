@@ -34,7 +34,8 @@ def wait_for(check: Callable[[], Any], timeout: float = 15.0, what: str = "condi
 
 
 def node_body(name: str, labels: dict[str, str] | None = None, cpu: str = "4",
-              memory: str = "8Gi", taints: list[Obj] | None = None) -> Obj:
+              memory: str = "8Gi", taints: list[Obj] | None = None,
+              annotations: dict[str, str] | None = None) -> Obj:
     resources = {"cpu": cpu, "memory": memory, "pods": "110"}
     body: Obj = {
         "apiVersion": "v1", "kind": "Node",
@@ -45,6 +46,8 @@ def node_body(name: str, labels: dict[str, str] | None = None, cpu: str = "4",
     }
     if taints:
         body["spec"] = {"taints": taints}
+    if annotations:
+        body["metadata"]["annotations"] = annotations
     return body
 
 
@@ -202,6 +205,8 @@ def scrape(port: int, path: str = "/metrics") -> tuple[int, str]:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
+    except (urllib.error.URLError, OSError):
+        return 0, ""  # not listening (yet)
 
 
 def metric(text: str, name: str, **labels: str) -> float:

@@ -20,20 +20,25 @@ def _scheduler() -> str:
 def test_pods_go_where_the_policies_demand(cluster: Cluster, daemons: DaemonFactory,
                                            policy_dir: Path) -> None:
     sched = _scheduler()
-    cluster.node("plain-a", labels={"env": "dev", "topology.kubernetes.io/zone": "zone-b"})
-    cluster.node("hw-b", labels={**HW_LABEL, "topology.kubernetes.io/zone": "zone-c"})
-    cluster.node("prod-c", labels={"env": "prod", "Env": "staging",
-                                   "topology.kubernetes.io/zone": "zone-a"})
+    # `Env` is not `env`: label keys are case-sensitive, this node is no prod node.
+    cluster.node("plain-a", labels={"Env": "prod", "topology.kubernetes.io/zone": "zone-b"},
+                 annotations={"myorg.io/latency-ms": "50"})
+    cluster.node("hw-b", labels={**HW_LABEL, "topology.kubernetes.io/zone": "zone-c"},
+                 annotations={"myorg.io/latency-ms": "20"})
+    cluster.node("prod-c", labels={"env": "prod", "topology.kubernetes.io/zone": "zone-a"},
+                 annotations={"myorg.io/latency-ms": "5"})
     daemons.start(write_profile(policy_dir.parent, sched))
     for i in range(3):
         cluster.pod(f"secure-{i}", sched, annotations=HW)
-    # `env` (lowercase) is the policy's label; a node's `Env` must not count.
-    cluster.pod("prod-app", sched, labels={"env": "prod"})
-    # LowLatency: zone-a scores highest among nodes without a latency annotation.
+    # EnvProd: pods labelled env=prod only on nodes labelled env=prod (not Env=prod).
+    for i in range(3):
+        cluster.pod(f"prod-app-{i}", sched, labels={"env": "prod"})
+    # LowLatency: the lowest measured latency (and zone-a) wins.
     cluster.pod("latency", sched, labels={"myorg.io/latency-sensitive": "true"})
     for i in range(3):
         assert cluster.wait_bound(f"secure-{i}") == "hw-b"
-    assert cluster.wait_bound("prod-app") == "prod-c"
+    for i in range(3):
+        assert cluster.wait_bound(f"prod-app-{i}") == "prod-c"
     assert cluster.wait_bound("latency") == "prod-c"
     scheduled = cluster.events(pod="secure-0", reason="Scheduled")
     assert [e["message"] for e in scheduled] == [
@@ -47,13 +52,14 @@ def test_memory_headroom_keeps_ten_percent_free(cluster: Cluster, daemons: Daemo
     sched = _scheduler()
     cluster.node("small", memory="10Gi")
     daemons.start(write_profile(policy_dir.parent, sched))
-    cluster.pod("fits", sched, memory="9Gi")
+    # Fits NodeResourcesFit (9.3Gi of 10Gi) but would leave less than 10% free.
     cluster.pod("too-much", sched, memory="9500Mi")
+    events = wait_for(lambda: cluster.events(pod="too-much", reason="FailedScheduling"),
+                      10, "FailedScheduling")
+    assert events[0]["message"] == (
+        "0/1 nodes are available: 1 node(s) would have less than 10% memory free.")
+    cluster.pod("fits", sched, memory="9Gi")  # leaves exactly 10%
     assert cluster.wait_bound("fits") == "small"
-    msg = "0/1 nodes are available: 1 Insufficient memory."
-    wait_for(lambda: cluster.events(pod="too-much", reason="FailedScheduling"), 10,
-             "FailedScheduling")
-    del msg  # the first fit consumed 9Gi: plain NodeResourcesFit now rejects it
 
 
 def test_a_pod_for_another_scheduler_is_left_alone(cluster: Cluster, daemons: DaemonFactory,
