@@ -33,6 +33,7 @@ import numpy as np
 
 from policyd.framework import MAX_NODE_SCORE, CycleState, PluginError, Status
 from policyd.framework.interfaces import default_normalize_score, default_normalize_vector
+from policyd.model import k8snames
 from policyd.model.cluster import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.selectors import (
@@ -65,12 +66,6 @@ _POD_CACHE_KEY = "NodeAffinity/pod"
 _LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 _FIELD_OPERATORS = ("In", "NotIn")
 
-# apimachinery's label syntax: a qualified name (optional DNS-subdomain prefix and "/",
-# then up to 63 alphanumerics, '-', '_', '.', starting and ending alphanumeric) for
-# keys; values are the name part's syntax, possibly empty.
-_NAME_RE = re.compile(r"(?:[A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
-_DNS_SUBDOMAIN_RE = re.compile(rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})*")
 # Go's strconv.ParseInt(s, 10, 64): optional sign and decimal digits only (Python's
 # int() would also take spaces and underscores).
 _INT_RE = re.compile(r"[+-]?[0-9]+")
@@ -82,34 +77,13 @@ Problem = tuple[str, str]
 # --- validation ---------------------------------------------------------------------
 
 def _label_key_problem(key: str) -> str | None:
-    prefix, slash, name = key.rpartition("/")
-    if slash:
-        if "/" in prefix:
-            return f"{key!r} is not a valid label key: at most one '/' is allowed"
-        if not prefix:
-            return f"{key!r} is not a valid label key: the prefix before '/' is empty"
-        if len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.fullmatch(prefix):
-            return (f"{key!r} is not a valid label key: the prefix must be a lowercase "
-                    "DNS subdomain")
-    if not name:
-        return f"{key!r} is not a valid label key: the name is empty"
-    if len(name) > 63:
-        return f"{key!r} is not a valid label key: the name is longer than 63 characters"
-    if not _NAME_RE.fullmatch(name):
-        return (f"{key!r} is not a valid label key: use letters, digits, '-', '_' and "
-                "'.', starting and ending with a letter or digit")
-    return None
+    errs = k8snames.qualified_name(key)
+    return f"{key!r} is not a valid label key: {errs[0]}" if errs else None
 
 
 def _label_value_problem(value: str) -> str | None:
-    if value == "":
-        return None
-    if len(value) > 63:
-        return f"{value!r} is not a valid label value: longer than 63 characters"
-    if not _NAME_RE.fullmatch(value):
-        return (f"{value!r} is not a valid label value: use letters, digits, '-', '_' "
-                "and '.', starting and ending with a letter or digit")
-    return None
+    errs = k8snames.label_value(value)
+    return f"{value!r} is not a valid label value: {errs[0]}" if errs else None
 
 
 def parse_go_int64(text: str) -> int | None:

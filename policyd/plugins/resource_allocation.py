@@ -13,7 +13,6 @@ Python's `//` floors and `round` rounds halves to even, so both are spelled out 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from policyd.framework import MAX_NODE_SCORE
+from policyd.model import k8snames
 from policyd.model.cluster import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, pod_requests
@@ -40,45 +40,9 @@ _ATTACHABLE_VOLUMES_PREFIX = "attachable-volumes-"
 _REQUESTS_PREFIX = "requests."
 _NATIVE_DOMAIN = "kubernetes.io/"
 
-# IsQualifiedName: an optional DNS-subdomain prefix and '/', then a 63-character name.
-_NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-NAME_PART_MESSAGE = (
-    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start "
-    "and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or "
-    "'123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
-)
-
-
 def qualified_name_errors(value: str) -> list[str]:
     """validation.IsQualifiedName: what is wrong with `value` as a label-style name."""
-    parts = value.split("/")
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            return ["prefix part must be non-empty"]
-        errs = []
-        if len(prefix) > 253:
-            errs.append("prefix part must be no more than 253 characters")
-        if not _DNS_SUBDOMAIN.match(prefix):
-            errs.append(
-                "prefix part a lowercase RFC 1123 subdomain must consist of lower case "
-                "alphanumeric characters, '-' or '.', and must start and end with an "
-                "alphanumeric character")
-        if errs:
-            return errs
-    else:
-        return ["a qualified name " + NAME_PART_MESSAGE.removeprefix("name part ")]
-    if not name:
-        return ["name part must be non-empty"]
-    errs = []
-    if len(name) > 63:
-        errs.append("name part must be no more than 63 characters")
-    if not _NAME_PART.match(name):
-        errs.append(NAME_PART_MESSAGE)
-    return errs
+    return k8snames.qualified_name(value)
 
 
 def is_prefixed_native_resource(name: str) -> bool:

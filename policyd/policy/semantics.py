@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from policyd.lint.problem import ERROR, WARNING, Problem
-from policyd.policy import jmes, k8snames
+from policyd.model import k8snames
+from policyd.policy import jmes
 from policyd.sourcefile import JsonPath, SourceDocument
 
 

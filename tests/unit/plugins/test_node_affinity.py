@@ -240,8 +240,8 @@ def test_invalid_required_affinity_is_a_clear_pre_filter_rejection() -> None:
         (expr("foo", "Exists", "x"), "values", "must be empty for operator Exists"),
         (expr("foo", "Gt", "1", "2"), "values", "must have exactly one value for Gt"),
         (expr("foo", "Lt", "ten"), "values[0]", "'ten' is not an integer"),
-        (expr("a/b/c", "Exists"), "key", "at most one '/'"),
-        (expr("Example.com/x", "Exists"), "key", "lowercase DNS subdomain"),
+        (expr("a/b/c", "Exists"), "key", "'a/b/c' is not a valid label key"),
+        (expr("Example.com/x", "Exists"), "key", "lowercase RFC 1123 subdomain"),
     ],
 )
 def test_invalid_expression_messages(bad: dict[str, Any], path_end: str,

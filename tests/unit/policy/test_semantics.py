@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from policyd.policy import k8snames
+from policyd.model import k8snames
 from tests.unit.policy.conftest import check_docs, check_texts, make_policy, rules
 
 
