@@ -10,15 +10,13 @@ second.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import typer
 
+from policyd.cli.options import FORMAT_HELP, problem_format
 from policyd.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
-
-FORMATS = ("text", "json", "github", "sarif")
 
 
 def check_config(
@@ -26,14 +24,11 @@ def check_config(
         ..., metavar="PROFILE", help="A PolicydConfiguration file."),
     output_format: str = typer.Option(
         None, "--format", "-f", show_default=False,
-        help="text, json, github or sarif (default: text; github on GitHub Actions)."),
+        help=FORMAT_HELP),
     strict: bool = typer.Option(False, "--strict", help="Warnings fail the run too."),
 ) -> None:
     """Validate a profile and the policies it loads, as `policyd run` would, offline."""
-    fmt = output_format or ("github" if os.environ.get("GITHUB_ACTIONS") else "text")
-    if fmt not in FORMATS:
-        raise typer.BadParameter(f"{fmt!r} is not one of {', '.join(FORMATS)}",
-                                 param_hint="--format")
+    fmt = problem_format(output_format)
     from policyd.config.validate import is_unreadable, validate_config_file
     from policyd.lint.reporters import Report, get_reporter
 

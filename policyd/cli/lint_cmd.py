@@ -8,12 +8,11 @@ Heavy modules are imported inside the command so `policyd lint` stays fast.
 
 from __future__ import annotations
 
-import os
 import sys
 
 import typer
 
-FORMATS = ("text", "json", "github", "sarif")
+from policyd.cli.options import FORMAT_HELP, problem_format
 
 
 def lint(
@@ -21,14 +20,11 @@ def lint(
         ..., metavar="PATH...", help="Policy files or directories (searched for *.yaml, *.yml)."),
     output_format: str = typer.Option(
         None, "--format", "-f", show_default=False,
-        help="text, json, github or sarif (default: text; github on GitHub Actions)."),
+        help=FORMAT_HELP),
     strict: bool = typer.Option(False, "--strict", help="Warnings fail the run too."),
 ) -> None:
     """Check SchedulingPolicy files: YAML, schema, Kubernetes names, JMESPath, contradictions."""
-    fmt = output_format or ("github" if os.environ.get("GITHUB_ACTIONS") else "text")
-    if fmt not in FORMATS:
-        raise typer.BadParameter(f"{fmt!r} is not one of {', '.join(FORMATS)}",
-                                 param_hint="--format")
+    fmt = problem_format(output_format)
     from policyd.lint.reporters import get_reporter
     from policyd.lint.runner import lint_paths
 

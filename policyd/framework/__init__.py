@@ -15,10 +15,8 @@ from policyd.framework.interfaces import (
     QueueSortPlugin,
     ScorePlugin,
 )
+from policyd.framework.runtime import MAX_NODE_SCORE, MIN_NODE_SCORE
 from policyd.framework.status import Code, PluginError, Status
-
-MAX_NODE_SCORE = 100
-MIN_NODE_SCORE = 0
 
 __all__ = [
     "MAX_NODE_SCORE",
