@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -47,6 +49,10 @@ class Metrics:
             "policyd_scheduling_algorithm_duration_seconds",
             "Plugin evaluation time of one cycle (PreFilter to host selection).",
             ["profile"], buckets=_ALGO_BUCKETS, registry=r)
+        self.extension_point_latency = Histogram(
+            "policyd_framework_extension_point_duration_seconds",
+            "Time spent in each extension point's plugins, per profile.",
+            ["extension_point", "profile"], buckets=_ALGO_BUCKETS, registry=r)
         self.pending_pods = Gauge(
             "policyd_pending_pods", "Pods in each scheduling queue.", ["queue"], registry=r)
         self.bind_errors = Counter(
@@ -119,3 +125,36 @@ class HealthServer:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+# Framework methods that run one extension point's plugins, and that point's name.
+_TIMED_METHODS = {
+    "run_pre_filter": "PreFilter", "run_filters": "Filter", "run_filters_fast": "Filter",
+    "run_pre_score": "PreScore", "run_score": "Score", "run_score_fast": "Score",
+}
+
+
+def instrument(fw: Any, metrics: Metrics) -> None:
+    """Time each extension point of `fw` into `metrics` by shadowing the runner's
+    methods on this instance (the Framework class itself is untouched)."""
+    if getattr(fw, "_policyd_timed", None) is metrics:
+        return
+    profile = str(getattr(fw, "profile_name", ""))
+    for method, point in _TIMED_METHODS.items():
+        original = getattr(type(fw), method, None)
+        if original is None:
+            continue
+        observe = metrics.extension_point_latency.labels(point, profile).observe
+        setattr(fw, method, _timed(original.__get__(fw), observe))
+    fw._policyd_timed = metrics
+
+
+def _timed(fn: Callable[..., Any], observe: Callable[[float], None]) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            observe(time.perf_counter() - t0)
+
+    return wrapper

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from policyd.daemon.events import EventSink, FailureThrottle
-from policyd.daemon.metrics import Metrics
+from policyd.daemon.metrics import Metrics, instrument
 from policyd.daemon.queue import FLUSH_UNSCHEDULABLE_PERIOD, QueuedPod, SchedulingQueue
 from policyd.engine.scheduler import ScheduleResult, schedule_one
 from policyd.errors import InvalidObjectError
@@ -56,8 +56,10 @@ class Scheduler:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
-        self.frameworks = frameworks
         self.metrics = metrics
+        for fw in frameworks.values():
+            instrument(fw, metrics)
+        self.frameworks = frameworks
         self.events = events
         self.is_leader = is_leader
         self.verbosity = verbosity
@@ -86,6 +88,8 @@ class Scheduler:
 
     def set_frameworks(self, frameworks: dict[str, Framework]) -> None:
         """Swap profiles (hot reload) and give every waiting pod another chance."""
+        for fw in frameworks.values():
+            instrument(fw, self.metrics)
         with self.lock:
             self.frameworks = frameworks
             self.queue.set_less(self._less)

@@ -197,6 +197,9 @@ def test_metrics_health_and_readiness(cluster: Cluster, daemons: DaemonFactory,
     assert metric(text, "policyd_scheduling_algorithm_duration_seconds_count",
                   profile=sched) >= 2
     assert metric(text, "policyd_leader") == 1
+    for point in ("PreFilter", "Filter"):
+        assert metric(text, "policyd_framework_extension_point_duration_seconds_count",
+                      extension_point=point, profile=sched) >= 2
 
 
 def test_losing_the_lease_stops_scheduling_at_once(
