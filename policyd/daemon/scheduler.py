@@ -260,7 +260,8 @@ class Scheduler:
         profile = fw.profile_name
         if result.node is not None:
             if self.verbosity >= 2:
-                log.info("assumed %s on %s", pod.key, result.node)
+                log.info("assumed %s on %s", pod.key, result.node,
+                         extra={"pod": pod.key, "node": result.node})
             try:
                 self._pool.submit(self._bind, qp, result.node, profile, start)
             except RuntimeError:  # pool shut down: we are stopping
@@ -277,7 +278,8 @@ class Scheduler:
         if where is not None:
             post, patch = self.throttle.check(pod.uid, message)
             if self.verbosity >= 2 or post:
-                log.info("%s: %s (-> %s queue)", pod.key, message, where)
+                log.info("%s: %s (-> %s queue)", pod.key, message, where,
+                         extra={"pod": pod.key, "queue": where, "reason": message})
             self.events.failed(pod.namespace, pod.name, pod.uid, message, profile,
                                post_event=post, patch_condition=patch,
                                reason="Unschedulable" if unschedulable else "SchedulerError")
@@ -351,7 +353,8 @@ class Scheduler:
             self.metrics.e2e_latency.labels(profile).observe(self.clock() - qp.added)
             self.throttle.forget(pod.uid)
             if self.verbosity >= 1:
-                log.info("bound %s to %s", pod.key, node)
+                log.info("bound %s to %s", pod.key, node,
+                         extra={"pod": pod.key, "node": node})
             self.events.scheduled(pod.namespace, pod.name, pod.uid, node, profile)
             return
         # Gone, or bound elsewhere: the informer brings the truth; drop the assumption
