@@ -105,7 +105,8 @@ class Cluster:
 
     def node_of(self, name: str) -> str | None:
         pod = self.get_pod(name)
-        return (pod or {}).get("spec", {}).get("nodeName")
+        node = (pod or {}).get("spec", {}).get("nodeName")
+        return str(node) if node else None
 
     def wait_bound(self, name: str, timeout: float = 15.0) -> str:
         return str(wait_for(lambda: self.node_of(name), timeout, f"pod {name} bound"))
