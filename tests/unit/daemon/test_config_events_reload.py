@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -173,7 +174,7 @@ def test_watcher_rejects_an_invalid_change_and_keeps_the_old_config(tmp_path: Pa
 
 
 def test_node_changed_ignores_heartbeats() -> None:
-    base = {"metadata": {"labels": {"a": "1"}}, "spec": {},
+    base: dict[str, Any] = {"metadata": {"labels": {"a": "1"}}, "spec": {},
             "status": {"allocatable": {"cpu": "1"}, "conditions": [{"type": "Ready"}]}}
     heartbeat = {**base, "status": {**base["status"], "conditions": [{"type": "Ready",
                                                                       "t": 2}]}}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -75,7 +76,7 @@ def test_decode_watch_line() -> None:
         assert info.value.status == 0
 
 
-def _obj(name: str, rv: str, ns: str = "default", uid: str = "") -> dict[str, object]:
+def _obj(name: str, rv: str, ns: str = "default", uid: str = "") -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": ns, "resourceVersion": rv,
                          "uid": uid or name}}
 
@@ -89,7 +90,7 @@ def test_relist_diff_reports_what_the_gap_hid() -> None:
     cached = {object_key(o): o for o in (_obj("same", "1"), _obj("changed", "1"),
                                           _obj("gone", "1"))}
     listed = [_obj("same", "1"), _obj("changed", "5"), _obj("new", "6")]
-    added, updated, deleted = diff_relist(cached, listed)  # type: ignore[arg-type]
+    added, updated, deleted = diff_relist(cached, listed)
     assert [object_key(o) for o in added] == ["default/new"]
     assert [(object_key(o), object_key(n)) for o, n in updated] == [
         ("default/changed", "default/changed")]
