@@ -75,23 +75,31 @@ class EventSink:
     """A bounded queue of writes and the thread that performs them."""
 
     def __init__(self, client: KubeClient, metrics: Metrics, instance: str,
-                 maxsize: int = 10000) -> None:
+                 maxsize: int = 10000, workers: int = 4) -> None:
         self.client = client
         self.metrics = metrics
         self.instance = instance
         self._q: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize)
-        self._thread = threading.Thread(target=self._run, name="policyd-events", daemon=True)
+        # A few writers: one POST at a time would cap events (and so binds' Scheduled
+        # events) at the round-trip rate.
+        self._threads = [threading.Thread(target=self._run, name=f"policyd-events-{i}",
+                                          daemon=True) for i in range(workers)]
 
     def start(self) -> None:
-        self._thread.start()
+        for t in self._threads:
+            t.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Post what is queued (within `timeout`), then stop."""
-        try:
-            self._q.put(None, timeout=timeout)
-        except queue.Full:
-            return
-        self._thread.join(timeout)
+        deadline = time.monotonic() + timeout
+        for _ in self._threads:
+            try:
+                self._q.put(None, timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Full:
+                return
+        for t in self._threads:
+            if t.is_alive():
+                t.join(max(0.0, deadline - time.monotonic()))
 
     def _submit(self, work: Callable[[], None]) -> None:
         try:
