@@ -1,0 +1,400 @@
+"""Seeded cases for the differential test against kube-scheduler: a few nodes, pods
+already bound to them, and one pod to place.
+
+Every case is a pure function of (seed, index) and a name prefix, so a failure found
+in a run of thousands can be replayed alone. Cases are built to share one API server
+with other cases at the same time without influencing them:
+
+- node names, namespace names and topology values (zones, racks) carry the prefix;
+- every node has the label `CASE_LABEL=<prefix>` and the pod under test selects it
+  through `nodeSelector` (ANDed with whatever node affinity the case has), so other
+  cases' nodes fail NodeAffinity (or an earlier filter) for it;
+- pod (anti-)affinity and topology spread select pods in the case's own namespaces
+  only (namespaceSelectors always include the case label).
+
+Other cases' nodes still show up in the FailedScheduling message ("0/N nodes"), which
+is why the test reads the whole cluster back for policyd instead of the case alone.
+
+The mix aims at what differs between schedulers in practice: mixed-case keys and values,
+taints with every effect against tolerations with every operator, Gt/Lt on integer and
+non-integer values, matchFields on the node name, host port conflicts by protocol and
+host IP, init containers and sidecars, extended resources, small pod limits, topology
+spread with minDomains and node inclusion policies, required and preferred pod
+(anti-)affinity both ways. Roughly half the cases end up unschedulable, so the reason
+counts are compared often.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+CASE_LABEL = "diff.policyd.io/case"
+UNDER_TEST_LABEL = "diff.policyd.io/under-test"
+HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+RACK = "Rack"  # a mixed-case topology key
+GPU = "example.com/gpu"
+# The comparison's kube-scheduler profile: not default-scheduler, so that pods other
+# tests leave pending on the shared control plane never land on these nodes.
+SCHEDULER_NAME = "policyd-differential"
+
+APPS = ["web", "db", "cache", "Web"]
+TIERS = ["front", "back"]
+TAINT_KEYS = ["dedicated", "Dedicated", "gpu"]
+TAINT_VALUES = ["", "x", "X"]
+EFFECTS = ["NoSchedule", "NoExecute", "PreferNoSchedule"]
+IMAGES = ["registry/app:1", "registry/db:2", "other:3"]
+
+
+@dataclass(frozen=True)
+class Mix:
+    """What a case leans towards: a case where every node fails an early filter never
+    reaches PodTopologySpread or InterPodAffinity, so some cases keep nodes clean and
+    roomy and put their weight on spreading or pod affinity instead."""
+
+    name: str
+    taints: float = 1.0  # scales taint and unschedulable rates
+    roomy: bool = False  # big nodes: resources rarely decide
+    spread: float = 0.35  # chance the pod under test has spread constraints
+    affinity: float = 0.35  # chance of each of podAffinity / podAntiAffinity
+    existing_per_node: int = 3  # up to this many existing pods per node
+    apps: int = 4  # how many app label values pods draw from
+    same_namespace: float = 0.0  # chance an existing pod shares the pod's namespace
+
+
+MIXES = (
+    Mix("mixed"),
+    Mix("mixed"),
+    Mix("spread", taints=0.2, roomy=True, spread=0.95, affinity=0.1, existing_per_node=4,
+        apps=2, same_namespace=0.7),
+    Mix("affinity", taints=0.2, roomy=True, spread=0.1, affinity=0.7, existing_per_node=3,
+        apps=2, same_namespace=0.6),
+    Mix("fit", taints=0.3, spread=0.2, affinity=0.15),
+)
+
+
+@dataclass
+class Case:
+    """One cluster plus one pod to place. `namespaces` maps name -> labels."""
+
+    seed: int
+    index: int
+    prefix: str
+    namespaces: dict[str, dict[str, str]]
+    nodes: list[dict[str, Any]]
+    pods: list[dict[str, Any]]
+    pod: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def node_names(self) -> list[str]:
+        return [n["metadata"]["name"] for n in self.nodes]
+
+
+def _node(rng: random.Random, prefix: str, i: int, zones: list[str], racks: list[str],
+          mix: Mix) -> dict[str, Any]:
+    name = f"{prefix}-n{i}"
+    labels = {HOSTNAME: name, CASE_LABEL: prefix}
+    if rng.random() < 0.9:
+        labels[ZONE] = rng.choice(zones)
+    if rng.random() < 0.5:
+        labels[RACK] = rng.choice(racks)
+    if rng.random() < 0.5:
+        labels[rng.choice(["env", "Env"])] = rng.choice(["prod", "Prod", "staging"])
+    if rng.random() < 0.3:
+        labels["disk"] = rng.choice(["ssd", "hdd", "SSD"])
+    if rng.random() < 0.4:
+        labels["cores"] = rng.choice([str(rng.randint(1, 64)), "08", "1.5", "many"])
+    if mix.roomy:
+        alloc: dict[str, str] = {"cpu": rng.choice(["8", "16"]),
+                                 "memory": rng.choice(["16Gi", "32Gi"]),
+                                 "pods": rng.choice(["20", "110"])}
+    else:
+        alloc = {"cpu": rng.choice(["1", "2", "4", "1500m"]),
+                 "memory": rng.choice(["2Gi", "4Gi", "8Gi", "3000Mi"]),
+                 "pods": rng.choice(["2", "4", "110"])}
+    if rng.random() < 0.3:
+        alloc["ephemeral-storage"] = rng.choice(["1Gi", "10Gi"])
+    if rng.random() < 0.2:
+        alloc[GPU] = rng.choice(["1", "2"])
+    spec: dict[str, Any] = {}
+    taints: list[dict[str, str]] = []
+    for _ in range(rng.choice([0, 0, 0, 1, 1, 2]) if rng.random() < mix.taints else 0):
+        taint = {"key": rng.choice(TAINT_KEYS), "effect": rng.choice(EFFECTS)}
+        value = rng.choice(TAINT_VALUES)
+        if value:
+            taint["value"] = value
+        if all((t["key"], t["effect"]) != (taint["key"], taint["effect"]) for t in taints):
+            taints.append(taint)
+    if taints:
+        spec["taints"] = taints
+    if rng.random() < 0.08 * mix.taints:
+        spec["unschedulable"] = True
+    status: dict[str, Any] = {"allocatable": alloc, "capacity": dict(alloc)}
+    if rng.random() < 0.4:
+        status["images"] = [
+            {"names": [img], "sizeBytes": rng.choice([30, 300, 900]) * 1024 * 1024}
+            for img in rng.sample(IMAGES, rng.randint(1, 2))]
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": labels}, "spec": spec, "status": status}
+
+
+def _requests(rng: random.Random, scale: float = 1.0) -> dict[str, str]:
+    reqs: dict[str, str] = {}
+    if rng.random() < 0.75:
+        reqs["cpu"] = rng.choice(["100m", "250m", "500m", "1", "1500m", "3"])
+    if rng.random() < 0.75:
+        reqs["memory"] = rng.choice(["64Mi", "512Mi", "1Gi", "2500Mi", "5Gi"])
+    if rng.random() < 0.1:
+        reqs["ephemeral-storage"] = rng.choice(["500Mi", "2Gi"])
+    if rng.random() < 0.1 * scale:
+        reqs[GPU] = "1"
+    return reqs
+
+
+def _container(name: str, image: str, reqs: dict[str, str]) -> dict[str, Any]:
+    c: dict[str, Any] = {"name": name, "image": image}
+    if reqs:
+        # Extended resources must have limits equal to requests.
+        c["resources"] = {"requests": dict(reqs)}
+        if GPU in reqs:
+            c["resources"]["limits"] = {GPU: reqs[GPU]}
+    return c
+
+
+def _ports(rng: random.Random) -> list[dict[str, Any]]:
+    ports: list[dict[str, Any]] = []
+    for _ in range(rng.choice([1, 1, 2])):
+        port: dict[str, Any] = {"containerPort": 8000 + rng.randint(0, 99),
+                                "hostPort": rng.choice([80, 443, 8080]),
+                                "protocol": rng.choice(["TCP", "TCP", "UDP"])}
+        ip = rng.choice(["", "", "127.0.0.1", "0.0.0.0", "10.0.0.1"])
+        if ip:
+            port["hostIP"] = ip
+        if all((p["hostPort"], p["protocol"], p.get("hostIP")) !=
+               (port["hostPort"], port["protocol"], port.get("hostIP")) for p in ports):
+            ports.append(port)
+    return ports
+
+
+def _selector(rng: random.Random, labels: dict[str, str]) -> dict[str, Any]:
+    r = rng.random()
+    if r < 0.5:
+        return {"matchLabels": {"app": rng.choice(APPS) if rng.random() < 0.3
+                                else labels.get("app", "web")}}
+    if r < 0.75:
+        return {"matchExpressions": [{"key": "app", "operator": "In",
+                                      "values": rng.sample(APPS, 2)}]}
+    if r < 0.9:
+        return {"matchExpressions": [{"key": "tier", "operator": rng.choice(
+            ["Exists", "DoesNotExist"])}]}
+    return {"matchLabels": {"tier": rng.choice(TIERS)},
+            "matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["db"]}]}
+
+
+def _affinity_term(rng: random.Random, prefix: str, labels: dict[str, str],
+                   namespaces: list[str]) -> dict[str, Any]:
+    term: dict[str, Any] = {"labelSelector": _selector(rng, labels),
+                            "topologyKey": rng.choice([HOSTNAME, ZONE, ZONE, RACK])}
+    r = rng.random()
+    if r < 0.15:
+        term["namespaces"] = rng.sample(namespaces, rng.randint(1, len(namespaces)))
+    elif r < 0.25:
+        # Always scoped to this case's namespaces (see the module docstring).
+        term["namespaceSelector"] = {"matchLabels": {CASE_LABEL: prefix}}
+        if rng.random() < 0.5:
+            term["namespaceSelector"]["matchExpressions"] = [
+                {"key": "team", "operator": "In", "values": ["a"]}]
+    if rng.random() < 0.1 and "tier" not in repr(term["labelSelector"]):
+        term["matchLabelKeys"] = ["tier"]
+    return term
+
+
+def _pod_affinity(rng: random.Random, prefix: str, labels: dict[str, str],
+                  namespaces: list[str], rate: float) -> dict[str, Any]:
+    affinity: dict[str, Any] = {}
+    for kind in ("podAffinity", "podAntiAffinity"):
+        if rng.random() < rate:
+            part: dict[str, Any] = {}
+            if rng.random() < 0.6:
+                part["requiredDuringSchedulingIgnoredDuringExecution"] = [
+                    _affinity_term(rng, prefix, labels, namespaces)
+                    for _ in range(rng.choice([1, 1, 2]))]
+            if rng.random() < 0.5:
+                part["preferredDuringSchedulingIgnoredDuringExecution"] = [
+                    {"weight": rng.randint(1, 100),
+                     "podAffinityTerm": _affinity_term(rng, prefix, labels, namespaces)}
+                    for _ in range(rng.choice([1, 2]))]
+            if part:
+                affinity[kind] = part
+    return affinity
+
+
+def _node_requirement(rng: random.Random, racks: list[str]) -> dict[str, Any]:
+    op = rng.choice(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"])
+    if op in ("Gt", "Lt"):
+        return {"key": "cores", "operator": op, "values": [str(rng.randint(0, 64))]}
+    key, values = rng.choice([
+        ("env", ["prod", "staging"]), ("Env", ["Prod", "prod"]), ("disk", ["ssd"]),
+        (RACK, racks[:2]), ("disk", ["SSD", "hdd"])])
+    if op in ("Exists", "DoesNotExist"):
+        return {"key": key, "operator": op}
+    return {"key": key, "operator": op, "values": values}
+
+
+def _node_affinity(rng: random.Random, node_names: list[str], racks: list[str]
+                   ) -> dict[str, Any]:
+    affinity: dict[str, Any] = {}
+    if rng.random() < 0.35:
+        terms = []
+        for _ in range(rng.choice([1, 1, 2])):
+            term: dict[str, Any] = {}
+            if rng.random() < 0.15:
+                # The API allows exactly one value here.
+                term["matchFields"] = [{"key": "metadata.name", "operator": rng.choice(
+                    ["In", "In", "NotIn"]), "values": [rng.choice(node_names)]}]
+            if "matchFields" not in term or rng.random() < 0.3:
+                term["matchExpressions"] = [_node_requirement(rng, racks)
+                                            for _ in range(rng.choice([1, 1, 2]))]
+            terms.append(term)
+        affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+            "nodeSelectorTerms": terms}
+    if rng.random() < 0.3:
+        affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
+            {"weight": rng.randint(1, 100),
+             "preference": {"matchExpressions": [_node_requirement(rng, racks)]}}
+            for _ in range(rng.choice([1, 2]))]
+    return affinity
+
+
+def _tolerations(rng: random.Random) -> list[dict[str, Any]]:
+    tols: list[dict[str, Any]] = []
+    for _ in range(rng.choice([0, 0, 1, 1, 2, 3])):
+        r = rng.random()
+        if r < 0.05:
+            tols.append({"operator": "Exists"})  # tolerates everything
+        elif r < 0.15:
+            tols.append({"key": "node.kubernetes.io/unschedulable", "operator": "Exists",
+                         "effect": "NoSchedule"})
+        elif r < 0.55:
+            tol: dict[str, Any] = {"key": rng.choice(TAINT_KEYS), "operator": "Exists"}
+            if rng.random() < 0.5:
+                tol["effect"] = rng.choice(EFFECTS)
+            tols.append(tol)
+        else:
+            tol = {"key": rng.choice(TAINT_KEYS), "operator": "Equal",
+                   "value": rng.choice(TAINT_VALUES)}
+            if rng.random() < 0.6:
+                tol["effect"] = rng.choice(EFFECTS)
+            tols.append(tol)
+    return tols
+
+
+def _spread(rng: random.Random, labels: dict[str, str]) -> list[dict[str, Any]]:
+    out = []
+    for key in rng.sample([ZONE, HOSTNAME, RACK], rng.choice([1, 1, 2])):
+        c: dict[str, Any] = {
+            "maxSkew": rng.choice([1, 1, 2, 3]),
+            "topologyKey": key,
+            "whenUnsatisfiable": rng.choice(["DoNotSchedule", "DoNotSchedule",
+                                             "ScheduleAnyway"]),
+            "labelSelector": {"matchLabels": {"app": labels["app"]}} if rng.random() < 0.8
+            else {"matchExpressions": [{"key": "tier", "operator": "Exists"}]},
+        }
+        if c["whenUnsatisfiable"] == "DoNotSchedule" and rng.random() < 0.25:
+            c["minDomains"] = rng.randint(1, 5)
+        if rng.random() < 0.3:
+            c["nodeAffinityPolicy"] = rng.choice(["Honor", "Ignore"])
+        if rng.random() < 0.3:
+            c["nodeTaintsPolicy"] = rng.choice(["Honor", "Ignore"])
+        if rng.random() < 0.1 and "tier" in labels and "tier" not in repr(c["labelSelector"]):
+            c["matchLabelKeys"] = ["tier"]
+        out.append(c)
+    return out
+
+
+def _pod(rng: random.Random, name: str, namespace: str, prefix: str,
+         namespaces: list[str], node_names: list[str], racks: list[str], mix: Mix,
+         *, bound_to: str | None) -> dict[str, Any]:
+    labels = {"app": rng.choice(APPS[: mix.apps])}
+    if rng.random() < 0.6:
+        labels["tier"] = rng.choice(TIERS)
+    containers = [_container(f"c{i}", rng.choice(IMAGES), _requests(rng))
+                  for i in range(rng.choice([1, 1, 2]))]
+    spec: dict[str, Any] = {"containers": containers, "terminationGracePeriodSeconds": 0}
+    if rng.random() < 0.25:
+        inits = []
+        for i in range(rng.choice([1, 2])):
+            init = _container(f"init{i}", "registry/app:1", _requests(rng, 0))
+            if rng.random() < 0.5:
+                init["restartPolicy"] = "Always"
+            inits.append(init)
+        spec["initContainers"] = inits
+    if rng.random() < (0.25 if bound_to else 0.2):
+        containers[0]["ports"] = _ports(rng)
+    affinity = _pod_affinity(rng, prefix, labels, namespaces,
+                             mix.affinity * (0.4 if bound_to else 1.0))
+    if bound_to:
+        spec["nodeName"] = bound_to
+    else:
+        spec["schedulerName"] = SCHEDULER_NAME
+        spec["nodeSelector"] = {CASE_LABEL: prefix}
+        if rng.random() < 0.15:
+            key, value = rng.choice([("env", "prod"), ("Env", "Prod"), ("disk", "ssd")])
+            spec["nodeSelector"][key] = value
+        node_aff = _node_affinity(rng, node_names, racks)
+        if node_aff:
+            affinity["nodeAffinity"] = node_aff
+        tols = _tolerations(rng)
+        if tols:
+            spec["tolerations"] = tols
+        if rng.random() < mix.spread:
+            spec["topologySpreadConstraints"] = _spread(rng, labels)
+    if affinity:
+        spec["affinity"] = affinity
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": spec}
+
+
+def gen_case(seed: int, index: int, prefix: str) -> Case:
+    """The case number `index` of the run with `seed`; names start with `prefix`
+    (a DNS label: lower case letters, digits and dashes)."""
+    rng = random.Random(f"{seed}/{index}")
+    zones = [f"{prefix}-z{z}" for z in "abc"]
+    racks = [f"{prefix}-R{r}" for r in "12"]
+    mix = rng.choice(MIXES)
+    n_nodes = rng.randint(2, 9)
+    zones = zones[: rng.randint(1, 3)]
+    nodes = [_node(rng, prefix, i, zones, racks, mix) for i in range(n_nodes)]
+    names = [n["metadata"]["name"] for n in nodes]
+    namespaces = {f"{prefix}-a": {CASE_LABEL: prefix, "team": "a"},
+                  f"{prefix}-b": {CASE_LABEL: prefix, "team": "b"}}
+    ns_names = list(namespaces)
+    home = rng.choice(ns_names)
+    pods = [_pod(rng, f"p{i}", home if rng.random() < mix.same_namespace
+                 else rng.choice(ns_names), prefix, ns_names, names, racks, mix,
+                 bound_to=rng.choice(names))
+            for i in range(rng.randint(0, mix.existing_per_node * n_nodes))]
+    pod = _pod(rng, "under-test", home, prefix, ns_names, names, racks, mix, bound_to=None)
+    pod["metadata"]["labels"][UNDER_TEST_LABEL] = "true"
+    return Case(seed, index, prefix, namespaces, nodes, pods, pod, notes=[f"mix {mix.name}"])
+
+
+def pinned_copy(pod: dict[str, Any], node: str, name: str) -> dict[str, Any]:
+    """The pod under test restricted to one node by required node affinity on its
+    hostname, added to every term (terms are ORed, expressions within one ANDed)."""
+    out = copy.deepcopy(pod)
+    out["metadata"] = {"name": name, "namespace": pod["metadata"]["namespace"],
+                       "labels": dict(pod["metadata"].get("labels", {}))}
+    out["spec"].pop("nodeName", None)
+    requirement = {"key": HOSTNAME, "operator": "In", "values": [node]}
+    node_aff = out["spec"].setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    required = node_aff.setdefault("requiredDuringSchedulingIgnoredDuringExecution",
+                                   {"nodeSelectorTerms": [{}]})
+    for term in required["nodeSelectorTerms"]:
+        term.setdefault("matchExpressions", []).append(dict(requirement))
+    return out

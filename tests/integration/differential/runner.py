@@ -1,0 +1,333 @@
+"""Put generated cases on the API server, let kube-scheduler and policyd each place the
+pod under test, and report every difference.
+
+A batch of cases lives on the API server at the same time (each case isolated as
+`tests.gen.differential` describes), so one round of API calls and one settle delay
+serve many cases. kube-scheduler sees the whole batch, so policyd is given the whole
+batch too: nodes and pods are read back from the API server after kube-scheduler has
+decided, exactly as stored (defaults and admission changes included), and decoded with
+the same functions the daemon uses.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from policyd.config.plugins import default_framework
+from policyd.engine.scheduler import ScheduleResult, schedule_one
+from policyd.framework.fit_error import reason_counts
+from policyd.kube.client import ApiError, KubeClient
+from policyd.model.cluster import ClusterState
+from policyd.model.records import node_from_dict, pod_from_dict
+from tests.gen.differential import (
+    CASE_LABEL,
+    SCHEDULER_NAME,
+    UNDER_TEST_LABEL,
+    Case,
+    pinned_copy,
+)
+
+T = TypeVar("T")
+
+# Upstream's default plugins that policyd does not implement (or that need objects the
+# cases never have): all disabled so the two profiles are the same. Names that are not
+# enabled in v1.36 (alpha features) are ignored by kube-scheduler.
+UPSTREAM_ONLY_PLUGINS = (
+    "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone",
+    "DefaultPreemption", "DynamicResources", "NodeDeclaredFeatures", "GangScheduling",
+)
+
+
+def kube_scheduler_config(scheduler_name: str = SCHEDULER_NAME) -> dict[str, Any]:
+    """The KubeSchedulerConfiguration of the comparison: the default profile minus the
+    plugins policyd lacks, scoring every node (policyd always does)."""
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"qps": 1000, "burst": 1000},
+        # Unschedulable pods are deleted by the test; a short backoff only matters when
+        # a case is retried.
+        "podInitialBackoffSeconds": 1,
+        "podMaxBackoffSeconds": 1,
+        "profiles": [{
+            "schedulerName": scheduler_name,
+            "percentageOfNodesToScore": 100,
+            "plugins": {"multiPoint": {"disabled": [
+                {"name": n} for n in UPSTREAM_ONLY_PLUGINS]}},
+        }],
+    }
+
+
+_FIT_HEAD = re.compile(r"^0/(\d+) nodes are available:")
+_FIT_ENTRY = re.compile(r"(\d+) (.+?)(?=, \d+ |\.$)")
+
+
+def parse_fit_error(message: str) -> tuple[int, dict[str, int]] | None:
+    """`0/N nodes are available: 2 A, 1 B.` -> (N, {A: 2, B: 1}); None if not that."""
+    head = _FIT_HEAD.match(message)
+    if head is None:
+        return None
+    rest = message[head.end():].strip()
+    return int(head.group(1)), {m.group(2): int(m.group(1)) for m in _FIT_ENTRY.finditer(rest)}
+
+
+@dataclass
+class KubeDecision:
+    node: str | None = None
+    message: str = ""  # the PodScheduled=False message
+    reason: str = ""  # Unschedulable or SchedulerError; "" when bound or undecided
+
+    @property
+    def decided(self) -> bool:
+        return self.node is not None or bool(self.reason)
+
+
+@dataclass
+class Outcome:
+    case: Case
+    kube: KubeDecision
+    policyd: ScheduleResult | None = None
+    # (node, kube-scheduler's decision) for each pinned copy tried
+    probes: list[tuple[str, KubeDecision]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def describe(self) -> str:
+        p = self.policyd
+        lines = [f"case {self.case.index} (prefix {self.case.prefix}):"]
+        lines += [f"  - {problem}" for problem in self.problems]
+        lines.append(f"  kube-scheduler: node={self.kube.node} {self.kube.reason} "
+                     f"{self.kube.message}")
+        if p is not None:
+            lines.append(f"  policyd: node={p.node} feasible={p.feasible} {p.message}")
+        return "\n".join(lines)
+
+
+class Runner:
+    """Runs batches of cases against one API server with one kube-scheduler running."""
+
+    def __init__(self, client: KubeClient, *, settle: float = 0.3, timeout: float = 20.0,
+                 workers: int = 16, seed: int = 0, probes: int = 2) -> None:
+        self.client = client
+        self.settle = settle
+        self.timeout = timeout
+        self.pool = ThreadPoolExecutor(max_workers=workers)
+        self.seed = seed
+        self.probes = probes
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+
+    # -- API helpers --------------------------------------------------------------------
+
+    def _each(self, fn: Callable[[T], Any], items: Iterable[T]) -> None:
+        """fn(item) for every item, concurrently; the first error is raised."""
+        list(self.pool.map(fn, list(items)))
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self.client.request("POST", path, body=body)
+
+    def _create_pods(self, pods: Sequence[dict[str, Any]]) -> None:
+        self._each(lambda p: self._post(
+            f"/api/v1/namespaces/{p['metadata']['namespace']}/pods", p), pods)
+
+    def _delete_pod(self, pod: dict[str, Any]) -> None:
+        namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        try:
+            self.client.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}",
+                                query={"gracePeriodSeconds": 0})
+        except ApiError as err:
+            if err.status != 404:
+                raise
+
+    def _wait(self, keys: set[tuple[str, str]]) -> dict[tuple[str, str], KubeDecision]:
+        """Poll the pods under test until kube-scheduler bound or rejected each one."""
+        decisions = {k: KubeDecision() for k in keys}
+        deadline = time.monotonic() + self.timeout
+        delay = 0.05
+        while True:
+            listed = self.client.request(
+                "GET", "/api/v1/pods", query={"labelSelector": f"{UNDER_TEST_LABEL}=true"})
+            for pod in listed.get("items", []):
+                key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+                if key not in decisions:
+                    continue
+                d = decisions[key]
+                d.node = pod["spec"].get("nodeName") or None
+                for cond in pod.get("status", {}).get("conditions", []):
+                    if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+                        d.reason = cond.get("reason", "")
+                        d.message = cond.get("message", "")
+            if all(d.decided for d in decisions.values()) or time.monotonic() > deadline:
+                return decisions
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.3)
+
+    # -- a batch ------------------------------------------------------------------------
+
+    def run_batch(self, cases: Sequence[Case]) -> list[Outcome]:
+        namespaces = {ns: labels for c in cases for ns, labels in c.namespaces.items()}
+        self._each(lambda item: self._post(
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace",
+             "metadata": {"name": item[0], "labels": item[1]}}), namespaces.items())
+        try:
+            self._each(lambda n: self._post("/api/v1/nodes", n),
+                       [n for c in cases for n in c.nodes])
+            self._create_pods([p for c in cases for p in c.pods])
+            # kube-scheduler's node and pod informers are separate watches: give them
+            # time to deliver the batch before the pods under test arrive.
+            time.sleep(self.settle)
+            self._create_pods([c.pod for c in cases])
+            keys = {(c.pod["metadata"]["namespace"], c.pod["metadata"]["name"])
+                    for c in cases}
+            decisions = self._wait(keys)
+            outcomes = [Outcome(c, decisions[(c.pod["metadata"]["namespace"],
+                                              c.pod["metadata"]["name"])]) for c in cases]
+            cluster, test_pods = self._read_back()
+            fw = default_framework(seed=self.seed)
+            for o in outcomes:
+                key = (o.case.pod["metadata"]["namespace"], o.case.pod["metadata"]["name"])
+                pod = test_pods.get(key)
+                if pod is None:
+                    o.problems.append("pod under test missing when read back")
+                    continue
+                o.policyd = schedule_one(fw, pod_from_dict(_unbound(pod)), cluster)
+                compare(o)
+            self._probe(outcomes, cluster)
+            return outcomes
+        finally:
+            self._cleanup(cases, list(namespaces))
+
+    def _read_back(self) -> tuple[ClusterState, dict[tuple[str, str], dict[str, Any]]]:
+        nodes = self.client.request("GET", "/api/v1/nodes")["items"]
+        pods = self.client.request("GET", "/api/v1/pods")["items"]
+        namespaces = self.client.request("GET", "/api/v1/namespaces")["items"]
+        test_pods = {}
+        others = []
+        for p in pods:
+            if p["metadata"].get("labels", {}).get(UNDER_TEST_LABEL) == "true":
+                test_pods[(p["metadata"]["namespace"], p["metadata"]["name"])] = p
+            else:
+                for key in ("apiVersion", "kind"):
+                    p.setdefault(key, {"apiVersion": "v1", "kind": "Pod"}[key])
+                others.append(p)
+        for n in nodes:
+            n.setdefault("apiVersion", "v1")
+            n.setdefault("kind", "Node")
+        cluster = ClusterState([node_from_dict(n) for n in nodes],
+                               [pod_from_dict(p) for p in others])
+        cluster.namespace_labels = {
+            ns["metadata"]["name"]: dict(ns["metadata"].get("labels", {}))
+            for ns in namespaces}
+        return cluster, test_pods
+
+    def _probe(self, outcomes: Sequence[Outcome], cluster: ClusterState) -> None:
+        """Pin copies of the pod to single nodes and compare both schedulers again.
+
+        A pod both schedulers placed says little about the nodes they rejected; a copy
+        pinned (required node affinity on the hostname) to one node makes each of them
+        judge that node alone, reasons included. The first probe of a case is policyd's
+        choice when kube-scheduler chose another node (ties): kube-scheduler must accept
+        it. Then up to `probes` nodes policyd rejected, then any other node.
+
+        The original pod (bound elsewhere by kube-scheduler) is deleted first: it would
+        count in the copies' affinity and spreading. Pinning by node affinity changes
+        what PodTopologySpread counts (nodeAffinityPolicy Honor), which is fine: both
+        schedulers judge the same pinned copy.
+        """
+        plans: list[tuple[Outcome, list[str]]] = []
+        for o in outcomes:
+            p = o.policyd
+            if p is None or p.node is None or o.kube.node is None or not o.ok:
+                continue
+            plan = [p.node] if p.node != o.kube.node else []
+            rng = random.Random(f"{self.seed}/{o.case.index}/probe")
+            rejected = [n for n in o.case.node_names if n not in p.feasible]
+            others = [n for n in o.case.node_names if n in p.feasible and n not in plan]
+            rng.shuffle(rejected)
+            rng.shuffle(others)
+            plan += (rejected + others)[: max(0, self.probes - len(plan))]
+            if plan:
+                plans.append((o, plan))
+        if not plans:
+            return
+        self._each(self._delete_pod, [o.case.pod for o, _ in plans])
+        fw = default_framework(seed=self.seed)
+        for round_ in range(max(len(plan) for _, plan in plans)):
+            batch = [(o, plan[round_]) for o, plan in plans if round_ < len(plan)]
+            copies = [pinned_copy(o.case.pod, node, f"probe-{round_}") for o, node in batch]
+            self._create_pods(copies)
+            decisions = self._wait({(c["metadata"]["namespace"], c["metadata"]["name"])
+                                    for c in copies})
+            for (o, node), pod in zip(batch, copies, strict=True):
+                d = decisions[(pod["metadata"]["namespace"], pod["metadata"]["name"])]
+                probe = Outcome(o.case, d, schedule_one(fw, pod_from_dict(pod), cluster))
+                compare(probe)
+                o.probes.append((node, d))
+                o.problems += [f"pinned to {node}: {problem}" for problem in probe.problems]
+            self._each(self._delete_pod, copies)
+
+    def _cleanup(self, cases: Sequence[Case], namespaces: list[str]) -> None:
+        self._each(lambda ns: self.client.request(
+            "DELETE", f"/api/v1/namespaces/{ns}/pods", query={"gracePeriodSeconds": 0}),
+            namespaces)
+        prefixes = ",".join(c.prefix for c in cases)
+        self.client.request("DELETE", "/api/v1/nodes",
+                            query={"labelSelector": f"{CASE_LABEL} in ({prefixes})"})
+
+
+def _unbound(pod: dict[str, Any]) -> dict[str, Any]:
+    """The pod under test as kube-scheduler first saw it: not yet bound."""
+    out = dict(pod)
+    out["apiVersion"], out["kind"] = "v1", "Pod"
+    out["spec"] = {k: v for k, v in pod["spec"].items() if k != "nodeName"}
+    out["status"] = {k: v for k, v in pod.get("status", {}).items() if k != "conditions"}
+    return out
+
+
+def compare(o: Outcome) -> None:
+    """Record every difference between the two decisions in `o.problems`."""
+    k, p = o.kube, o.policyd
+    assert p is not None
+    if not k.decided:
+        o.problems.append("kube-scheduler decided nothing in time")
+        return
+    if k.reason and k.reason != "Unschedulable":
+        o.problems.append(f"kube-scheduler failed: {k.reason}: {k.message}")
+        return
+    if p.error is not None:
+        o.problems.append(f"policyd failed: {p.message}")
+        return
+    if k.node is None and p.node is not None:
+        o.problems.append(f"policyd placed it on {p.node}; kube-scheduler: {k.message}")
+        return
+    if k.node is not None and p.node is None:
+        o.problems.append(f"kube-scheduler placed it on {k.node}; policyd: {p.message}")
+        return
+    if k.node is None:
+        if k.message != p.message:
+            theirs, mine = parse_fit_error(k.message), parse_fit_error(p.message)
+            o.problems.append(
+                "FailedScheduling differs:\n      kube-scheduler: "
+                f"{k.message}\n      policyd:        {p.message}"
+                + (f"\n      counts kube={theirs[1]} policyd={mine[1]}"
+                   if theirs and mine and theirs[1] != mine[1] else ""))
+        return
+    if k.node not in p.feasible:
+        status = p.diagnosis.node_to_status.get(k.node)
+        o.problems.append(f"kube-scheduler's node {k.node} is not feasible for policyd"
+                          + (f" ({status.reasons})" if status is not None else ""))
+
+
+def reasons_of(result: ScheduleResult) -> dict[str, int]:
+    return reason_counts(result.diagnosis.node_to_status)

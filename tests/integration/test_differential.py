@@ -1,0 +1,98 @@
+"""policyd against the real kube-scheduler (v1.36, built by the project) on generated cases.
+
+For every case kube-scheduler, running a profile limited to the plugins policyd
+implements, places the pod under test on the local API server; policyd's default
+profile places the same pod in the same cluster read back from that API server. Both
+must find it schedulable or both not; when not, the FailedScheduling messages must be
+identical (so the reason counts are too); when it is, kube-scheduler's node must be
+feasible for policyd, and policyd's node must be accepted by kube-scheduler when a copy
+of the pod is pinned to it (ties may make the chosen nodes differ).
+
+Environment:
+  POLICYD_DIFF_CASES  number of cases (default 200; thousands on demand)
+  POLICYD_DIFF_SEED   seed of the run (default: random, printed on failure)
+  POLICYD_DIFF_FIRST  index of the first case (default 0), to replay part of a run
+  POLICYD_DIFF_BATCH  cases on the API server at once (default 12)
+  POLICYD_DIFF_PROBES pinned copies per placed pod, each judging one node (default 2)
+
+A failure prints the seed and a one-line command replaying the failing batch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from policyd.devcluster import ControlPlane
+from policyd.kube.client import ConnectionSettings, KubeClient
+from tests.gen.differential import gen_case
+from tests.integration.differential.runner import Outcome, Runner, kube_scheduler_config
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "")
+    return int(raw) if raw.strip() else default
+
+
+CASES = _env_int("POLICYD_DIFF_CASES", 200)
+FIRST = _env_int("POLICYD_DIFF_FIRST", 0)
+BATCH = max(1, _env_int("POLICYD_DIFF_BATCH", 12))
+PROBES = _env_int("POLICYD_DIFF_PROBES", 2)
+SEED = _env_int("POLICYD_DIFF_SEED", random.SystemRandom().randrange(1, 10**6))
+
+
+@pytest.fixture(scope="module")
+def runner(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[Runner]:
+    config = tmp_path_factory.mktemp("differential") / "kube-scheduler.json"
+    config.write_text(json.dumps(kube_scheduler_config(), indent=2))
+    client = KubeClient.connect(ConnectionSettings(
+        kubeconfig=str(control_plane.kubeconfig_path), qps=2000, burst=2000, timeout=15))
+    scheduler = control_plane.start_kube_scheduler(config)
+    r = Runner(client, seed=SEED, probes=PROBES)
+    try:
+        yield r
+    finally:
+        r.close()
+        scheduler.stop()
+        client.close()
+
+
+def _replay(first: int, count: int) -> str:
+    return (f"POLICYD_DIFF_SEED={SEED} POLICYD_DIFF_FIRST={first} "
+            f"POLICYD_DIFF_CASES={count} POLICYD_DIFF_BATCH={BATCH} "
+            ".venv/bin/pytest tests/integration/test_differential.py")
+
+
+def test_policyd_matches_kube_scheduler(runner: Runner) -> None:
+    token = f"{SEED:x}"[-5:]
+    started = time.monotonic()
+    failures: list[tuple[int, Outcome]] = []
+    stats = {"bound": 0, "unschedulable": 0, "probes": 0}
+    for first in range(FIRST, FIRST + CASES, BATCH):
+        indexes = range(first, min(first + BATCH, FIRST + CASES))
+        cases = [gen_case(SEED, i, f"d{token}-{i}") for i in indexes]
+        for outcome in runner.run_batch(cases):
+            if outcome.kube.node is not None:
+                stats["bound"] += 1
+            else:
+                stats["unschedulable"] += 1
+            stats["probes"] += len(outcome.probes)
+            if not outcome.ok:
+                failures.append((first, outcome))
+    elapsed = time.monotonic() - started
+    summary = (f"{CASES} cases (seed {SEED}) in {elapsed:.1f}s: {stats['bound']} bound, "
+               f"{stats['unschedulable']} unschedulable, {stats['probes']} pinned probes")
+    print(summary)
+    if failures:
+        report = [f"{len(failures)} of {summary} differ:"]
+        for first, outcome in failures[:20]:
+            report.append(outcome.describe())
+            report.append("  replay: " + _replay(outcome.case.index, 1)
+                          + f"   (whole batch: {_replay(first, BATCH)})")
+        pytest.fail("\n".join(report), pytrace=False)
