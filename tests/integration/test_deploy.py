@@ -440,6 +440,12 @@ CAN = [
     ("get", "pods", ["-n", "default"]),
     ("list", "nodes", []),
     ("watch", "nodes", []),
+    ("list", "namespaces", []),
+    ("watch", "namespaces", []),
+    ("list", "services", ["-A"]),
+    ("watch", "replicationcontrollers", ["-A"]),
+    ("list", "replicasets.apps", ["-A"]),
+    ("watch", "statefulsets.apps", ["-A"]),
     ("create", "pods", ["--subresource=binding", "-n", "default"]),
     ("patch", "pods", ["--subresource=status", "-n", "default"]),
     ("create", "events", ["-n", "default"]),
@@ -485,6 +491,11 @@ CANNOT = [
     ("bind", "clusterroles.rbac.authorization.k8s.io", []),
     ("create", "pods", ["--subresource=eviction", "-n", "default"]),
     ("get", "deployments.apps", ["-n", NAMESPACE]),
+    ("list", "deployments.apps", ["-A"]),
+    ("get", "services", ["-n", "default"]),
+    ("update", "namespaces", []),
+    ("create", "namespaces", []),
+    ("patch", "replicasets.apps", ["-n", "default"]),
 ]
 
 
@@ -632,6 +643,10 @@ def test_daemon_schedules_with_its_service_account(installed: Kube, tmp_path: Pa
     c = container()
     replicas: list[Replica] = []
     ports = free_ports(2)
+
+    def logs() -> str:
+        return "\n".join(f"--- {r.identity}\n{r.log()[-4000:]}" for r in replicas)
+
     try:
         for n, port in enumerate(ports):
             args = [a.replace(MOUNT, str(etc)) for a in c["args"]]
@@ -652,9 +667,6 @@ def test_daemon_schedules_with_its_service_account(installed: Kube, tmp_path: Pa
             # The Deployment's command, resolved on PATH as in the image.
             argv = [*c["command"], *args]
             replicas.append(Replica(identity, argv, env, port, tmp_path / f"policyd-{n}.log"))
-
-        def logs() -> str:
-            return "\n".join(f"--- {r.identity}\n{r.log()[-4000:]}" for r in replicas)
 
         for r in replicas:
             wait_for(lambda r=r: r.proc.poll() is not None or r.get("/readyz")[0] == 200,
@@ -740,6 +752,11 @@ def test_daemon_schedules_with_its_service_account(installed: Kube, tmp_path: Pa
         assert "Forbidden" not in logs() and " 403" not in logs(), logs()
         released = kube.get(lease_path) or {}
         assert not released.get("spec", {}).get("holderIdentity"), released
+    except AssertionError as exc:
+        # A refused request shows in the daemons' logs (e.g. "403 Forbidden").
+        for r in replicas:
+            r.stop(5)
+        raise AssertionError(f"{exc}\n{logs()}") from exc
     finally:
         for r in replicas:
             r.stop(5)
