@@ -36,12 +36,13 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
-import yaml
+from ruamel.yaml import YAML
 
 from policyd.devcluster import ControlPlane
 from policyd.devcluster.ports import free_ports
@@ -72,7 +73,7 @@ def _render_module() -> ModuleType:
 
 
 def _docs(text: str) -> list[Obj]:
-    return [d for d in yaml.safe_load_all(text) if d]
+    return [d for d in YAML(typ="safe").load_all(text) if d]
 
 
 def _by_key(objs: list[Obj]) -> dict[tuple[str, str, str], Obj]:
@@ -255,12 +256,13 @@ def test_image_pins_every_runtime_dependency() -> None:
             assert sep and version, f"not pinned: {line}"
             pins[_norm(name)] = version
     render = _render_module()
-    roots = [r for r in metadata.requires("policyd") or []
-             if Requirement(r).marker is None or Requirement(r).marker.evaluate({"extra": ""})]
-    needed = set(render.runtime_closure([*roots, *render.EXTRA_RUNTIME])) - {"policyd"}
+    roots = render.runtime_roots()
+    needed = set(render.runtime_closure(roots)) - {"policyd"}
     assert needed <= set(pins), f"unpinned: {sorted(needed - set(pins))}"
-    for r in roots:
+    for r in metadata.requires("policyd") or []:
         req = Requirement(r)
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
         assert req.specifier.contains(pins[_norm(req.name)], prereleases=True), (
             f"{pins[_norm(req.name)]} does not satisfy pyproject.toml's {r}")
 
@@ -314,7 +316,7 @@ def test_example_workload_uses_policyd_and_hw_encrypt() -> None:
     template = workload["spec"]["template"]
     assert template["spec"]["schedulerName"] == "policyd"
     assert template["metadata"]["annotations"][HW_ANNOTATION] == "true"
-    profile = yaml.safe_load(configmap()["data"]["profile.yaml"])
+    profile = YAML(typ="safe").load(configmap()["data"]["profile.yaml"])
     assert [p["schedulerName"] for p in profile["profiles"]] == ["policyd"]
 
 
@@ -610,6 +612,15 @@ class Replica:
         return int(self.proc.returncode)
 
 
+def _ready_or_exited(r: Replica) -> bool:
+    return r.proc.poll() is not None or r.get("/readyz")[0] == 200
+
+
+def _reloaded(r: Replica) -> bool:
+    return _metric(r.get("/metrics")[1], "policyd_config_reloads_total",
+                   result="applied") >= 1
+
+
 def _build_context(dest: Path) -> Path:
     """What the Dockerfile's `pip install .` installs: the policyd package directory
     alone (no schemas/, policies/ or tests/ beside it)."""
@@ -669,8 +680,7 @@ def test_daemon_schedules_with_its_service_account(installed: Kube, tmp_path: Pa
             replicas.append(Replica(identity, argv, env, port, tmp_path / f"policyd-{n}.log"))
 
         for r in replicas:
-            wait_for(lambda r=r: r.proc.poll() is not None or r.get("/readyz")[0] == 200,
-                     f"{r.identity} ready")
+            wait_for(partial(_ready_or_exited, r), f"{r.identity} ready")
             assert r.proc.poll() is None, logs()
             assert r.get("/healthz")[0] == 200
 
@@ -735,8 +745,7 @@ def test_daemon_schedules_with_its_service_account(installed: Kube, tmp_path: Pa
         assert updated is not None and updated["data"] == changed
         write_kubelet_volume(etc, updated["data"])
         for r in replicas:
-            wait_for(lambda r=r: _metric(r.get("/metrics")[1], "policyd_config_reloads_total",
-                                         result="applied") >= 1, f"{r.identity} reloaded")
+            wait_for(partial(_reloaded, r), f"{r.identity} reloaded")
         kube.admin.request("POST", pods, body=_pod_from_template(workload, "payments-big-2",
                                                                  plain_only))
         failed2 = wait_for(lambda: kube.admin.request(
