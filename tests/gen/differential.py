@@ -40,6 +40,9 @@ GPU = "example.com/gpu"
 # The comparison's kube-scheduler profile: not default-scheduler, so that pods other
 # tests leave pending on the shared control plane never land on these nodes.
 SCHEDULER_NAME = "policyd-differential"
+# A RuntimeClass with pod overhead, created once by the runner.
+RUNTIME_CLASS = "diff-overhead"
+RUNTIME_CLASS_OVERHEAD = {"cpu": "250m", "memory": "120Mi"}
 
 APPS = ["web", "db", "cache", "Web"]
 TIERS = ["front", "back"]
@@ -145,9 +148,9 @@ def _node(rng: random.Random, prefix: str, i: int, zones: list[str], racks: list
 def _requests(rng: random.Random, scale: float = 1.0) -> dict[str, str]:
     reqs: dict[str, str] = {}
     if rng.random() < 0.75:
-        reqs["cpu"] = rng.choice(["100m", "250m", "500m", "1", "1500m", "3"])
+        reqs["cpu"] = rng.choice(["100m", "250m", "500m", "1", "1500m", "3", "0.5", "1001m"])
     if rng.random() < 0.75:
-        reqs["memory"] = rng.choice(["64Mi", "512Mi", "1Gi", "2500Mi", "5Gi"])
+        reqs["memory"] = rng.choice(["64Mi", "512Mi", "1Gi", "2500Mi", "5Gi", "1.5Gi", "100M"])
     if rng.random() < 0.1:
         reqs["ephemeral-storage"] = rng.choice(["500Mi", "2Gi"])
     if rng.random() < 0.1 * scale:
@@ -165,12 +168,14 @@ def _container(name: str, image: str, reqs: dict[str, str]) -> dict[str, Any]:
     return c
 
 
-def _ports(rng: random.Random) -> list[dict[str, Any]]:
+def _ports(rng: random.Random, host_network: bool = False) -> list[dict[str, Any]]:
     ports: list[dict[str, Any]] = []
     for _ in range(rng.choice([1, 1, 2])):
-        port: dict[str, Any] = {"containerPort": 8000 + rng.randint(0, 99),
-                                "hostPort": rng.choice([80, 443, 8080]),
-                                "protocol": rng.choice(["TCP", "TCP", "UDP"])}
+        host_port = rng.choice([80, 443, 8080])
+        port: dict[str, Any] = {
+            # With hostNetwork the API requires hostPort == containerPort.
+            "containerPort": host_port if host_network else 8000 + rng.randint(0, 99),
+            "hostPort": host_port, "protocol": rng.choice(["TCP", "TCP", "UDP"])}
         ip = rng.choice(["", "", "127.0.0.1", "0.0.0.0", "10.0.0.1"])
         if ip:
             port["hostIP"] = ip
@@ -325,20 +330,40 @@ def _pod(rng: random.Random, name: str, namespace: str, prefix: str,
     containers = [_container(f"c{i}", rng.choice(IMAGES), _requests(rng))
                   for i in range(rng.choice([1, 1, 2]))]
     spec: dict[str, Any] = {"containers": containers, "terminationGracePeriodSeconds": 0}
+    host_network = rng.random() < 0.08
+    if host_network:
+        spec["hostNetwork"] = True
     if rng.random() < 0.25:
         inits = []
         for i in range(rng.choice([1, 2])):
             init = _container(f"init{i}", "registry/app:1", _requests(rng, 0))
             if rng.random() < 0.5:
                 init["restartPolicy"] = "Always"
+                if rng.random() < 0.2:
+                    init["ports"] = _ports(rng, host_network)  # sidecars' ports count
             inits.append(init)
         spec["initContainers"] = inits
     if rng.random() < (0.25 if bound_to else 0.2):
-        containers[0]["ports"] = _ports(rng)
+        containers[0]["ports"] = _ports(rng, host_network)
+    if rng.random() < 0.08:
+        # Pod-level requests (PodLevelResources, beta in v1.36) replace the containers'
+        # cpu and memory, which may not exceed them: the containers get none.
+        for c in containers + spec.get("initContainers", []):
+            reqs = c.get("resources", {}).get("requests", {})
+            reqs.pop("cpu", None)
+            reqs.pop("memory", None)
+        spec["resources"] = {"requests": {"cpu": rng.choice(["1", "2", "3"]),
+                                          "memory": rng.choice(["1Gi", "3Gi"])}}
+    if rng.random() < 0.08:
+        spec["runtimeClassName"] = RUNTIME_CLASS  # admission adds its overhead
     affinity = _pod_affinity(rng, prefix, labels, namespaces,
                              mix.affinity * (0.4 if bound_to else 1.0))
+    status: dict[str, Any] = {}
     if bound_to:
         spec["nodeName"] = bound_to
+        if rng.random() < 0.1:
+            # Finished pods free their node; the runner sets the phase after creating.
+            status["phase"] = rng.choice(["Succeeded", "Failed"])
     else:
         spec["schedulerName"] = SCHEDULER_NAME
         spec["nodeSelector"] = {CASE_LABEL: prefix}
@@ -357,7 +382,7 @@ def _pod(rng: random.Random, name: str, namespace: str, prefix: str,
         spec["affinity"] = affinity
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": namespace, "labels": labels},
-            "spec": spec}
+            "spec": spec, "status": status}
 
 
 def gen_case(seed: int, index: int, prefix: str) -> Case:

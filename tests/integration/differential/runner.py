@@ -27,6 +27,8 @@ from policyd.model.cluster import ClusterState
 from policyd.model.records import node_from_dict, pod_from_dict
 from tests.gen.differential import (
     CASE_LABEL,
+    RUNTIME_CLASS,
+    RUNTIME_CLASS_OVERHEAD,
     SCHEDULER_NAME,
     UNDER_TEST_LABEL,
     Case,
@@ -82,6 +84,7 @@ class KubeDecision:
     node: str | None = None
     message: str = ""  # the PodScheduled=False message
     reason: str = ""  # Unschedulable or SchedulerError; "" when bound or undecided
+    pod: dict[str, Any] = field(default_factory=dict)  # as last read from the API server
 
     @property
     def decided(self) -> bool:
@@ -123,6 +126,7 @@ class Runner:
         self.pool = ThreadPoolExecutor(max_workers=workers)
         self.seed = seed
         self.probes = probes
+        self.ensure_runtime_class()
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
@@ -139,6 +143,24 @@ class Runner:
     def _create_pods(self, pods: Sequence[dict[str, Any]]) -> None:
         self._each(lambda p: self._post(
             f"/api/v1/namespaces/{p['metadata']['namespace']}/pods", p), pods)
+
+    def _set_phase(self, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        self.client.request(
+            "PATCH", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
+            body={"status": {"phase": pod["status"]["phase"]}},
+            content_type="application/merge-patch+json")
+
+    def ensure_runtime_class(self) -> None:
+        """The RuntimeClass whose overhead some cases' pods carry (idempotent)."""
+        try:
+            self._post("/apis/node.k8s.io/v1/runtimeclasses", {
+                "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                "metadata": {"name": RUNTIME_CLASS}, "handler": "runc",
+                "overhead": {"podFixed": RUNTIME_CLASS_OVERHEAD}})
+        except ApiError as err:
+            if err.status != 409:
+                raise
 
     def _delete_pod(self, pod: dict[str, Any]) -> None:
         namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
@@ -162,6 +184,7 @@ class Runner:
                 if key not in decisions:
                     continue
                 d = decisions[key]
+                d.pod = pod
                 d.node = pod["spec"].get("nodeName") or None
                 for cond in pod.get("status", {}).get("conditions", []):
                     if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
@@ -183,7 +206,9 @@ class Runner:
         try:
             self._each(lambda n: self._post("/api/v1/nodes", n),
                        [n for c in cases for n in c.nodes])
-            self._create_pods([p for c in cases for p in c.pods])
+            existing = [p for c in cases for p in c.pods]
+            self._create_pods(existing)
+            self._each(self._set_phase, [p for p in existing if p["status"].get("phase")])
             # kube-scheduler's node and pod informers are separate watches: give them
             # time to deliver the batch before the pods under test arrive.
             time.sleep(self.settle)
@@ -271,7 +296,9 @@ class Runner:
                                     for c in copies})
             for (o, node), pod in zip(batch, copies, strict=True):
                 d = decisions[(pod["metadata"]["namespace"], pod["metadata"]["name"])]
-                probe = Outcome(o.case, d, schedule_one(fw, pod_from_dict(pod), cluster))
+                # As stored: admission added the RuntimeClass overhead, defaults, ...
+                stored = _unbound(d.pod) if d.pod else pod
+                probe = Outcome(o.case, d, schedule_one(fw, pod_from_dict(stored), cluster))
                 compare(probe)
                 o.probes.append((node, d))
                 o.problems += [f"pinned to {node}: {problem}" for problem in probe.problems]
