@@ -841,3 +841,21 @@ def _check_modules(path: Path, context: Path) -> None:
         if not dists & pins:
             missing[top] = sorted(dists) or file
     assert not missing, f"imported by the daemon, not pinned for the image: {missing}"
+
+
+def test_uninstall_deletes_everything(installed: Kube) -> None:
+    """Last in this module: `kubectl delete -f deploy/policyd.yaml` as the README says.
+    This control plane runs no namespace controller, so the Namespace stays Terminating
+    instead of disappearing (`--wait=false`); everything else is gone."""
+    installed.kubectl("delete", "-f", str(DEPLOY / "policyd.yaml"), "--wait=false")
+    for kind, ns, name in bundle():
+        args = ["get", kind.lower(), name, "-o", "json", "--ignore-not-found"] + (
+            ["-n", ns] if ns else [])
+        out = installed.kubectl(*args).stdout.strip()
+        if kind == "Namespace":
+            assert not out or json.loads(out)["status"]["phase"] == "Terminating", out
+        elif ns:
+            # Deleted by kubectl itself; the namespace's own deletion would also take them.
+            assert not out or json.loads(out)["metadata"].get("deletionTimestamp"), out
+        else:
+            assert not out, f"{kind}/{name} still there"
