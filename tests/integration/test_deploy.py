@@ -216,10 +216,13 @@ def test_dockerfile_runs_the_deployment_command() -> None:
     assert len(froms) == 2, "multi-stage: a build stage and a runtime stage"
     arg = next(a for i, a in instructions if i == "ARG" and a.startswith("PYTHON_IMAGE="))
     image = arg.split("=", 1)[1]
-    m = re.fullmatch(r"python:(\d+)\.(\d+)\.(\d+)-slim-[a-z]+", image)
+    m = re.fullmatch(r"python:(\d+)\.(\d+)\.(\d+)-slim-[a-z]+(@sha256:[0-9a-f]{64})?", image)
     assert m, f"base image must be a slim Python with a full version: {image}"
-    # The image's Python is the one the tests run on (the pinned wheels are for it).
-    assert (int(m[1]), int(m[2])) == sys.version_info[:2]
+    # The image's Python is the one the tests run on: deploy/requirements.txt pins what
+    # was installed (and resolved, markers included) for this interpreter.
+    assert (int(m[1]), int(m[2])) == sys.version_info[:2], (
+        f"Dockerfile's {image} vs the tests' Python {sys.version_info[:2]}: update the "
+        "image and `python hack/render-deploy.py --pin`")
     entrypoint = json.loads(next(a for i, a in instructions if i == "ENTRYPOINT"))
     assert entrypoint == container()["command"]
     cmd = json.loads(next(a for i, a in instructions if i == "CMD"))
