@@ -12,6 +12,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,11 @@ from policyd.kube.informer import Informer
 from policyd.kube.leaderelection import LeaderElector
 
 log = logging.getLogger("policyd.daemon")
+
+WORKLOAD_PATHS = (("/api/v1/services", "Service"),
+                  ("/api/v1/replicationcontrollers", "ReplicationController"),
+                  ("/apis/apps/v1/replicasets", "ReplicaSet"),
+                  ("/apis/apps/v1/statefulsets", "StatefulSet"))
 
 Obj = dict[str, Any]
 
@@ -101,6 +107,17 @@ class Daemon:
             sch.on_pod_add, sch.on_pod_update, sch.on_pod_delete), name="pods",
             watch_timeout=options.watch_timeout,
             on_error=lambda e: self.metrics.watch_errors.labels("pods").inc())
+        # What the plugins read besides nodes and pods: namespace labels (affinity
+        # namespaceSelector) and the workloads behind default topology spreading.
+        self.extra_informers = [Informer(self.client, "/api/v1/namespaces", _Handler(
+            sch.on_namespace, lambda old, new: sch.on_namespace(new),
+            lambda o: sch.on_namespace(o, deleted=True)), name="namespaces",
+            watch_timeout=options.watch_timeout)]
+        for path, kind in WORKLOAD_PATHS:
+            self.extra_informers.append(Informer(self.client, path, _Handler(
+                partial(sch.on_workload, kind), partial(sch.on_workload_update, kind),
+                partial(sch.on_workload, kind, deleted=True)),
+                name=kind, watch_timeout=options.watch_timeout))
         self.watcher = ConfigWatcher(loaded, apply=self._apply_config,
                                      rejected=self._config_rejected,
                                      interval=options.reload_interval,
@@ -112,8 +129,11 @@ class Daemon:
 
     # -- health -------------------------------------------------------------------------
 
+    def informers(self) -> list[Informer]:
+        return [self.nodes, self.pods, *self.extra_informers]
+
     def synced(self) -> bool:
-        return self.nodes.synced.is_set() and self.pods.synced.is_set()
+        return all(i.synced.is_set() for i in self.informers())
 
     def is_leader(self) -> bool:
         return self.elector.is_leader() if self.elector is not None else True
@@ -154,8 +174,8 @@ class Daemon:
                  self.identity, ", ".join(self.loaded.frameworks), self.client.host,
                  f"on ({self.le_settings.namespace}/{self.le_settings.name})"
                  if self.leader_elect else "off")
-        self._thread(self.nodes.run, "policyd-watch-nodes", self.stop_event)
-        self._thread(self.pods.run, "policyd-watch-pods", self.stop_event)
+        for inf in self.informers():
+            self._thread(inf.run, f"policyd-watch-{inf.name}", self.stop_event)
         if self.elector is not None:
             self._thread(self.elector.run, "policyd-leader", self._elector_stop)
         self._thread(self.scheduler.run, "policyd-scheduler", self._scheduler_stop,
@@ -181,8 +201,8 @@ class Daemon:
         for t in self._threads:
             if t.name == "policyd-leader":
                 t.join(10.0)
-        self.nodes.stop()
-        self.pods.stop()
+        for inf in self.informers():
+            inf.stop()
         self.events.stop(5.0)
         for t in self._threads:
             t.join(2.0)

@@ -74,6 +74,7 @@ class Scheduler:
         self._binds_in_flight = 0
         self._binds_cond = threading.Condition()
         self._bad_objects: dict[str, str] = {}  # uid -> resourceVersion already reported
+        self._workloads: dict[str, dict[str, Obj]] = {}  # kind -> ns/name -> object
         self.stopping = threading.Event()
         self.bound_total = 0
 
@@ -211,6 +212,39 @@ class Scheduler:
         name = str((obj.get("metadata") or {}).get("name") or "")
         with self.lock:
             self.cluster.remove_node(name)
+
+    # -- informer handlers: namespaces and workloads -------------------------------------
+
+    def on_namespace(self, obj: Obj, deleted: bool = False) -> None:
+        """Namespace labels, for namespaceSelector in pod (anti-)affinity terms."""
+        meta = obj.get("metadata") or {}
+        name = meta.get("name")
+        if not isinstance(name, str):
+            return
+        labels = meta.get("labels") or {}
+        with self.lock:
+            if deleted:
+                self.cluster.namespace_labels.pop(name, None)
+            elif isinstance(labels, dict):
+                self.cluster.namespace_labels[name] = {str(k): str(v)
+                                                       for k, v in labels.items()}
+
+    def on_workload(self, kind: str, obj: Obj, deleted: bool = False) -> None:
+        """Services, ReplicaSets, StatefulSets, ReplicationControllers: the selectors
+        behind PodTopologySpread's system default constraints."""
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+        with self.lock:
+            objs = self._workloads.setdefault(kind, {})
+            if deleted:
+                objs.pop(key, None)
+            else:
+                objs[key] = obj
+            # Replaced, never edited in place: plugins memoize by object identity.
+            self.cluster.workloads[kind] = list(objs.values())
+
+    def on_workload_update(self, kind: str, old: Obj, new: Obj) -> None:
+        self.on_workload(kind, new)
 
     # -- the loop -----------------------------------------------------------------------
 

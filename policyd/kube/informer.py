@@ -149,11 +149,11 @@ class Informer:
             token = str(meta.get("continue") or "")
             if not token:
                 break
-        kind = _item_kind(self.path)
+        kind, api_version = _item_kind(self.path), _item_api_version(self.path)
         for obj in items:
             # List items carry no kind; the decoders want one.
             obj.setdefault("kind", kind)
-            obj.setdefault("apiVersion", "v1")
+            obj.setdefault("apiVersion", api_version)
         added, updated, deleted = diff_relist(self.cache, items)
         self.relists += 1
         self.cache = {object_key(o): o for o in items}
@@ -232,6 +232,18 @@ class Informer:
             log.exception("%s: handler failed on %s of %s", self.name, what, object_key(obj))
 
 
+_KINDS = {"pods": "Pod", "nodes": "Node", "namespaces": "Namespace", "services": "Service",
+          "replicationcontrollers": "ReplicationController", "replicasets": "ReplicaSet",
+          "statefulsets": "StatefulSet", "leases": "Lease"}
+
+
 def _item_kind(path: str) -> str:
-    last = path.rstrip("/").rsplit("/", 1)[-1]
-    return {"pods": "Pod", "nodes": "Node", "leases": "Lease"}.get(last, "")
+    return _KINDS.get(path.rstrip("/").rsplit("/", 1)[-1], "")
+
+
+def _item_api_version(path: str) -> str:
+    """`/api/v1/...` -> v1, `/apis/apps/v1/...` -> apps/v1."""
+    parts = path.strip("/").split("/")
+    if parts[0] == "apis" and len(parts) >= 3:
+        return f"{parts[1]}/{parts[2]}"
+    return parts[1] if len(parts) > 1 else "v1"

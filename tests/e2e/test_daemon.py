@@ -230,3 +230,23 @@ def test_losing_the_lease_stops_scheduling_at_once(
         "PUT", f"/apis/coordination.k8s.io/v1/namespaces/default/leases/{sched}",
         body=lease)
     assert cluster.wait_bound("while-not-leader", timeout=10) == "n1"
+
+
+def test_namespace_labels_reach_pod_affinity(cluster: Cluster, daemons: DaemonFactory,
+                                             policy_dir: Path) -> None:
+    sched = _scheduler()
+    cluster.client.request("PATCH", f"/api/v1/namespaces/{cluster.ns}",
+                           body={"metadata": {"labels": {"team": "blue"}}},
+                           content_type="application/merge-patch+json")
+    for name in ("n1", "n2", "n3"):
+        cluster.node(name)
+    d = daemons.start(write_profile(policy_dir.parent, sched))
+    cluster.pod("anchor", "nobody", labels={"app": "anchor"}, nodeName="n2")
+    wait_for(lambda: d.scheduler.cluster.namespace_labels.get(cluster.ns) == {
+        "team": "blue", "kubernetes.io/metadata.name": cluster.ns}, 10, "namespace labels")
+    affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchLabels": {"app": "anchor"}},
+        "namespaceSelector": {"matchLabels": {"team": "blue"}},
+        "topologyKey": "kubernetes.io/hostname"}]}}
+    cluster.pod("follower", sched, affinity=affinity)
+    assert cluster.wait_bound("follower") == "n2"

@@ -118,3 +118,21 @@ def test_deleting_a_bound_pod_frees_room_for_waiting_pods(sched: Scheduler) -> N
     sched.on_pod_delete(_pod("resident", cpu="2", node="n1"))
     assert sched.queue.where("uid-waiting") in (ACTIVE, "backoff")
     assert sched.cluster.node_of("uid-resident") is None
+
+
+def test_workloads_and_namespaces_feed_the_cluster_state(sched: Scheduler) -> None:
+    svc = {"kind": "Service", "metadata": {"name": "web", "namespace": "shop"},
+           "spec": {"selector": {"app": "web"}}}
+    sched.on_workload("Service", svc)
+    first = sched.cluster.workloads["Service"]
+    assert first == [svc]
+    changed = {**svc, "spec": {"selector": {"app": "web2"}}}
+    sched.on_workload_update("Service", svc, changed)
+    assert sched.cluster.workloads["Service"] == [changed]
+    assert sched.cluster.workloads["Service"] is not first  # replaced, not edited
+    sched.on_workload("Service", changed, deleted=True)
+    assert sched.cluster.workloads["Service"] == []
+    sched.on_namespace({"metadata": {"name": "shop", "labels": {"team": "a"}}})
+    assert sched.cluster.namespace_labels["shop"] == {"team": "a"}
+    sched.on_namespace({"metadata": {"name": "shop"}}, deleted=True)
+    assert "shop" not in sched.cluster.namespace_labels
