@@ -49,7 +49,12 @@ TIERS = ["front", "back"]
 TAINT_KEYS = ["dedicated", "Dedicated", "gpu"]
 TAINT_VALUES = ["", "x", "X"]
 EFFECTS = ["NoSchedule", "NoExecute", "PreferNoSchedule"]
-IMAGES = ["registry/app:1", "registry/db:2", "other:3"]
+# Images of containers, and the names and sizes nodes report for them. One size per
+# name: kube-scheduler keeps a single size per image name for the whole cluster (the
+# first node's it saw), policyd each node's own; see the README's intended differences.
+IMAGES = ["registry/app:1", "registry/db:2", "other:3", "localhost:5000/tool"]
+NODE_IMAGES = {"registry/app:1": 300, "registry/db:2": 900, "other:3": 30,
+               "localhost:5000/tool:latest": 120}  # MiB; an untagged name means :latest
 
 
 @dataclass(frozen=True)
@@ -139,8 +144,8 @@ def _node(rng: random.Random, prefix: str, i: int, zones: list[str], racks: list
     status: dict[str, Any] = {"allocatable": alloc, "capacity": dict(alloc)}
     if rng.random() < 0.4:
         status["images"] = [
-            {"names": [img], "sizeBytes": rng.choice([30, 300, 900]) * 1024 * 1024}
-            for img in rng.sample(IMAGES, rng.randint(1, 2))]
+            {"names": [img], "sizeBytes": NODE_IMAGES[img] * 1024 * 1024}
+            for img in rng.sample(sorted(NODE_IMAGES), rng.randint(1, 3))]
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": labels}, "spec": spec, "status": status}
 

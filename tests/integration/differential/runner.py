@@ -21,10 +21,11 @@ from typing import Any, TypeVar
 
 from policyd.config.plugins import default_framework
 from policyd.engine.scheduler import ScheduleResult, schedule_one
+from policyd.framework.runtime import Framework
 from policyd.framework.fit_error import reason_counts
 from policyd.kube.client import ApiError, KubeClient
 from policyd.model.cluster import ClusterState
-from policyd.model.records import node_from_dict, pod_from_dict
+from policyd.model.records import Pod, node_from_dict, pod_from_dict
 from tests.gen.differential import (
     CASE_LABEL,
     RUNTIME_CLASS,
@@ -228,6 +229,8 @@ class Runner:
                     continue
                 o.policyd = schedule_one(fw, pod_from_dict(_unbound(pod)), cluster)
                 compare(o)
+                if o.ok and o.kube.node and o.policyd.node != o.kube.node:
+                    check_scores(o, fw, pod_from_dict(_unbound(pod)), cluster)
             self._probe(outcomes, cluster)
             return outcomes
         finally:
@@ -354,6 +357,28 @@ def compare(o: Outcome) -> None:
         status = p.diagnosis.node_to_status.get(k.node)
         o.problems.append(f"kube-scheduler's node {k.node} is not feasible for policyd"
                           + (f" ({status.reasons})" if status is not None else ""))
+
+
+def check_scores(o: Outcome, fw: Framework, pod: Pod, cluster: ClusterState) -> None:
+    """When the two chose different nodes, kube-scheduler's must be one of policyd's
+    best: kube-scheduler scores every feasible node here (percentageOfNodesToScore
+    100) and picks among the highest totals, so anything else is a score difference."""
+    ref = schedule_one(fw, pod, cluster, reference=True)
+    if ref.scores is None or o.kube.node is None:
+        return
+    names = [n.name for n in ref.scores.nodes]
+    if o.kube.node not in names:
+        return  # reported by compare()
+    i = names.index(o.kube.node)
+    best = max(ref.scores.totals)
+    if ref.scores.totals[i] < best:
+        j = ref.scores.totals.index(best)
+        detail = ", ".join(
+            f"{ps.plugin}(w{ps.weight}) {ps.normalized[i]} vs {ps.normalized[j]}"
+            for ps in ref.scores.plugins if ps.normalized[i] != ps.normalized[j])
+        o.problems.append(
+            f"kube-scheduler chose {o.kube.node}, which policyd scores "
+            f"{ref.scores.totals[i]} against {best} for {names[j]}: {detail}")
 
 
 def reasons_of(result: ScheduleResult) -> dict[str, int]:
