@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 
 from policyd.config.plugins import default_framework
 from policyd.engine.scheduler import ScheduleResult, schedule_one
-from policyd.framework.runtime import Framework
 from policyd.framework.fit_error import reason_counts
+from policyd.framework.runtime import Framework
 from policyd.kube.client import ApiError, KubeClient
 from policyd.model.cluster import ClusterState
 from policyd.model.records import Pod, node_from_dict, pod_from_dict
