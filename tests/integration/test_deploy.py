@@ -666,6 +666,7 @@ def test_daemon_schedules_with_its_service_account(installed: Kube, tmp_path: Pa
             args = [a.replace(MOUNT, str(etc)) for a in c["args"]]
             args = [f"--metrics-bind-address=127.0.0.1:{port}"
                     if a.startswith("--metrics-bind-address=") else a for a in args]
+            # The pod's name; the daemon's Lease identity is its host name plus a uuid.
             identity = f"policyd-{n}-{uuid.uuid4().hex[:5]}"
             env = {
                 "PATH": f"{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin",
