@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -182,13 +182,33 @@ def pod_request_list(pod: Pod, resources: Sequence[ResourceSpec],
     Without `use_requested` (NodeResourcesFit) cpu and memory are the "non-zero" requests:
     a container that sets none counts 100m / 200Mi, so that request-less pods do not all
     look free. BalancedAllocation uses the actual requests.
+
+    NodeResourcesFit's scorer also ignores pod-level requests (`spec.resources`): in
+    v1.36 its resourceAllocationScorer is built without enablePodLevelResources, so
+    PodRequests runs with SkipPodLevelResources and the containers' (non-zero) requests
+    plus overhead are scored, while its filter and BalancedAllocation honour pod-level
+    requests. Found by the differential test against kube-scheduler.
     """
+    if not use_requested and pod.pod_requests:
+        pod = _without_pod_level_requests(pod)
     actual = pod_requests(pod)
     nonzero = actual if use_requested else pod_requests(pod, non_zero=True)
     return tuple(
         nonzero.get(spec.name, 0) if spec.name in (CPU, MEMORY) else actual.get(spec.name, 0)
         for spec in resources
     )
+
+
+_CONTAINER_LEVEL_KEY = "resource_allocation/container_level"
+
+
+def _without_pod_level_requests(pod: Pod) -> Pod:
+    """The pod as NodeResourcesFit's scorer sees it: no pod-level requests (memoized)."""
+    view: Pod | None = pod.cache.get(_CONTAINER_LEVEL_KEY)
+    if view is None:
+        view = replace(pod, pod_requests={}, cache={})
+        pod.cache[_CONTAINER_LEVEL_KEY] = view
+    return view
 
 
 # What calculateResourceAllocatableRequest reads from a node, decided once per resource.

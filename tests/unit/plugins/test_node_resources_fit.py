@@ -716,6 +716,32 @@ def test_least_and_most_allocated(strategy: str, resources: list[dict[str, Any]]
     assert run_scores(plugin, p, nodes, existing, pre_score) == want
 
 
+@pytest.mark.parametrize("pre_score", [True, False], ids=["prescore", "no-prescore"])
+def test_score_ignores_pod_level_requests(pre_score: bool) -> None:
+    """Found by the differential test (kube-scheduler v1.36 logs at -v=10): Fit's scorer
+    is built without enablePodLevelResources, so it scores the containers' non-zero
+    requests (2 x 100m / 200Mi here), not spec.resources.requests (2 cpu / 1Gi); the
+    filter does honour them."""
+    p = pod({}, {}, pod_level={"cpu": "2", "memory": "1Gi"})
+    nodes = [cap("n0", "4", "2Gi"), cap("n5", "4", "3000Mi")]
+    # cpu (4000-200)*100/4000 = 95; memory (2048-400)*100/2048 = 80, (3000-400)*100/3000 = 86
+    assert run_scores(new(None), p, nodes, [], pre_score) == [87, 90]
+    # With the same requests at container level the pod-level view is what counts.
+    assert run_scores(new(None), pod({"cpu": "2", "memory": "1Gi"}), nodes, [],
+                      pre_score) == [50, 57]
+    # Overhead still counts (PodRequests adds it after the containers).
+    with_overhead = pod({}, {}, pod_level={"cpu": "2", "memory": "1Gi"},
+                        overhead={"cpu": "200m", "memory": "0"})
+    assert run_scores(new(None), with_overhead, nodes, [], pre_score) == [85, 88]
+    plugin = new(None)
+    cluster = ClusterState([node("small", cpu="1", memory="4Gi", pods="10")], [])
+    infos = cluster.node_infos()
+    state = CycleState(infos, cluster)
+    plugin.pre_filter(state, p, infos)
+    status = plugin.filter(state, p, infos[0])
+    assert status is not None and status.reasons == ("Insufficient cpu",)
+
+
 def rtcr(shape: list[tuple[int, int]], resources: list[dict[str, Any]] | None = None
          ) -> NodeResourcesFit:
     strategy: dict[str, Any] = {
