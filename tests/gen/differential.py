@@ -96,6 +96,8 @@ class Case:
     pods: list[dict[str, Any]]
     pod: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    # Services and ReplicaSets: the selectors of PodTopologySpread's default constraints.
+    workloads: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def node_names(self) -> list[str]:
@@ -128,6 +130,8 @@ def _node(rng: random.Random, prefix: str, i: int, zones: list[str], racks: list
         alloc["ephemeral-storage"] = rng.choice(["1Gi", "10Gi"])
     if rng.random() < 0.2:
         alloc[GPU] = rng.choice(["1", "2"])
+    if rng.random() < 0.04:
+        del alloc[rng.choice(["cpu", "memory"])]  # reports none: nothing fits, scores 0
     spec: dict[str, Any] = {}
     taints: list[dict[str, str]] = []
     for _ in range(rng.choice([0, 0, 0, 1, 1, 2]) if rng.random() < mix.taints else 0):
@@ -153,9 +157,12 @@ def _node(rng: random.Random, prefix: str, i: int, zones: list[str], racks: list
 def _requests(rng: random.Random, scale: float = 1.0) -> dict[str, str]:
     reqs: dict[str, str] = {}
     if rng.random() < 0.75:
-        reqs["cpu"] = rng.choice(["100m", "250m", "500m", "1", "1500m", "3", "0.5", "1001m"])
+        # "0": an explicit zero is not replaced by the scoring defaults (100m / 200Mi).
+        reqs["cpu"] = rng.choice(["100m", "250m", "500m", "1", "1500m", "3", "0.5", "1001m",
+                                  "0"])
     if rng.random() < 0.75:
-        reqs["memory"] = rng.choice(["64Mi", "512Mi", "1Gi", "2500Mi", "5Gi", "1.5Gi", "100M"])
+        reqs["memory"] = rng.choice(["64Mi", "512Mi", "1Gi", "2500Mi", "5Gi", "1.5Gi", "100M",
+                                     "0"])
     if rng.random() < 0.1:
         reqs["ephemeral-storage"] = rng.choice(["500Mi", "2Gi"])
     if rng.random() < 0.1 * scale:
@@ -163,9 +170,13 @@ def _requests(rng: random.Random, scale: float = 1.0) -> dict[str, str]:
     return reqs
 
 
-def _container(name: str, image: str, reqs: dict[str, str]) -> dict[str, Any]:
+def _container(name: str, image: str, reqs: dict[str, str],
+               limits_only: bool = False) -> dict[str, Any]:
     c: dict[str, Any] = {"name": name, "image": image}
-    if reqs:
+    if reqs and limits_only:
+        # The API server copies limits into missing requests.
+        c["resources"] = {"limits": dict(reqs)}
+    elif reqs:
         # Extended resources must have limits equal to requests.
         c["resources"] = {"requests": dict(reqs)}
         if GPU in reqs:
@@ -332,7 +343,8 @@ def _pod(rng: random.Random, name: str, namespace: str, prefix: str,
     labels = {"app": rng.choice(APPS[: mix.apps])}
     if rng.random() < 0.6:
         labels["tier"] = rng.choice(TIERS)
-    containers = [_container(f"c{i}", rng.choice(IMAGES), _requests(rng))
+    containers = [_container(f"c{i}", rng.choice(IMAGES), _requests(rng),
+                             limits_only=rng.random() < 0.1)
                   for i in range(rng.choice([1, 1, 2]))]
     spec: dict[str, Any] = {"containers": containers, "terminationGracePeriodSeconds": 0}
     host_network = rng.random() < 0.08
@@ -354,9 +366,9 @@ def _pod(rng: random.Random, name: str, namespace: str, prefix: str,
         # Pod-level requests (PodLevelResources, beta in v1.36) replace the containers'
         # cpu and memory, which may not exceed them: the containers get none.
         for c in containers + spec.get("initContainers", []):
-            reqs = c.get("resources", {}).get("requests", {})
-            reqs.pop("cpu", None)
-            reqs.pop("memory", None)
+            for values in c.get("resources", {}).values():
+                values.pop("cpu", None)
+                values.pop("memory", None)
         spec["resources"] = {"requests": {"cpu": rng.choice(["1", "2", "3"]),
                                           "memory": rng.choice(["1Gi", "3Gi"])}}
     if rng.random() < 0.08:
@@ -410,8 +422,43 @@ def gen_case(seed: int, index: int, prefix: str) -> Case:
                  bound_to=rng.choice(names))
             for i in range(rng.randint(0, mix.existing_per_node * n_nodes))]
     pod = _pod(rng, "under-test", home, prefix, ns_names, names, racks, mix, bound_to=None)
+    workloads = _workloads(rng, home, mix, [*pods, pod])
     pod["metadata"]["labels"][UNDER_TEST_LABEL] = "true"
-    return Case(seed, index, prefix, namespaces, nodes, pods, pod, notes=[f"mix {mix.name}"])
+    return Case(seed, index, prefix, namespaces, nodes, pods, pod, notes=[f"mix {mix.name}"],
+                workloads=workloads)
+
+
+def _workloads(rng: random.Random, namespace: str, mix: Mix, pods: list[dict[str, Any]]
+               ) -> list[dict[str, Any]]:
+    """A Service and/or a ReplicaSet selecting one app in the case's home namespace; the
+    ReplicaSet becomes the controller (ownerReference) of some of the pods it selects.
+    No controller manager runs: the ReplicaSet starts no pods, and the reference's uid
+    is not checked by anyone."""
+    out: list[dict[str, Any]] = []
+    app = rng.choice(APPS[: mix.apps])
+    if rng.random() < 0.35:
+        selector = {"app": app}
+        if rng.random() < 0.3:
+            selector["tier"] = rng.choice(TIERS)
+        out.append({"apiVersion": "v1", "kind": "Service",
+                    "metadata": {"name": f"svc-{app.lower()}", "namespace": namespace},
+                    "spec": {"selector": selector, "ports": [{"port": 80}]}})
+    if rng.random() < 0.25:
+        name = f"rs-{app.lower()}"
+        out.append({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "metadata": {"name": name, "namespace": namespace},
+                    "spec": {"replicas": 0, "selector": {"matchLabels": {"app": app}},
+                             "template": {"metadata": {"labels": {"app": app}},
+                                          "spec": {"containers": [
+                                              {"name": "c", "image": "registry/app:1"}]}}}})
+        for p in pods:
+            meta = p["metadata"]
+            if (meta["namespace"] == namespace and meta["labels"].get("app") == app
+                    and rng.random() < 0.7):
+                meta["ownerReferences"] = [{
+                    "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name,
+                    "uid": "00000000-0000-0000-0000-000000000001", "controller": True}]
+    return out
 
 
 def pinned_copy(pod: dict[str, Any], node: str, name: str) -> dict[str, Any]:

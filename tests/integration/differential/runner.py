@@ -145,6 +145,11 @@ class Runner:
         self._each(lambda p: self._post(
             f"/api/v1/namespaces/{p['metadata']['namespace']}/pods", p), pods)
 
+    def _create_workload(self, obj: dict[str, Any]) -> None:
+        group = "/api/v1" if obj["apiVersion"] == "v1" else f"/apis/{obj['apiVersion']}"
+        plural = {"Service": "services", "ReplicaSet": "replicasets"}[obj["kind"]]
+        self._post(f"{group}/namespaces/{obj['metadata']['namespace']}/{plural}", obj)
+
     def _set_phase(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
         self.client.request(
@@ -207,6 +212,7 @@ class Runner:
         try:
             self._each(lambda n: self._post("/api/v1/nodes", n),
                        [n for c in cases for n in c.nodes])
+            self._each(self._create_workload, [w for c in cases for w in c.workloads])
             existing = [p for c in cases for p in c.pods]
             self._create_pods(existing)
             self._each(self._set_phase, [p for p in existing if p["status"].get("phase")])
@@ -240,6 +246,12 @@ class Runner:
         nodes = self.client.request("GET", "/api/v1/nodes")["items"]
         pods = self.client.request("GET", "/api/v1/pods")["items"]
         namespaces = self.client.request("GET", "/api/v1/namespaces")["items"]
+        workloads = {}
+        for kind, (api_version, path) in _WORKLOAD_PATHS.items():
+            items = self.client.request("GET", path)["items"]
+            for item in items:  # list items carry neither
+                item["apiVersion"], item["kind"] = api_version, kind
+            workloads[kind] = items
         test_pods = {}
         others = []
         for p in pods:
@@ -254,6 +266,7 @@ class Runner:
             n.setdefault("kind", "Node")
         cluster = ClusterState([node_from_dict(n) for n in nodes],
                                [pod_from_dict(p) for p in others])
+        cluster.workloads = workloads
         cluster.namespace_labels = {
             ns["metadata"]["name"]: dict(ns["metadata"].get("labels", {}))
             for ns in namespaces}
@@ -314,6 +327,15 @@ class Runner:
         prefixes = ",".join(c.prefix for c in cases)
         self.client.request("DELETE", "/api/v1/nodes",
                             query={"labelSelector": f"{CASE_LABEL} in ({prefixes})"})
+
+
+# What kube-scheduler's default spreading reads (helper.DefaultSelector).
+_WORKLOAD_PATHS = {
+    "Service": ("v1", "/api/v1/services"),
+    "ReplicationController": ("v1", "/api/v1/replicationcontrollers"),
+    "ReplicaSet": ("apps/v1", "/apis/apps/v1/replicasets"),
+    "StatefulSet": ("apps/v1", "/apis/apps/v1/statefulsets"),
+}
 
 
 def _unbound(pod: dict[str, Any]) -> dict[str, Any]:
