@@ -12,8 +12,10 @@ $(BIN)/policyd: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
-# The main job on the embedded default: schedule the demo cluster's pods.
+# The main job on the embedded default: the live scheduler on a local control plane
+# (built from Go modules on first use), scheduling the demo pods.
 demo: $(BIN)/policyd
+	$(BIN)/policyd dev build
 	POLICYD=$(BIN)/policyd demo/run.sh
 
 # Static checks, then the whole test suite (unit, integration and end-to-end). The

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The main job on the embedded default (`make demo`): schedule the demo pods on the demo
-# cluster with the example policies, then explain two decisions. Exit 1 from policyd
-# means "some pod does not fit", which the demo shows on purpose; anything else fails.
+# The main job on the embedded default (`make demo`): the live scheduler places the demo
+# pods on a local API server (policyd demo), then `policyd explain` shows, offline, every
+# plugin's verdict behind two of those decisions. Exit 1 from explain means "the pod
+# fits no node", which the demo shows on purpose; anything else fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 policyd=${POLICYD:-.venv/bin/policyd}
@@ -18,6 +19,7 @@ run() {
   fi
 }
 
-run simulate "${common[@]}"
+echo "\$ policyd demo"
+"$policyd" demo || exit $?
 run explain "${common[@]}" --pod data/payments-db
 run explain "${common[@]}" --pod jobs/huge

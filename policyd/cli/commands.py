@@ -20,6 +20,9 @@ def register(app: typer.Typer) -> None:
     from policyd.cli import run_cmd
 
     app.command("run")(run_cmd.run)
+    from policyd.cli import demo_cmd
+
+    app.command("demo")(demo_cmd.demo)
 
 
 def _version() -> None:
