@@ -31,7 +31,12 @@ import pytest
 from policyd.devcluster import ControlPlane
 from policyd.kube.client import ConnectionSettings, KubeClient
 from tests.gen.differential import gen_case
-from tests.integration.differential.runner import Outcome, Runner, kube_scheduler_config
+from tests.integration.differential.runner import (
+    SCORE_LOG_ARGS,
+    Outcome,
+    Runner,
+    kube_scheduler_config,
+)
 
 
 def _env_int(name: str, default: int) -> int:
@@ -53,8 +58,8 @@ def runner(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
     config.write_text(json.dumps(kube_scheduler_config(), indent=2))
     client = KubeClient.connect(ConnectionSettings(
         kubeconfig=str(control_plane.kubeconfig_path), qps=2000, burst=2000, timeout=15))
-    scheduler = control_plane.start_kube_scheduler(config)
-    r = Runner(client, seed=SEED, probes=PROBES)
+    scheduler = control_plane.start_kube_scheduler(config, extra_args=SCORE_LOG_ARGS)
+    r = Runner(client, seed=SEED, probes=PROBES, score_log=scheduler.log_path)
     try:
         yield r
     finally:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from policyd.config.plugins import default_framework
@@ -66,6 +67,10 @@ def kube_scheduler_config(scheduler_name: str = SCHEDULER_NAME) -> dict[str, Any
         }],
     }
 
+
+# kube-scheduler flags that log every plugin's weighted score on every node it scores
+# (schedule_one.go logs them at -v=10), flushed often enough to read them right away.
+SCORE_LOG_ARGS = ("--vmodule=schedule_one=10", "--log-flush-frequency=100ms")
 
 _FIT_HEAD = re.compile(r"^0/(\d+) nodes are available:")
 _FIT_ENTRY = re.compile(r"(\d+) (.+?)(?=, \d+ |\.$)")
@@ -120,13 +125,18 @@ class Runner:
     """Runs batches of cases against one API server with one kube-scheduler running."""
 
     def __init__(self, client: KubeClient, *, settle: float = 0.3, timeout: float = 20.0,
-                 workers: int = 16, seed: int = 0, probes: int = 2) -> None:
+                 workers: int = 16, seed: int = 0, probes: int = 2,
+                 score_log: Path | None = None) -> None:
         self.client = client
         self.settle = settle
         self.timeout = timeout
         self.pool = ThreadPoolExecutor(max_workers=workers)
         self.seed = seed
         self.probes = probes
+        # kube-scheduler's log with per-plugin scores (see SCORE_LOG_ARGS), if any.
+        self.score_log = score_log
+        self._log_offset = score_log.stat().st_size if score_log is not None else 0
+        self._scores: dict[str, dict[str, dict[str, int]]] = {}
         self.ensure_runtime_class()
 
     def close(self) -> None:
@@ -227,6 +237,7 @@ class Runner:
                                               c.pod["metadata"]["name"])]) for c in cases]
             cluster, test_pods = self._read_back()
             fw = default_framework(seed=self.seed)
+            scored: list[tuple[Outcome, dict[str, Any]]] = []
             for o in outcomes:
                 key = (o.case.pod["metadata"]["namespace"], o.case.pod["metadata"]["name"])
                 pod = test_pods.get(key)
@@ -235,12 +246,64 @@ class Runner:
                     continue
                 o.policyd = schedule_one(fw, pod_from_dict(_unbound(pod)), cluster)
                 compare(o)
-                if o.ok and o.kube.node and o.policyd.node != o.kube.node:
-                    check_scores(o, fw, pod_from_dict(_unbound(pod)), cluster)
+                if o.ok and o.kube.node and len(o.policyd.feasible) > 1:
+                    scored.append((o, pod))
+            self._compare_scores(scored, fw, cluster)
             self._probe(outcomes, cluster)
             return outcomes
         finally:
             self._cleanup(cases, list(namespaces))
+
+    def _kube_scores(self, keys: set[str]) -> dict[str, dict[str, dict[str, int]]]:
+        """kube-scheduler's weighted score per pod, node and plugin, from its log (the
+        -v=10 "Plugin scored node for pod" lines), waiting briefly for `keys` to show
+        up: klog flushes its buffer every --log-flush-frequency."""
+        assert self.score_log is not None
+        deadline = time.monotonic() + 3.0
+        while True:
+            with self.score_log.open("rb") as f:
+                f.seek(self._log_offset)
+                data = f.read()
+            end = data.rfind(b"\n") + 1
+            self._log_offset += end
+            for m in _SCORE_LINE.finditer(data[:end].decode(errors="replace")):
+                pod, plugin, node, score = m.groups()
+                self._scores.setdefault(pod, {}).setdefault(node, {})[plugin] = int(score)
+            if keys <= self._scores.keys() or time.monotonic() > deadline:
+                return self._scores
+            time.sleep(0.1)
+
+    def _compare_scores(self, scored: Sequence[tuple[Outcome, dict[str, Any]]],
+                        fw: Framework, cluster: ClusterState) -> None:
+        """Every plugin's weighted score on every feasible node must be kube-scheduler's
+        when its log has them; otherwise kube-scheduler's node must be among policyd's
+        best (`check_scores`)."""
+        logged: dict[str, dict[str, dict[str, int]]] = {}
+        if self.score_log is not None and scored:
+            logged = self._kube_scores({_key(pod) for _, pod in scored})
+        for o, pod in scored:
+            record = pod_from_dict(_unbound(pod))
+            theirs = logged.get(_key(pod))
+            if theirs is None:
+                if o.policyd is not None and o.policyd.node != o.kube.node:
+                    check_scores(o, fw, record, cluster)
+                continue
+            ref = schedule_one(fw, record, cluster, reference=True)
+            if ref.scores is None:
+                continue
+            mine = {n.name: {ps.plugin: ps.normalized[i] * ps.weight
+                             for ps in ref.scores.plugins}
+                    for i, n in enumerate(ref.scores.nodes)}
+            diffs = []
+            for node in sorted(set(mine) | set(theirs)):
+                a, b = theirs.get(node, {}), mine.get(node, {})
+                for plugin in sorted(set(a) | set(b)):
+                    if a.get(plugin) != b.get(plugin):
+                        diffs.append(f"{node} {plugin}: kube-scheduler {a.get(plugin)}, "
+                                     f"policyd {b.get(plugin)}")
+            if diffs:
+                o.problems.append("weighted scores differ: " + "; ".join(diffs[:12])
+                                  + (f" (+{len(diffs) - 12} more)" if len(diffs) > 12 else ""))
 
     def _read_back(self) -> tuple[ClusterState, dict[tuple[str, str], dict[str, Any]]]:
         nodes = self.client.request("GET", "/api/v1/nodes")["items"]
@@ -336,6 +399,14 @@ _WORKLOAD_PATHS = {
     "ReplicaSet": ("apps/v1", "/apis/apps/v1/replicasets"),
     "StatefulSet": ("apps/v1", "/apis/apps/v1/statefulsets"),
 }
+
+
+_SCORE_LINE = re.compile(
+    r'"Plugin scored node for pod" pod="([^"]+)" plugin="([^"]+)" node="([^"]+)" score=(\d+)')
+
+
+def _key(pod: dict[str, Any]) -> str:
+    return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
 
 
 def _unbound(pod: dict[str, Any]) -> dict[str, Any]:
