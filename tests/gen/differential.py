@@ -40,6 +40,8 @@ GPU = "example.com/gpu"
 # The comparison's kube-scheduler profile: not default-scheduler, so that pods other
 # tests leave pending on the shared control plane never land on these nodes.
 SCHEDULER_NAME = "policyd-differential"
+# Keeps a deleted pod around, terminating, until the runner removes it.
+HOLD_FINALIZER = "diff.policyd.io/hold"
 # A RuntimeClass with pod overhead, created once by the runner.
 RUNTIME_CLASS = "diff-overhead"
 RUNTIME_CLASS_OVERHEAD = {"cpu": "250m", "memory": "120Mi"}
@@ -136,6 +138,11 @@ def _node(rng: random.Random, prefix: str, i: int, zones: list[str], racks: list
     taints: list[dict[str, str]] = []
     for _ in range(rng.choice([0, 0, 0, 1, 1, 2]) if rng.random() < mix.taints else 0):
         taint = {"key": rng.choice(TAINT_KEYS), "effect": rng.choice(EFFECTS)}
+        if rng.random() < 0.1:
+            # Every pod tolerates not-ready:NoExecute for 300s (DefaultTolerationSeconds
+            # admission), so only the read-back pod knows it tolerates this one.
+            taint = {"key": "node.kubernetes.io/not-ready",
+                     "effect": rng.choice(["NoExecute", "NoSchedule"])}
         value = rng.choice(TAINT_VALUES)
         if value:
             taint["value"] = value
@@ -229,8 +236,12 @@ def _affinity_term(rng: random.Random, prefix: str, labels: dict[str, str],
         if rng.random() < 0.5:
             term["namespaceSelector"]["matchExpressions"] = [
                 {"key": "team", "operator": "In", "values": ["a"]}]
-    if rng.random() < 0.1 and "tier" not in repr(term["labelSelector"]):
-        term["matchLabelKeys"] = ["tier"]
+    if "tier" not in repr(term["labelSelector"]):
+        r = rng.random()
+        if r < 0.1:
+            term["matchLabelKeys"] = ["tier"]
+        elif r < 0.15:
+            term["mismatchLabelKeys"] = ["tier"]
     return term
 
 
@@ -286,7 +297,10 @@ def _node_affinity(rng: random.Random, node_names: list[str], racks: list[str]
     if rng.random() < 0.3:
         affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
             {"weight": rng.randint(1, 100),
-             "preference": {"matchExpressions": [_node_requirement(rng, racks)]}}
+             "preference": {"matchExpressions": [_node_requirement(rng, racks)]}
+             if rng.random() < 0.85 else {"matchFields": [
+                 {"key": "metadata.name", "operator": rng.choice(["In", "NotIn"]),
+                  "values": [rng.choice(node_names)]}]}}
             for _ in range(rng.choice([1, 2]))]
     return affinity
 
@@ -304,6 +318,8 @@ def _tolerations(rng: random.Random) -> list[dict[str, Any]]:
             tol: dict[str, Any] = {"key": rng.choice(TAINT_KEYS), "operator": "Exists"}
             if rng.random() < 0.5:
                 tol["effect"] = rng.choice(EFFECTS)
+                if tol["effect"] == "NoExecute" and rng.random() < 0.5:
+                    tol["tolerationSeconds"] = rng.choice([0, 60])
             tols.append(tol)
         else:
             tol = {"key": rng.choice(TAINT_KEYS), "operator": "Equal",
@@ -376,11 +392,17 @@ def _pod(rng: random.Random, name: str, namespace: str, prefix: str,
     affinity = _pod_affinity(rng, prefix, labels, namespaces,
                              mix.affinity * (0.4 if bound_to else 1.0))
     status: dict[str, Any] = {}
+    terminating = False
     if bound_to:
         spec["nodeName"] = bound_to
-        if rng.random() < 0.1:
+        r = rng.random()
+        if r < 0.1:
             # Finished pods free their node; the runner sets the phase after creating.
             status["phase"] = rng.choice(["Succeeded", "Failed"])
+        elif r < 0.15:
+            # Terminating: the runner deletes it after creating, the finalizer keeps it.
+            # Still on its node for resources; PodTopologySpread no longer counts it.
+            terminating = True
     else:
         spec["schedulerName"] = SCHEDULER_NAME
         spec["nodeSelector"] = {CASE_LABEL: prefix}
@@ -397,9 +419,11 @@ def _pod(rng: random.Random, name: str, namespace: str, prefix: str,
             spec["topologySpreadConstraints"] = _spread(rng, labels)
     if affinity:
         spec["affinity"] = affinity
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, "labels": labels},
-            "spec": spec, "status": status}
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels}
+    if terminating:
+        meta["finalizers"] = [HOLD_FINALIZER]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec,
+            "status": status}
 
 
 def gen_case(seed: int, index: int, prefix: str) -> Case:

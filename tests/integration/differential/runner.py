@@ -29,6 +29,7 @@ from policyd.model.cluster import ClusterState
 from policyd.model.records import Pod, node_from_dict, pod_from_dict
 from tests.gen.differential import (
     CASE_LABEL,
+    HOLD_FINALIZER,
     RUNTIME_CLASS,
     RUNTIME_CLASS_OVERHEAD,
     SCHEDULER_NAME,
@@ -226,6 +227,7 @@ class Runner:
             existing = [p for c in cases for p in c.pods]
             self._create_pods(existing)
             self._each(self._set_phase, [p for p in existing if p["status"].get("phase")])
+            self._each(self._delete_pod, [p for p in existing if _held(p)])
             # kube-scheduler's node and pod informers are separate watches: give them
             # time to deliver the batch before the pods under test arrive.
             time.sleep(self.settle)
@@ -383,7 +385,19 @@ class Runner:
                 o.problems += [f"pinned to {node}: {problem}" for problem in probe.problems]
             self._each(self._delete_pod, copies)
 
+    def _release(self, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        try:
+            self.client.request(
+                "PATCH", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
+                body={"metadata": {"finalizers": None}},
+                content_type="application/merge-patch+json")
+        except ApiError as err:
+            if err.status != 404:
+                raise
+
     def _cleanup(self, cases: Sequence[Case], namespaces: list[str]) -> None:
+        self._each(self._release, [p for c in cases for p in c.pods if _held(p)])
         self._each(lambda ns: self.client.request(
             "DELETE", f"/api/v1/namespaces/{ns}/pods", query={"gracePeriodSeconds": 0}),
             namespaces)
@@ -403,6 +417,10 @@ _WORKLOAD_PATHS = {
 
 _SCORE_LINE = re.compile(
     r'"Plugin scored node for pod" pod="([^"]+)" plugin="([^"]+)" node="([^"]+)" score=(\d+)')
+
+
+def _held(pod: dict[str, Any]) -> bool:
+    return HOLD_FINALIZER in pod["metadata"].get("finalizers", ())
 
 
 def _key(pod: dict[str, Any]) -> str:
