@@ -216,9 +216,11 @@ def _selector(rng: random.Random, labels: dict[str, str]) -> dict[str, Any]:
     if r < 0.75:
         return {"matchExpressions": [{"key": "app", "operator": "In",
                                       "values": rng.sample(APPS, 2)}]}
-    if r < 0.9:
+    if r < 0.85:
         return {"matchExpressions": [{"key": "tier", "operator": rng.choice(
             ["Exists", "DoesNotExist"])}]}
+    if r < 0.9:
+        return {}  # every pod (of the term's namespaces)
     return {"matchLabels": {"tier": rng.choice(TIERS)},
             "matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["db"]}]}
 
@@ -227,6 +229,8 @@ def _affinity_term(rng: random.Random, prefix: str, labels: dict[str, str],
                    namespaces: list[str]) -> dict[str, Any]:
     term: dict[str, Any] = {"labelSelector": _selector(rng, labels),
                             "topologyKey": rng.choice([HOSTNAME, ZONE, ZONE, RACK])}
+    if rng.random() < 0.04:
+        del term["labelSelector"]  # no selector: matches no pod
     r = rng.random()
     if r < 0.15:
         term["namespaces"] = rng.sample(namespaces, rng.randint(1, len(namespaces)))
@@ -236,7 +240,7 @@ def _affinity_term(rng: random.Random, prefix: str, labels: dict[str, str],
         if rng.random() < 0.5:
             term["namespaceSelector"]["matchExpressions"] = [
                 {"key": "team", "operator": "In", "values": ["a"]}]
-    if "tier" not in repr(term["labelSelector"]):
+    if "labelSelector" in term and "tier" not in repr(term["labelSelector"]):
         r = rng.random()
         if r < 0.1:
             term["matchLabelKeys"] = ["tier"]
@@ -341,13 +345,16 @@ def _spread(rng: random.Random, labels: dict[str, str]) -> list[dict[str, Any]]:
             "labelSelector": {"matchLabels": {"app": labels["app"]}} if rng.random() < 0.8
             else {"matchExpressions": [{"key": "tier", "operator": "Exists"}]},
         }
+        if rng.random() < 0.04:
+            del c["labelSelector"]  # no selector: counts no pod
         if c["whenUnsatisfiable"] == "DoNotSchedule" and rng.random() < 0.25:
             c["minDomains"] = rng.randint(1, 5)
         if rng.random() < 0.3:
             c["nodeAffinityPolicy"] = rng.choice(["Honor", "Ignore"])
         if rng.random() < 0.3:
             c["nodeTaintsPolicy"] = rng.choice(["Honor", "Ignore"])
-        if rng.random() < 0.1 and "tier" in labels and "tier" not in repr(c["labelSelector"]):
+        if (rng.random() < 0.1 and "tier" in labels and "labelSelector" in c
+                and "tier" not in repr(c["labelSelector"])):
             c["matchLabelKeys"] = ["tier"]
         out.append(c)
     return out
