@@ -2,11 +2,11 @@
 pod under test, and report every difference.
 
 A batch of cases lives on the API server at the same time (each case isolated as
-`tests.gen.differential` describes), so one round of API calls and one settle delay
-serve many cases. kube-scheduler sees the whole batch, so policyd is given the whole
-batch too: nodes and pods are read back from the API server after kube-scheduler has
-decided, exactly as stored (defaults and admission changes included), and decoded with
-the same functions the daemon uses.
+`tests.gen.differential` describes), so one round of API calls and one barrier (see
+`Runner._barrier`) serve many cases. kube-scheduler sees the whole batch, so policyd is
+given the whole batch too: nodes and pods are read back from the API server after
+kube-scheduler has decided, exactly as stored (defaults and admission changes
+included), and decoded with the same functions the daemon uses.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from policyd.model.records import Pod, node_from_dict, pod_from_dict
 from tests.gen.differential import (
     CASE_LABEL,
     HOLD_FINALIZER,
+    HOSTNAME,
     RUNTIME_CLASS,
     RUNTIME_CLASS_OVERHEAD,
     SCHEDULER_NAME,
@@ -125,11 +126,10 @@ class Outcome:
 class Runner:
     """Runs batches of cases against one API server with one kube-scheduler running."""
 
-    def __init__(self, client: KubeClient, *, settle: float = 0.3, timeout: float = 20.0,
+    def __init__(self, client: KubeClient, *, timeout: float = 20.0,
                  workers: int = 16, seed: int = 0, probes: int = 2,
                  score_log: Path | None = None) -> None:
         self.client = client
-        self.settle = settle
         self.timeout = timeout
         self.pool = ThreadPoolExecutor(max_workers=workers)
         self.seed = seed
@@ -139,6 +139,13 @@ class Runner:
         self._log_offset = score_log.stat().st_size if score_log is not None else 0
         self._scores: dict[str, dict[str, dict[str, int]]] = {}
         self.ensure_runtime_class()
+        self._barriers: list[str] = []
+        try:
+            self._post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                              "metadata": {"name": BARRIER_NAMESPACE}})
+        except ApiError as err:
+            if err.status != 409:
+                raise
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
@@ -160,6 +167,36 @@ class Runner:
         group = "/api/v1" if obj["apiVersion"] == "v1" else f"/apis/{obj['apiVersion']}"
         plural = {"Service": "services", "ReplicaSet": "replicasets"}[obj["kind"]]
         self._post(f"{group}/namespaces/{obj['metadata']['namespace']}/{plural}", obj)
+
+    def _barrier(self, prefix: str) -> None:
+        """Return once kube-scheduler has seen everything created so far.
+
+        Its node and pod informers are separate watches, each delivered in order. So a
+        node created after all the others, and a pod created after all the others that
+        only fits that node: once kube-scheduler has bound that pod, both watches have
+        delivered everything before them. The barrier node is part of the batch (both
+        schedulers count it in "0/N nodes"); its pod lives in a namespace no case
+        selects."""
+        name = f"{prefix}-barrier"
+        self._post("/api/v1/nodes", {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {HOSTNAME: name, CASE_LABEL: name}},
+            "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"},
+                       "capacity": {"cpu": "1", "memory": "1Gi", "pods": "10"}}})
+        self._barriers.append(name)
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": name, "namespace": BARRIER_NAMESPACE,
+                            "labels": {UNDER_TEST_LABEL: "barrier"}},
+               "spec": {"schedulerName": SCHEDULER_NAME, "nodeSelector": {HOSTNAME: name},
+                        "terminationGracePeriodSeconds": 0,
+                        "containers": [{"name": "c", "image": "registry/app:1"}]}}
+        self._create_pods([pod])
+        deadline = time.monotonic() + self.timeout
+        path = f"/api/v1/namespaces/{BARRIER_NAMESPACE}/pods/{name}"
+        while not self.client.request("GET", path)["spec"].get("nodeName"):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"kube-scheduler did not bind the barrier pod {name}")
+            time.sleep(0.02)
 
     def _set_phase(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
@@ -228,9 +265,7 @@ class Runner:
             self._create_pods(existing)
             self._each(self._set_phase, [p for p in existing if p["status"].get("phase")])
             self._each(self._delete_pod, [p for p in existing if _held(p)])
-            # kube-scheduler's node and pod informers are separate watches: give them
-            # time to deliver the batch before the pods under test arrive.
-            time.sleep(self.settle)
+            self._barrier(cases[0].prefix)
             self._create_pods([c.pod for c in cases])
             keys = {(c.pod["metadata"]["namespace"], c.pod["metadata"]["name"])
                     for c in cases}
@@ -401,7 +436,10 @@ class Runner:
         self._each(lambda ns: self.client.request(
             "DELETE", f"/api/v1/namespaces/{ns}/pods", query={"gracePeriodSeconds": 0}),
             namespaces)
-        prefixes = ",".join(c.prefix for c in cases)
+        self.client.request("DELETE", f"/api/v1/namespaces/{BARRIER_NAMESPACE}/pods",
+                            query={"gracePeriodSeconds": 0})
+        prefixes = ",".join([c.prefix for c in cases] + self._barriers)
+        self._barriers.clear()
         self.client.request("DELETE", "/api/v1/nodes",
                             query={"labelSelector": f"{CASE_LABEL} in ({prefixes})"})
 
@@ -417,6 +455,9 @@ _WORKLOAD_PATHS = {
 
 _SCORE_LINE = re.compile(
     r'"Plugin scored node for pod" pod="([^"]+)" plugin="([^"]+)" node="([^"]+)" score=(\d+)')
+
+
+BARRIER_NAMESPACE = "diff-barrier"
 
 
 def _held(pod: dict[str, Any]) -> bool:
