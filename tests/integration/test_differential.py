@@ -14,6 +14,8 @@ Environment:
   POLICYD_DIFF_FIRST  index of the first case (default 0), to replay part of a run
   POLICYD_DIFF_BATCH  cases on the API server at once (default 12)
   POLICYD_DIFF_PROBES pinned copies per placed pod, each judging one node (default 2)
+  POLICYD_DIFF_DAEMON 1 (default): also compare a running `policyd run` daemon; 0: only
+                      the in-process engine
 
 A failure prints the seed and a one-line command replaying the failing batch.
 """
@@ -25,9 +27,11 @@ import os
 import random
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from policyd.daemon.run import Daemon, RunOptions, load_config
 from policyd.devcluster import ControlPlane
 from policyd.kube.client import ConnectionSettings, KubeClient
 from tests.gen.differential import gen_case
@@ -48,6 +52,8 @@ CASES = _env_int("POLICYD_DIFF_CASES", 200)
 FIRST = _env_int("POLICYD_DIFF_FIRST", 0)
 BATCH = max(1, _env_int("POLICYD_DIFF_BATCH", 12))
 PROBES = _env_int("POLICYD_DIFF_PROBES", 2)
+DAEMON = _env_int("POLICYD_DIFF_DAEMON", 1) != 0
+DAEMON_SCHEDULER = "policyd-differential-run"
 SEED = _env_int("POLICYD_DIFF_SEED", random.SystemRandom().randrange(1, 10**6))
 
 
@@ -59,13 +65,37 @@ def runner(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
     client = KubeClient.connect(ConnectionSettings(
         kubeconfig=str(control_plane.kubeconfig_path), qps=2000, burst=2000, timeout=15))
     scheduler = control_plane.start_kube_scheduler(config, extra_args=SCORE_LOG_ARGS)
-    r = Runner(client, seed=SEED, probes=PROBES, score_log=scheduler.log_path)
+    daemon = _start_daemon(control_plane, config.parent) if DAEMON else None
+    r = Runner(client, seed=SEED, probes=PROBES, score_log=scheduler.log_path,
+               daemon_scheduler=DAEMON_SCHEDULER if DAEMON else None)
     try:
         yield r
     finally:
         r.close()
+        if daemon is not None:
+            daemon.shutdown()
         scheduler.stop()
         client.close()
+
+
+def _start_daemon(control_plane: ControlPlane, workdir: Path) -> Daemon:
+    """`policyd run` with the default profile, in this process, without leader election."""
+    profile = workdir / "policyd.yaml"
+    profile.write_text(
+        "apiVersion: policyd.io/v1alpha1\nkind: PolicydConfiguration\n"
+        "leaderElection:\n  leaderElect: false\n"
+        f"profiles:\n- schedulerName: {DAEMON_SCHEDULER}\n")
+    options = RunOptions(config=profile, kubeconfig=str(control_plane.kubeconfig_path),
+                         metrics_bind_address="127.0.0.1:0", shutdown_grace=5.0)
+    daemon = Daemon(options, load_config(options))
+    daemon.start()
+    deadline = time.monotonic() + 30
+    while not daemon.synced():
+        if time.monotonic() > deadline:
+            daemon.shutdown()
+            raise TimeoutError("policyd run did not sync its caches in 30s")
+        time.sleep(0.05)
+    return daemon
 
 
 def _replay(first: int, count: int) -> str:
@@ -78,7 +108,7 @@ def test_policyd_matches_kube_scheduler(runner: Runner) -> None:
     token = f"{SEED:x}"[-5:]
     started = time.monotonic()
     failures: list[tuple[int, Outcome]] = []
-    stats = {"bound": 0, "unschedulable": 0, "probes": 0}
+    stats = {"bound": 0, "unschedulable": 0, "probes": 0, "daemon": 0}
     for first in range(FIRST, FIRST + CASES, BATCH):
         indexes = range(first, min(first + BATCH, FIRST + CASES))
         cases = [gen_case(SEED, i, f"d{token}-{i}") for i in indexes]
@@ -88,11 +118,13 @@ def test_policyd_matches_kube_scheduler(runner: Runner) -> None:
             else:
                 stats["unschedulable"] += 1
             stats["probes"] += len(outcome.probes)
+            stats["daemon"] += outcome.daemon is not None
             if not outcome.ok:
                 failures.append((first, outcome))
     elapsed = time.monotonic() - started
     summary = (f"{CASES} cases (seed {SEED}) in {elapsed:.1f}s: {stats['bound']} bound, "
-               f"{stats['unschedulable']} unschedulable, {stats['probes']} pinned probes")
+               f"{stats['unschedulable']} unschedulable, {stats['probes']} pinned probes, "
+               f"{stats['daemon']} decisions of policyd run")
     print(summary)
     if failures:
         report = [f"{len(failures)} of {summary} differ:"]

@@ -104,6 +104,7 @@ class Outcome:
     case: Case
     kube: KubeDecision
     policyd: ScheduleResult | None = None
+    daemon: KubeDecision | None = None  # what `policyd run` decided, in daemon mode
     # (node, kube-scheduler's decision) for each pinned copy tried
     probes: list[tuple[str, KubeDecision]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -128,12 +129,15 @@ class Runner:
 
     def __init__(self, client: KubeClient, *, timeout: float = 20.0,
                  workers: int = 16, seed: int = 0, probes: int = 2,
-                 score_log: Path | None = None) -> None:
+                 score_log: Path | None = None, daemon_scheduler: str | None = None
+                 ) -> None:
         self.client = client
         self.timeout = timeout
         self.pool = ThreadPoolExecutor(max_workers=workers)
         self.seed = seed
         self.probes = probes
+        # The schedulerName of a running `policyd run` daemon to compare as well.
+        self.daemon_scheduler = daemon_scheduler
         # kube-scheduler's log with per-plugin scores (see SCORE_LOG_ARGS), if any.
         self.score_log = score_log
         self._log_offset = score_log.stat().st_size if score_log is not None else 0
@@ -184,19 +188,26 @@ class Runner:
             "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"},
                        "capacity": {"cpu": "1", "memory": "1Gi", "pods": "10"}}})
         self._barriers.append(name)
-        pod = {"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": name, "namespace": BARRIER_NAMESPACE,
-                            "labels": {UNDER_TEST_LABEL: "barrier"}},
-               "spec": {"schedulerName": SCHEDULER_NAME, "nodeSelector": {HOSTNAME: name},
-                        "terminationGracePeriodSeconds": 0,
-                        "containers": [{"name": "c", "image": "registry/app:1"}]}}
-        self._create_pods([pod])
+        schedulers = [SCHEDULER_NAME]
+        if self.daemon_scheduler is not None:
+            schedulers.append(self.daemon_scheduler)
+        pods: list[dict[str, Any]] = [
+            {"apiVersion": "v1", "kind": "Pod",
+             "metadata": {"name": f"{name}-{i}", "namespace": BARRIER_NAMESPACE,
+                          "labels": {UNDER_TEST_LABEL: "barrier"}},
+             "spec": {"schedulerName": scheduler, "nodeSelector": {HOSTNAME: name},
+                      "terminationGracePeriodSeconds": 0,
+                      "containers": [{"name": "c", "image": "registry/app:1"}]}}
+            for i, scheduler in enumerate(schedulers)]
+        self._create_pods(pods)
         deadline = time.monotonic() + self.timeout
-        path = f"/api/v1/namespaces/{BARRIER_NAMESPACE}/pods/{name}"
-        while not self.client.request("GET", path)["spec"].get("nodeName"):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"kube-scheduler did not bind the barrier pod {name}")
-            time.sleep(0.02)
+        for pod in pods:
+            path = f"/api/v1/namespaces/{BARRIER_NAMESPACE}/pods/{pod['metadata']['name']}"
+            while not self.client.request("GET", path)["spec"].get("nodeName"):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{pod['spec']['schedulerName']} did not bind the "
+                                       f"barrier pod {pod['metadata']['name']}")
+                time.sleep(0.02)
 
     def _set_phase(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
@@ -286,6 +297,8 @@ class Runner:
                 if o.ok and o.kube.node and len(o.policyd.feasible) > 1:
                     scored.append((o, pod))
             self._compare_scores(scored, fw, cluster)
+            if self.daemon_scheduler is not None:
+                self._daemon_round(outcomes, fw, cluster)
             self._probe(outcomes, cluster)
             return outcomes
         finally:
@@ -371,6 +384,63 @@ class Runner:
             ns["metadata"]["name"]: dict(ns["metadata"].get("labels", {}))
             for ns in namespaces}
         return cluster, test_pods
+
+    def _daemon_round(self, outcomes: Sequence[Outcome], fw: Framework,
+                      cluster: ClusterState) -> None:
+        """The same pods again, now placed by a running `policyd run` daemon.
+
+        The daemon builds its cluster from its own watches and reports through the API
+        (binding, PodScheduled condition), so this checks the whole path against the
+        same truth: kube-scheduler's message when unschedulable; when schedulable, a
+        node with the best total in policyd's (score-checked) in-process scoring."""
+        assert self.daemon_scheduler is not None
+        todo = [o for o in outcomes if o.ok and o.policyd is not None]
+        if not todo:
+            return
+        self._each(self._delete_pod, [o.case.pod for o in todo])
+        copies = []
+        for o in todo:
+            copy = {**o.case.pod, "metadata": {**o.case.pod["metadata"], "name": "daemon"},
+                    "spec": {**o.case.pod["spec"], "schedulerName": self.daemon_scheduler}}
+            copies.append(copy)
+        self._create_pods(copies)
+        decisions = self._wait({(c["metadata"]["namespace"], "daemon") for c in copies})
+        for o, pod in zip(todo, copies, strict=True):
+            d = decisions[(pod["metadata"]["namespace"], "daemon")]
+            o.daemon = d
+            k = o.kube
+            if not d.decided:
+                o.problems.append("policyd run decided nothing in time")
+            elif d.reason and d.reason != "Unschedulable":
+                o.problems.append(f"policyd run failed: {d.reason}: {d.message}")
+            elif (d.node is None) != (k.node is None):
+                o.problems.append(f"policyd run: node={d.node} {d.message}; kube-scheduler: "
+                                  f"node={k.node} {k.message}")
+            elif d.node is None and d.message != k.message:
+                o.problems.append("policyd run's FailedScheduling differs:\n      "
+                                  f"kube-scheduler: {k.message}\n      policyd run:    "
+                                  f"{d.message}")
+            elif d.node is not None:
+                self._check_daemon_node(o, d.node, fw, cluster)
+        self._each(self._delete_pod, copies)
+
+    def _check_daemon_node(self, o: Outcome, node: str, fw: Framework,
+                           cluster: ClusterState) -> None:
+        p = o.policyd
+        assert p is not None
+        if node not in p.feasible:
+            o.problems.append(f"policyd run chose {node}, infeasible in-process")
+            return
+        if len(p.feasible) == 1:
+            return
+        ref = schedule_one(fw, p.pod, cluster, reference=True)
+        if ref.scores is None:
+            return
+        totals = {n.name: t for n, t in zip(ref.scores.nodes, ref.scores.totals,
+                                            strict=True)}
+        if totals[node] < max(totals.values()):
+            o.problems.append(f"policyd run chose {node} scoring {totals[node]}; the best "
+                              f"in-process is {max(totals.values())}")
 
     def _probe(self, outcomes: Sequence[Outcome], cluster: ClusterState) -> None:
         """Pin copies of the pod to single nodes and compare both schedulers again.
