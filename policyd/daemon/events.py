@@ -1,8 +1,9 @@
 """Events and the PodScheduled condition, posted off the scheduling path.
 
-The scheduling loop only enqueues; a worker thread posts. Writes are best effort (an
-event lost to an API hiccup is retried a few times, then dropped with a log line):
-they explain decisions, they do not make them.
+The scheduling loop only enqueues; a few worker threads post. Writes are best effort:
+transient failures are retried with backoff for up to `RETRY_FOR` seconds (an event
+keeps its name across retries, so a retry after a lost reply is a harmless 409), then
+dropped with a log line: they explain decisions, they do not make them.
 
 Flood control: a pod that keeps failing with the same message gets its condition
 patched once (it is state, not news) and a FailedScheduling event when the message
@@ -22,11 +23,15 @@ from dataclasses import dataclass
 from policyd.daemon.metrics import Metrics
 from policyd.framework.fit_error import truncate_event_message
 from policyd.kube import api
+from policyd.kube.backoff import Backoff
 from policyd.kube.client import ApiError, KubeClient
 
 log = logging.getLogger("policyd.daemon.events")
 
 REPEAT_INITIAL = 60.0
+# How long a transient failure (no connection, 429, 5xx) is retried before an event or
+# condition is given up: long enough for an API server restart.
+RETRY_FOR = 30.0
 REPEAT_MAX = 600.0
 
 
@@ -82,6 +87,7 @@ class EventSink:
         self._q: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize)
         # A few writers: one POST at a time would cap events (and so binds' Scheduled
         # events) at the round-trip rate.
+        self._stopping = False
         self._threads = [threading.Thread(target=self._run, name=f"policyd-events-{i}",
                                           daemon=True) for i in range(workers)]
 
@@ -91,6 +97,7 @@ class EventSink:
 
     def stop(self, timeout: float = 5.0) -> None:
         """Post what is queued (within `timeout`), then stop."""
+        self._stopping = True
         deadline = time.monotonic() + timeout
         for _ in self._threads:
             try:
@@ -112,15 +119,17 @@ class EventSink:
             work = self._q.get()
             if work is None:
                 return
-            for attempt in range(3):
+            backoff = Backoff(initial=0.2, maximum=5.0)
+            deadline = time.monotonic() + RETRY_FOR
+            while True:
                 try:
                     work()
                     break
                 except ApiError as exc:
-                    if not exc.transient or attempt == 2:
+                    if not exc.transient or time.monotonic() >= deadline or self._stopping:
                         log.warning("could not write event/condition: %s", exc)
                         break
-                    time.sleep(0.2 * 2**attempt)
+                    time.sleep(backoff.next_delay())
                 except Exception:
                     log.exception("event writer failed")
                     break
@@ -134,7 +143,12 @@ class EventSink:
                               component=component, instance=self.instance)
 
         def post() -> None:
-            api.post_event(self.client, body)
+            try:
+                api.post_event(self.client, body)
+            except ApiError as exc:
+                # The same event (same name) from an attempt whose reply was lost.
+                if exc.status != 409:
+                    raise
             self.metrics.events_emitted.labels(reason).inc()
 
         self._submit(post)

@@ -356,14 +356,21 @@ class Scheduler:
         backoff = Backoff(initial=0.2, maximum=5.0)
         deadline = self.clock() + BIND_DEADLINE
         t0 = self.clock()
+        attempted = False
         while True:
+            with self.lock:
+                if self.assumed.get(pod.uid) != node:
+                    # The informer replaced the assumption: deleted, bound by someone
+                    # else, or bound here by an earlier attempt whose reply was lost.
+                    if not (attempted and self._api_shows_bound(pod, node)):
+                        return
+                    outcome = api.BindOutcome.BOUND
+                    break
             if not self.is_leader():
                 self._bind_failed(qp, node, profile, "lost leadership before binding")
                 return
-            with self.lock:
-                if self.assumed.get(pod.uid) != node:
-                    return  # deleted or bound by someone else meanwhile
             try:
+                attempted = True
                 outcome = api.bind_pod(self.client, pod.namespace, pod.name, pod.uid, node)
                 break
             except ApiError as exc:
@@ -405,13 +412,20 @@ class Scheduler:
         try:
             current = api.get_pod(self.client, pod.namespace, pod.name)
         except ApiError:
-            return api.BindOutcome.ALREADY_BOUND
+            # Cannot ask: trust what the informer has shown so far.
+            with self.lock:
+                return (api.BindOutcome.BOUND if self._api_shows_bound(pod, node)
+                        else api.BindOutcome.ALREADY_BOUND)
         if current is None:
             return api.BindOutcome.GONE
         meta, spec = current.get("metadata") or {}, current.get("spec") or {}
         if meta.get("uid") == pod.uid and spec.get("nodeName") == node:
             return api.BindOutcome.BOUND
         return api.BindOutcome.ALREADY_BOUND
+
+    def _api_shows_bound(self, pod: Pod, node: str) -> bool:
+        """Under the lock: the informer has shown this very pod bound to `node`."""
+        return pod.uid not in self.assumed and self.cluster.node_of(pod.uid) == node
 
     def _bind_failed(self, qp: QueuedPod, node: str, profile: str, message: str) -> None:
         """Undo the assumption and retry the pod after a backoff."""

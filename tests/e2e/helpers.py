@@ -161,13 +161,14 @@ class Cluster:
 
 
 def write_profile(directory: Path, scheduler: str, *, policies: str | None = "policies",
-                  lease: str | None = None, extra: str = "") -> Path:
+                  lease: str | None = None, extra: str = "", lease_duration: str = "4s",
+                  renew_deadline: str = "3s") -> Path:
     lines = ["apiVersion: policyd.io/v1alpha1", "kind: PolicydConfiguration",
              "podInitialBackoffSeconds: 1", "podMaxBackoffSeconds: 2"]
     if policies:
         lines.append(f"policies: [{policies}]")
-    lines += ["leaderElection:", "  leaderElect: true", "  leaseDuration: 4s",
-              "  renewDeadline: 3s", "  retryPeriod: 500ms",
+    lines += ["leaderElection:", "  leaderElect: true", f"  leaseDuration: {lease_duration}",
+              f"  renewDeadline: {renew_deadline}", "  retryPeriod: 500ms",
               f"  resourceName: {lease or scheduler}", "  resourceNamespace: default"]
     lines += ["profiles:", f"- schedulerName: {scheduler}"]
     path = directory / f"profile-{scheduler}-{uuid.uuid4().hex[:6]}.yaml"

@@ -120,7 +120,9 @@ def test_dropped_connections_and_an_outage_lose_nothing(
     daemons = DaemonFactory(_proxied_kubeconfig(control_plane, proxy.port, tmp_path),
                             tmp_path)
     try:
-        d = daemons.start(write_profile(policy_dir.parent, sched))
+        # A lease that outlives the outage: losing leadership mid-bind is another test.
+        d = daemons.start(write_profile(policy_dir.parent, sched, lease_duration="15s",
+                                        renew_deadline="10s"))
         cluster.pod("before", sched)
         cluster.wait_bound("before")
         # Cut everything twice, with pods created in between.
@@ -143,7 +145,13 @@ def test_dropped_connections_and_an_outage_lose_nothing(
             assert cluster.wait_bound(f"outage-{i}", timeout=40) == "hw"
         _, text = scrape(d.http.port)  # type: ignore[union-attr]
         assert metric(text, "policyd_watch_errors_total") >= 1
+        # Bound once each, and each bind known as ours (a reply lost in a cut is
+        # confirmed, not retried into a second binding or forgotten).
         assert metric(text, "policyd_schedule_attempts_total", result="scheduled") == 16
+        names = ["before", *(f"cut{r}-{i}" for r in range(2) for i in range(5)),
+                 *(f"outage-{i}" for i in range(5))]
+        wait_for(lambda: all(len(cluster.events(pod=n, reason="Scheduled")) == 1
+                             for n in names), 15, "one Scheduled event per pod")
     finally:
         daemons.stop_all()
 
