@@ -115,12 +115,16 @@ class Outcome:
 
     def describe(self) -> str:
         p = self.policyd
-        lines = [f"case {self.case.index} (prefix {self.case.prefix}):"]
+        lines = [f"case {self.case.index} (prefix {self.case.prefix}, "
+                 f"{', '.join(self.case.notes)}):"]
         lines += [f"  - {problem}" for problem in self.problems]
         lines.append(f"  kube-scheduler: node={self.kube.node} {self.kube.reason} "
                      f"{self.kube.message}")
         if p is not None:
             lines.append(f"  policyd: node={p.node} feasible={p.feasible} {p.message}")
+        if self.daemon is not None:
+            lines.append(f"  policyd run: node={self.daemon.node} {self.daemon.reason} "
+                         f"{self.daemon.message}")
         return "\n".join(lines)
 
 
