@@ -36,6 +36,23 @@ PoliciesOpt = Annotated[list[Path] | None, typer.Option("--policies", help="Poli
                                                         "directory (repeatable).")]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", help="Output format.")]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for breaking score ties.")]
+MetricsOpt = Annotated[Path | None, typer.Option(
+    "--metrics", help="Node metric values for `metric` score rules, YAML or JSON: "
+    "metric -> node -> value (without it every metric value is missing).")]
+
+
+def attach_metrics_file(frameworks: dict[str, Framework], path: Path | None) -> None:
+    """Give the policies' `metric` rules fixed values from `path`, as the daemon's cache
+    would at one moment, so a decision can be reproduced offline."""
+    if path is None:
+        return
+    from policyd.nodemetrics import MetricsFileError, attach_metrics, load_metrics_file
+
+    try:
+        reader = load_metrics_file(path)
+    except MetricsFileError as exc:
+        raise InputFileError(str(exc)) from None
+    attach_metrics(frameworks.values(), reader)
 
 
 def load_policy_plugins(paths: list[Path]) -> list[Plugin]:
@@ -109,6 +126,7 @@ def explain(
     policies: PoliciesOpt = None,
     output: FormatOpt = OutputFormat.text,
     seed: SeedOpt = None,
+    metrics: MetricsOpt = None,
 ) -> None:
     """Explain where one pod would go and why: every plugin's verdict and score per node.
 
@@ -123,6 +141,7 @@ def explain(
     listed = load_snapshot(*pods, pods_only=True).pods if pods else []
     target = _pick_pod(pod, snap.pods + listed, from_file)
     frameworks = frameworks_for(config, policies or [], seed)
+    attach_metrics_file(frameworks, metrics)
     state = snap.cluster()
     state.remove_pod(target.uid)
     fw = frameworks.get(target.scheduler_name) or next(iter(frameworks.values()))
@@ -142,6 +161,7 @@ def simulate(
     policies: PoliciesOpt = None,
     output: FormatOpt = OutputFormat.text,
     seed: SeedOpt = None,
+    metrics: MetricsOpt = None,
 ) -> None:
     """Schedule every pending pod of the snapshot (for this scheduler's profiles) plus the
     given pods, in queue order, each placement counted before the next.
@@ -154,6 +174,7 @@ def simulate(
     snap = load_snapshot(cluster)
     extra = load_snapshot(*(pods or []), pods_only=True).pods if pods else []
     frameworks = frameworks_for(config, policies or [], seed)
+    attach_metrics_file(frameworks, metrics)
     state = snap.cluster()
     pending = state.pending_pods() + extra
 

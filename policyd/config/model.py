@@ -94,6 +94,72 @@ class ProfileConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class MetricQuery:
+    """One entry of a prometheus provider's `metrics`."""
+
+    name: str
+    """`name`: the metric name score rules use (`metric: {name: ...}`)."""
+    query: str
+    """`query`: PromQL giving one series per node (an instant vector)."""
+    allow_negative: bool = False
+    """`allowNegative`: keep negative values (default: dropped as meaningless)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsProviderConfig:
+    """One entry of `metricsProviders`: where node metric values come from.
+
+    Common fields first; the rest belong to one kind each (validation rejects fields of
+    another kind)."""
+
+    name: str
+    """`name`: the provider's name (metrics labels, logs)."""
+    kind: str
+    """`kind`: prometheus, probe or nodeAnnotation."""
+    refresh_interval: float = s.DEFAULT_METRICS_REFRESH_SECONDS
+    """`refreshInterval`, in seconds: time between refreshes while healthy."""
+    timeout: float = s.DEFAULT_METRICS_TIMEOUT_SECONDS
+    """`timeout`, in seconds: each request or probe gives up after this."""
+    max_age: float = 3 * s.DEFAULT_METRICS_REFRESH_SECONDS
+    """`maxAge`, in seconds: a value older than this counts as missing (default 3 x
+    refreshInterval)."""
+    max_backoff: float = s.DEFAULT_METRICS_MAX_BACKOFF_SECONDS
+    """`maxBackoff`, in seconds: the longest wait between attempts while failing."""
+    # prometheus
+    url: str = ""
+    """`url`: the Prometheus base URL (prometheus)."""
+    node_label: str = s.DEFAULT_METRICS_NODE_LABEL
+    """`nodeLabel`: the series label naming the node (prometheus)."""
+    bearer_token_file: Path | None = None
+    """`bearerTokenFile`, resolved against the profile's directory, read before each
+    request (prometheus)."""
+    queries: tuple[MetricQuery, ...] = ()
+    """`metrics` (prometheus)."""
+    # probe and nodeAnnotation
+    metric: str = ""
+    """`metric`: the one metric name this provider fills (probe, nodeAnnotation)."""
+    port: int = 0
+    """`port`: TCP port to connect to (probe)."""
+    address_from: str = "internalIP"
+    """Where the probe's address comes from: `address.internalIP`, `address.label` or
+    `address.annotation` (probe)."""
+    address_key: str = ""
+    """The label or annotation key holding the address (probe)."""
+    workers: int = s.DEFAULT_METRICS_PROBE_WORKERS
+    """`workers`: concurrent probes at most (probe)."""
+    annotation: str = ""
+    """`annotation`: the Node annotation holding the number (nodeAnnotation)."""
+    allow_negative: bool = False
+    """`allowNegative` (nodeAnnotation)."""
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        if self.kind == "prometheus":
+            return tuple(q.name for q in self.queries)
+        return (self.metric,) if self.metric else ()
+
+
+@dataclass(frozen=True, slots=True)
 class PolicydConfig:
     """A whole PolicydConfiguration file with defaults applied."""
 
@@ -118,6 +184,8 @@ class PolicydConfig:
     policy_files: tuple[Path, ...] = ()
     """Every policy file those entries name (directories expanded): what the daemon must
     watch for reloads."""
+    metrics_providers: tuple[MetricsProviderConfig, ...] = ()
+    """`metricsProviders`: the node metric sources score rules (`metric`) read."""
 
     @property
     def scheduler_names(self) -> list[str]:
@@ -215,4 +283,53 @@ def config_from_dict(raw: Any, path: Path, policy_files: tuple[Path, ...] = ()
         policies=tuple(Path(os.path.normpath(base / p)) for p in raw_policies
                        if isinstance(p, str) and p) if isinstance(raw_policies, list) else (),
         policy_files=policy_files,
+        metrics_providers=metrics_providers_from(doc.get("metricsProviders"), base),
     )
+
+
+def _metric_query(raw: Any) -> MetricQuery | None:
+    q = _map(raw)
+    name, query = q.get("name"), q.get("query")
+    if not isinstance(name, str) or not name or not isinstance(query, str) or not query:
+        return None
+    return MetricQuery(name, query, q.get("allowNegative") is True)
+
+
+def metrics_providers_from(raw: Any, base: Path) -> tuple[MetricsProviderConfig, ...]:
+    """The valid entries of `metricsProviders` (validation reported the others)."""
+    out: list[MetricsProviderConfig] = []
+    for entry in raw if isinstance(raw, list) else []:
+        p = _map(entry)
+        name, kind = p.get("name"), p.get("kind")
+        if not isinstance(name, str) or not name \
+                or kind not in ("prometheus", "probe", "nodeAnnotation"):
+            continue
+        refresh = _seconds(p.get("refreshInterval"), s.DEFAULT_METRICS_REFRESH_SECONDS)
+        address = _map(p.get("address"))
+        address_from, address_key = "internalIP", ""
+        for key in ("label", "annotation"):
+            if isinstance(address.get(key), str) and address[key]:
+                address_from, address_key = key, address[key]
+        token = p.get("bearerTokenFile")
+        queries = p.get("metrics")
+        out.append(MetricsProviderConfig(
+            name=name, kind=kind, refresh_interval=refresh,
+            timeout=_seconds(p.get("timeout"), s.DEFAULT_METRICS_TIMEOUT_SECONDS),
+            max_age=_seconds(p.get("maxAge"), 3 * refresh),
+            max_backoff=max(refresh, _seconds(p.get("maxBackoff"),
+                                              s.DEFAULT_METRICS_MAX_BACKOFF_SECONDS)),
+            url=_str(p.get("url"), ""),
+            node_label=_str(p.get("nodeLabel"), s.DEFAULT_METRICS_NODE_LABEL),
+            bearer_token_file=base / token if isinstance(token, str) and token else None,
+            queries=tuple(q for q in map(_metric_query, queries
+                                         if isinstance(queries, list) else [])
+                          if q is not None),
+            metric=_str(p.get("metric"), ""),
+            port=_int(p.get("port"), 0, lambda v: 0 < v < 65536),
+            address_from=address_from, address_key=address_key,
+            workers=_int(p.get("workers"), s.DEFAULT_METRICS_PROBE_WORKERS,
+                         lambda v: 0 < v <= 256),
+            annotation=_str(p.get("annotation"), ""),
+            allow_negative=p.get("allowNegative") is True,
+        ))
+    return tuple(out)

@@ -35,6 +35,27 @@ DEFAULT_RETRY_PERIOD = "2s"
 DEFAULT_RESOURCE_LOCK = "leases"
 DEFAULT_RESOURCE_NAME = "policyd"
 DEFAULT_RESOURCE_NAMESPACE = "kube-system"
+DEFAULT_METRICS_REFRESH_SECONDS = 30.0
+DEFAULT_METRICS_TIMEOUT_SECONDS = 5.0
+DEFAULT_METRICS_MAX_BACKOFF_SECONDS = 300.0
+DEFAULT_METRICS_NODE_LABEL = "node"
+DEFAULT_METRICS_PROBE_WORKERS = 16
+
+METRICS_KINDS = ("prometheus", "probe", "nodeAnnotation")
+# Fields only one kind of metrics provider takes; validate.py rejects them elsewhere.
+METRICS_KIND_FIELDS = {
+    "prometheus": ("url", "nodeLabel", "bearerTokenFile", "metrics"),
+    "probe": ("metric", "port", "address", "workers"),
+    "nodeAnnotation": ("metric", "annotation", "allowNegative"),
+}
+METRICS_KIND_REQUIRED = {
+    "prometheus": ("url", "metrics"),
+    "probe": ("metric", "port"),
+    "nodeAnnotation": ("metric", "annotation"),
+}
+# Prometheus-style names: score rules refer to them (`metric: {name: latency_ms}`).
+METRIC_NAME_PATTERN = "^[a-zA-Z_][a-zA-Z0-9_]*$"
+PROVIDER_NAME_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 # Extension points in upstream's order; policyd has plugins for the first group only,
 # the others are accepted so kube-scheduler profiles can disable plugins there.
@@ -145,6 +166,76 @@ def build_schema() -> dict[str, Any]:
                        "$KUBECONFIG, in-cluster config, ~/.kube/config."},
     }, description="How policyd talks to the API server.")
 
+    metric_name = {"type": "string", "pattern": METRIC_NAME_PATTERN, "description":
+                   "A metric name score rules refer to (letters, digits, _), unique across "
+                   "providers, e.g. latency_ms."}
+    provider = {
+        "type": "object",
+        "description": "A source of node metric values, refreshed in the background into "
+                       "the cache that `metric` score rules read (Score never waits for it).",
+        "properties": {
+            "name": {"type": "string", "pattern": PROVIDER_NAME_PATTERN, "maxLength": 63,
+                     "description": "Provider name (lowercase DNS label), unique."},
+            "kind": {"enum": list(METRICS_KINDS), "description":
+                     "prometheus: PromQL instant queries; probe: TCP connect round-trip "
+                     "time in ms, measured by policyd; nodeAnnotation: a number another "
+                     "agent writes on the Node."},
+            "refreshInterval": _duration("Time between refreshes while healthy.", "30s"),
+            "timeout": _duration("Each request (or probe) gives up after this.", "5s"),
+            "maxAge": {k: v for k, v in _duration(
+                "A value older than this counts as missing.", "3 x refreshInterval").items()
+                if k != "default"},
+            "maxBackoff": _duration("While failing, the wait between attempts doubles "
+                                    "from refreshInterval up to this.", "5m"),
+            "url": {"type": "string", "pattern": "^https?://", "description":
+                    "prometheus: base URL, e.g. http://prometheus.monitoring:9090."},
+            "nodeLabel": {"type": "string", "minLength": 1,
+                          "default": DEFAULT_METRICS_NODE_LABEL, "description":
+                          "prometheus: the series label naming the node. Default "
+                          f"{DEFAULT_METRICS_NODE_LABEL!r}."},
+            "bearerTokenFile": {"type": "string", "minLength": 1, "description":
+                                "prometheus: file holding a bearer token (re-read before "
+                                "each request), relative to this file."},
+            "metrics": {"type": "array", "minItems": 1, "items": _obj({
+                "name": metric_name,
+                "query": {"type": "string", "minLength": 1, "description":
+                          "PromQL giving one series per node, e.g. "
+                          "avg by (node) (probe_latency_ms)."},
+                "allowNegative": {"type": "boolean", "description":
+                                  "Keep negative values (default false: dropped)."},
+            }, ("name", "query")), "description": "prometheus: one query per metric."},
+            "metric": {**metric_name, "description": "probe, nodeAnnotation: the metric "
+                       "this provider fills."},
+            "port": {"type": "integer", "minimum": 1, "maximum": 65535,
+                     "description": "probe: TCP port to connect to."},
+            "address": {
+                "type": "object", "description": "probe: where the node's address comes "
+                "from (default: its InternalIP).",
+                "properties": {
+                    "internalIP": {"const": True},
+                    "label": {"type": "string", "minLength": 1},
+                    "annotation": {"type": "string", "minLength": 1},
+                },
+                "additionalProperties": False,
+                "oneOf": [{"required": ["internalIP"]}, {"required": ["label"]},
+                          {"required": ["annotation"]}],
+            },
+            "workers": {"type": "integer", "minimum": 1, "maximum": 256,
+                        "default": DEFAULT_METRICS_PROBE_WORKERS,
+                        "description": "probe: concurrent probes at most. Default "
+                                       f"{DEFAULT_METRICS_PROBE_WORKERS}."},
+            "annotation": {"type": "string", "minLength": 1, "description":
+                           "nodeAnnotation: the Node annotation holding the number."},
+            "allowNegative": {"type": "boolean", "description":
+                              "nodeAnnotation: keep negative values (default false)."},
+        },
+        "required": ["name", "kind"],
+        "additionalProperties": False,
+        "allOf": [{"if": {"properties": {"kind": {"const": k}}, "required": ["kind"]},
+                   "then": {"required": list(req)}}
+                  for k, req in METRICS_KIND_REQUIRED.items()],
+    }
+
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,
@@ -184,6 +275,9 @@ def build_schema() -> dict[str, Any]:
                                         "for *.yaml, *.yml), relative to this file. Each "
                                         "policy is a plugin named by its spec.pluginName, "
                                         "enabled by default."},
+            "metricsProviders": {"type": "array", "items": {"$ref": "#/$defs/metricsProvider"},
+                                 "description": "Node metric sources for `metric` score "
+                                                "rules (see docs/policy-language.md)."},
         },
         "required": ["apiVersion", "kind"],
         "additionalProperties": False,
@@ -196,6 +290,7 @@ def build_schema() -> dict[str, Any]:
             "pluginConfig": plugin_config,
             "leaderElection": leader_election,
             "clientConnection": client_connection,
+            "metricsProvider": provider,
         },
     }
 

@@ -19,6 +19,11 @@ path and rule id, so the same reporters serve `lint` and `check-config`:
 - from `policyd.config.plugins`: `plugin-unknown` (with the closest registered name),
   `plugin-not-implemented`, `extension-point`, `plugin-duplicate`,
   `plugin-config-unused`, `plugin-config-duplicate`, `plugin-args`;
+- `duplicate-provider-name`, `duplicate-metric`, `metrics-provider` (a field of
+  another kind, durations that are not positive; warnings for a maxAge shorter than the
+  refresh interval, a timeout longer than it, a bearerTokenFile not found);
+- `unknown-metric`: a policy `metric` rule naming a metric no provider defines, at the
+  rule's own file:line:column;
 - `policy-path` (a `policies` entry that does not exist or holds no YAML),
   `policy-invalid` (a plugin whose policy failed lint), and every lint problem of the
   policies themselves, at their own file:line:column.
@@ -28,6 +33,7 @@ A problem the schema reports is not reported again by a later check of the same 
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
@@ -103,7 +109,9 @@ def validate_config_file(
     check = _Check(doc, path)
     check.schema()
     check.settings()
+    check.metrics_providers()
     policies = check.policies(extra_policies)
+    check.metric_references()
     frameworks = check.profiles(policies, seed)
     config = config_from_dict(doc.data, path, tuple(check.policy_files))
     problems = sorted([*problems, *check.problems], key=lambda p: p.sort_key())
@@ -125,6 +133,8 @@ class _Check:
         self.policy_files: list[Path] = []
         self.failed_plugins: dict[str, str] = {}  # pluginName -> file of a failed policy
         self.failed_policy_files = 0
+        self.policy_documents: list[SourceDocument] = []
+        self.metric_names: dict[str, JsonPath] = {}  # metric -> where a provider defines it
         # Values the schema already found wrong: later checks skip them and everything
         # under them, so each mistake is reported once.
         self.reported: set[JsonPath] = set()
@@ -269,6 +279,93 @@ class _Check:
                      f"retryPeriod ({_seconds(retry_s)}), or the leader elector refuses "
                      "to start")
 
+    # metrics providers ----------------------------------------------------------------
+    def metrics_providers(self) -> None:
+        raw = self.data.get("metricsProviders")
+        if not isinstance(raw, list):
+            return
+        names: dict[str, JsonPath] = {}
+        for i, p in enumerate(raw):
+            where: JsonPath = ("metricsProviders", i)
+            if not isinstance(p, Mapping) or self.is_reported(where):
+                continue
+            name, kind = p.get("name"), p.get("kind")
+            if isinstance(name, str):
+                if name in names:
+                    self.add((*where, "name"), "duplicate-provider-name",
+                             f'Duplicate value: "{name}" (also {_fmt(names[name])})')
+                else:
+                    names[name] = (*where, "name")
+            if kind in config_schema.METRICS_KIND_FIELDS:
+                mine = config_schema.METRICS_KIND_FIELDS[kind]
+                for key in p:
+                    owners = [k for k, fields in config_schema.METRICS_KIND_FIELDS.items()
+                              if key in fields]
+                    if owners and key not in mine:
+                        self.add((*where, key), "metrics-provider",
+                                 f"field {key!r} is for kind {' or '.join(owners)}, not "
+                                 f"{kind}", key=True)
+            defined: list[tuple[JsonPath, Any]] = []
+            if kind == "prometheus" and isinstance(p.get("metrics"), list):
+                defined = [((*where, "metrics", j, "name"), m.get("name"))
+                           for j, m in enumerate(p["metrics"]) if isinstance(m, Mapping)]
+            elif kind in ("probe", "nodeAnnotation"):
+                defined = [((*where, "metric"), p.get("metric"))]
+            for at, metric in defined:
+                if not isinstance(metric, str) or self.is_reported(at):
+                    continue
+                if metric in self.metric_names:
+                    self.add(at, "duplicate-metric",
+                             f'Duplicate value: "{metric}" (also defined at '
+                             f"{_fmt(self.metric_names[metric])}); each metric comes from "
+                             "one provider")
+                else:
+                    self.metric_names[metric] = at
+            refresh = self._positive_duration((*where, "refreshInterval"), "metrics-provider")
+            timeout = self._positive_duration((*where, "timeout"), "metrics-provider")
+            max_age = self._positive_duration((*where, "maxAge"), "metrics-provider")
+            self._positive_duration((*where, "maxBackoff"), "metrics-provider")
+            refresh_s = refresh if refresh is not None else (
+                config_schema.DEFAULT_METRICS_REFRESH_SECONDS if "refreshInterval" not in p
+                else None)
+            if max_age is not None and refresh_s is not None and max_age < refresh_s:
+                self.add((*where, "maxAge"), "metrics-provider",
+                         f"maxAge ({_seconds(max_age)}) is shorter than refreshInterval "
+                         f"({_seconds(refresh_s)}): every value goes missing before the "
+                         "next refresh", level=WARNING)
+            if timeout is not None and refresh_s is not None and timeout > refresh_s:
+                self.add((*where, "timeout"), "metrics-provider",
+                         f"timeout ({_seconds(timeout)}) is longer than refreshInterval "
+                         f"({_seconds(refresh_s)}): a slow refresh delays the next one",
+                         level=WARNING)
+            token = p.get("bearerTokenFile")
+            if isinstance(token, str) and token and not (self.path.parent / token).exists():
+                self.add((*where, "bearerTokenFile"), "metrics-provider",
+                         f"bearerTokenFile {str(self.path.parent / token)!r} does not exist "
+                         "here (fine if it is mounted where policyd runs)", level=WARNING)
+
+    def metric_references(self) -> None:
+        """Every policy `metric` rule must name a metric some provider defines; reported
+        at the rule's file:line:column with the policy's problems."""
+        for pdoc in self.policy_documents:
+            data = pdoc.data if isinstance(pdoc.data, Mapping) else {}
+            spec = data.get("spec")
+            rules = spec.get("scores") if isinstance(spec, Mapping) else None
+            for i, rule in enumerate(rules if isinstance(rules, list) else []):
+                metric = rule.get("metric") if isinstance(rule, Mapping) else None
+                name = metric.get("name") if isinstance(metric, Mapping) else None
+                if not isinstance(name, str) or name in self.metric_names:
+                    continue
+                known = sorted(self.metric_names)
+                close = difflib.get_close_matches(name, known, n=1)
+                hint = (f"; did you mean {close[0]!r}?" if close else
+                        f"; defined: {', '.join(known)}" if known else
+                        "; the profile has no metricsProviders")
+                self.policy_problems.append(pdoc.problem(
+                    ("spec", "scores", i, "metric", "name"), "unknown-metric",
+                    f"metric {name!r} is not defined by any metricsProviders entry of "
+                    f"{self.path}{hint}"))
+
     # policies -----------------------------------------------------------------------
     def policies(self, extra: Sequence[Path]) -> dict[str, Any]:
         """Compiled policies by plugin name; their problems go to `policy_problems`."""
@@ -301,6 +398,7 @@ class _Check:
             return {}
         result = load_policy_set(self.policy_files)
         self.policy_problems.extend(result.problems)
+        self.policy_documents = list(result.documents)
         compiled = {p.name: p for p in result.compiled}
         for pdoc in result.documents:
             spec = pdoc.data.get("spec") if isinstance(pdoc.data, Mapping) else None

@@ -22,6 +22,9 @@ Semantics of missing data (also in docs/policy-language.md):
   evaluation error, rejects the node.
 - scores: a missing or non-numeric value (numeric, jmespath) scores 0 after
   normalization, whatever `reverse`/`prefer` say, and is left out of min/max.
+- metric scores: a value missing from the cache or older than its provider's maxAge is
+  missing; `missing: worst` scores 0, `neutral` 50, `skip` leaves the rule out of that
+  node's weighted mean. Always left out of min/max.
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ from policyd.model.selectors import (
     compile_label_selector,
     compile_node_selector_term,
 )
+from policyd.nodemetrics.cache import EMPTY as EMPTY_METRICS
+from policyd.nodemetrics.cache import MetricSnapshot, MetricsReader
 from policyd.policy.jmes import Expression, number, truthy
 
 if TYPE_CHECKING:
@@ -397,6 +402,67 @@ class NumericScore(ScoreRule):
         return numbers[codes[idx]]
 
 
+class _MetricValue:
+    """A metric rule bound to one cycle: the snapshot and the time it is judged at, taken
+    once in PreScore so that Score, NormalizeScore and the column path all read the same
+    values whatever the providers publish meanwhile."""
+
+    __slots__ = ("now", "snap")
+
+    def __init__(self, snap: MetricSnapshot | None, now: float) -> None:
+        self.snap = snap
+        self.now = now
+
+    def __call__(self, info: NodeInfo) -> float | None:
+        snap = self.snap
+        return None if snap is None else snap.get(info.node.name, self.now)
+
+
+class MetricScore(ScoreRule):
+    """A node metric from the cache providers fill in the background (never I/O here).
+
+    `missing` says what a node without a fresh value scores: `worst` 0 (like every
+    missing value), `neutral` 50, or `skip`: the rule does not count for that node (the
+    policy's score is the weighted mean of the node's other rules)."""
+
+    def __init__(self, spec: Mapping[str, Any]) -> None:
+        super().__init__(spec)
+        m = spec["metric"]
+        self.metric: str = m["name"]
+        self.reverse = m.get("prefer", "highest") == "lowest"
+        self.missing: str = m.get("missing", "worst")
+        self.source: MetricsReader = EMPTY_METRICS
+        # (table, its version, snapshot generation, values, timestamps) per table:
+        # node order changes only with the table's version, values with the generation.
+        self._column: tuple[weakref.ref[NodeTable], int, int, FloatArray,
+                            FloatArray] | None = None
+
+    def bind(self, pod: Pod) -> NodeValue:
+        source = self.source
+        return _MetricValue(source.snapshot(self.metric), source.now())
+
+    def values(self, value: NodeValue, pod: Pod, table: NodeTable,
+               idx: IntArray) -> FloatArray:
+        if not isinstance(value, _MetricValue):
+            return super().values(value, pod, table, idx)
+        snap = value.snap
+        if snap is None:
+            return np.full(idx.size, np.nan, np.float64)
+        cached = self._column
+        if cached is None or cached[0]() is not table or cached[1] != table.version \
+                or cached[2] != snap.generation:
+            nan = (math.nan, math.nan)
+            entries = [snap.values.get(info.node.name, nan) for info in table.infos]
+            vals = np.fromiter((e[0] for e in entries), np.float64, len(entries))
+            stamps = np.fromiter((e[1] for e in entries), np.float64, len(entries))
+            cached = (weakref.ref(table), table.version, snap.generation, vals, stamps)
+            self._column = cached
+        vals, stamps = cached[3][idx], cached[4][idx]
+        # The same test as MetricSnapshot.get: older than max_age is missing.
+        stale = ~(value.now - stamps <= snap.max_age)
+        return np.where(stale, np.nan, vals)
+
+
 class AllocationScore(ScoreRule):
     def __init__(self, spec: Mapping[str, Any]) -> None:
         super().__init__(spec)
@@ -488,6 +554,8 @@ def _score_rule(spec: Mapping[str, Any]) -> ScoreRule:
         return NumericScore(spec)
     if "allocation" in spec:
         return AllocationScore(spec)
+    if "metric" in spec:
+        return MetricScore(spec)
     return JmesScore(spec)
 
 
@@ -567,14 +635,45 @@ def normalize_array(method: str, reverse: bool, raw: FloatArray) -> IntArray:
     return out
 
 
-def combine(weights: Sequence[int], per_rule: Sequence[Sequence[int]], n: int) -> list[int]:
-    """Weighted mean of the rules' 0..100 scores per node (integer division)."""
-    wsum = sum(weights)
-    out = [0] * n
-    for w, scores in zip(weights, per_rule, strict=True):
+NEUTRAL_SCORE = MAX_SCORE // 2
+
+
+def combine(weights: Sequence[int], per_rule: Sequence[Sequence[int]], n: int,
+            counted: Sequence[Sequence[bool] | None] | None = None) -> list[int]:
+    """Weighted mean of the rules' 0..100 scores per node (integer division).
+
+    `counted[k]` (None: every node) says on which nodes rule k counts at all: a
+    `missing: skip` metric rule is left out of the mean of nodes without a value; a
+    node on which no rule counts scores 0."""
+    if counted is None or all(c is None for c in counted):
+        wsum = sum(weights)
+        out = [0] * n
+        for w, scores in zip(weights, per_rule, strict=True):
+            for i, s in enumerate(scores):
+                out[i] += w * s
+        return [t // wsum for t in out] if wsum else out
+    totals = [0] * n
+    wsums = [0] * n
+    for w, scores, mask in zip(weights, per_rule, counted, strict=True):
         for i, s in enumerate(scores):
-            out[i] += w * s
-    return [t // wsum for t in out] if wsum else out
+            if mask is None or mask[i]:
+                totals[i] += w * s
+                wsums[i] += w
+    return [t // ws if ws else 0 for t, ws in zip(totals, wsums, strict=True)]
+
+
+def apply_missing(rule: ScoreRule, raw: Sequence[float | None], scores: list[int]
+                  ) -> list[bool] | None:
+    """Adjust one rule's normalized scores for its `missing` setting; returns on which
+    nodes it counts (None: all)."""
+    if not isinstance(rule, MetricScore) or rule.missing == "worst":
+        return None
+    if rule.missing == "neutral":
+        for i, v in enumerate(raw):
+            if v is None:
+                scores[i] = NEUTRAL_SCORE
+        return None
+    return [v is not None for v in raw]
 
 
 # ---------------------------------------------------------------------------------
@@ -611,6 +710,18 @@ class CompiledPolicy:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} ({self.source or self.policy_name})>"
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        """The node metrics this policy's `metric` rules read."""
+        return tuple(r.metric for r in self.score_rules if isinstance(r, MetricScore))
+
+    def use_metrics(self, reader: MetricsReader) -> None:
+        """Read node metrics from `reader` (the daemon's cache, or a --metrics file);
+        until called, every metric value is missing."""
+        for r in self.score_rules:
+            if isinstance(r, MetricScore):
+                r.source = reader
 
     def applies(self, pod: Pod) -> bool:
         """Whether the policy applies to `pod` (memoized on the pod)."""
@@ -718,7 +829,9 @@ class _Scores:
         columns = list(zip(*raws, strict=True)) if raws else [() for _ in self.score_rules]
         per_rule = [normalize(rule.normalize, rule.reverse, column)
                     for rule, column in zip(self.score_rules, columns, strict=True)]
-        scores[:] = combine(self._weights, per_rule, len(nodes))
+        counted = [apply_missing(rule, column, normalized) for rule, column, normalized
+                   in zip(self.score_rules, columns, per_rule, strict=True)]
+        scores[:] = combine(self._weights, per_rule, len(nodes), counted)
         return None
 
     def score_vector(self, state: CycleState, pod: Pod, table: NodeTable,
@@ -728,10 +841,24 @@ class _Scores:
         normalize_score gives."""
         bound, _ = state.read(self._score_key)
         total = np.zeros(idx.size, np.int64)
+        wsum: IntArray | None = None  # per node, once a `missing: skip` rule is seen
         for rule, value in zip(self.score_rules, bound, strict=True):
             column = rule.values(value, pod, table, idx)
-            total += rule.weight * normalize_array(rule.normalize, rule.reverse, column)
-        return total // self._weight_sum
+            normalized = normalize_array(rule.normalize, rule.reverse, column)
+            missing = getattr(rule, "missing", "worst")
+            if missing == "worst":
+                total += rule.weight * normalized
+            elif missing == "neutral":
+                total += rule.weight * np.where(np.isnan(column), NEUTRAL_SCORE, normalized)
+            else:
+                present = ~np.isnan(column)
+                if wsum is None:
+                    wsum = np.full(idx.size, self._weight_sum, np.int64)
+                total += rule.weight * np.where(present, normalized, 0)
+                wsum -= np.where(present, 0, rule.weight)
+        if wsum is None:
+            return total // self._weight_sum
+        return np.where(wsum > 0, total // np.maximum(wsum, 1), 0)
 
     def explain_scores(self, state: CycleState, nodes: Sequence[NodeInfo]
                        ) -> dict[str, list[tuple[float | None, int]]]:
@@ -740,8 +867,9 @@ class _Scores:
         out: dict[str, list[tuple[float | None, int]]] = {}
         for i, rule in enumerate(self.score_rules):
             values = [r[i] for r in raws]
-            out[rule.id] = list(zip(values, normalize(rule.normalize, rule.reverse, values),
-                                    strict=True))
+            normalized = normalize(rule.normalize, rule.reverse, values)
+            apply_missing(rule, values, normalized)
+            out[rule.id] = list(zip(values, normalized, strict=True))
         return out
 
 

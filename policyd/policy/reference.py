@@ -20,6 +20,7 @@ from policyd.model.cluster import NodeInfo
 from policyd.model.quantity import resource_value
 from policyd.model.records import Pod
 from policyd.model.resources import pod_requests
+from policyd.nodemetrics.cache import MetricsReader
 from policyd.policy.jmes import OPTIONS
 
 
@@ -139,8 +140,16 @@ def _number(v: Any) -> Fraction | None:
         return None
 
 
-def _raw(rule: Mapping[str, Any], pod: Pod, info: NodeInfo) -> Fraction | None:
+def _raw(rule: Mapping[str, Any], pod: Pod, info: NodeInfo,
+         metrics: MetricsReader | None = None) -> Fraction | None:
     node = info.node
+    if "metric" in rule:
+        snap = metrics.snapshot(rule["metric"]["name"]) if metrics is not None else None
+        entry = snap.values.get(node.name) if snap is not None else None
+        if snap is None or entry is None or metrics is None \
+                or metrics.now() - entry[1] > snap.max_age:
+            return None
+        return _number(entry[0])
     if "labelValue" in rule:
         lv = rule["labelValue"]
         default = Fraction(str(lv.get("default", 0)))
@@ -187,6 +196,8 @@ def _clamp(x: Fraction) -> int:
 def _reverse(rule: Mapping[str, Any]) -> bool:
     if "numeric" in rule:
         return bool(rule["numeric"].get("prefer") == "lowest")
+    if "metric" in rule:
+        return bool(rule["metric"].get("prefer") == "lowest")
     return bool(rule.get("reverse", False))
 
 
@@ -195,9 +206,10 @@ def _normalized(rule: Mapping[str, Any], raws: list[Fraction | None]) -> list[in
     method = rule["normalize"]
     present = [v for v in raws if v is not None]
     out: list[int] = []
+    missing = rule["metric"].get("missing", "worst") if "metric" in rule else "worst"
     for v in raws:
         if v is None:
-            out.append(0)
+            out.append(50 if missing == "neutral" else 0)
             continue
         if method == "none":
             s = _clamp(v)
@@ -214,12 +226,22 @@ def _normalized(rule: Mapping[str, Any], raws: list[Fraction | None]) -> list[in
     return out
 
 
-def scores(doc: Mapping[str, Any], pod: Pod, infos: Sequence[NodeInfo]) -> list[int] | None:
-    """The policy's final 0..100 score per node, or None when it does not score."""
+def scores(doc: Mapping[str, Any], pod: Pod, infos: Sequence[NodeInfo],
+           metrics: MetricsReader | None = None) -> list[int] | None:
+    """The policy's final 0..100 score per node, or None when it does not score.
+    `metrics`: where `metric` rules read values (None: every value missing)."""
     rules = doc["spec"].get("scores") or []
     if not rules or not applies(doc, pod):
         return None
-    per_rule = [_normalized(r, [_raw(r, pod, i) for i in infos]) for r in rules]
-    wsum = sum(r["weight"] for r in rules)
-    return [sum(r["weight"] * per_rule[k][i] for k, r in enumerate(rules)) // wsum
-            for i in range(len(infos))]
+    raws = [[_raw(r, pod, i, metrics) for i in infos] for r in rules]
+    per_rule = [_normalized(r, raw) for r, raw in zip(rules, raws, strict=True)]
+    out = []
+    for i in range(len(infos)):
+        # A `missing: skip` metric rule does not count on a node without a value.
+        counted = [k for k, r in enumerate(rules)
+                   if not ("metric" in r and r["metric"].get("missing") == "skip"
+                           and raws[k][i] is None)]
+        wsum = sum(rules[k]["weight"] for k in counted)
+        out.append(sum(rules[k]["weight"] * per_rule[k][i] for k in counted) // wsum
+                   if wsum else 0)
+    return out

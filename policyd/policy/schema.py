@@ -29,7 +29,8 @@ SCHEMA_ID = "https://policyd.io/schemas/policy.schema.json"
 
 FILTER_KINDS = ("annotationToNodeLabel", "nodeLabels", "headroom",
                 "requireExtendedResource", "maxPodsPerNode", "jmespath")
-SCORE_KINDS = ("labelValue", "numeric", "allocation", "jmespath")
+SCORE_KINDS = ("labelValue", "numeric", "allocation", "jmespath", "metric")
+METRIC_NAME_PATTERN = "^[a-zA-Z_][a-zA-Z0-9_]*$"  # as in the profile's metricsProviders
 NORMALIZE = ("minmax", "max", "none")
 
 RULE_ID_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -163,6 +164,15 @@ def build_schema() -> dict[str, Any]:
         }, ("strategy",), "Least/most allocated, as NodeResourcesFit scores it."),
         "jmespath": {"type": "string", "description":
                      "JMESPath over {pod, node} giving a number."},
+        "metric": _obj({
+            "name": {"type": "string", "pattern": METRIC_NAME_PATTERN, "description":
+                     "A metric a metricsProviders entry of the profile defines."},
+            "prefer": {"enum": ["highest", "lowest"]},
+            "missing": {"enum": ["worst", "neutral", "skip"], "description":
+                        "What a node without a fresh value scores: worst (0, the "
+                        "default), neutral (50), skip (the rule does not count for it)."},
+        }, ("name", "prefer"), "A node metric from the background cache (no I/O while "
+                               "scoring)."),
     }, ("id", "weight", "normalize"), oneOf=_one_of_required(SCORE_KINDS))
 
     return {
@@ -224,6 +234,8 @@ def _validator() -> Any:
 _PATTERN_MESSAGES = {
     PLUGIN_NAME_PATTERN: "must be CamelCase: a capital letter, then letters and digits "
                          "(^[A-Z][A-Za-z0-9]*$)",
+    METRIC_NAME_PATTERN: "must be a metric name: letters, digits and '_', not starting "
+                         "with a digit (^[a-zA-Z_][a-zA-Z0-9_]*$)",
     RULE_ID_PATTERN: "must be a lowercase DNS label: a-z, 0-9 and '-', starting and "
                      "ending with a letter or digit",
     DNS_SUBDOMAIN_PATTERN: "must be a lowercase RFC 1123 subdomain (a-z, 0-9, '-', '.'), "

@@ -331,6 +331,10 @@ class _Checker:
                 self.add((*path, "reverse"), "schema",
                          "numeric rules choose their direction with prefer: highest|lowest, "
                          "not reverse", key=True)
+        if isinstance(rule.get("metric"), Mapping) and "reverse" in rule:
+            self.add((*path, "reverse"), "schema",
+                     "metric rules choose their direction with prefer: highest|lowest, "
+                     "not reverse", key=True)
         alloc = rule.get("allocation")
         if isinstance(alloc, Mapping):
             p = (*path, "allocation")
