@@ -67,6 +67,8 @@ class LoadedConfig:
     frameworks: dict[str, Framework]
     settings: RuntimeSettings
     files: list[Path] = field(default_factory=list)  # every file a reload must watch
+    # The profile's `metricsProviders` (policyd.config.model.MetricsProviderConfig).
+    metrics_providers: tuple[Any, ...] = ()
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
@@ -195,7 +197,8 @@ def load(path: Path, extra_policies: list[Path] | None = None) -> LoadedConfig:
         renew_deadline=float(le.renew_deadline), retry_period=float(le.retry_period),
         lease_name=str(le.resource_name), lease_namespace=str(le.resource_namespace))
     files = [path, *config.policies, *config.policy_files, *(extra_policies or [])]
-    return LoadedConfig(path, dict(frameworks), settings, list(dict.fromkeys(files)))
+    return LoadedConfig(path, dict(frameworks), settings, list(dict.fromkeys(files)),
+                        tuple(getattr(config, "metrics_providers", ()) or ()))
 
 
 def format_problem(p: Any) -> str:

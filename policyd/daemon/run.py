@@ -22,6 +22,7 @@ from policyd.daemon.metrics import HealthServer, Metrics
 from policyd.daemon.reload import ConfigWatcher
 from policyd.daemon.scheduler import Scheduler
 from policyd.errors import EXIT_OK
+from policyd.framework.runtime import Framework
 from policyd.kube import api
 from policyd.kube.client import ApiError, ConnectionSettings, KubeClient
 from policyd.kube.informer import Informer
@@ -118,6 +119,10 @@ class Daemon:
                 partial(sch.on_workload, kind), partial(sch.on_workload_update, kind),
                 partial(sch.on_workload, kind, deleted=True)),
                 name=kind, watch_timeout=options.watch_timeout))
+        # Node metrics for policy `metric` scores: providers refresh a cache in the
+        # background; compiled policies only read it.
+        self.node_metrics = _metrics_manager(sch.nodes_snapshot, self.metrics)
+        self._bind_node_metrics(loaded.frameworks)
         self.watcher = ConfigWatcher(loaded, apply=self._apply_config,
                                      rejected=self._config_rejected,
                                      interval=options.reload_interval,
@@ -140,8 +145,22 @@ class Daemon:
 
     # -- reload -------------------------------------------------------------------------
 
+    def _bind_node_metrics(self, frameworks: dict[str, Framework]) -> None:
+        if self.node_metrics is None:
+            return
+        for fw in frameworks.values():
+            plugins = [*fw.pre_filter_plugins, *fw.filter_plugins, *fw.pre_score_plugins,
+                       *(wp.plugin for wp in fw.score_plugins)]
+            for plugin in plugins:
+                use = getattr(plugin, "use_metrics", None)
+                if use is not None:
+                    use(self.node_metrics.cache)
+
     def _apply_config(self, loaded: daemon_config.LoadedConfig) -> None:
         self.loaded = loaded
+        if self.node_metrics is not None:
+            self.node_metrics.apply(loaded.metrics_providers)
+        self._bind_node_metrics(loaded.frameworks)
         self.scheduler.set_frameworks(loaded.frameworks)
         self.metrics.config_reloads.labels("applied").inc()
 
@@ -170,6 +189,8 @@ class Daemon:
             log.info("serving /metrics, /healthz, /readyz on %s:%d",
                      self.http.server.server_address[0], self.http.port)
         self.events.start()
+        if self.node_metrics is not None and self.loaded.metrics_providers:
+            self.node_metrics.apply(self.loaded.metrics_providers)
         log.info("policyd %s starting: profiles %s, API server %s, leader election %s",
                  self.identity, ", ".join(self.loaded.frameworks), self.client.host,
                  f"on ({self.le_settings.namespace}/{self.le_settings.name})"
@@ -203,6 +224,8 @@ class Daemon:
                 t.join(10.0)
         for inf in self.informers():
             inf.stop()
+        if self.node_metrics is not None:
+            self.node_metrics.stop()
         self.events.stop(5.0)
         for t in self._threads:
             t.join(2.0)
@@ -211,6 +234,16 @@ class Daemon:
         self.client.close()
         log.info("stopped")
         return EXIT_OK
+
+
+def _metrics_manager(nodes: Callable[[], list[Any]], metrics: Metrics) -> Any:
+    """A `policyd.nodemetrics.manager.MetricsManager` sharing our Prometheus registry,
+    or None in a build without node metrics."""
+    try:
+        from policyd.nodemetrics.manager import MetricsManager
+    except ImportError:
+        return None
+    return MetricsManager(nodes, registry=metrics.registry)
 
 
 class _Handler:

@@ -31,7 +31,7 @@ from policyd.kube import api
 from policyd.kube.backoff import Backoff
 from policyd.kube.client import ApiError, KubeClient
 from policyd.model.cluster import ClusterState
-from policyd.model.records import Pod, node_from_dict, pod_from_dict
+from policyd.model.records import Node, Pod, node_from_dict, pod_from_dict
 
 log = logging.getLogger("policyd.daemon.scheduler")
 
@@ -109,6 +109,11 @@ class Scheduler:
             if qp is not None:
                 out.append((pod.uid, qp))
         return out
+
+    def nodes_snapshot(self) -> list[Node]:
+        """The current Node records (for node metric probes, from other threads)."""
+        with self.lock:
+            return [info.node for info in self.cluster.node_infos()]
 
     def _responsible(self, pod: Pod) -> bool:
         return (pod.scheduler_name in self.frameworks and not pod.node_name
