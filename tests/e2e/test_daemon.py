@@ -6,6 +6,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from policyd.daemon.queue import UNSCHEDULABLE
 from tests.e2e.helpers import Cluster, DaemonFactory, metric, scrape, wait_for, write_profile
 
@@ -250,3 +252,52 @@ def test_namespace_labels_reach_pod_affinity(cluster: Cluster, daemons: DaemonFa
         "topologyKey": "kubernetes.io/hostname"}]}}
     cluster.pod("follower", sched, affinity=affinity)
     assert cluster.wait_bound("follower") == "n2"
+
+
+LATENCY_POLICY = """\
+apiVersion: policyd.io/v1alpha1
+kind: SchedulingPolicy
+metadata:
+  name: measured-latency
+spec:
+  pluginName: MeasuredLatency
+  weight: 10
+  scores:
+    - id: latency
+      weight: 100
+      metric:
+        name: node_latency_ms
+        prefer: lowest
+      normalize: minmax
+"""
+
+
+def test_node_metric_providers_feed_policy_scores(cluster: Cluster, daemons: DaemonFactory,
+                                                  tmp_path: Path) -> None:
+    model = pytest.importorskip("policyd.config.model")
+    pytest.importorskip("policyd.nodemetrics.manager")
+    if "metrics_providers" not in getattr(model.PolicydConfig, "__dataclass_fields__", {}):
+        pytest.skip("this build has no metricsProviders")
+    sched = _scheduler()
+    (tmp_path / "latency.yaml").write_text(LATENCY_POLICY)
+    profile = write_profile(tmp_path, sched, policies="latency.yaml", extra="""\
+metricsProviders:
+- name: annotations
+  kind: nodeAnnotation
+  metric: node_latency_ms
+  annotation: example.com/latency-ms
+  refreshInterval: 1s
+""")
+    for name, latency in (("slow", "50"), ("fast", "2"), ("mid", "20")):
+        cluster.node(name, annotations={"example.com/latency-ms": latency})
+    d = daemons.start(profile)
+    assert d.node_metrics is not None
+    def measured() -> bool:
+        snap = d.node_metrics.cache.snapshot("node_latency_ms")
+        return snap is not None and len(snap.values) == 3
+
+    wait_for(measured, 10, "metric values for every node")
+    for i in range(3):
+        cluster.pod(f"p{i}", sched)
+    for i in range(3):
+        assert cluster.wait_bound(f"p{i}") == "fast"
