@@ -76,6 +76,7 @@ class Scheduler:
         self._bad_objects: dict[str, str] = {}  # uid -> resourceVersion already reported
         self._workloads: dict[str, dict[str, Obj]] = {}  # kind -> ns/name -> object
         self.stopping = threading.Event()
+        self._abandon = threading.Event()  # the shutdown grace period is over
         self.bound_total = 0
 
     # -- profiles -----------------------------------------------------------------------
@@ -386,8 +387,10 @@ class Scheduler:
                 delay = exc.retry_after or backoff.next_delay()
                 log.warning("binding %s to %s: %s; retrying in %.1fs", pod.key, node, exc,
                             delay)
-                # Graceful stop still lets a retry happen within the grace period.
-                time.sleep(min(delay, 5.0))
+                # Retries go on during a graceful stop, until its grace period is over.
+                if self._abandon.wait(min(delay, 5.0)):
+                    self._bind_failed(qp, node, profile, "scheduler stopping")
+                    return
         self.metrics.binding_latency.observe(self.clock() - t0)
         if outcome is api.BindOutcome.ALREADY_BOUND:
             outcome = self._confirm(pod, node)
@@ -459,6 +462,7 @@ class Scheduler:
         self.stopping.set()
         self.queue.close()
         finished = self.wait_binds(grace)
+        self._abandon.set()  # binds still retrying give up now
         self._pool.shutdown(wait=False, cancel_futures=True)
         return finished
 
