@@ -215,6 +215,82 @@ CASES = [
     ("kubeconfig-missing-is-a-warning", "clientConnection: {kubeconfig: nope.conf}\n",
      [(4, 32, "client-connection")], "does not exist here"),
 ]
+CASES += [
+    ("metrics-providers-valid", """\
+        metricsProviders:
+          - name: prom
+            kind: prometheus
+            url: http://prometheus:9090
+            refreshInterval: 15s
+            timeout: 2s
+            metrics:
+              - {name: latency_ms, query: 'avg by (node) (lat)'}
+              - {name: load, query: 'node_load1', allowNegative: false}
+          - name: rtt
+            kind: probe
+            metric: rtt_ms
+            port: 10250
+            address: {annotation: myorg.io/probe-ip}
+          - name: ann
+            kind: nodeAnnotation
+            metric: temperature
+            annotation: myorg.io/temp
+            allowNegative: true
+        """, [], None),
+    ("metrics-provider-field-of-another-kind", """\
+        metricsProviders:
+          - name: prom
+            kind: prometheus
+            url: http://prometheus:9090
+            port: 80
+            metrics: [{name: l, query: q}]
+        """, [(8, 5, "metrics-provider")], "field 'port' is for kind probe, not prometheus"),
+    ("metrics-provider-kind-required-fields", """\
+        metricsProviders:
+          - name: p
+            kind: probe
+            metric: rtt
+        """, [(5, 5, "schema")], "missing required field 'port'"),
+    ("metrics-provider-unknown-kind", """\
+        metricsProviders:
+          - name: p
+            kind: snmp
+        """, [(6, 11, "schema")], "'snmp' is not one of"),
+    ("metrics-provider-duplicates", """\
+        metricsProviders:
+          - {name: a, kind: nodeAnnotation, metric: load, annotation: x}
+          - {name: a, kind: nodeAnnotation, metric: load, annotation: z}
+        """, [(6, 12, "duplicate-provider-name"), (6, 45, "duplicate-metric")],
+     'Duplicate value: "a"'),
+    ("metrics-provider-durations", """\
+        metricsProviders:
+          - name: p
+            kind: nodeAnnotation
+            metric: load
+            annotation: x
+            refreshInterval: 0s
+            maxAge: 1m
+        """, [(9, 22, "metrics-provider")], "must be greater than zero"),
+    ("metrics-provider-max-age-shorter-than-refresh", """\
+        metricsProviders:
+          - name: p
+            kind: prometheus
+            url: http://p:9090
+            metrics: [{name: l, query: q}]
+            refreshInterval: 1m
+            maxAge: 30s
+            timeout: 2m
+            bearerTokenFile: nothere
+        """, [(10, 13, "metrics-provider"), (11, 14, "metrics-provider"),
+              (12, 22, "metrics-provider")], "maxAge (30s) is shorter"),
+    ("metrics-provider-bad-metric-name-and-url", """\
+        metricsProviders:
+          - name: p
+            kind: prometheus
+            url: prometheus:9090
+            metrics: [{name: latency-ms, query: q}]
+        """, [(7, 10, "schema"), (8, 22, "schema")], None),
+]
 CASES = [c for c in CASES if c[0] != "wrong-kind"]
 
 
@@ -438,3 +514,56 @@ def test_example_profile_is_valid_and_fast() -> None:
     assert set(frameworks) == {"policyd", "policyd-secure"}
     assert config.policies == (ROOT / "policies",)
     assert elapsed < 1.0
+
+
+METRIC_POLICY = """\
+apiVersion: policyd.io/v1alpha1
+kind: SchedulingPolicy
+metadata: {name: lat}
+spec:
+  pluginName: Lat
+  scores:
+    - id: lat
+      weight: 1
+      normalize: minmax
+      metric: {name: latency_m, prefer: lowest}
+"""
+
+
+@pytest.mark.parametrize(("providers", "fragment"), [
+    ("metricsProviders:\n  - {name: p, kind: nodeAnnotation, metric: latency_ms, "
+     "annotation: x}\n", "did you mean 'latency_ms'?"),
+    ("", "the profile has no metricsProviders"),
+])
+def test_metric_rule_naming_an_undefined_metric(tmp_path: Path, policy_dir: Path,
+                                                providers: str, fragment: str) -> None:
+    (policy_dir / "lat.yaml").write_text(METRIC_POLICY)
+    path = tmp_path / "profile.yaml"
+    path.write_text(HEAD + providers)
+    _, frameworks, problems = validate_config_file(path)
+    assert [(p.file, p.line, p.column, p.rule) for p in problems if p.is_error] == [
+        (str(policy_dir / "lat.yaml"), 10, 22, "unknown-metric")], [str(p) for p in problems]
+    assert fragment in problems[-1].message
+    assert frameworks == {}
+
+
+def test_metric_rule_with_its_provider_is_valid_and_providers_are_parsed(
+        tmp_path: Path, policy_dir: Path) -> None:
+    (policy_dir / "lat.yaml").write_text(METRIC_POLICY.replace("latency_m,", "latency_ms,"))
+    (tmp_path / "token").write_text("s3cret\n")
+    path = tmp_path / "profile.yaml"
+    path.write_text(HEAD + "metricsProviders:\n  - name: prom\n    kind: prometheus\n"
+                    "    url: http://127.0.0.1:9090/\n    bearerTokenFile: token\n"
+                    "    refreshInterval: 10s\n    nodeLabel: instance_node\n"
+                    "    metrics: [{name: latency_ms, query: q}]\n"
+                    "  - {name: rtt, kind: probe, metric: rtt_ms, port: 22, workers: 4}\n")
+    config, frameworks, problems = validate_config_file(path)
+    assert [p for p in problems if p.is_error] == []
+    assert frameworks
+    prom, rtt = config.metrics_providers
+    assert (prom.name, prom.kind, prom.refresh_interval, prom.max_age, prom.timeout) == (
+        "prom", "prometheus", 10.0, 30.0, 5.0)
+    assert prom.bearer_token_file == tmp_path / "token"
+    assert prom.node_label == "instance_node" and prom.metric_names == ("latency_ms",)
+    assert (rtt.metric_names, rtt.port, rtt.workers, rtt.address_from) == (
+        ("rtt_ms",), 22, 4, "internalIP")

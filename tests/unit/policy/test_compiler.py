@@ -376,3 +376,135 @@ def test_vectorized_annotation_scores_follow_node_updates() -> None:
     assert vector() == [100, 0]  # cached column
     cs.upsert_node(make_node("a").annotation("lat", "500").obj())
     assert vector() == [0, 100]
+
+
+# -- metric rules: read the node metrics cache, never the network -------------------
+
+
+def _metric_cache(values: dict[str, dict[str, tuple[float, float]]], now: float = 100.0,
+                  max_age: float = 30.0) -> Any:
+    from policyd.nodemetrics import MetricsCache
+
+    cache = MetricsCache(clock=lambda: now)
+    for metric, nodes in values.items():
+        by_time: dict[float, dict[str, float]] = {}
+        for node, (value, ts) in nodes.items():
+            by_time.setdefault(ts, {})[node] = value
+        for ts in sorted(by_time):
+            cache.update(metric, by_time[ts], max_age=max_age, provider="p", timestamp=ts)
+    return cache
+
+
+FRESH = 95.0
+STALE = 50.0  # 50 s old at now=100 with maxAge 30 s: missing
+LATENCY = {"lat": {"a": (5.0, FRESH), "b": (50.0, FRESH), "c": (20.0, FRESH),
+                   "d": (1.0, STALE)}}
+NODES4 = ["a", "b", "c", "d"]
+
+METRIC_CASES: list[tuple[str, list[dict[str, Any]], dict[str, Any], list[int]]] = [
+    ("lowest wins; a stale value is missing and scores worst (0)",
+     [score("l", 1, "minmax", "metric", {"name": "lat", "prefer": "lowest"})],
+     LATENCY, [100, 0, 67, 0]),
+    ("highest wins",
+     [score("l", 1, "minmax", "metric", {"name": "lat", "prefer": "highest"})],
+     LATENCY, [0, 100, 33, 0]),
+    ("missing: neutral scores 50",
+     [score("l", 1, "minmax", "metric", {"name": "lat", "prefer": "lowest",
+                                          "missing": "neutral"})],
+     LATENCY, [100, 0, 67, 50]),
+    ("missing: skip leaves the rule out of that node's mean",
+     [score("l", 3, "minmax", "metric", {"name": "lat", "prefer": "lowest",
+                                          "missing": "skip"}),
+      score("z", 1, "none", "labelValue", {"label": "z", "values": {"x": 80}})],
+     LATENCY, [(3 * 100 + 80) // 4, (0 + 80) // 4, (3 * 67 + 80) // 4, 80]),
+    ("missing: skip with no other rule scores 0",
+     [score("l", 1, "minmax", "metric", {"name": "lat", "prefer": "lowest",
+                                          "missing": "skip"})],
+     LATENCY, [100, 0, 67, 0]),
+    ("a metric no provider published: every node missing",
+     [score("l", 1, "max", "metric", {"name": "nothing", "prefer": "lowest",
+                                       "missing": "neutral"})],
+     LATENCY, [50, 50, 50, 50]),
+    ("max normalization keeps proportions",
+     [score("l", 1, "max", "metric", {"name": "lat", "prefer": "highest"})],
+     LATENCY, [10, 100, 40, 0]),
+]
+
+
+@pytest.mark.parametrize(("name", "rules", "values", "expected"), METRIC_CASES,
+                         ids=[c[0] for c in METRIC_CASES])
+def test_metric_scores(name: str, rules: list[dict[str, Any]], values: dict[str, Any],
+                       expected: list[int]) -> None:
+    import numpy as np
+
+    from policyd.policy import reference
+
+    policy = compiled(scores=rules)
+    cache = _metric_cache(values)
+    policy.use_metrics(cache)
+    nodes = [make_node(n).label("z", "x").obj() for n in NODES4]
+    pod = make_pod().obj()
+    assert run_scores(policy, pod, nodes) == expected
+    cs = ClusterState(nodes)
+    table = cs.table()
+    state = CycleState(table.infos, cs)
+    assert policy.pre_score(state, pod, table.infos) is None
+    assert policy.score_vector(state, pod, table, np.arange(4)).tolist() == expected
+    assert reference.scores(policy.document, pod, table.infos, cache) == expected
+
+
+def test_metric_values_age_out_between_cycles_and_columns_follow_publishes() -> None:
+    import numpy as np
+
+    from policyd.nodemetrics import MetricsCache
+
+    now = [100.0]
+    cache = MetricsCache(clock=lambda: now[0])
+    policy = compiled(scores=[score("l", 1, "minmax", "metric",
+                                    {"name": "lat", "prefer": "lowest"})])
+    policy.use_metrics(cache)
+    cs = ClusterState([make_node("a").obj(), make_node("b").obj()])
+    pod = make_pod().obj()
+
+    def vector() -> list[int]:
+        table = cs.table()
+        state = CycleState(table.infos, cs)
+        assert policy.pre_score(state, pod, table.infos) is None
+        return policy.score_vector(state, pod, table, np.arange(2)).tolist()
+
+    assert vector() == [0, 0]  # nothing published yet
+    cache.update("lat", {"a": 5, "b": 50}, max_age=30, timestamp=100.0)
+    assert vector() == [100, 0]
+    cache.update("lat", {"b": 1}, max_age=30, timestamp=110.0)  # a keeps its older value
+    now[0] = 120.0
+    assert vector() == [0, 100]
+    now[0] = 131.0  # a's value (t=100) is 31 s old: missing
+    assert vector() == [0, 100]
+    now[0] = 141.0  # both aged out
+    assert vector() == [0, 0]
+
+
+def test_metric_rule_snapshot_is_taken_once_per_cycle() -> None:
+    """A publish between PreScore and NormalizeScore does not mix two snapshots."""
+    from policyd.nodemetrics import MetricsCache
+
+    cache = MetricsCache(clock=lambda: 100.0)
+    cache.update("lat", {"a": 5, "b": 50}, max_age=30, timestamp=100.0)
+    policy = compiled(scores=[score("l", 1, "minmax", "metric",
+                                    {"name": "lat", "prefer": "lowest"})])
+    policy.use_metrics(cache)
+    infos, state = cluster([make_node("a").obj(), make_node("b").obj()])
+    pod = make_pod().obj()
+    assert policy.pre_score(state, pod, infos) is None
+    cache.update("lat", {"a": 500, "b": 1}, max_age=30, timestamp=100.0)
+    scores = [policy.score(state, pod, i) for i in infos]
+    policy.normalize_score(state, pod, infos, scores)
+    assert scores == [100, 0]
+
+
+def test_metric_names_and_unattached_policies_read_nothing() -> None:
+    policy = compiled(scores=[score("l", 1, "minmax", "metric",
+                                    {"name": "lat", "prefer": "lowest",
+                                     "missing": "neutral"})])
+    assert policy.metric_names == ("lat",)
+    assert run_scores(policy, make_pod().obj(), [make_node("a").obj()]) == [50]

@@ -260,3 +260,74 @@ def test_vectorized_paths_match_per_node(seed: int) -> None:
                 scores = [policy.score(state, pod, n) for n in chosen]
                 policy.normalize_score(state, pod, chosen, scores)
                 assert vector == scores, doc["spec"]["scores"]
+
+
+# -- metric rules: values from a cache, some missing or aged out -----------------------
+
+METRICS = ["latency_ms", "load"]
+
+
+def _metric_policy(rng: random.Random) -> dict[str, Any]:
+    scores = [_score(rng, i) for i in range(rng.randint(0, 2))]
+    for i in range(rng.randint(1, 2)):
+        scores.append({"id": f"m{i}", "weight": rng.randint(1, 100),
+                       "normalize": rng.choice(["minmax", "max", "none"]),
+                       "metric": {"name": rng.choice(METRICS),
+                                  "prefer": rng.choice(["highest", "lowest"]),
+                                  "missing": rng.choice(["worst", "neutral", "skip"])}})
+    rng.shuffle(scores)
+    return make_policy(scores=scores)
+
+
+def _metrics_cache(rng: random.Random, names: list[str]) -> Any:
+    from policyd.nodemetrics import MetricsCache
+
+    now = [1000.0]
+    cache = MetricsCache(clock=lambda: now[0])
+    for metric in METRICS:
+        if rng.random() < 0.1:
+            continue  # no provider published this metric yet
+        max_age = rng.choice([30.0, 60.0])
+        # Two publishes: an old one (some values age out) and a recent one.
+        for at in (now[0] - rng.choice([10.0, 45.0, 90.0]), now[0] - rng.choice([0.0, 5.0])):
+            values = {n: rng.choice([0, 0.5, 1, 3, 12.5, 40, 100, 250, 1e-3])
+                      for n in names if rng.random() < 0.6}
+            cache.update(metric, values, max_age=max_age, provider="p", timestamp=at)
+    return cache
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_metric_rules_compiled_matches_reference(seed: int) -> None:
+    import numpy as np
+
+    rng = random.Random(5000 + seed)
+    doc = _metric_policy(rng)
+    result = check_docs(doc)
+    assert result.compiled, result.problems
+    [policy] = result.compiled
+    nodes = [node_from_dict(_node(rng, f"n{i}")) for i in range(rng.randint(1, 8))]
+    pod = pod_from_dict(_pod(rng, "incoming"))
+    cluster = ClusterState(nodes, [])
+    cache = _metrics_cache(rng, [n.name for n in nodes])
+    policy.use_metrics(cache)
+    table = cluster.table()
+    infos = table.infos
+    want = reference.scores(doc, pod, infos, cache)
+    state = CycleState(infos, cluster)
+    status = policy.pre_score(state, pod, infos)
+    if want is None:
+        assert status is not None and status.code is Code.SKIP
+        return
+    assert status is None
+    scores = [policy.score(state, pod, i) for i in infos]
+    policy.normalize_score(state, pod, infos, scores)
+    assert scores == want, doc["spec"]["scores"]
+    idx = np.arange(len(infos), dtype=np.int64)
+    assert policy.score_vector(state, pod, table, idx).tolist() == want
+    subset = np.array(sorted(rng.sample(range(len(infos)), rng.randint(1, len(infos)))),
+                      dtype=np.int64)
+    chosen = [infos[i] for i in subset.tolist()]
+    state = CycleState(infos, cluster)
+    policy.pre_score(state, pod, chosen)
+    sub_want = reference.scores(doc, pod, chosen, cache)
+    assert policy.score_vector(state, pod, table, subset).tolist() == sub_want

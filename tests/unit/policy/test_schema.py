@@ -94,6 +94,25 @@ def test_nested_one_of_uses_the_best_match() -> None:
     ({"pluginName": "Ok", "filters": [{"id": "a", "message": "",
                                        "maxPodsPerNode": 1}]},
      [("schema", "spec.filters[0].message")]),
+    # metric rules: a metric name, a direction, what missing values score
+    ({"pluginName": "Ok", "scores": [{"id": "m", "weight": 1, "normalize": "minmax",
+                                      "metric": {"name": "latency-ms", "prefer": "lowest"}}]},
+     [("schema", "spec.scores[0].metric.name")]),
+    ({"pluginName": "Ok", "scores": [{"id": "m", "weight": 1, "normalize": "minmax",
+                                      "metric": {"name": "latency_ms"}}]},
+     [("schema", "spec.scores[0].metric")]),
+    ({"pluginName": "Ok", "scores": [{"id": "m", "weight": 1, "normalize": "minmax",
+                                      "metric": {"name": "l", "prefer": "lowest",
+                                                 "missing": "zero"}}]},
+     [("schema", "spec.scores[0].metric.missing")]),
+    ({"pluginName": "Ok", "scores": [{"id": "m", "weight": 1, "normalize": "minmax",
+                                      "reverse": True,
+                                      "metric": {"name": "l", "prefer": "lowest"}}]},
+     [("schema", "spec.scores[0].reverse")]),
+    ({"pluginName": "Ok", "scores": [{"id": "m", "weight": 1, "normalize": "minmax",
+                                      "metric": {"name": "l", "prefer": "lowest",
+                                                 "missing": "skip"}}]},
+     []),
 ])
 def test_schema_problems(spec: dict[str, object], expected: list[tuple[str, str]]) -> None:
     doc = make_policy(**spec)
