@@ -72,6 +72,12 @@ class FailureThrottle:
         with self._lock:
             self._seen.pop(uid, None)
 
+    def last_message(self, uid: str) -> str | None:
+        """The pod's last failure message (for /debug/queue), None if it never failed."""
+        with self._lock:
+            seen = self._seen.get(uid)
+            return seen.message if seen is not None else None
+
     def __len__(self) -> int:
         return len(self._seen)
 

@@ -1,4 +1,4 @@
-"""Prometheus metrics and the /metrics, /healthz, /readyz endpoints.
+"""Prometheus metrics and the /metrics, /healthz, /readyz (and /debug/...) endpoints.
 
 Names follow kube-scheduler's where one exists (`scheduler_schedule_attempts_total`
 becomes `policyd_schedule_attempts_total`, same labels), so dashboards carry over.
@@ -7,10 +7,11 @@ Each daemon has its own registry: several daemons can run in one process (tests)
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -81,9 +82,12 @@ class HealthServer:
     """Serves /metrics, /healthz (the process is alive) and /readyz (caches synced)."""
 
     def __init__(self, address: str, metrics: Metrics, ready: Callable[[], bool],
-                 before_scrape: Callable[[], None] = lambda: None) -> None:
+                 before_scrape: Callable[[], None] = lambda: None,
+                 debug: Mapping[str, Callable[[], Any]] | None = None) -> None:
         host, _, port = address.rpartition(":")
         metrics_ref, ready_ref, scrape_ref = metrics, ready, before_scrape
+        # /debug/<name> -> a callable giving JSON-ready data (queue, metrics cache).
+        debug_ref = dict(debug or {})
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
@@ -97,6 +101,15 @@ class HealthServer:
                     ok = ready_ref()
                     self._send(200 if ok else 503, b"ok" if ok else b"caches not synced",
                                "text/plain")
+                elif path in debug_ref:
+                    try:
+                        body = json.dumps(debug_ref[path](), indent=1, default=str).encode()
+                    except Exception as exc:  # a debug page must never take the server down
+                        log.warning("%s failed: %r", path, exc)
+                        self._send(500, f"{type(exc).__name__}: {exc}".encode(),
+                                   "text/plain")
+                        return
+                    self._send(200, body, "application/json")
                 else:
                     self._send(404, b"not found", "text/plain")
 

@@ -332,6 +332,14 @@ class SchedulingQueue:
             qp = self._pods.get(uid)
             return qp.where if qp is not None else None
 
+    def pending(self) -> list[tuple[Pod, str, int, float, float, frozenset[str]]]:
+        """Every pod the queue holds as (pod, queue, attempts, first added, last
+        (re-)queued, plugins that rejected it), for /debug/queue; a copy taken under
+        the lock."""
+        with self._cond:
+            return [(qp.pod, qp.where, qp.attempts, qp.added, qp.timestamp,
+                     frozenset(qp.unschedulable_plugins)) for qp in self._pods.values()]
+
 
 def spec_changed(old: Pod, new: Pod) -> bool:
     """Whether an update can change scheduling: anything but status and bookkeeping

@@ -156,6 +156,15 @@ class Daemon:
                 if use is not None:
                     use(self.node_metrics.cache)
 
+    def _debug_pages(self) -> dict[str, Callable[[], Any]]:
+        def metrics_cache() -> Any:
+            if self.node_metrics is None:
+                return {"metrics": {}, "providers": {}}
+            return self.node_metrics.debug_view()
+
+        return {"/debug/queue": self.scheduler.debug_queue,
+                "/debug/metrics-cache": metrics_cache}
+
     def _apply_config(self, loaded: daemon_config.LoadedConfig) -> None:
         self.loaded = loaded
         if self.node_metrics is not None:
@@ -184,9 +193,11 @@ class Daemon:
         o = self.options
         if o.metrics_bind_address:
             self.http = HealthServer(o.metrics_bind_address, self.metrics, self.synced,
-                                     before_scrape=self.scheduler.update_gauges)
+                                     before_scrape=self.scheduler.update_gauges,
+                                     debug=self._debug_pages())
             self.http.start()
-            log.info("serving /metrics, /healthz, /readyz on %s:%d",
+            log.info("serving /metrics, /healthz, /readyz, /debug/queue, "
+                     "/debug/metrics-cache on %s:%d",
                      self.http.server.server_address[0], self.http.port)
         self.events.start()
         if self.node_metrics is not None and self.loaded.metrics_providers:

@@ -111,6 +111,22 @@ class Scheduler:
                 out.append((pod.uid, qp))
         return out
 
+    def debug_queue(self) -> dict[str, Any]:
+        """Pending pods with their queue, attempts and last failure message, oldest
+        first: what /debug/queue serves."""
+        now = self.clock()
+        pods: list[dict[str, Any]] = []
+        for pod, where, attempts, added, requeued, plugins in self.queue.pending():
+            pods.append({
+                "pod": pod.key, "uid": pod.uid, "schedulerName": pod.scheduler_name,
+                "queue": where, "attempts": attempts,
+                "pendingSeconds": round(now - added, 3),
+                "sinceRequeueSeconds": round(now - requeued, 3),
+                "unschedulablePlugins": sorted(plugins),
+                "lastFailure": self.throttle.last_message(pod.uid)})
+        pods.sort(key=lambda p: -p["pendingSeconds"])
+        return {"counts": self.queue.counts(), "pods": pods}
+
     def nodes_snapshot(self) -> list[Node]:
         """The current Node records (for node metric probes, from other threads)."""
         with self.lock:
