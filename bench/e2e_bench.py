@@ -203,8 +203,11 @@ def start_policyd(cp: ControlPlane, workdir: Path, qps: float, burst: int) -> Sc
 
 
 def run_one(workload: str, scheduler: str, nodes: int, pods: int, init_pods: int,
-            qps: float, burst: int, timeout: float) -> Result:
+            qps: float, burst: int, timeout: float, backlog: bool = False) -> Result:
     result = Result(workload, scheduler, nodes, pods)
+    if backlog:
+        result.notes.append("backlog: pods created before the scheduler started; latency "
+                            "and throughput count from its start")
     with tempfile.TemporaryDirectory(prefix="policyd-bench-") as tmp, \
             ControlPlane() as cp, ThreadPoolExecutor(CLIENT_THREADS) as pool:
         workdir = Path(tmp)
@@ -217,31 +220,38 @@ def run_one(workload: str, scheduler: str, nodes: int, pods: int, init_pods: int
         pods_path = f"/api/v1/namespaces/{NAMESPACE}/pods"
         _each(pool, lambda i: client.request("POST", pods_path, body=pod_body(
             f"init-{i}", workload, node=f"node-{i % nodes}")), range(init_pods))
+        created: dict[str, float] = {}
+
+        def create(i: int) -> None:
+            name = f"pod-{i}"
+            created[name] = time.monotonic()
+            client.request("POST", pods_path, body=pod_body(name, workload))
+
+        names = [f"pod-{i}" for i in range(pods)]
+        if backlog:
+            _each(pool, create, range(pods))
         start = start_kube_scheduler if scheduler == "kube-scheduler" else start_policyd
+        watch = BindWatch(client)
+        t0 = time.monotonic()
         sched = start(cp, workdir, qps, burst)
+        if backlog:
+            created = dict.fromkeys(names, t0)
         try:
-            watch = BindWatch(client)
             client.request("POST", pods_path, body=pod_body("warm-up", "SchedulingBasic"))
-            deadline = time.monotonic() + 120
+            deadline = time.monotonic() + 120 + (timeout if backlog else 0)
             while "warm-up" not in watch.bound:
                 if time.monotonic() > deadline:
+                    assert cp.workdir is not None
                     logs = sorted(workdir.glob("*.log")) + sorted(
-                        cp._dir().glob("kube-scheduler-*/kube-scheduler.log"))
+                        cp.workdir.glob("kube-scheduler-*/kube-scheduler.log"))
                     tail = logs[0].read_text()[-3000:] if logs else ""
                     raise TimeoutError(f"{scheduler} did not bind the warm-up pod\n{tail}")
                 time.sleep(0.05)
-            cpu0 = _proc_cpu_seconds(sched.pid)
-            created: dict[str, float] = {}
-
-            def create(i: int) -> None:
-                name = f"pod-{i}"
-                created[name] = time.monotonic()
-                client.request("POST", pods_path, body=pod_body(name, workload))
-
-            t0 = time.monotonic()
-            _each(pool, create, range(pods))
+            cpu0 = 0.0 if backlog else _proc_cpu_seconds(sched.pid)
+            if not backlog:
+                t0 = time.monotonic()
+                _each(pool, create, range(pods))
             deadline = time.monotonic() + timeout
-            names = [f"pod-{i}" for i in range(pods)]
             while sum(n in watch.bound for n in names) < pods:
                 if time.monotonic() > deadline:
                     result.notes.append(f"timeout after {timeout:.0f}s")
@@ -310,6 +320,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--burst", type=int, default=5000)
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds the measured pods may take to be bound")
+    parser.add_argument("--backlog", action="store_true",
+                        help="create the measured pods before starting the scheduler: "
+                             "its capacity, not the rate pods arrive at")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     init_pods = args.init_pods if args.init_pods is not None else args.nodes // 5
@@ -322,8 +335,12 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"unknown scheduler {scheduler!r}")
             print(f"# {workload} with {scheduler}: {args.nodes} nodes, {init_pods} init pods, "
                   f"{args.pods} pods", file=sys.stderr, flush=True)
-            results.append(run_one(workload, scheduler, args.nodes, args.pods, init_pods,
-                                   args.qps, args.burst, args.timeout))
+            pods = args.pods
+            if workload == "PodAntiAffinity" and pods > args.nodes - init_pods - 1:
+                # One green pod per node: more would be unschedulable.
+                pods = args.nodes - init_pods - 1
+            results.append(run_one(workload, scheduler, args.nodes, pods, init_pods,
+                                   args.qps, args.burst, args.timeout, args.backlog))
             print(f"  {asdict(results[-1])}", file=sys.stderr, flush=True)
     machine = (f"{platform.machine()}, {os.cpu_count()} CPUs, Python "
                f"{platform.python_version()}, Kubernetes {K8S_VERSION}")
