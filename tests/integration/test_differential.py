@@ -109,6 +109,8 @@ def _replay(first: int, count: int) -> str:
 @pytest.mark.timeout(max(600, int(CASES * 1.5)))
 def test_policyd_matches_kube_scheduler(runner: Runner) -> None:
     token = f"{SEED:x}"[-5:]
+    # Shown by pytest if anything below raises.
+    print(f"seed {SEED}; replay the run: {_replay(FIRST, CASES)}")
     started = time.monotonic()
     failures: list[tuple[int, Outcome]] = []
     stats = {"bound": 0, "unschedulable": 0, "probes": 0, "daemon": 0}

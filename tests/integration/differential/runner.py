@@ -171,10 +171,22 @@ class Runner:
         self._each(lambda p: self._post(
             f"/api/v1/namespaces/{p['metadata']['namespace']}/pods", p), pods)
 
+    def _create_namespace(self, item: tuple[str, dict[str, str]]) -> None:
+        try:
+            self._post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                              "metadata": {"name": item[0], "labels": item[1]}})
+        except ApiError as err:
+            if err.status != 409:  # a replay on the same API server
+                raise
+
     def _create_workload(self, obj: dict[str, Any]) -> None:
         group = "/api/v1" if obj["apiVersion"] == "v1" else f"/apis/{obj['apiVersion']}"
         plural = {"Service": "services", "ReplicaSet": "replicasets"}[obj["kind"]]
-        self._post(f"{group}/namespaces/{obj['metadata']['namespace']}/{plural}", obj)
+        try:
+            self._post(f"{group}/namespaces/{obj['metadata']['namespace']}/{plural}", obj)
+        except ApiError as err:
+            if err.status != 409:  # a replay on the same API server
+                raise
 
     def _barrier(self, prefix: str) -> None:
         """Return once kube-scheduler has seen everything created so far.
@@ -268,10 +280,7 @@ class Runner:
 
     def run_batch(self, cases: Sequence[Case]) -> list[Outcome]:
         namespaces = {ns: labels for c in cases for ns, labels in c.namespaces.items()}
-        self._each(lambda item: self._post(
-            "/api/v1/namespaces",
-            {"apiVersion": "v1", "kind": "Namespace",
-             "metadata": {"name": item[0], "labels": item[1]}}), namespaces.items())
+        self._each(self._create_namespace, namespaces.items())
         try:
             self._each(lambda n: self._post("/api/v1/nodes", n),
                        [n for c in cases for n in c.nodes])
