@@ -37,6 +37,7 @@ class Proxy:
         self.listener.settimeout(0.1)
         self.port = self.listener.getsockname()[1]
         self.refusing = False
+        self.delay = 0.0  # seconds each client->server chunk is held back
         self.accepted = 0
         self._socks: set[socket.socket] = set()
         self._lock = threading.Lock()
@@ -60,15 +61,17 @@ class Proxy:
                 continue
             with self._lock:
                 self._socks |= {client, upstream}
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+            for a, b, slow in ((client, upstream, True), (upstream, client, False)):
+                threading.Thread(target=self._pump, args=(a, b, slow), daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, slow: bool) -> None:
         try:
             while True:
                 data = src.recv(65536)
                 if not data:
                     break
+                if slow and self.delay:
+                    time.sleep(self.delay)
                 dst.sendall(data)
         except OSError:
             pass
@@ -213,3 +216,45 @@ def test_api_server_restart_loses_nothing(tmp_path: Path, policy_dir: Path) -> N
         finally:
             daemons.stop_all()
             client.close()
+
+
+def test_sigterm_finishes_in_flight_binds(
+        control_plane: ControlPlane, cluster: Cluster, proxy: Proxy, tmp_path: Path,
+        policy_dir: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    sched = f"policyd-{uuid.uuid4().hex[:6]}"
+    cluster.node("n1")
+    # A lease that survives slow renewals while the proxy holds every request back.
+    profile = write_profile(policy_dir.parent, sched, lease_duration="15s",
+                            renew_deadline="10s")
+    log_path = tmp_path / "policyd.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "policyd", "run", "--config", str(profile),
+             "--kubeconfig", str(_proxied_kubeconfig(control_plane, proxy.port, tmp_path)),
+             "--metrics-bind-address", "", "-v", "2", "--identity", "graceful",
+             "--shutdown-grace-period", "20"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: b"became leader" in log_path.read_bytes(), 30, "leadership")
+        wait_for(lambda: b"listed" in log_path.read_bytes(), 30, "caches")
+        proxy.delay = 1.0  # every request now takes >= 1 s to reach the API server
+        names = [f"p{i}" for i in range(5)]
+        for n in names:
+            cluster.pod(n, sched)
+        wait_for(lambda: all(f"assumed {cluster.ns}/{n} ".encode() in log_path.read_bytes()
+                             for n in names), 30, "every pod assumed (binds in flight)")
+        assert not any(cluster.node_of(n) for n in names)  # not bound yet
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0, log_path.read_text()
+        for n in names:
+            assert cluster.node_of(n) == "n1", log_path.read_text()
+        lease = cluster.lease(sched) or {}
+        assert (lease.get("spec") or {}).get("holderIdentity") == ""
+    finally:
+        proxy.delay = 0.0
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
