@@ -21,7 +21,7 @@ from policyd.daemon.events import EventSink
 from policyd.daemon.metrics import HealthServer, Metrics
 from policyd.daemon.reload import ConfigWatcher
 from policyd.daemon.scheduler import Scheduler
-from policyd.errors import EXIT_OK
+from policyd.errors import EXIT_OK, PolicydError
 from policyd.framework.runtime import Framework
 from policyd.kube import api
 from policyd.kube.client import ApiError, ConnectionSettings, KubeClient
@@ -192,9 +192,13 @@ class Daemon:
     def start(self) -> None:
         o = self.options
         if o.metrics_bind_address:
-            self.http = HealthServer(o.metrics_bind_address, self.metrics, self.synced,
-                                     before_scrape=self.scheduler.update_gauges,
-                                     debug=self._debug_pages())
+            try:
+                self.http = HealthServer(o.metrics_bind_address, self.metrics, self.synced,
+                                         before_scrape=self.scheduler.update_gauges,
+                                         debug=self._debug_pages())
+            except (OSError, ValueError) as exc:
+                raise PolicydError(f"cannot serve metrics on {o.metrics_bind_address!r}: "
+                                   f"{exc}") from None
             self.http.start()
             log.info("serving /metrics, /healthz, /readyz, /debug/queue, "
                      "/debug/metrics-cache on %s:%d",

@@ -124,6 +124,19 @@ def _load_configuration(settings: ConnectionSettings) -> Any:
     return cfg
 
 
+def load_configuration(settings: ConnectionSettings) -> Any:
+    """`_load_configuration` with the client's own errors (bad kubeconfig, missing
+    service account files) turned into one clear KubeConfigError."""
+    from kubernetes.config.config_exception import ConfigException
+
+    try:
+        return _load_configuration(settings)
+    except ConfigException as exc:
+        raise KubeConfigError(f"cannot use the cluster credentials: {exc}") from None
+    except OSError as exc:
+        raise KubeConfigError(f"cannot read the cluster credentials: {exc}") from None
+
+
 class KubeClient:
     """Raw JSON calls to one API server, rate-limited, each with a timeout."""
 
@@ -137,7 +150,7 @@ class KubeClient:
     def connect(cls, settings: ConnectionSettings) -> KubeClient:
         from kubernetes import client
 
-        return cls(client.ApiClient(_load_configuration(settings)), settings)
+        return cls(client.ApiClient(load_configuration(settings)), settings)
 
     @property
     def host(self) -> str:

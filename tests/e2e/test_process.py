@@ -111,6 +111,13 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     profile.write_text("apiVersion: policyd.io/v1alpha1\nkind: PolicydConfiguration\n")
     assert _policyd("--config", str(profile), "--no-such-flag").returncode == 2
     assert _policyd("--config", str(profile), "--log-format", "xml").returncode == 2
+    # Unusable credentials or metrics address: one clear line, exit 2, no traceback.
+    bad = _policyd("--config", str(profile), "--kubeconfig", str(profile))
+    assert bad.returncode == 2 and "cannot use the cluster credentials" in bad.stderr
+    kubeconfig = _kubeconfig_for(tmp_path, 9)
+    bad = _policyd("--config", str(profile), "--kubeconfig", str(kubeconfig),
+                   "--metrics-bind-address", "nonsense")
+    assert bad.returncode == 2 and "cannot serve metrics on 'nonsense'" in bad.stderr
 
 
 def _free_port() -> int:
