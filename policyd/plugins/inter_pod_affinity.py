@@ -414,23 +414,17 @@ def _filter_node(s: _PreFilterState, labels: Mapping[str, str]) -> Status | None
     return None
 
 
-def _values_by_key(counts: Mapping[TopologyPair, int]) -> dict[str, list[str]]:
-    """The counted values (count > 0) of each topology key."""
-    out: dict[str, list[str]] = {}
-    for (key, value), n in counts.items():
-        if n > 0:
-            out.setdefault(key, []).append(value)
-    return out
-
-
-def _lookup(vocab: Mapping[str, int], values: Sequence[str]) -> BoolArray:
-    """A table indexed by label code: True for `values`. Its extra last slot (False) is
-    what ABSENT (-1) indexes."""
+def _counted(vocab: Mapping[str, int], counts: Mapping[TopologyPair, int],
+             key: str) -> BoolArray:
+    """A table indexed by label code: True for the values of `key` counted (> 0) in
+    `counts`. Its extra last slot (False) is what ABSENT (-1) indexes. One pass over the
+    counts and one numpy store: this runs once per pod over every counted pair."""
+    get = vocab.get
+    codes = [code for (k, value), n in counts.items()
+             if n > 0 and k == key and (code := get(value)) is not None]
     table = np.zeros(len(vocab) + 1, np.bool_)
-    for value in values:
-        code = vocab.get(value)
-        if code is not None:
-            table[code] = True
+    if codes:
+        table[codes] = True
     return table
 
 
@@ -549,25 +543,22 @@ class InterPodAffinity:
         if s.affinity_terms:
             has_keys = np.ones(idx.size, np.bool_)
             pods_exist = np.ones(idx.size, np.bool_)
-            counted = _values_by_key(s.affinity_counts)
             for t in s.affinity_terms:
                 codes, vocab = table.label_codes(t.topology_key)
                 node_codes = codes[idx]
                 has_keys &= node_codes != ABSENT
-                pods_exist &= _lookup(vocab, counted.get(t.topology_key, ()))[node_codes]
+                pods_exist &= _counted(vocab, s.affinity_counts, t.topology_key)[node_codes]
             if not (not s.affinity_counts and s.matches_itself):
                 has_keys &= pods_exist
             passes &= has_keys
         if s.anti_affinity_counts:
-            counted = _values_by_key(s.anti_affinity_counts)
             for t in s.anti_affinity_terms:
                 codes, vocab = table.label_codes(t.topology_key)
-                passes &= ~_lookup(vocab, counted.get(t.topology_key, ()))[codes[idx]]
+                passes &= ~_counted(vocab, s.anti_affinity_counts, t.topology_key)[codes[idx]]
         if s.existing_anti_affinity_keys:
-            counted = _values_by_key(s.existing_anti_affinity_counts)
             for key in s.existing_anti_affinity_keys:
                 codes, vocab = table.label_codes(key)
-                passes &= ~_lookup(vocab, counted[key])[codes[idx]]
+                passes &= ~_counted(vocab, s.existing_anti_affinity_counts, key)[codes[idx]]
         return passes
 
     # PreScore / Score / NormalizeScore
