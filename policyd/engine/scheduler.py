@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import overload
+from typing import Any, overload
 
 import numpy as np
 
@@ -31,10 +31,27 @@ class ScheduleResult:
     message: str = ""
     error: Status | None = None  # an internal error (plugin crash, invalid score)
     diagnosis: Diagnosis = field(default_factory=Diagnosis)
-    feasible: list[str] = field(default_factory=list)
+    # Names of the nodes that passed every filter; on the fast path kept as indices into
+    # the table's names and turned into a list only if someone asks (the daemon does not).
+    _feasible: list[str] | None = None
+    _feasible_idx: tuple[Any, IntArray] | None = None
     scores: ScoreResult | None = None
     # explain only: node -> plugin -> verdict (None = passed), every plugin run.
     filter_details: dict[str, dict[str, Status | None]] = field(default_factory=dict)
+
+    @property
+    def feasible(self) -> list[str]:
+        if self._feasible is None:
+            if self._feasible_idx is None:
+                self._feasible = []
+            else:
+                names, idx = self._feasible_idx
+                self._feasible = names[idx].tolist()
+        return self._feasible
+
+    @feasible.setter
+    def feasible(self, names: list[str]) -> None:
+        self._feasible = names
 
     @property
     def unschedulable(self) -> bool:
@@ -168,9 +185,9 @@ def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleRe
     if feasible.size == 0:
         # Reasons are needed now: recompute them per node (same result by construction).
         return schedule_one(fw, pod, cluster, reference=True)
-    result.feasible = table.name_array[feasible].tolist()
+    result._feasible_idx = (table.name_array, feasible)
     if feasible.size == 1:
-        result.node = result.feasible[0]
+        result.node = table.names[int(feasible[0])]
         return result
     feasible_infos = _IndexedNodes(nodes, feasible)
     status = fw.run_pre_score(state, pod, feasible_infos)
@@ -179,5 +196,5 @@ def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleRe
     totals, status = fw.run_score_fast(state, pod, table, feasible, feasible_infos)
     if status is not None:
         return _failed(result, status)
-    result.node = result.feasible[fw.select_index(totals)]
+    result.node = table.names[int(feasible[fw.select_index(totals)])]
     return result
