@@ -12,16 +12,24 @@ with other cases at the same time without influencing them:
 - pod (anti-)affinity and topology spread select pods in the case's own namespaces
   only (namespaceSelectors always include the case label).
 
-Other cases' nodes still show up in the FailedScheduling message ("0/N nodes"), which
-is why the test reads the whole cluster back for policyd instead of the case alone.
+Other cases' nodes still show up in the FailedScheduling message ("0/N nodes"), and a
+spread constraint with nodeAffinityPolicy Ignore counts their (empty) domains, which is
+why the test reads the whole batch back for policyd instead of the case alone; a case
+replayed alone gives the same verdict with other counts.
 
 The mix aims at what differs between schedulers in practice: mixed-case keys and values,
-taints with every effect against tolerations with every operator, Gt/Lt on integer and
-non-integer values, matchFields on the node name, host port conflicts by protocol and
-host IP, init containers and sidecars, extended resources, small pod limits, topology
-spread with minDomains and node inclusion policies, required and preferred pod
-(anti-)affinity both ways. Roughly half the cases end up unschedulable, so the reason
-counts are compared often.
+taints with every effect against tolerations with every operator (and the not-ready
+taint every pod tolerates by admission), Gt/Lt on integer and non-integer values,
+matchFields on the node name, host port conflicts by protocol and host IP (hostNetwork
+and sidecar ports included), init containers and sidecars, explicit zero and
+limits-only requests, pod-level requests, RuntimeClass overhead, extended resources,
+small pod limits, nodes missing cpu or memory, finished and terminating existing pods,
+topology spread with minDomains, node inclusion policies and matchLabelKeys, default
+spreading through Services and ReplicaSets, required and preferred pod (anti-)affinity
+both ways with namespaces, namespaceSelectors, match/mismatchLabelKeys and empty or
+missing selectors. About two thirds of the cases end up unschedulable, so the reason
+counts are compared often; `Mix` keeps enough of them clean for spreading and affinity
+to decide.
 """
 
 from __future__ import annotations
