@@ -31,16 +31,27 @@ def _parser() -> Callable[[object], Decimal]:
     return parse
 
 
+# A Quantity's value must fit an int64 (resource.Quantity's MaxInt64 bound): larger ones
+# cannot be counted by the scheduler, upstream or here.
+MAX_QUANTITY = Decimal(2**63 - 1)
+
+
 def parse_quantity(value: object) -> Decimal:
-    """Parse a quantity (`"100m"`, `"1Gi"`, `2`, `"1e3"`); raises ValueError if invalid."""
+    """Parse a quantity (`"100m"`, `"1Gi"`, `2`, `"1e3"`); raises ValueError if invalid,
+    not finite (the client's parser accepts "Infinity" and "NaN"), or beyond int64."""
     if isinstance(value, bool) or value is None:
         raise ValueError(f"{value!r} is not a quantity")
     try:
-        return _parser()(value)
+        q = _parser()(value)
     except ValueError:
         raise
     except Exception as exc:  # the parser raises ValueError, but be safe about others
         raise ValueError(f"{value!r} is not a quantity: {exc}") from exc
+    if not q.is_finite():
+        raise ValueError(f"{value!r} is not a finite quantity")
+    if abs(q) > MAX_QUANTITY:
+        raise ValueError(f"{value!r} is larger than a quantity can be (2^63-1)")
+    return q
 
 
 def milli_value(value: object) -> int:

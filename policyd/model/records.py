@@ -171,6 +171,8 @@ class _Reader:
                 out[name] = nano_value(value) if nano else resource_value(name, value)
             except ValueError:
                 raise self.fail(f"{path}.{name}", f"invalid quantity {value!r}") from None
+            if out[name] < 0:
+                raise self.fail(f"{path}.{name}", f"must not be negative, got {value!r}")
         return out
 
 

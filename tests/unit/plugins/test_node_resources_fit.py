@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from policyd.errors import InvalidObjectError
 from policyd.framework import Code, CycleState, PluginError, Status
 from policyd.model.cluster import ClusterState, NodeInfo
 from policyd.model.records import Node, Pod, node_from_dict, pod_from_dict
@@ -417,11 +418,20 @@ def test_filter_all_matches_filter(seed: int) -> None:
             cluster.upsert_node(node_from_dict(raw))
 
 
-def test_filter_all_beyond_int64_falls_back_to_exact_ints() -> None:
-    cluster = ClusterState([node("big", memory="100E", pods="10"), node("small", pods="10")])
+def test_quantities_beyond_int64_are_rejected_when_decoded() -> None:
+    # resource.Quantity values must fit an int64; the decoder refuses larger ones with
+    # the field named, so no plugin ever sees them.
+    with pytest.raises(InvalidObjectError, match=r"status\.allocatable\.memory"):
+        node("big", memory="100E", pods="10")
+    with pytest.raises(InvalidObjectError, match=r"resources\.requests\.memory"):
+        pod({"memory": "200E"})
+
+
+def test_filter_all_near_int64_matches_filter() -> None:
+    cluster = ClusterState([node("big", memory="9E", pods="10"), node("small", pods="10")])
     infos = cluster.node_infos()
     plugin = new()
-    for mem in ("1", "90E", "200E"):
+    for mem in ("1", "8E", "9E"):
         p = pod({"memory": mem})
         state = CycleState(infos, cluster)
         plugin.pre_filter(state, p, infos)
@@ -949,8 +959,5 @@ def test_vector_paths_decline_values_beyond_exact_range() -> None:
     p = pod({"memory": "2E"})  # an int64 comparison is still exact
     plugin.pre_filter(state, p, table.infos)
     assert plugin.filter_mask(state, p, table, idx).tolist() == [False]
-    p = pod({"memory": "10E"})  # beyond int64
-    plugin.pre_filter(state, p, table.infos)
-    assert plugin.filter_mask(state, p, table, idx) is None
-    assert plugin.filter(state, p, table.infos[0]) == unresolvable(
-        ERR_REASON_INSUFFICIENT_MEMORY)
+    with pytest.raises(InvalidObjectError):  # beyond int64: refused when decoded
+        pod({"memory": "10E"})
