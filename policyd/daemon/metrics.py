@@ -54,6 +54,11 @@ class Metrics:
             "policyd_framework_extension_point_duration_seconds",
             "Time spent in each extension point's plugins, per profile.",
             ["extension_point", "profile"], buckets=_ALGO_BUCKETS, registry=r)
+        self.plugin_latency = Histogram(
+            "policyd_plugin_execution_duration_seconds",
+            "Time one plugin took at one extension point, per profile (plugin evaluation "
+            "time: which plugin makes scheduling slow).",
+            ["plugin", "extension_point", "profile"], buckets=_ALGO_BUCKETS, registry=r)
         self.pending_pods = Gauge(
             "policyd_pending_pods", "Pods in each scheduling queue.", ["queue"], registry=r)
         self.bind_errors = Counter(
@@ -159,7 +164,22 @@ def instrument(fw: Any, metrics: Metrics) -> None:
             continue
         observe = metrics.extension_point_latency.labels(point, profile).observe
         setattr(fw, method, _timed(original.__get__(fw), observe))
+    fw.plugin_timer = _plugin_timer(metrics, profile)
     fw._policyd_timed = metrics
+
+
+def _plugin_timer(metrics: Metrics, profile: str) -> Callable[[str, str, float], None]:
+    """The Framework's per-plugin callback; label children are looked up once each."""
+    children: dict[tuple[str, str], Callable[[float], None]] = {}
+
+    def observe(point: str, plugin: str, seconds: float) -> None:
+        child = children.get((point, plugin))
+        if child is None:
+            child = children[(point, plugin)] = metrics.plugin_latency.labels(
+                plugin, point, profile).observe
+        child(seconds)
+
+    return observe
 
 
 def _timed(fn: Callable[..., Any], observe: Callable[[float], None]) -> Callable[..., Any]:

@@ -10,8 +10,9 @@ node-by-node outcome while letting a plugin evaluate many nodes in one call
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from time import perf_counter
 
 import numpy as np
 
@@ -78,6 +79,9 @@ class Framework:
         self.pre_score_plugins = list(pre_score)
         self.score_plugins = list(score)
         self.rng = random.Random(seed)
+        # Called with (extension point, plugin, seconds) after each plugin call when set:
+        # the daemon's per-plugin latency metric. None costs one comparison per plugin.
+        self.plugin_timer: Callable[[str, str, float], None] | None = None
 
     # PreFilter
     def run_pre_filter(
@@ -90,9 +94,13 @@ class Framework:
         result: set[str] | None = None
         narrowing: list[str] = []
         nodes = state.all_nodes
+        timer = self.plugin_timer
         for pl in self.pre_filter_plugins:
             try:
+                t0 = perf_counter()
                 names, status = pl.pre_filter(state, pod, nodes)
+                if timer is not None:
+                    timer("PreFilter", pl.name, perf_counter() - t0)
             except Exception as exc:
                 return None, _error("PreFilter", pl.name, exc), {pl.name}
             if status is not None:
@@ -168,9 +176,13 @@ class Framework:
     def run_pre_score(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> Status | None:
+        timer = self.plugin_timer
         for pl in self.pre_score_plugins:
             try:
+                t0 = perf_counter()
                 status = pl.pre_score(state, pod, nodes)
+                if timer is not None:
+                    timer("PreScore", pl.name, perf_counter() - t0)
             except Exception as exc:
                 return _error("PreScore", pl.name, exc)
             if status is None or status.is_success:
@@ -222,10 +234,12 @@ class Framework:
         """Indices of the nodes that pass every filter. Rejection reasons are not kept:
         when they are needed (no node fits, explain), `run_filters` recomputes them."""
         infos = table.infos
+        timer = self.plugin_timer
         for pl in self.filter_plugins:
             if pl.name in state.skip_filter or idx.size == 0:
                 continue
             try:
+                t0 = perf_counter()
                 vector = getattr(pl, "filter_mask", None)
                 mask = vector(state, pod, table, idx) if vector is not None else None
                 if mask is None:
@@ -236,6 +250,8 @@ class Framework:
                             return idx[:0], _error_status("Filter", pl.name, st)
                     mask = np.fromiter((st is None or st.is_success for st in results),
                                        np.bool_, len(results))
+                if timer is not None:
+                    timer("Filter", pl.name, perf_counter() - t0)
             except Exception as exc:
                 return idx[:0], _error("Filter", pl.name, exc)
             if not mask.all():  # keep the same array when nothing is rejected
@@ -248,11 +264,13 @@ class Framework:
     ) -> tuple[IntArray, Status | None]:
         """Weighted totals of the feasible nodes `idx` (`nodes` = their NodeInfos)."""
         totals = np.zeros(idx.size, np.int64)
+        timer = self.plugin_timer
         for wp in self.score_plugins:
             pl = wp.plugin
             if pl.name in state.skip_score:
                 continue
             try:
+                t0 = perf_counter()
                 vector = getattr(pl, "score_vector", None)
                 scores = vector(state, pod, table, idx) if vector is not None else None
                 if scores is not None:
@@ -267,6 +285,8 @@ class Framework:
                         if status is not None and not status.is_success:
                             return totals, _error_status("NormalizeScore", pl.name, status)
                     scores = np.array(raw, np.int64)
+                if timer is not None:
+                    timer("Score", pl.name, perf_counter() - t0)
             except Exception as exc:
                 return totals, _error("Score", pl.name, exc)
             if scores.size and (scores.max() > MAX_NODE_SCORE or scores.min() < MIN_NODE_SCORE):
