@@ -47,11 +47,13 @@ NODES = ["n1", "n2", "n3", "n4", "n5"]
 CYCLE_BUDGET_S = 0.5
 
 
-def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
+def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll `check` until it returns something truthy, and return that."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if check():
-            return
+        value = check()
+        if value:
+            return value
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
@@ -509,3 +511,96 @@ def test_probe_rtt_steers_pods_and_a_black_hole_times_out(
     attach_metrics([fw], cache)
     placer = Placer(fw, nodes)
     assert [placer.place() for _ in range(3)] == ["n3"] * 3
+
+
+# -- the daemon against the local control plane ---------------------------------------------
+
+DAEMON_POLICY = """\
+apiVersion: policyd.io/v1alpha1
+kind: SchedulingPolicy
+metadata:
+  name: prom-latency
+spec:
+  pluginName: PromLatency
+  weight: 100
+  scores:
+    - id: latency
+      weight: 1
+      normalize: minmax
+      metric: {name: latency_ms, prefer: lowest, missing: worst}
+"""
+
+
+def test_daemon_prometheus_provider_places_pods_and_serves_debug_pages(
+        control_plane: Any, tmp_path: Path, prometheus: Prometheus,
+        exporter: Exporter) -> None:
+    import json
+    import uuid
+
+    from policyd.kube.client import ConnectionSettings, KubeClient
+    from tests.e2e.helpers import Cluster, DaemonFactory, metric, scrape, write_profile
+
+    client = KubeClient.connect(ConnectionSettings(
+        kubeconfig=str(control_plane.kubeconfig_path), qps=-1))
+    cluster = Cluster(client, f"nm-{uuid.uuid4().hex[:8]}")
+    cluster.delete_all_nodes()
+    cluster.create_namespace()
+    daemons = DaemonFactory(control_plane.kubeconfig_path, tmp_path)
+    sched = f"policyd-nm-{uuid.uuid4().hex[:6]}"
+    try:
+        exporter.set({"dm-a": 30, "dm-b": 4, "dm-c": 12})
+        (tmp_path / "pol").mkdir()
+        (tmp_path / "pol" / "latency.yaml").write_text(DAEMON_POLICY)
+        profile = write_profile(tmp_path, sched, policies="pol", extra=(
+            "metricsProviders:\n- name: prom\n  kind: prometheus\n"
+            f"  url: {prometheus.url}\n  refreshInterval: 500ms\n  timeout: 1s\n"
+            "  maxAge: 3s\n  maxBackoff: 1s\n"
+            "  metrics:\n  - {name: latency_ms, query: test_node_latency_ms}\n"))
+        for name in ("dm-a", "dm-b", "dm-c"):
+            cluster.node(name)
+        d = daemons.start(profile)
+        assert d.node_metrics is not None
+        wait_for(lambda: len(fresh(d.node_metrics.cache)) == 3, 30,
+                 "the daemon's provider to read all three nodes")
+        for i in range(3):
+            cluster.pod(f"p{i}", sched)
+        assert [cluster.wait_bound(f"p{i}") for i in range(3)] == ["dm-b"] * 3
+
+        assert d.http is not None
+        status, body = scrape(d.http.port, "/debug/metrics-cache")
+        assert status == 200
+        view = json.loads(body)
+        nodes = view["metrics"]["latency_ms"]["nodes"]
+        assert {n: v["value"] for n, v in nodes.items()} == {"dm-a": 30, "dm-b": 4,
+                                                             "dm-c": 12}
+        assert all(not v["stale"] and v["ageSeconds"] < 5 for v in nodes.values())
+        assert view["providers"]["prom"]["state"] == "ok"
+        status, text = scrape(d.http.port)
+        assert metric(text, "policyd_node_metrics_values", provider="prom",
+                      metric="latency_ms") == 3
+
+        # A pod no node fits shows up in /debug/queue with its failure message.
+        cluster.pod("huge", sched, cpu="64")
+
+        def queued() -> Any:
+            _, body = scrape(d.http.port, "/debug/queue")
+            pods = [p for p in json.loads(body)["pods"] if p["pod"].endswith("/huge")]
+            return pods and pods[0]["lastFailure"] and pods[0]
+        entry = wait_for(queued, 15, "the unschedulable pod in /debug/queue")
+        assert entry["lastFailure"] == "0/3 nodes are available: 3 Insufficient cpu."
+        assert entry["queue"] in ("unschedulable", "backoff", "active")
+        assert entry["attempts"] >= 1
+
+        # Prometheus stops: scheduling goes on, the values age out, pods still bind.
+        prometheus.stop()
+        wait_for(lambda: fresh(d.node_metrics.cache) == {}, 15, "values to age out")
+        for i in range(3, 6):
+            cluster.pod(f"p{i}", sched)
+        for i in range(3, 6):
+            cluster.wait_bound(f"p{i}")
+        _, body = scrape(d.http.port, "/debug/metrics-cache")
+        assert json.loads(body)["providers"]["prom"]["state"] == "failing"
+    finally:
+        daemons.stop_all()
+        cluster.cleanup()
+        client.close()
