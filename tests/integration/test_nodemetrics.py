@@ -567,7 +567,8 @@ def test_daemon_prometheus_provider_places_pods_and_serves_debug_pages(
         assert [cluster.wait_bound(f"p{i}") for i in range(3)] == ["dm-b"] * 3
 
         assert d.http is not None
-        status, body = scrape(d.http.port, "/debug/metrics-cache")
+        port = d.http.port
+        status, body = scrape(port, "/debug/metrics-cache")
         assert status == 200
         view = json.loads(body)
         nodes = view["metrics"]["latency_ms"]["nodes"]
@@ -583,7 +584,7 @@ def test_daemon_prometheus_provider_places_pods_and_serves_debug_pages(
         cluster.pod("huge", sched, cpu="64")
 
         def queued() -> Any:
-            _, body = scrape(d.http.port, "/debug/queue")
+            _, body = scrape(port, "/debug/queue")
             pods = [p for p in json.loads(body)["pods"] if p["pod"].endswith("/huge")]
             return pods and pods[0]["lastFailure"] and pods[0]
         entry = wait_for(queued, 15, "the unschedulable pod in /debug/queue")
