@@ -8,6 +8,7 @@ dropped from the cache so a rule can never read a removed provider's leftovers.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -53,6 +54,8 @@ class MetricsManager:
                     p.stop()
                     del self.providers[name]
                     log.info("metrics provider %s stopped", name)
+                    if name not in wanted:
+                        self._forget_series(p)
             new = [c for c in configs if c.name not in self.providers]
             for p in build_providers(new, self.cache, self.telemetry, self.nodes,
                                      clock=self.clock, connect=self.connect):
@@ -62,6 +65,15 @@ class MetricsManager:
                          p.name, p.config.kind, ", ".join(p.metrics),
                          p.config.refresh_interval, p.config.max_age)
             self.cache.retain(m for c in configs for m in c.metric_names)
+
+    def _forget_series(self, p: Provider) -> None:
+        """A removed provider's gauges would otherwise report its last state forever."""
+        t = self.telemetry
+        for metric in p.metrics:
+            with contextlib.suppress(KeyError):
+                t.values.remove(p.name, metric)
+        with contextlib.suppress(KeyError):
+            t.last_success.remove(p.name)
 
     def stop(self) -> None:
         with self._lock:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from dataclasses import replace
 from pathlib import Path
@@ -32,12 +33,20 @@ def test_apply_starts_keeps_replaces_and_stops() -> None:
         m.apply([ann, other])
         first = m.providers["ann"]
         assert set(m.providers) == {"ann", "other"}
+        deadline = time.monotonic() + 5
+        while m.providers["other"].state != "ok" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert m.telemetry.registry.get_sample_value(
+            "policyd_node_metrics_values", {"provider": "other", "metric": "other"}) == 0
         m.apply([ann, other])
         assert m.providers["ann"] is first  # unchanged settings: same provider
         m.apply([replace(ann, max_age=99.0)])
         assert m.providers["ann"] is not first and set(m.providers) == {"ann"}
         assert first._thread is not None and not first._thread.is_alive()
         assert "other" not in m.cache.metrics()
+        samples = {(s.name, tuple(sorted(s.labels.items())))
+                   for metric in m.telemetry.registry.collect() for s in metric.samples}
+        assert not any(("provider", "other") in labels for _, labels in samples)
         view = m.debug_view()
         assert view["providers"]["ann"]["kind"] == "nodeAnnotation"
     finally:
