@@ -37,7 +37,7 @@ def test_apply_starts_keeps_replaces_and_stops() -> None:
         while m.providers["other"].state != "ok" and time.monotonic() < deadline:
             time.sleep(0.01)
         assert m.telemetry.registry.get_sample_value(
-            "policyd_node_metrics_values", {"provider": "other", "metric": "other"}) == 0
+            "policyd_node_metrics_values", {"provider": "other", "metric": "other"}) == 1
         m.apply([ann, other])
         assert m.providers["ann"] is first  # unchanged settings: same provider
         m.apply([replace(ann, max_age=99.0)])
