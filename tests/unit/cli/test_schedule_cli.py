@@ -77,3 +77,86 @@ def test_unknown_pod_and_missing_file_are_exit_2() -> None:
     assert r.returncode == 2 and "no pod nope/nothing" in r.stderr
     r = policyd("simulate", "--cluster", "/does/not/exist.yaml")
     assert r.returncode == 2 and "no such file" in r.stderr
+
+
+METRIC_CLUSTER = """\
+apiVersion: v1
+kind: List
+items:
+- {kind: Node, metadata: {name: a}, status: {allocatable: {cpu: "4", memory: 8Gi, pods: "110"}}}
+- {kind: Node, metadata: {name: b}, status: {allocatable: {cpu: "4", memory: 8Gi, pods: "110"}}}
+- {kind: Node, metadata: {name: c}, status: {allocatable: {cpu: "4", memory: 8Gi, pods: "110"}}}
+- kind: Pod
+  metadata: {name: web, namespace: default}
+  spec: {schedulerName: policyd, containers: [{name: c, image: i}]}
+- kind: Pod
+  metadata: {name: web2, namespace: default}
+  spec: {schedulerName: policyd, containers: [{name: c, image: i}]}
+"""
+METRIC_PROFILE = """\
+apiVersion: policyd.io/v1alpha1
+kind: PolicydConfiguration
+policies: [latency.yaml]
+metricsProviders:
+  - name: prom
+    kind: prometheus
+    url: http://prometheus.invalid:9090
+    metrics: [{name: latency_ms, query: node_latency_ms}]
+"""
+METRIC_POLICY = """\
+apiVersion: policyd.io/v1alpha1
+kind: SchedulingPolicy
+metadata: {name: latency}
+spec:
+  pluginName: Latency
+  weight: 10
+  scores:
+    - id: latency
+      weight: 1
+      normalize: minmax
+      metric: {name: latency_ms, prefer: lowest, missing: worst}
+"""
+
+
+@pytest.fixture
+def metric_setup(tmp_path: Path) -> Path:
+    (tmp_path / "cluster.yaml").write_text(METRIC_CLUSTER)
+    (tmp_path / "profile.yaml").write_text(METRIC_PROFILE)
+    (tmp_path / "latency.yaml").write_text(METRIC_POLICY)
+    (tmp_path / "metrics.yaml").write_text("latency_ms: {a: 30, b: 12.5, c: 5}\n")
+    return tmp_path
+
+
+def test_explain_and_simulate_read_metric_values_from_a_file(metric_setup: Path) -> None:
+    d = metric_setup
+    base = ["--cluster", str(d / "cluster.yaml"), "--config", str(d / "profile.yaml"),
+            "--seed", "1"]
+    r = policyd("explain", *base, "--pod", "default/web", "--metrics",
+                str(d / "metrics.yaml"), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["node"] == "c"  # lowest latency
+    scores = {n["name"]: n["scores"]["Latency"] for n in out["nodes"]}
+    assert {k: v["normalized"] for k, v in scores.items()} == {"a": 0, "b": 70, "c": 100}
+    r = policyd("simulate", *base, "--metrics", str(d / "metrics.yaml"), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert {p["node"] for p in json.loads(r.stdout)["placements"]} == {"c"}
+    # Without --metrics every value is missing: the policy scores every node 0.
+    r = policyd("explain", *base, "--pod", "default/web", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert {n["scores"]["Latency"]["normalized"] for n in json.loads(r.stdout)["nodes"]} == {0}
+
+
+@pytest.mark.parametrize(("content", "needle"), [
+    ("latency_ms: {a: .nan}\n", "metrics.yaml:1:17: value of latency_ms/a is not a finite"),
+    ("latency_ms: [1, 2]\n", "must map node names to numbers"),
+    ("latency_ms: {a: [\n", "metrics.yaml:"),
+])
+def test_bad_metrics_file_is_exit_2(metric_setup: Path, content: str, needle: str) -> None:
+    d = metric_setup
+    (d / "metrics.yaml").write_text(content)
+    r = policyd("explain", "--cluster", str(d / "cluster.yaml"), "--config",
+                str(d / "profile.yaml"), "--pod", "default/web", "--metrics",
+                str(d / "metrics.yaml"))
+    assert r.returncode == 2
+    assert needle in r.stderr and "Traceback" not in r.stderr
