@@ -54,6 +54,10 @@ SCHEMA: dict[str, Any] = _obj({
         ]}},
         "nodes": {"type": "array", "items": {"type": "object"}},
         "pods": {"type": "array", "items": {"type": "object"}},
+        # Node metric values for `metric` score rules: metric -> node -> number, as the
+        # daemon's cache would hold them (they never age here).
+        "metrics": {"type": "object", "additionalProperties": {
+            "type": "object", "additionalProperties": {"type": "number"}}},
         "tests": {"type": "array", "items": _obj({
             "name": {"type": "string", "minLength": 1},
             "pod": {"type": "string", "minLength": 1},
@@ -223,6 +227,7 @@ def _load_suite(doc: SourceDocument, base_dir: Path, problems: list[Problem]) ->
                                             f"pod {pod.name!r} is bound to unknown node "
                                             f"{pod.node_name!r}"))
             bound.append(pod)
+    _use_metrics(doc, spec.get("metrics") or {}, policies, node_names, problems)
     plugin_names = {p.name for p in policies}
     for i, case in enumerate(spec["tests"]):
         path = ("spec", "tests", i)
@@ -252,6 +257,33 @@ def _load_suite(doc: SourceDocument, base_dir: Path, problems: list[Problem]) ->
            for p in problems):
         raise _Bad
     return _Suite(doc, name, policies, nodes, pods, bound)
+
+
+def _use_metrics(doc: SourceDocument, metrics: Mapping[str, Mapping[str, Any]],
+                 policies: list[Any], node_names: set[str], problems: list[Problem]) -> None:
+    """Give the policies' `metric` rules the suite's `spec.metrics` values."""
+    import math
+
+    from policyd.nodemetrics.cache import StaticMetrics
+
+    values: dict[str, dict[str, float]] = {}
+    for metric, nodes in metrics.items():
+        values[metric] = {}
+        for node, value in nodes.items():
+            path = ("spec", "metrics", metric, node)
+            if node not in node_names:
+                problems.append(doc.problem(path, "unknown-node", f"no node named {node!r}",
+                                            key=True))
+            elif not math.isfinite(value):
+                problems.append(doc.problem(path, "number",
+                                            f"{value} is not a finite number"))
+            else:
+                values[metric][node] = float(value)
+    reader = StaticMetrics(values)
+    for p in policies:
+        use = getattr(p, "use_metrics", None)
+        if use is not None:
+            use(reader)
 
 
 def _load_policies(doc: SourceDocument, entries: list[Any], base_dir: Path,

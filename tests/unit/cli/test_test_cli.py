@@ -227,3 +227,42 @@ def test_examples_through_the_entry_point() -> None:
     suites = {s.get("name", "").split("::")[-1] for s in root.findall("testsuite")}
     examples = {p.stem for p in (ROOT / "policies").glob("*.yaml")}
     assert examples <= suites
+
+
+METRIC_SUITE = """\
+apiVersion: policyd.io/v1alpha1
+kind: PolicyTest
+metadata: {name: latency}
+spec:
+  policies:
+    - apiVersion: policyd.io/v1alpha1
+      kind: SchedulingPolicy
+      metadata: {name: latency}
+      spec:
+        pluginName: Latency
+        weight: 10
+        scores:
+          - id: latency
+            weight: 1
+            normalize: minmax
+            metric: {name: latency_ms, prefer: lowest, missing: neutral}
+  nodes: [{name: near}, {name: far}, {name: unmeasured}]
+  pods: [{name: web}]
+  metrics:
+    latency_ms: {near: 2, far: 40.5}
+  tests:
+    - name: lowest latency wins, the unmeasured node is neutral
+      pod: web
+      policies:
+        Latency:
+          scores: {near: 100, far: 0, unmeasured: 50}
+      scheduledTo: near
+"""
+
+
+def test_policy_tests_give_metric_values(app: typer.Typer, tmp_path: Path) -> None:
+    code, out, err = run(app, str(write(tmp_path, METRIC_SUITE)))
+    assert code == 0, out + err
+    bad = METRIC_SUITE.replace("far: 40.5}", "far: 40.5, nowhere: 1}")
+    code, _, err = run(app, str(write(tmp_path, bad)))
+    assert code == 2 and "no node named 'nowhere'" in err
