@@ -333,12 +333,12 @@ def main(argv: list[str] | None = None) -> int:
         for scheduler in args.schedulers.split(","):
             if scheduler not in SCHEDULERS:
                 parser.error(f"unknown scheduler {scheduler!r}")
-            print(f"# {workload} with {scheduler}: {args.nodes} nodes, {init_pods} init pods, "
-                  f"{args.pods} pods", file=sys.stderr, flush=True)
             pods = args.pods
             if workload == "PodAntiAffinity" and pods > args.nodes - init_pods - 1:
                 # One green pod per node: more would be unschedulable.
                 pods = args.nodes - init_pods - 1
+            print(f"# {workload} with {scheduler}: {args.nodes} nodes, {init_pods} init pods, "
+                  f"{pods} pods", file=sys.stderr, flush=True)
             results.append(run_one(workload, scheduler, args.nodes, pods, init_pods,
                                    args.qps, args.burst, args.timeout, args.backlog))
             print(f"  {asdict(results[-1])}", file=sys.stderr, flush=True)
