@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test check unit clean
+.PHONY: demo test check unit clean prometheus
 
 $(BIN)/policyd: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,9 +21,15 @@ demo: $(BIN)/policyd
 # Static checks, then the whole test suite (unit, integration and end-to-end). The
 # local control plane (etcd, kube-apiserver, kube-scheduler, kubectl) is built from Go
 # modules first, with its own progress, or reused from ~/.cache/policyd when built before.
-test: $(BIN)/policyd check
+test: $(BIN)/policyd check prometheus
 	$(BIN)/policyd dev build
 	$(BIN)/pytest
+
+# The node-metrics integration tests scrape through a real Prometheus server (Debian's
+# package); install it when missing.
+prometheus:
+	command -v prometheus >/dev/null || \
+	  (apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus)
 
 check: $(BIN)/policyd
 	$(BIN)/ruff check .
