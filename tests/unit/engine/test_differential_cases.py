@@ -1,0 +1,102 @@
+"""The differential test's own pieces that need no API server: case generation is
+deterministic and isolated, pinned copies keep the pod's constraints, and the
+FailedScheduling parser reads what `fit_error_message` writes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from policyd.config.plugins import default_framework
+from policyd.engine.scheduler import schedule_one
+from policyd.framework.fit_error import Diagnosis, fit_error_message
+from policyd.framework.status import Status
+from policyd.model.cluster import ClusterState
+from policyd.model.records import node_from_dict, pod_from_dict
+from tests.gen.differential import CASE_LABEL, HOSTNAME, gen_case, pinned_copy
+from tests.integration.differential.runner import parse_fit_error
+
+
+def test_cases_are_a_function_of_seed_and_index() -> None:
+    a, b = gen_case(3, 7, "x"), gen_case(3, 7, "x")
+    assert json.dumps([a.nodes, a.pods, a.pod, a.workloads], sort_keys=True) == \
+        json.dumps([b.nodes, b.pods, b.pod, b.workloads], sort_keys=True)
+    c = gen_case(3, 8, "x")
+    assert json.dumps(c.nodes, sort_keys=True) != json.dumps(a.nodes, sort_keys=True)
+
+
+@pytest.mark.parametrize("index", range(40))
+def test_cases_stay_inside_their_prefix(index: int) -> None:
+    case = gen_case(11, index, f"p{index}")
+    for node in case.nodes:
+        assert node["metadata"]["name"].startswith(f"p{index}-")
+        assert node["metadata"]["labels"][CASE_LABEL] == f"p{index}"
+    assert case.pod["spec"]["nodeSelector"][CASE_LABEL] == f"p{index}"
+    for pod in [*case.pods, case.pod]:
+        assert pod["metadata"]["namespace"] in case.namespaces
+        assert pod["spec"].get("nodeName", case.node_names[0]) in case.node_names
+    # Every namespaceSelector is scoped to the case's namespaces.
+    text = json.dumps([*case.pods, case.pod])
+    assert text.count('"namespaceSelector"') == text.count(
+        f'"namespaceSelector": {{"matchLabels": {{"{CASE_LABEL}": "p{index}"')
+
+
+@pytest.mark.parametrize("index", range(40))
+def test_generated_objects_decode(index: int) -> None:
+    case = gen_case(5, index, "d")
+    cluster = ClusterState([node_from_dict(n) for n in case.nodes],
+                           [pod_from_dict(p) for p in case.pods])
+    result = schedule_one(default_framework(seed=1), pod_from_dict(case.pod), cluster)
+    assert result.error is None
+
+
+def test_pinned_copy_adds_hostname_to_every_term() -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "p", "namespace": "ns", "labels": {"app": "a"}},
+           "spec": {"containers": [{"name": "c", "image": "i"}], "nodeName": "n9",
+                    "affinity": {"nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": "k", "operator": "Exists"}]},
+                                {"matchFields": [{"key": "metadata.name", "operator": "In",
+                                                  "values": ["n1"]}]}]}}}}}
+    out = pinned_copy(pod, "n1", "copy")
+    assert out["metadata"] == {"name": "copy", "namespace": "ns", "labels": {"app": "a"}}
+    assert "nodeName" not in out["spec"]
+    terms = out["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    pin = {"key": HOSTNAME, "operator": "In", "values": ["n1"]}
+    assert terms[0]["matchExpressions"] == [{"key": "k", "operator": "Exists"}, pin]
+    assert terms[1]["matchExpressions"] == [pin]
+    # The original is untouched.
+    assert len(pod["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
+        "matchExpressions"]) == 1
+
+
+def test_pinned_copy_without_affinity() -> None:
+    pod = {"metadata": {"name": "p", "namespace": "ns"},
+           "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    out = pinned_copy(pod, "n1", "copy")
+    assert out["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"] == {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": ["n1"]}]}]}
+
+
+def test_parse_fit_error_reads_fit_error_message() -> None:
+    diagnosis = Diagnosis(node_to_status={
+        "a": Status.unschedulable("Insufficient cpu", "Insufficient memory"),
+        "b": Status.unschedulable("node(s) didn't match Pod's node affinity/selector"),
+        **{f"n{i}": Status.unschedulable("node(s) had untolerated taint(s)")
+           for i in range(10)}})
+    message = fit_error_message(12, diagnosis)
+    assert parse_fit_error(message) == (12, {
+        "Insufficient cpu": 1, "Insufficient memory": 1,
+        "node(s) didn't match Pod's node affinity/selector": 1,
+        "node(s) had untolerated taint(s)": 10})
+    assert parse_fit_error("0/3 nodes are available: "
+                           "3 node(s) didn't satisfy plugin(s) [NodeAffinity].") == (
+        3, {"node(s) didn't satisfy plugin(s) [NodeAffinity]": 3})
+    assert parse_fit_error("0/0 nodes are available:") == (0, {})
+    assert parse_fit_error("something else") is None
