@@ -448,9 +448,15 @@ def table_allocatable_allocated(
 def _weighted_vector(weights: Sequence[int],
                      one: Callable[[IntArray, IntArray], IntArray]) -> VectorScorer:
     w = np.array(weights, np.int64)[:, None]
+    w_total = int(w.sum())
 
     def score(requested: IntArray, allocated: IntArray, allocatable: IntArray) -> IntArray:
         present = allocatable != 0
+        if present.all():
+            # Every node has every scored resource (the usual case): no masking needed,
+            # and the weight sum is the same for all nodes.
+            total: IntArray = (one(requested, allocatable) * w).sum(axis=0) // w_total
+            return total
         safe = np.where(present, allocatable, 1)
         per = np.where(present, one(requested, safe), 0)
         node_score = (per * w).sum(axis=0)
