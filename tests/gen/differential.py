@@ -461,10 +461,38 @@ def gen_case(seed: int, index: int, prefix: str) -> Case:
                  bound_to=rng.choice(names))
             for i in range(rng.randint(0, mix.existing_per_node * n_nodes))]
     pod = _pod(rng, "under-test", home, prefix, ns_names, names, racks, mix, bound_to=None)
+    _drop_shared_ports_of_finished(pods)
     workloads = _workloads(rng, home, mix, [*pods, pod])
     pod["metadata"]["labels"][UNDER_TEST_LABEL] = "true"
     return Case(seed, index, prefix, namespaces, nodes, pods, pod, notes=[f"mix {mix.name}"],
                 workloads=workloads)
+
+
+def _port_keys(pod: dict[str, Any]) -> set[tuple[str, str, int]]:
+    """(host IP, protocol, host port) of what a pod holds on its node, as the scheduler
+    keys them: no IP means 0.0.0.0, no protocol TCP; containers and sidecars."""
+    spec = pod["spec"]
+    holders = spec["containers"] + [c for c in spec.get("initContainers", [])
+                                    if c.get("restartPolicy") == "Always"]
+    return {(p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", p["hostPort"])
+            for c in holders for p in c.get("ports", []) if p.get("hostPort")}
+
+
+def _drop_shared_ports_of_finished(pods: list[dict[str, Any]]) -> None:
+    """A pod that finishes while another pod on its node holds one of its exact host
+    ports makes kube-scheduler forget that port (its per-node port set is a set, not a
+    count; an intended difference, see the README). Such finished pods lose their
+    ports, so the cases test what both agree on."""
+    for pod in pods:
+        if not pod["status"].get("phase"):
+            continue
+        mine = _port_keys(pod)
+        others = set().union(*(_port_keys(o) for o in pods if o is not pod
+                               and o["spec"]["nodeName"] == pod["spec"]["nodeName"]))
+        if mine & others:
+            for c in pod["spec"]["containers"] + pod["spec"].get("initContainers", []):
+                c.pop("ports", None)
+            pod["spec"].pop("hostNetwork", None)
 
 
 def _workloads(rng: random.Random, namespace: str, mix: Mix, pods: list[dict[str, Any]]
