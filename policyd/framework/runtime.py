@@ -301,7 +301,11 @@ class Framework:
         """Position of the highest total; ties at random, drawing exactly as
         `select_host` does so both paths choose the same node for the same seed."""
         tied = np.flatnonzero(totals == totals.max())
-        return int(tied[0]) if tied.size == 1 else int(self.rng.choice(tied.tolist()))
+        if tied.size == 1:
+            return int(tied[0])
+        # randrange(n) draws exactly as choice() of an n-long sequence does, without
+        # turning thousands of tied indices (identical nodes) into a list.
+        return int(tied[self.rng.randrange(tied.size)])
 
     def less(self, a: Pod, b: Pod) -> bool:
         if self.queue_sort is None:
