@@ -18,6 +18,8 @@ import json
 import sys
 from typing import Any
 
+from policyd.policy.schema import schema_object
+
 API_VERSION = "policyd.io/v1alpha1"
 KIND = "PolicydConfiguration"
 SCHEMA_ID = "https://policyd.io/schemas/profile.schema.json"
@@ -68,16 +70,6 @@ _NUMBER = r"([0-9]+(\.[0-9]*)?|\.[0-9]+)"
 DURATION_PATTERN = f"^[-+]?({_NUMBER}{_UNIT})+$|^[-+]?0$"
 
 
-def _obj(properties: dict[str, Any], required: tuple[str, ...] = (),
-         description: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "object"}
-    if description:
-        out["description"] = description
-    out["properties"] = properties
-    if required:
-        out["required"] = list(required)
-    out["additionalProperties"] = False
-    return out
 
 
 def _duration(description: str, default: str) -> dict[str, Any]:
@@ -87,7 +79,7 @@ def _duration(description: str, default: str) -> dict[str, Any]:
 
 
 def build_schema() -> dict[str, Any]:
-    plugin = _obj({
+    plugin = schema_object({
         "name": {"type": "string", "minLength": 1, "description":
                  "A built-in plugin (kube-scheduler's name, e.g. NodeResourcesFit) or a "
                  "policy's spec.pluginName; exact and case-sensitive."},
@@ -95,24 +87,24 @@ def build_schema() -> dict[str, Any]:
                    "Score weight (score and multiPoint only); 0 or absent: the plugin's "
                    "default weight (a policy's spec.weight, 1 if unset)."},
     }, ("name",))
-    disabled_plugin = _obj({
+    disabled_plugin = schema_object({
         "name": {"type": "string", "minLength": 1, "description":
                  "A plugin name, or \"*\" to disable every default plugin at this point."},
     }, ("name",))
-    plugin_set = _obj({
+    plugin_set = schema_object({
         "enabled": {"type": "array", "items": {"$ref": "#/$defs/plugin"}, "description":
                     "Plugins to enable, after the defaults; one that is also a default "
                     "replaces it in place (e.g. to change its weight)."},
         "disabled": {"type": "array", "items": {"$ref": "#/$defs/disabledPlugin"},
                      "description": "Default plugins to disable at this point."},
     }, description="Plugins enabled and disabled at one extension point.")
-    plugins = _obj(
+    plugins = schema_object(
         {p: {"$ref": "#/$defs/pluginSet"} for p in POINTS},
         description="Plugins per extension point, as in KubeSchedulerConfiguration v1. "
                     "Defaults: kube-scheduler's default profile plus every loaded policy, "
                     "all enabled through multiPoint. multiPoint plugins run at every "
                     "extension point they implement.")
-    plugin_config = _obj({
+    plugin_config = schema_object({
         "name": {"type": "string", "minLength": 1,
                  "description": "The plugin these args are for; it must be enabled in "
                                 "this profile, and listed at most once."},
@@ -121,7 +113,7 @@ def build_schema() -> dict[str, Any]:
                  "validated by the plugin."},
     }, ("name",))
     percentage = {"type": "integer", "minimum": 0, "maximum": 100}
-    profile = _obj({
+    profile = schema_object({
         "schedulerName": {"type": "string", "minLength": 1, "default": DEFAULT_SCHEDULER_NAME,
                           "description": "Pods whose spec.schedulerName is this name are "
                                          "scheduled with this profile; unique across "
@@ -133,7 +125,7 @@ def build_schema() -> dict[str, Any]:
                          "description": "Args for enabled plugins, one entry per plugin."},
     }, description="One scheduler profile: a schedulerName and its plugins.")
 
-    leader_election = _obj({
+    leader_election = schema_object({
         "leaderElect": {"type": "boolean", "default": True, "description":
                         "Run leader election so that only one replica schedules. "
                         "Default true."},
@@ -155,7 +147,7 @@ def build_schema() -> dict[str, Any]:
                               "description": "Namespace of the Lease. Default "
                                              f"{DEFAULT_RESOURCE_NAMESPACE!r}."},
     }, description="Leader election among replicas, on a Lease.")
-    client_connection = _obj({
+    client_connection = schema_object({
         "qps": {"type": "number", "default": DEFAULT_QPS, "description":
                 f"Queries per second to the API server. Default {DEFAULT_QPS:g}."},
         "burst": {"type": "integer", "minimum": 0, "default": DEFAULT_BURST,
@@ -196,7 +188,7 @@ def build_schema() -> dict[str, Any]:
             "bearerTokenFile": {"type": "string", "minLength": 1, "description":
                                 "prometheus: file holding a bearer token (re-read before "
                                 "each request), relative to this file."},
-            "metrics": {"type": "array", "minItems": 1, "items": _obj({
+            "metrics": {"type": "array", "minItems": 1, "items": schema_object({
                 "name": metric_name,
                 "query": {"type": "string", "minLength": 1, "description":
                           "PromQL giving one series per node, e.g. "

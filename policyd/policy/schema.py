@@ -42,8 +42,9 @@ _STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 
 
-def _obj(properties: dict[str, Any], required: tuple[str, ...] = (),
-         description: str = "", **extra: Any) -> dict[str, Any]:
+def schema_object(properties: dict[str, Any], required: tuple[str, ...] = (),
+                  description: str = "", **extra: Any) -> dict[str, Any]:
+    """A strict JSON Schema object: these properties and no others."""
     out: dict[str, Any] = {"type": "object"}
     if description:
         out["description"] = description
@@ -60,7 +61,7 @@ def _one_of_required(kinds: tuple[str, ...]) -> list[dict[str, Any]]:
 
 
 def _requirement(operators: list[str]) -> dict[str, Any]:
-    return _obj({
+    return schema_object({
         "key": {"type": "string", "description": "Label key (case-sensitive)."},
         "operator": {"enum": operators},
         "values": {**_STRINGS, "description":
@@ -74,16 +75,16 @@ _QUANTITY = {"type": ["string", "number"],
 
 
 def build_schema() -> dict[str, Any]:
-    label_selector = _obj({
+    label_selector = schema_object({
         "matchLabels": _STRING_MAP,
         "matchExpressions": {"type": "array", "items": {"$ref": "#/$defs/labelRequirement"}},
     }, description="A Kubernetes label selector over the pod's labels. Empty: every pod.")
-    annotation_selector = _obj({
+    annotation_selector = schema_object({
         "matchAnnotations": _STRING_MAP,
         "matchExpressions": {"type": "array", "items": {"$ref": "#/$defs/labelRequirement"}},
     }, description="Like a label selector, over the pod's annotations.")
-    applies_to = _obj({
-        "namespaces": _obj({
+    applies_to = schema_object({
+        "namespaces": schema_object({
             "include": {**_STRINGS, "description": "Only these namespaces (empty: all)."},
             "exclude": {**_STRINGS, "description": "Never these namespaces."},
         }),
@@ -94,13 +95,13 @@ def build_schema() -> dict[str, Any]:
     }, description="Which pods the policy applies to (all conditions ANDed; absent: "
                    "every pod). A policy that does not apply is skipped for the pod.")
 
-    filter_rule = _obj({
+    filter_rule = schema_object({
         "id": {"type": "string", "pattern": RULE_ID_PATTERN,
                "description": "Rule id, unique in the policy (lowercase DNS label)."},
         "message": {"type": "string", "minLength": 1,
                     "description": "The Unschedulable reason shown for rejected nodes."},
         "description": {"type": "string"},
-        "annotationToNodeLabel": _obj({
+        "annotationToNodeLabel": schema_object({
             "annotation": {"type": "string", "description": "Pod annotation key."},
             "value": {"type": "string", "description":
                       "Only when the annotation has this value (absent: any value)."},
@@ -109,19 +110,19 @@ def build_schema() -> dict[str, Any]:
             "useAnnotationValue": {"type": "boolean", "description":
                                    "The label must equal the annotation's own value."},
         }, ("annotation", "label")),
-        "nodeLabels": _obj({
+        "nodeLabels": schema_object({
             "matchLabels": _STRING_MAP,
             "matchExpressions": {"type": "array",
                                  "items": {"$ref": "#/$defs/nodeRequirement"}},
         }, description="Node labels that must match (ANDed); keys and values are "
                        "case-sensitive."),
-        "headroom": _obj({
+        "headroom": schema_object({
             "resource": {"type": "string", "description": "Any resource name."},
             "quantity": _QUANTITY,
             "percent": {"type": "number", "minimum": 0, "maximum": 100},
         }, ("resource",), "Free capacity the node must keep after placing the pod.",
             oneOf=[{"required": ["quantity"]}, {"required": ["percent"]}]),
-        "requireExtendedResource": _obj({
+        "requireExtendedResource": schema_object({
             "name": {"type": "string", "description": "e.g. example.com/gpu"},
             "quantity": {**_QUANTITY, "description":
                          "Allocatable amount the node must offer (default 1)."},
@@ -132,7 +133,7 @@ def build_schema() -> dict[str, Any]:
                      "JMESPath over {pod, node}; the node passes when truthy."},
     }, ("id", "message"), oneOf=_one_of_required(FILTER_KINDS))
 
-    score_rule = _obj({
+    score_rule = schema_object({
         "id": {"type": "string", "pattern": RULE_ID_PATTERN},
         "description": {"type": "string"},
         "weight": {"type": "integer", "minimum": 1, "maximum": 100,
@@ -142,29 +143,29 @@ def build_schema() -> dict[str, Any]:
                       "(lowest 0, highest 100), max (value*100/highest), none (already "
                       "0..100; clamped)."},
         "reverse": {"type": "boolean", "description": "Lower raw values score higher."},
-        "labelValue": _obj({
+        "labelValue": schema_object({
             "label": {"type": "string"},
             "values": {"type": "object",
                        "additionalProperties": {"type": "number", "minimum": 0}},
             "default": {"type": "number", "minimum": 0,
                         "description": "Points when the label is missing or unlisted."},
         }, ("label", "values")),
-        "numeric": _obj({
+        "numeric": schema_object({
             "label": {"type": "string"},
             "annotation": {"type": "string"},
             "prefer": {"enum": ["highest", "lowest"]},
         }, (), "A number read from a node label or annotation.",
             oneOf=[{"required": ["label"]}, {"required": ["annotation"]}]),
-        "allocation": _obj({
+        "allocation": schema_object({
             "strategy": {"enum": ["least", "most"]},
-            "resources": {"type": "array", "minItems": 1, "items": _obj({
+            "resources": {"type": "array", "minItems": 1, "items": schema_object({
                 "name": {"type": "string"},
                 "weight": {"type": "integer", "minimum": 1, "maximum": 100},
             }, ("name",))},
         }, ("strategy",), "Least/most allocated, as NodeResourcesFit scores it."),
         "jmespath": {"type": "string", "description":
                      "JMESPath over {pod, node} giving a number."},
-        "metric": _obj({
+        "metric": schema_object({
             "name": {"type": "string", "pattern": METRIC_NAME_PATTERN, "description":
                      "A metric a metricsProviders entry of the profile defines."},
             "prefer": {"enum": ["highest", "lowest"]},
@@ -196,7 +197,7 @@ def build_schema() -> dict[str, Any]:
                 "required": ["name"],
                 "additionalProperties": False,
             },
-            "spec": _obj({
+            "spec": schema_object({
                 "pluginName": {"type": "string", "pattern": PLUGIN_NAME_PATTERN,
                                "maxLength": 63, "description":
                                "The plugin name profiles refer to (CamelCase, unique, "
