@@ -3,7 +3,7 @@ local control plane, same nodes, same pods, same client QPS and burst.
 
     .venv/bin/python -m bench.e2e_bench                       # SchedulingBasic 5000/10000
     .venv/bin/python -m bench.e2e_bench --nodes 500 --pods 1000 --workloads \\
-        SchedulingBasic,TopologySpreading,PodAntiAffinity
+        SchedulingBasic,TopologySpreading,PodAntiAffinity,PolicyMix
 
 For every workload and scheduler a fresh control plane (etcd + kube-apiserver v1.36,
 built by the project) gets the nodes and the bound init pods; then the scheduler starts
@@ -21,7 +21,8 @@ node. The table is printed as markdown and JSON (`--json PATH` writes the JSON).
 The shapes follow scheduler_perf (`bench.engine_bench`): 4 cpu / 32Gi / 110-pod nodes
 in three zones, pods requesting 100m / 500Mi; TopologySpreading adds a zone constraint
 (maxSkew 5), PodAntiAffinity a required hostname anti-affinity on every pod (init pods
-included).
+included), PolicyMix the example policies with 30% of pods asking for hardware encryption
+(for kube-scheduler, the same pods carry the equivalent nodeSelector instead).
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ from policyd.devcluster import ControlPlane
 from policyd.devcluster.assets import K8S_VERSION
 from policyd.kube.client import ApiError, ConnectionSettings, KubeClient
 
-WORKLOADS = ("SchedulingBasic", "TopologySpreading", "PodAntiAffinity")
+WORKLOADS = ("SchedulingBasic", "TopologySpreading", "PodAntiAffinity", "PolicyMix")
+POLICIES = Path(__file__).resolve().parent.parent / "policies"
+HW_ENCRYPT_LABEL = "node.kubernetes.io/hw-encrypt"
 SCHEDULERS = ("kube-scheduler", "policyd")
 SCHEDULER_NAME = "bench-scheduler"
 NAMESPACE = "bench"
@@ -58,12 +61,15 @@ def node_body(i: int) -> dict[str, Any]:
     resources = {"cpu": "4", "memory": "32Gi", "pods": "110"}
     name = f"node-{i}"
     return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
-                                                  "topology.kubernetes.io/zone": ZONES[i % 3]}},
+            "metadata": {"name": name, "labels": {
+                "kubernetes.io/hostname": name, "topology.kubernetes.io/zone": ZONES[i % 3],
+                # A quarter of the nodes offer hardware encryption (PolicyMix).
+                **({HW_ENCRYPT_LABEL: "true"} if i % 4 == 0 else {})}},
             "status": {"allocatable": resources, "capacity": resources}}
 
 
-def pod_body(name: str, workload: str, node: str | None = None) -> dict[str, Any]:
+def pod_body(name: str, workload: str, node: str | None = None,
+             scheduler: str = "policyd") -> dict[str, Any]:
     spec: dict[str, Any] = {
         "schedulerName": SCHEDULER_NAME, "terminationGracePeriodSeconds": 0,
         "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
@@ -81,8 +87,18 @@ def pod_body(name: str, workload: str, node: str | None = None) -> dict[str, Any
             "maxSkew": 5, "topologyKey": "topology.kubernetes.io/zone",
             "whenUnsatisfiable": "DoNotSchedule",
             "labelSelector": {"matchLabels": {"app": "bench"}}}]
+    annotations: dict[str, str] = {}
+    if workload == "PolicyMix" and node is None and name.startswith("pod-") \
+            and int(name.rsplit("-", 1)[1]) % 10 < 3:
+        # 30% of pods need hardware encryption: policyd reads the annotation through the
+        # HwEncrypt example policy; kube-scheduler gets the equivalent built-in constraint.
+        if scheduler == "policyd":
+            annotations["myorg.io/require-hw-encrypt"] = "true"
+        else:
+            spec["nodeSelector"] = {HW_ENCRYPT_LABEL: "true"}
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
+            "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels,
+                         "annotations": annotations},
             "spec": spec}
 
 
@@ -177,12 +193,14 @@ def start_kube_scheduler(cp: ControlPlane, workdir: Path, qps: float, burst: int
     return Scheduler(ks.pid, ks.stop)
 
 
-def start_policyd(cp: ControlPlane, workdir: Path, qps: float, burst: int) -> Scheduler:
+def start_policyd(cp: ControlPlane, workdir: Path, qps: float, burst: int,
+                  policies: bool = False) -> Scheduler:
     profile = workdir / "policyd.yaml"
     profile.write_text(
         "apiVersion: policyd.io/v1alpha1\nkind: PolicydConfiguration\n"
         "leaderElection:\n  leaderElect: false\n"
-        f"profiles:\n- schedulerName: {SCHEDULER_NAME}\n")
+        + (f"policies:\n- {POLICIES}\n" if policies else "")
+        + f"profiles:\n- schedulerName: {SCHEDULER_NAME}\n")
     log = (workdir / "policyd.log").open("wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "policyd", "run", "--config", str(profile),
@@ -225,15 +243,18 @@ def run_one(workload: str, scheduler: str, nodes: int, pods: int, init_pods: int
         def create(i: int) -> None:
             name = f"pod-{i}"
             created[name] = time.monotonic()
-            client.request("POST", pods_path, body=pod_body(name, workload))
+            client.request("POST", pods_path, body=pod_body(name, workload,
+                                                            scheduler=scheduler))
 
         names = [f"pod-{i}" for i in range(pods)]
         if backlog:
             _each(pool, create, range(pods))
-        start = start_kube_scheduler if scheduler == "kube-scheduler" else start_policyd
         watch = BindWatch(client)
         t0 = time.monotonic()
-        sched = start(cp, workdir, qps, burst)
+        if scheduler == "kube-scheduler":
+            sched = start_kube_scheduler(cp, workdir, qps, burst)
+        else:
+            sched = start_policyd(cp, workdir, qps, burst, policies=workload == "PolicyMix")
         if backlog:
             created = dict.fromkeys(names, t0)
         try:
