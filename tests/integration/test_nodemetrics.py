@@ -22,7 +22,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ from policyd.nodemetrics import MetricsCache, attach_metrics
 from policyd.nodemetrics.manager import MetricsManager
 from policyd.nodemetrics.providers import ProbeProvider, PrometheusProvider, tcp_connect
 from policyd.nodemetrics.telemetry import ProviderTelemetry
+from tests.unit.nodemetrics.helpers import loopback_server
 from tests.unit.policy.conftest import check_docs, make_policy
 
 NODES = ["n1", "n2", "n3", "n4", "n5"]
@@ -368,15 +369,8 @@ class _Slow(BaseHTTPRequestHandler):
 @pytest.fixture
 def slow_server() -> Iterator[tuple[str, type[_Slow]]]:
     handler = type("Handler", (_Slow,), {})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", handler
-    finally:
-        server.shutdown()
-        server.server_close()
+    with loopback_server(handler) as url:
+        yield url, handler
 
 
 def test_a_hanging_query_times_out_and_never_blocks_scheduling(

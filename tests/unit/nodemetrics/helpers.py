@@ -45,6 +45,20 @@ Responder = Callable[[str, dict[str, str]], tuple[int, bytes, float]]
 
 
 @contextmanager
+def loopback_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Serve `handler` on a free 127.0.0.1 port in a thread; yields the base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
 def fake_prometheus(respond: Responder) -> Iterator[tuple[str, list[dict[str, str]]]]:
     """A loopback HTTP server answering /api/v1/query with respond(query, headers) ->
     (status, body, delay seconds). Yields (base url, requests seen)."""
@@ -71,12 +85,5 @@ def fake_prometheus(respond: Responder) -> Iterator[tuple[str, list[dict[str, st
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
+    with loopback_server(Handler) as url:
+        yield url, seen
