@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from policyd.daemon.config import InvalidConfig, load, parse_duration, runtime_settings
+from policyd.daemon.config import InvalidConfig, load
 from policyd.daemon.events import FailureThrottle
 from policyd.daemon.reload import ConfigWatcher, signature
 from policyd.daemon.scheduler import node_changed
@@ -44,45 +44,6 @@ policies: [hw.yaml]
 profiles:
 - schedulerName: policyd
 """
-
-
-@pytest.mark.parametrize(("text", "seconds"), [
-    ("15s", 15.0), ("1m30s", 90.0), ("500ms", 0.5), ("1h", 3600.0), (3, 3.0), (2.5, 2.5),
-])
-def test_parse_duration(text: str | float, seconds: float) -> None:
-    assert parse_duration(text) == pytest.approx(seconds)
-
-
-@pytest.mark.parametrize("bad", ["", "15", "s", "1x", "15s garbage", True, None])
-def test_parse_duration_rejects(bad: object) -> None:
-    with pytest.raises(ValueError):
-        parse_duration(bad)
-
-
-def test_runtime_settings_defaults_are_upstreams() -> None:
-    s, problems = runtime_settings({})
-    assert problems == []
-    assert (s.pod_initial_backoff, s.pod_max_backoff) == (1.0, 10.0)
-    assert (s.qps, s.burst) == (50.0, 100)
-    assert (s.lease_duration, s.renew_deadline, s.retry_period) == (15.0, 10.0, 2.0)
-    assert s.leader_elect is True
-
-
-def test_runtime_settings_reports_every_problem() -> None:
-    _, problems = runtime_settings({
-        "podInitialBackoffSeconds": 0, "podMaxBackoffSeconds": "x",
-        "clientConnection": {"burst": 1.5},
-        "leaderElection": {"leaderElect": "yes", "leaseDuration": "5s",
-                           "renewDeadline": "10s", "retryPeriod": "soon"},
-    })
-    assert problems == [
-        "podInitialBackoffSeconds: Invalid value: 0: must be >= 1",
-        "podMaxBackoffSeconds: must be an integer",
-        "clientConnection.burst: must be an integer",
-        "leaderElection.leaderElect: must be a boolean",
-        "leaderElection.retryPeriod: not a duration: 'soon' (e.g. 15s, 1m30s, 500ms)",
-        "leaderElection.renewDeadline: must be less than leaseDuration",
-    ]
 
 
 def test_load_reads_settings_and_policies(tmp_path: Path) -> None:
