@@ -7,30 +7,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from policyd.daemon.run import Daemon, RunOptions, load_config
 from policyd.kube.client import ApiError, KubeClient
+from tests.polling import wait_for
 
 Obj = dict[str, Any]
-
-
-def wait_for(check: Callable[[], Any], timeout: float = 15.0, what: str = "condition",
-             interval: float = 0.1) -> Any:
-    """Poll `check` until it returns something truthy; that value is returned."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 def node_body(name: str, labels: dict[str, str] | None = None, cpu: str = "4",

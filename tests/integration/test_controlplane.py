@@ -12,9 +12,8 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from policyd.devcluster import ControlPlane, DevClusterError, load_snapshot
 from policyd.devcluster.kubeconfig import api_client_from
 from policyd.devcluster.process import proc_start_time
+from tests.polling import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -63,14 +63,6 @@ def _pod(name: str, **spec: Any) -> dict[str, Any]:
             **spec,
         },
     }
-
-
-def _wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.2)
 
 
 @pytest.fixture
@@ -211,7 +203,7 @@ def test_rbac_refuses_serviceaccount_without_rights_and_accepts_with(
                 return False
             return True
 
-        _wait_for(allowed, 15, "the RoleBinding to take effect")
+        wait_for(allowed, 15, "the RoleBinding to take effect")
         # ... and only where it was granted.
         with pytest.raises(ApiException) as elsewhere:
             sa_core.list_namespaced_pod("default")
@@ -252,7 +244,7 @@ def test_kube_scheduler_schedules_pod(
         def bound() -> bool:
             return core.read_namespaced_pod("web", namespace).spec.node_name is not None
 
-        _wait_for(bound, 30, "kube-scheduler to bind the pod")
+        wait_for(bound, 30, "kube-scheduler to bind the pod")
         assert core.read_namespaced_pod("web", namespace).spec.node_name == node_name
     assert not scheduler.alive()
 
@@ -375,7 +367,7 @@ def test_interrupted_owner_leaves_no_process_behind(sig: signal.Signals) -> None
         assert len(pids) == 3, f"child printed {line!r}"
         child.send_signal(sig)
         child.wait(timeout=30)
-        _wait_for(lambda: _gone(pids), 15, f"processes {pids} to end")
+        wait_for(lambda: _gone(pids), 15, f"processes {pids} to end")
     finally:
         if child.poll() is None:
             child.kill()

@@ -20,7 +20,7 @@ import subprocess
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -39,6 +39,7 @@ from policyd.nodemetrics import MetricsCache, attach_metrics
 from policyd.nodemetrics.manager import MetricsManager
 from policyd.nodemetrics.providers import ProbeProvider, PrometheusProvider, tcp_connect
 from policyd.nodemetrics.telemetry import ProviderTelemetry
+from tests.polling import wait_for
 from tests.unit.nodemetrics.helpers import loopback_server
 from tests.unit.policy.conftest import check_docs, make_policy
 
@@ -46,17 +47,6 @@ NODES = ["n1", "n2", "n3", "n4", "n5"]
 # A generous bound for one scheduling cycle on five nodes: the point is that no cycle
 # ever waits for a provider (whose requests take up to seconds here).
 CYCLE_BUDGET_S = 0.5
-
-
-def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll `check` until it returns something truthy, and return that."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def free_port() -> int:
