@@ -17,7 +17,7 @@ from policyd.config.plugins import Problem, ProfileError, build_framework
 from policyd.errors import InputFileError, PolicydError
 from policyd.framework.interfaces import Plugin
 from policyd.framework.runtime import Framework
-from policyd.model.snapshot import read_documents
+from policyd.model.datafile import read_documents
 
 API_VERSION = "policyd.io/v1alpha1"
 KIND = "PolicydConfiguration"

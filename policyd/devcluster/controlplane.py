@@ -512,7 +512,7 @@ def read_scheduler_config(path: Path | None) -> dict[str, Any]:
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration",
         }
-    from policyd.model.snapshot import read_documents  # the project's YAML/JSON reader
+    from policyd.model.datafile import read_documents  # the project's YAML/JSON reader
 
     docs = read_documents(path)
     if len(docs) != 1 or not isinstance(docs[0], dict):

@@ -94,7 +94,7 @@ def read_objects(path: Path) -> list[dict[str, Any]]:
     File-level problems (missing, not UTF-8, invalid YAML/JSON) raise the model's
     `InputFileError`, exactly as for every other snapshot policyd reads.
     """
-    from policyd.model.snapshot import read_documents
+    from policyd.model.datafile import read_documents
 
     return flatten(read_documents(path), str(path))
 

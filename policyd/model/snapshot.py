@@ -7,20 +7,16 @@ Every error names the file, the object and the field; nothing half-loads.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from policyd.errors import InputFileError, InvalidObjectError
 from policyd.model.cluster import ClusterState
+from policyd.model.datafile import iter_objects
 from policyd.model.records import Node, Pod, node_from_dict, pod_from_dict
 
 WORKLOAD_KINDS = ("Service", "ReplicaSet", "StatefulSet", "ReplicationController")
-LIST_KINDS = ("List", "NodeList", "PodList", "NamespaceList", "ServiceList", "ReplicaSetList",
-              "StatefulSetList", "ReplicationControllerList")
-MAX_FILE_BYTES = 512 * 1024 * 1024
 
 
 @dataclass
@@ -45,68 +41,12 @@ class Snapshot:
             self.workloads.setdefault(k, []).extend(v)
 
 
-def read_documents(path: Path) -> list[Any]:
-    """The documents of a JSON or (multi-document) YAML file."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise InputFileError(f"file is larger than {MAX_FILE_BYTES // 2**20} MiB",
-                                 where=str(path))
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputFileError("no such file", where=str(path)) from None
-    except IsADirectoryError:
-        raise InputFileError("is a directory, expected a file", where=str(path)) from None
-    except OSError as exc:
-        raise InputFileError(f"cannot read: {exc.strerror}", where=str(path)) from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputFileError(f"not UTF-8 text (byte {exc.start})", where=str(path)) from None
-    if "\x00" in text:
-        raise InputFileError("binary file, expected YAML or JSON", where=str(path))
-    stripped = text.lstrip()
-    if stripped.startswith(("{", "[")):
-        try:
-            return [json.loads(text)]
-        except json.JSONDecodeError as exc:
-            raise InputFileError(f"invalid JSON: {exc.msg}",
-                                 where=f"{path}:{exc.lineno}:{exc.colno}") from None
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import MarkedYAMLError, YAMLError
-
-    yaml = YAML(typ="safe", pure=True)
-    try:
-        return [d for d in yaml.load_all(text) if d is not None]
-    except MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise InputFileError(f"invalid YAML: {exc.problem}", where=where) from None
-    except (YAMLError, RecursionError, ValueError) as exc:
-        raise InputFileError(f"invalid YAML: {exc}", where=str(path)) from None
-
-
-def _objects(doc: Any, where: str) -> Iterator[tuple[str, Any]]:
-    if not isinstance(doc, dict):
-        raise InputFileError("expected a Kubernetes object or List", where=where)
-    kind = doc.get("kind")
-    if kind in LIST_KINDS or (kind is None and isinstance(doc.get("items"), list)):
-        items = doc.get("items") or []
-        if not isinstance(items, list):
-            raise InputFileError("items must be a list", where=where)
-        for i, item in enumerate(items):
-            yield f"{where} items[{i}]", item
-    else:
-        yield where, doc
-
-
 def load_snapshot(*paths: Path, pods_only: bool = False) -> Snapshot:
     """Decode every object of the files into a Snapshot; raises on the first bad one."""
     snap = Snapshot()
     for path in paths:
-        for d, doc in enumerate(read_documents(path)):
-            for where, obj in _objects(doc, f"{path} (document {d + 1})"):
-                _add(snap, obj, where, pods_only)
+        for where, obj in iter_objects(path):
+            _add(snap, obj, where, pods_only)
     return snap
 
 

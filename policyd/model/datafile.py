@@ -1,0 +1,434 @@
+"""Read Kubernetes data files (snapshots, pod files) as big as real clusters produce them.
+
+`kubectl get nodes,pods -A -o yaml` of a 500-node cluster is tens of megabytes, of a
+5,000-node one hundreds. Policies and profiles need every node's line and column
+(`policyd.sourcefile`), data files only need the values, fast and within bounded memory:
+
+- JSON: the text is decoded one object at a time (`raw_decode`), so a List's items are
+  decoded, handed on and dropped one by one instead of building the whole tree first.
+- YAML: parsed by yaml-rs (a Rust YAML 1.2 parser; pure-Python YAML is 30 to 100 times
+  slower than `json`, PyYAML's libyaml loader still builds every node in Python). A List
+  in the layout kubectl prints (`items:` then one `- ` line per item at column 0) is cut
+  into its items, which are parsed in a small thread pool (the parser releases the GIL
+  while it parses) and handed on in file order. Any other YAML is parsed as a whole.
+- The same limits as for every YAML the tool reads: nesting depth, alias expansion
+  (a "billion laughs" is rejected, not expanded), duplicate keys, file size; every
+  failure is an `InputFileError` naming the file, the line and the column.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import re
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from policyd.errors import InputFileError
+
+# Kubernetes objects nest about 20 levels deep. The YAML parser stops flow collections
+# (`[[[[`) at this depth itself and block nesting is measured here; JSON's decoder stops
+# at the interpreter's recursion limit, which is reported the same way.
+MAX_DEPTH = 256
+# A file is held in memory as text while its objects are decoded one by one.
+MAX_FILE_BYTES = 4 * 1024**3
+# Nodes an alias may replay in one document: aliases are for sharing, not multiplying.
+MAX_ALIAS_EVENTS = 100_000
+LIST_KINDS = ("List", "NodeList", "PodList", "NamespaceList", "ServiceList", "ReplicaSetList",
+              "StatefulSetList", "ReplicationControllerList")
+
+# YAML items parsed per task, and tasks in flight: enough to keep two cores busy, few
+# enough that only a few megabytes of parsed-but-not-yet-decoded objects exist at once.
+_BATCH_ITEMS = 64
+_IN_FLIGHT = 8
+_PARALLEL_FROM_BYTES = 4 * 1024**2
+
+
+def read_text(path: Path) -> str:
+    """The file as UTF-8 text (a BOM dropped); NUL bytes and other encodings rejected."""
+    try:
+        size = path.stat().st_size
+        if path.is_dir():
+            raise InputFileError("is a directory, expected a file", where=str(path))
+        if size > MAX_FILE_BYTES:
+            raise InputFileError(f"file is larger than {MAX_FILE_BYTES // 2**30} GiB",
+                                 where=str(path))
+        data = path.read_bytes()
+    except FileNotFoundError:
+        reason = "dangling symlink" if path.is_symlink() else "no such file"
+        raise InputFileError(reason, where=str(path)) from None
+    except OSError as exc:
+        raise InputFileError(f"cannot read: {exc.strerror or exc}", where=str(path)) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line, col = _line_col_bytes(data, exc.start)
+        raise InputFileError(f"not UTF-8 text (byte 0x{data[exc.start]:02x})",
+                             where=f"{path}:{line}:{col}") from None
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        line, col = _line_col_bytes(data, nul)
+        raise InputFileError("binary file (NUL byte), expected YAML or JSON",
+                             where=f"{path}:{line}:{col}")
+    del data
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def iter_objects(path: Path) -> Iterator[tuple[str, Any]]:
+    """Each Kubernetes object of the file with where it is (`FILE (document 2)`,
+    `FILE (document 1) items[7]`): a single object, a List's items, or the documents of
+    a multi-document YAML file, in file order."""
+    text = read_text(path)
+    with _gc_paused():
+        if _is_json(text):
+            yield from _JsonReader(text, str(path)).objects()
+        elif _KUBECTL_LIST.match(text):
+            yield from _YamlListReader(text, str(path)).objects()
+        else:
+            for d, doc in enumerate(_yaml_documents(text, str(path))):
+                yield from list_items(doc, f"{path} (document {d + 1})")
+
+
+def read_documents(path: Path) -> list[Any]:
+    """The documents of a JSON or (multi-document) YAML file, whole (profiles, small
+    files); empty documents are dropped."""
+    text = read_text(path)
+    if _is_json(text):
+        return [_JsonReader(text, str(path)).whole()]
+    return _yaml_documents(text, str(path))
+
+
+def list_items(doc: Any, where: str) -> Iterator[tuple[str, Any]]:
+    """A document's objects: the items of a List, or the document itself."""
+    if not isinstance(doc, dict):
+        raise InputFileError("expected a Kubernetes object or List", where=where)
+    kind = doc.get("kind")
+    if kind in LIST_KINDS or (kind is None and "items" in doc):
+        items = doc.get("items") or []
+        if not isinstance(items, list):
+            raise InputFileError("items must be a list", where=where)
+        for i, item in enumerate(items):
+            yield f"{where} items[{i}]", item
+    else:
+        yield where, doc
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Loading allocates millions of objects that all live on; the cyclic collector
+    would rescan them again and again (it doubles the time of a large load)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _is_json(text: str) -> bool:
+    return text.lstrip()[:1] in ("{", "[")
+
+
+def _line_col_bytes(data: bytes, offset: int) -> tuple[int, int]:
+    line = data.count(b"\n", 0, offset) + 1
+    return line, offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+# JSON -----------------------------------------------------------------------------------
+
+_JSON_WS = re.compile(r"[ \t\n\r]*")
+
+
+class _JsonReader:
+    """Decodes a JSON text one value at a time; a top-level object's `items` array is
+    handed on item by item."""
+
+    def __init__(self, text: str, name: str) -> None:
+        self.text = text
+        self.name = name
+        self.pos = 0
+        self.decoder = json.JSONDecoder()
+
+    def fail(self, message: str, pos: int) -> InputFileError:
+        line, col = _line_col(self.text, pos)
+        return InputFileError(message, where=f"{self.name}:{line}:{col}")
+
+    def skip_ws(self) -> None:
+        m = _JSON_WS.match(self.text, self.pos)
+        assert m is not None  # the pattern matches the empty string
+        self.pos = m.end()
+
+    def value(self) -> Any:
+        self.skip_ws()
+        try:
+            value, self.pos = self.decoder.raw_decode(self.text, self.pos)
+        except json.JSONDecodeError as exc:
+            raise self.fail(f"invalid JSON: {exc.msg}", exc.pos) from None
+        except RecursionError:
+            raise self.fail("invalid JSON: nested too deeply to read", self.pos) from None
+        return value
+
+    def expect(self, chars: str) -> str:
+        self.skip_ws()
+        ch = self.text[self.pos:self.pos + 1]
+        if not ch or ch not in chars:
+            found = repr(ch) if ch else "end of file"
+            wanted = " or ".join(repr(c) for c in chars)
+            raise self.fail(f"invalid JSON: expected {wanted}, found {found}", self.pos)
+        self.pos += 1
+        return ch
+
+    def end(self) -> None:
+        self.skip_ws()
+        if self.pos != len(self.text):
+            raise self.fail("invalid JSON: extra data after the top-level value", self.pos)
+
+    def whole(self) -> Any:
+        value = self.value()
+        self.end()
+        return value
+
+    def objects(self) -> Iterator[tuple[str, Any]]:
+        where = f"{self.name} (document 1)"
+        self.skip_ws()
+        if not self.text.startswith("{", self.pos):
+            yield from list_items(self.whole(), where)
+            return
+        # A top-level object, read member by member so that `items` streams.
+        self.pos += 1
+        fields: dict[str, Any] = {}
+        streamed = 0
+        self.skip_ws()
+        if self.text.startswith("}", self.pos):
+            self.pos += 1
+        else:
+            while True:
+                key_pos = self.pos
+                key = self.value()
+                if not isinstance(key, str):
+                    raise self.fail("invalid JSON: object keys must be strings", key_pos)
+                self.expect(":")
+                self.skip_ws()
+                if key == "items" and self.text.startswith("[", self.pos):
+                    for item in self.array():
+                        yield f"{where} items[{streamed}]", item
+                        streamed += 1
+                    fields[key] = []
+                else:
+                    fields[key] = self.value()
+                if self.expect(",}") == "}":
+                    break
+        self.end()
+        kind = fields.get("kind")
+        if "items" in fields and kind not in LIST_KINDS and kind is not None:
+            raise InputFileError(f"a {kind} with items: expected a List", where=where)
+        if "items" not in fields:
+            yield from list_items(fields, where)
+
+    def array(self) -> Iterator[Any]:
+        self.pos += 1  # the "["
+        self.skip_ws()
+        if self.text.startswith("]", self.pos):
+            self.pos += 1
+            return
+        while True:
+            yield self.value()
+            if self.expect(",]") == "]":
+                return
+
+
+# YAML -----------------------------------------------------------------------------------
+
+# What `kubectl get -o yaml` prints for a List: top-level keys at column 0 in sorted order,
+# `items:` followed by block sequence entries at column 0.
+_KUBECTL_LIST = re.compile(r"(?:(?:#[^\n]*)?\n)*apiVersion: [^\n]*\nitems:[ \t]*\n-[ \n]")
+_ITEM_START = re.compile(r"^-(?= |$)", re.M)
+# Lines at column 0 that end the items (another top-level key) or make the file something
+# the cutter does not handle (document markers, directives): parsed whole instead.
+_TOP_LEVEL = re.compile(r"^[^\s#-]|^-[^ \n]", re.M)
+_MARKERS = re.compile(r"^(?:---|\.\.\.|%)", re.M)
+# Each level of block nesting takes at least one character of a line's indentation and
+# block indicators; only where a line has a long run of them (deeper than any real object)
+# is the parsed data's depth measured exactly. Flow nesting is limited by the parser.
+_DEEP_LINE = re.compile(rf"^[ \t\-?:]{{{MAX_DEPTH // 4},}}", re.M)
+_YAML_ERROR = re.compile(r"line (\d+), column (\d+)")
+
+
+def _yaml_loads(text: str) -> Any:
+    import yaml_rs
+
+    return yaml_rs.loads(
+        text, parse_datetime=False,
+        alias_limits=yaml_rs.AliasLimits(max_total_replayed_events=MAX_ALIAS_EVENTS))
+
+
+def _yaml_error(exc: Exception, name: str, first_line: int = 1) -> InputFileError:
+    """yaml-rs's multi-line report as one line: FILE:LINE:COL: invalid YAML: what."""
+    text = str(exc)
+    lines = [s for s in text.splitlines() if s.strip()]
+    what = lines[-1].strip() if lines else "unreadable YAML"
+    if "alias replay limit" in text or "alias expansion" in what:
+        what = (f"aliases expand to more than {MAX_ALIAS_EVENTS} nodes (an alias bomb?); "
+                "write the objects out")
+    elif "recursion limit" in text or "depth" in what:
+        what = f"nesting deeper than the limit of {MAX_DEPTH} levels"
+    m = _YAML_ERROR.search(text)
+    where = f"{name}:{int(m[1]) + first_line - 1}:{m[2]}" if m else name
+    return InputFileError(f"invalid YAML: {what}", where=where)
+
+
+def _check_depth(value: Any, text: str, name: str, first_line: int = 1) -> None:
+    """Block nesting is limited only by indentation, so the parser accepts any depth;
+    measure it, but only where a line is indented deeply enough to exceed the limit."""
+    m = _DEEP_LINE.search(text)
+    if m is None:
+        return
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            line, _ = _line_col(text, m.start())
+            raise InputFileError(f"nesting deeper than the limit of {MAX_DEPTH} levels",
+                                 where=f"{name}:{line + first_line - 1}:1")
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+
+
+def _yaml_documents(text: str, name: str) -> list[Any]:
+    import yaml_rs
+
+    try:
+        loaded = _yaml_loads(text)
+    except yaml_rs.YAMLDecodeError as exc:
+        raise _yaml_error(exc, name) from None
+    except RecursionError:
+        raise InputFileError(f"invalid YAML: nesting deeper than the limit of {MAX_DEPTH} "
+                             "levels", where=name) from None
+    _check_depth(loaded, text, name)
+    # One document loads as its value, several as a list of them (an empty one as None);
+    # a single document that is itself a list is told apart by the explicit markers.
+    if isinstance(loaded, list) and _MARKERS.search(text) and _document_count(text) > 1:
+        docs = loaded
+    else:
+        docs = [loaded]
+    return [d for d in docs if d is not None]
+
+
+def _document_count(text: str) -> int:
+    return sum(1 for m in re.finditer(r"^---", text, re.M)) + (
+        0 if re.match(r"\s*(?:#[^\n]*\n\s*)*---", text) else 1)
+
+
+class _YamlListReader:
+    """A List in kubectl's layout, cut into its items at `- ` lines in column 0.
+
+    Such a line always starts a new entry of the top-level sequence: an item's own content
+    is indented (block scalars and multi-line flow scalars included), so the cut items
+    parse exactly as they would inside the whole file. Anything the cut cannot vouch for
+    (document markers, an anchor used across items) makes the file be parsed whole.
+    """
+
+    def __init__(self, text: str, name: str) -> None:
+        self.text = text
+        self.name = name
+
+    def objects(self) -> Iterator[tuple[str, Any]]:
+        text = self.text
+        start = text.index("\nitems:") + 1
+        first = _ITEM_START.search(text, start)
+        assert first is not None  # guaranteed by _KUBECTL_LIST
+        trailer = _TOP_LEVEL.search(text, first.start() + 1)
+        end = trailer.start() if trailer else len(text)
+        if _MARKERS.search(text):
+            yield from self.whole()
+            return
+        fields = self.parse_header(text[:start] + text[end:])
+        if fields is None or fields.get("kind") not in (*LIST_KINDS, None):
+            yield from self.whole()
+            return
+        where = f"{self.name} (document 1)"
+        index = 0
+        try:
+            for items in self.parsed(first.start(), end):
+                for item in items:
+                    yield f"{where} items[{index}]", item
+                    index += 1
+        except _CutFailed:
+            # Parse the whole file for the true error (or content, such as an anchor used
+            # across items). The caller stops at the first error, so nothing is read twice.
+            yield from self.whole()
+
+    def whole(self) -> Iterator[tuple[str, Any]]:
+        for d, doc in enumerate(_yaml_documents(self.text, self.name)):
+            yield from list_items(doc, f"{self.name} (document {d + 1})")
+
+    def parse_header(self, header: str) -> dict[str, Any] | None:
+        """The List's own fields (`kind: List`, `metadata`), or None when they do not
+        parse on their own (the whole file is parsed then, for the true error)."""
+        import yaml_rs
+
+        try:
+            fields = _yaml_loads(header.replace("\nitems:", "\nitems: []", 1))
+        except yaml_rs.YAMLDecodeError:
+            return None
+        return fields if isinstance(fields, dict) else None
+
+    def parsed(self, start: int, end: int) -> Iterator[list[Any]]:
+        """Each batch of items parsed, in order; in a pool when the file is large."""
+        batches = self.batches(start, end)
+        if end - start < _PARALLEL_FROM_BYTES or (os.cpu_count() or 1) < 2:
+            for first_line, chunk in batches:
+                yield self.parse(first_line, chunk)
+            return
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="yaml") as pool:
+            pending: deque[Future[list[Any]]] = deque()
+            try:
+                for first_line, chunk in batches:
+                    pending.append(pool.submit(self.parse, first_line, chunk))
+                    if len(pending) >= _IN_FLIGHT:
+                        yield pending.popleft().result()
+                while pending:
+                    yield pending.popleft().result()
+            finally:
+                for f in pending:
+                    f.cancel()
+
+    def batches(self, start: int, end: int) -> Iterator[tuple[int, str]]:
+        text = self.text
+        line = text.count("\n", 0, start) + 1
+        cuts = [m.start() for m in _ITEM_START.finditer(text, start, end)]
+        cuts.append(end)
+        for i in range(0, len(cuts) - 1, _BATCH_ITEMS):
+            a, b = cuts[i], cuts[min(i + _BATCH_ITEMS, len(cuts) - 1)]
+            chunk = text[a:b]
+            yield line, chunk
+            line += chunk.count("\n")
+
+    def parse(self, first_line: int, chunk: str) -> list[Any]:
+        import yaml_rs
+
+        try:
+            items = _yaml_loads(chunk)
+        except (yaml_rs.YAMLDecodeError, RecursionError):
+            raise _CutFailed from None
+        if not isinstance(items, list):
+            raise _CutFailed
+        _check_depth(items, chunk, self.name, first_line)
+        return items
+
+
+class _CutFailed(Exception):
+    """A cut-out part did not parse as items on its own."""
