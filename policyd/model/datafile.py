@@ -84,6 +84,8 @@ def iter_objects(path: Path) -> Iterator[tuple[str, Any]]:
     `FILE (document 1) items[7]`): a single object, a List's items, or the documents of
     a multi-document YAML file, in file order."""
     text = read_text(path)
+    if not text.strip() or not _has_content(text):
+        raise InputFileError("empty file: no Kubernetes object in it", where=str(path))
     with _gc_paused():
         if _is_json(text):
             yield from _JsonReader(text, str(path)).objects()
@@ -131,6 +133,16 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _has_content(text: str) -> bool:
+    """Something other than blank lines, comments and document markers (checked on the
+    first lines only: a file that starts with content has content)."""
+    for line in text[:65536].splitlines():
+        s = line.strip()
+        if s and not s.startswith("#") and s not in ("---", "..."):
+            return True
+    return len(text) > 65536
+
+
 def _is_json(text: str) -> bool:
     return text.lstrip()[:1] in ("{", "[")
 
@@ -150,6 +162,21 @@ def _line_col(text: str, offset: int) -> tuple[int, int]:
 _JSON_WS = re.compile(r"[ \t\n\r]*")
 
 
+class _NotJson(ValueError):
+    """Python's decoder accepts more than JSON; Kubernetes does not."""
+
+
+def _not_json(word: str) -> Any:
+    raise _NotJson(f"{word} is not a JSON value")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise _NotJson(f"number {text} is out of range")
+    return value
+
+
 class _JsonReader:
     """Decodes a JSON text one value at a time; a top-level object's `items` array is
     handed on item by item."""
@@ -158,7 +185,7 @@ class _JsonReader:
         self.text = text
         self.name = name
         self.pos = 0
-        self.decoder = json.JSONDecoder()
+        self.decoder = json.JSONDecoder(parse_constant=_not_json, parse_float=_finite_float)
 
     def fail(self, message: str, pos: int) -> InputFileError:
         line, col = _line_col(self.text, pos)
@@ -177,6 +204,8 @@ class _JsonReader:
             raise self.fail(f"invalid JSON: {exc.msg}", exc.pos) from None
         except RecursionError:
             raise self.fail("invalid JSON: nested too deeply to read", self.pos) from None
+        except _NotJson as exc:
+            raise self.fail(f"invalid JSON: {exc}", self.pos) from None
         return value
 
     def expect(self, chars: str) -> str:

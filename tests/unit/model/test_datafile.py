@@ -140,6 +140,26 @@ def test_json_errors_name_the_file_line_column(tmp_path: Path, text: str) -> Non
     assert "invalid JSON" in str(e.value)
 
 
+@pytest.mark.parametrize(("text", "message"), [
+    ('{"kind": "Pod", "n": NaN}', "NaN is not a JSON value"),
+    ('{"kind": "Pod", "n": -Infinity}', "-Infinity is not a JSON value"),
+    ('{"kind": "List", "items": [{"kind": "Pod", "n": 1e400}]}', "1e400 is out of range"),
+])
+def test_python_only_json_is_refused(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "s.json"
+    path.write_text(text)
+    with pytest.raises(InputFileError, match=message):
+        _objects(path)
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "# just a comment\n", "---\n---\n", "  \n"])
+def test_empty_files_are_an_error_not_an_empty_cluster(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    with pytest.raises(InputFileError, match="empty file"):
+        _objects(path)
+
+
 def test_json_single_objects_and_empty_lists(tmp_path: Path) -> None:
     path = tmp_path / "s.json"
     pod = make_pod("p").raw()
