@@ -149,7 +149,12 @@ def _load_pod_files(paths: list[Path], validate: FieldValidation
 
     files: list[PodFile] = []
     warnings: list[str] = []
+    seen: set[Path] = set()
     for path in paths:
+        if path.resolve() in seen:
+            raise InputFileError("given twice with --pods (its pods would be placed twice)",
+                                 where=str(path))
+        seen.add(path.resolve())
         snap = load_snapshot(path, pods_only=True, field_validation=validate.value)
         files.append(PodFile(str(path), snap.pods))
         warnings += snap.warnings
