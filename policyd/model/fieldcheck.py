@@ -24,27 +24,18 @@ from policyd.errors import InputFileError
 JsonPath = tuple[str | int, ...]
 FIELD_VALIDATION_MODES = ("strict", "warn", "ignore")
 
-
-class _Type:
-    """One object type: JSON field name -> what its value holds (None: nothing to check)."""
-
-    __slots__ = ("fields", "name")
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.fields: dict[str, _Value | None] = {}
-
-
-class _Value:
-    """A typed value: an object (`type`), or a list or string-keyed map of `item`s."""
-
-    __slots__ = ("is_list", "item", "type")
-
-    def __init__(self, type_: _Type | None, item: _Value | None, is_list: bool) -> None:
-        self.type = type_  # set for an object
-        self.item = item  # set for a list or a map of typed values
-        self.is_list = is_list
-
+# A compiled type is a dict, JSON field name -> what its value holds:
+#   None                 nothing to check (a scalar, a free-form map or `object`)
+#   dict                 an object of that compiled type
+#   (_LIST_OF, what)     a list of typed values
+#   (_MAP_OF, what)      a string-keyed map of typed values
+# Plain dicts and tuples keep the walk cheap: it runs over every object of a snapshot.
+_Fields = dict[str, Any]
+_LIST_OF = "list"
+_MAP_OF = "map"
+_MISSING = object()
+# A path while walking is a linked pair (parent, key), expanded only for a message.
+_Path = tuple[Any, str | int] | None
 
 _LIST = re.compile(r"^List\[(.+)\]$")
 _DICT = re.compile(r"^Dict\[str, (.+)\]$")
@@ -58,37 +49,34 @@ def _table() -> dict[str, Any]:
 
 
 @cache
-def _root(kind: str) -> _Type | None:
+def _root(kind: str) -> _Fields | None:
     table = _table()
     type_name = table["kinds"].get(kind) or (kind if kind in table["types"] else None)
     if type_name is None:
         return None
-    built: dict[str, _Type] = {}
-    return _build(type_name, table["types"], built)
+    return _build(type_name, table["types"], {})
 
 
-def _build(name: str, types: dict[str, dict[str, str]], built: dict[str, _Type]) -> _Type:
-    if name in built:  # recursive types (none today) and shared ones are built once
+def _build(name: str, types: dict[str, dict[str, str]], built: dict[str, _Fields]
+           ) -> _Fields:
+    if name in built:  # a type shared by several fields is compiled once
         return built[name]
-    t = _Type(name)
-    built[name] = t
+    fields: _Fields = {}
+    built[name] = fields
     for field, type_str in types[name].items():
-        t.fields[field] = _value(type_str, types, built)
-    return t
+        fields[field] = _compile(type_str, types, built)
+    return fields
 
 
-def _value(type_str: str, types: dict[str, dict[str, str]], built: dict[str, _Type]
-           ) -> _Value | None:
-    m = _LIST.match(type_str)
-    if m:
-        item = _value(m.group(1), types, built)
-        return None if item is None else _Value(None, item, is_list=True)
-    m = _DICT.match(type_str)
-    if m:
-        item = _value(m.group(1), types, built)
-        return None if item is None else _Value(None, item, is_list=False)
+def _compile(type_str: str, types: dict[str, dict[str, str]], built: dict[str, _Fields]
+             ) -> Any:
+    for pattern, wrapper in ((_LIST, _LIST_OF), (_DICT, _MAP_OF)):
+        m = pattern.match(type_str)
+        if m:
+            item = _compile(m.group(1), types, built)
+            return None if item is None else (wrapper, item)
     if type_str in types:
-        return _Value(_build(type_str, types, built), None, is_list=False)
+        return _build(type_str, types, built)
     return None  # a scalar, or a free-form value (`object`: IntOrString, RawExtension)
 
 
@@ -98,12 +86,12 @@ def known_kinds() -> tuple[str, ...]:
 
 def unknown_field_paths(kind: str, obj: Any) -> list[tuple[JsonPath, str]]:
     """(path of the unknown field, message) for every unknown field of `obj`, a `kind`
-    object (a root kind such as "Pod", or a model name such as "V1Toleration");
-    nothing for a kind the table does not have."""
+    object (a root kind such as "Pod", or a model name such as "V1Toleration"), in
+    document order; nothing for a kind the table does not have."""
     root = _root(kind)
     out: list[tuple[JsonPath, str]] = []
-    if root is not None:
-        _walk_object(root, obj, (), out)
+    if root is not None and isinstance(obj, dict):
+        _walk_object(root, obj, None, out)
     return out
 
 
@@ -121,37 +109,50 @@ def format_path(path: JsonPath) -> str:
     return out
 
 
-def _walk_object(t: _Type, obj: Any, path: JsonPath, out: list[tuple[JsonPath, str]]
-                 ) -> None:
-    if not isinstance(obj, dict):
-        return  # a wrong type is the decoder's to report, with its own message
-    fields = t.fields
+def _expand(path: _Path) -> JsonPath:
+    parts: list[str | int] = []
+    while path is not None:
+        path, part = path
+        parts.append(part)
+    return tuple(reversed(parts))
+
+
+def _walk_object(fields: _Fields, obj: dict[Any, Any], path: _Path,
+                 out: list[tuple[JsonPath, str]]) -> None:
     for key, value in obj.items():
-        try:
-            sub = fields[key]
-        except KeyError:
-            out.append(((*path, str(key)), _unknown(str(key), fields)))
+        sub = fields.get(key, _MISSING)
+        if sub is None:
+            continue  # the common case: a scalar
+        if sub is _MISSING:
+            out.append((_expand((path, str(key))), _unknown(str(key), fields)))
+        elif value is None:
             continue
-        if sub is not None and value is not None:
-            _walk_value(sub, value, (*path, key), out)
+        elif type(sub) is dict:
+            if type(value) is dict:  # a wrong type is the decoder's to report
+                _walk_object(sub, value, (path, key), out)
+        else:
+            _walk_container(sub, value, (path, key), out)
 
 
-def _walk_value(v: _Value, value: Any, path: JsonPath, out: list[tuple[JsonPath, str]]
-                ) -> None:
-    if v.type is not None:
-        _walk_object(v.type, value, path, out)
-        return
-    item = v.item
-    assert item is not None
-    if v.is_list:
-        if isinstance(value, list):
-            for i, x in enumerate(value):
-                if x is not None:
-                    _walk_value(item, x, (*path, i), out)
-    elif isinstance(value, dict):
-        for k, x in value.items():
-            if x is not None:
-                _walk_value(item, x, (*path, str(k)), out)
+def _walk_container(spec: tuple[str, Any], value: Any, path: _Path,
+                    out: list[tuple[JsonPath, str]]) -> None:
+    wrapper, item = spec
+    if wrapper == _LIST_OF:
+        if type(value) is not list:
+            return
+        entries: Any = enumerate(value)
+    else:
+        if type(value) is not dict:
+            return
+        entries = ((str(k), x) for k, x in value.items())
+    for key, x in entries:
+        if x is None:
+            continue
+        if type(item) is dict:
+            if type(x) is dict:
+                _walk_object(item, x, (path, key), out)
+        else:
+            _walk_container(item, x, (path, key), out)
 
 
 def _unknown(key: str, fields: Mapping[str, Any]) -> str:
