@@ -17,14 +17,24 @@ import typer
 from policyd.errors import EXIT_OK, EXIT_PROBLEMS, InputFileError, PolicydError
 
 if TYPE_CHECKING:  # the engine (and numpy) load only when a command here runs
+    from policyd.engine.inputs import PodFile
     from policyd.framework.interfaces import Plugin
     from policyd.framework.runtime import Framework
     from policyd.model.records import Pod
+    from policyd.model.snapshot import Snapshot
 
 
 class OutputFormat(StrEnum):
     text = "text"
     json = "json"
+
+
+class FieldValidation(StrEnum):
+    """kubectl's --validate values, for unknown fields in the files read."""
+
+    strict = "strict"
+    warn = "warn"
+    ignore = "ignore"
 
 
 ClusterOpt = Annotated[Path, typer.Option("--cluster", help="Snapshot: `kubectl get "
@@ -35,6 +45,10 @@ ConfigOpt = Annotated[Path | None, typer.Option("--config", help="PolicydConfigu
 PoliciesOpt = Annotated[list[Path] | None, typer.Option("--policies", help="Policy file or "
                                                         "directory (repeatable).")]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", help="Output format.")]
+ValidateOpt = Annotated[FieldValidation, typer.Option(
+    "--validate", help="Unknown fields in the snapshot and pod files (a typo such as "
+    "nodeSelectr): strict = exit 2 naming the field, as the API server rejects them; "
+    "warn = print each to stderr (and a JSON `warnings` array) and go on; ignore.")]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for breaking score ties.")]
 MetricsOpt = Annotated[Path | None, typer.Option(
     "--metrics", help="Node metric values for `metric` score rules, YAML or JSON: "
@@ -99,21 +113,85 @@ def frameworks_for(config: Path | None, policies: list[Path], seed: int | None
     return frameworks
 
 
-def _pick_pod(pod_arg: str, candidates: list[Pod], from_file: list[Pod]) -> Pod:
+def _pick_pod(pod_arg: str, candidates: list[Pod], from_file: PodFile | None) -> Pod:
     """`--pod` is a file holding one Pod, or NAMESPACE/NAME (or NAME in default) of a pod
     in the snapshot or in the `--pods` files."""
-    if from_file:
-        if len(from_file) != 1:
+    if from_file is not None:
+        if len(from_file.pods) != 1:
             raise InputFileError(
-                f"expected exactly one Pod, found {len(from_file)}; to pick one, pass the "
-                "file with --pods and the pod with --pod NAMESPACE/NAME", where=pod_arg)
-        return from_file[0]
+                f"expected exactly one Pod, found {len(from_file.pods)}; to pick one, pass "
+                "the file with --pods and the pod with --pod NAMESPACE/NAME", where=pod_arg)
+        return from_file.pods[0]
     ns, _, name = pod_arg.rpartition("/")
     key = f"{ns or 'default'}/{name}"
     for p in candidates:
         if p.key == key:
             return p
     raise InputFileError(f"no such file, and no pod {key} in the snapshot or --pods files")
+
+
+def _load_cluster(path: Path, validate: FieldValidation) -> Snapshot:
+    """The snapshot, refused when it repeats a Node or a Pod (not a cluster then)."""
+    from policyd.engine.inputs import PodFile, check_unique_nodes, check_unique_pods
+    from policyd.model.snapshot import load_snapshot
+
+    snap = load_snapshot(path, field_validation=validate.value)
+    check_unique_nodes(snap.nodes, str(path))
+    check_unique_pods([PodFile(str(path), snap.pods)])
+    return snap
+
+
+def _load_pod_files(paths: list[Path], validate: FieldValidation
+                    ) -> tuple[list[PodFile], list[str]]:
+    """Each pod file's pods (kept apart to name the file of a duplicate) and warnings."""
+    from policyd.engine.inputs import PodFile
+    from policyd.model.snapshot import load_snapshot
+
+    files: list[PodFile] = []
+    warnings: list[str] = []
+    seen: set[Path] = set()
+    for path in paths:
+        if path.resolve() in seen:
+            raise InputFileError("given twice with --pods (its pods would be placed twice)",
+                                 where=str(path))
+        seen.add(path.resolve())
+        snap = load_snapshot(path, pods_only=True, field_validation=validate.value)
+        files.append(PodFile(str(path), snap.pods))
+        warnings += snap.warnings
+    return files, warnings
+
+
+def _warn(warnings: list[str]) -> None:
+    for w in warnings:
+        print(f"policyd: warning: {w}", file=sys.stderr)
+
+
+def _explain_profile(target: Pod, frameworks: dict[str, Framework], notes: list[str]
+                     ) -> Framework:
+    """The profile for `target`: the one its schedulerName names or, when none does and
+    there is only one, that one with a note; with several, which one is ambiguous."""
+    from policyd.engine.profiles import unserved_reason
+    from policyd.engine.simulate import skip_reason
+
+    fw = frameworks.get(target.scheduler_name)
+    if fw is None:
+        reason = unserved_reason(target, frameworks)
+        distinct = list({id(f): f for f in frameworks.values()}.values())
+        if len(distinct) > 1:
+            raise InputFileError(f"pod {target.key}: {reason}; set its spec.schedulerName "
+                                 "to the profile to explain it with")
+        fw = distinct[0]
+        notes.append(f"pod {target.key}: {reason}; explained with profile "
+                     f"{fw.profile_name} anyway")
+    why_not = skip_reason(target, {target.scheduler_name: fw})
+    if why_not is not None:
+        notes.append(f"pod {target.key} is {why_not}: kube-scheduler would not try it; "
+                     "explained as if it were pending")
+    elif target.scheduling_gates:
+        notes.append(f"pod {target.key} is held by scheduling gates "
+                     f"({', '.join(target.scheduling_gates)}): kube-scheduler will not try "
+                     "it before they are removed; explained as if they were")
+    return fw
 
 
 def explain(
@@ -127,29 +205,47 @@ def explain(
     output: FormatOpt = OutputFormat.text,
     seed: SeedOpt = None,
     metrics: MetricsOpt = None,
+    validate: ValidateOpt = FieldValidation.strict,
 ) -> None:
     """Explain where one pod would go and why: every plugin's verdict and score per node.
 
-    Exit 0 when the pod fits a node, 1 when it fits none, 2 for bad input."""
+    The profile is the one whose schedulerName the pod names (without --config the
+    default profile also takes default-scheduler pods); with a single profile that does
+    not serve the pod, it is used anyway, with a note. A pod in the --pod/--pods files
+    replaces the snapshot's copy. Exit 0 when the pod fits a node, 1 when it fits none,
+    2 for bad input (including unknown fields, unless --validate says otherwise)."""
+    from policyd.engine.inputs import check_unique_pods, merge_pods
+    from policyd.engine.profiles import serving_profiles
     from policyd.engine.report import explain_json, explain_text
     from policyd.engine.scheduler import schedule_one
-    from policyd.model.snapshot import load_snapshot
 
-    snap = load_snapshot(cluster)
+    snap = _load_cluster(cluster, validate)
     pod_path = Path(pod)
-    from_file = load_snapshot(pod_path, pods_only=True).pods if pod_path.is_file() else []
-    listed = load_snapshot(*pods, pods_only=True).pods if pods else []
-    target = _pick_pod(pod, snap.pods + listed, from_file)
+    is_file = pod_path.is_file()
+    # The --pod file is read like a --pods file (last, once even if also given there).
+    paths = [p for p in pods or [] if not (is_file and p.resolve() == pod_path.resolve())]
+    files, warnings = _load_pod_files([*paths, pod_path] if is_file else paths, validate)
+    from_file = files[-1] if is_file else None
+    check_unique_pods(files)
+    merged = merge_pods(snap.pods, files)
+    target = _pick_pod(pod, merged.extra + merged.snapshot, from_file)
     frameworks = frameworks_for(config, policies or [], seed)
     attach_metrics_file(frameworks, metrics)
+    served = serving_profiles(frameworks, default_profile=config is None)
+    notes = list(merged.notes)
+    fw = _explain_profile(target, served, notes)
+    snap.pods = merged.snapshot + merged.extra
     state = snap.cluster()
     state.remove_pod(target.uid)
-    fw = frameworks.get(target.scheduler_name) or next(iter(frameworks.values()))
     result = schedule_one(fw, target, state, explain=True)
+    warnings = snap.warnings + warnings
+    _warn(warnings)
     if output is OutputFormat.json:
-        typer.echo(json.dumps(explain_json(result), indent=2))
+        out = explain_json(result)
+        out.update(profile=fw.profile_name, notes=notes, warnings=warnings)
+        typer.echo(json.dumps(out, indent=2))
     else:
-        typer.echo(explain_text(result))
+        typer.echo(explain_text(result) + "".join(f"\nnote: {n}" for n in notes))
     raise typer.Exit(EXIT_OK if result.node is not None else EXIT_PROBLEMS)
 
 
@@ -162,33 +258,56 @@ def simulate(
     output: FormatOpt = OutputFormat.text,
     seed: SeedOpt = None,
     metrics: MetricsOpt = None,
+    validate: ValidateOpt = FieldValidation.strict,
 ) -> None:
-    """Schedule every pending pod of the snapshot (for this scheduler's profiles) plus the
-    given pods, in queue order, each placement counted before the next.
+    """Schedule every pending pod of the snapshot plus the --pods, in queue order, each
+    placement counted before the next.
 
-    Exit 0 when every pod was placed, 1 when some could not be, 2 for bad input."""
+    A profile takes the pods whose schedulerName it has; without --config the default
+    profile also takes default-scheduler pods (and pods with no schedulerName). Pods no
+    cycle would run for (another scheduler's, being deleted, already bound) are listed as
+    skipped, gated pods as held. A --pods pod replaces the snapshot's copy of it.
+
+    Exit 0 when every pod tried was placed; 1 when some could not be, or a pending pod
+    given with --pods was skipped or is held by scheduling gates; 2 for bad input
+    (including unknown fields, unless --validate says otherwise, and a Node or Pod
+    given twice)."""
+    from policyd.engine.inputs import check_unique_pods, merge_pods
+    from policyd.engine.profiles import serving_profiles
     from policyd.engine.report import simulate_json, simulate_text
     from policyd.engine.simulate import simulate as run
-    from policyd.model.snapshot import load_snapshot
 
-    snap = load_snapshot(cluster)
-    extra = load_snapshot(*(pods or []), pods_only=True).pods if pods else []
+    snap = _load_cluster(cluster, validate)
+    files, warnings = _load_pod_files(list(pods or []), validate)
+    check_unique_pods(files)
+    merged = merge_pods(snap.pods, files)
     frameworks = frameworks_for(config, policies or [], seed)
     attach_metrics_file(frameworks, metrics)
+    served = serving_profiles(frameworks, default_profile=config is None)
+    snap.pods = merged.snapshot + merged.extra
     state = snap.cluster()
-    pending = state.pending_pods() + extra
+    # The snapshot's pending pods, then every --pods pod (bound ones count on their node
+    # like the snapshot's, and are listed as skipped).
+    pending = [p for p in merged.snapshot if not p.node_name and not p.finished]
+    pending += merged.extra
 
     def progress(done: int, total: int) -> None:
         if total >= 500 and (done % 500 == 0 or done == total) and sys.stderr.isatty():
             print(f"\rscheduled {done}/{total} pods", end="" if done < total else "\n",
                   file=sys.stderr)
 
-    result = run(frameworks, state, pending, progress=progress)
+    result = run(served, state, pending, progress=progress)
+    warnings = snap.warnings + warnings
+    _warn(warnings)
     if output is OutputFormat.json:
-        typer.echo(json.dumps(simulate_json(result), indent=2))
+        typer.echo(json.dumps(simulate_json(result, notes=merged.notes, warnings=warnings),
+                              indent=2))
     else:
-        typer.echo(simulate_text(result))
-    failed = any(r.node is None for r in result.results)
+        typer.echo(simulate_text(result, notes=merged.notes))
+    requested = {p.uid for p in merged.extra}
+    left_out = any(s.pod.uid in requested and not s.pod.node_name and not s.pod.finished
+                   for s in result.skipped) or any(p.uid in requested for p in result.gated)
+    failed = left_out or any(r.node is None for r in result.results)
     raise typer.Exit(EXIT_PROBLEMS if failed else EXIT_OK)
 
 

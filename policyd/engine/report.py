@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from policyd.engine.scheduler import ScheduleResult
@@ -87,7 +88,8 @@ def explain_text(result: ScheduleResult) -> str:
             row += ["-"] * (len(score_plugins) + 1)
         rows.append(row)
         rejected += [f"  {name}  {pl}: {_verdict(st)}" for pl, st in failed]
-    lines += ["", _table(rows)]
+    if result.filter_details:  # nothing to tabulate when the cluster has no nodes
+        lines += ["", _table(rows)]
     if rejected:
         lines += ["", "Why nodes were rejected (every filter, not only the first):", *rejected]
     skipped = sorted({pl for d in result.filter_details.values() for pl, st in d.items()
@@ -101,7 +103,8 @@ def explain_text(result: ScheduleResult) -> str:
     return "\n".join(lines)
 
 
-def simulate_json(sim: SimulationResult) -> dict[str, Any]:
+def simulate_json(sim: SimulationResult, *, notes: Sequence[str] = (),
+                  warnings: Sequence[str] = ()) -> dict[str, Any]:
     return {
         "scheduled": sim.scheduled,
         "unschedulable": sum(1 for r in sim.results if r.unschedulable),
@@ -112,16 +115,28 @@ def simulate_json(sim: SimulationResult) -> dict[str, Any]:
             for r in sim.results
         ],
         "gated": [p.key for p in sim.gated],
+        "skipped": [{"pod": s.pod.key, "reason": s.reason} for s in sim.skipped],
+        "notes": list(notes),
+        "warnings": list(warnings),
     }
 
 
-def simulate_text(sim: SimulationResult) -> str:
+def simulate_text(sim: SimulationResult, *, notes: Sequence[str] = ()) -> str:
     rows = [["POD", "NODE", "WHY NOT"]]
     for r in sim.results:
         rows.append([r.pod.key, r.node or "<none>", r.message if r.node is None else ""])
     out = [_table(rows)] if sim.results else ["no pending pods to schedule"]
+    if sim.gated:
+        out += ["", "Held by scheduling gates (not tried until every gate is removed):"]
+        out += [f"  {p.key}: {', '.join(p.scheduling_gates)}" for p in sim.gated]
+    if sim.skipped:
+        out += ["", "Skipped (kube-scheduler would not try them):"]
+        out += [f"  {s.pod.key}: {s.reason}" for s in sim.skipped]
+    if notes:
+        out += ["", *(f"note: {n}" for n in notes)]
     out.append("")
     unsched = sum(1 for r in sim.results if r.node is None)
     out.append(f"{sim.scheduled} scheduled, {unsched} unschedulable"
+               + (f", {len(sim.skipped)} skipped" if sim.skipped else "")
                + (f", {len(sim.gated)} held by scheduling gates" if sim.gated else ""))
     return "\n".join(out)

@@ -14,7 +14,7 @@ from typing import Any, overload
 import numpy as np
 
 from policyd.framework.cycle_state import CycleState
-from policyd.framework.fit_error import Diagnosis, fit_error_message
+from policyd.framework.fit_error import NO_NODES_AVAILABLE, Diagnosis, fit_error_message
 from policyd.framework.runtime import Framework, ScoreResult
 from policyd.framework.status import Code, Status
 from policyd.model.cluster import ClusterState, NodeInfo
@@ -72,7 +72,8 @@ def schedule_one(
     result = ScheduleResult(pod=pod, node=None, num_nodes=len(nodes))
     diagnosis = result.diagnosis
     if not nodes:
-        result.message = fit_error_message(0, diagnosis)
+        # Upstream fails before PreFilter with ErrNoNodesAvailable, not a FitError.
+        result.message = NO_NODES_AVAILABLE
         return result
 
     names, status, rejected_by = fw.run_pre_filter(state, pod)
@@ -169,7 +170,7 @@ def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleRe
     state.table = table
     result = ScheduleResult(pod=pod, node=None, num_nodes=len(nodes))
     if not nodes:
-        result.message = fit_error_message(0, result.diagnosis)
+        result.message = NO_NODES_AVAILABLE
         return result
     names, status, _ = fw.run_pre_filter(state, pod)
     if status is not None:

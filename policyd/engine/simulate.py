@@ -7,21 +7,48 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from policyd.engine.profiles import unserved_reason
 from policyd.engine.scheduler import ScheduleResult, schedule_one
 from policyd.framework.runtime import Framework
 from policyd.model.cluster import ClusterState
 from policyd.model.records import Pod
 
 
+@dataclass(frozen=True, slots=True)
+class SkippedPod:
+    """A pod the scheduling queue would never try, and why, in words for users."""
+
+    pod: Pod
+    reason: str
+
+
 @dataclass(slots=True)
 class SimulationResult:
     results: list[ScheduleResult]
     gated: list[Pod]  # pods held back by spec.schedulingGates, as upstream holds them
-    ignored: list[Pod]  # pending pods whose schedulerName no profile has
+    skipped: list[SkippedPod]  # pods no cycle would run for (see `skip_reason`)
 
     @property
     def scheduled(self) -> int:
         return sum(1 for r in self.results if r.node is not None)
+
+
+def skip_reason(pod: Pod, frameworks: Mapping[str, Framework]) -> str | None:
+    """Why kube-scheduler would not run a scheduling cycle for `pod`, or None.
+
+    Finished and bound pods never enter its queue; a pod no profile serves is another
+    scheduler's; a pod being deleted is dropped when popped (`skipPodSchedule`).
+    Scheduling gates are not a skip: such a pod waits (see `SimulationResult.gated`)."""
+    if pod.finished:
+        return f"finished (status.phase is {pod.phase})"
+    if pod.node_name:
+        return f"already bound to node {pod.node_name} (spec.nodeName is set)"
+    unserved = unserved_reason(pod, frameworks)
+    if unserved is not None:
+        return unserved
+    if pod.deleting:
+        return "being deleted (metadata.deletionTimestamp is set)"
+    return None
 
 
 def queue_order(fw: Framework, pods: Sequence[Pod]) -> list[Pod]:
@@ -41,13 +68,16 @@ def simulate(
     progress: Callable[[int, int], None] | None = None,
 ) -> SimulationResult:
     """Schedule `pods` (plus nothing else) on `cluster`, which is changed in place: every
-    placed pod is assumed on its node before the next pod is tried."""
+    placed pod is assumed on its node before the next pod is tried. `frameworks` maps
+    each schedulerName served to its profile; every pod not scheduled is in the result's
+    `skipped` or `gated`, none is dropped."""
     gated: list[Pod] = []
-    ignored: list[Pod] = []
+    skipped: list[SkippedPod] = []
     queue: list[Pod] = []
     for pod in pods:
-        if pod.scheduler_name not in frameworks or pod.node_name or pod.finished:
-            ignored.append(pod)
+        reason = skip_reason(pod, frameworks)
+        if reason is not None:
+            skipped.append(SkippedPod(pod, reason))
         elif pod.scheduling_gates:
             gated.append(pod)
         else:
@@ -64,4 +94,4 @@ def simulate(
         results.append(result)
         if progress is not None:
             progress(i + 1, len(ordered))
-    return SimulationResult(results, gated, ignored)
+    return SimulationResult(results, gated, skipped)

@@ -3,6 +3,9 @@
 `0/N nodes are available: ` + either the PreFilter rejection message or, for every
 reason of every rejected node, `"<count> <reason>"` sorted as plain strings (so `10 x`
 sorts before `2 x`) and joined by `, `; then `.`.
+
+With no nodes at all there is no FitError: upstream's `schedulePod` returns
+`ErrNoNodesAvailable` before any plugin runs, and its text is the whole message.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from dataclasses import dataclass, field
 
 from policyd.framework.status import Status
 
+# kube-scheduler's ErrNoNodesAvailable (pkg/scheduler/schedule_one.go), word for word.
+NO_NODES_AVAILABLE = "no nodes available to schedule pods"
 MAX_EVENT_MESSAGE = 1024  # events.k8s.io note limit; the pod condition keeps it whole
 
 
@@ -28,6 +33,8 @@ class Diagnosis:
 
 
 def fit_error_message(num_all_nodes: int, diagnosis: Diagnosis) -> str:
+    if num_all_nodes == 0:
+        return NO_NODES_AVAILABLE
     message = f"0/{num_all_nodes} nodes are available:"
     if diagnosis.pre_filter_message:
         return f"{message} {diagnosis.pre_filter_message}."

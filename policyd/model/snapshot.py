@@ -14,6 +14,7 @@ from typing import Any
 from policyd.errors import InputFileError, InvalidObjectError
 from policyd.model.cluster import ClusterState
 from policyd.model.datafile import iter_objects
+from policyd.model.fieldcheck import check_fields
 from policyd.model.records import Node, Pod, node_from_dict, pod_from_dict
 
 WORKLOAD_KINDS = ("Service", "ReplicaSet", "StatefulSet", "ReplicationController")
@@ -25,6 +26,8 @@ class Snapshot:
     pods: list[Pod] = field(default_factory=list)
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
     workloads: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # Unknown fields found with field_validation="warn" (see model.fieldcheck).
+    warnings: list[str] = field(default_factory=list)
 
     def cluster(self) -> ClusterState:
         """Cluster state with every bound pod counted on its node; pending pods kept."""
@@ -37,21 +40,26 @@ class Snapshot:
         self.nodes.extend(other.nodes)
         self.pods.extend(other.pods)
         self.namespaces.update(other.namespaces)
+        self.warnings.extend(other.warnings)
         for k, v in other.workloads.items():
             self.workloads.setdefault(k, []).extend(v)
 
 
-def load_snapshot(*paths: Path, pods_only: bool = False) -> Snapshot:
-    """Decode every object of the files into a Snapshot; raises on the first bad one."""
+def load_snapshot(*paths: Path, pods_only: bool = False, field_validation: str = "strict"
+                  ) -> Snapshot:
+    """Decode every object of the files into a Snapshot; raises on the first bad one.
+    `field_validation` is kubectl's --validate: strict, warn or ignore (fieldcheck)."""
     snap = Snapshot()
     for path in paths:
         for where, obj in iter_objects(path):
-            _add(snap, obj, where, pods_only)
+            _add(snap, obj, where, pods_only, field_validation)
     return snap
 
 
-def _add(snap: Snapshot, obj: Any, where: str, pods_only: bool) -> None:
+def _add(snap: Snapshot, obj: Any, where: str, pods_only: bool,
+         field_validation: str = "strict") -> None:
     kind = obj.get("kind") if isinstance(obj, dict) else None
+    snap.warnings += check_fields(kind, obj, where, field_validation)
     try:
         if kind == "Pod":
             snap.pods.append(pod_from_dict(obj))

@@ -341,8 +341,24 @@ class _Subdocument(SourceDocument):
 
 def _decode(doc: SourceDocument, path: JsonPath, raw: Any, what: str,
             problems: list[Problem]) -> Any:
+    from policyd.model.fieldcheck import unknown_field_paths
     from policyd.model.records import node_from_dict, pod_from_dict
 
+    # Unknown fields are errors, as the API server's strict field validation makes them:
+    # in a full object, and in the shorthand's taints and tolerations (free-form here).
+    if isinstance(raw, Mapping) and "metadata" in raw:
+        found = unknown_field_paths("Node" if what == "node" else "Pod", raw)
+    else:
+        items = "taints" if what == "node" else "tolerations"
+        entries = raw.get(items) if isinstance(raw, Mapping) else None
+        found = [((items, i, *sub), message)
+                 for i, entry in enumerate(entries if isinstance(entries, list) else [])
+                 for sub, message in unknown_field_paths(
+                     "V1Taint" if what == "node" else "V1Toleration", entry)]
+    if found:
+        problems.extend(doc.problem((*path, *sub), "unknown-field", message, key=True)
+                        for sub, message in found)
+        return None
     if isinstance(raw, Mapping) and "metadata" in raw:
         obj = dict(raw)
     else:

@@ -45,8 +45,8 @@ def test_absent_nodes_count_with_the_prefilter_narrowing_reason() -> None:
         "45 node(s) didn't satisfy plugin(s) [NodeAffinity].")
 
 
-def test_no_nodes() -> None:
-    assert fit_error_message(0, Diagnosis()) == "0/0 nodes are available:"
+def test_no_nodes_is_upstreams_err_no_nodes_available() -> None:
+    assert fit_error_message(0, Diagnosis()) == "no nodes available to schedule pods"
 
 
 def test_event_message_is_truncated_to_1024() -> None:
