@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from policyd.errors import InvalidObjectError
-from policyd.model.quantity import nano_value, resource_value
+from policyd.model.quantity import nano_value, resource_value, spelling
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -169,10 +169,11 @@ class _Reader:
         for name, value in self.mapping(obj, path).items():
             try:
                 out[name] = nano_value(value) if nano else resource_value(name, value)
-            except ValueError:
-                raise self.fail(f"{path}.{name}", f"invalid quantity {value!r}") from None
+            except ValueError as exc:
+                raise self.fail(f"{path}.{name}", str(exc)) from None
             if out[name] < 0:
-                raise self.fail(f"{path}.{name}", f"must not be negative, got {value!r}")
+                raise self.fail(f"{path}.{name}",
+                                f"must not be negative, got {spelling(value)}")
         return out
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from policyd.lint.problem import ERROR, WARNING, Problem
 from policyd.model import k8snames
+from policyd.model.quantity import parse_quantity, spelling
 from policyd.policy import jmes
 from policyd.sourcefile import JsonPath, SourceDocument
 
@@ -93,18 +94,18 @@ class _Checker:
             self.add(path, "jmespath", err.message, detail=err.caret(), at=at)
 
     def quantity(self, path: JsonPath, value: Any) -> None:
-        if value is None or isinstance(value, bool) or not isinstance(value, str | int | float):
+        # Other types are schema errors, .inf and .nan `finite_numbers` errors: one each.
+        if value is None or isinstance(value, bool) or not isinstance(value, str | int | float) \
+                or (isinstance(value, float) and not math.isfinite(value)):
             return
-        from policyd.model.quantity import parse_quantity
 
         try:
             q = parse_quantity(value)
-        except ValueError:
-            self.add(path, "quantity", f"{value!r} is not a valid quantity (e.g. 500m, 2, "
-                                       "1Gi, 512Mi)")
+        except ValueError as exc:
+            self.add(path, "quantity", str(exc))
             return
         if q < 0:
-            self.add(path, "quantity", f"quantity {value!r} must not be negative")
+            self.add(path, "quantity", f"quantity {spelling(value)} must not be negative")
 
     # -- requirements -------------------------------------------------------------
     def requirements(self, path: JsonPath, selector: Any, *,
@@ -205,7 +206,8 @@ class _Checker:
         while stack:
             path, value = stack.pop()
             if isinstance(value, float) and not math.isfinite(value):
-                self.add(path, "number", f"{value} is not a finite number")
+                self.add(path, "number", f"{spelling(value)} is not a finite number (YAML "
+                                         "reads numbers beyond ±1.8e308 as ±.inf)")
             elif isinstance(value, Mapping):
                 stack.extend(((*path, k), v) for k, v in value.items())
             elif isinstance(value, list):
