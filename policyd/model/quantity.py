@@ -116,6 +116,8 @@ _EXACT = Context(prec=60, Emax=10**12, Emin=-(10**12))
 def _nanos(value: object) -> int:
     text = _text(value)
     negative, number, digits, fraction, suffix = _split(value, text)
+    if suffix and not _is_letter(suffix[0]):  # "--1", "+-1": a second sign
+        raise _unexpected(value, text, len(text) - len(suffix))
     base, exponent = _suffix(value, suffix)
     # The value is ±(digits.fraction) x base^exponent. apimachinery parses the number
     # with an arbitrary-precision decimal when it does not fit its int64 fast path, and
@@ -200,11 +202,26 @@ def _split(value: object, text: str) -> tuple[bool, str, str, str, str]:
     while pos < end and text[pos] in _DIGITS:
         pos += 1
     if pos < end:
-        raise QuantityError(value, f"unexpected {json.dumps(text[pos], ensure_ascii=False)} "
-                                   f"at character {pos + 1}; a quantity is an optional "
-                                   "sign, ASCII digits with an optional '.', and a suffix "
-                                   f"({_EXAMPLES})")
+        if suffix_start < end and _is_letter(text[suffix_start]) and _is_letter(text[pos]):
+            raise _unknown_suffix(value, text[suffix_start:])  # "1KB", "1gi", "Infinity"
+        raise _unexpected(value, text, pos)
     return negative, number, digits, fraction, text[suffix_start:]
+
+
+def _is_letter(c: str) -> bool:
+    return c.isascii() and c.isalpha()
+
+
+def _unexpected(value: object, text: str, pos: int) -> QuantityError:
+    return QuantityError(value, f"unexpected {json.dumps(text[pos], ensure_ascii=False)} at "
+                                f"character {pos + 1}; a quantity is an optional sign, ASCII "
+                                f"digits with an optional '.', and a suffix ({_EXAMPLES})")
+
+
+def _unknown_suffix(value: object, suffix: str) -> QuantityError:
+    return QuantityError(value, f"unknown suffix {json.dumps(suffix, ensure_ascii=False)} "
+                                f"(Kubernetes accepts {_SUFFIXES}; suffixes are "
+                                "case-sensitive)")
 
 
 def _suffix(value: object, suffix: str) -> tuple[int, int]:
@@ -222,8 +239,7 @@ def _suffix(value: object, suffix: str) -> tuple[int, int]:
             raise QuantityError(value, f"exponent {exponent} is out of range (Kubernetes "
                                        "keeps exponents in an int32 and would wrap it)")
         return 10, exponent
-    raise QuantityError(value, f"unknown suffix {json.dumps(suffix)} (Kubernetes accepts "
-                               f"{_SUFFIXES}; suffixes are case-sensitive)")
+    raise _unknown_suffix(value, suffix)
 
 
 def _go_int64(text: str) -> int | None:

@@ -167,6 +167,11 @@ class _Reader:
         units otherwise), or with `nano` in billionths for sums that round once."""
         out: dict[str, int] = {}
         for name, value in self.mapping(obj, path).items():
+            if value is None:
+                # The API server decodes a null Quantity as zero (Quantity.UnmarshalJSON):
+                # present, so cpu/memory get no non-zero default.
+                out[name] = 0
+                continue
             try:
                 out[name] = nano_value(value) if nano else resource_value(name, value)
             except ValueError as exc:
