@@ -26,6 +26,8 @@ import math
 from decimal import ROUND_UP, Context, Decimal, localcontext
 from typing import Any
 
+from policyd.model.int64 import parse_int64
+
 # A Quantity's value must fit an int64 (resource.Quantity's MaxInt64 bound): larger ones
 # cannot be counted by the scheduler, upstream or here.
 MAX_QUANTITY = Decimal(2**63 - 1)
@@ -38,7 +40,6 @@ _DECIMAL_SI = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12
                "P": 15, "E": 18}
 _BINARY_SI = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _INT32 = range(-(2**31), 2**31)
-_INT64 = range(-(2**63), 2**63)
 # apimachinery keeps a decimal quantity in an int64 (its fast path) when it has at most
 # this many digits and a scale of at least nano; otherwise it uses an arbitrary-precision
 # decimal, whose parser needs at least one digit.
@@ -231,7 +232,7 @@ def _suffix(value: object, suffix: str) -> tuple[int, int]:
     if suffix in _BINARY_SI:
         return 2, _BINARY_SI[suffix]
     if len(suffix) > 1 and suffix[0] in "eE":
-        exponent = _go_int64(suffix[1:])
+        exponent = parse_int64(suffix[1:])
         if exponent is None:
             raise QuantityError(value, f"unknown suffix {json.dumps(suffix)} (an exponent "
                                        "is e or E and a signed integer, e.g. e3, e-3)")
@@ -240,15 +241,3 @@ def _suffix(value: object, suffix: str) -> tuple[int, int]:
                                        "keeps exponents in an int32 and would wrap it)")
         return 10, exponent
     raise _unknown_suffix(value, suffix)
-
-
-def _go_int64(text: str) -> int | None:
-    """strconv.ParseInt(text, 10, 64): an optional sign and ASCII digits, in int64."""
-    body = text[1:] if text[:1] in ("+", "-") else text
-    if not body or not all(c in _DIGITS for c in body):
-        return None
-    body = body.lstrip("0") or "0"
-    if len(body) > 19:  # before int(): Python refuses to convert thousands of digits
-        return None
-    n = -int(body) if text[0] == "-" else int(body)
-    return n if n in _INT64 else None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
@@ -45,9 +46,10 @@ def _requirement(labels: Mapping[str, str], req: Mapping[str, Any]) -> bool:
         return has
     if op == "DoesNotExist":
         return not has
-    try:
-        n = int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    # Go's strconv.ParseInt: ASCII digits with an optional sign, within int64.
+    m = re.fullmatch(r"([+-]?)0*([0-9]{1,19})", value) if isinstance(value, str) else None
+    n = int(m.group(1) + m.group(2)) if m else None
+    if n is None or not -(2**63) <= n < 2**63:
         return False
     return n > int(values[0]) if op == "Gt" else n < int(values[0])
 
