@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from policyd.errors import InvalidObjectError
-from policyd.model.quantity import nano_value, resource_value
+from policyd.model.quantity import nano_value, resource_value, spelling
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -167,12 +167,18 @@ class _Reader:
         units otherwise), or with `nano` in billionths for sums that round once."""
         out: dict[str, int] = {}
         for name, value in self.mapping(obj, path).items():
+            if value is None:
+                # The API server decodes a null Quantity as zero (Quantity.UnmarshalJSON):
+                # present, so cpu/memory get no non-zero default.
+                out[name] = 0
+                continue
             try:
                 out[name] = nano_value(value) if nano else resource_value(name, value)
-            except ValueError:
-                raise self.fail(f"{path}.{name}", f"invalid quantity {value!r}") from None
+            except ValueError as exc:
+                raise self.fail(f"{path}.{name}", str(exc)) from None
             if out[name] < 0:
-                raise self.fail(f"{path}.{name}", f"must not be negative, got {value!r}")
+                raise self.fail(f"{path}.{name}",
+                                f"must not be negative, got {spelling(value)}")
         return out
 
 

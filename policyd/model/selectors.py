@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from policyd.model.int64 import parse_int64
+
 LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 NODE_OPERATORS = (*LABEL_OPERATORS, "Gt", "Lt")
 
@@ -48,9 +50,8 @@ class Requirement:
         value = labels.get(self.key)
         if value is None:
             return False
-        try:
-            n = int(value)
-        except ValueError:
+        n = parse_int64(value)  # Kubernetes: strconv.ParseInt, no " 5" or "5_0"
+        if n is None:
             return False
         return n > self.number if op == "Gt" else n < self.number
 
@@ -98,11 +99,11 @@ def _requirement(expr: Any, path: str, operators: tuple[str, ...]) -> Requiremen
     if op in ("Gt", "Lt"):
         if len(values) != 1:
             raise SelectorError(f"{path}.values", f"must have exactly one value for {op}")
-        try:
-            number = int(values[0])
-        except ValueError:
+        parsed = parse_int64(values[0])
+        if parsed is None:
             raise SelectorError(f"{path}.values[0]",
-                                f"{values[0]!r} is not an integer") from None
+                                f"{values[0]!r} is not an integer (int64)")
+        number = parsed
     return Requirement(key, op, frozenset(values), number)
 
 

@@ -8,6 +8,11 @@ Extra functions (documented in docs/policy-language.md):
 - `label(obj, key)` / `annotation(obj, key)`: `obj.metadata.labels[key]`, null when
   absent, for keys with dots and slashes that are awkward to quote.
 
+`to_number` is JMESPath's, held to its specification: a string is a number only if it is
+a JSON number (python-jmespath's also took "Infinity", "1_000", " 1", "١٢"), and one
+beyond float64's range ("1e400") is not a number. `number()` reads rule values the same
+way, so `numeric` rules and `to_number` agree on what a number is.
+
 Missing fields evaluate to null. In JMESPath `null == null` is true, `null != 'x'` is
 true, and ordering comparisons (<, <=, >, >=) with null or a non-number are null, which
 is false: a node whose field is missing never passes `x > 3` and never fails `x != 'a'`.
@@ -15,6 +20,8 @@ is false: a node whose field is missing never passes `x > 3` and never fails `x 
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -37,6 +44,16 @@ class PolicyFunctions(jmespath.functions.Functions):  # type: ignore[misc]
             return float(parse_quantity(value))
         except ValueError:
             return None
+
+    @jmespath.functions.signature({"types": []})  # type: ignore[untyped-decorator]
+    def _func_to_number(self, value: Any) -> int | float | None:
+        if isinstance(value, bool):
+            return None
+        if isinstance(value, int | float):
+            return value
+        if isinstance(value, str):
+            return json_number(value)
+        return None
 
     @jmespath.functions.signature({"types": ["object", "null"]}, {"types": ["string"]})  # type: ignore[untyped-decorator]
     def _func_label(self, obj: Any, key: str) -> Any:
@@ -150,17 +167,35 @@ def truthy(value: Any) -> bool:
     return True
 
 
+# RFC 8259's number: no sign but "-", no leading zeros, no bare "." or exponent, ASCII
+# digits only, nothing around it.
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?P<frac>\.[0-9]+)?(?P<exp>[eE][-+]?[0-9]+)?")
+
+
+def json_number(text: str) -> int | float | None:
+    """`text` as a JSON number (an int when written as one), or None when it is not one
+    or lies beyond float64 ("1e400"): what JMESPath's to_number accepts."""
+    m = _JSON_NUMBER.fullmatch(text)
+    if m is None:
+        return None
+    f = float(text)
+    if not math.isfinite(f):
+        return None
+    # Finite, so at most ~310 digits before any exponent: int() can take it.
+    return f if m.group("frac") or m.group("exp") else int(text)
+
+
 def number(value: Any) -> float | None:
-    """A JMESPath result as a number (numbers and numeric strings), else None."""
+    """A rule value (label, annotation, JMESPath result) as a finite number: numbers and
+    strings that are JSON numbers, else None (missing)."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int | float):
-        f = float(value)
-        return f if f == f and f not in (float("inf"), float("-inf")) else None
     if isinstance(value, str):
+        value = json_number(value)
+    if isinstance(value, int | float):
         try:
-            f = float(value.strip())
-        except ValueError:
+            f = float(value)
+        except OverflowError:  # an integer beyond float64
             return None
-        return f if f == f and f not in (float("inf"), float("-inf")) else None
+        return f if math.isfinite(f) else None
     return None

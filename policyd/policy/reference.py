@@ -9,7 +9,9 @@ Not for production use: it is slow on purpose.
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
@@ -44,9 +46,10 @@ def _requirement(labels: Mapping[str, str], req: Mapping[str, Any]) -> bool:
         return has
     if op == "DoesNotExist":
         return not has
-    try:
-        n = int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    # Go's strconv.ParseInt: ASCII digits with an optional sign, within int64.
+    m = re.fullmatch(r"([+-]?)0*([0-9]{1,19})", value) if isinstance(value, str) else None
+    n = int(m.group(1) + m.group(2)) if m else None
+    if n is None or not -(2**63) <= n < 2**63:
         return False
     return n > int(values[0]) if op == "Gt" else n < int(values[0])
 
@@ -131,13 +134,30 @@ def filter_node(doc: Mapping[str, Any], pod: Pod, info: NodeInfo
 
 
 def _number(v: Any) -> Fraction | None:
-    """Exact value of a number or numeric string (its decimal text, not the float)."""
-    if isinstance(v, bool) or v is None or not isinstance(v, str | int | float):
+    """Exact value of a number or a string holding a JSON number (its decimal text, not
+    the float); None for anything else and for numbers beyond float64's range."""
+    text = v if isinstance(v, str) else None
+    if text is not None:
+        # json.loads is the grammar, minus its extensions (NaN, Infinity) and the
+        # whitespace it allows around a document.
+        if text != text.strip(" \t\n\r"):
+            return None
+        try:
+            v = json.loads(text, parse_constant=_not_a_number)
+        except ValueError:
+            return None
+    if isinstance(v, bool) or not isinstance(v, int | float):
         return None
     try:
-        return Fraction(str(v).strip())
-    except (ValueError, ZeroDivisionError):
+        if not math.isfinite(v):
+            return None
+    except OverflowError:  # an integer beyond float64
         return None
+    return Fraction(text if text is not None else str(v))
+
+
+def _not_a_number(name: str) -> Any:
+    raise ValueError(name)
 
 
 def _raw(rule: Mapping[str, Any], pod: Pod, info: NodeInfo,

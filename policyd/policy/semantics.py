@@ -29,6 +29,8 @@ from typing import Any
 
 from policyd.lint.problem import ERROR, WARNING, Problem
 from policyd.model import k8snames
+from policyd.model.int64 import parse_int64
+from policyd.model.quantity import parse_quantity, spelling
 from policyd.policy import jmes
 from policyd.sourcefile import JsonPath, SourceDocument
 
@@ -93,18 +95,18 @@ class _Checker:
             self.add(path, "jmespath", err.message, detail=err.caret(), at=at)
 
     def quantity(self, path: JsonPath, value: Any) -> None:
-        if value is None or isinstance(value, bool) or not isinstance(value, str | int | float):
+        # Other types are schema errors, .inf and .nan `finite_numbers` errors: one each.
+        if value is None or isinstance(value, bool) or not isinstance(value, str | int | float) \
+                or (isinstance(value, float) and not math.isfinite(value)):
             return
-        from policyd.model.quantity import parse_quantity
 
         try:
             q = parse_quantity(value)
-        except ValueError:
-            self.add(path, "quantity", f"{value!r} is not a valid quantity (e.g. 500m, 2, "
-                                       "1Gi, 512Mi)")
+        except ValueError as exc:
+            self.add(path, "quantity", str(exc))
             return
         if q < 0:
-            self.add(path, "quantity", f"quantity {value!r} must not be negative")
+            self.add(path, "quantity", f"quantity {spelling(value)} must not be negative")
 
     # -- requirements -------------------------------------------------------------
     def requirements(self, path: JsonPath, selector: Any, *,
@@ -205,7 +207,8 @@ class _Checker:
         while stack:
             path, value = stack.pop()
             if isinstance(value, float) and not math.isfinite(value):
-                self.add(path, "number", f"{value} is not a finite number")
+                self.add(path, "number", f"{spelling(value)} is not a finite number (YAML "
+                                         "reads numbers beyond ±1.8e308 as ±.inf)")
             elif isinstance(value, Mapping):
                 stack.extend(((*path, k), v) for k, v in value.items())
             elif isinstance(value, list):
@@ -359,11 +362,8 @@ class _Checker:
 
 
 def _is_int(value: str) -> bool:
-    try:
-        int(value)
-    except ValueError:
-        return False
-    return True
+    # As the API server validates Gt/Lt values: strconv.ParseInt, not Python's int().
+    return parse_int64(value) is not None
 
 
 def contradictions(
@@ -398,8 +398,8 @@ def contradictions(
                     break
             elif op in ("Exists", "Gt", "Lt"):
                 must_exist, exists_path = True, exists_path or path
-                if op != "Exists" and values and _is_int(values[0]):
-                    n = int(values[0])
+                n = parse_int64(values[0]) if op != "Exists" and values else None
+                if n is not None:
                     if op == "Gt":
                         gt = n if gt is None else max(gt, n)
                     else:
@@ -415,8 +415,8 @@ def contradictions(
                 break
         else:
             if allowed is not None and (gt is not None or lt is not None):
-                ok = [v for v in allowed if _is_int(v)
-                      and (gt is None or int(v) > gt) and (lt is None or int(v) < lt)]
+                numbers = [n for n in map(parse_int64, allowed) if n is not None]
+                ok = [n for n in numbers if (gt is None or n > gt) and (lt is None or n < lt)]
                 if not ok:
                     yield items[-1][0], f"no value In the list for {key!r} satisfies " \
                                         "the Gt/Lt bounds"

@@ -264,6 +264,7 @@ def _use_metrics(doc: SourceDocument, metrics: Mapping[str, Mapping[str, Any]],
     """Give the policies' `metric` rules the suite's `spec.metrics` values."""
     import math
 
+    from policyd.model.quantity import spelling
     from policyd.nodemetrics.cache import StaticMetrics
 
     values: dict[str, dict[str, float]] = {}
@@ -276,7 +277,7 @@ def _use_metrics(doc: SourceDocument, metrics: Mapping[str, Mapping[str, Any]],
                                             key=True))
             elif not math.isfinite(value):
                 problems.append(doc.problem(path, "number",
-                                            f"{value} is not a finite number"))
+                                            f"{spelling(value)} is not a finite number"))
             else:
                 values[metric][node] = float(value)
     reader = StaticMetrics(values)

@@ -18,7 +18,10 @@ from tests.unit.policy.conftest import check_docs, make_policy
 KEYS = ["env", "Env", "tier", "zone", "n"]
 VALUES = ["a", "b", "prod", "1", "5", "10", ""]
 ANN_KEYS = ["x", "lat", "hw"]
-ANN_VALUES = ["true", "false", "3", "12.5", "a", "0.1", "0.3", "100"]
+ANN_VALUES = ["true", "false", "3", "12.5", "a", "0.1", "0.3", "100",
+              # not JSON numbers, so missing to numeric rules and to_number (valid label
+              # values: selectors take them too; test_json_numbers has the others)
+              "Infinity", "NaN", "1e400", "1_000", "0x10", "01", "1e2"]
 RESOURCES = ["cpu", "memory", "example.com/gpu", "pods"]
 
 
