@@ -13,6 +13,7 @@ import traceback
 
 import typer
 
+from policyd.cli.helpformat import PolicydGroup
 from policyd.errors import EXIT_INTERRUPTED, PolicydError
 
 app = typer.Typer(
@@ -21,6 +22,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=PolicydGroup,
+    # Plain help: see policyd.cli.helpformat for what the rich panels get wrong.
+    rich_markup_mode=None,
 )
 
 
@@ -29,7 +33,10 @@ def _root() -> None:
     """A Kubernetes scheduler whose rules are declarative YAML policies."""
 
 
-def _register_commands() -> None:
+def register_commands() -> typer.Typer:
+    """The app with every command added (once; tests and `main` both call this)."""
+    if app.registered_commands:
+        return app
     # Imported here so that `policyd lint` does not pay for modules it never uses.
     from policyd.cli import commands
 
@@ -37,10 +44,11 @@ def _register_commands() -> None:
     from policyd.cli.dev import dev_app
 
     app.add_typer(dev_app, name="dev")
+    return app
 
 
 def main() -> None:
-    _register_commands()
+    register_commands()
     try:
         app(standalone_mode=True)
     except PolicydError as exc:

@@ -20,6 +20,7 @@ from typing import Annotated
 
 import typer
 
+from policyd.cli.helpformat import PolicydGroup
 from policyd.errors import EXIT_PROBLEMS, EXIT_USAGE, PolicydError
 
 dev_app = typer.Typer(
@@ -27,6 +28,8 @@ dev_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=PolicydGroup,
+    rich_markup_mode=None,
 )
 
 

@@ -1,7 +1,9 @@
 """`policyd lint PATH...`: check policy files the way CI needs.
 
 Every problem in one run; `--format text|json|github|sarif` (github is chosen when
-GITHUB_ACTIONS is set and no format is given); `--strict` fails on warnings. Exit 0
+GITHUB_ACTIONS is set and no format is given); `--strict` fails on warnings;
+`--skip-non-policies` ignores documents of other kinds (for repositories where policies
+sit beside manifests). Exit 0
 clean, 1 problems, 2 usage errors and paths that do not exist or cannot be read.
 Heavy modules are imported inside the command so `policyd lint` stays fast.
 """
@@ -22,13 +24,17 @@ def lint(
         None, "--format", "-f", show_default=False,
         help=FORMAT_HELP),
     strict: bool = typer.Option(False, "--strict", help="Warnings fail the run too."),
+    skip_non_policies: bool = typer.Option(
+        False, "--skip-non-policies",
+        help="Skip documents of other kinds (manifests, CI files) instead of reporting "
+             "not-a-policy; for pre-commit hooks over every YAML file."),
 ) -> None:
     """Check SchedulingPolicy files: YAML, schema, Kubernetes names, JMESPath, contradictions."""
     fmt = problem_format(output_format)
     from policyd.lint.reporters import get_reporter
     from policyd.lint.runner import lint_paths
 
-    result = lint_paths(paths, strict=strict)
+    result = lint_paths(paths, strict=strict, skip_non_policies=skip_non_policies)
     sys.stdout.write(get_reporter(fmt)(result.report))
     for bad in result.bad_paths:
         print(f"policyd lint: error: {bad}", file=sys.stderr)

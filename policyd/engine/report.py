@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from policyd.engine.scheduler import ScheduleResult
 from policyd.engine.simulate import SimulationResult
 from policyd.framework.fit_error import reason_counts
+from policyd.framework.runtime import PluginScores
 from policyd.framework.status import Status
 
 
@@ -19,16 +21,41 @@ def _verdict(status: Status | None) -> str:
     return status.message
 
 
+def _number(v: float | None) -> int | float | None:
+    """A raw value as people write it: 3 rather than 3.0, 0.4 as is; None (missing) and
+    values JSON cannot hold (inf, NaN) as null."""
+    if v is None or not math.isfinite(v):
+        return None
+    return int(v) if float(v).is_integer() else float(v)
+
+
+def _raw(p: PluginScores, i: int) -> int | float | None:
+    """A plugin's raw score on node i. A policy's is its rule's raw value (null when
+    it has several rules: see `rules`), not the integer its Score returns."""
+    if p.rules is None:
+        return p.raw[i]
+    if len(p.rules) == 1:
+        return _number(next(iter(p.rules.values()))[i][0])
+    return None
+
+
+def _plugin_json(p: PluginScores, i: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"raw": _raw(p, i), "normalized": p.normalized[i],
+                           "weight": p.weight, "weighted": p.normalized[i] * p.weight}
+    if p.rules is not None:
+        out["rules"] = {rule_id: {"raw": _number(per_node[i][0]),
+                                  "normalized": per_node[i][1]}
+                        for rule_id, per_node in p.rules.items()}
+    return out
+
+
 def explain_json(result: ScheduleResult) -> dict[str, Any]:
     score_by_node: dict[str, dict[str, Any]] = {}
     totals: dict[str, int] = {}
     if result.scores is not None:
         for i, node in enumerate(result.scores.nodes):
-            score_by_node[node.name] = {
-                p.plugin: {"raw": p.raw[i], "normalized": p.normalized[i], "weight": p.weight,
-                           "weighted": p.normalized[i] * p.weight}
-                for p in result.scores.plugins
-            }
+            score_by_node[node.name] = {p.plugin: _plugin_json(p, i)
+                                        for p in result.scores.plugins}
             totals[node.name] = result.scores.totals[i]
     feasible = set(result.feasible)
     nodes = []
@@ -100,7 +127,29 @@ def explain_text(result: ScheduleResult) -> str:
         weights = ", ".join(f"{p.plugin} {p.weight}" for p in scores.plugins)
         lines += ["", "Scores are normalized (0-100) x weight; the highest TOTAL wins, ties at "
                   f"random. Weights: {weights}."]
+        lines += _policy_rules_text(result)
     return "\n".join(lines)
+
+
+def _policy_rules_text(result: ScheduleResult) -> list[str]:
+    """Each policy score rule's raw value and 0..100 score per node: the numbers behind a
+    policy's column of the table above."""
+    scores = result.scores
+    if scores is None:
+        return []
+    columns = [(f"{p.plugin}/{rule_id}", per_node)
+               for p in scores.plugins if p.rules for rule_id, per_node in p.rules.items()]
+    if not columns:
+        return []
+    rows = [["NODE", *(name for name, _ in columns)]]
+    for i, node in enumerate(scores.nodes):
+        cells = []
+        for _, per_node in columns:
+            raw, normalized = per_node[i]
+            shown = _number(raw)
+            cells.append(f"{'missing' if shown is None else shown} -> {normalized}")
+        rows.append([node.name, *cells])
+    return ["", "Policy score rules, raw value -> 0..100 on each node:", _table(rows)]
 
 
 def simulate_json(sim: SimulationResult, *, notes: Sequence[str] = (),

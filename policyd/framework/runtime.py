@@ -49,6 +49,10 @@ class PluginScores:
     weight: int
     raw: list[int]
     normalized: list[int]  # after NormalizeScore (== raw when it has none)
+    # Plugins that score by several rules (compiled policies): per rule id, each node's
+    # raw value (None: missing) and its 0..100 score. Their `raw` above is only the
+    # integer Score must return, not a value anyone computed from the node.
+    rules: dict[str, list[tuple[float | None, int]]] | None = None
 
 
 @dataclass(slots=True)
@@ -210,6 +214,8 @@ class Framework:
                     status = pl.normalize_score(state, pod, nodes, normalized)
                     if status is not None and not status.is_success:
                         return result, _error_status("NormalizeScore", pl.name, status)
+                explain_rules = getattr(pl, "explain_scores", None)
+                rules = explain_rules(state, nodes) if explain_rules is not None else None
             except Exception as exc:
                 return result, _error("Score", pl.name, exc)
             for i, s in enumerate(normalized):
@@ -218,7 +224,7 @@ class Framework:
                         f"plugin {pl.name!r} returns an invalid score {s}, it should in the "
                         f"range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing")
                 result.totals[i] += s * wp.weight
-            result.plugins.append(PluginScores(pl.name, wp.weight, raw, normalized))
+            result.plugins.append(PluginScores(pl.name, wp.weight, raw, normalized, rules))
         return result, None
 
     def select_host(self, scores: ScoreResult) -> NodeInfo:

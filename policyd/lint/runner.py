@@ -5,12 +5,17 @@ Kept apart from the CLI so tests drive it directly; reporters format its `Report
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from policyd.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
 from policyd.lint.reporters import Report
+
+if TYPE_CHECKING:
+    from policyd.lint.problem import Problem
+    from policyd.sourcefile import SourceFile
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,9 +30,47 @@ class LintResult:
         return EXIT_PROBLEMS if self.report.failed else EXIT_OK
 
 
-def lint_paths(paths: Iterable[str | Path], *, strict: bool = False) -> LintResult:
+def lint_paths(paths: Iterable[str | Path], *, strict: bool = False,
+               skip_non_policies: bool = False) -> LintResult:
     from policyd.policy.loader import load_policy_set
 
     result = load_policy_set(paths, compile=False)
-    problems = sorted(result.problems, key=lambda p: p.sort_key())
+    problems = result.problems
+    if skip_non_policies:
+        problems = _without_other_documents(problems, result.files)
+    problems = sorted(problems, key=lambda p: p.sort_key())
     return LintResult(Report(problems, len(result.files), strict), result.bad_paths)
+
+
+# What `--skip-non-policies` leaves out besides `not-a-policy` itself: an empty file, and
+# the YAML problems that do not stop a document from being read (a docker-compose file's
+# merge keys are not a policy's problem). Problems that stop a file from being read at
+# all (syntax errors, limits, tags) are kept: the file may be a broken policy.
+_SKIPPED_WITH_DOCUMENT = ("not-a-policy", "yaml-merge-key", "yaml-duplicate-key")
+
+
+def _without_other_documents(problems: list[Problem], files: list[SourceFile]
+                             ) -> list[Problem]:
+    skipped = {(doc.file, doc.index) for f in files for doc in f.documents
+               if not _policyd_document(doc.data)}
+    return [p for p in problems
+            if p.rule != "file-empty"
+            and not (p.rule in _SKIPPED_WITH_DOCUMENT and (p.file, p.document) in skipped)]
+
+
+def _policyd_document(data: object) -> bool:
+    """Whether lint should look at a document when skipping other files' documents: a
+    SchedulingPolicy, or anything claiming policyd's API group (so that a misspelt kind
+    is still reported), but not the kinds other commands check."""
+    from policyd.config.schema import KIND as PROFILE_KIND
+    from policyd.policy.loader import OTHER_KINDS
+    from policyd.policy.schema import API_VERSION, KIND
+
+    if not isinstance(data, Mapping):
+        return False
+    kind, api_version = data.get("kind"), data.get("apiVersion")
+    if kind in (*OTHER_KINDS, PROFILE_KIND):
+        return False
+    group = API_VERSION.split("/")[0]
+    return kind == KIND or (isinstance(api_version, str)
+                            and api_version.split("/")[0] == group)

@@ -815,7 +815,9 @@ class _Scores:
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
         """The combined score as if every rule's values were already 0..100 (exact for
         `normalize: none`); normalize_score then sets the real one from the raw values
-        kept here, with each rule normalized over all feasible nodes."""
+        kept here, with each rule normalized over all feasible nodes. This integer is
+        only what Score must return: explain shows the rules' own raw values
+        (`explain_scores`)."""
         total = 0
         for rule, v in zip(self.score_rules, self._raw(state, node), strict=True):
             if v is not None:
@@ -823,14 +825,23 @@ class _Scores:
                 total += rule.weight * (MAX_SCORE - s if rule.reverse else s)
         return total // self._weight_sum
 
-    def normalize_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo],
-                        scores: list[int]) -> Status | None:
+    def _rule_scores(self, state: CycleState, nodes: Sequence[NodeInfo]
+                     ) -> tuple[list[tuple[float | None, ...]], list[list[int]],
+                                list[list[bool] | None]]:
+        """Per rule: the nodes' raw values, their 0..100 scores over `nodes`, and on
+        which nodes the rule counts (None: all)."""
         raws = [self._raw(state, n) for n in nodes]
-        columns = list(zip(*raws, strict=True)) if raws else [() for _ in self.score_rules]
+        columns: list[tuple[float | None, ...]] = (
+            list(zip(*raws, strict=True)) if raws else [() for _ in self.score_rules])
         per_rule = [normalize(rule.normalize, rule.reverse, column)
                     for rule, column in zip(self.score_rules, columns, strict=True)]
         counted = [apply_missing(rule, column, normalized) for rule, column, normalized
                    in zip(self.score_rules, columns, per_rule, strict=True)]
+        return columns, per_rule, counted
+
+    def normalize_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo],
+                        scores: list[int]) -> Status | None:
+        _, per_rule, counted = self._rule_scores(state, nodes)
         scores[:] = combine(self._weights, per_rule, len(nodes), counted)
         return None
 
@@ -862,15 +873,12 @@ class _Scores:
 
     def explain_scores(self, state: CycleState, nodes: Sequence[NodeInfo]
                        ) -> dict[str, list[tuple[float | None, int]]]:
-        """Per rule id: (raw, normalized) per node, for `policyd test` and explain."""
-        raws = [self._raw(state, n) for n in nodes]
-        out: dict[str, list[tuple[float | None, int]]] = {}
-        for i, rule in enumerate(self.score_rules):
-            values = [r[i] for r in raws]
-            normalized = normalize(rule.normalize, rule.reverse, values)
-            apply_missing(rule, values, normalized)
-            out[rule.id] = list(zip(values, normalized, strict=True))
-        return out
+        """Per rule id: each node's raw value and 0..100 score over `nodes`, for
+        explain (the framework keeps them beside Score's stand-in integer)."""
+        columns, per_rule, _ = self._rule_scores(state, nodes)
+        return {rule.id: list(zip(column, normalized, strict=True))
+                for rule, column, normalized in zip(self.score_rules, columns, per_rule,
+                                                    strict=True)}
 
 
 class FilterPolicy(_Filters, CompiledPolicy):
