@@ -131,7 +131,7 @@ def test_a_failure_while_applying_restores_the_running_configuration(
     tmp_path, d, w = setup
     before = w.current
     sched: Scheduler = d.scheduler  # type: ignore[assignment]
-    real_load = reload_module.load
+    real_load = load
 
     def load_and_break(*args: Any) -> LoadedConfig:
         loaded = real_load(*args)
@@ -164,3 +164,32 @@ def test_a_valid_change_is_applied_and_counted(
     assert d.loaded is w.current
     assert d.scheduler.calls == [w.current.frameworks]  # type: ignore[attr-defined]
     assert d.events.posted == []  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("breakage", ["dangling symlink", "symlink loop", "link to parent"])
+def test_a_broken_policy_directory_is_a_rejected_reload(tmp_path: Path, breakage: str) -> None:
+    d = tmp_path / "policies"
+    d.mkdir()
+    (d / "hw.yaml").write_text(HW_POLICY)
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(PROFILE.replace("policies: [hw.yaml]", "policies: [policies]"))
+    loaded = load(profile)
+    dm = daemon(loaded)
+    w = ConfigWatcher(loaded, apply=dm._apply_config, rejected=dm._config_rejected)
+    if breakage == "dangling symlink":
+        (d / "gpu.yaml").symlink_to("../elsewhere/gpu.yaml")
+    elif breakage == "symlink loop":
+        (d / "a").symlink_to("b")
+        (d / "b").symlink_to("a")
+    else:
+        (d / "sub").mkdir()
+        (d / "sub" / "up").symlink_to("..")
+    assert w.check() is False
+    assert_rejected(dm, w, loaded, "symlink")
+    assert w.check() is None  # nothing changed since: no second event
+    # Fixed: the change is noticed and applied.
+    for link in ("gpu.yaml", "a", "b", "sub/up"):
+        if (d / link).is_symlink():
+            (d / link).unlink()
+    assert w.check() is True
+    assert reloads(dm, "applied") == 1
