@@ -11,7 +11,8 @@ skips what the schema already reports. Each check yields `Problem`s with a rule 
 - `quantity`: quantities that do not parse or are negative;
 - `never-matches`: requirements that contradict each other (In a and NotIn a; Gt 5 and
   Lt 6; DoesNotExist and Exists), or a policy that can apply to no pod;
-- `duplicate-id`, `duplicate-name`, `duplicate-plugin-name`, `builtin-plugin-name`;
+- `duplicate-id`, `duplicate-name`, `duplicate-plugin-name`, `builtin-plugin-name` (a
+  built-in plugin's name, or any other kube-scheduler v1.36 plugin's);
 - `key-case` (warning): a label key equal to another used key or a well-known
   Kubernetes key except for case;
 - `score-range` (warning): points that `normalize: none` will clamp, or normalization
@@ -451,6 +452,12 @@ def check_cross(docs: list[SourceDocument], key_uses: list[KeyUse]) -> list[Prob
         if plugin in builtins:
             problems.append(doc.problem(path, "builtin-plugin-name",
                                         f"pluginName {plugin!r} is a built-in plugin's name"))
+        elif plugin in builtin.UPSTREAM_NOT_IMPLEMENTED:
+            problems.append(doc.problem(
+                path, "builtin-plugin-name",
+                f"pluginName {plugin!r} is reserved: it is a kube-scheduler plugin (one "
+                "policyd does not implement), and profiles naming it mean that plugin; "
+                "choose another name"))
         if plugin in seen_plugins:
             problems.append(doc.problem(
                 path, "duplicate-plugin-name",

@@ -245,3 +245,36 @@ spec:
         ("number", "spec.filters[0].headroom.percent"),
         ("number", "spec.scores[0].labelValue.values.a")]
     assert result.compiled == []
+
+
+# Every in-tree plugin name of kube-scheduler v1.36 (pkg/scheduler/framework/plugins/
+# names/names.go), implemented by policyd or not.
+UPSTREAM_V136 = [
+    "PrioritySort", "DefaultBinder", "DefaultPreemption", "DynamicResources",
+    "GangScheduling", "ImageLocality", "InterPodAffinity", "NodeAffinity",
+    "NodeDeclaredFeatures", "NodeName", "NodePorts", "NodeResourcesBalancedAllocation",
+    "NodeResourcesFit", "NodeUnschedulable", "NodeVolumeLimits", "PodTopologySpread",
+    "SchedulingGates", "TaintToleration", "VolumeBinding", "VolumeRestrictions",
+    "VolumeZone", "TopologyPlacementGenerator", "PodGroupPodsCount",
+]
+
+
+@pytest.mark.parametrize("name", UPSTREAM_V136)
+def test_every_kube_scheduler_plugin_name_is_reserved(name: str) -> None:
+    result = check_docs(make_policy("p", name, filters=[f(maxPodsPerNode=1)]))
+    [problem] = result.problems
+    assert (problem.rule, problem.path, problem.level) == (
+        "builtin-plugin-name", "spec.pluginName", "error")
+    assert repr(name) in problem.message
+    assert result.compiled == []
+
+
+def test_a_reserved_upstream_name_says_why() -> None:
+    result = check_docs(make_policy("p", "VolumeBinding", filters=[f(maxPodsPerNode=1)]))
+    [problem] = result.problems
+    assert "kube-scheduler plugin" in problem.message and "another name" in problem.message
+
+
+def test_names_close_to_upstream_ones_are_free() -> None:
+    for name in ("VolumeBindingPolicy", "MyDefaultBinder", "GangSchedulingLite"):
+        assert check_docs(make_policy("p", name, filters=[f(maxPodsPerNode=1)])).problems == []
