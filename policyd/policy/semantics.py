@@ -18,7 +18,9 @@ skips what the schema already reports. Each check yields `Problem`s with a rule 
 - `score-range` (warning): points that `normalize: none` will clamp, or normalization
   that stretches values already in 0..100;
 - `number`: infinities and NaN (`.inf`, `.nan`);
-- `useless-policy` (warning): neither filters nor scores.
+- `useless-policy` (warning): neither filters nor scores;
+- `message`: a filter message with a line break (error), with ", " or leading or
+  trailing whitespace (warnings): each breaks the one-line FailedScheduling text.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from policyd.lint.problem import ERROR, WARNING, Problem
 from policyd.model import k8snames
 from policyd.policy import jmes
 from policyd.sourcefile import JsonPath, SourceDocument
+
+# Everything str.splitlines() breaks at: any of them splits a one-line message.
+_LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,7 +256,26 @@ class _Checker:
         self.never_matches(areqs, "annotationSelector")
         self.expression((*base, "condition"), applies.get("condition"))
 
+    def filter_message(self, path: JsonPath, message: Any) -> None:
+        """The message becomes one reason of kube-scheduler's one-line FailedScheduling
+        text (`0/3 nodes are available: 2 <message>, 1 Insufficient cpu.`)."""
+        if not isinstance(message, str):
+            return
+        if any(c in message for c in _LINE_BREAKS):
+            self.add(path, "message", "message contains a line break: the "
+                     "FailedScheduling event and `kubectl describe pod` show every reason "
+                     "on one line")
+            return
+        if ", " in message:
+            self.add(path, "message", 'message contains ", ": kube-scheduler joins the '
+                     'reasons of a FailedScheduling event with ", ", so this one reads as '
+                     "two reasons", level=WARNING)
+        if message != message.strip():
+            self.add(path, "message", "message has leading or trailing whitespace, which "
+                     "shows in the FailedScheduling text", level=WARNING)
+
     def filter_rule(self, path: JsonPath, rule: Mapping[str, Any]) -> None:
+        self.filter_message((*path, "message"), rule.get("message"))
         a2l = rule.get("annotationToNodeLabel")
         if isinstance(a2l, Mapping):
             p = (*path, "annotationToNodeLabel")
