@@ -40,7 +40,7 @@ def check_config(
         raise typer.Exit(EXIT_USAGE)
     config, _, problems = validate_config_file(profile)
     files = 1 + len(config.policy_files)
-    report = Report(problems, files, strict)
+    report = Report(problems, files, strict, tool="policyd check-config")
     sys.stdout.write(get_reporter(fmt)(report))
     unreadable = [p for p in problems if is_unreadable([p])]
     for p in unreadable:  # the profile or a policy it loads: exit 2, as in lint
