@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from policyd.config import schema as config_schema
 from policyd.config.model import PolicydConfig, config_from_dict, parse_duration
-from policyd.lint.problem import ERROR, WARNING, Problem
+from policyd.lint.problem import ERROR, WARNING, Problem, show_value
 from policyd.sourcefile import JsonPath, SourceDocument, load_file
 
 if TYPE_CHECKING:  # the framework (numpy) is imported only when profiles are built
@@ -307,7 +307,8 @@ class _Check:
                               if key in fields]
                     if owners and key not in mine:
                         self.add((*where, key), "metrics-provider",
-                                 f"field {key!r} is for kind {' or '.join(owners)}, not "
+                                 f"field {show_value(key)} is for kind "
+                                 f"{' or '.join(owners)}, not "
                                  f"{kind}", key=True)
             defined: list[tuple[JsonPath, Any]] = []
             if kind == "prometheus" and isinstance(p.get("metrics"), list):
@@ -512,7 +513,7 @@ def _is_int(v: Any) -> bool:
 
 
 def _show(v: Any) -> str:
-    return f'"{v}"' if isinstance(v, str) else repr(v)
+    return f'"{v}"' if isinstance(v, str) else show_value(v)
 
 
 def _seconds(v: float) -> str:

@@ -6,8 +6,10 @@ format them. Tests compare (line, column, rule), not wording.
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 Level = Literal["error", "warning"]
 ERROR: Level = "error"
@@ -49,3 +51,31 @@ def count(problems: list[Problem]) -> tuple[int, int]:
     """(errors, warnings)."""
     errors = sum(1 for p in problems if p.level == ERROR)
     return errors, len(problems) - errors
+
+
+SHOWN_VALUE_MAX = 60  # characters of a mapping or list quoted in a message
+
+
+def show_value(value: Any) -> str:
+    """A value from an input file as its YAML/JSON reader wrote it, for messages: null,
+    true, false, 1.5, .inf, {"a": 1}; never Python's None/True/inf. Strings keep the
+    quotes messages use for names ('x')."""
+    if isinstance(value, str):
+        return repr(value)
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ".nan"
+        if math.isinf(value):
+            return ".inf" if value > 0 else "-.inf"
+        return repr(value)
+    if isinstance(value, int):
+        return str(value)
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str, separators=(", ", ": "))
+    except (ValueError, TypeError, RecursionError):
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= SHOWN_VALUE_MAX else text[:SHOWN_VALUE_MAX - 3] + "..."

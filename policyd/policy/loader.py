@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from policyd.lint.problem import ERROR, Problem
+from policyd.lint.problem import ERROR, Problem, show_value
 from policyd.policy import schema, semantics
 from policyd.policy.files import PathProblem, find_yaml_files
 from policyd.sourcefile import SourceDocument, SourceFile, load_file
@@ -86,7 +86,7 @@ def is_policy_document(doc: SourceDocument, problems: list[Problem]) -> bool:
     if kind != schema.KIND:
         problems.append(doc.problem(("kind",) if "kind" in data else (), "not-a-policy",
                                     f"kind must be {schema.KIND!r} (or {', '.join(OTHER_KINDS)}"
-                                    f"), not {kind!r}"))
+                                    f"), not {show_value(kind)}"))
         return False
     return True
 
@@ -113,7 +113,7 @@ def check_documents(result: PolicySet, *, compile: bool = True) -> None:
             result.compiled.append(compile_policy(doc.data, f"{doc.file}:{doc.line}"))
         except Exception as exc:  # validation should make this impossible; never crash
             result.problems.append(doc.problem((), "compile",
-                                               f"cannot compile the policy: {exc!r}"))
+                                               f"cannot compile the policy: {exc}"))
     result.problems.extend(cross)
 
 

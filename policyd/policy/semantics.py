@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from policyd.lint.problem import ERROR, WARNING, Problem
+from policyd.lint.problem import ERROR, WARNING, Problem, show_value
 from policyd.model import k8snames
 from policyd.policy import jmes
 from policyd.sourcefile import JsonPath, SourceDocument
@@ -106,11 +106,12 @@ class _Checker:
         try:
             q = parse_quantity(value)
         except ValueError:
-            self.add(path, "quantity", f"{value!r} is not a valid quantity (e.g. 500m, 2, "
+            self.add(path, "quantity", f"{show_value(value)} is not a valid quantity (e.g. "
+                                       "500m, 2, "
                                        "1Gi, 512Mi)")
             return
         if q < 0:
-            self.add(path, "quantity", f"quantity {value!r} must not be negative")
+            self.add(path, "quantity", f"quantity {show_value(value)} must not be negative")
 
     # -- requirements -------------------------------------------------------------
     def requirements(self, path: JsonPath, selector: Any, *,
@@ -161,7 +162,8 @@ class _Checker:
                                  f"operator {op} takes exactly one integer value", key=True)
                     elif not _is_int(vals[0]):
                         self.add((*p, "values", 0), "label-value",
-                                 f"operator {op} compares integers; {vals[0]!r} is not one")
+                                 f"operator {op} compares integers; {show_value(vals[0])} "
+                                 "is not one")
                 # Only well-formed requirements take part in the contradiction check:
                 # a malformed one is reported above, once.
                 well_formed = (op in ("In", "NotIn") and vals) or (
