@@ -21,7 +21,9 @@ from policyd.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
 
 def check_config(
     profile: Path = typer.Argument(  # noqa: B008 - typer's declaration style
-        ..., metavar="PROFILE", help="A PolicydConfiguration file."),
+        # readable=False: an unreadable profile gets the one-line file error (exit 2)
+        # that lint and test print, not click's usage box.
+        ..., metavar="PROFILE", help="A PolicydConfiguration file.", readable=False),
     output_format: str = typer.Option(
         None, "--format", "-f", show_default=False,
         help=FORMAT_HELP),
@@ -38,10 +40,11 @@ def check_config(
         raise typer.Exit(EXIT_USAGE)
     config, _, problems = validate_config_file(profile)
     files = 1 + len(config.policy_files)
-    report = Report(problems, files, strict)
+    report = Report(problems, files, strict, tool="policyd check-config")
     sys.stdout.write(get_reporter(fmt)(report))
-    if is_unreadable(problems, profile):
-        print(f"policyd check-config: error: {problems[0].file}: {problems[0].message}",
-              file=sys.stderr)
+    unreadable = [p for p in problems if is_unreadable([p])]
+    for p in unreadable:  # the profile or a policy it loads: exit 2, as in lint
+        print(f"policyd check-config: error: {p.file}: {p.message}", file=sys.stderr)
+    if unreadable:
         raise typer.Exit(EXIT_USAGE)
     raise typer.Exit(EXIT_PROBLEMS if report.failed else EXIT_OK)

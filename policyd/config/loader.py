@@ -18,6 +18,7 @@ from policyd.errors import InputFileError, PolicydError
 from policyd.framework.interfaces import Plugin
 from policyd.framework.runtime import Framework
 from policyd.model.datafile import read_documents
+from policyd.model.spelling import show_value
 
 API_VERSION = "policyd.io/v1alpha1"
 KIND = "PolicydConfiguration"
@@ -43,7 +44,8 @@ def read_config(path: Path) -> dict[str, Any]:
     doc: dict[str, Any] = docs[0]
     if doc.get("apiVersion") != API_VERSION or doc.get("kind") != KIND:
         raise InputFileError(f"expected apiVersion {API_VERSION} and kind {KIND}, got "
-                             f"{doc.get('apiVersion')!r} {doc.get('kind')!r}", where=str(path))
+                             f"{show_value(doc.get('apiVersion'))} "
+                             f"{show_value(doc.get('kind'))}", where=str(path))
     return doc
 
 

@@ -103,6 +103,10 @@ def not_registered(name: str, candidates: Sequence[str]) -> str:
     return f'plugin "{name}" is not registered' + (f'; did you mean "{hint}"?' if hint else "")
 
 
+def upstream_only(name: str) -> str:
+    return f'policyd has no plugin "{name}" (a kube-scheduler plugin policyd does not implement)'
+
+
 class _Catalog:
     """Built-ins plus compiled policies, by name."""
 
@@ -207,9 +211,7 @@ def resolve_profile(
         where = (*entry.where, "name")
         if entry.name in registry.UPSTREAM_ONLY:
             if enabling:
-                problems.append(Problem(where, f'plugin "{entry.name}" is a kube-scheduler '
-                                        "plugin that policyd does not implement",
-                                        RULE_UPSTREAM_ONLY))
+                problems.append(Problem(where, upstream_only(entry.name), RULE_UPSTREAM_ONLY))
                 return False
             return True
         problems.append(Problem(where, not_registered(entry.name, known), RULE_UNKNOWN))
@@ -290,7 +292,10 @@ def resolve_profile(
             continue
         seen_config.add(name)
         if name not in enabled_names:
-            if catalog.points(name) is None and name not in registry.UPSTREAM_ONLY:
+            if name in registry.UPSTREAM_ONLY:
+                problems.append(Problem((*pc_path, "name"), upstream_only(name),
+                                        RULE_UPSTREAM_ONLY))
+            elif catalog.points(name) is None:
                 problems.append(Problem((*pc_path, "name"), not_registered(name, known),
                                         RULE_UNKNOWN))
             else:

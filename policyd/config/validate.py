@@ -25,6 +25,8 @@ path and rule id, so the same reporters serve `lint` and `check-config`:
 - `unknown-metric`: a policy `metric` rule naming a metric no provider defines, at the
   rule's own file:line:column;
 - `policy-path` (a `policies` entry that does not exist or holds no YAML),
+  `file-unreadable` (a policy file or directory that is there but cannot be read: a
+  dangling symlink, a symlink loop, no permission; exit 2 like an unreadable profile),
   `policy-invalid` (a plugin whose policy failed lint), and every lint problem of the
   policies themselves, at their own file:line:column.
 
@@ -43,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from policyd.config import schema as config_schema
 from policyd.config.model import PolicydConfig, config_from_dict, parse_duration
 from policyd.lint.problem import ERROR, WARNING, Problem
+from policyd.model.spelling import show_value
 from policyd.sourcefile import JsonPath, SourceDocument, load_file
 
 if TYPE_CHECKING:  # the framework (numpy) is imported only when profiles are built
@@ -71,9 +74,11 @@ def _validator() -> Any:
     return Draft202012Validator(config_schema.SCHEMA)
 
 
-def is_unreadable(problems: Sequence[Problem], path: Path | str) -> bool:
-    """Whether the profile file itself could not be read (a usage error, exit 2)."""
-    return any(p.rule in UNREADABLE_RULES and p.file == str(path) for p in problems)
+def is_unreadable(problems: Sequence[Problem], path: Path | str | None = None) -> bool:
+    """Whether a file could not be read (a usage error, exit 2): the profile at `path`,
+    or with no `path` any file, the profile or a policy it loads."""
+    return any(p.rule in UNREADABLE_RULES and (path is None or p.file == str(path))
+               for p in problems)
 
 
 def validate_config_file(
@@ -303,7 +308,8 @@ class _Check:
                               if key in fields]
                     if owners and key not in mine:
                         self.add((*where, key), "metrics-provider",
-                                 f"field {key!r} is for kind {' or '.join(owners)}, not "
+                                 f"field {show_value(key)} is for kind "
+                                 f"{' or '.join(owners)}, not "
                                  f"{kind}", key=True)
             defined: list[tuple[JsonPath, Any]] = []
             if kind == "prometheus" and isinstance(p.get("metrics"), list):
@@ -369,7 +375,8 @@ class _Check:
     # policies -----------------------------------------------------------------------
     def policies(self, extra: Sequence[Path]) -> dict[str, Any]:
         """Compiled policies by plugin name; their problems go to `policy_problems`."""
-        from policyd.policy.loader import collect_files, load_policy_set
+        from policyd.policy.files import find_yaml_files
+        from policyd.policy.loader import load_policy_set, path_problem
 
         entries = self.data.get("policies")
         files: list[Path] = []
@@ -379,17 +386,21 @@ class _Check:
             if not isinstance(entry, str) or not entry or self.is_reported(where):
                 continue
             target = Path(os.path.normpath(self.path.parent / entry))
-            found, bad = collect_files([target])
-            if bad:
-                what = ("does not exist" if not target.exists()
-                        else "holds no *.yaml or *.yml files")
-                self.add(where, "policy-path", f"{str(target)!r} {what} (paths are relative "
-                         "to this file)")
-            files.extend(f for f, _ in found if _resolved(f) != me)
-        found, bad = collect_files(extra)
-        files.extend(f for f, _ in found)
-        self.policy_problems.extend(Problem(b.split(":", 1)[0], 0, 0, "policy-path", ERROR, b)
-                                    for b in bad)
+            found = find_yaml_files([target])
+            for problem in found.problems:
+                if problem.kind == "unreadable":  # exit 2, at the path that failed
+                    self.policy_problems.append(path_problem(problem))
+                else:
+                    what = ("does not exist" if problem.kind == "missing"
+                            else "holds no *.yaml or *.yml files")
+                    self.add(where, "policy-path", f"{str(target)!r} {what} (paths are "
+                             "relative to this file)")
+            files.extend(f for f, _ in found.files if _resolved(f) != me)
+        found = find_yaml_files(extra)
+        files.extend(f for f, _ in found.files)
+        self.policy_problems.extend(
+            path_problem(p) if p.kind == "unreadable"
+            else Problem(p.path, 0, 0, "policy-path", ERROR, str(p)) for p in found.problems)
         unique: dict[Path, Path] = {}
         for f in files:
             unique.setdefault(_resolved(f), f)
@@ -503,7 +514,7 @@ def _is_int(v: Any) -> bool:
 
 
 def _show(v: Any) -> str:
-    return f'"{v}"' if isinstance(v, str) else repr(v)
+    return f'"{v}"' if isinstance(v, str) else show_value(v)
 
 
 def _seconds(v: float) -> str:

@@ -8,7 +8,6 @@ check-config`'s validation (`policyd.config.validate.validate_config_file`).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,16 +69,13 @@ class LoadedConfig:
 
 
 def policy_files(paths: Iterable[Path]) -> list[Path]:
-    """Every policy file under `paths` (files, or directories walked for YAML)."""
-    out: list[Path] = []
-    for p in paths:
-        if p.is_dir():
-            for root, _, names in os.walk(p):
-                out.extend(Path(root) / n for n in sorted(names)
-                           if n.endswith((".yaml", ".yml")) and not n.startswith(".."))
-        else:
-            out.append(p)
-    return out
+    """Every policy file under `paths`, found as lint finds them, plus every path the
+    walk could not read (a dangling symlink, a closed directory): a reload must notice
+    when one of those is fixed."""
+    from policyd.policy.files import find_yaml_files
+
+    found = find_yaml_files(paths)
+    return [*(f for f, _ in found.files), *(Path(p.path) for p in found.problems)]
 
 
 def load(path: Path, extra_policies: list[Path] | None = None) -> LoadedConfig:
@@ -92,8 +88,9 @@ def load(path: Path, extra_policies: list[Path] | None = None) -> LoadedConfig:
         path, extra_policies=tuple(extra_policies or ()))
     errors = [p for p in found if p.level == "error"]
     if errors:
-        if is_unreadable(errors, path):
-            raise InputFileError(errors[0].message, where=str(path))
+        if is_unreadable(errors):  # the profile or a policy: exit 2, like lint
+            first = next(p for p in errors if is_unreadable([p]))
+            raise InputFileError(first.message, where=first.file)
         raise InvalidConfig(path, [format_problem(p) for p in errors])
     le, cc = config.leader_election, config.client_connection
     settings = RuntimeSettings(

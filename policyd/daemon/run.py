@@ -166,12 +166,22 @@ class Daemon:
                 "/debug/metrics-cache": metrics_cache}
 
     def _apply_config(self, loaded: daemon_config.LoadedConfig) -> None:
+        """Switch to `loaded`; if any step fails, switch back to the running
+        configuration and re-raise, so the watcher reports a rejected reload."""
+        previous = self.loaded
+        try:
+            self._switch_config(loaded)
+        except Exception:
+            self._switch_config(previous)
+            raise
         self.loaded = loaded
+        self.metrics.config_reloads.labels("applied").inc()
+
+    def _switch_config(self, loaded: daemon_config.LoadedConfig) -> None:
         if self.node_metrics is not None:
             self.node_metrics.apply(loaded.metrics_providers)
         self._bind_node_metrics(loaded.frameworks)
         self.scheduler.set_frameworks(loaded.frameworks)
-        self.metrics.config_reloads.labels("applied").inc()
 
     def _config_rejected(self, message: str) -> None:
         self.metrics.config_reloads.labels("rejected").inc()

@@ -49,3 +49,5 @@ def count(problems: list[Problem]) -> tuple[int, int]:
     """(errors, warnings)."""
     errors = sum(1 for p in problems if p.level == ERROR)
     return errors, len(problems) - errors
+
+

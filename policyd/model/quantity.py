@@ -28,6 +28,7 @@ from functools import lru_cache
 from typing import Any
 
 from policyd.model.int64 import parse_int64
+from policyd.model.spelling import show_value
 
 # A Quantity's value must fit an int64 (resource.Quantity's MaxInt64 bound): larger ones
 # cannot be counted by the scheduler, upstream or here.
@@ -51,30 +52,11 @@ _TOO_LARGE = ("larger than 2^63-1 (9223372036854775807), the most a Kubernetes q
 _SUFFIXES = "n u m k M G T P E, Ki Mi Gi Ti Pi Ei, or an exponent such as e3"
 
 
-def spelling(value: Any) -> str:
-    """`value` as its user wrote it in YAML/JSON, for messages: `"1K"`, `true`, `null`,
-    `1.5`, not Python's `'1K'`, `True`, `None`."""
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if value is None or isinstance(value, bool):
-        return json.dumps(value)
-    if isinstance(value, float):
-        return repr(value) if math.isfinite(value) else \
-            (".nan" if math.isnan(value) else ("-.inf" if value < 0 else ".inf"))
-    if isinstance(value, int):
-        return str(value) if abs(value) < 10**100 else "a very long integer"
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "a list"
-    return "a value"
-
-
 class QuantityError(ValueError):
     """A value that is not a Kubernetes quantity; the message names it and says why."""
 
     def __init__(self, value: Any, reason: str) -> None:
-        super().__init__(f"invalid quantity {spelling(value)}: {reason}")
+        super().__init__(f"invalid quantity {show_value(value)}: {reason}")
 
 
 def parse_quantity(value: object) -> Decimal:

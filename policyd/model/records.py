@@ -12,7 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from policyd.errors import InvalidObjectError
-from policyd.model.quantity import nano_value, resource_value, spelling
+from policyd.model.quantity import nano_value, resource_value
+from policyd.model.spelling import show_value
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -178,7 +179,7 @@ class _Reader:
                 raise self.fail(f"{path}.{name}", str(exc)) from None
             if out[name] < 0:
                 raise self.fail(f"{path}.{name}",
-                                f"must not be negative, got {spelling(value)}")
+                                f"must not be negative, got {show_value(value)}")
         return out
 
 

@@ -18,6 +18,7 @@ Mirrors kube-scheduler v1.36 `noderesources/balanced_allocation.go`:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -106,7 +107,7 @@ def new(args: Mapping[str, Any] | None = None) -> NodeResourcesBalancedAllocatio
     check_unknown_fields(args, ("apiVersion", "kind", "resources"), "", problems)
     kind = args.get("kind")
     if kind is not None and kind != ARGS_KIND:
-        problems.append(("kind", f"must be {ARGS_KIND!r}, not {kind!r}"))
+        problems.append(("kind", f"must be {ARGS_KIND!r}, not {json.dumps(kind, default=str)}"))
     resources = parse_resource_specs(args.get("resources"), "resources", problems)
     seen: set[str] = set()
     for i, spec in enumerate(resources):

@@ -28,6 +28,7 @@ existing pod's selector sees the incoming pod's namespace as unlabelled.
 from __future__ import annotations
 
 import bisect
+import json
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -690,7 +691,8 @@ def new(args: Mapping[str, Any] | None = None) -> InterPodAffinity:
     if weight is None:
         weight = DEFAULT_HARD_POD_AFFINITY_WEIGHT
     elif isinstance(weight, bool) or not isinstance(weight, int):
-        problems.append(("hardPodAffinityWeight", f"Invalid value: {weight!r}: must be an integer"))
+        problems.append(("hardPodAffinityWeight", f"Invalid value: "
+                         f"{json.dumps(weight, default=str)}: must be an integer"))
     elif not MIN_HARD_POD_AFFINITY_WEIGHT <= weight <= MAX_HARD_POD_AFFINITY_WEIGHT:
         problems.append(("hardPodAffinityWeight",
                          f"Invalid value: {weight}: not in valid range "
@@ -700,7 +702,7 @@ def new(args: Mapping[str, Any] | None = None) -> InterPodAffinity:
         ignore = False
     elif not isinstance(ignore, bool):
         problems.append(("ignorePreferredTermsOfExistingPods",
-                         f"Invalid value: {ignore!r}: must be a boolean"))
+                         f"Invalid value: {json.dumps(ignore, default=str)}: must be a boolean"))
     if problems:
         raise PluginError(names.INTER_POD_AFFINITY, problems)
     return InterPodAffinity(weight, ignore)

@@ -1,4 +1,11 @@
-"""Names of the built-in plugins: exactly kube-scheduler's, so profiles carry over."""
+"""Names of the built-in plugins: exactly kube-scheduler's, so profiles carry over.
+
+Also every other in-tree plugin name of kube-scheduler v1.36
+(`pkg/scheduler/framework/plugins/names/names.go`): policyd does not implement those,
+but a policy may not take one of their names (a profile copied from kube-scheduler
+that names `VolumeBinding` means upstream's plugin, never a policy), and a profile that
+enables or configures one is told that policyd has no such plugin.
+"""
 
 PRIORITY_SORT = "PrioritySort"
 NODE_UNSCHEDULABLE = "NodeUnschedulable"
@@ -14,3 +21,19 @@ POD_TOPOLOGY_SPREAD = "PodTopologySpread"
 # Not upstream: rejects pods with PersistentVolumeClaims, since policyd has no volume
 # plugins yet and placing such a pod blindly could strand it away from its volume.
 VOLUME_UNSUPPORTED = "VolumeUnsupported"
+
+# kube-scheduler v1.36's in-tree plugins that policyd does not implement.
+UPSTREAM_NOT_IMPLEMENTED = frozenset({
+    "DefaultBinder",
+    "DefaultPreemption",
+    "DynamicResources",
+    "GangScheduling",
+    "NodeDeclaredFeatures",
+    "NodeVolumeLimits",
+    "PodGroupPodsCount",
+    "SchedulingGates",
+    "TopologyPlacementGenerator",
+    "VolumeBinding",
+    "VolumeRestrictions",
+    "VolumeZone",
+})

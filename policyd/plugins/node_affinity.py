@@ -24,6 +24,7 @@ Semantics follow kube-scheduler 1.36 and component-helpers' `nodeaffinity` packa
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -569,7 +570,7 @@ def new(args: Mapping[str, Any] | None = None) -> NodeAffinity:
     _check_keys(args, ("addedAffinity", "apiVersion", "kind"), "", problems)
     kind = args.get("kind")
     if kind is not None and kind != "NodeAffinityArgs":
-        problems.append(("kind", f"expected NodeAffinityArgs, got {kind!r}"))
+        problems.append(("kind", f"expected NodeAffinityArgs, got {json.dumps(kind, default=str)}"))
     added = args.get("addedAffinity")
     added_required: tuple[NodeSelectorTerm, ...] | None = None
     added_preferred: tuple[tuple[int, NodeSelectorTerm], ...] = ()

@@ -25,6 +25,7 @@ resource the node does not list is insufficient, as with the gate off.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -449,7 +450,7 @@ def new(args: Mapping[str, Any] | None = None) -> NodeResourcesFit:
                                 "ignoredResourceGroups", "scoringStrategy"), "", problems)
     kind = args.get("kind")
     if kind is not None and kind != ARGS_KIND:
-        problems.append(("kind", f"must be {ARGS_KIND!r}, not {kind!r}"))
+        problems.append(("kind", f"must be {ARGS_KIND!r}, not {json.dumps(kind, default=str)}"))
 
     ignored = _string_list(args.get("ignoredResources"), "ignoredResources", problems)
     for i, name in enumerate(ignored):
@@ -479,10 +480,9 @@ def new(args: Mapping[str, Any] | None = None) -> NodeResourcesFit:
             raw_type = raw_strategy.get("type")
             if raw_type not in SCORING_STRATEGY_TYPES:
                 supported = ", ".join(f'"{t}"' for t in SCORING_STRATEGY_TYPES)
-                shown = raw_type if isinstance(raw_type, str) else ("" if raw_type is None
-                                                                    else raw_type)
+                shown = json.dumps("" if raw_type is None else raw_type, default=str)
                 problems.append((f"{spath}.type",
-                                 f'Unsupported value: "{shown}": supported values: {supported}'))
+                                 f"Unsupported value: {shown}: supported values: {supported}"))
             else:
                 strategy = raw_type
             resources = parse_resource_specs(raw_strategy.get("resources"),

@@ -16,6 +16,7 @@ the same results.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -522,7 +523,8 @@ def _validate_default_constraint(raw: Any, path: str, problems: list[tuple[str, 
         return
     max_skew = raw.get("maxSkew")
     if isinstance(max_skew, bool) or not isinstance(max_skew, int):
-        problems.append((f"{path}.maxSkew", f"Invalid value: {max_skew!r}: must be an integer"))
+        problems.append((f"{path}.maxSkew", f"Invalid value: "
+                         f"{json.dumps(max_skew, default=str)}: must be an integer"))
     elif max_skew <= 0:
         problems.append((f"{path}.maxSkew",
                          f"Invalid value: {max_skew}: not in valid range (0, inf)"))
@@ -530,7 +532,8 @@ def _validate_default_constraint(raw: Any, path: str, problems: list[tuple[str, 
     if key is None or key == "":
         problems.append((f"{path}.topologyKey", "Required value: can not be empty"))
     elif not isinstance(key, str):
-        problems.append((f"{path}.topologyKey", f"Invalid value: {key!r}: must be a string"))
+        problems.append((f"{path}.topologyKey", f"Invalid value: "
+                         f"{json.dumps(key, default=str)}: must be a string"))
     else:
         problems.extend((f"{path}.topologyKey", f'Invalid value: "{key}": {msg}')
                         for msg in qualified_name_problems(key))
@@ -539,7 +542,7 @@ def _validate_default_constraint(raw: Any, path: str, problems: list[tuple[str, 
         problems.append((f"{path}.whenUnsatisfiable", "Required value: can not be empty"))
     elif action not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
         problems.append((f"{path}.whenUnsatisfiable",
-                         f'Unsupported value: "{action}": supported values: '
+                         f'Unsupported value: {json.dumps(action, default=str)}: supported values: '
                          f'"{DO_NOT_SCHEDULE}", "{SCHEDULE_ANYWAY}"'))
     if raw.get("labelSelector") is not None:
         problems.append((f"{path}.labelSelector", "Forbidden: constraint must not define a "
@@ -564,7 +567,8 @@ def new(args: Mapping[str, Any] | None = None) -> PodTopologySpread:
         problems.append(("defaultConstraints", "must be a list"))
         raw_defaults = []
     if defaulting not in (SYSTEM_DEFAULTING, LIST_DEFAULTING):
-        problems.append(("defaultingType", f'Unsupported value: "{defaulting}": supported '
+        problems.append(("defaultingType", f"Unsupported value: "
+                         f"{json.dumps(defaulting, default=str)}: supported "
                          f'values: "{SYSTEM_DEFAULTING}", "{LIST_DEFAULTING}"'))
     elif defaulting == SYSTEM_DEFAULTING and raw_defaults:
         problems.append(("defaultingType", f'Invalid value: "{SYSTEM_DEFAULTING}": when '

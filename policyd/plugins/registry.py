@@ -36,11 +36,7 @@ DEFAULT_PROFILE_ORDER = tuple(_MODULES)
 
 # Upstream plugins policyd does not implement. A profile may disable them (configs are
 # often copied from kube-scheduler) but not enable them.
-UPSTREAM_ONLY = frozenset({
-    "DefaultPreemption", "DefaultBinder", "SchedulingGates", "VolumeRestrictions",
-    "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "DynamicResources",
-    "NodeDeclaredFeatures", "GangScheduling", "TopologyAwareScheduling",
-})
+UPSTREAM_ONLY = names.UPSTREAM_NOT_IMPLEMENTED
 
 EXTENSION_POINT_METHODS = {
     "queueSort": "less",

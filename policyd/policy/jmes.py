@@ -13,6 +13,13 @@ a JSON number (python-jmespath's also took "Infinity", "1_000", " 1", "١٢"), a
 beyond float64's range ("1e400") is not a number. `number()` reads rule values the same
 way, so `numeric` rules and `to_number` agree on what a number is.
 
+Expressions nest at most `MAX_NESTING` levels (brackets, parentheses, function calls,
+`!`, `&`) and their parsed tree at most `MAX_TREE_DEPTH` levels (each `.`, `|`, `||`,
+`&&`, comparison and projection adds one): the jmespath library parses and evaluates
+recursively, so a few thousand levels would otherwise crash the parser or every
+evaluation with a RecursionError. Both limits are checked before the library sees the
+expression or evaluates it, and far exceed what a readable rule needs.
+
 Missing fields evaluate to null. In JMESPath `null == null` is true, `null != 'x'` is
 true, and ordering comparisons (<, <=, >, >=) with null or a non-number are null, which
 is false: a node whose field is missing never passes `x > 3` and never fails `x != 'a'`.
@@ -77,6 +84,13 @@ def _meta(obj: Any, field: str, key: str) -> Any:
 OPTIONS = Options(custom_functions=PolicyFunctions())
 FUNCTIONS: dict[str, Any] = PolicyFunctions.FUNCTION_TABLE
 
+MAX_NESTING = 64
+MAX_TREE_DEPTH = 128
+CARET_CONTEXT = 60  # characters shown either side of an error in a long expression
+_OPENERS = "([{"
+_CLOSERS = ")]}"
+_QUOTES = "\"'"
+
 
 @dataclass(frozen=True, slots=True)
 class ExpressionError:
@@ -87,7 +101,18 @@ class ExpressionError:
     expression: str
 
     def caret(self) -> tuple[str, str]:
-        return self.expression, " " * self.offset + "^"
+        """The expression and a caret under the offset; a long expression is cut to
+        `CARET_CONTEXT` characters either side of it, marked with `...`."""
+        text, offset = self.expression, self.offset
+        start, end = max(0, offset - CARET_CONTEXT), offset + CARET_CONTEXT
+        head = "..." if start else ""
+        tail = "..." if end < len(text) else ""
+        return head + text[start:end] + tail, " " * (len(head) + offset - start) + "^"
+
+
+class ExpressionTooDeep(ValueError):
+    """An expression beyond `MAX_NESTING` / `MAX_TREE_DEPTH`; lint reports it first, so
+    compiling one means validation was skipped."""
 
 
 class Expression:
@@ -105,13 +130,91 @@ class Expression:
 
 @cache
 def _compile(source: str) -> Any:
-    return jmespath.compile(source)
+    parsed, error = _parse(source)
+    if error is not None:
+        raise ExpressionTooDeep(error.message)
+    return parsed
+
+
+def _parse(source: str) -> tuple[Any, ExpressionError | None]:
+    """Parse `source` within the nesting limits: (parsed, None), or (None, the depth
+    problem); the library's own ParseError propagates."""
+    too_deep = nesting_error(source)
+    if too_deep is not None:
+        return None, too_deep
+    try:
+        parsed = jmespath.compile(source)
+    except RecursionError:  # a construct the lexical count does not see; never crash
+        return None, _too_deep(source, 0, MAX_NESTING)
+    if tree_depth(parsed.parsed) > MAX_TREE_DEPTH:
+        return None, _too_deep(source, 0, MAX_TREE_DEPTH)
+    return parsed, None
+
+
+def _too_deep(source: str, offset: int, limit: int) -> ExpressionError:
+    what = ("brackets, parentheses, function calls, ! and &" if limit == MAX_NESTING
+            else "each ., |, ||, &&, comparison, projection and call is a level")
+    return ExpressionError(f"JMESPath expression nests deeper than {limit} levels "
+                           f"({what}); split it into simpler rules", offset, source)
+
+
+def nesting_error(source: str) -> ExpressionError | None:
+    """The first place where `source` nests deeper than `MAX_NESTING`, found by a scan
+    of the text (no recursion), or None.
+
+    Counts open brackets, parentheses and braces (also inside a `literal` JSON value,
+    which the library decodes recursively too) and runs of the prefix operators `!`
+    and `&` in front of an operand; quoted identifiers and raw strings are skipped.
+    """
+    frames: list[int] = []  # for each open bracket: the prefix run in front of it
+    level = 0  # open brackets + the prefix operators pending in front of them
+    run = 0  # prefix operators in front of the current operand
+    i, n = 0, len(source)
+    while i < n:
+        ch = source[i]
+        if ch in _QUOTES:  # "quoted identifier", 'raw string': nothing nests inside
+            i += 1
+            while i < n and source[i] != ch:
+                i += 2 if source[i] == "\\" else 1
+        elif ch in _OPENERS:
+            frames.append(run)
+            level += 1 + run
+            run = 0
+        elif ch in _CLOSERS:
+            if frames:
+                level -= 1 + frames.pop()
+            run = 0
+        elif ch in "!&":
+            if source[i + 1:i + 2] == ("=" if ch == "!" else "&"):
+                run = 0  # != and &&: binary operators
+                i += 1
+            else:
+                run += 1  # not, expression reference: each nests its operand
+        elif not ch.isspace() and ch != "`":
+            run = 0
+        if level + run > MAX_NESTING:
+            return _too_deep(source, min(i, n - 1), MAX_NESTING)
+        i += 1
+    return None
+
+
+def tree_depth(node: Any) -> int:
+    """Depth of a parsed expression tree, measured without recursion."""
+    deepest = 0
+    stack = [(node, 1)]
+    while stack:
+        n, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(n, dict):
+            stack.extend((c, depth + 1) for c in n.get("children", []) if isinstance(c, dict))
+    return deepest
 
 
 def check(source: str) -> list[ExpressionError]:
-    """Every problem in `source`: a parse error, or unknown functions and wrong arity."""
+    """Every problem in `source`: too deep, a parse error, or unknown functions and
+    wrong arity."""
     try:
-        parsed = jmespath.compile(source)
+        parsed, too_deep = _parse(source)
     except jmespath.exceptions.ParseError as exc:
         offset = exc.lex_position if isinstance(exc.lex_position, int) else 0
         offset = max(0, min(offset, len(source)))
@@ -119,6 +222,8 @@ def check(source: str) -> list[ExpressionError]:
         return [ExpressionError(f"invalid JMESPath: {detail}", offset, source)]
     except jmespath.exceptions.JMESPathError as exc:
         return [ExpressionError(f"invalid JMESPath: {exc}", 0, source)]
+    if too_deep is not None:
+        return [too_deep]
     errors: list[ExpressionError] = []
     for node in _walk(parsed.parsed):
         if node.get("type") != "function_expression":

@@ -13,16 +13,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from policyd.lint.problem import ERROR, Problem
+from policyd.model.spelling import show_value
 from policyd.policy import schema, semantics
+from policyd.policy.files import PathProblem, find_yaml_files
 from policyd.sourcefile import SourceDocument, SourceFile, load_file
 
 if TYPE_CHECKING:
     from policyd.policy.compiler import CompiledPolicy
 
-YAML_SUFFIXES = (".yaml", ".yml")
 # Kinds that may sit next to policies (in policies/tests/) and that lint leaves to
 # their own command.
 OTHER_KINDS = ("PolicyTest",)
+# The rule of everything that is there but cannot be read; exit 2 wherever it appears.
+UNREADABLE_RULE = "file-unreadable"
 
 
 @dataclass(slots=True)
@@ -38,43 +41,21 @@ class PolicySet:
 
 
 def collect_files(paths: Iterable[str | Path]) -> tuple[list[tuple[Path, str]], list[str]]:
-    """Files to load (path, display name) and messages for paths that do not exist.
-
-    Directories are searched recursively for *.yaml and *.yml, skipping hidden
-    directories; files named explicitly are taken whatever their suffix.
-    """
-    out: list[tuple[Path, str]] = []
-    bad: list[str] = []
-    seen: set[Path] = set()
-    for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            found = sorted(
-                f for f in p.rglob("*")
-                if f.suffix in YAML_SUFFIXES and f.is_file()
-                and not any(part.startswith(".") for part in f.relative_to(p).parts[:-1])
-            )
-            if not found:
-                bad.append(f"{raw}: no *.yaml or *.yml files found")
-            for f in found:
-                key = f.resolve()
-                if key not in seen:
-                    seen.add(key)
-                    out.append((f, str(f)))
-        elif p.exists():
-            key = p.resolve()
-            if key not in seen:
-                seen.add(key)
-                out.append((p, str(raw)))
-        else:
-            bad.append(f"{raw}: no such file or directory")
-    return out, bad
+    """Files to load (path, display name) and `path: message` for every path that is
+    missing or cannot be read (`policyd.policy.files.find_yaml_files`)."""
+    found = find_yaml_files(paths)
+    return found.files, [str(p) for p in found.problems]
 
 
 def load_policy_set(paths: Iterable[str | Path], *, compile: bool = True) -> PolicySet:
-    files, bad = collect_files(paths)
-    result = PolicySet(bad_paths=bad)
-    for path, display in files:
+    found = find_yaml_files(paths)
+    result = PolicySet(bad_paths=[str(p) for p in found.problems])
+    # What is there but cannot be read is a finding too, at its own path, so the
+    # reporters (json, github, sarif) show it; a missing named path is only a usage
+    # error.
+    result.problems.extend(path_problem(p) for p in found.problems
+                           if p.kind == "unreadable")
+    for path, display in found.files:
         source = load_file(path, display)
         result.files.append(source)
         result.problems.extend(source.problems)
@@ -85,6 +66,11 @@ def load_policy_set(paths: Iterable[str | Path], *, compile: bool = True) -> Pol
                 result.documents.append(doc)
     check_documents(result, compile=compile)
     return result
+
+
+def path_problem(p: PathProblem) -> Problem:
+    """A walker's problem as a lint problem: rule `file-unreadable`, at the path."""
+    return Problem(p.path, 0, 0, UNREADABLE_RULE, ERROR, p.message)
 
 
 def is_policy_document(doc: SourceDocument, problems: list[Problem]) -> bool:
@@ -101,7 +87,7 @@ def is_policy_document(doc: SourceDocument, problems: list[Problem]) -> bool:
     if kind != schema.KIND:
         problems.append(doc.problem(("kind",) if "kind" in data else (), "not-a-policy",
                                     f"kind must be {schema.KIND!r} (or {', '.join(OTHER_KINDS)}"
-                                    f"), not {kind!r}"))
+                                    f"), not {show_value(kind)}"))
         return False
     return True
 
@@ -128,7 +114,7 @@ def check_documents(result: PolicySet, *, compile: bool = True) -> None:
             result.compiled.append(compile_policy(doc.data, f"{doc.file}:{doc.line}"))
         except Exception as exc:  # validation should make this impossible; never crash
             result.problems.append(doc.problem((), "compile",
-                                               f"cannot compile the policy: {exc!r}"))
+                                               f"cannot compile the policy: {exc}"))
     result.problems.extend(cross)
 
 

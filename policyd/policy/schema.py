@@ -21,6 +21,7 @@ from functools import cache
 from typing import Any
 
 from policyd.lint.problem import Problem
+from policyd.model.spelling import show_value
 from policyd.sourcefile import SourceDocument
 
 API_VERSION = "policyd.io/v1alpha1"
@@ -293,11 +294,12 @@ def _to_problems(doc: SourceDocument, error: Any) -> Iterator[Problem]:
         for key in error.instance:
             if key in known:
                 continue
-            close = difflib.get_close_matches(key, known, n=1)
+            close = difflib.get_close_matches(key, known, n=1) if isinstance(key, str) \
+                else []
             hint = f"; did you mean {close[0]!r}?" if close else (
                 f"; expected one of {', '.join(known)}" if known else "")
-            yield doc.problem((*path, key), "schema", f"unknown field {key!r}{hint}",
-                              key=True)
+            yield doc.problem((*path, key), "schema",
+                              f"unknown field {show_value(key)}{hint}", key=True)
         return
     if validator == "required":
         missing = error.message.split("'")[1] if "'" in error.message else error.message
@@ -312,21 +314,41 @@ def _to_problems(doc: SourceDocument, error: Any) -> Iterator[Problem]:
     if validator == "pattern":
         msg = _PATTERN_MESSAGES.get(error.validator_value,
                                     f"must match {error.validator_value}")
-        yield doc.problem(path, "schema", f"{error.instance!r} {msg}")
+        yield doc.problem(path, "schema", f"{show_value(error.instance)} {msg}")
         return
     if validator == "const":
         yield doc.problem(path, "schema",
-                          f"must be {error.validator_value!r}, not {error.instance!r}")
+                          f"must be {show_value(error.validator_value)}, not "
+                          f"{show_value(error.instance)}")
         return
     if validator == "enum":
         choices = ", ".join(str(v) for v in error.validator_value)
-        yield doc.problem(path, "schema", f"{error.instance!r} is not one of: {choices}")
+        yield doc.problem(path, "schema",
+                          f"{show_value(error.instance)} is not one of: {choices}")
         return
     if validator in ("minimum", "maximum"):
         yield doc.problem(path, "schema",
-                          f"{error.instance!r} is out of range{_bound(error.schema)}")
+                          f"{show_value(error.instance)} is out of range"
+                          f"{_bound(error.schema)}")
         return
+    if validator == "exclusiveMinimum":
+        yield doc.problem(path, "schema", f"{show_value(error.instance)} must be greater "
+                          f"than {error.validator_value}")
+        return
+    if validator in _SIZE_MESSAGES:
+        yield doc.problem(path, "schema", _SIZE_MESSAGES[validator](error.validator_value))
+        return
+    # Anything else: jsonschema's own words (Python spellings avoided above).
     yield doc.problem(path, "schema", error.message)
+
+
+_SIZE_MESSAGES = {
+    "minLength": lambda n: "must not be empty" if n == 1 else f"must be at least {n} "
+                                                              "characters long",
+    "maxLength": lambda n: f"must be at most {n} characters long",
+    "minItems": lambda n: "must not be an empty list" if n == 1 else f"must have at least "
+                                                                     f"{n} items",
+}
 
 
 def _bound(schema: dict[str, Any]) -> str:

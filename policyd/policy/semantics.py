@@ -11,13 +11,16 @@ skips what the schema already reports. Each check yields `Problem`s with a rule 
 - `quantity`: quantities that do not parse or are negative;
 - `never-matches`: requirements that contradict each other (In a and NotIn a; Gt 5 and
   Lt 6; DoesNotExist and Exists), or a policy that can apply to no pod;
-- `duplicate-id`, `duplicate-name`, `duplicate-plugin-name`, `builtin-plugin-name`;
+- `duplicate-id`, `duplicate-name`, `duplicate-plugin-name`, `builtin-plugin-name` (a
+  built-in plugin's name, or any other kube-scheduler v1.36 plugin's);
 - `key-case` (warning): a label key equal to another used key or a well-known
   Kubernetes key except for case;
 - `score-range` (warning): points that `normalize: none` will clamp, or normalization
   that stretches values already in 0..100;
 - `number`: infinities and NaN (`.inf`, `.nan`);
-- `useless-policy` (warning): neither filters nor scores.
+- `useless-policy` (warning): neither filters nor scores;
+- `message`: a filter message with a line break (error), with ", " or leading or
+  trailing whitespace (warnings): each breaks the one-line FailedScheduling text.
 """
 
 from __future__ import annotations
@@ -30,9 +33,13 @@ from typing import Any
 from policyd.lint.problem import ERROR, WARNING, Problem
 from policyd.model import k8snames
 from policyd.model.int64 import parse_int64
-from policyd.model.quantity import parse_quantity, spelling
+from policyd.model.quantity import parse_quantity
+from policyd.model.spelling import show_value
 from policyd.policy import jmes
 from policyd.sourcefile import JsonPath, SourceDocument
+
+# Everything str.splitlines() breaks at: any of them splits a one-line message.
+_LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +113,7 @@ class _Checker:
             self.add(path, "quantity", str(exc))
             return
         if q < 0:
-            self.add(path, "quantity", f"quantity {spelling(value)} must not be negative")
+            self.add(path, "quantity", f"quantity {show_value(value)} must not be negative")
 
     # -- requirements -------------------------------------------------------------
     def requirements(self, path: JsonPath, selector: Any, *,
@@ -157,7 +164,8 @@ class _Checker:
                                  f"operator {op} takes exactly one integer value", key=True)
                     elif not _is_int(vals[0]):
                         self.add((*p, "values", 0), "label-value",
-                                 f"operator {op} compares integers; {vals[0]!r} is not one")
+                                 f"operator {op} compares integers; {show_value(vals[0])} "
+                                 "is not one")
                 # Only well-formed requirements take part in the contradiction check:
                 # a malformed one is reported above, once.
                 well_formed = (op in ("In", "NotIn") and vals) or (
@@ -207,7 +215,7 @@ class _Checker:
         while stack:
             path, value = stack.pop()
             if isinstance(value, float) and not math.isfinite(value):
-                self.add(path, "number", f"{spelling(value)} is not a finite number (YAML "
+                self.add(path, "number", f"{show_value(value)} is not a finite number (YAML "
                                          "reads numbers beyond ±1.8e308 as ±.inf)")
             elif isinstance(value, Mapping):
                 stack.extend(((*path, k), v) for k, v in value.items())
@@ -253,7 +261,26 @@ class _Checker:
         self.never_matches(areqs, "annotationSelector")
         self.expression((*base, "condition"), applies.get("condition"))
 
+    def filter_message(self, path: JsonPath, message: Any) -> None:
+        """The message becomes one reason of kube-scheduler's one-line FailedScheduling
+        text (`0/3 nodes are available: 2 <message>, 1 Insufficient cpu.`)."""
+        if not isinstance(message, str):
+            return
+        if any(c in message for c in _LINE_BREAKS):
+            self.add(path, "message", "message contains a line break: the "
+                     "FailedScheduling event and `kubectl describe pod` show every reason "
+                     "on one line")
+            return
+        if ", " in message:
+            self.add(path, "message", 'message contains ", ": kube-scheduler joins the '
+                     'reasons of a FailedScheduling event with ", ", so this one reads as '
+                     "two reasons", level=WARNING)
+        if message != message.strip():
+            self.add(path, "message", "message has leading or trailing whitespace, which "
+                     "shows in the FailedScheduling text", level=WARNING)
+
     def filter_rule(self, path: JsonPath, rule: Mapping[str, Any]) -> None:
+        self.filter_message((*path, "message"), rule.get("message"))
         a2l = rule.get("annotationToNodeLabel")
         if isinstance(a2l, Mapping):
             p = (*path, "annotationToNodeLabel")
@@ -451,6 +478,12 @@ def check_cross(docs: list[SourceDocument], key_uses: list[KeyUse]) -> list[Prob
         if plugin in builtins:
             problems.append(doc.problem(path, "builtin-plugin-name",
                                         f"pluginName {plugin!r} is a built-in plugin's name"))
+        elif plugin in builtin.UPSTREAM_NOT_IMPLEMENTED:
+            problems.append(doc.problem(
+                path, "builtin-plugin-name",
+                f"pluginName {plugin!r} is reserved: it is a kube-scheduler plugin (one "
+                "policyd does not implement), and profiles naming it mean that plugin; "
+                "choose another name"))
         if plugin in seen_plugins:
             problems.append(doc.problem(
                 path, "duplicate-plugin-name",

@@ -24,6 +24,7 @@ from typing import Any
 
 from policyd.errors import PolicydError
 from policyd.lint.problem import ERROR, Problem
+from policyd.model.spelling import show_value
 from policyd.policy import schema as policy_schema
 from policyd.policy.loader import PolicySet, check_documents, collect_files
 from policyd.sourcefile import JsonPath, SourceDocument, format_path, load_file
@@ -264,7 +265,6 @@ def _use_metrics(doc: SourceDocument, metrics: Mapping[str, Mapping[str, Any]],
     """Give the policies' `metric` rules the suite's `spec.metrics` values."""
     import math
 
-    from policyd.model.quantity import spelling
     from policyd.nodemetrics.cache import StaticMetrics
 
     values: dict[str, dict[str, float]] = {}
@@ -277,7 +277,7 @@ def _use_metrics(doc: SourceDocument, metrics: Mapping[str, Mapping[str, Any]],
                                             key=True))
             elif not math.isfinite(value):
                 problems.append(doc.problem(path, "number",
-                                            f"{spelling(value)} is not a finite number"))
+                                            f"{show_value(value)} is not a finite number"))
             else:
                 values[metric][node] = float(value)
     reader = StaticMetrics(values)

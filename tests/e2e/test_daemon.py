@@ -178,6 +178,35 @@ def test_invalid_policy_reload_keeps_the_old_policies(
         "0/1 nodes are available: 1 node(s) lack hardware encryption.")
 
 
+def test_deep_jmespath_reload_is_rejected_and_reported(
+        cluster: Cluster, daemons: DaemonFactory, policy_dir: Path) -> None:
+    """A policy whose JMESPath nests thousands deep, written while policyd runs, is a
+    rejected reload like any invalid policy: Warning event, metric, old rules decide."""
+    sched = _scheduler()
+    cluster.node("plain")
+    cluster.node("hw", labels=HW_LABEL)
+    d = daemons.start(write_profile(policy_dir.parent, sched))
+    hw = policy_dir / "hw-encrypt.yaml"
+    deep = "(" * 3000 + "node.metadata.name" + ")" * 3000
+    hw.write_text(hw.read_text() + f"""\
+    - id: deep
+      message: node(s) are too deep
+      jmespath: '{deep}'
+""")
+    wait_for(lambda: d.watcher.failures == 1, 10, "the reload to be rejected")
+    events = wait_for(lambda: [e for e in cluster.events(namespace="default",
+                                                         reason="InvalidConfiguration")
+                               if e["involvedObject"]["name"] == sched], 10,
+                      "Warning event on the Lease")
+    assert events[0]["type"] == "Warning" and "nests deeper than" in events[0]["message"]
+    _, text = scrape(d.http.port)  # type: ignore[union-attr]
+    assert metric(text, "policyd_config_reloads_total", result="rejected") == 1
+    assert metric(text, "policyd_config_reloads_total", result="applied") == 0
+    # The running HwEncrypt still decides.
+    cluster.pod("secure", sched, annotations=HW)
+    assert cluster.wait_bound("secure") == "hw"
+
+
 def test_metrics_health_and_readiness(cluster: Cluster, daemons: DaemonFactory,
                                       policy_dir: Path) -> None:
     sched = _scheduler()

@@ -25,6 +25,8 @@ class Report:
     problems: list[Problem]
     files: int  # files checked
     strict: bool = False  # warnings fail the run
+    # The command that ran, for formats that name their tool (github titles, SARIF).
+    tool: str = "policyd lint"
 
     @property
     def errors(self) -> int:

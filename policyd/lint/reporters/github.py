@@ -23,11 +23,11 @@ def render(report: Report) -> str:
         props = [f"file={_prop(p.file)}"]
         if p.line:
             props += [f"line={p.line}", f"col={p.column}"]
-        props.append(f"title={_prop(f'policyd lint ({p.rule})')}")
+        props.append(f"title={_prop(f'{report.tool} ({p.rule})')}")
         msg = p.message + (f" (at {p.path})" if p.path else "")
         if p.detail:
             msg += "\n" + "\n".join(p.detail)
         lines.append(f"::{p.level} {','.join(props)}::{_data(msg)}")
-    lines.append(f"policyd lint: {report.errors} error(s), {report.warnings} warning(s) "
+    lines.append(f"{report.tool}: {report.errors} error(s), {report.warnings} warning(s) "
                  f"in {report.files} file(s)")
     return "\n".join(lines) + "\n"

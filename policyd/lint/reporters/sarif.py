@@ -33,7 +33,7 @@ def render(report: Report) -> str:
         "version": "2.1.0",
         "runs": [{
             "tool": {"driver": {
-                "name": "policyd lint",
+                "name": report.tool,
                 "version": __version__,
                 "informationUri": "https://policyd.io/docs/policy-language",
                 "rules": [{"id": r, "name": r} for r in rules],

@@ -76,12 +76,19 @@ def test_github_format() -> None:
     code, out = invoke(str(BROKEN), "--format", "github")
     assert code == 1
     assert f"::error file={BROKEN},line=14,col=19" in out
+    # Annotations and the summary name the command that ran, not `policyd lint`.
+    annotations = [line for line in out.splitlines() if line.startswith("::")]
+    assert len(annotations) == len(BROKEN_PROBLEMS)
+    assert all(",title=policyd check-config (" in line for line in annotations)
+    assert "policyd lint" not in out
+    assert out.splitlines()[-1].startswith("policyd check-config: 9 error(s)")
 
 
 def test_sarif_format() -> None:
     code, out = invoke(str(BROKEN), "-f", "sarif")
     assert code == 1
     sarif = json.loads(out)
+    assert sarif["runs"][0]["tool"]["driver"]["name"] == "policyd check-config"
     results = sarif["runs"][0]["results"]
     assert [(r["locations"][0]["physicalLocation"]["region"]["startLine"], r["ruleId"])
             for r in results] == [(line, rule) for line, _, rule in BROKEN_PROBLEMS]

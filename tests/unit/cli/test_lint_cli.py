@@ -97,6 +97,9 @@ def test_every_format(app: typer.Typer, files: dict[str, Path], fmt: str) -> Non
         json.loads(out)
     if fmt == "github":
         assert out.startswith("::error file=")
+        assert ",title=policyd lint (schema)::" in out
+    if fmt == "sarif":
+        assert json.loads(out)["runs"][0]["tool"]["driver"]["name"] == "policyd lint"
 
 
 def test_github_format_is_automatic_on_actions(app: typer.Typer, files: dict[str, Path]) -> None:

@@ -56,7 +56,7 @@ def test_simulate_places_pods_in_order_and_counts_each_placement() -> None:
 
 @pytest.mark.parametrize(("content", "needle"), [
     ("kind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: lots}}\n",
-     'Node n1: status.allocatable.cpu: invalid quantity "lots"'),
+     "Node n1: status.allocatable.cpu: invalid quantity 'lots'"),
     ("kind: Pod\nmetadata: {name: p}\n", "Pod default/p: spec.containers"),
     ("key: [unclosed\n", "invalid YAML"),
     ("kind: ConfigMap\nmetadata: {name: c}\n", "unexpected kind 'ConfigMap'"),

@@ -43,7 +43,35 @@ CASES = [
               multiPoint:
                 enabled: [{name: VolumeBinding}]
                 disabled: [{name: DefaultPreemption}]
-        """, [(7, 26, "plugin-not-implemented")], "does not implement"),
+        """, [(7, 26, "plugin-not-implemented")],
+     'policyd has no plugin "VolumeBinding" (a kube-scheduler plugin policyd does not '
+     "implement)"),
+    ("upstream-only-plugin-at-one-point", """\
+        profiles:
+          - plugins:
+              preFilter:
+                enabled: [{name: DynamicResources}]
+        """, [(7, 26, "plugin-not-implemented")], 'policyd has no plugin "DynamicResources"'),
+    ("upstream-only-plugin-config", """\
+        profiles:
+          - pluginConfig:
+              - name: DefaultPreemption
+                args: {minCandidateNodesPercentage: 10}
+        """, [(6, 15, "plugin-not-implemented")],
+     'policyd has no plugin "DefaultPreemption" (a kube-scheduler plugin policyd does '
+     "not implement)"),
+    ("upstream-only-plugin-config-v136", """\
+        profiles:
+          - pluginConfig:
+              - name: GangScheduling
+        """, [(6, 15, "plugin-not-implemented")], 'policyd has no plugin "GangScheduling"'),
+    ("upstream-only-plugins-may-be-disabled", """\
+        profiles:
+          - plugins:
+              multiPoint:
+                disabled: [{name: SchedulingGates}, {name: TopologyPlacementGenerator},
+                           {name: PodGroupPodsCount}, {name: NodeDeclaredFeatures}]
+        """, [], None),
     ("extension-point", """\
         profiles:
           - plugins:

@@ -17,9 +17,9 @@ from policyd.model.quantity import (
     nano_value,
     parse_quantity,
     resource_value,
-    spelling,
 )
 from policyd.model.records import node_from_dict, pod_from_dict
+from policyd.model.spelling import show_value
 from policyd.policy.jmes import Expression
 from tests.builders import make_node, make_pod
 from tests.unit.policy.conftest import check_docs, check_texts, make_policy
@@ -67,13 +67,13 @@ def _short(value: Any) -> str:
 def test_rejections_name_the_value_and_the_reason(value: str, reason: str) -> None:
     with pytest.raises(QuantityError) as e:
         parse_quantity(value)
-    assert str(e.value).startswith(f"invalid quantity {spelling(value)}: ")
+    assert str(e.value).startswith(f"invalid quantity {show_value(value)}: ")
     assert reason in str(e.value)
 
 
 @pytest.mark.parametrize(("value", "spelled"), [
-    (True, "true"), (False, "false"), (None, "null"), ([1], "a list"),
-    ({"a": 1}, "an object"), (float("inf"), ".inf"), (float("-inf"), "-.inf"),
+    (True, "true"), (False, "false"), (None, "null"), ([1], "[1]"),
+    ({"a": 1}, '{"a": 1}'), (float("inf"), ".inf"), (float("-inf"), "-.inf"),
     (float("nan"), ".nan"), (2**63, "9223372036854775808"),
 ])
 def test_non_quantities_are_spelled_as_yaml(value: Any, spelled: str) -> None:
@@ -157,7 +157,7 @@ def test_pod_and_node_decoders_use_the_parser_message(value: Any) -> None:
     assert str(q.value) in str(e.value)
 
 
-@pytest.mark.parametrize(("value", "shown"), [(-1, "-1"), ("-1", '"-1"'), (-0.5, "-0.5")])
+@pytest.mark.parametrize(("value", "shown"), [(-1, "-1"), ("-1", "'-1'"), (-0.5, "-0.5")])
 def test_negative_requests_are_spelled_as_written(value: Any, shown: str) -> None:
     raw = make_pod("p", "ns").raw()
     raw["spec"]["containers"][0]["resources"] = {"requests": {"memory": value}}

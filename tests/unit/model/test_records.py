@@ -27,7 +27,7 @@ def test_scheduler_name_defaults_like_the_api_server() -> None:
 @pytest.mark.parametrize(("mutate", "field", "message"), [
     (lambda d: d["spec"].pop("containers"), "spec.containers", "at least one container"),
     (lambda d: d["spec"]["containers"][0].update(resources={"requests": {"cpu": "lots"}}),
-     "spec.containers[0].resources.requests.cpu", 'invalid quantity "lots"'),
+     "spec.containers[0].resources.requests.cpu", "invalid quantity 'lots'"),
     (lambda d: d["metadata"].update(labels={"a": 1}), "metadata.labels.a", "must be a string"),
     (lambda d: d["spec"].update(priority="high"), "spec.priority", "must be an integer"),
     (lambda d: d["spec"].update(tolerations=[{"operator": "Maybe"}]),

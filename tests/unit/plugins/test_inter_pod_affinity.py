@@ -743,7 +743,7 @@ def test_args_defaults_and_validation() -> None:
     assert err.value.problems == [
         ("bogus", "unknown field"),
         ("hardPodAffinityWeight", "Invalid value: 101: not in valid range [0-100]"),
-        ("ignorePreferredTermsOfExistingPods", "Invalid value: 'yes': must be a boolean"),
+        ("ignorePreferredTermsOfExistingPods", 'Invalid value: "yes": must be a boolean'),
     ]
     with pytest.raises(PluginError):
         ipa.new({"hardPodAffinityWeight": -1})

@@ -245,3 +245,75 @@ spec:
         ("number", "spec.filters[0].headroom.percent"),
         ("number", "spec.scores[0].labelValue.values.a")]
     assert result.compiled == []
+
+
+# Every in-tree plugin name of kube-scheduler v1.36 (pkg/scheduler/framework/plugins/
+# names/names.go), implemented by policyd or not.
+UPSTREAM_V136 = [
+    "PrioritySort", "DefaultBinder", "DefaultPreemption", "DynamicResources",
+    "GangScheduling", "ImageLocality", "InterPodAffinity", "NodeAffinity",
+    "NodeDeclaredFeatures", "NodeName", "NodePorts", "NodeResourcesBalancedAllocation",
+    "NodeResourcesFit", "NodeUnschedulable", "NodeVolumeLimits", "PodTopologySpread",
+    "SchedulingGates", "TaintToleration", "VolumeBinding", "VolumeRestrictions",
+    "VolumeZone", "TopologyPlacementGenerator", "PodGroupPodsCount",
+]
+
+
+@pytest.mark.parametrize("name", UPSTREAM_V136)
+def test_every_kube_scheduler_plugin_name_is_reserved(name: str) -> None:
+    result = check_docs(make_policy("p", name, filters=[f(maxPodsPerNode=1)]))
+    [problem] = result.problems
+    assert (problem.rule, problem.path, problem.level) == (
+        "builtin-plugin-name", "spec.pluginName", "error")
+    assert repr(name) in problem.message
+    assert result.compiled == []
+
+
+def test_a_reserved_upstream_name_says_why() -> None:
+    result = check_docs(make_policy("p", "VolumeBinding", filters=[f(maxPodsPerNode=1)]))
+    [problem] = result.problems
+    assert "kube-scheduler plugin" in problem.message and "another name" in problem.message
+
+
+def test_names_close_to_upstream_ones_are_free() -> None:
+    for name in ("VolumeBindingPolicy", "MyDefaultBinder", "GangSchedulingLite"):
+        assert check_docs(make_policy("p", name, filters=[f(maxPodsPerNode=1)])).problems == []
+
+
+FM = f"{P}.message"
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("node(s) had no GPU", []),
+    ("node(s) had no GPU,TPU", []),  # no space: not the reasons separator
+    ("line one\nline two", [("message", FM, "error")]),
+    ("windows\r\nline", [("message", FM, "error")]),
+    ("unicode\u2028separator", [("message", FM, "error")]),
+    ("ends with a newline\n", [("message", FM, "error")]),  # a YAML `|` block
+    ("no GPU, no TPU", [("message", FM, "warning")]),
+    (" leading space", [("message", FM, "warning")]),
+    ("trailing tab\t", [("message", FM, "warning")]),
+    ("both, and trailing ", [("message", FM, "warning"), ("message", FM, "warning")]),
+])
+def test_filter_messages_that_break_the_one_line_event(
+        message: str, expected: list[tuple[str, str, str]]) -> None:
+    result = check_docs(make_policy(filters=[f(message=message, maxPodsPerNode=1)]))
+    assert sorted((p.rule, p.path, p.level) for p in result.problems) == expected
+    assert all("message" in p.message for p in result.problems)
+
+
+def test_a_block_scalar_message_is_reported_at_its_line() -> None:
+    text = """\
+apiVersion: policyd.io/v1alpha1
+kind: SchedulingPolicy
+metadata: {name: p}
+spec:
+  pluginName: P
+  filters:
+    - id: a
+      maxPodsPerNode: 1
+      message: |
+        node(s) are full
+"""
+    [p] = check_texts(text).problems
+    assert (p.rule, p.level, p.line, p.path) == ("message", "error", 9, FM)
