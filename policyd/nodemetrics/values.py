@@ -13,6 +13,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from policyd.policy.jmes import json_number
+
 NOT_A_NUMBER = "not_a_number"
 NAN = "nan"
 INFINITE = "infinite"
@@ -20,6 +22,8 @@ NEGATIVE = "negative"
 BAD_RESPONSE = "bad_response"
 MISSING_NODE_LABEL = "missing_node_label"
 DUPLICATE = "duplicate"
+_GO_SPECIALS = {"NaN": NAN, "+Inf": INFINITE, "-Inf": INFINITE, "Inf": INFINITE}
+
 
 
 def clean_value(raw: Any, *, allow_negative: bool = False) -> tuple[float | None, str | None]:
@@ -29,12 +33,20 @@ def clean_value(raw: Any, *, allow_negative: bool = False) -> tuple[float | None
     if isinstance(raw, bool) or raw is None:
         return None, NOT_A_NUMBER
     if isinstance(raw, int | float):
-        value = float(raw)
-    elif isinstance(raw, str):
         try:
-            value = float(raw.strip())
-        except ValueError:
+            value = float(raw)
+        except OverflowError:  # an integer beyond float64
+            return None, INFINITE
+    elif isinstance(raw, str):
+        # Prometheus spells its specials as Go does; anything else must be a JSON number,
+        # the grammar policies read numbers with ("1_000", " 1", "0x10" are not numbers).
+        special = _GO_SPECIALS.get(raw)
+        if special is not None:
+            return None, special
+        number = json_number(raw)
+        if number is None:
             return None, NOT_A_NUMBER
+        value = float(number)
     else:
         return None, NOT_A_NUMBER
     if math.isnan(value):

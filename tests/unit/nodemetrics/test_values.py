@@ -15,7 +15,14 @@ from tests.unit.nodemetrics.helpers import vector
     (3, False, (3.0, None)),
     (2.5, False, (2.5, None)),
     ("12.5", False, (12.5, None)),
-    (" 7 ", False, (7.0, None)),
+    (" 7 ", False, (None, v.NOT_A_NUMBER)),  # numbers are JSON numbers, as in policies
+    ("1_000", False, (None, v.NOT_A_NUMBER)),
+    ("0x10", False, (None, v.NOT_A_NUMBER)),
+    ("١٢", False, (None, v.NOT_A_NUMBER)),
+    ("Infinity", False, (None, v.NOT_A_NUMBER)),
+    ("1e400", False, (None, v.NOT_A_NUMBER)),
+    ("1e+06", False, (1e6, None)),  # how Prometheus (Go) writes a million
+    (10**400, False, (None, v.INFINITE)),
     ("1e3", False, (1000.0, None)),
     (0, False, (0.0, None)),
     ("NaN", False, (None, v.NAN)),
