@@ -71,6 +71,9 @@ def _add(snap: Snapshot, obj: Any, where: str, pods_only: bool,
             if not isinstance(meta.get("name"), str) or not isinstance(labels, dict):
                 raise InputFileError("Namespace needs metadata.name and string labels",
                                      where=where)
+            if meta["name"] in snap.namespaces:
+                raise InputFileError(f"Namespace {meta['name']} is defined twice (a cluster "
+                                     "has one Namespace per name)", where=where)
             snap.namespaces[meta["name"]] = {str(k): str(v) for k, v in labels.items()}
         elif kind in WORKLOAD_KINDS and not pods_only:
             snap.workloads.setdefault(kind, []).append(obj)

@@ -285,6 +285,14 @@ def test_duplicate_node_in_the_snapshot_is_exit_2(app: typer.Typer, tmp_path: Pa
     assert code == 2 and "Node n2 is defined twice" in err
 
 
+def test_duplicate_namespace_in_the_snapshot_is_exit_2(app: typer.Typer,
+                                                       tmp_path: Path) -> None:
+    ns = "kind: Namespace\nmetadata: {name: shop, labels: {team: %s}}\n"
+    cluster = write(tmp_path, "c.yaml", NODES, ns % "a", ns % "b")
+    code, _, err = run(app, "simulate", "--cluster", cluster)
+    assert code == 2 and "Namespace shop is defined twice" in err and str(cluster) in err
+
+
 def test_duplicate_pod_in_the_snapshot_is_exit_2(app: typer.Typer, tmp_path: Path) -> None:
     cluster = write(tmp_path, "c.yaml", NODES, pod("web"), pod("web", cpu="2"))
     code, _, err = run(app, "simulate", "--cluster", cluster)
