@@ -165,6 +165,10 @@ class NodeBuilder:
             "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"}},
         }
 
+    def uid(self, uid: str) -> NodeBuilder:
+        self._d["metadata"]["uid"] = uid
+        return self
+
     def labels(self, **labels: str) -> NodeBuilder:
         self._d["metadata"]["labels"].update(labels)
         return self
