@@ -133,3 +133,31 @@ def test_a_node_recreated_while_the_watch_was_down_is_a_new_node(sched: Schedule
     # The old incarnation's late DELETED changes nothing.
     node_inf._apply({"type": "DELETED", "object": _node("n1", "a")})
     assert sched.cluster.get("n1") is not None
+
+
+def test_a_pod_recreated_on_the_same_node_counts_once(sched: Scheduler) -> None:
+    pod_inf, pods, node_inf, nodes = _informers(sched)
+    nodes.items = [_node("n1", "n1-uid")]
+    pods.items = [_pod("web-0", "old", "5", "500m", node="n1")]
+    node_inf._list()
+    pod_inf._list()
+    pods.items = [_pod("web-0", "new", "9", "500m", node="n1")]
+    pod_inf._list()
+    n1 = sched.cluster.get("n1")
+    assert n1 is not None and n1.requested["cpu"] == 500 and list(n1.pods) == ["new"]
+
+
+def test_the_watch_replacing_a_pod_without_its_deleted_frees_the_node(
+        sched: Scheduler) -> None:
+    # A consistent watch sends DELETED first; should it not, ADDED of the new uid
+    # still takes the old one away.
+    pod_inf, pods, node_inf, nodes = _informers(sched)
+    nodes.items = [_node("n1", "n1-uid")]
+    pods.items = [_pod("web-0", "old", "5", "500m", node="n1")]
+    node_inf._list()
+    pod_inf._list()
+    pod_inf._apply({"type": "ADDED", "object": _pod("web-0", "new", "9", "500m")})
+    n1 = sched.cluster.get("n1")
+    assert n1 is not None and n1.requested.get("cpu", 0) == 0
+    assert sched.cluster.node_of("old") is None
+    assert [p.uid for p in sched.cluster.pending_pods()] == ["new"]
