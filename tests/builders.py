@@ -139,6 +139,17 @@ class PodBuilder:
             {"name": claim, "persistentVolumeClaim": {"claimName": claim}})
         return self
 
+    def resource_claim(self, name: str, *, claim: str = "", template: str = ""
+                       ) -> PodBuilder:
+        """A DRA claim in spec.resourceClaims (named directly, or from a template)."""
+        entry = {"name": name}
+        if claim:
+            entry["resourceClaimName"] = claim
+        if template:
+            entry["resourceClaimTemplateName"] = template
+        self._spec.setdefault("resourceClaims", []).append(entry)
+        return self
+
     def set(self, path: str, value: Any) -> PodBuilder:
         """Set any field by dotted path (`spec.hostNetwork`)."""
         target = self._d
@@ -164,6 +175,10 @@ class NodeBuilder:
             "spec": {},
             "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"}},
         }
+
+    def uid(self, uid: str) -> NodeBuilder:
+        self._d["metadata"]["uid"] = uid
+        return self
 
     def labels(self, **labels: str) -> NodeBuilder:
         self._d["metadata"]["labels"].update(labels)

@@ -231,9 +231,10 @@ class Scheduler:
                 self.queue.move_all(event)
 
     def on_node_delete(self, obj: Obj) -> None:
-        name = str((obj.get("metadata") or {}).get("name") or "")
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name") or "")
         with self.lock:
-            self.cluster.remove_node(name)
+            self.cluster.remove_node(name, str(meta.get("uid") or name))
 
     # -- informer handlers: namespaces and workloads -------------------------------------
 

@@ -7,6 +7,12 @@ difference between the cached objects and the new list is delivered as
 adds/updates/deletes, so a consumer sees the same stream it would have seen without
 the gap. Any other failure reconnects after an exponential backoff with jitter.
 
+The store is keyed by uid, not by name: an object deleted and re-created under the same
+name (a StatefulSet pod, a re-registered node) is another object, delivered as a delete
+of the old uid and an add of the new one — on a re-list and on the watch alike — never
+as an update from one uid to the other, after which a consumer would still count the
+old one.
+
 The official client's `SharedInformer` is not used: it decodes every object into
 models (about 4x slower than json.loads) and reconnects a failing watch without any
 backoff.
@@ -29,6 +35,8 @@ Obj = dict[str, Any]
 
 
 class Handler(Protocol):
+    """`on_update` always gets two versions of the same uid."""
+
     def on_add(self, obj: Obj) -> None: ...
     def on_update(self, old: Obj, new: Obj) -> None: ...
     def on_delete(self, obj: Obj) -> None: ...
@@ -40,26 +48,33 @@ def object_key(obj: Obj) -> str:
     return f"{ns}/{meta.get('name', '')}" if ns else str(meta.get("name", ""))
 
 
+def object_uid(obj: Obj) -> str:
+    """The identity of one incarnation of an object: its uid (its key when it has none,
+    as in hand-written test objects)."""
+    uid = (obj.get("metadata") or {}).get("uid")
+    return str(uid) if uid else object_key(obj)
+
+
 def resource_version(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def diff_relist(cached: dict[str, Obj], listed: list[Obj]
                 ) -> tuple[list[Obj], list[tuple[Obj, Obj]], list[Obj]]:
-    """What changed between the cache and a fresh list: (added, updated (old, new),
-    deleted). An object whose uid changed under the same name was deleted and
-    re-created; it is reported as an update, as client-go's DeltaFIFO Replace does,
-    and consumers key pods by uid, so they see the old uid go and the new one come."""
-    fresh = {object_key(o): o for o in listed}
+    """What changed between the cache (by uid) and a fresh list: (added, updated (old,
+    new), deleted). Compared by uid: a uid that is gone was deleted, a new uid was
+    added — also when the name is the same (deleted and re-created while the watch was
+    down) — and only the same uid at another resourceVersion is an update."""
+    fresh = {object_uid(o): o for o in listed}
     added, updated, deleted = [], [], []
-    for key, obj in fresh.items():
-        old = cached.get(key)
+    for uid, obj in fresh.items():
+        old = cached.get(uid)
         if old is None:
             added.append(obj)
         elif resource_version(old) != resource_version(obj):
             updated.append((old, obj))
-    for key, old in cached.items():
-        if key not in fresh:
+    for uid, old in cached.items():
+        if uid not in fresh:
             deleted.append(old)
     return added, updated, deleted
 
@@ -84,7 +99,8 @@ class Informer:
         self.on_error = on_error
         self.synced = threading.Event()
         self.resource_version = ""
-        self.cache: dict[str, Obj] = {}
+        self.cache: dict[str, Obj] = {}  # by uid (`object_uid`)
+        self._uid_of: dict[str, str] = {}  # object key (namespace/name) -> uid
         self.relists = 0
         self._stream: WatchStream | None = None
         self._lock = threading.Lock()
@@ -156,9 +172,11 @@ class Informer:
             obj.setdefault("apiVersion", api_version)
         added, updated, deleted = diff_relist(self.cache, items)
         self.relists += 1
-        self.cache = {object_key(o): o for o in items}
+        self.cache = {object_uid(o): o for o in items}
+        self._uid_of = {object_key(o): object_uid(o) for o in items}
         self.resource_version = rv
         log.info("%s: listed %d objects at resourceVersion %s", self.name, len(items), rv)
+        # Deletes first: a name re-created under a new uid leaves before it comes back.
         for obj in deleted:
             self._deliver("delete", obj)
         for obj in added:
@@ -204,17 +222,32 @@ class Informer:
             if rv:
                 self.resource_version = rv
             return
-        key = object_key(obj)
+        key, uid = object_key(obj), object_uid(obj)
         if etype == "ADDED" or etype == "MODIFIED":
-            old = self.cache.get(key)
-            self.cache[key] = obj
+            replaced = self._uid_of.get(key)
+            if replaced is not None and replaced != uid:
+                # Another object under this name: the old one is gone, even if its
+                # DELETED never reached us.
+                gone = self.cache.pop(replaced, None)
+                if gone is not None:
+                    self._deliver("delete", gone)
+            self._uid_of[key] = uid
+            old = self.cache.get(uid)
+            self.cache[uid] = obj
             if old is None:
                 self._deliver("add", obj)
             else:
                 self._deliver("update", obj, old)
         elif etype == "DELETED":
-            self.cache.pop(key, None)
-            self._deliver("delete", obj)
+            if self._uid_of.get(key) == uid:
+                del self._uid_of[key]
+            if self.cache.pop(uid, None) is not None:
+                self._deliver("delete", obj)
+            else:
+                # Already delivered as replaced (or never seen): a consumer that keys
+                # by name (nodes) must not lose the object now under that name.
+                log.debug("%s: DELETED of %s (uid %s) not in the cache", self.name, key,
+                          uid)
         if rv:
             self.resource_version = rv
 

@@ -131,9 +131,13 @@ class ClusterState:
         self.generation += 1
         return info
 
-    def remove_node(self, name: str) -> None:
-        info = self._nodes.pop(name, None)
-        if info is not None:
+    def remove_node(self, name: str, uid: str = "") -> None:
+        """Forget a node; its pods stay counted (as orphans) should it come back, since
+        they name it by name. With `uid`, only that incarnation of the node is removed:
+        a late delete of a node already replaced under the same name changes nothing."""
+        info = self._nodes.get(name)
+        if info is not None and (not uid or info.node.uid == uid):
+            del self._nodes[name]
             self._orphans[name] = dict(info.pods)
             self.structure_epoch += 1
             self.generation += 1

@@ -51,6 +51,15 @@ class HostPort:
     port: int
 
 
+@dataclass(frozen=True, slots=True)
+class PodResourceClaim:
+    """One entry of `spec.resourceClaims` (a DRA ResourceClaim the pod needs)."""
+
+    name: str  # the entry's name, which containers refer to
+    claim: str  # the ResourceClaim's name; "" while a template's claim is not created
+    template: str  # resourceClaimTemplateName, or "" for a claim named directly
+
+
 @dataclass(slots=True, eq=False)
 class Container:
     name: str
@@ -85,6 +94,7 @@ class Pod:
     overhead: dict[str, int]  # nano units, like container requests
     pod_requests: dict[str, int]  # spec.resources.requests (pod-level), nano units
     pvc_names: tuple[str, ...]
+    resource_claims: tuple[PodResourceClaim, ...]
     scheduling_gates: tuple[str, ...]
     deleting: bool
     raw: dict[str, Any]
@@ -267,6 +277,34 @@ def _add_statuses(r: _Reader, containers: tuple[Container, ...], statuses: Any,
                 entry["allocatedResources"], f"{path}[{i}].allocatedResources", nano=True)
 
 
+def _resource_claims(r: _Reader, entries: Any, statuses: Any
+                     ) -> tuple[PodResourceClaim, ...]:
+    """`spec.resourceClaims`, each with its ResourceClaim's name: named directly, or for
+    a template the name the claim controller generated (`status.resourceClaimStatuses`;
+    "" until it exists)."""
+    generated: dict[str, str] = {}
+    for i, st in enumerate(r.seq(statuses, "status.resourceClaimStatuses")):
+        path = f"status.resourceClaimStatuses[{i}]"
+        entry = r.mapping(st, path)
+        generated[r.string(entry.get("name"), f"{path}.name")] = r.string(
+            entry.get("resourceClaimName"), f"{path}.resourceClaimName")
+    out = []
+    for i, c in enumerate(r.seq(entries, "spec.resourceClaims")):
+        path = f"spec.resourceClaims[{i}]"
+        entry = r.mapping(c, path)
+        name = r.string(entry.get("name"), f"{path}.name")
+        if not name:
+            raise r.fail(f"{path}.name", "is required")
+        claim = r.string(entry.get("resourceClaimName"), f"{path}.resourceClaimName")
+        template = r.string(entry.get("resourceClaimTemplateName"),
+                            f"{path}.resourceClaimTemplateName")
+        if bool(claim) == bool(template):
+            raise r.fail(path, "must set exactly one of resourceClaimName and "
+                               "resourceClaimTemplateName")
+        out.append(PodResourceClaim(name, claim or generated.get(name, ""), template))
+    return tuple(out)
+
+
 def pod_from_dict(obj: Any) -> Pod:
     """Decode a v1 Pod; raises InvalidObjectError naming the pod and the field."""
     namespace, name = _object_name(obj, "Pod")
@@ -316,6 +354,8 @@ def pod_from_dict(obj: Any) -> Pod:
             pvcs.append(r.string(claim_name, f"spec.volumes[{i}].persistentVolumeClaim.claimName"))
         elif vol.get("ephemeral") is not None:
             pvcs.append(f"{name}-{r.string(vol.get('name'), f'spec.volumes[{i}].name')}")
+    claims = _resource_claims(r, spec.get("resourceClaims"), status.get(
+        "resourceClaimStatuses"))
     gates = tuple(
         r.string(r.mapping(g, f"spec.schedulingGates[{i}]").get("name"),
                  f"spec.schedulingGates[{i}].name")
@@ -352,6 +392,7 @@ def pod_from_dict(obj: Any) -> Pod:
         pod_requests=r.resources(pod_resources.get("requests"), "spec.resources.requests",
                                  nano=True),
         pvc_names=tuple(pvcs),
+        resource_claims=claims,
         scheduling_gates=gates,
         deleting=meta.get("deletionTimestamp") is not None,
         raw=obj,

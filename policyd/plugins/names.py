@@ -21,6 +21,9 @@ POD_TOPOLOGY_SPREAD = "PodTopologySpread"
 # Not upstream: rejects pods with PersistentVolumeClaims, since policyd has no volume
 # plugins yet and placing such a pod blindly could strand it away from its volume.
 VOLUME_UNSUPPORTED = "VolumeUnsupported"
+# Not upstream: rejects pods with DRA ResourceClaims until policyd has DynamicResources;
+# bound with its claims unallocated, such a pod could never start.
+RESOURCE_CLAIM_UNSUPPORTED = "ResourceClaimUnsupported"
 
 # kube-scheduler v1.36's in-tree plugins that policyd does not implement.
 UPSTREAM_NOT_IMPLEMENTED = frozenset({

@@ -26,12 +26,14 @@ _MODULES = {
     names.VOLUME_UNSUPPORTED: "volume_unsupported",
     names.POD_TOPOLOGY_SPREAD: "pod_topology_spread",
     names.INTER_POD_AFFINITY: "inter_pod_affinity",
+    names.RESOURCE_CLAIM_UNSUPPORTED: "resource_claim_unsupported",
     names.NODE_RESOURCES_BALANCED_ALLOCATION: "balanced_allocation",
     names.IMAGE_LOCALITY: "image_locality",
 }
 
 # kube-scheduler's default profile, in its order (getDefaultPlugins, v1.36), restricted
-# to the plugins policyd has; VolumeUnsupported stands where the volume plugins stand.
+# to the plugins policyd has; VolumeUnsupported stands where the volume plugins stand,
+# ResourceClaimUnsupported where DynamicResources does.
 DEFAULT_PROFILE_ORDER = tuple(_MODULES)
 
 # Upstream plugins policyd does not implement. A profile may disable them (configs are

@@ -13,7 +13,7 @@ import pytest
 from policyd.kube import api
 from policyd.kube.backoff import Backoff, TokenBucket
 from policyd.kube.client import ApiError, api_error_from, decode_watch_line, is_transient
-from policyd.kube.informer import diff_relist, object_key
+from policyd.kube.informer import diff_relist, object_key, object_uid
 from policyd.kube.leaderelection import lease_spec, may_acquire, released_spec
 
 
@@ -87,7 +87,7 @@ def test_object_keys() -> None:
 
 
 def test_relist_diff_reports_what_the_gap_hid() -> None:
-    cached = {object_key(o): o for o in (_obj("same", "1"), _obj("changed", "1"),
+    cached = {object_uid(o): o for o in (_obj("same", "1"), _obj("changed", "1"),
                                           _obj("gone", "1"))}
     listed = [_obj("same", "1"), _obj("changed", "5"), _obj("new", "6")]
     added, updated, deleted = diff_relist(cached, listed)

@@ -1,0 +1,58 @@
+"""Pods with DRA ResourceClaims on the real API server (issue 12, item 4): the daemon
+leaves them Pending with a FailedScheduling event naming the claim, instead of binding
+them with their claims unallocated (no kubelet could ever start them)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+from policyd.daemon.queue import UNSCHEDULABLE
+from tests.e2e.helpers import Cluster, DaemonFactory, wait_for, write_profile
+
+TAIL = "policyd has no DynamicResources plugin yet (see README, known limits)"
+
+
+def test_claim_pods_stay_pending_with_the_reason(cluster: Cluster, daemons: DaemonFactory,
+                                                 policy_dir: Path) -> None:
+    sched = f"policyd-{uuid.uuid4().hex[:6]}"
+    cluster.node("n1")
+    # A real ResourceClaim for one pod; the other's template does not exist (the API
+    # server still creates the pod).
+    cluster.client.request(
+        "POST", f"/apis/resource.k8s.io/v1/namespaces/{cluster.ns}/resourceclaims",
+        body={"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+              "metadata": {"name": "shared-accelerator"},
+              "spec": {"devices": {"requests": [{"name": "acc", "exactly": {
+                  "deviceClassName": "accelerators.example.com"}}]}}})
+    d = daemons.start(write_profile(policy_dir.parent, sched))
+    claims = {"gpu-job": {"name": "gpu", "resourceClaimTemplateName": "single-gpu"},
+              "shared": {"name": "gpu", "resourceClaimName": "shared-accelerator"}}
+    for name, claim in claims.items():
+        pod = cluster.pod(name, sched, resourceClaims=[claim])
+        assert pod["spec"]["resourceClaims"] == [claim]
+    cluster.pod("plain", sched)
+    assert cluster.wait_bound("plain") == "n1"  # the daemon is scheduling
+
+    expected = {
+        "gpu-job": 'pod uses ResourceClaim "gpu" (from ResourceClaimTemplate '
+                   f'"single-gpu"): {TAIL}',
+        "shared": f'pod uses ResourceClaim "shared-accelerator": {TAIL}'}
+    for name, reason in expected.items():
+        message = f"0/1 nodes are available: {reason}."
+        events = wait_for(lambda n=name: cluster.events(pod=n, reason="FailedScheduling"),
+                          15, f"FailedScheduling for {name}")
+        assert [(e["type"], e["message"]) for e in events] == [("Warning", message)]
+        assert events[0]["source"]["component"] == sched
+        cond = wait_for(lambda n=name: cluster.condition(n), 10, "PodScheduled condition")
+        assert (cond["status"], cond["reason"], cond["message"]) == (
+            "False", "Unschedulable", message)
+        uid = cluster.get_pod(name)["metadata"]["uid"]  # type: ignore[index]
+        wait_for(lambda u=uid: d.scheduler.queue.where(u) == UNSCHEDULABLE, 10,
+                 "unschedulable")
+    # Still Pending a while later: never bound with its claim unallocated.
+    time.sleep(1.5)
+    for name in expected:
+        assert cluster.node_of(name) is None
+        assert (cluster.get_pod(name) or {})["status"].get("phase") == "Pending"

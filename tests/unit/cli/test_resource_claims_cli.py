@@ -1,0 +1,98 @@
+"""`policyd explain` and `simulate` refuse DRA claim pods with the daemon's reason
+(issue 12, item 4): one engine, one message."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+TAIL = "policyd has no DynamicResources plugin yet (see README, known limits)"
+
+CLUSTER = """\
+apiVersion: v1
+kind: List
+items:
+- kind: Node
+  metadata: {name: n1}
+  status: {allocatable: {cpu: "4", memory: 8Gi, pods: "110"}}
+- kind: Node
+  metadata: {name: n2}
+  status: {allocatable: {cpu: "4", memory: 8Gi, pods: "110"}}
+"""
+
+PODS = """\
+apiVersion: v1
+kind: List
+items:
+- kind: Pod
+  metadata: {name: gpu-job, namespace: ml}
+  spec:
+    resourceClaims: [{name: gpu, resourceClaimTemplateName: single-gpu}]
+    containers: [{name: main, resources: {claims: [{name: gpu}]}}]
+- kind: Pod
+  metadata: {name: shared, namespace: ml}
+  spec:
+    resourceClaims: [{name: acc, resourceClaimName: shared-accelerator}]
+    containers: [{name: main}]
+- kind: Pod
+  metadata: {name: plain, namespace: ml}
+  spec:
+    containers: [{name: main}]
+"""
+
+
+def policyd(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "policyd", *args], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> list[str]:
+    (tmp_path / "cluster.yaml").write_text(CLUSTER)
+    (tmp_path / "pods.yaml").write_text(PODS)
+    return ["--cluster", str(tmp_path / "cluster.yaml"), "--pods", str(tmp_path / "pods.yaml")]
+
+
+def test_explain_names_the_claim_and_the_plugin(files: list[str]) -> None:
+    r = policyd("explain", *files, "--pod", "ml/shared")
+    assert r.returncode == 1, r.stderr
+    assert (f'0/2 nodes are available: pod uses ResourceClaim "shared-accelerator": '
+            f"{TAIL}.") in r.stdout
+    assert "rejected by ResourceClaimUnsupported" in r.stdout
+
+
+def test_explain_json_shows_the_reason_per_node(files: list[str]) -> None:
+    r = policyd("explain", *files, "--pod", "ml/gpu-job", "--format", "json")
+    out = json.loads(r.stdout)
+    reason = f'pod uses ResourceClaim "gpu" (from ResourceClaimTemplate "single-gpu"): {TAIL}'
+    assert out["node"] is None and out["message"] == f"0/2 nodes are available: {reason}."
+    assert [n["filters"] for n in out["nodes"]] == [{"ResourceClaimUnsupported": reason}] * 2
+
+
+def test_simulate_leaves_claim_pods_unplaced_and_places_the_rest(files: list[str]) -> None:
+    r = policyd("simulate", *files, "--format", "json")
+    assert r.returncode == 1, r.stderr
+    out = json.loads(r.stdout)
+    placed = {p["pod"]: p["node"] for p in out["placements"]}
+    assert placed["ml/gpu-job"] is None and placed["ml/shared"] is None
+    assert placed["ml/plain"] in ("n1", "n2")
+    assert out["scheduled"] == 1 and out["unschedulable"] == 2
+    r = policyd("simulate", *files)
+    assert f'pod uses ResourceClaim "shared-accelerator": {TAIL}' in r.stdout
+
+
+def test_a_malformed_claim_is_exit_2_naming_the_field(tmp_path: Path,
+                                                      files: list[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: Pod\nmetadata: {name: p, namespace: ml}\nspec:\n"
+                   "  resourceClaims: [{name: gpu}]\n  containers: [{name: main}]\n")
+    r = policyd("explain", files[0], files[1], "--pods", str(bad), "--pod", "ml/p")
+    assert r.returncode == 2
+    assert "Pod ml/p: spec.resourceClaims[0]" in r.stderr
+    assert "exactly one of resourceClaimName and resourceClaimTemplateName" in r.stderr
+    assert "Traceback" not in r.stderr + r.stdout
