@@ -30,6 +30,12 @@ log = logging.getLogger("policyd.daemon.metrics")
 _LATENCY_BUCKETS = tuple(0.001 * 2**i for i in range(15))
 _ALGO_BUCKETS = tuple(0.0001 * 2**i for i in range(16))
 
+# `policyd_config_reloads_total{result}`: in force; in force except for fields that
+# need a restart (named in a Warning event); rejected, the previous one still runs.
+RELOAD_APPLIED = "applied"
+RELOAD_RESTART_REQUIRED = "applied_restart_required"
+RELOAD_REJECTED = "rejected"
+
 
 class Metrics:
     def __init__(self) -> None:
@@ -73,8 +79,9 @@ class Metrics:
         self.leader = Gauge("policyd_leader", "1 while this replica holds the lease.",
                             registry=r)
         self.config_reloads = Counter(
-            "policyd_config_reloads_total", "Profile/policy reloads by result.", ["result"],
-            registry=r)
+            "policyd_config_reloads_total",
+            "Profile/policy reloads by result: applied, applied_restart_required (some "
+            "changed fields wait for a restart), rejected.", ["result"], registry=r)
         self.watch_errors = Counter(
             "policyd_watch_errors_total", "Watch/list failures by resource.", ["resource"],
             registry=r)

@@ -9,8 +9,9 @@ grace period, release the lease, stop the watches, return 0.
 from __future__ import annotations
 
 import logging
+import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -18,7 +19,13 @@ from typing import Any
 
 from policyd.daemon import config as daemon_config
 from policyd.daemon.events import EventSink
-from policyd.daemon.metrics import HealthServer, Metrics
+from policyd.daemon.metrics import (
+    RELOAD_APPLIED,
+    RELOAD_REJECTED,
+    RELOAD_RESTART_REQUIRED,
+    HealthServer,
+    Metrics,
+)
 from policyd.daemon.reload import ConfigWatcher
 from policyd.daemon.scheduler import Scheduler
 from policyd.errors import EXIT_OK, PolicydError
@@ -65,6 +72,11 @@ class Daemon:
         self.options = options
         self.loaded = loaded
         s = loaded.settings
+        # What the objects built below were built from: a reload compares against these.
+        self.running = s
+        self.flag_overrides = flag_overrides(options)
+        # The pod this daemon runs in (downward API), for events when there is no Lease.
+        self.own_pod = own_pod_ref(os.environ)
         self.metrics = Metrics()
         self.client = KubeClient.connect(ConnectionSettings(
             kubeconfig=options.kubeconfig or s.kubeconfig, context=options.context,
@@ -175,22 +187,46 @@ class Daemon:
             self._switch_config(previous)
             raise
         self.loaded = loaded
-        self.metrics.config_reloads.labels("applied").inc()
+        pending = daemon_config.needs_restart(self.running, loaded.settings,
+                                              self.flag_overrides)
+        if not pending:
+            self.metrics.config_reloads.labels(RELOAD_APPLIED).inc()
+            return
+        # Compared with what runs, not with the previous reload: as long as the file
+        # asks for something the process cannot do without a restart, each reload
+        # says so again.
+        self.metrics.config_reloads.labels(RELOAD_RESTART_REQUIRED).inc()
+        message = (f"configuration reloaded from {loaded.path}, but these fields keep "
+                   "their running values until policyd restarts: " + ", ".join(pending))
+        log.warning("%s", message)
+        self._config_event("RestartRequired", message)
 
     def _switch_config(self, loaded: daemon_config.LoadedConfig) -> None:
         if self.node_metrics is not None:
             self.node_metrics.apply(loaded.metrics_providers)
         self._bind_node_metrics(loaded.frameworks)
         self.scheduler.set_frameworks(loaded.frameworks)
+        s = loaded.settings
+        self.scheduler.queue.set_backoff(s.pod_initial_backoff, s.pod_max_backoff)
 
     def _config_rejected(self, message: str) -> None:
-        self.metrics.config_reloads.labels("rejected").inc()
-        uid = self.elector.lease_uid if self.elector is not None else ""
+        self.metrics.config_reloads.labels(RELOAD_REJECTED).inc()
         first = message.splitlines()
-        self.events.event(api.lease_ref(self.le_settings.namespace, self.le_settings.name, uid),
-                          "Warning", "InvalidConfiguration",
-                          "configuration change rejected, previous one still in use: "
-                          + " ".join(line.strip() for line in first), "Reload", "policyd")
+        self._config_event("InvalidConfiguration",
+                           "configuration change rejected, previous one still in use: "
+                           + " ".join(line.strip() for line in first))
+
+    def _config_event(self, reason: str, message: str) -> None:
+        """A Warning event about the configuration, on an object that exists: the
+        Lease with leader election, else this daemon's own Pod when the downward API
+        names it (POD_NAME, POD_NAMESPACE), else none (the log line is all there is)."""
+        if self.elector is not None:
+            ref: api.ObjectRef | None = api.lease_ref(
+                self.le_settings.namespace, self.le_settings.name, self.elector.lease_uid)
+        else:
+            ref = self.own_pod
+        if ref is not None:
+            self.events.event(ref, "Warning", reason, message, "Reload", "policyd")
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -259,6 +295,23 @@ class Daemon:
         self.client.close()
         log.info("stopped")
         return EXIT_OK
+
+
+def flag_overrides(options: RunOptions) -> frozenset[str]:
+    """The runtime settings a command-line flag sets instead of the profile."""
+    flags = {"kubeconfig": options.kubeconfig, "qps": options.qps, "burst": options.burst,
+             "parallelism": options.binders, "leader_elect": options.leader_elect,
+             "lease_namespace": options.lease_namespace, "lease_name": options.lease_name}
+    return frozenset(name for name, value in flags.items() if value is not None)
+
+
+def own_pod_ref(env: Mapping[str, str]) -> api.ObjectRef | None:
+    """This daemon's Pod, from the downward API variables the deployment sets
+    (POD_NAME, POD_NAMESPACE, optionally POD_UID); None outside such a pod."""
+    name, namespace = env.get("POD_NAME", ""), env.get("POD_NAMESPACE", "")
+    if not name or not namespace:
+        return None
+    return api.pod_ref(namespace, name, env.get("POD_UID", ""))
 
 
 def _metrics_manager(nodes: Callable[[], list[Any]], metrics: Metrics) -> Any:
