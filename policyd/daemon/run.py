@@ -8,8 +8,10 @@ grace period, release the lease, stop the watches, return 0.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import socket
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,7 +30,7 @@ from policyd.daemon.metrics import (
 )
 from policyd.daemon.reload import ConfigWatcher
 from policyd.daemon.scheduler import Scheduler
-from policyd.errors import EXIT_OK, PolicydError
+from policyd.errors import EXIT_OK, PolicydError, RuntimeFailure
 from policyd.framework.runtime import Framework
 from policyd.kube import api
 from policyd.kube.client import ApiError, ConnectionSettings, KubeClient
@@ -43,6 +45,13 @@ WORKLOAD_PATHS = (("/api/v1/services", "Service"),
                   ("/apis/apps/v1/statefulsets", "StatefulSet"))
 
 Obj = dict[str, Any]
+
+# /healthz fails when the leader has not renewed its lease for a lease duration plus
+# this long (kube-scheduler's leader-election watchdog allows the same 20 s) ...
+LEADER_HEALTH_TIMEOUT = 20.0
+# ... or when the scheduling loop has not come round for this long (a cycle takes
+# milliseconds to seconds; the loop otherwise wakes every 0.2 s).
+SCHEDULING_STALL_LIMIT = 120.0
 
 
 @dataclass(slots=True)
@@ -155,6 +164,27 @@ class Daemon:
     def is_leader(self) -> bool:
         return self.elector.is_leader() if self.elector is not None else True
 
+    def health_problems(self) -> list[str]:
+        """Why this process should be restarted, for /healthz (empty: healthy): a
+        thread that should run for the daemon's life has ended (a watch, the
+        scheduling loop, leader election, reloads), the scheduling loop has stalled,
+        or the leader has not renewed its lease long past its duration (its loop is
+        stuck: it should have stepped down). A standby replica, a watch retrying
+        through an API outage and unsynced caches are all healthy (/readyz covers
+        the caches)."""
+        if self.stop_event.is_set():
+            return []  # shutting down: the threads end on purpose
+        problems = [f"{t.name}: the thread has exited" for t in self._threads
+                    if not t.is_alive()]
+        stalled = self.scheduler.clock() - self.scheduler.heartbeat
+        if stalled > SCHEDULING_STALL_LIMIT:
+            problems.append(f"policyd-scheduler: no progress for {stalled:.0f}s")
+        if self.elector is not None:
+            stuck = self.elector.check(LEADER_HEALTH_TIMEOUT)
+            if stuck:
+                problems.append(f"policyd-leader: {stuck}")
+        return problems
+
     # -- reload -------------------------------------------------------------------------
 
     def _bind_node_metrics(self, frameworks: dict[str, Framework]) -> None:
@@ -238,17 +268,13 @@ class Daemon:
     def start(self) -> None:
         o = self.options
         if o.metrics_bind_address:
-            try:
-                self.http = HealthServer(o.metrics_bind_address, self.metrics, self.synced,
-                                         before_scrape=self.scheduler.update_gauges,
-                                         debug=self._debug_pages())
-            except (OSError, ValueError) as exc:
-                raise PolicydError(f"cannot serve metrics on {o.metrics_bind_address!r}: "
-                                   f"{exc}") from None
+            self.http = serve_metrics(o.metrics_bind_address, self.metrics, self.synced,
+                                      before_scrape=self.scheduler.update_gauges,
+                                      debug=self._debug_pages(),
+                                      health=self.health_problems)
             self.http.start()
             log.info("serving /metrics, /healthz, /readyz, /debug/queue, "
-                     "/debug/metrics-cache on %s:%d",
-                     self.http.server.server_address[0], self.http.port)
+                     "/debug/metrics-cache on %s", self.http.address)
         self.events.start()
         if self.node_metrics is not None and self.loaded.metrics_providers:
             self.node_metrics.apply(self.loaded.metrics_providers)
@@ -295,6 +321,24 @@ class Daemon:
         self.client.close()
         log.info("stopped")
         return EXIT_OK
+
+
+def serve_metrics(address: str, metrics: Metrics, ready: Callable[[], bool],
+                  **kw: Any) -> HealthServer:
+    """The HealthServer on `address`. A malformed address is a usage error (exit 2);
+    an address this host refuses (in use, not ours, no permission) is a runtime
+    failure (exit 1), and the message says which and names the address."""
+    where = f"cannot serve metrics on {address!r}"
+    try:
+        return HealthServer(address, metrics, ready, **kw)
+    except (ValueError, socket.gaierror) as exc:
+        raise PolicydError(f"{where}: {exc}") from None
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            reason = "the address is already in use (another process listens on it)"
+        else:
+            reason = exc.strerror or str(exc)
+        raise RuntimeFailure(f"{where}: {reason}") from None
 
 
 def flag_overrides(options: RunOptions) -> frozenset[str]:

@@ -78,6 +78,7 @@ class Scheduler:
         self.stopping = threading.Event()
         self._abandon = threading.Event()  # the shutdown grace period is over
         self.bound_total = 0
+        self.heartbeat = clock()  # the loop's last round, for /healthz
 
     # -- profiles -----------------------------------------------------------------------
 
@@ -275,6 +276,7 @@ class Scheduler:
         for leadership; never starts a cycle without both."""
         next_flush = self.clock() + FLUSH_UNSCHEDULABLE_PERIOD
         while not stop.is_set() and not self.stopping.is_set():
+            self.heartbeat = self.clock()
             if not ready() or not self.is_leader():
                 stop.wait(0.1)
                 continue
