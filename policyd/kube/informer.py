@@ -110,7 +110,9 @@ class Informer:
                     need_list = True
                     continue
                 delay = self.backoff.next_delay()
-                log.warning("%s: %s; retrying in %.1fs", self.name, exc, delay)
+                log.warning("%s: %s %s failed (attempt %d): %s; retrying in %.1fs",
+                            self.name, "list" if need_list else "watch", self.path,
+                            self.backoff.attempts, exc, delay)
                 if self.on_error is not None:
                     self.on_error(exc)
                 if exc.status in (401, 403, 404):
@@ -205,6 +207,9 @@ class Informer:
                 self.resource_version = rv
             return
         key = object_key(obj)
+        if log.isEnabledFor(logging.DEBUG):  # -v 4; the check keeps the hot path cheap
+            log.debug("%s: watch event %s %s %s (resourceVersion %s)", self.name, etype,
+                      obj.get("kind") or _item_kind(self.path), key, rv)
         if etype == "ADDED" or etype == "MODIFIED":
             old = self.cache.get(key)
             self.cache[key] = obj

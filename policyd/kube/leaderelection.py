@@ -131,7 +131,9 @@ class LeaderElector:
                     # One warning per outage; the retries every retryPeriod go to debug.
                     failures += 1
                     (log.warning if failures == 1 else log.debug)(
-                        "leader election: %s", exc)
+                        "leader election: lease %s/%s: attempt %d failed: %s; "
+                        "retrying in %.1fs", self.settings.namespace, self.settings.name,
+                        failures, exc, self.settings.retry_period)
                     ok = False
                 self._after_attempt(ok)
                 stop.wait(self.settings.retry_period)
