@@ -418,3 +418,41 @@ def test_without_leader_election_config_events_go_to_the_own_pod(
     assert cluster.lease(sched) is None
     assert [e for e in cluster.events(namespace="default", reason="InvalidConfiguration")
             if e["involvedObject"]["name"] == sched] == []
+
+
+def test_a_deleted_policy_file_is_named_in_the_rejection(
+        cluster: Cluster, daemons: DaemonFactory, policy_dir: Path) -> None:
+    """The profile enables HwEncrypt by name; its file is deleted: the rejection says
+    the file is gone, not only that the plugin is not registered."""
+    sched = _scheduler()
+    profile = write_profile(policy_dir.parent, sched, extra="""\
+  plugins:
+    filter:
+      enabled:
+      - name: HwEncrypt
+""")
+    d = daemons.start(profile)
+    hw = policy_dir / "hw-encrypt.yaml"
+    hw.unlink()
+    wait_for(lambda: d.watcher.failures == 1, 10, "the reload to be rejected")
+    [event] = wait_for(lambda: [e for e in cluster.events(namespace="default",
+                                                          reason="InvalidConfiguration")
+                                if e["involvedObject"]["name"] == sched], 10,
+                       "the Warning event on the Lease")
+    assert event["message"].startswith(
+        f"configuration change rejected, previous one still in use: {hw} was deleted: ")
+    assert 'plugin "HwEncrypt" is not registered' in event["message"]
+
+
+def test_healthz_fails_when_the_leader_election_loop_dies(
+        cluster: Cluster, daemons: DaemonFactory, policy_dir: Path) -> None:
+    sched = _scheduler()
+    d = daemons.start(write_profile(policy_dir.parent, sched))
+    port = d.http.port  # type: ignore[union-attr]
+    assert scrape(port, "/healthz") == (200, "ok")
+    d._elector_stop.set()  # its loop ends (as if it had crashed) while the rest runs
+    wait_for(lambda: scrape(port, "/healthz")[0] == 500, 10, "/healthz to fail")
+    _, body = scrape(port, "/healthz")
+    assert body.splitlines() == ["[-]policyd-leader: the thread has exited",
+                                 "healthz check failed"]
+    assert scrape(port, "/readyz") == (200, "ok")  # readiness is about the caches
