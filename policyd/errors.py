@@ -9,6 +9,9 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_PROBLEMS = 1  # lint problems, failed tests, unschedulable pod, invalid profile
 EXIT_USAGE = 2  # usage errors, unreadable or invalid input files
+# `policyd run` cannot go on for a reason outside its input (its metrics port is taken):
+# the same code kube-scheduler exits with on any failure.
+EXIT_RUNTIME = 1
 EXIT_INTERRUPTED = 130
 
 
@@ -24,6 +27,13 @@ class PolicydError(Exception):
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message}" if self.where else self.message
+
+
+class RuntimeFailure(PolicydError):
+    """The daemon cannot run in this environment (an address in use, a port it may not
+    bind): not a usage error, the same command may work elsewhere or later."""
+
+    exit_code = EXIT_RUNTIME
 
 
 class InvalidObjectError(PolicydError):

@@ -2,7 +2,8 @@
 
 Parsing only; the daemon is `policyd.daemon.run`. Exit codes: 0 after a graceful stop
 (SIGTERM/SIGINT), 1 when the profile or its policies are invalid (before any request
-to the API server), 2 for usage errors.
+to the API server) or the daemon cannot run here (its metrics address is in use), 2
+for usage errors.
 """
 
 from __future__ import annotations
@@ -32,11 +33,13 @@ def run(
                                                 help="kubeconfig context.")] = None,
     metrics_bind_address: Annotated[str, typer.Option(
         "--metrics-bind-address",
-        help="HOST:PORT serving /metrics, /healthz and /readyz; empty to disable.")
+        help="HOST:PORT serving /metrics, /healthz and /readyz ([::1]:PORT for IPv6); "
+             "empty to disable.")
     ] = "0.0.0.0:10251",
     verbosity: Annotated[int, typer.Option(
         "-v", "--v", min=0, max=10,
-        help="Log verbosity: 0 operations, 2 every decision, 4 debug.")] = 0,
+        help="Log verbosity: 0 operations, 1 binds, 2 every decision, 4 debug (watch "
+             "events, API retries).")] = 0,
     log_format: Annotated[LogFormat, typer.Option("--log-format",
                                                   help="Log line format.")] = LogFormat.text,
     leader_elect: Annotated[bool | None, typer.Option(
@@ -72,7 +75,7 @@ def run(
     profile's profiles, bind them, and explain failures in events.
 
     Exit 0 after SIGTERM/SIGINT, 1 when the configuration is invalid (no request is
-    sent to the API server), 2 for usage errors."""
+    sent to the API server) or the metrics address is in use, 2 for usage errors."""
     from policyd.daemon import logs
     from policyd.daemon.run import Daemon, RunOptions, load_config
 

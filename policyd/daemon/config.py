@@ -9,7 +9,7 @@ check-config`'s validation (`policyd.config.validate.validate_config_file`).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,47 @@ class RuntimeSettings:
             namespace=namespace or self.lease_namespace, name=self.lease_name,
             lease_duration=self.lease_duration, renew_deadline=self.renew_deadline,
             retry_period=self.retry_period, **kw)
+
+
+# Each runtime setting's name in the profile, for messages an operator acts on.
+PROFILE_FIELDS = {
+    "pod_initial_backoff": "podInitialBackoffSeconds",
+    "pod_max_backoff": "podMaxBackoffSeconds",
+    "qps": "clientConnection.qps", "burst": "clientConnection.burst",
+    "timeout": "clientConnection.timeout", "kubeconfig": "clientConnection.kubeconfig",
+    "parallelism": "parallelism", "leader_elect": "leaderElection.leaderElect",
+    "lease_duration": "leaderElection.leaseDuration",
+    "renew_deadline": "leaderElection.renewDeadline",
+    "retry_period": "leaderElection.retryPeriod",
+    "lease_name": "leaderElection.resourceName",
+    "lease_namespace": "leaderElection.resourceNamespace",
+}
+# What a reload applies to the running daemon: the queue's backoff for pods that fail
+# from then on. The rest shapes objects built once at start-up (the API connection,
+# the binder pool, the leader elector and its Lease).
+LIVE_SETTINGS = frozenset({"pod_initial_backoff", "pod_max_backoff"})
+
+
+def needs_restart(running: RuntimeSettings, loaded: RuntimeSettings,
+                  ignore: Iterable[str] = ()) -> list[str]:
+    """The settings that changed but keep their running values until a restart, as
+    `leaderElection.leaseDuration (15 -> 20)`; `ignore`: settings a command-line flag
+    overrides (a change in the profile changes nothing there, restart or not)."""
+    skip = LIVE_SETTINGS | set(ignore)
+    out = []
+    for f in fields(RuntimeSettings):
+        before, after = getattr(running, f.name), getattr(loaded, f.name)
+        if f.name not in skip and before != after:
+            out.append(f"{PROFILE_FIELDS[f.name]} ({_show(before)} -> {_show(after)})")
+    return out
+
+
+def _show(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return "unset" if value is None else str(value)
 
 
 @dataclass(slots=True)

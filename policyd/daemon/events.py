@@ -90,7 +90,8 @@ class EventSink:
         self.client = client
         self.metrics = metrics
         self.instance = instance
-        self._q: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize)
+        # (what it writes, for log lines; the write)
+        self._q: queue.Queue[tuple[str, Callable[[], None]] | None] = queue.Queue(maxsize)
         # A few writers: one POST at a time would cap events (and so binds' Scheduled
         # events) at the round-trip rate.
         self._stopping = False
@@ -114,17 +115,18 @@ class EventSink:
             if t.is_alive():
                 t.join(max(0.0, deadline - time.monotonic()))
 
-    def _submit(self, work: Callable[[], None]) -> None:
+    def _submit(self, what: str, work: Callable[[], None]) -> None:
         try:
-            self._q.put_nowait(work)
+            self._q.put_nowait((what, work))
         except queue.Full:
-            log.warning("event queue full; dropping an event")
+            log.warning("event queue full; dropping the %s", what)
 
     def _run(self) -> None:
         while True:
-            work = self._q.get()
-            if work is None:
+            item = self._q.get()
+            if item is None:
                 return
+            what, work = item
             backoff = Backoff(initial=0.2, maximum=5.0)
             deadline = time.monotonic() + RETRY_FOR
             while True:
@@ -133,9 +135,12 @@ class EventSink:
                     break
                 except ApiError as exc:
                     if not exc.transient or time.monotonic() >= deadline or self._stopping:
-                        log.warning("could not write event/condition: %s", exc)
+                        log.warning("could not write the %s: %s", what, exc)
                         break
-                    time.sleep(backoff.next_delay())
+                    delay = backoff.next_delay()
+                    log.debug("writing the %s: attempt %d failed: %s; retrying in %.1fs",
+                              what, backoff.attempts, exc, delay)
+                    time.sleep(delay)
                 except Exception:
                     log.exception("event writer failed")
                     break
@@ -157,7 +162,7 @@ class EventSink:
                     raise
             self.metrics.events_emitted.labels(reason).inc()
 
-        self._submit(post)
+        self._submit(f"{reason} event on {ref.kind} {ref.namespace}/{ref.name}", post)
 
     def scheduled(self, namespace: str, name: str, uid: str, node: str,
                   component: str) -> None:
@@ -178,4 +183,4 @@ class EventSink:
                 except ApiError as exc:
                     if exc.status != 404:  # deleted meanwhile: nothing to explain
                         raise
-            self._submit(patch)
+            self._submit(f"PodScheduled condition of Pod {namespace}/{name}", patch)

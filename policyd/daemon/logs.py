@@ -1,8 +1,10 @@
 """Logging for the daemon: `-v N` verbosity and `--log-format text|json`.
 
 Verbosity follows klog's convention: 0 shows what an operator needs (start, leader
-changes, reloads, errors); 2 adds every scheduling decision; 4 and up add debug
-detail (watch events, retries).
+changes, reloads, errors); 1 adds binds; 2 adds every scheduling decision, a pod that
+fits nowhere included (kube-scheduler's V(2)); 4 and up add debug detail: each watch
+event received (kind, type, object, resourceVersion) and each retried API call (which
+call, which attempt, why).
 """
 
 from __future__ import annotations

@@ -7,8 +7,10 @@ Each daemon has its own registry: several daemons can run in one process (tests)
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -29,6 +31,12 @@ log = logging.getLogger("policyd.daemon.metrics")
 # kube-scheduler's buckets for scheduling latency: 1 ms .. ~16 s (exponential).
 _LATENCY_BUCKETS = tuple(0.001 * 2**i for i in range(15))
 _ALGO_BUCKETS = tuple(0.0001 * 2**i for i in range(16))
+
+# `policyd_config_reloads_total{result}`: in force; in force except for fields that
+# need a restart (named in a Warning event); rejected, the previous one still runs.
+RELOAD_APPLIED = "applied"
+RELOAD_RESTART_REQUIRED = "applied_restart_required"
+RELOAD_REJECTED = "rejected"
 
 
 class Metrics:
@@ -73,8 +81,9 @@ class Metrics:
         self.leader = Gauge("policyd_leader", "1 while this replica holds the lease.",
                             registry=r)
         self.config_reloads = Counter(
-            "policyd_config_reloads_total", "Profile/policy reloads by result.", ["result"],
-            registry=r)
+            "policyd_config_reloads_total",
+            "Profile/policy reloads by result: applied, applied_restart_required (some "
+            "changed fields wait for a restart), rejected.", ["result"], registry=r)
         self.watch_errors = Counter(
             "policyd_watch_errors_total", "Watch/list failures by resource.", ["resource"],
             registry=r)
@@ -83,14 +92,55 @@ class Metrics:
         return generate_latest(self.registry)
 
 
+def parse_bind_address(address: str) -> tuple[str, int, socket.AddressFamily]:
+    """`HOST:PORT` as kube-scheduler reads its bind addresses: an IPv6 address in
+    brackets (`[::1]:10251`, `[::]:10251` for every address), an IPv4 address or a
+    host name, and an empty host for every IPv4 address. (host, port, family), or
+    ValueError saying what is wrong."""
+    host, sep, port_text = address.rpartition(":")
+    if not sep or not port_text.isdigit() or int(port_text) > 65535:
+        raise ValueError("expected HOST:PORT with a port from 0 to 65535 "
+                         "(an IPv6 address in brackets: [::1]:10251)")
+    port = int(port_text)
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"{host!r} in brackets is not an IPv6 address") from None
+        return host, port, socket.AF_INET6
+    if ":" in host or "[" in host or "]" in host:
+        raise ValueError("an IPv6 address goes in brackets: [ADDRESS]:PORT")
+    return host or "0.0.0.0", port, socket.AF_INET
+
+
+class _Server(ThreadingHTTPServer):
+    """The HTTP server on the address family of its address; `[::]` also takes IPv4
+    connections, as Go's listener (and so kube-scheduler) does."""
+
+    daemon_threads = True
+
+    def __init__(self, host: str, port: int, family: socket.AddressFamily,
+                 handler: type[BaseHTTPRequestHandler]) -> None:
+        self.address_family = family
+        super().__init__((host, port), handler)
+
+    def server_bind(self) -> None:
+        if self.address_family == socket.AF_INET6 and self.server_address[0] == "::":
+            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        super().server_bind()
+
+
 class HealthServer:
-    """Serves /metrics, /healthz (the process is alive) and /readyz (caches synced)."""
+    """Serves /metrics, /healthz and /livez (`health()` lists no problem), /readyz
+    (caches synced) and the /debug pages."""
 
     def __init__(self, address: str, metrics: Metrics, ready: Callable[[], bool],
                  before_scrape: Callable[[], None] = lambda: None,
-                 debug: Mapping[str, Callable[[], Any]] | None = None) -> None:
-        host, _, port = address.rpartition(":")
-        metrics_ref, ready_ref, scrape_ref = metrics, ready, before_scrape
+                 debug: Mapping[str, Callable[[], Any]] | None = None,
+                 health: Callable[[], list[str]] = list) -> None:
+        host, port, family = parse_bind_address(address)
+        metrics_ref, ready_ref, scrape_ref, health_ref = metrics, ready, before_scrape, health
         # /debug/<name> -> a callable giving JSON-ready data (queue, metrics cache).
         debug_ref = dict(debug or {})
 
@@ -101,7 +151,17 @@ class HealthServer:
                     scrape_ref()
                     self._send(200, metrics_ref.render(), CONTENT_TYPE_LATEST)
                 elif path in ("/healthz", "/livez"):
-                    self._send(200, b"ok", "text/plain")
+                    try:
+                        problems = health_ref()
+                    except Exception as exc:  # a broken check is no proof of health
+                        problems = [f"health check: {type(exc).__name__}: {exc}"]
+                    if problems:
+                        # The apiserver healthz format: one [-] line per failed check.
+                        failed = "".join(f"[-]{p}\n" for p in problems)
+                        self._send(500, f"{failed}healthz check failed\n".encode(),
+                                   "text/plain")
+                    else:
+                        self._send(200, b"ok", "text/plain")
                 elif path == "/readyz":
                     ok = ready_ref()
                     self._send(200 if ok else 503, b"ok" if ok else b"caches not synced",
@@ -128,14 +188,19 @@ class HealthServer:
             def log_message(self, format: str, *args: object) -> None:
                 log.debug("http: " + format, *args)
 
-        self.server = ThreadingHTTPServer((host.strip("[]") or "0.0.0.0", int(port)), Handler)
-        self.server.daemon_threads = True
+        self.server = _Server(host, port, family, Handler)
         self._thread = threading.Thread(target=self.server.serve_forever,
                                         name="policyd-http", daemon=True)
 
     @property
     def port(self) -> int:
         return int(self.server.server_address[1])
+
+    @property
+    def address(self) -> str:
+        """Where it listens, as HOST:PORT ([HOST]:PORT for IPv6)."""
+        host = str(self.server.server_address[0])
+        return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
 
     def start(self) -> None:
         self._thread.start()

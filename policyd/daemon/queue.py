@@ -123,6 +123,14 @@ class SchedulingQueue:
                             if self._valid_active(e)]
             heapq.heapify(self._active)
 
+    def set_backoff(self, initial: float, maximum: float) -> None:
+        """A reloaded profile's podInitialBackoffSeconds/podMaxBackoffSeconds: every
+        backoff computed from now on uses them (a pod already in backoffQ keeps the
+        expiry it was given)."""
+        with self._cond:
+            self.initial_backoff = initial
+            self.max_backoff = maximum
+
     # -- adding, updating, deleting -----------------------------------------------------
 
     def add(self, pod: Pod) -> None:

@@ -7,7 +7,9 @@ exactly as at start-up; a valid one replaces the frameworks (pods waiting as
 unschedulable get another chance). Any failure (problems in the files, an unreadable
 file, even a bug while loading or applying) is logged, reported as a Warning event on
 the policyd Lease and counted as a rejected reload, and the running version keeps
-scheduling.
+scheduling. Every log line and event of a reload names the files that changed, and a
+file that was deleted is said to be gone: its absence is usually the real cause of
+whatever problem the new version has (a plugin no longer registered, say).
 """
 
 from __future__ import annotations
@@ -39,6 +41,21 @@ def signature(paths: list[Path]) -> Signature:
     return tuple(out)
 
 
+def describe_change(before: Signature, after: Signature) -> str:
+    """Which files differ between two signatures, for log lines and events:
+    `/p/hw.yaml was deleted; /p/profile.yaml changed`. A directory is named only when
+    no file under it is (its own entry changes whenever a file is added or removed)."""
+    old = {path: rest for path, *rest in before}
+    new = {path: rest for path, *rest in after}
+    deleted = [p for p, st in old.items() if st[0] != -1 and new.get(p, [-1])[0] == -1]
+    changed = [p for p, st in new.items()
+               if st[0] != -1 and old.get(p) != st and not os.path.isdir(p)]
+    if not deleted and not changed:  # only a directory's entry moved
+        changed = [p for p, st in new.items() if old.get(p) != st]
+    parts = [f"{p} was deleted" for p in deleted] + [f"{p} changed" for p in changed]
+    return "; ".join(parts) or "no file changed"
+
+
 class ConfigWatcher:
     def __init__(self, current: LoadedConfig, *, apply: Callable[[LoadedConfig], None],
                  rejected: Callable[[str], None], interval: float = 2.0,
@@ -51,6 +68,7 @@ class ConfigWatcher:
         self._sig = signature(current.files)
         self.reloads = 0
         self.failures = 0
+        self.last_change = ""
 
     def check(self) -> bool | None:
         """Reload if anything changed: True applied, False rejected, None unchanged.
@@ -63,30 +81,34 @@ class ConfigWatcher:
         sig = signature(self.current.files)
         if sig == self._sig:
             return None
+        # Also what the last change is reported as (the daemon's restart-required event).
+        self.last_change = change = describe_change(self._sig, sig)
         self._sig = sig
         try:
             loaded = load(self.current.path, self.extra_policies)
         except PolicydError as exc:  # InvalidConfig, unreadable files
-            return self._reject(str(exc))
+            return self._reject(change, str(exc))
         except Exception as exc:  # a bug must not leave the change unreported
             log.exception("loading the changed configuration failed")
-            return self._reject(f"cannot load {self.current.path}: "
-                                f"{type(exc).__name__}: {exc}")
+            return self._reject(change, f"cannot load {self.current.path}: "
+                                        f"{type(exc).__name__}: {exc}")
         try:
             self.apply(loaded)
         except Exception as exc:  # `apply` puts the previous configuration back
             log.exception("applying the changed configuration failed")
-            return self._reject(f"cannot apply {loaded.path}: {type(exc).__name__}: {exc}")
+            return self._reject(change, f"cannot apply {loaded.path}: "
+                                        f"{type(exc).__name__}: {exc}")
         # The new config may name other policy files: watch those from now on.
         self._sig = signature(loaded.files)
         self.current = loaded
         self.reloads += 1
-        log.info("configuration reloaded from %s (profiles: %s)", loaded.path,
+        log.info("configuration reloaded from %s (%s; profiles: %s)", loaded.path, change,
                  ", ".join(loaded.frameworks))
         return True
 
-    def _reject(self, message: str) -> bool:
+    def _reject(self, change: str, problem: str) -> bool:
         self.failures += 1
+        message = f"{change}: {problem}"
         log.error("configuration change rejected; still running the previous one: %s",
                   message)
         self.rejected(message)

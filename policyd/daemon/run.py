@@ -8,9 +8,12 @@ grace period, release the lease, stop the watches, return 0.
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
+import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -18,10 +21,16 @@ from typing import Any
 
 from policyd.daemon import config as daemon_config
 from policyd.daemon.events import EventSink
-from policyd.daemon.metrics import HealthServer, Metrics
+from policyd.daemon.metrics import (
+    RELOAD_APPLIED,
+    RELOAD_REJECTED,
+    RELOAD_RESTART_REQUIRED,
+    HealthServer,
+    Metrics,
+)
 from policyd.daemon.reload import ConfigWatcher
 from policyd.daemon.scheduler import Scheduler
-from policyd.errors import EXIT_OK, PolicydError
+from policyd.errors import EXIT_OK, PolicydError, RuntimeFailure
 from policyd.framework.runtime import Framework
 from policyd.kube import api
 from policyd.kube.client import ApiError, ConnectionSettings, KubeClient
@@ -36,6 +45,13 @@ WORKLOAD_PATHS = (("/api/v1/services", "Service"),
                   ("/apis/apps/v1/statefulsets", "StatefulSet"))
 
 Obj = dict[str, Any]
+
+# /healthz fails when the leader has not renewed its lease for a lease duration plus
+# this long (kube-scheduler's leader-election watchdog allows the same 20 s) ...
+LEADER_HEALTH_TIMEOUT = 20.0
+# ... or when the scheduling loop has not come round for this long (a cycle takes
+# milliseconds to seconds; the loop otherwise wakes every 0.2 s).
+SCHEDULING_STALL_LIMIT = 120.0
 
 
 @dataclass(slots=True)
@@ -65,6 +81,11 @@ class Daemon:
         self.options = options
         self.loaded = loaded
         s = loaded.settings
+        # What the objects built below were built from: a reload compares against these.
+        self.running = s
+        self.flag_overrides = flag_overrides(options)
+        # The pod this daemon runs in (downward API), for events when there is no Lease.
+        self.own_pod = own_pod_ref(os.environ)
         self.metrics = Metrics()
         self.client = KubeClient.connect(ConnectionSettings(
             kubeconfig=options.kubeconfig or s.kubeconfig, context=options.context,
@@ -143,6 +164,27 @@ class Daemon:
     def is_leader(self) -> bool:
         return self.elector.is_leader() if self.elector is not None else True
 
+    def health_problems(self) -> list[str]:
+        """Why this process should be restarted, for /healthz (empty: healthy): a
+        thread that should run for the daemon's life has ended (a watch, the
+        scheduling loop, leader election, reloads), the scheduling loop has stalled,
+        or the leader has not renewed its lease long past its duration (its loop is
+        stuck: it should have stepped down). A standby replica, a watch retrying
+        through an API outage and unsynced caches are all healthy (/readyz covers
+        the caches)."""
+        if self.stop_event.is_set():
+            return []  # shutting down: the threads end on purpose
+        problems = [f"{t.name}: the thread has exited" for t in self._threads
+                    if not t.is_alive()]
+        stalled = self.scheduler.clock() - self.scheduler.heartbeat
+        if stalled > SCHEDULING_STALL_LIMIT:
+            problems.append(f"policyd-scheduler: no progress for {stalled:.0f}s")
+        if self.elector is not None:
+            stuck = self.elector.check(LEADER_HEALTH_TIMEOUT)
+            if stuck:
+                problems.append(f"policyd-leader: {stuck}")
+        return problems
+
     # -- reload -------------------------------------------------------------------------
 
     def _bind_node_metrics(self, frameworks: dict[str, Framework]) -> None:
@@ -175,22 +217,46 @@ class Daemon:
             self._switch_config(previous)
             raise
         self.loaded = loaded
-        self.metrics.config_reloads.labels("applied").inc()
+        pending = daemon_config.needs_restart(self.running, loaded.settings,
+                                              self.flag_overrides)
+        if not pending:
+            self.metrics.config_reloads.labels(RELOAD_APPLIED).inc()
+            return
+        # Compared with what runs, not with the previous reload: as long as the file
+        # asks for something the process cannot do without a restart, each reload
+        # says so again.
+        self.metrics.config_reloads.labels(RELOAD_RESTART_REQUIRED).inc()
+        message = (f"configuration reloaded from {loaded.path}, but these fields keep "
+                   "their running values until policyd restarts: " + ", ".join(pending))
+        log.warning("%s", message)
+        self._config_event("RestartRequired", message)
 
     def _switch_config(self, loaded: daemon_config.LoadedConfig) -> None:
         if self.node_metrics is not None:
             self.node_metrics.apply(loaded.metrics_providers)
         self._bind_node_metrics(loaded.frameworks)
         self.scheduler.set_frameworks(loaded.frameworks)
+        s = loaded.settings
+        self.scheduler.queue.set_backoff(s.pod_initial_backoff, s.pod_max_backoff)
 
     def _config_rejected(self, message: str) -> None:
-        self.metrics.config_reloads.labels("rejected").inc()
-        uid = self.elector.lease_uid if self.elector is not None else ""
+        self.metrics.config_reloads.labels(RELOAD_REJECTED).inc()
         first = message.splitlines()
-        self.events.event(api.lease_ref(self.le_settings.namespace, self.le_settings.name, uid),
-                          "Warning", "InvalidConfiguration",
-                          "configuration change rejected, previous one still in use: "
-                          + " ".join(line.strip() for line in first), "Reload", "policyd")
+        self._config_event("InvalidConfiguration",
+                           "configuration change rejected, previous one still in use: "
+                           + " ".join(line.strip() for line in first))
+
+    def _config_event(self, reason: str, message: str) -> None:
+        """A Warning event about the configuration, on an object that exists: the
+        Lease with leader election, else this daemon's own Pod when the downward API
+        names it (POD_NAME, POD_NAMESPACE), else none (the log line is all there is)."""
+        if self.elector is not None:
+            ref: api.ObjectRef | None = api.lease_ref(
+                self.le_settings.namespace, self.le_settings.name, self.elector.lease_uid)
+        else:
+            ref = self.own_pod
+        if ref is not None:
+            self.events.event(ref, "Warning", reason, message, "Reload", "policyd")
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -202,17 +268,13 @@ class Daemon:
     def start(self) -> None:
         o = self.options
         if o.metrics_bind_address:
-            try:
-                self.http = HealthServer(o.metrics_bind_address, self.metrics, self.synced,
-                                         before_scrape=self.scheduler.update_gauges,
-                                         debug=self._debug_pages())
-            except (OSError, ValueError) as exc:
-                raise PolicydError(f"cannot serve metrics on {o.metrics_bind_address!r}: "
-                                   f"{exc}") from None
+            self.http = serve_metrics(o.metrics_bind_address, self.metrics, self.synced,
+                                      before_scrape=self.scheduler.update_gauges,
+                                      debug=self._debug_pages(),
+                                      health=self.health_problems)
             self.http.start()
             log.info("serving /metrics, /healthz, /readyz, /debug/queue, "
-                     "/debug/metrics-cache on %s:%d",
-                     self.http.server.server_address[0], self.http.port)
+                     "/debug/metrics-cache on %s", self.http.address)
         self.events.start()
         if self.node_metrics is not None and self.loaded.metrics_providers:
             self.node_metrics.apply(self.loaded.metrics_providers)
@@ -259,6 +321,41 @@ class Daemon:
         self.client.close()
         log.info("stopped")
         return EXIT_OK
+
+
+def serve_metrics(address: str, metrics: Metrics, ready: Callable[[], bool],
+                  **kw: Any) -> HealthServer:
+    """The HealthServer on `address`. A malformed address is a usage error (exit 2);
+    an address this host refuses (in use, not ours, no permission) is a runtime
+    failure (exit 1), and the message says which and names the address."""
+    where = f"cannot serve metrics on {address!r}"
+    try:
+        return HealthServer(address, metrics, ready, **kw)
+    except (ValueError, socket.gaierror) as exc:
+        raise PolicydError(f"{where}: {exc}") from None
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            reason = "the address is already in use (another process listens on it)"
+        else:
+            reason = exc.strerror or str(exc)
+        raise RuntimeFailure(f"{where}: {reason}") from None
+
+
+def flag_overrides(options: RunOptions) -> frozenset[str]:
+    """The runtime settings a command-line flag sets instead of the profile."""
+    flags = {"kubeconfig": options.kubeconfig, "qps": options.qps, "burst": options.burst,
+             "parallelism": options.binders, "leader_elect": options.leader_elect,
+             "lease_namespace": options.lease_namespace, "lease_name": options.lease_name}
+    return frozenset(name for name, value in flags.items() if value is not None)
+
+
+def own_pod_ref(env: Mapping[str, str]) -> api.ObjectRef | None:
+    """This daemon's Pod, from the downward API variables the deployment sets
+    (POD_NAME, POD_NAMESPACE, optionally POD_UID); None outside such a pod."""
+    name, namespace = env.get("POD_NAME", ""), env.get("POD_NAMESPACE", "")
+    if not name or not namespace:
+        return None
+    return api.pod_ref(namespace, name, env.get("POD_UID", ""))
 
 
 def _metrics_manager(nodes: Callable[[], list[Any]], metrics: Metrics) -> Any:

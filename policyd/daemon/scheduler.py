@@ -78,6 +78,7 @@ class Scheduler:
         self.stopping = threading.Event()
         self._abandon = threading.Event()  # the shutdown grace period is over
         self.bound_total = 0
+        self.heartbeat = clock()  # the loop's last round, for /healthz
 
     # -- profiles -----------------------------------------------------------------------
 
@@ -276,6 +277,7 @@ class Scheduler:
         for leadership; never starts a cycle without both."""
         next_flush = self.clock() + FLUSH_UNSCHEDULABLE_PERIOD
         while not stop.is_set() and not self.stopping.is_set():
+            self.heartbeat = self.clock()
             if not ready() or not self.is_leader():
                 stop.wait(0.1)
                 continue
@@ -334,7 +336,13 @@ class Scheduler:
         message = result.message
         if where is not None:
             post, patch = self.throttle.check(pod.uid, message)
-            if self.verbosity >= 2 or post:
+            # As kube-scheduler: "no fit" is a decision, shown from -v 2 (the event and
+            # the condition carry it anyway); an error is shown at any verbosity.
+            if not unschedulable:
+                log.error("error scheduling %s: %s; retrying (-> %s queue)", pod.key,
+                          message, where,
+                          extra={"pod": pod.key, "queue": where, "reason": message})
+            elif self.verbosity >= 2:
                 log.info("%s: %s (-> %s queue)", pod.key, message, where,
                          extra={"pod": pod.key, "queue": where, "reason": message})
             self.events.failed(pod.namespace, pod.name, pod.uid, message, profile,
@@ -402,8 +410,8 @@ class Scheduler:
                     self._bind_failed(qp, node, profile, f"binding rejected: {exc}")
                     return
                 delay = exc.retry_after or backoff.next_delay()
-                log.warning("binding %s to %s: %s; retrying in %.1fs", pod.key, node, exc,
-                            delay)
+                log.warning("binding %s to %s: attempt %d failed: %s; retrying in %.1fs",
+                            pod.key, node, backoff.attempts, exc, delay)
                 # Retries go on during a graceful stop, until its grace period is over.
                 if self._abandon.wait(min(delay, 5.0)):
                     self._bind_failed(qp, node, profile, "scheduler stopping")

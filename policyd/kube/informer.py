@@ -126,7 +126,9 @@ class Informer:
                     need_list = True
                     continue
                 delay = self.backoff.next_delay()
-                log.warning("%s: %s; retrying in %.1fs", self.name, exc, delay)
+                log.warning("%s: %s %s failed (attempt %d): %s; retrying in %.1fs",
+                            self.name, "list" if need_list else "watch", self.path,
+                            self.backoff.attempts, exc, delay)
                 if self.on_error is not None:
                     self.on_error(exc)
                 if exc.status in (401, 403, 404):
@@ -223,6 +225,9 @@ class Informer:
                 self.resource_version = rv
             return
         key, uid = object_key(obj), object_uid(obj)
+        if log.isEnabledFor(logging.DEBUG):  # -v 4; the check keeps the hot path cheap
+            log.debug("%s: watch event %s %s %s (resourceVersion %s)", self.name, etype,
+                      obj.get("kind") or _item_kind(self.path), key, rv)
         if etype == "ADDED" or etype == "MODIFIED":
             replaced = self._uid_of.get(key)
             if replaced is not None and replaced != uid:

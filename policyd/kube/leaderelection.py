@@ -106,6 +106,20 @@ class LeaderElector:
             return self._leading and (self.clock() - self._last_renew
                                       < self.settings.renew_deadline)
 
+    def check(self, max_tolerable_expired: float) -> str | None:
+        """A health problem, or None (client-go's LeaderElector.Check behind
+        kube-scheduler's /healthz): still counting itself leader a lease duration plus
+        `max_tolerable_expired` after its last renewal means the loop is stuck, since
+        it should have stepped down after `renew_deadline`. A standby is healthy."""
+        with self._lock:
+            if not self._leading:
+                return None
+            age = self.clock() - self._last_renew
+        if age <= self.settings.lease_duration + max_tolerable_expired:
+            return None
+        return (f"lease {self.settings.namespace}/{self.settings.name} not renewed for "
+                f"{age:.0f}s")
+
     def run(self, stop: threading.Event) -> None:
         failures = 0
         try:
@@ -117,7 +131,9 @@ class LeaderElector:
                     # One warning per outage; the retries every retryPeriod go to debug.
                     failures += 1
                     (log.warning if failures == 1 else log.debug)(
-                        "leader election: %s", exc)
+                        "leader election: lease %s/%s: attempt %d failed: %s; "
+                        "retrying in %.1fs", self.settings.namespace, self.settings.name,
+                        failures, exc, self.settings.retry_period)
                     ok = False
                 self._after_attempt(ok)
                 stop.wait(self.settings.retry_period)

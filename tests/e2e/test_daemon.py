@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from policyd.daemon.queue import UNSCHEDULABLE
+from policyd.daemon.queue import BACKOFF, UNSCHEDULABLE
 from tests.e2e.helpers import Cluster, DaemonFactory, metric, scrape, wait_for, write_profile
 
 HW = {"myorg.io/require-hw-encrypt": "true"}
@@ -330,3 +330,129 @@ metricsProviders:
         cluster.pod(f"p{i}", sched)
     for i in range(3):
         assert cluster.wait_bound(f"p{i}") == "fast"
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def test_a_backoff_reload_is_applied_live(cluster: Cluster, daemons: DaemonFactory,
+                                          policy_dir: Path) -> None:
+    """podInitialBackoffSeconds raised from 1 to 6 while running: a pod that failed
+    once and then fits waits out the new backoff, not the old one."""
+    sched = _scheduler()
+    cluster.node("plain")
+    profile = write_profile(policy_dir.parent, sched)
+    d = daemons.start(profile)
+    _edit(profile, "podInitialBackoffSeconds: 1\npodMaxBackoffSeconds: 2",
+          "podInitialBackoffSeconds: 6\npodMaxBackoffSeconds: 6")
+    wait_for(lambda: d.watcher.reloads == 1, 10, "the reload")
+    uid = cluster.pod("secure", sched, annotations=HW)["metadata"]["uid"]
+
+    def failed_once() -> bool:
+        qp = d.scheduler.queue.get(uid)
+        return qp is not None and qp.attempts == 1 and qp.where in (UNSCHEDULABLE,
+                                                                   BACKOFF)
+
+    wait_for(failed_once, 10, "the first failure")
+    failed_at = time.monotonic()
+    cluster.node("hw", labels=HW_LABEL)  # it fits now, once its backoff is over
+    assert cluster.wait_bound("secure", timeout=20) == "hw"
+    waited = time.monotonic() - failed_at
+    assert 4.5 <= waited <= 12, waited  # 6 s after the failure; the old value was 1 s
+    _, text = scrape(d.http.port)  # type: ignore[union-attr]
+    assert metric(text, "policyd_config_reloads_total", result="applied") == 1
+    assert metric(text, "policyd_config_reloads_total",
+                  result="applied_restart_required") == 0
+    assert [e for e in cluster.events(namespace="default", reason="RestartRequired")
+            if e["involvedObject"]["name"] == sched] == []
+
+
+def test_a_leader_election_reload_says_it_needs_a_restart(
+        cluster: Cluster, daemons: DaemonFactory, policy_dir: Path) -> None:
+    sched = _scheduler()
+    profile = write_profile(policy_dir.parent, sched)
+    d = daemons.start(profile)
+    _edit(profile, "leaseDuration: 4s", "leaseDuration: 6s")
+    wait_for(lambda: d.watcher.reloads == 1, 10, "the reload")
+    events = wait_for(lambda: [e for e in cluster.events(namespace="default",
+                                                         reason="RestartRequired")
+                               if e["involvedObject"]["name"] == sched], 10,
+                      "a RestartRequired event on the Lease")
+    [event] = events
+    assert (event["type"], event["involvedObject"]["kind"]) == ("Warning", "Lease")
+    assert "leaderElection.leaseDuration (4 -> 6)" in event["message"]
+    assert str(profile) in event["message"]
+    _, text = scrape(d.http.port)  # type: ignore[union-attr]
+    assert metric(text, "policyd_config_reloads_total",
+                  result="applied_restart_required") == 1
+    assert metric(text, "policyd_config_reloads_total", result="applied") == 0
+    # Truly not applied: the lease is still renewed with the running duration.
+    time.sleep(1.5)
+    lease = cluster.lease(sched)
+    assert lease is not None and lease["spec"]["leaseDurationSeconds"] == 4
+
+
+def test_without_leader_election_config_events_go_to_the_own_pod(
+        cluster: Cluster, daemons: DaemonFactory, policy_dir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Lease exists: the InvalidConfiguration event is on the daemon's Pod (named
+    by the downward API variables), an object that exists."""
+    sched = _scheduler()
+    me = cluster.pod("policyd-self", "nobody")
+    monkeypatch.setenv("POD_NAME", "policyd-self")
+    monkeypatch.setenv("POD_NAMESPACE", cluster.ns)
+    monkeypatch.setenv("POD_UID", me["metadata"]["uid"])
+    d = daemons.start(write_profile(policy_dir.parent, sched), leader_elect=False)
+    hw = policy_dir / "hw-encrypt.yaml"
+    _edit(hw, "pluginName: HwEncrypt", "pluginName: hw encrypt")
+    wait_for(lambda: d.watcher.failures == 1, 10, "the reload to be rejected")
+    [event] = wait_for(lambda: cluster.events(pod="policyd-self",
+                                              reason="InvalidConfiguration"), 10,
+                       "the Warning event on the Pod")
+    assert event["involvedObject"]["kind"] == "Pod"
+    assert event["involvedObject"]["uid"] == me["metadata"]["uid"]
+    assert f"{hw} changed" in event["message"]
+    assert cluster.lease(sched) is None
+    assert [e for e in cluster.events(namespace="default", reason="InvalidConfiguration")
+            if e["involvedObject"]["name"] == sched] == []
+
+
+def test_a_deleted_policy_file_is_named_in_the_rejection(
+        cluster: Cluster, daemons: DaemonFactory, policy_dir: Path) -> None:
+    """The profile enables HwEncrypt by name; its file is deleted: the rejection says
+    the file is gone, not only that the plugin is not registered."""
+    sched = _scheduler()
+    profile = write_profile(policy_dir.parent, sched, extra="""\
+  plugins:
+    filter:
+      enabled:
+      - name: HwEncrypt
+""")
+    d = daemons.start(profile)
+    hw = policy_dir / "hw-encrypt.yaml"
+    hw.unlink()
+    wait_for(lambda: d.watcher.failures == 1, 10, "the reload to be rejected")
+    [event] = wait_for(lambda: [e for e in cluster.events(namespace="default",
+                                                          reason="InvalidConfiguration")
+                                if e["involvedObject"]["name"] == sched], 10,
+                       "the Warning event on the Lease")
+    assert event["message"].startswith(
+        f"configuration change rejected, previous one still in use: {hw} was deleted: ")
+    assert 'plugin "HwEncrypt" is not registered' in event["message"]
+
+
+def test_healthz_fails_when_the_leader_election_loop_dies(
+        cluster: Cluster, daemons: DaemonFactory, policy_dir: Path) -> None:
+    sched = _scheduler()
+    d = daemons.start(write_profile(policy_dir.parent, sched))
+    port = d.http.port  # type: ignore[union-attr]
+    assert scrape(port, "/healthz") == (200, "ok")
+    d._elector_stop.set()  # its loop ends (as if it had crashed) while the rest runs
+    wait_for(lambda: scrape(port, "/healthz")[0] == 500, 10, "/healthz to fail")
+    _, body = scrape(port, "/healthz")
+    assert body.splitlines() == ["[-]policyd-leader: the thread has exited",
+                                 "healthz check failed"]
+    assert scrape(port, "/readyz") == (200, "ok")  # readiness is about the caches

@@ -9,8 +9,12 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from pathlib import Path
+
+import pytest
 
 from tests.e2e.helpers import Cluster, ProcessFactory, metric, scrape, wait_for, write_profile
 
@@ -192,3 +196,77 @@ def test_two_replicas_bind_every_pod_once_and_hand_over(
     assert metric(text, "policyd_bind_errors_total") == 0
     for n in names + later:
         assert len(cluster.events(pod=n, reason="Scheduled")) == 1, n
+
+
+def _ipv6_port() -> int:
+    with socket.socket(socket.AF_INET6) as s:
+        s.bind(("::1", 0))
+        return int(s.getsockname()[1])
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except (urllib.error.URLError, OSError):
+        return 0, ""
+
+
+@pytest.mark.parametrize("host", ["[::1]", "[::]"])
+def test_metrics_are_served_on_ipv6(cluster: Cluster, processes: ProcessFactory,
+                                    tmp_path: Path, host: str) -> None:
+    try:
+        port = _ipv6_port()
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    sched = f"policyd-{uuid.uuid4().hex[:6]}"
+    profile = write_profile(tmp_path, sched, policies=None)
+    proc = processes.start("--config", str(profile), "--metrics-bind-address",
+                           f"{host}:{port}")
+    cluster.node("n1")
+    wait_for(lambda: _get(f"http://[::1]:{port}/readyz")[0] == 200, 30,
+             "readyz on IPv6")
+    assert proc.poll() is None, processes.log(0)
+    assert _get(f"http://[::1]:{port}/healthz") == (200, "ok")
+    status, text = _get(f"http://[::1]:{port}/metrics")
+    assert status == 200 and "policyd_leader" in text
+    if host == "[::]":  # the wildcard takes IPv4 too, as kube-scheduler's does
+        assert scrape(port, "/healthz") == (200, "ok")
+    cluster.pod("p", sched)
+    assert cluster.wait_bound("p") == "n1"
+    assert f"on {host}:{port}" in processes.log(0)
+
+
+@pytest.mark.parametrize("family", ["ipv4", "ipv6"])
+def test_a_busy_metrics_port_is_a_runtime_failure(tmp_path: Path, family: str) -> None:
+    """Exit 1 (the daemon cannot run here), not 2 (usage error), with one line naming
+    the address; no request is sent to the API server."""
+    af, host, shown = ((socket.AF_INET, "127.0.0.1", "127.0.0.1") if family == "ipv4"
+                       else (socket.AF_INET6, "::1", "[::1]"))
+    listener = CountingListener()
+    try:
+        holder = socket.socket(af)
+    except OSError:
+        pytest.skip(f"no {family} here")
+    try:
+        try:
+            holder.bind((host, 0))
+        except OSError:
+            pytest.skip(f"no {family} loopback here")
+        holder.listen(1)
+        address = f"{shown}:{holder.getsockname()[1]}"
+        profile = tmp_path / "p.yaml"
+        profile.write_text("apiVersion: policyd.io/v1alpha1\nkind: PolicydConfiguration\n")
+        result = _policyd("--config", str(profile),
+                          "--kubeconfig", str(_kubeconfig_for(tmp_path, listener.port)),
+                          "--metrics-bind-address", address)
+        assert result.returncode == 1, result.stderr
+        assert (f"cannot serve metrics on {address!r}: the address is already in use"
+                in result.stderr)
+        assert "Traceback" not in result.stderr
+        assert listener.connections == 0
+    finally:
+        holder.close()
+        listener.close()

@@ -5,6 +5,7 @@ the files, unreadable files, and unexpected exceptions while loading or applying
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -27,12 +28,21 @@ class Events:
         self.posted.append((ref.kind, ref.name, event_type, reason, message))
 
 
+class Queue:
+    def __init__(self) -> None:
+        self.backoff: tuple[float, float] | None = None
+
+    def set_backoff(self, initial: float, maximum: float) -> None:
+        self.backoff = (initial, maximum)
+
+
 class Scheduler:
     """Records the frameworks it is given; `fail_on` makes one switch raise."""
 
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
         self.fail_on: object | None = None
+        self.queue = Queue()
 
     def set_frameworks(self, frameworks: dict[str, Any]) -> None:
         self.calls.append(frameworks)
@@ -44,9 +54,12 @@ def daemon(loaded: LoadedConfig) -> Daemon:
     """A Daemon with only what the reload path touches: no client, no threads."""
     d = Daemon.__new__(Daemon)
     d.loaded = loaded
+    d.running = loaded.settings
+    d.flag_overrides = frozenset()
+    d.own_pod = None
     d.metrics = Metrics()
     d.events = Events()  # type: ignore[assignment]
-    d.elector = None
+    d.elector = SimpleNamespace(lease_uid="lease-uid")  # type: ignore[assignment]
     d.le_settings = LeaderElectionSettings(namespace="sched", name="policyd")
     d.node_metrics = None
     d.scheduler = Scheduler()  # type: ignore[assignment]
