@@ -5,16 +5,21 @@ PriorityQueue in pkg/scheduler/backend/queue).
   among equals.
 - backoffQ: pods that failed and wait `podInitialBackoffSeconds * 2^(attempts-1)`
   (capped at `podMaxBackoffSeconds`) before going back to activeQ.
-- unschedulable: pods no node fits. They return (to backoffQ if still backing off,
-  else activeQ) on a cluster event that could make them fit (`move_all`), or after
-  `max_in_unschedulable` seconds (upstream's podMaxInUnschedulablePodsDuration, 5 min)
-  via `flush`.
+- unschedulable: pods no node fits, with the plugins that rejected them. A cluster
+  event (`move`) returns a pod (to backoffQ if still backing off, else activeQ) only
+  when one of *its* rejecting plugins registered that event and that plugin's
+  queueing hint says QUEUE (upstream's isPodWorthRequeuing): a pod refused by
+  NodeAffinity alone is not retried when a pod is deleted. A pod rejected with no
+  plugin named (no nodes at all) moves on any event. Every pod also returns after
+  `max_in_unschedulable` seconds (upstream's podMaxInUnschedulablePodsDuration,
+  5 min) via `flush`, and on a wildcard move (`move_all`, e.g. a policy reload).
 - gated: pods with schedulingGates wait here until the gates are removed.
 
-A pod that fails while a move event happened during its cycle goes to backoffQ, not
-unschedulable (upstream's moveRequestCycle), so an event that came too late for the
-cycle is not lost. Deleting a pod removes it wherever it is, including while it is
-being scheduled (in flight), so it is never requeued.
+Events that arrive while pods are being scheduled (in flight) are kept until those
+pods are back; a pod that then fails goes to backoffQ instead of unschedulable if one
+of those events could have helped it (upstream's inFlightEvents), so an event that came
+too late for the cycle is not lost. Deleting a pod removes it wherever it is,
+including while it is in flight, so it is never requeued.
 
 The clock is injected: tests drive time by hand and never sleep.
 """
@@ -23,12 +28,29 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from policyd.framework.events import (
+    FORCE_ACTIVATE,
+    QUEUE,
+    UNSCHEDULABLE_TIMEOUT,
+    ClusterEvent,
+    ClusterEventWithHint,
+    matches,
+    pod_update_events,
+)
 from policyd.model.records import Pod
+
+log = logging.getLogger("policyd.daemon.queue")
+
+# Per profile (schedulerName): every (plugin, registration) of its plugins that can
+# reject a pod (PreFilter and Filter), as Framework.queueing_hints builds it.
+HintMap = Mapping[str, Sequence[tuple[str, ClusterEventWithHint]]]
 
 # Upstream's defaults (pkg/scheduler/backend/queue, apis/config/v1 defaults).
 DEFAULT_INITIAL_BACKOFF = 1.0
@@ -57,6 +79,7 @@ class QueuedPod:
     deleted: bool = False  # deleted (or bound elsewhere) while in flight
     seq: int = 0
     unschedulable_plugins: set[str] = field(default_factory=set)
+    in_flight_since: int = 0  # id of the first cluster event seen while in flight
 
     @property
     def uid(self) -> str:
@@ -109,9 +132,18 @@ class SchedulingQueue:
         self._backoff: list[tuple[float, int, QueuedPod]] = []
         self._seq = itertools.count()
         self.scheduling_cycle = 0
-        self.move_request_cycle = -1
+        self._hints: HintMap = {}
+        # Events seen while any pod was in flight: (id, event, old, new), ids rising.
+        self._in_flight_events: list[tuple[int, ClusterEvent, Any, Any]] = []
+        self._event_ids = itertools.count()
+        self._next_event_id = 0
         self._cond = threading.Condition()
         self._closed = False
+
+    def set_hints(self, hints: HintMap) -> None:
+        """The profiles' registered events and queueing hints (at start and reload)."""
+        with self._cond:
+            self._hints = dict(hints)
 
     # -- ordering -----------------------------------------------------------------------
 
@@ -154,8 +186,15 @@ class SchedulingQueue:
         if qp.where == GATED and not pod.scheduling_gates:
             self._push_active(qp)
         elif qp.where == UNSCHEDULABLE and spec_changed(old, pod):
-            # The pod itself changed (labels, tolerations...): it may fit now.
-            self._move_one(qp)
+            # The pod itself changed: it moves if a rejecting plugin registered that
+            # kind of change (a new toleration, its labels...) and its hint agrees.
+            for event in pod_update_events(old, pod):
+                if self._worth_requeuing(qp, event, old, pod):
+                    self._move_one(qp)
+                    break
+        elif qp.where == IN_FLIGHT and spec_changed(old, pod):
+            for event in pod_update_events(old, pod):
+                self._record_in_flight(event, old, pod)
         elif qp.where == ACTIVE and old.priority != pod.priority:
             self._push_active(qp)  # re-sorted; the old entry is now stale
 
@@ -167,6 +206,7 @@ class SchedulingQueue:
                 return False
             qp.deleted = True
             qp.where = ""
+            self._prune_in_flight_events()
             return True
 
     def __contains__(self, uid: str) -> bool:
@@ -192,6 +232,7 @@ class SchedulingQueue:
                     qp.cycle = self.scheduling_cycle
                     qp.attempts += 1
                     qp.where = IN_FLIGHT
+                    qp.in_flight_since = self._next_event_id
                     return qp
                 if self._closed:
                     return None
@@ -234,6 +275,7 @@ class SchedulingQueue:
             if qp is not None and qp.where == IN_FLIGHT:
                 del self._pods[uid]
                 qp.where = ""
+                self._prune_in_flight_events()
 
     def requeue(self, qp: QueuedPod, *, unschedulable: bool,
                 plugins: set[str] | None = None) -> str | None:
@@ -248,16 +290,16 @@ class SchedulingQueue:
                 return None  # re-added as a new entry meanwhile
             self._pods[qp.uid] = qp
             qp.timestamp = self.clock()
-            if plugins is not None:
-                qp.unschedulable_plugins = set(plugins)
+            qp.unschedulable_plugins = set(plugins) if plugins is not None else set()
             if qp.pod.scheduling_gates:
                 qp.where = GATED
-            elif not unschedulable or self.move_request_cycle >= qp.cycle:
-                # An error, or an event arrived while this pod was being scheduled:
-                # the event may be what it needed, so only back off.
+            elif not unschedulable or self._helped_while_in_flight(qp):
+                # An error, or an event arrived while this pod was being scheduled
+                # that may be what it needed: only back off.
                 self._push_backoff(qp)
             else:
                 qp.where = UNSCHEDULABLE
+            self._prune_in_flight_events()
             return qp.where
 
     def requeue_active(self, qp: QueuedPod) -> None:
@@ -270,19 +312,78 @@ class SchedulingQueue:
 
     # -- moving ---------------------------------------------------------------------------
 
-    def move_all(self, event: str = "") -> int:
-        """A cluster event that could make unschedulable pods fit: move them all to
-        backoffQ (still backing off) or activeQ. Returns how many moved."""
+    def move(self, event: ClusterEvent, old: Any = None, new: Any = None) -> list[Pod]:
+        """A cluster event (`old`/`new`: the changed Pod or Node record, None for an add
+        or a delete): move the unschedulable pods it can help to backoffQ (still
+        backing off) or activeQ (MoveAllToActiveOrBackoffQueue). Returns the pods
+        moved."""
         with self._cond:
-            moved = 0
+            moved: list[Pod] = []
             for qp in list(self._pods.values()):
-                if qp.where == UNSCHEDULABLE:
+                if qp.where == UNSCHEDULABLE and self._worth_requeuing(qp, event, old, new):
                     self._move_one(qp)
-                    moved += 1
-            self.move_request_cycle = self.scheduling_cycle
+                    moved.append(qp.pod)
+            self._record_in_flight(event, old, new)
             if moved:
                 self._cond.notify_all()
             return moved
+
+    def move_all(self, label: str = "ForceActivate") -> int:
+        """Move every unschedulable pod, whatever rejected it (a wildcard event, such
+        as a policy reload that may have changed every plugin). Returns how many."""
+        event = ClusterEvent(FORCE_ACTIVATE.resource, FORCE_ACTIVATE.action, label)
+        return len(self.move(event))
+
+    def _worth_requeuing(self, qp: QueuedPod, event: ClusterEvent, old: Any,
+                         new: Any) -> bool:
+        """Whether `event` can help `qp` (isPodWorthRequeuing): only the hints of the
+        plugins that rejected it count; a hint that raises counts as QUEUE."""
+        rejectors = qp.unschedulable_plugins
+        if not rejectors or event.is_wildcard:
+            return True
+        registered = self._hints.get(qp.pod.scheduler_name)
+        if registered is None:
+            return True  # a profile we know nothing about: never strand its pods
+        for plugin, reg in registered:
+            if plugin not in rejectors or not matches(reg.event, event):
+                continue
+            if reg.hint is None:
+                return True
+            try:
+                if reg.hint(qp.pod, old, new) is QUEUE:
+                    return True
+            except Exception:
+                log.exception("queueing hint of %s failed on %s for %s; requeueing",
+                              plugin, event.label, qp.pod.key)
+                return True
+        return False
+
+    def _record_in_flight(self, event: ClusterEvent, old: Any, new: Any) -> None:
+        """Keep `event` for the pods being scheduled now (addEventIfAnyInFlight)."""
+        event_id = next(self._event_ids)
+        self._next_event_id = event_id + 1
+        if any(qp.where == IN_FLIGHT for qp in self._pods.values()):
+            self._in_flight_events.append((event_id, event, old, new))
+
+    def _helped_while_in_flight(self, qp: QueuedPod) -> bool:
+        """determineSchedulingHintForInFlightPod: did an event seen during its cycle
+        possibly help? A pod no plugin rejected always goes back after backoff."""
+        if not qp.unschedulable_plugins:
+            return True
+        return any(self._worth_requeuing(qp, event, old, new)
+                   for event_id, event, old, new in self._in_flight_events
+                   if event_id >= qp.in_flight_since)
+
+    def _prune_in_flight_events(self) -> None:
+        """Drop the events no pod still in flight can need."""
+        if not self._in_flight_events:
+            return
+        oldest = min((qp.in_flight_since for qp in self._pods.values()
+                      if qp.where == IN_FLIGHT), default=None)
+        if oldest is None:
+            self._in_flight_events.clear()
+        elif self._in_flight_events[0][0] < oldest:
+            self._in_flight_events = [e for e in self._in_flight_events if e[0] >= oldest]
 
     def _move_one(self, qp: QueuedPod) -> None:
         if self.backoff_expiry(qp) > self.clock():
@@ -298,6 +399,7 @@ class SchedulingQueue:
             self._flush_backoff_locked(now)
             for qp in list(self._pods.values()):
                 if qp.where == UNSCHEDULABLE and now - qp.timestamp >= self.max_in_unschedulable:
+                    log.debug("%s: %s", UNSCHEDULABLE_TIMEOUT.label, qp.pod.key)
                     self._move_one(qp)
 
     def _flush_backoff_locked(self, now: float) -> None:

@@ -6,6 +6,13 @@ the queue never calls back). A cycle holds the lock from decision to `assume`, s
 placement counts on its node before the next pod is considered; binding then runs in
 a bounded pool without the lock.
 
+Requeueing follows upstream's queueing hints: every informer change that can matter is
+turned into a cluster event (a bound pod added, confirmed, updated or deleted; a node
+added, updated in the fields it changed, or deleted) and handed to the queue, which
+moves only the unschedulable pods whose rejecting plugins registered that event and
+whose hints say it may help (see `policyd.framework.events`). At `-v 4` every event
+that finds unschedulable pods logs how many it moved, and which.
+
 A pod is never bound twice: it is dropped from the queue once assumed, the loop skips
 pods that are assumed or bound, the Binding carries the pod's uid as a precondition,
 and a 409 is never retried (when an earlier attempt that timed out had in fact
@@ -14,6 +21,7 @@ succeeded, the pod is read back to confirm it is on our node).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -23,9 +31,24 @@ from typing import Any
 
 from policyd.daemon.events import EventSink, FailureThrottle
 from policyd.daemon.metrics import Metrics, instrument
-from policyd.daemon.queue import FLUSH_UNSCHEDULABLE_PERIOD, QueuedPod, SchedulingQueue
+from policyd.daemon.queue import (
+    FLUSH_UNSCHEDULABLE_PERIOD,
+    UNSCHEDULABLE,
+    QueuedPod,
+    SchedulingQueue,
+)
 from policyd.engine.scheduler import ScheduleResult, schedule_one
 from policyd.errors import InvalidObjectError
+from policyd.framework.events import (
+    ASSIGNED_POD_ADD,
+    ASSIGNED_POD_DELETE,
+    NODE_ADD,
+    NODE_DELETE,
+    ClusterEvent,
+    ClusterEventWithHint,
+    node_update_events,
+    pod_update_events,
+)
 from policyd.framework.runtime import Framework
 from policyd.kube import api
 from policyd.kube.backoff import Backoff
@@ -38,6 +61,7 @@ log = logging.getLogger("policyd.daemon.scheduler")
 Obj = dict[str, Any]
 
 BIND_DEADLINE = 60.0  # give up retrying a bind after this long, then requeue
+MOVED_PODS_LOGGED = 10  # pod keys named per event in the -v 4 log line
 
 
 class Scheduler:
@@ -68,6 +92,7 @@ class Scheduler:
         self.cluster = ClusterState()
         self.queue = SchedulingQueue(self._less, clock=clock, initial_backoff=initial_backoff,
                                      max_backoff=max_backoff)
+        self.queue.set_hints(_hints_of(frameworks))
         self.assumed: dict[str, str] = {}  # pod uid -> node, until the API shows it bound
         self.throttle = FailureThrottle(clock)
         self._pool = ThreadPoolExecutor(max_workers=binders, thread_name_prefix="policyd-bind")
@@ -96,6 +121,7 @@ class Scheduler:
         with self.lock:
             self.frameworks = frameworks
             self.queue.set_less(self._less)
+            self.queue.set_hints(_hints_of(frameworks))
             for uid, qp in list(self._queued_items()):
                 if qp.pod.scheduler_name not in frameworks:
                     self.queue.delete(uid)
@@ -175,7 +201,6 @@ class Scheduler:
         self._pod_changed(old, pod)
 
     def _pod_changed(self, old: Obj | None, pod: Pod) -> None:
-        move = False
         with self.lock:
             uid = pod.uid
             was_on = self.cluster.node_of(uid)
@@ -183,59 +208,97 @@ class Scheduler:
                 # Our binding is in flight; the API has not caught up. Keep the
                 # assumption so the pod keeps counting on its node.
                 return
-            if uid in self.assumed:
-                del self.assumed[uid]
+            confirmed = self.assumed.pop(uid, None) is not None
+            before = self._counted_pod(uid) if was_on else None
             self.cluster.upsert_pod(pod)
             if pod.node_name or pod.finished:
                 # Bound (by us or anyone) or finished: nothing left to schedule.
                 self.queue.delete(uid)
                 self.throttle.forget(uid)
-                if was_on and pod.finished:
-                    move = True  # its resources are free now
             elif self._responsible(pod) and not pod.deleting:
                 self.queue.add(pod)
             else:
                 self.queue.delete(uid)
-            if move:
-                self.queue.move_all("AssignedPodFinished")
+            counted = self.cluster.node_of(uid) is not None
+            if counted and (not was_on or confirmed):
+                # Bound now: by another scheduler, created bound, or our own binding
+                # confirmed (upstream's informer sees each as an assigned pod added).
+                self._move(ASSIGNED_POD_ADD, None, pod)
+            elif was_on and not counted:
+                # Finished (or gone from its node): its resources are free now.
+                self._move(ASSIGNED_POD_DELETE, before, None)
+            elif was_on and counted and before is not None and old is not None:
+                for event in pod_update_events(before, pod):
+                    self._move(event, before, pod)
 
     def on_pod_delete(self, obj: Obj) -> None:
         meta = obj.get("metadata") or {}
         uid = str(meta.get("uid") or "")
         with self.lock:
+            assumed_on = self.assumed.pop(uid, None)
             removed = self.cluster.remove_pod(uid)
-            was_bound = (removed is not None and bool(removed.node_name)) or uid in self.assumed
-            self.assumed.pop(uid, None)
             self.throttle.forget(uid)
             self._bad_objects.pop(uid, None)
             self.queue.delete(uid)
-            if was_bound:
-                self.queue.move_all("AssignedPodDelete")
+            if removed is not None and assumed_on is not None and not removed.node_name:
+                removed = dataclasses.replace(removed, node_name=assumed_on, cache={})
+            if removed is not None and removed.node_name:
+                self._move(ASSIGNED_POD_DELETE, removed, None)
+
+    def _counted_pod(self, uid: str) -> Pod | None:
+        """Under the lock: the record of a pod counted on a node, as last seen."""
+        node = self.cluster.node_of(uid)
+        info = self.cluster.get(node) if node is not None else None
+        return info.pods.get(uid) if info is not None else None
+
+    def _move(self, event: ClusterEvent, old: Any, new: Any) -> None:
+        """Under the lock: hand a cluster event to the queue, and say at -v 4 what it
+        moved (the line that tells why a pending pod was, or was not, retried)."""
+        moved = self.queue.move(event, old, new)
+        if log.isEnabledFor(logging.DEBUG):
+            waiting = self.queue.counts()[UNSCHEDULABLE]
+            if moved or waiting:
+                keys = [p.key for p in moved[:MOVED_PODS_LOGGED]]
+                more = len(moved) - len(keys)
+                log.debug("event %s moved %d pod(s)%s%s; %d still unschedulable",
+                          event.label, len(moved), f": {', '.join(keys)}" if keys else "",
+                          f" (+{more} more)" if more > 0 else "", waiting,
+                          extra={"event": event.label, "moved": len(moved)})
 
     # -- informer handlers: nodes -------------------------------------------------------
 
     def on_node_add(self, obj: Obj) -> None:
-        self._node_changed(obj, "NodeAdd")
+        self._node_changed(obj)
 
     def on_node_update(self, old: Obj, new: Obj) -> None:
-        self._node_changed(new, "NodeUpdate" if node_changed(old, new) else "")
+        self._node_changed(new)
 
-    def _node_changed(self, obj: Obj, event: str) -> None:
+    def _node_changed(self, obj: Obj) -> None:
         try:
             node = node_from_dict(obj)
         except InvalidObjectError as exc:
             log.error("skipping malformed node: %s", exc)
             return
         with self.lock:
+            known = self.cluster.get(node.name)
+            before = known.node if known is not None else None
             self.cluster.upsert_node(node)
-            if event:
-                self.queue.move_all(event)
+            if before is None:
+                self._move(NODE_ADD, None, node)
+                return
+            # One event per kind of change (labels, taints, allocatable...); a status
+            # heartbeat is none of them and moves nothing.
+            for event in node_update_events(before, node):
+                self._move(event, before, node)
 
     def on_node_delete(self, obj: Obj) -> None:
         meta = obj.get("metadata") or {}
         name = str(meta.get("name") or "")
         with self.lock:
+            known = self.cluster.get(name)
             self.cluster.remove_node(name, str(meta.get("uid") or name))
+            if known is not None and self.cluster.get(name) is None:
+                self._move(NODE_DELETE, known.node, None)
 
     # -- informer handlers: namespaces and workloads -------------------------------------
 
@@ -470,6 +533,9 @@ class Scheduler:
             self.cluster.forget(pod)
             self.metrics.schedule_attempts.labels("error", profile).inc()
             where = self.queue.requeue(qp, unschedulable=False)
+            # The room it held is free again (upstream moves pods on this too).
+            self._move(ASSIGNED_POD_DELETE, dataclasses.replace(pod, node_name=node, cache={}),
+                       None)
         log.warning("binding %s to %s failed: %s; requeued (%s)", pod.key, node, message,
                     where)
         if "leadership" not in message and "stopping" not in message:
@@ -492,12 +558,7 @@ class Scheduler:
         return finished
 
 
-def node_changed(old: Obj, new: Obj) -> bool:
-    """Whether a node update can change where pods fit: spec, labels, allocatable or
-    images (status heartbeats alone cannot)."""
-    om, nm = old.get("metadata") or {}, new.get("metadata") or {}
-    if om.get("labels") != nm.get("labels") or old.get("spec") != new.get("spec"):
-        return True
-    os_, ns = old.get("status") or {}, new.get("status") or {}
-    return bool(os_.get("allocatable") != ns.get("allocatable")
-                or os_.get("images") != ns.get("images"))
+def _hints_of(frameworks: dict[str, Framework]
+              ) -> dict[str, list[tuple[str, ClusterEventWithHint]]]:
+    """Each profile's registered events and hints, keyed by its schedulerName."""
+    return {name: fw.queueing_hints() for name, fw in frameworks.items()}

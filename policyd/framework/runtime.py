@@ -17,6 +17,7 @@ from time import perf_counter
 import numpy as np
 
 from policyd.framework.cycle_state import CycleState
+from policyd.framework.events import ClusterEventWithHint, registrations
 from policyd.framework.fit_error import Diagnosis
 from policyd.framework.interfaces import (
     FilterPlugin,
@@ -312,6 +313,19 @@ class Framework:
         # randrange(n) draws exactly as choice() of an n-long sequence does, without
         # turning thousands of tied indices (identical nodes) into a list.
         return int(tied[self.rng.randrange(tied.size)])
+
+    def queueing_hints(self) -> list[tuple[str, ClusterEventWithHint]]:
+        """Every (plugin, registered event) of the plugins that can reject a pod
+        (PreFilter and Filter), each plugin once: what the scheduling queue consults
+        to decide which events can help a pod those plugins rejected."""
+        seen: set[str] = set()
+        out: list[tuple[str, ClusterEventWithHint]] = []
+        for pl in [*self.pre_filter_plugins, *self.filter_plugins]:
+            if pl.name in seen:
+                continue
+            seen.add(pl.name)
+            out.extend((pl.name, reg) for reg in registrations(pl))
+        return out
 
     def less(self, a: Pod, b: Pod) -> bool:
         if self.queue_sort is None:

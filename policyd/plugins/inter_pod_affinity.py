@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from policyd.framework import MAX_NODE_SCORE, CycleState, PluginError, Status
+from policyd.framework.events import NODE, POD, ActionType, ClusterEvent, ClusterEventWithHint
 from policyd.model.cluster import ClusterState, NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import ABSENT, BoolArray, IntArray, NodeTable
@@ -48,6 +49,7 @@ from policyd.plugins.pod_affinity_terms import (
     resolve_namespaces,
     resolve_weighted_namespaces,
 )
+from policyd.plugins.pod_event_hints import affinity_after_node_change, affinity_after_pod_change
 
 DEFAULT_WEIGHT: int | None = 2
 
@@ -670,6 +672,15 @@ class InterPodAffinity:
         # The same float64 operations in the same order as normalize_score.
         scaled = float(MAX_NODE_SCORE) * ((scores - lo).astype(np.float64) / float(spread))
         return scaled.astype(np.int64)
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        # A peer bound or relabelled into a term, a blocker deleted or relabelled out
+        # of one; a node that gains (or changes) a topology key.
+        pod_actions = ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.DELETE
+        node_actions = ActionType.ADD | ActionType.UPDATE_NODE_LABEL
+        return (ClusterEventWithHint(ClusterEvent(POD, pod_actions), affinity_after_pod_change),
+                ClusterEventWithHint(ClusterEvent(NODE, node_actions),
+                                     affinity_after_node_change))
 
 
 def _namespace_labels(state: CycleState) -> Mapping[str, Mapping[str, str]] | None:

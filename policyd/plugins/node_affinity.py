@@ -33,10 +33,19 @@ from typing import Any
 import numpy as np
 
 from policyd.framework import MAX_NODE_SCORE, CycleState, PluginError, Status
+from policyd.framework.events import (
+    NODE,
+    QUEUE,
+    QUEUE_SKIP,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    QueueingHint,
+)
 from policyd.framework.interfaces import default_normalize_score, default_normalize_vector
 from policyd.model import k8snames
 from policyd.model.cluster import NodeInfo
-from policyd.model.records import Pod
+from policyd.model.records import Node, Pod
 from policyd.model.selectors import (
     NodeSelectorTerm,
     Requirement,
@@ -557,6 +566,28 @@ class NodeAffinity:
     def normalize_vector(self, state: CycleState, pod: Pod, table: NodeTable,
                          idx: IntArray, scores: IntArray) -> IntArray:
         return default_normalize_vector(MAX_NODE_SCORE, False, scores)
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        return (ClusterEventWithHint(
+            ClusterEvent(NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL),
+            self._after_node_change),)
+
+    def _after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """Queue when the node matches the pod's required affinity now and did not
+        before (or is new); a node the scheduler-enforced affinity excludes never helps."""
+        if not isinstance(new, Node):
+            return QUEUE_SKIP
+        added = self.added_required
+        if added is not None and not terms_match(added, new.labels, new.name):
+            return QUEUE_SKIP
+        c = pod_node_affinity(pod)
+        if c.required_error is not None:
+            return QUEUE  # upstream: a matching error counts as Queue
+        if not c.matches(new.labels, new.name):
+            return QUEUE_SKIP
+        if isinstance(old, Node) and c.matches(old.labels, old.name):
+            return QUEUE_SKIP
+        return QUEUE
 
 
 def new(args: Mapping[str, Any] | None = None) -> NodeAffinity:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from policyd.framework import CycleState, PluginError, Status
+from policyd.framework.events import NODE_ADD, ClusterEventWithHint
 from policyd.model.cluster import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import BoolArray, IntArray, NodeTable
@@ -50,6 +51,9 @@ class NodeName:
             return np.ones(idx.size, np.bool_)
         mask: BoolArray = idx == table.index.get(wanted, -1)
         return mask
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        return (ClusterEventWithHint(NODE_ADD),)  # no hint: always worth a retry
 
 
 def new(args: Mapping[str, Any] | None = None) -> NodeName:

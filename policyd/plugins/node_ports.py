@@ -14,6 +14,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from policyd.framework import CycleState, PluginError, Status
+from policyd.framework.events import (
+    NODE_ADD,
+    POD,
+    QUEUE,
+    QUEUE_SKIP,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    QueueingHint,
+)
 from policyd.model.cluster import NodeInfo, pod_host_ports
 from policyd.model.records import HostPort, Pod
 from policyd.plugins import names
@@ -89,6 +99,22 @@ class NodePorts:
             wanted = wanted_ports(pod)
         return [None if not n.used_ports or fits(wanted, n.used_ports) else _REJECT
                 for n in nodes]
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        # Host ports are immutable: only a bound pod going away, or a new node, frees one.
+        return (ClusterEventWithHint(ClusterEvent(POD, ActionType.DELETE), _after_pod_deleted),
+                ClusterEventWithHint(NODE_ADD))
+
+
+def _after_pod_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    """Queue when the deleted pod was bound and held a port this pod wants."""
+    if not isinstance(old, Pod) or not old.node_name:
+        return QUEUE_SKIP
+    freed = pod_host_ports(old)
+    if not freed:
+        return QUEUE_SKIP
+    in_use: dict[HostPort, int] = dict.fromkeys(freed, 1)
+    return QUEUE_SKIP if fits(wanted_ports(pod), in_use) else QUEUE
 
 
 def new(args: Mapping[str, Any] | None = None) -> NodePorts:

@@ -33,9 +33,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from policyd.framework import CycleState, PluginError, Status
+from policyd.framework.events import (
+    NODE,
+    POD,
+    QUEUE,
+    QUEUE_SKIP,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    QueueingHint,
+    is_self,
+)
 from policyd.framework.status import Code
 from policyd.model.cluster import NodeInfo
-from policyd.model.records import Pod
+from policyd.model.records import Node, Pod
 from policyd.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, pod_requests
 from policyd.plugins import names
 from policyd.plugins.resource_allocation import (
@@ -376,6 +387,54 @@ class NodeResourcesFit:
         allocatable, allocated = columns
         requested = allocated + np.array(pod_request, np.int64)[:, None]
         return self._vector_scorer(requested, allocated, allocatable)
+
+
+    # queueing hints (EventsToRegister with SchedulerQueueingHints on, as in v1.36)
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        return (
+            ClusterEventWithHint(
+                ClusterEvent(POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
+                self._after_pod_event),
+            ClusterEventWithHint(
+                ClusterEvent(NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
+                self._after_node_change),
+        )
+
+    def _after_pod_event(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """A bound pod deleted frees its requests; a scale-down frees part of them."""
+        if new is None:
+            return QUEUE if isinstance(old, Pod) and old.node_name else QUEUE_SKIP
+        if not isinstance(new, Pod) or not isinstance(old, Pod):
+            return QUEUE
+        if is_self(pod, new):
+            return QUEUE  # the pending pod asks for less now
+        if not new.node_name:
+            return QUEUE_SKIP
+        before, after = pod_requests(old), pod_requests(new)
+        for name, value in pod_requests(pod).items():
+            if value and before.get(name, 0) > after.get(name, 0):
+                return QUEUE
+        return QUEUE_SKIP
+
+    def _after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """Queue when the pod fits the node's allocatable (on an empty node) and, for an
+        update, some allocatable the pod requests (or the pod count) grew."""
+        if not isinstance(new, Node):
+            return QUEUE_SKIP
+        request = compute_fit_request(pod, self.ignored_resources,
+                                      self.ignored_resource_groups)
+        if fits_request(request, NodeInfo(new)) is not None:
+            return QUEUE_SKIP
+        if not isinstance(old, Node):
+            return QUEUE
+        before, after = old.allocatable, new.allocatable
+        if after.get(PODS, 0) > before.get(PODS, 0):
+            return QUEUE
+        for name, _, _ in request.checks:
+            if after.get(name, 0) > before.get(name, 0):
+                return QUEUE
+        return QUEUE_SKIP
 
 
 def _status_from_bits(bits: int, unresolvable: bool, reasons: tuple[str, ...]) -> Status:

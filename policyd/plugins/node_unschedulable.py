@@ -12,8 +12,19 @@ from typing import Any
 import numpy as np
 
 from policyd.framework import CycleState, PluginError, Status
+from policyd.framework.events import (
+    NODE,
+    POD,
+    QUEUE,
+    QUEUE_SKIP,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    QueueingHint,
+    is_self,
+)
 from policyd.model.cluster import NodeInfo
-from policyd.model.records import Pod, Taint
+from policyd.model.records import Node, Pod, Taint
 from policyd.model.table import BoolArray, IntArray, NodeTable
 from policyd.plugins import names
 
@@ -57,6 +68,29 @@ class NodeUnschedulable:
         if tolerates_unschedulable(pod):
             return np.ones(idx.size, np.bool_)
         return ~table.unschedulable[idx]
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        # A node added schedulable or uncordoned; the pod gained the cordon toleration.
+        return (
+            ClusterEventWithHint(ClusterEvent(NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT),
+                                 _after_node_change),
+            ClusterEventWithHint(ClusterEvent(POD, ActionType.UPDATE_POD_TOLERATION),
+                                 _after_toleration_change),
+        )
+
+
+def _after_node_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    if isinstance(new, Node) and not new.unschedulable and (
+            old is None or (isinstance(old, Node) and old.unschedulable)):
+        return QUEUE
+    return QUEUE_SKIP
+
+
+def _after_toleration_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    if isinstance(new, Pod) and is_self(pod, new) and any(
+            t.tolerates(UNSCHEDULABLE_TAINT) for t in new.tolerations):
+        return QUEUE
+    return QUEUE_SKIP
 
 
 def new(args: Mapping[str, Any] | None = None) -> NodeUnschedulable:

@@ -26,12 +26,14 @@ import numpy as np
 
 from policyd.framework import MAX_NODE_SCORE
 from policyd.framework.cycle_state import CycleState
+from policyd.framework.events import NODE, POD, ActionType, ClusterEvent, ClusterEventWithHint
 from policyd.framework.status import PluginError, Status
 from policyd.model.cluster import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import ABSENT, BoolArray, IntArray, NodeTable
 from policyd.plugins import names
 from policyd.plugins.node_affinity import pod_node_affinity
+from policyd.plugins.pod_event_hints import spread_after_node_change, spread_after_pod_change
 from policyd.plugins.topology_spread_constraints import (
     DO_NOT_SCHEDULE,
     HOSTNAME_KEY,
@@ -512,6 +514,14 @@ class PodTopologySpread:
             out = MAX_NODE_SCORE * (high + low - scores) // high
         out[ignored] = 0
         return out
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        pod_actions = (ActionType.ADD | ActionType.UPDATE_POD_LABEL
+                       | ActionType.UPDATE_POD_TOLERATION | ActionType.DELETE)
+        node_actions = (ActionType.ADD | ActionType.DELETE | ActionType.UPDATE_NODE_LABEL
+                        | ActionType.UPDATE_NODE_TAINT)
+        return (ClusterEventWithHint(ClusterEvent(POD, pod_actions), spread_after_pod_change),
+                ClusterEventWithHint(ClusterEvent(NODE, node_actions), spread_after_node_change))
 
 
 # --- args (PodTopologySpreadArgs) --------------------------------------------------------

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from policyd.framework import CycleState, PluginError, Status
+from policyd.framework.events import ClusterEventWithHint
 from policyd.model.cluster import NodeInfo
 from policyd.model.records import Pod, PodResourceClaim
 from policyd.plugins import names
@@ -43,6 +44,11 @@ class ResourceClaimUnsupported:
             return None, Status.skip()
         return None, Status.unresolvable(reason(pod.resource_claims[0]))
 
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        # No cluster event can give policyd a DynamicResources plugin: such a pod is
+        # retried only by the periodic flush, like VolumeUnsupported's.
+        return ()
 
 def new(args: Mapping[str, Any] | None = None) -> ResourceClaimUnsupported:
     if args:

@@ -16,6 +16,17 @@ from typing import Any
 import numpy as np
 
 from policyd.framework import MAX_NODE_SCORE, CycleState, PluginError, Status
+from policyd.framework.events import (
+    NODE,
+    POD,
+    QUEUE,
+    QUEUE_SKIP,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    QueueingHint,
+    queue_if_self,
+)
 from policyd.framework.interfaces import default_normalize_score, default_normalize_vector
 from policyd.model.cluster import NodeInfo
 from policyd.model.records import Node, Pod, Taint, Toleration
@@ -135,6 +146,28 @@ class TaintToleration:
         # More untolerated PreferNoSchedule taints -> lower score.
         default_normalize_score(MAX_NODE_SCORE, True, scores)
         return None
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        # A node whose taints the pod now tolerates; the pod gained a toleration.
+        return (
+            ClusterEventWithHint(ClusterEvent(NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT),
+                                 _after_node_change),
+            ClusterEventWithHint(ClusterEvent(POD, ActionType.UPDATE_POD_TOLERATION),
+                                 queue_if_self),
+        )
+
+
+def _untolerated(pod: Pod, node: Node) -> bool:
+    return not all(_tolerated(pod.tolerations, t) for t in _node_taints(node)[0])
+
+
+def _after_node_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    """Queue when the node went from having an untolerated taint (or not existing) to
+    having none."""
+    if not isinstance(new, Node) or _untolerated(pod, new):
+        return QUEUE_SKIP
+    was_untolerated = not isinstance(old, Node) or _untolerated(pod, old)
+    return QUEUE if was_untolerated else QUEUE_SKIP
 
 
 def new(args: Mapping[str, Any] | None = None) -> TaintToleration:

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from policyd.framework import CycleState, PluginError, Status
+from policyd.framework.events import ClusterEventWithHint
 from policyd.model.cluster import NodeInfo
 from policyd.model.records import Pod
 from policyd.plugins import names
@@ -34,6 +35,11 @@ class VolumeUnsupported:
         if not pod.pvc_names:
             return None, Status.skip()
         return None, Status.unresolvable(ERR_REASON_FORMAT.format(claim=pod.pvc_names[0]))
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        # No cluster event can give policyd volume plugins: such a pod is retried only
+        # by the periodic flush (podMaxInUnschedulablePodsDuration), never by events.
+        return ()
 
 
 def new(args: Mapping[str, Any] | None = None) -> VolumeUnsupported:

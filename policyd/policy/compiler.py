@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from policyd.framework.cycle_state import CycleState
+from policyd.framework.events import ClusterEventWithHint
 from policyd.framework.status import Code, Status
 from policyd.model.cluster import NodeInfo
 from policyd.model.quantity import resource_value
@@ -707,6 +708,10 @@ class CompiledPolicy:
         self._score_key = f"{self.name}/score"
         self._weights = tuple(r.weight for r in self.score_rules)
         self._weight_sum = sum(self._weights) or 1
+        # The cluster events that can undo this policy's rejections, derived from what
+        # its filter rules read (imported here: that module reads this one's rule classes).
+        from policyd.policy.requeue import policy_events
+        self.events: tuple[ClusterEventWithHint, ...] = policy_events(self)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} ({self.source or self.policy_name})>"
@@ -722,6 +727,9 @@ class CompiledPolicy:
         for r in self.score_rules:
             if isinstance(r, MetricScore):
                 r.source = reader
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        return self.events
 
     def applies(self, pod: Pod) -> bool:
         """Whether the policy applies to `pod` (memoized on the pod)."""

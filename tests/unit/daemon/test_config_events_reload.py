@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from policyd.daemon.config import InvalidConfig, load
 from policyd.daemon.events import FailureThrottle
 from policyd.daemon.reload import ConfigWatcher, signature
-from policyd.daemon.scheduler import node_changed
 
 HW_POLICY = """\
 apiVersion: policyd.io/v1alpha1
@@ -133,14 +131,3 @@ def test_watcher_rejects_an_invalid_change_and_keeps_the_old_config(tmp_path: Pa
     assert w.check() is True
     assert len(applied) == 1
 
-
-def test_node_changed_ignores_heartbeats() -> None:
-    base: dict[str, Any] = {"metadata": {"labels": {"a": "1"}}, "spec": {},
-            "status": {"allocatable": {"cpu": "1"}, "conditions": [{"type": "Ready"}]}}
-    heartbeat = {**base, "status": {**base["status"], "conditions": [{"type": "Ready",
-                                                                      "t": 2}]}}
-    relabeled = {**base, "metadata": {"labels": {"a": "2"}}}
-    tainted = {**base, "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}}
-    assert not node_changed(base, heartbeat)
-    assert node_changed(base, relabeled)
-    assert node_changed(base, tainted)

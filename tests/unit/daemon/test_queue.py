@@ -104,7 +104,7 @@ def test_unschedulable_waits_for_a_move_event() -> None:
     q.add(_pod("a"))
     qp = q.pop(timeout=0)
     assert qp is not None
-    assert q.requeue(qp, unschedulable=True) == UNSCHEDULABLE
+    assert q.requeue(qp, unschedulable=True, plugins={"NodeAffinity"}) == UNSCHEDULABLE
     clock.advance(60)
     assert q.pop(timeout=0) is None  # no event: stays unschedulable
     assert q.move_all("NodeAdd") == 1
@@ -118,7 +118,7 @@ def test_move_while_still_backing_off_goes_to_backoff_first() -> None:
     q.add(_pod("a"))
     qp = q.pop(timeout=0)
     assert qp is not None
-    q.requeue(qp, unschedulable=True)
+    q.requeue(qp, unschedulable=True, plugins={"NodeAffinity"})
     clock.advance(0.5)
     q.move_all("NodeAdd")
     assert q.where("uid-a") == BACKOFF
@@ -136,7 +136,7 @@ def test_event_during_the_cycle_sends_the_pod_to_backoff_not_unschedulable() -> 
     qp = q.pop(timeout=0)
     assert qp is not None
     q.move_all("NodeAdd")
-    assert q.requeue(qp, unschedulable=True) == BACKOFF
+    assert q.requeue(qp, unschedulable=True, plugins={"NodeAffinity"}) == BACKOFF
 
 
 def test_periodic_flush_releases_long_unschedulable_pods() -> None:
@@ -145,7 +145,7 @@ def test_periodic_flush_releases_long_unschedulable_pods() -> None:
     q.add(_pod("a"))
     qp = q.pop(timeout=0)
     assert qp is not None
-    q.requeue(qp, unschedulable=True)
+    q.requeue(qp, unschedulable=True, plugins={"NodeAffinity"})
     clock.advance(299)
     q.flush()
     assert q.where("uid-a") == UNSCHEDULABLE
@@ -171,7 +171,7 @@ def test_delete_while_in_flight_is_never_requeued() -> None:
     qp = q.pop(timeout=0)
     assert qp is not None
     q.delete("uid-a")
-    assert q.requeue(qp, unschedulable=True) is None
+    assert q.requeue(qp, unschedulable=True, plugins={"NodeAffinity"}) is None
     assert q.requeue(qp, unschedulable=False) is None
     assert q.counts()[UNSCHEDULABLE] == 0 and q.counts()[BACKOFF] == 0
 
@@ -215,7 +215,7 @@ def test_spec_change_moves_an_unschedulable_pod_but_a_status_change_does_not() -
     q.add(_pod("a"))
     qp = q.pop(timeout=0)
     assert qp is not None
-    q.requeue(qp, unschedulable=True)
+    q.requeue(qp, unschedulable=True, plugins={"NodeAffinity"})
     clock.advance(30)
     status_only = make_pod("a").uid("uid-a").priority(0).created(
         "2024-01-01T00:00:00Z").set("status.conditions", [{"type": "PodScheduled"}]).obj()
@@ -236,7 +236,7 @@ def test_counts_per_queue() -> None:
     b = q.pop(timeout=0)
     c = q.pop(timeout=0)
     assert a is not None and b is not None and c is not None
-    q.requeue(a, unschedulable=True)
+    q.requeue(a, unschedulable=True, plugins={"NodeAffinity"})
     q.requeue(b, unschedulable=False)
     assert q.counts() == {ACTIVE: 1, BACKOFF: 1, UNSCHEDULABLE: 1, GATED: 0, IN_FLIGHT: 1}
 

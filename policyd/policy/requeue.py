@@ -1,0 +1,130 @@
+"""The cluster events that can make a pod a compiled policy rejected schedulable,
+derived once, when the policy is compiled, from what its filter rules read
+(a policy's answer to upstream's EnqueueExtensions.EventsToRegister).
+
+| rule reads                                   | events                                 |
+|----------------------------------------------|----------------------------------------|
+| node labels (nodeLabels, annotationToNodeLabel) | Node Add, UpdateNodeLabel           |
+| node allocatable (requireExtendedResource)   | Node Add, UpdateNodeAllocatable        |
+| free room on the node (headroom)             | the above, and a bound pod deleted or  |
+|                                              | scaled down (Pod Delete, ScaleDown)    |
+| pods on the node (maxPodsPerNode)            | Node Add; a bound pod deleted, or      |
+|                                              | updated out of the policy's appliesTo  |
+| JMESPath over the node                       | Node Add, any Node update              |
+| the pod (annotations, JMESPath over the pod, | the pod's own update                   |
+| appliesTo selectors and condition, requests) |                                        |
+
+Score rules never reject, so they register nothing. Each node hint binds the rule to
+the pending pod and checks the changed node alone (an empty node, as upstream's
+NodeResourcesFit hint does): Queue when it passes now and did not before.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from policyd.framework.events import (
+    NODE,
+    POD,
+    QUEUE,
+    QUEUE_SKIP,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    HintFn,
+    QueueingHint,
+    queue_if_assigned_deleted,
+    queue_if_self,
+)
+from policyd.model.cluster import NodeInfo
+from policyd.model.records import Node, Pod
+from policyd.model.resources import pod_requests
+
+if TYPE_CHECKING:
+    from policyd.policy.compiler import CompiledPolicy, FilterRule
+
+NODE_LABELS = ClusterEvent(NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)
+NODE_ALLOCATABLE = ClusterEvent(NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE)
+NODE_ANY = ClusterEvent(NODE, ActionType.ADD | ActionType.UPDATE)
+NODE_ADDED = ClusterEvent(NODE, ActionType.ADD)
+POD_FREED = ClusterEvent(POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN)
+POD_COUNTED = ClusterEvent(POD, ActionType.DELETE | ActionType.UPDATE)
+POD_OWN_UPDATE = ClusterEvent(POD, ActionType.UPDATE)
+
+
+def policy_events(policy: CompiledPolicy) -> tuple[ClusterEventWithHint, ...]:
+    from policyd.policy.compiler import (
+        AnnotationToNodeLabel,
+        Headroom,
+        JmesFilter,
+        MaxPodsPerNode,
+        NodeLabels,
+        RequireExtendedResource,
+    )
+
+    out: list[ClusterEventWithHint] = []
+    applies = policy.applies_to
+    reads_pod = (applies.labels is not None or applies.annotations is not None
+                 or applies.condition is not None)
+    for rule in policy.filter_rules:
+        node_hint = _node_hint(policy, rule)
+        if isinstance(rule, NodeLabels | AnnotationToNodeLabel):
+            out.append(ClusterEventWithHint(NODE_LABELS, node_hint))
+            reads_pod = reads_pod or isinstance(rule, AnnotationToNodeLabel)
+        elif isinstance(rule, RequireExtendedResource):
+            out.append(ClusterEventWithHint(NODE_ALLOCATABLE, node_hint))
+        elif isinstance(rule, Headroom):
+            out.append(ClusterEventWithHint(NODE_ALLOCATABLE, node_hint))
+            out.append(ClusterEventWithHint(POD_FREED, _freed_hint(rule.resource)))
+            reads_pod = reads_pod or rule.resource != "pods"
+        elif isinstance(rule, MaxPodsPerNode):
+            out.append(ClusterEventWithHint(NODE_ADDED))
+            out.append(ClusterEventWithHint(POD_COUNTED, _uncounted_hint(policy)))
+        elif isinstance(rule, JmesFilter):
+            out.append(ClusterEventWithHint(NODE_ANY, node_hint))
+            reads_pod = True
+    if out and reads_pod:
+        out.append(ClusterEventWithHint(POD_OWN_UPDATE, queue_if_self))
+    return tuple(out)
+
+
+def _node_hint(policy: CompiledPolicy, rule: FilterRule) -> HintFn:
+    def hint(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if not isinstance(new, Node):
+            return QUEUE_SKIP
+        check = rule.bind(policy, pod)
+        if check is None or not check(NodeInfo(new)):
+            return QUEUE_SKIP  # inactive for this pod, or the node still fails
+        if isinstance(old, Node) and check(NodeInfo(old)):
+            return QUEUE_SKIP  # it passed before too: the change is not what helps
+        return QUEUE
+    return hint
+
+
+def _freed_hint(resource: str) -> HintFn:
+    """A bound pod deleted, or scaled down in `resource`, leaves more room."""
+    def hint(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if new is None:
+            return queue_if_assigned_deleted(pod, old, new)
+        if not isinstance(old, Pod) or not isinstance(new, Pod):
+            return QUEUE
+        if new.uid == pod.uid:
+            return QUEUE
+        if not new.node_name or resource == "pods":
+            return QUEUE_SKIP
+        return QUEUE if pod_requests(old).get(resource, 0) > pod_requests(new).get(
+            resource, 0) else QUEUE_SKIP
+    return hint
+
+
+def _uncounted_hint(policy: CompiledPolicy) -> HintFn:
+    """A bound pod the policy counted is deleted, or updated so it no longer counts."""
+    def hint(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if not isinstance(old, Pod) or not old.node_name or old.uid == pod.uid:
+            return QUEUE_SKIP
+        if not policy.applies(old):
+            return QUEUE_SKIP
+        if new is None:
+            return QUEUE
+        return QUEUE if isinstance(new, Pod) and not policy.applies(new) else QUEUE_SKIP
+    return hint
