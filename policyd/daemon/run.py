@@ -289,10 +289,16 @@ class Daemon:
         pages = dict(before_scrape=self.scheduler.update_gauges, debug=self._debug_pages(),
                      health=self.health_problems)
         endpoints = "/metrics, /healthz, /readyz, /livez, " + ", ".join(self._debug_pages())
-        if o.secure_port:
+        secure: dict[str, Any] | None = None
+        if o.secure_port:  # every flag checked before anything is bound
             address = secure_address(o.bind_address, o.secure_port)
             always = PathMatcher(o.always_allow_paths)
             tls = server_tls_context(o.tls_cert_file, o.tls_private_key_file)
+            secure = {"address": address, "always": always, "tls": tls}
+        if o.metrics_bind_address:
+            self.http = serve_metrics(o.metrics_bind_address, self.metrics, self.synced,
+                                      **pages)
+        if secure is not None:
             # Its own connection: reviews spend neither the scheduler's QPS nor its pool.
             auth_client = self._auth_client = KubeClient.connect(
                 replace(self.client.settings, timeout=REVIEW_TIMEOUT))
@@ -300,17 +306,14 @@ class Daemon:
             def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
                 return auth_client.request("POST", path, body=body)
 
-            auth = DelegatedAuth(post, always_allow=always)
-            self.https = serve_metrics(address, self.metrics, self.synced, tls=tls,
-                                       guard=auth.check, **pages)
-        if o.metrics_bind_address:
+            auth = DelegatedAuth(post, always_allow=secure["always"])
             try:
-                self.http = serve_metrics(o.metrics_bind_address, self.metrics,
-                                          self.synced, **pages)
+                self.https = serve_metrics(secure["address"], self.metrics, self.synced,
+                                           tls=secure["tls"], guard=auth.check, **pages)
             except PolicydError:
-                if self.https is not None:  # bound, not started: release the port
-                    self.https.server.server_close()
-                    self.https = None
+                if self.http is not None:  # bound, not started: release the port
+                    self.http.server.server_close()
+                    self.http = None
                 raise
         if self.https is not None:
             self.https.start()
