@@ -207,3 +207,63 @@ def _listening(port: int) -> bool:
         return True
     except OSError:
         return False
+
+
+# -- the command's flags: checked before any request --------------------------------------
+
+@pytest.mark.parametrize(("flags", "says"), [
+    (["--bind-address", "localhost"], "--bind-address 'localhost': not an IP address"),
+    (["--bind-address", "[::]"], "--bind-address '[::]': not an IP address"),
+    (["--authorization-always-allow-paths", "healthz"], "it must start with /"),
+    (["--authorization-always-allow-paths", "/a*/b"], "only a trailing *"),
+    (["--tls-cert-file", "{tmp}/nope.crt", "--tls-private-key-file", "{tmp}/nope.key"],
+     "--tls-cert-file '{tmp}/nope.crt': not a readable file"),
+    (["--tls-cert-file", "{tmp}/p.yaml"], "give both or neither"),
+    (["--tls-cert-file", "{tmp}/p.yaml", "--tls-private-key-file", "{tmp}/p.yaml"],
+     "not a valid PEM certificate and matching key"),
+    (["--secure-port", "70000"], "--secure-port"),
+    (["--secure-port", "-1"], "--secure-port"),
+])
+def test_bad_serving_flags_exit_2_before_any_request(tmp_path: Path, flags: list[str],
+                                                     says: str) -> None:
+    from tests.e2e.test_process import CountingListener, _kubeconfig_for, _policyd
+
+    listener = CountingListener()
+    try:
+        profile = tmp_path / "p.yaml"
+        profile.write_text("apiVersion: policyd.io/v1alpha1\nkind: PolicydConfiguration\n")
+        args = [f.format(tmp=tmp_path) for f in flags]
+        if "--secure-port" not in args:
+            args += ["--secure-port", str(_free_port())]
+        result = _policyd("--config", str(profile), "--kubeconfig",
+                          str(_kubeconfig_for(tmp_path, listener.port)), *args)
+        assert result.returncode == 2, result.stderr
+        assert says.format(tmp=tmp_path) in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+        time.sleep(0.3)
+        assert listener.connections == 0
+    finally:
+        listener.close()
+
+
+def test_a_busy_secure_port_is_a_runtime_failure(tmp_path: Path) -> None:
+    from tests.e2e.test_process import CountingListener, _kubeconfig_for, _policyd
+
+    listener = CountingListener()
+    holder = socket.socket()
+    try:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        port = holder.getsockname()[1]
+        profile = tmp_path / "p.yaml"
+        profile.write_text("apiVersion: policyd.io/v1alpha1\nkind: PolicydConfiguration\n")
+        result = _policyd("--config", str(profile), "--kubeconfig",
+                          str(_kubeconfig_for(tmp_path, listener.port)),
+                          "--bind-address", "127.0.0.1", "--secure-port", str(port))
+        assert result.returncode == 1, result.stderr
+        assert (f"cannot serve HTTPS on '127.0.0.1:{port}': the address is already in use"
+                in result.stderr)
+        assert listener.connections == 0
+    finally:
+        holder.close()
+        listener.close()
