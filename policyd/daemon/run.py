@@ -293,7 +293,11 @@ class Daemon:
         if o.secure_port:  # every flag checked before anything is bound
             address = secure_address(o.bind_address, o.secure_port)
             always = PathMatcher(o.always_allow_paths)
-            tls = server_tls_context(o.tls_cert_file, o.tls_private_key_file)
+            # A specific bind address is also named in a self-signed certificate.
+            bind_host = address.rpartition(":")[0].strip("[]")
+            tls = server_tls_context(
+                o.tls_cert_file, o.tls_private_key_file,
+                () if ipaddress.ip_address(bind_host).is_unspecified else (bind_host,))
             secure = {"address": address, "always": always, "tls": tls}
         if o.metrics_bind_address:
             self.http = serve_metrics(o.metrics_bind_address, self.metrics, self.synced,

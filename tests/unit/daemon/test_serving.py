@@ -405,3 +405,38 @@ def test_a_stalled_handshake_does_not_block_others(https: HealthServer) -> None:
         assert result == [(200, "ok")] and time.monotonic() - t0 < 5
     finally:
         silent.close()
+
+
+def test_the_self_signed_certificate_names_this_host() -> None:
+    from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    cert = x509.load_pem_x509_certificate(self_signed_serving_cert(("10.0.0.7",))[0])
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    names = {str(n.value) for n in sans}
+    assert {"localhost", "127.0.0.1", "::1", socket.gethostname(), "10.0.0.7"} <= names
+    assert cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is False
+    eku = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert ExtendedKeyUsageOID.SERVER_AUTH in eku
+
+
+def test_the_given_certificate_is_served(tmp_path: Path) -> None:
+    """With --tls-cert-file, a client that trusts that certificate verifies the server
+    (host name and chain): the file's certificate is the one served."""
+    cert, key = _write_pair(tmp_path)
+    server = HealthServer("127.0.0.1:0", Metrics(), lambda: True,
+                          tls=server_tls_context(cert, key))
+    server.start()
+    try:
+        ctx = ssl.create_default_context(cafile=str(cert))
+        with urllib.request.urlopen(f"https://127.0.0.1:{server.port}/healthz",
+                                    timeout=5, context=ctx) as r:
+            assert r.status == 200
+        other = tmp_path / "other"
+        other.mkdir()
+        other_cert, _ = _write_pair(other)
+        with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+            urllib.request.urlopen(f"https://127.0.0.1:{server.port}/healthz", timeout=5,
+                                   context=ssl.create_default_context(cafile=str(other_cert)))
+    finally:
+        server.stop()
