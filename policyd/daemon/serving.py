@@ -92,6 +92,44 @@ class TTLCache(Generic[K, V]):
         return len(self._entries)
 
 
+class _Call(Generic[V]):
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: V | None = None
+        self.error: BaseException | None = None
+
+
+class SingleFlight(Generic[V]):
+    """Concurrent calls for one key share one execution: a scrape burst with one token
+    sends one TokenReview, not one per connection (upstream coalesces the same way)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._calls: dict[str, _Call[V]] = {}
+
+    def do(self, key: str, fn: Callable[[], V]) -> V:
+        with self._lock:
+            call = self._calls.get(key)
+            leader = call is None
+            if call is None:
+                call = self._calls[key] = _Call()
+        if not leader:
+            call.done.wait()
+            if call.error is not None:
+                raise call.error
+            return call.value  # type: ignore[return-value]
+        try:
+            call.value = fn()
+            return call.value
+        except BaseException as exc:
+            call.error = exc
+            raise
+        finally:
+            with self._lock:
+                del self._calls[key]
+            call.done.set()
+
+
 @dataclass(frozen=True, slots=True)
 class UserInfo:
     """Who the API server says a token belongs to (TokenReview status.user)."""
@@ -171,6 +209,8 @@ class DelegatedAuth:
     def __post_init__(self) -> None:
         self._tokens: TTLCache[str, _Authn] = TTLCache(clock=self.clock)
         self._access: TTLCache[str, _Authz] = TTLCache(clock=self.clock)
+        self._token_flights: SingleFlight[_Authn] = SingleFlight()
+        self._access_flights: SingleFlight[_Authz] = SingleFlight()
 
     def check(self, path: str, authorization: str | None, verb: str = "get"
               ) -> Refusal | None:
@@ -206,16 +246,21 @@ class DelegatedAuth:
         cached = self._tokens.get(key)
         if cached is not None:
             return cached.user
-        reply = self.post(TOKEN_REVIEW_PATH, {
-            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-            "spec": {"token": token}})
-        status = reply.get("status") or {}
-        user = UserInfo.from_review(status.get("user") or {}) \
-            if status.get("authenticated") else None
-        if user is not None and not user.name:
-            user = None  # an authenticated nobody is nobody
-        self._tokens.put(key, _Authn(user), self.token_ttl)
-        return user
+
+        def review() -> _Authn:
+            reply = self.post(TOKEN_REVIEW_PATH, {
+                "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                "spec": {"token": token}})
+            status = reply.get("status") or {}
+            user = UserInfo.from_review(status.get("user") or {}) \
+                if status.get("authenticated") else None
+            if user is not None and not user.name:
+                user = None  # an authenticated nobody is nobody
+            answer = _Authn(user)
+            self._tokens.put(key, answer, self.token_ttl)
+            return answer
+
+        return self._token_flights.do(key, review).user
 
     def authorize(self, user: UserInfo, verb: str, path: str) -> tuple[bool, str]:
         """(allowed, reason) for `verb` on the non-resource URL `path`; raises when
@@ -231,17 +276,22 @@ class DelegatedAuth:
         cached = self._access.get(key)
         if cached is not None:
             return cached.allowed, cached.reason
-        reply = self.post(ACCESS_REVIEW_PATH, {
-            "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-            "spec": spec})
-        status = reply.get("status") or {}
-        if status.get("evaluationError") and not status.get("allowed"):
-            # The authorizer could not decide: an error, not a denial to remember.
-            raise RuntimeError(f"evaluation error: {status['evaluationError']}")
-        decision = _Authz(bool(status.get("allowed")) and not status.get("denied"),
-                          str(status.get("reason", "")))
-        self._access.put(key, decision,
-                         self.allow_ttl if decision.allowed else self.deny_ttl)
+
+        def review() -> _Authz:
+            reply = self.post(ACCESS_REVIEW_PATH, {
+                "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                "spec": spec})
+            status = reply.get("status") or {}
+            if status.get("evaluationError") and not status.get("allowed"):
+                # The authorizer could not decide: an error, not a denial to remember.
+                raise RuntimeError(f"evaluation error: {status['evaluationError']}")
+            answer = _Authz(bool(status.get("allowed")) and not status.get("denied"),
+                            str(status.get("reason", "")))
+            self._access.put(key, answer,
+                             self.allow_ttl if answer.allowed else self.deny_ttl)
+            return answer
+
+        decision = self._access_flights.do(key, review)
         return decision.allowed, decision.reason
 
 

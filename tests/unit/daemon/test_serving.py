@@ -440,3 +440,40 @@ def test_the_given_certificate_is_served(tmp_path: Path) -> None:
                                    context=ssl.create_default_context(cafile=str(other_cert)))
     finally:
         server.stop()
+
+
+class SlowApiServer(FakeApiServer):
+    """Holds every review until `release` is set, counting those waiting."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        assert self.release.wait(10)
+        return super().post(path, body)
+
+
+@pytest.mark.parametrize("down", [False, True])
+def test_a_burst_with_one_token_sends_one_review_of_each_kind(down: bool) -> None:
+    api = SlowApiServer()
+    api.tokens = {"good": {"username": "prom"}}
+    api.grants = {("prom", "/metrics")}
+    api.down = down
+    auth = DelegatedAuth(api.post)
+    results: list[Any] = []
+    threads = [threading.Thread(target=lambda: results.append(
+        auth.check("/metrics", "Bearer good"))) for _ in range(20)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)  # every thread has reached the review (or waits on it) by now
+    api.release.set()
+    for t in threads:
+        t.join(10)
+    assert len(results) == 20
+    if down:  # one failed review, shared: every request refused, none allowed
+        assert api.count(TOKEN_REVIEW_PATH) == 1
+        assert {r.status for r in results} == {401}
+    else:
+        assert results == [None] * 20
+        assert (api.count(TOKEN_REVIEW_PATH), api.count(ACCESS_REVIEW_PATH)) == (1, 1)
