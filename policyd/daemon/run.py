@@ -13,6 +13,7 @@ import ipaddress
 import logging
 import os
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -289,20 +290,19 @@ class Daemon:
         pages = dict(before_scrape=self.scheduler.update_gauges, debug=self._debug_pages(),
                      health=self.health_problems)
         endpoints = "/metrics, /healthz, /readyz, /livez, " + ", ".join(self._debug_pages())
-        secure: dict[str, Any] | None = None
+        secure: tuple[str, PathMatcher, ssl.SSLContext] | None = None
         if o.secure_port:  # every flag checked before anything is bound
             address = secure_address(o.bind_address, o.secure_port)
-            always = PathMatcher(o.always_allow_paths)
             # A specific bind address is also named in a self-signed certificate.
             bind_host = address.rpartition(":")[0].strip("[]")
-            tls = server_tls_context(
+            secure = (address, PathMatcher(o.always_allow_paths), server_tls_context(
                 o.tls_cert_file, o.tls_private_key_file,
-                () if ipaddress.ip_address(bind_host).is_unspecified else (bind_host,))
-            secure = {"address": address, "always": always, "tls": tls}
+                () if ipaddress.ip_address(bind_host).is_unspecified else (bind_host,)))
         if o.metrics_bind_address:
             self.http = serve_metrics(o.metrics_bind_address, self.metrics, self.synced,
                                       **pages)
         if secure is not None:
+            address, always, tls = secure
             # Its own connection: reviews spend neither the scheduler's QPS nor its pool.
             auth_client = self._auth_client = KubeClient.connect(
                 replace(self.client.settings, timeout=REVIEW_TIMEOUT))
@@ -310,10 +310,10 @@ class Daemon:
             def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
                 return auth_client.request("POST", path, body=body)
 
-            auth = DelegatedAuth(post, always_allow=secure["always"])
+            auth = DelegatedAuth(post, always_allow=always)
             try:
-                self.https = serve_metrics(secure["address"], self.metrics, self.synced,
-                                           tls=secure["tls"], guard=auth.check, **pages)
+                self.https = serve_metrics(address, self.metrics, self.synced, tls=tls,
+                                           guard=auth.check, **pages)
             except PolicydError:
                 if self.http is not None:  # bound, not started: release the port
                     self.http.server.server_close()
