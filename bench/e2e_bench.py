@@ -205,7 +205,7 @@ def start_policyd(cp: ControlPlane, workdir: Path, qps: float, burst: int,
     proc = subprocess.Popen(
         [sys.executable, "-m", "policyd", "run", "--config", str(profile),
          "--kubeconfig", str(cp.kubeconfig_path), "--metrics-bind-address", "127.0.0.1:0",
-         "--kube-api-qps", str(qps), "--kube-api-burst", str(burst)],
+         "--secure-port", "0", "--kube-api-qps", str(qps), "--kube-api-burst", str(burst)],
         stdout=log, stderr=subprocess.STDOUT)
 
     def stop() -> None:

@@ -2,8 +2,8 @@
 
 Parsing only; the daemon is `policyd.daemon.run`. Exit codes: 0 after a graceful stop
 (SIGTERM/SIGINT), 1 when the profile or its policies are invalid (before any request
-to the API server) or the daemon cannot run here (its metrics address is in use), 2
-for usage errors.
+to the API server) or the daemon cannot run here (its serving address is in use), 2
+for usage errors (a bad flag, an unreadable serving certificate).
 """
 
 from __future__ import annotations
@@ -31,11 +31,30 @@ def run(
         help="kubeconfig file; default: $KUBECONFIG, in-cluster, ~/.kube/config.")] = None,
     context: Annotated[str | None, typer.Option("--context",
                                                 help="kubeconfig context.")] = None,
+    bind_address: Annotated[str, typer.Option(
+        "--bind-address",
+        help="IP address of secure serving (0.0.0.0 or :: for every address).")
+    ] = "0.0.0.0",
+    secure_port: Annotated[int, typer.Option(
+        "--secure-port", min=0, max=65535,
+        help="HTTPS port of /metrics, /debug/* (bearer token checked with a TokenReview, "
+             "access with a SubjectAccessReview) and /healthz, /readyz, /livez; 0 "
+             "disables.")] = 10259,
+    always_allow_paths: Annotated[str, typer.Option(
+        "--authorization-always-allow-paths",
+        help="Comma-separated paths served on the secure port without authentication "
+             "or authorization (a trailing * makes a prefix).")
+    ] = "/healthz,/readyz,/livez",
+    tls_cert_file: Annotated[Path | None, typer.Option(
+        "--tls-cert-file", help="PEM serving certificate (with its chain) of the secure "
+                                "port; default: self-signed, generated at start.")] = None,
+    tls_private_key_file: Annotated[Path | None, typer.Option(
+        "--tls-private-key-file", help="PEM private key of --tls-cert-file.")] = None,
     metrics_bind_address: Annotated[str, typer.Option(
         "--metrics-bind-address",
-        help="HOST:PORT serving /metrics, /healthz and /readyz ([::1]:PORT for IPv6); "
-             "empty to disable.")
-    ] = "0.0.0.0:10251",
+        help="Also serve everything over plain HTTP WITHOUT authentication on HOST:PORT "
+             "(no host: 127.0.0.1; [::1]:PORT for IPv6); default: not at all.")
+    ] = "",
     verbosity: Annotated[int, typer.Option(
         "-v", "--v", min=0, max=10,
         help="Log verbosity: 0 operations, 1 binds, 2 every decision, 4 debug (watch "
@@ -75,13 +94,17 @@ def run(
     profile's profiles, bind them, and explain failures in events.
 
     Exit 0 after SIGTERM/SIGINT, 1 when the configuration is invalid (no request is
-    sent to the API server) or the metrics address is in use, 2 for usage errors."""
+    sent to the API server) or a serving address is in use, 2 for usage errors."""
     from policyd.daemon import logs
     from policyd.daemon.run import Daemon, RunOptions, load_config
 
     logs.setup(verbosity, log_format.value)
     options = RunOptions(
         config=config, kubeconfig=kubeconfig, context=context,
+        bind_address=bind_address, secure_port=secure_port,
+        always_allow_paths=tuple(p.strip() for p in always_allow_paths.split(",")
+                                 if p.strip()),
+        tls_cert_file=tls_cert_file, tls_private_key_file=tls_private_key_file,
         metrics_bind_address=metrics_bind_address, leader_elect=leader_elect,
         lease_namespace=lease_namespace, lease_name=lease_name, identity=identity,
         policies=list(policies or []), verbosity=verbosity,

@@ -11,6 +11,7 @@ import ipaddress
 import json
 import logging
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -26,7 +27,17 @@ from prometheus_client import (
     generate_latest,
 )
 
+from policyd.daemon.serving import Refusal
+
 log = logging.getLogger("policyd.daemon.metrics")
+
+# A TLS client must finish its handshake (and send its request) within this long:
+# a connection that says nothing holds one thread, not the server.
+CONNECTION_TIMEOUT = 10.0
+
+# (path, Authorization header) -> None to serve it, else the refusal to send
+# (policyd.daemon.serving.DelegatedAuth.check).
+Guard = Callable[[str, str | None], Refusal | None]
 
 # kube-scheduler's buckets for scheduling latency: 1 ms .. ~16 s (exponential).
 _LATENCY_BUCKETS = tuple(0.001 * 2**i for i in range(15))
@@ -95,7 +106,8 @@ class Metrics:
 def parse_bind_address(address: str) -> tuple[str, int, socket.AddressFamily]:
     """`HOST:PORT` as kube-scheduler reads its bind addresses: an IPv6 address in
     brackets (`[::1]:10251`, `[::]:10251` for every address), an IPv4 address or a
-    host name, and an empty host for every IPv4 address. (host, port, family), or
+    host name, and an empty host for loopback: this address serves in plain HTTP, so
+    only an explicit host exposes it beyond this machine. (host, port, family), or
     ValueError saying what is wrong."""
     host, sep, port_text = address.rpartition(":")
     if not sep or not port_text.isdigit() or int(port_text) > 65535:
@@ -111,19 +123,38 @@ def parse_bind_address(address: str) -> tuple[str, int, socket.AddressFamily]:
         return host, port, socket.AF_INET6
     if ":" in host or "[" in host or "]" in host:
         raise ValueError("an IPv6 address goes in brackets: [ADDRESS]:PORT")
-    return host or "0.0.0.0", port, socket.AF_INET
+    return host or "127.0.0.1", port, socket.AF_INET
 
 
 class _Server(ThreadingHTTPServer):
     """The HTTP server on the address family of its address; `[::]` also takes IPv4
-    connections, as Go's listener (and so kube-scheduler) does."""
+    connections, as Go's listener (and so kube-scheduler) does. With `tls`, each
+    connection's handshake happens in its own thread, so a client that stalls it
+    cannot hold up the others."""
 
     daemon_threads = True
 
     def __init__(self, host: str, port: int, family: socket.AddressFamily,
-                 handler: type[BaseHTTPRequestHandler]) -> None:
+                 handler: type[BaseHTTPRequestHandler],
+                 tls: ssl.SSLContext | None = None) -> None:
         self.address_family = family
+        self.tls = tls
         super().__init__((host, port), handler)
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if self.tls is None:
+            super().finish_request(request, client_address)
+            return
+        request.settimeout(CONNECTION_TIMEOUT)
+        try:
+            conn = self.tls.wrap_socket(request, server_side=True)
+        except OSError as exc:  # ssl.SSLError included: plain HTTP, bad client, timeout
+            log.debug("TLS handshake with %s failed: %s", client_address, exc)
+            return
+        try:
+            super().finish_request(conn, client_address)
+        finally:
+            conn.close()
 
     def server_bind(self) -> None:
         if self.address_family == socket.AF_INET6 and self.server_address[0] == "::":
@@ -133,20 +164,29 @@ class _Server(ThreadingHTTPServer):
 
 class HealthServer:
     """Serves /metrics, /healthz and /livez (`health()` lists no problem), /readyz
-    (caches synced) and the /debug pages."""
+    (caches synced) and the /debug pages; over HTTPS with `tls`, and each request
+    first past `guard` when one is given (secure serving)."""
 
     def __init__(self, address: str, metrics: Metrics, ready: Callable[[], bool],
                  before_scrape: Callable[[], None] = lambda: None,
                  debug: Mapping[str, Callable[[], Any]] | None = None,
-                 health: Callable[[], list[str]] = list) -> None:
+                 health: Callable[[], list[str]] = list,
+                 tls: ssl.SSLContext | None = None, guard: Guard | None = None) -> None:
         host, port, family = parse_bind_address(address)
         metrics_ref, ready_ref, scrape_ref, health_ref = metrics, ready, before_scrape, health
         # /debug/<name> -> a callable giving JSON-ready data (queue, metrics cache).
         debug_ref = dict(debug or {})
+        guard_ref = guard
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
+                if guard_ref is not None:
+                    refusal = guard_ref(path, self.headers.get("Authorization"))
+                    if refusal is not None:
+                        self._send(refusal.status, f"{refusal.message}\n".encode(),
+                                   "text/plain")
+                        return
                 if path == "/metrics":
                     scrape_ref()
                     self._send(200, metrics_ref.render(), CONTENT_TYPE_LATEST)
@@ -188,7 +228,8 @@ class HealthServer:
             def log_message(self, format: str, *args: object) -> None:
                 log.debug("http: " + format, *args)
 
-        self.server = _Server(host, port, family, Handler)
+        self.server = _Server(host, port, family, Handler, tls)
+        self.secure = tls is not None
         self._thread = threading.Thread(target=self.server.serve_forever,
                                         name="policyd-http", daemon=True)
 

@@ -9,12 +9,14 @@ grace period, release the lease, stop the watches, return 0.
 from __future__ import annotations
 
 import errno
+import ipaddress
 import logging
 import os
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,14 @@ from policyd.daemon.metrics import (
 )
 from policyd.daemon.reload import ConfigWatcher
 from policyd.daemon.scheduler import Scheduler
+from policyd.daemon.serving import (
+    DEFAULT_ALWAYS_ALLOW_PATHS,
+    DEFAULT_SECURE_PORT,
+    REVIEW_TIMEOUT,
+    DelegatedAuth,
+    PathMatcher,
+    server_tls_context,
+)
 from policyd.errors import EXIT_OK, PolicydError, RuntimeFailure
 from policyd.framework.runtime import Framework
 from policyd.kube import api
@@ -59,7 +69,15 @@ class RunOptions:
     config: Path
     kubeconfig: str | None = None
     context: str | None = None
-    metrics_bind_address: str = "0.0.0.0:10251"
+    # Secure serving (kube-scheduler's flags): HTTPS on bind_address:secure_port (0:
+    # off), delegated authentication/authorization except for always_allow_paths.
+    bind_address: str = "0.0.0.0"
+    secure_port: int = DEFAULT_SECURE_PORT
+    always_allow_paths: tuple[str, ...] = DEFAULT_ALWAYS_ALLOW_PATHS
+    tls_cert_file: Path | None = None
+    tls_private_key_file: Path | None = None
+    # Plain HTTP, no authentication: only when asked for (HOST:PORT; no host: loopback).
+    metrics_bind_address: str = ""
     leader_elect: bool | None = None  # None: the profile's leaderElection.leaderElect
     lease_namespace: str | None = None
     lease_name: str | None = None
@@ -94,8 +112,6 @@ class Daemon:
             timeout=s.timeout))
         le_settings = s.leader_election(options.identity, options.lease_namespace)
         if options.lease_name:
-            from dataclasses import replace
-
             le_settings = replace(le_settings, name=options.lease_name)
         self.le_settings = le_settings
         self.identity = le_settings.identity
@@ -148,7 +164,9 @@ class Daemon:
                                      rejected=self._config_rejected,
                                      interval=options.reload_interval,
                                      extra_policies=options.policies)
-        self.http: HealthServer | None = None
+        self.http: HealthServer | None = None  # plain HTTP (--metrics-bind-address)
+        self.https: HealthServer | None = None  # secure serving (--secure-port)
+        self._auth_client: KubeClient | None = None
         self._threads: list[threading.Thread] = []
         self._elector_stop = threading.Event()
         self._scheduler_stop = threading.Event()
@@ -265,16 +283,55 @@ class Daemon:
         t.start()
         self._threads.append(t)
 
-    def start(self) -> None:
+    def _serve(self) -> None:
+        """Secure serving unless --secure-port 0, plain HTTP only when asked for; every
+        flag is checked (exit 2) and every address bound (exit 1) before either starts."""
         o = self.options
+        pages = dict(before_scrape=self.scheduler.update_gauges, debug=self._debug_pages(),
+                     health=self.health_problems)
+        endpoints = "/metrics, /healthz, /readyz, /livez, " + ", ".join(self._debug_pages())
+        secure: tuple[str, PathMatcher, ssl.SSLContext] | None = None
+        if o.secure_port:  # every flag checked before anything is bound
+            address = secure_address(o.bind_address, o.secure_port)
+            # A specific bind address is also named in a self-signed certificate.
+            bind_host = address.rpartition(":")[0].strip("[]")
+            secure = (address, PathMatcher(o.always_allow_paths), server_tls_context(
+                o.tls_cert_file, o.tls_private_key_file,
+                () if ipaddress.ip_address(bind_host).is_unspecified else (bind_host,)))
         if o.metrics_bind_address:
             self.http = serve_metrics(o.metrics_bind_address, self.metrics, self.synced,
-                                      before_scrape=self.scheduler.update_gauges,
-                                      debug=self._debug_pages(),
-                                      health=self.health_problems)
+                                      **pages)
+        if secure is not None:
+            address, always, tls = secure
+            # Its own connection: reviews spend neither the scheduler's QPS nor its pool.
+            auth_client = self._auth_client = KubeClient.connect(
+                replace(self.client.settings, timeout=REVIEW_TIMEOUT))
+
+            def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
+                return auth_client.request("POST", path, body=body)
+
+            auth = DelegatedAuth(post, always_allow=always)
+            try:
+                self.https = serve_metrics(address, self.metrics, self.synced, tls=tls,
+                                           guard=auth.check, **pages)
+            except PolicydError:
+                if self.http is not None:  # bound, not started: release the port
+                    self.http.server.server_close()
+                    self.http = None
+                raise
+        if self.https is not None:
+            self.https.start()
+            log.info("serving %s over HTTPS on %s (%s certificate); all but %s need a "
+                     "bearer token the API server authorizes", endpoints,
+                     self.https.address, "given" if o.tls_cert_file else "self-signed",
+                     ", ".join(o.always_allow_paths) or "nothing")
+        if self.http is not None:
             self.http.start()
-            log.info("serving /metrics, /healthz, /readyz, /debug/queue, "
-                     "/debug/metrics-cache on %s", self.http.address)
+            log.warning("serving %s over plain HTTP without authentication on %s",
+                        endpoints, self.http.address)
+
+    def start(self) -> None:
+        self._serve()
         self.events.start()
         if self.node_metrics is not None and self.loaded.metrics_providers:
             self.node_metrics.apply(self.loaded.metrics_providers)
@@ -316,11 +373,29 @@ class Daemon:
         self.events.stop(5.0)
         for t in self._threads:
             t.join(2.0)
-        if self.http is not None:
-            self.http.stop()
+        for server in (self.https, self.http):
+            if server is not None:
+                server.stop()
+        if self._auth_client is not None:
+            self._auth_client.close()
         self.client.close()
         log.info("stopped")
         return EXIT_OK
+
+
+def secure_address(bind_address: str, port: int) -> str:
+    """HOST:PORT of secure serving from --bind-address (an IP address; empty: every
+    IPv4 address) and --secure-port; a bad value is a usage error naming the flag."""
+    host = bind_address.strip() or "0.0.0.0"
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        raise PolicydError(f"--bind-address {bind_address!r}: not an IP address "
+                           "(0.0.0.0 or :: for every address)") from None
+    if not 0 < port <= 65535:
+        raise PolicydError(f"--secure-port {port}: not a port (1-65535, or 0 to disable "
+                           "secure serving)")
+    return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
 
 
 def serve_metrics(address: str, metrics: Metrics, ready: Callable[[], bool],
@@ -328,7 +403,7 @@ def serve_metrics(address: str, metrics: Metrics, ready: Callable[[], bool],
     """The HealthServer on `address`. A malformed address is a usage error (exit 2);
     an address this host refuses (in use, not ours, no permission) is a runtime
     failure (exit 1), and the message says which and names the address."""
-    where = f"cannot serve metrics on {address!r}"
+    where = f"cannot serve {'HTTPS' if kw.get('tls') else 'metrics'} on {address!r}"
     try:
         return HealthServer(address, metrics, ready, **kw)
     except (ValueError, socket.gaierror) as exc:

@@ -10,19 +10,16 @@ consumer (Go TLS, Python ssl, the ES256 token signer) accepts them.
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-# Valid from a little in the past (clock skew) for long enough to outlive any dev cluster.
-_BACKDATE = datetime.timedelta(hours=1)
-_VALIDITY = datetime.timedelta(days=365)
+from policyd.pki import builder as _builder
+from policyd.pki import cert_pem, key_usage, new_key, subject_alt_names
+from policyd.pki import key_pem as _key_pem
 
 
 @dataclass(frozen=True)
@@ -39,38 +36,11 @@ class CertFiles:
     sa_pub: Path  # public: verifies them
 
 
-def _new_key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-
-
 def _write(path: Path, data: bytes, private: bool = False) -> Path:
     path.write_bytes(data)
     if private:
         path.chmod(0o600)
     return path
-
-
-def _builder(
-    subject: x509.Name, issuer: x509.Name, public: ec.EllipticCurvePublicKey
-) -> x509.CertificateBuilder:
-    now = datetime.datetime.now(datetime.UTC)
-    return (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(issuer)
-        .public_key(public)
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _BACKDATE)
-        .not_valid_after(now + _VALIDITY)
-    )
 
 
 def generate_certs(
@@ -84,25 +54,12 @@ def generate_certs(
     """
     directory.mkdir(parents=True, exist_ok=True)
 
-    ca_key = _new_key()
+    ca_key = new_key()
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "policyd-dev-ca")])
     ca_cert = (
         _builder(ca_name, ca_name, ca_key.public_key())
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(key_usage(cert_sign=True), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
         .sign(ca_key, hashes.SHA256())
     )
@@ -110,7 +67,7 @@ def generate_certs(
     def leaf(
         cn: str, org: str | None, usage: x509.ObjectIdentifier, sans: list[x509.GeneralName]
     ) -> tuple[bytes, bytes]:
-        key = _new_key()
+        key = new_key()
         attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
         if org is not None:
             # Kubernetes maps the certificate's O= to the user's groups.
@@ -118,20 +75,7 @@ def generate_certs(
         builder = (
             _builder(x509.Name(attrs), ca_cert.subject, key.public_key())
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    key_encipherment=False,
-                    key_cert_sign=False,
-                    crl_sign=False,
-                    content_commitment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
+            .add_extension(key_usage(), critical=True)
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
             .add_extension(
                 x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
@@ -140,27 +84,22 @@ def generate_certs(
         if sans:
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
         cert = builder.sign(ca_key, hashes.SHA256())
-        return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
+        return cert_pem(cert), _key_pem(key)
 
-    sans: list[x509.GeneralName] = []
-    names = [*hosts, "kubernetes", "kubernetes.default", "kubernetes.default.svc"]
-    for host in dict.fromkeys(names):  # ordered de-duplication
-        try:
-            sans.append(x509.IPAddress(ipaddress.ip_address(host)))
-        except ValueError:
-            sans.append(x509.DNSName(host))
+    sans = subject_alt_names(
+        [*hosts, "kubernetes", "kubernetes.default", "kubernetes.default.svc"])
     serving_cert, serving_key = leaf("kube-apiserver", None, ExtendedKeyUsageOID.SERVER_AUTH, sans)
     admin_cert, admin_key = leaf(
         "policyd-admin", "system:masters", ExtendedKeyUsageOID.CLIENT_AUTH, []
     )
 
-    sa_key = _new_key()
+    sa_key = new_key()
     sa_pub = sa_key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
 
     return CertFiles(
-        ca_cert=_write(directory / "ca.crt", ca_cert.public_bytes(serialization.Encoding.PEM)),
+        ca_cert=_write(directory / "ca.crt", cert_pem(ca_cert)),
         ca_key=_write(directory / "ca.key", _key_pem(ca_key), private=True),
         serving_cert=_write(directory / "apiserver.crt", serving_cert),
         serving_key=_write(directory / "apiserver.key", serving_key, private=True),

@@ -88,7 +88,8 @@ def run_live_demo(demo_dir: Path, *, timeout: float = 60.0,
         log_path = Path(cp.kubeconfig_path).parent / "policyd.log"
         cmd = [sys.executable, "-m", "policyd", "run", "--config", str(profile),
                "--kubeconfig", str(cp.kubeconfig_path),
-               "--metrics-bind-address", f"127.0.0.1:{port}", "-v", "2"]
+               "--metrics-bind-address", f"127.0.0.1:{port}", "--secure-port", "0",
+               "-v", "2"]
         say("starting: policyd run --config " + str(profile))
         with log_path.open("w") as log:
             daemon = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,

@@ -171,9 +171,13 @@ class DaemonFactory:
         self.started: list[Daemon] = []
 
     def start(self, config: Path, **kw: Any) -> Daemon:
+        # Plain HTTP on a free loopback port, no secure port (tests run side by side;
+        # tests/e2e/test_secure_serving.py asks for one).
+        settings: dict[str, Any] = dict(metrics_bind_address="127.0.0.1:0", secure_port=0,
+                                        reload_interval=0.2, shutdown_grace=5.0,
+                                        verbosity=2)
         options = RunOptions(config=config, kubeconfig=str(self.kubeconfig),
-                             metrics_bind_address="127.0.0.1:0", reload_interval=0.2,
-                             shutdown_grace=5.0, verbosity=2, **kw)
+                             **(settings | kw))
         daemon = Daemon(options, load_config(options))
         daemon.start()
         self.started.append(daemon)
@@ -222,7 +226,10 @@ class ProcessFactory:
 
     def start(self, *args: str, kubeconfig: Path | None = None, name: str = "policyd"
               ) -> subprocess.Popen[bytes]:
+        """Without --secure-port in `args`, none (processes run side by side)."""
         log = open(self.tmp / f"{name}-{len(self.procs)}.log", "wb")  # noqa: SIM115
+        if not any(a.startswith("--secure-port") for a in args):
+            args = ("--secure-port", "0", *args)
         proc = subprocess.Popen(
             [sys.executable, "-m", "policyd", "run",
              "--kubeconfig", str(kubeconfig or self.kubeconfig), *args],

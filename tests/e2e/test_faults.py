@@ -235,7 +235,7 @@ def test_sigterm_finishes_in_flight_binds(
         proc = subprocess.Popen(
             [sys.executable, "-m", "policyd", "run", "--config", str(profile),
              "--kubeconfig", str(_proxied_kubeconfig(control_plane, proxy.port, tmp_path)),
-             "--metrics-bind-address", "", "-v", "2", "--identity", "graceful",
+             "--secure-port", "0", "-v", "2", "--identity", "graceful",
              "--shutdown-grace-period", "20"], stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for(lambda: b"became leader" in log_path.read_bytes(), 30, "leadership")

@@ -68,6 +68,9 @@ current-context: c
 
 
 def _policyd(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`policyd run`; no secure port unless `args` name one (tests run side by side)."""
+    if not any(a.startswith("--secure-port") for a in args):
+        args = ("--secure-port", "0", *args)
     return subprocess.run([sys.executable, "-m", "policyd", "run", *args],
                           capture_output=True, text=True, timeout=timeout)
 

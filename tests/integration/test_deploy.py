@@ -16,7 +16,9 @@ so no other test sees them:
   in-cluster configuration (KUBERNETES_SERVICE_HOST/PORT, the token from TokenRequest,
   the CA) and the ConfigMap's data laid out as the kubelet mounts it. They elect a
   leader, place the example workload on the hw-encrypt node, explain an unschedulable
-  pod, reload a changed policy; the audit log then shows no refused request and every
+  pod, reload a changed policy, and serve /metrics over HTTPS only to a token bound to
+  ClusterRole policyd-metrics-reader (TokenReview and SubjectAccessReview through
+  `system:auth-delegator`); the audit log then shows no refused request and every
   granted permission in use.
 """
 
@@ -28,6 +30,7 @@ import os
 import re
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import sysconfig
@@ -179,7 +182,9 @@ def test_bundle_is_the_kustomize_base() -> None:
     assert _by_key(_docs(built)) == bundle()
     assert sorted(k[0] for k in bundle()) == sorted([
         "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
-        "RoleBinding", "ConfigMap", "Deployment", "PodDisruptionBudget", "Service"])
+        "RoleBinding", "ConfigMap", "Deployment", "PodDisruptionBudget", "Service",
+        # Secure serving: the auth-delegator binding, the scrapers' ClusterRole.
+        "ClusterRoleBinding", "ClusterRole"])
     assert all(ns in ("", NAMESPACE) for _, ns, _ in bundle())
 
 
@@ -287,11 +292,14 @@ def test_deployment_is_hardened_and_wired() -> None:
     assert sc["capabilities"] == {"drop": ["ALL"]}
     for kind in ("requests", "limits"):
         assert {"cpu", "memory"} <= set(c["resources"][kind])
-    port = {p["name"]: p["containerPort"] for p in c["ports"]}["metrics"]
-    bind = next(a for a in c["args"] if a.startswith("--metrics-bind-address="))
-    assert bind.endswith(f":{port}")
-    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
-    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    # Secure serving only: the probes on the HTTPS port, no plain HTTP anywhere.
+    port = {p["name"]: p["containerPort"] for p in c["ports"]}["https"]
+    assert f"--secure-port={port}" in c["args"] and port == 10259
+    assert not any(a.startswith("--metrics-bind-address") for a in c["args"])
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "https",
+                                             "scheme": "HTTPS"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https",
+                                              "scheme": "HTTPS"}
     shutdown = next(a for a in c["args"] if a.startswith("--shutdown-grace-period="))
     assert pod["terminationGracePeriodSeconds"] > float(shutdown.split("=")[1])
     # The ConfigMap is mounted whole (no subPath: updates must reach the pod).
@@ -303,7 +311,14 @@ def test_deployment_is_hardened_and_wired() -> None:
     objs = bundle()
     svc = objs[("Service", NAMESPACE, "policyd-metrics")]["spec"]
     assert svc["selector"].items() <= labels.items()
-    assert svc["ports"][0]["targetPort"] == "metrics"
+    assert svc["ports"][0]["targetPort"] == "https"
+    # The auth-delegator binding of policyd's ServiceAccount, and a role for scrapers.
+    delegator = objs[("ClusterRoleBinding", "", "policyd:auth-delegator")]
+    assert delegator["roleRef"]["name"] == "system:auth-delegator"
+    assert delegator["subjects"] == [{"kind": "ServiceAccount", "name": SA,
+                                      "namespace": NAMESPACE}]
+    reader = objs[("ClusterRole", "", "policyd-metrics-reader")]
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
     pdb = objs[("PodDisruptionBudget", NAMESPACE, "policyd")]["spec"]
     assert pdb["selector"]["matchLabels"].items() <= labels.items()
     assert pdb["minAvailable"] == 1 < spec["replicas"]
@@ -459,6 +474,9 @@ CAN = [
     ("get", "leases.coordination.k8s.io/policyd", ["-n", NAMESPACE]),
     ("update", "leases.coordination.k8s.io/policyd", ["-n", NAMESPACE]),
     ("get", "configmaps/policyd-config", ["-n", NAMESPACE]),
+    # Secure serving: who presents a token, and may they read this path?
+    ("create", "tokenreviews.authentication.k8s.io", []),
+    ("create", "subjectaccessreviews.authorization.k8s.io", []),
 ]
 # ...and what it must never do.
 CANNOT = [
@@ -501,6 +519,9 @@ CANNOT = [
     ("update", "namespaces", []),
     ("create", "namespaces", []),
     ("patch", "replicasets.apps", ["-n", "default"]),
+    # Its own /metrics is for scrapers, not for policyd.
+    ("get", "/metrics", []),
+    ("get", "/debug/queue", []),
 ]
 
 
@@ -566,9 +587,15 @@ def wait_for(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
         time.sleep(0.2)
 
 
-def _http(url: str) -> tuple[int, str]:
+def _https(url: str, token: str | None) -> tuple[int, str]:
+    """GET over HTTPS (the daemon's self-signed certificate accepted), with a token."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"}
+                                 if token else {})
     try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
+        with urllib.request.urlopen(req, timeout=5, context=ctx) as resp:
             return int(resp.status), resp.read().decode()
     except urllib.error.HTTPError as err:
         return int(err.code), ""
@@ -586,19 +613,22 @@ def _metric(text: str, name: str, **labels: str) -> float:
 
 
 class Replica:
-    """One `policyd run` process as the Deployment would start it."""
+    """One `policyd run` process as the Deployment would start it; `get` reads its
+    secure port with `token` (a scraper's)."""
 
     def __init__(self, identity: str, argv: list[str], env: dict[str, str], port: int,
-                 log: Path) -> None:
+                 log: Path, token: str) -> None:
         self.identity = identity
         self.port = port
+        self.token = token
         self.log_path = log
         self._log = log.open("wb")
         self.proc = subprocess.Popen(argv, env=env, stdout=self._log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
 
-    def get(self, path: str) -> tuple[int, str]:
-        return _http(f"http://127.0.0.1:{self.port}{path}")
+    def get(self, path: str, token: str | None = "scraper") -> tuple[int, str]:
+        return _https(f"https://127.0.0.1:{self.port}{path}",
+                      self.token if token == "scraper" else token)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -653,6 +683,14 @@ def test_daemon_schedules_with_its_service_account(installed: Kube, tmp_path: Pa
     etc = tmp_path / "etc-policyd"
     write_kubelet_volume(etc, served["data"])
     context = _build_context(tmp_path / "image")
+    # A scraper as deploy/rbac.yaml suggests: a ServiceAccount bound to
+    # policyd-metrics-reader (in policyd-system: the audit only records policyd's).
+    kube.admin.request("POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts", body={
+        "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "scraper"}})
+    kube.kubectl("create", "clusterrolebinding", "scraper-policyd-metrics",
+                 "--clusterrole=policyd-metrics-reader",
+                 f"--serviceaccount={NAMESPACE}:scraper")
+    scraper = kube.kubectl("create", "token", "scraper", "-n", NAMESPACE).stdout.strip()
 
     c = container()
     replicas: list[Replica] = []
@@ -664,8 +702,9 @@ def test_daemon_schedules_with_its_service_account(installed: Kube, tmp_path: Pa
     try:
         for n, port in enumerate(ports):
             args = [a.replace(MOUNT, str(etc)) for a in c["args"]]
-            args = [f"--metrics-bind-address=127.0.0.1:{port}"
-                    if a.startswith("--metrics-bind-address=") else a for a in args]
+            args = [f"--secure-port={port}" if a.startswith("--secure-port=") else
+                    "--bind-address=127.0.0.1" if a.startswith("--bind-address=") else a
+                    for a in args]
             # The pod's name; the daemon's Lease identity is its host name plus a uuid.
             identity = f"policyd-{n}-{uuid.uuid4().hex[:5]}"
             env = {
@@ -681,7 +720,8 @@ def test_daemon_schedules_with_its_service_account(installed: Kube, tmp_path: Pa
             }
             # The Deployment's command, resolved on PATH as in the image.
             argv = [*c["command"], *args]
-            replicas.append(Replica(identity, argv, env, port, tmp_path / f"policyd-{n}.log"))
+            replicas.append(Replica(identity, argv, env, port, tmp_path / f"policyd-{n}.log",
+                                    scraper))
 
         for r in replicas:
             wait_for(partial(_ready_or_exited, r), f"{r.identity} ready")
@@ -698,6 +738,14 @@ def test_daemon_schedules_with_its_service_account(installed: Kube, tmp_path: Pa
                     if _metric(r.get("/metrics")[1], "policyd_leader") == 1]
 
         wait_for(lambda: len(leaders()) == 1, "exactly one replica leading")
+        # Secure serving: health open; /metrics for the scraper only; policyd's own
+        # ServiceAccount is authenticated but not authorized; /debug/* not granted.
+        for r in replicas:
+            assert r.get("/readyz", token=None) == (200, "ok")
+            assert r.get("/metrics", token=None)[0] == 401
+            assert r.get("/metrics", token="not-a-token")[0] == 401
+            assert r.get("/metrics", token=(sa_dir / "token").read_text())[0] == 403
+            assert r.get("/debug/queue")[0] == 403
 
         # The example workload's pod lands on the hw-encrypt node.
         (workload,) = _docs((DEPLOY / "examples" / "hw-encrypt-workload.yaml").read_text())
@@ -776,17 +824,39 @@ def test_daemon_schedules_with_its_service_account(installed: Kube, tmp_path: Pa
         # Restore the rendered ConfigMap for the tests after this one.
         kube.kubectl("apply", "--server-side", "-f", str(DEPLOY / "configmap.yaml"))
 
-    _check_audit(kube.audit_log)
+    _check_audit(kube)
     for n in range(len(replicas)):
         _check_modules(tmp_path / f"modules-{n}.json", context)
 
 
-def _check_audit(audit_log: Path) -> None:
+def _granted(kube: Kube) -> set[tuple[str, str, str]]:
+    """(apiGroup, resource, verb) of every rule of every role deploy/ binds to policyd's
+    ServiceAccount, built-in ones (system:auth-delegator) as the API server has them."""
+    granted: set[tuple[str, str, str]] = set()
+    subject = {"kind": "ServiceAccount", "name": SA, "namespace": NAMESPACE}
+    for (kind, ns, _), obj in bundle().items():
+        if kind not in ("ClusterRoleBinding", "RoleBinding") or \
+                subject not in obj["subjects"]:
+            continue
+        ref = obj["roleRef"]
+        where = f"namespaces/{ns}/" if ref["kind"] == "Role" else ""
+        role = kube.get(f"/apis/rbac.authorization.k8s.io/v1/{where}"
+                        f"{ref['kind'].lower()}s/{ref['name']}")
+        assert role is not None, ref
+        for rule in role["rules"]:
+            for group in rule.get("apiGroups", []):
+                for resource in rule.get("resources", []):
+                    for verb in rule["verbs"]:
+                        granted.add((group, resource, verb))
+    return granted
+
+
+def _check_audit(kube: Kube) -> None:
     """Every request the daemon sent was allowed, and every permission granted in
     deploy/rbac.yaml was used (or is one of the documented rare paths)."""
     used: set[tuple[str, str, str]] = set()
     refused = []
-    for line in audit_log.read_text().splitlines():
+    for line in kube.audit_log.read_text().splitlines():
         event = json.loads(line)
         if event["user"]["username"] != SA_USER or \
                 not event.get("userAgent", "").startswith("policyd"):
@@ -801,14 +871,8 @@ def _check_audit(audit_log: Path) -> None:
     assert used, "no requests of the daemon in the audit log"
     assert not refused, f"refused requests: {refused}"
 
-    granted: set[tuple[str, str, str]] = set()
-    for kind in ("ClusterRole", "Role"):
-        ns = "" if kind == "ClusterRole" else NAMESPACE
-        for rule in bundle()[(kind, ns, "policyd")]["rules"]:
-            for group in rule["apiGroups"]:
-                for resource in rule["resources"]:
-                    for verb in rule["verbs"]:
-                        granted.add((group, resource, verb))
+    granted = _granted(kube)
+    assert ("authentication.k8s.io", "tokenreviews", "create") in granted
     # Granted, but not on the paths this test drives: each needs a fault to happen.
     rare = {
         ("", "pods", "get"),  # a bind answered 409 after an earlier attempt timed out

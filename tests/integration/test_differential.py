@@ -86,7 +86,8 @@ def _start_daemon(control_plane: ControlPlane, workdir: Path) -> Daemon:
         "leaderElection:\n  leaderElect: false\n"
         f"profiles:\n- schedulerName: {DAEMON_SCHEDULER}\n")
     options = RunOptions(config=profile, kubeconfig=str(control_plane.kubeconfig_path),
-                         metrics_bind_address="127.0.0.1:0", shutdown_grace=5.0)
+                         metrics_bind_address="127.0.0.1:0", secure_port=0,
+                         shutdown_grace=5.0)
     daemon = Daemon(options, load_config(options))
     daemon.start()
     deadline = time.monotonic() + 30

@@ -67,7 +67,7 @@ def serve() -> Iterator[Callable[..., HealthServer]]:
     ("[fd00::5]:65535", ("fd00::5", 65535, socket.AF_INET6)),
     ("127.0.0.1:10251", ("127.0.0.1", 10251, socket.AF_INET)),
     ("0.0.0.0:1", ("0.0.0.0", 1, socket.AF_INET)),
-    (":10251", ("0.0.0.0", 10251, socket.AF_INET)),
+    (":10251", ("127.0.0.1", 10251, socket.AF_INET)),  # plain HTTP: loopback unless asked
     ("localhost:80", ("localhost", 80, socket.AF_INET)),
 ])
 def test_bind_addresses_are_read_as_kube_scheduler_reads_them(
