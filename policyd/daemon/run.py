@@ -102,7 +102,9 @@ class Daemon:
         self.leader_elect = s.leader_elect if options.leader_elect is None \
             else options.leader_elect
         self.stop_event = threading.Event()
-        self.events = EventSink(self.client, self.metrics, self.identity)
+        # Events get their own QPS budget (kube-scheduler's separate event client): a
+        # flood of them must not delay binds waiting for tokens.
+        self.events = EventSink(self.client.with_own_limiter(), self.metrics, self.identity)
         self.elector: LeaderElector | None = None
         if self.leader_elect:
             self.elector = LeaderElector(
@@ -124,11 +126,13 @@ class Daemon:
         self.nodes = Informer(self.client, "/api/v1/nodes", _Handler(
             sch.on_node_add, sch.on_node_update, sch.on_node_delete), name="nodes",
             watch_timeout=options.watch_timeout,
-            on_error=lambda e: self.metrics.watch_errors.labels("nodes").inc())
+            on_error=lambda e: self.metrics.watch_errors.labels("nodes").inc(),
+            on_skip=lambda r: self.metrics.objects_skipped.labels("nodes", r).inc())
         self.pods = Informer(self.client, "/api/v1/pods", _Handler(
             sch.on_pod_add, sch.on_pod_update, sch.on_pod_delete), name="pods",
             watch_timeout=options.watch_timeout,
-            on_error=lambda e: self.metrics.watch_errors.labels("pods").inc())
+            on_error=lambda e: self.metrics.watch_errors.labels("pods").inc(),
+            on_skip=lambda r: self.metrics.objects_skipped.labels("pods", r).inc())
         # What the plugins read besides nodes and pods: namespace labels (affinity
         # namespaceSelector) and the workloads behind default topology spreading.
         self.extra_informers = [Informer(self.client, "/api/v1/namespaces", _Handler(
