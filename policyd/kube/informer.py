@@ -131,7 +131,9 @@ def object_uid(obj: Obj) -> str:
 
 
 def resource_version(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    meta = obj.get("metadata")
+    # Checked: it is read before `object_problem` has vetted the object.
+    return str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
 
 
 def diff_relist(cached: dict[str, Obj], listed: list[Obj]
