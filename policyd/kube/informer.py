@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from policyd.kube.backoff import Backoff
-from policyd.kube.client import ApiError, KubeClient, WatchStream
+from policyd.kube.client import ApiError, KubeClient, WatchStream, retry_after_of
 
 log = logging.getLogger("policyd.kube.informer")
 
@@ -314,8 +314,10 @@ class Informer:
             raise ApiError(0, "BadWatchEvent", f"{etype} event without an object")
         if etype == "ERROR":
             code = obj.get("code")
-            raise ApiError(code if isinstance(code, int) else 0, str(obj.get("reason", "")),
-                           str(obj.get("message", "")), obj)
+            status = code if isinstance(code, int) else 0
+            # A Status may carry details.retryAfterSeconds (a throttled watch).
+            raise ApiError(status, str(obj.get("reason", "")), str(obj.get("message", "")),
+                           obj, retry_after_of(status, None, obj))
         rv = resource_version(obj)
         if etype == "BOOKMARK":
             if rv:

@@ -451,3 +451,13 @@ def test_a_leader_told_to_wait_past_its_renew_deadline_steps_down_on_time() -> N
     assert all(c == throttled_at or c >= throttled_at + 30.0 for c in api.calls[4:])
     # ...but the leader stepped down at its renew deadline, not 30 s later.
     assert stopped and stopped[0] == pytest.approx(last_renew + 10.0, abs=0.05)
+
+
+def test_a_throttled_watch_error_event_carries_its_retry_after() -> None:
+    status = {"kind": "Status", "code": 429, "reason": "TooManyRequests",
+              "details": {"retryAfterSeconds": 6}}
+    transport = FakeTransport([], [[json.dumps({"type": "ERROR", "object": status})
+                                    .encode() + b"\n"]])
+    _, _, stop, _ = _run(transport, rounds=2,
+                         backoff=Backoff(initial=0.8, maximum=30.0, jitter=0.0))
+    assert stop.delays == [6.0, 6.0]
