@@ -200,3 +200,33 @@ def test_an_event_flood_does_not_slow_binds_and_binds_are_spread_at_qps(
             assert count <= burst + qps * (main[j] - t0) + 1, (count, main[j] - t0)
     wait_for(lambda: metric(_metrics(d), "policyd_events_total",
                             reason="FailedScheduling") >= 60, 30, "the flood posted")
+
+
+def test_events_throttled_beyond_their_retry_window_are_dropped_counted_binds_go_on(
+        cluster: Cluster, http_proxy: HttpProxy, proxied: DaemonFactory,
+        policy_dir: Path) -> None:
+    sched = f"policyd-{uuid.uuid4().hex[:6]}"
+    cluster.node("n1", cpu="4")
+    d = proxied.start(write_profile(policy_dir.parent, sched))
+    # Every event and PodScheduled patch: come back in two minutes (longer than the
+    # writers' 30 s window, so they give up at once instead of retrying early).
+    http_proxy.throttles.append(Throttle(
+        lambda m, p, w: (m == "POST" and p.endswith("/events"))
+        or (m == "PATCH" and p.endswith("/status")), "120"))
+    for i in range(10):
+        cluster.pod(f"huge{i}", sched, cpu="64")
+    names = [f"p{i}" for i in range(10)]
+    start = time.monotonic()
+    for n in names:
+        cluster.pod(n, sched)
+    for n in names:
+        assert cluster.wait_bound(n, timeout=20) == "n1"
+    assert time.monotonic() - start < 5.0
+    # 10 FailedScheduling events, 10 condition patches, 10 Scheduled events at least.
+    wait_for(lambda: metric(_metrics(d), "policyd_events_dropped_total",
+                            reason="retries_exhausted") >= 30, 15, "30 drops counted")
+    writes = [s for s in http_proxy.requests()
+              if s.path.endswith("/events") or s.path.endswith("/status")]
+    assert all(s.answered == 429 for s in writes)
+    # Each write tried once: none came back before its Retry-After.
+    assert len(writes) == metric(_metrics(d), "policyd_events_dropped_total")
