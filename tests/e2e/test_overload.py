@@ -188,7 +188,7 @@ def test_an_event_flood_does_not_slow_binds_and_binds_are_spread_at_qps(
     took = time.monotonic() - start
     binds = http_proxy.requests("POST", "/binding")
     assert len(binds) == len(names)
-    assert took < 4.0, f"binds took {took:.1f}s behind the event flood"
+    assert took < 6.0, f"binds took {took:.1f}s behind the event flood"
     # The main client's requests (not the events') never beat its token bucket: in
     # any window of T seconds at most burst + qps*T of them.
     main = [s.at for s in http_proxy.requests()
@@ -221,7 +221,7 @@ def test_events_throttled_beyond_their_retry_window_are_dropped_counted_binds_go
         cluster.pod(n, sched)
     for n in names:
         assert cluster.wait_bound(n, timeout=20) == "n1"
-    assert time.monotonic() - start < 5.0
+    assert time.monotonic() - start < 8.0
     # 10 FailedScheduling events, 10 condition patches, 10 Scheduled events at least.
     wait_for(lambda: metric(_metrics(d), "policyd_events_dropped_total",
                             reason="retries_exhausted") >= 30, 15, "30 drops counted")
