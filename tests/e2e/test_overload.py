@@ -175,6 +175,9 @@ def test_an_event_flood_does_not_slow_binds_and_binds_are_spread_at_qps(
     qps, burst = 20.0, 5
     d = proxied.start(write_profile(policy_dir.parent, sched, lease_duration="15s",
                                     renew_deadline="10s"), qps=qps, burst=burst)
+    # Events draw on a bucket of their own (kube-scheduler's separate event client).
+    assert d.events.client.limiter is not d.client.limiter
+    assert (d.client.limiter.qps, d.client.limiter.burst) == (qps, burst)
     # 60 pods that do not fit: 60 FailedScheduling events and 60 condition patches,
     # 6 s of tokens at qps 20 if events drew on the binds' bucket.
     for i in range(60):
