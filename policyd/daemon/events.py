@@ -1,9 +1,13 @@
 """Events and the PodScheduled condition, posted off the scheduling path.
 
-The scheduling loop only enqueues; a few worker threads post. Writes are best effort:
-transient failures are retried with backoff for up to `RETRY_FOR` seconds (an event
-keeps its name across retries, so a retry after a lost reply is a harmless 409), then
-dropped with a log line: they explain decisions, they do not make them.
+The scheduling loop and the binders only enqueue (never blocking: a full queue drops
+the write); a few worker threads post, through a client with its own QPS token bucket
+(as kube-scheduler's separate event client), so an event flood never spends the tokens
+binds need. Writes are best effort: transient failures are retried with backoff — at
+least the server's Retry-After — for up to `RETRY_FOR` seconds (an event keeps its name
+across retries, so a retry after a lost reply is a harmless 409), then dropped with a
+log line and counted in `policyd_events_dropped_total{reason}`: they explain
+decisions, they do not make them.
 
 Flood control: a pod that keeps failing with the same message gets its condition
 patched once (it is state, not news) and a FailedScheduling event when the message
@@ -33,6 +37,9 @@ REPEAT_INITIAL = 60.0
 # condition is given up: long enough for an API server restart.
 RETRY_FOR = 30.0
 REPEAT_MAX = 600.0
+# At most one "dropping" warning per this many seconds: a flood would otherwise turn
+# into a log flood (the metric counts every drop).
+DROP_LOG_INTERVAL = 10.0
 
 
 @dataclass(slots=True)
@@ -87,6 +94,8 @@ class EventSink:
 
     def __init__(self, client: KubeClient, metrics: Metrics, instance: str,
                  maxsize: int = 10000, workers: int = 4) -> None:
+        # `client` should have a token bucket of its own (`KubeClient.with_own_limiter`):
+        # events must not queue binds behind them.
         self.client = client
         self.metrics = metrics
         self.instance = instance
@@ -95,6 +104,9 @@ class EventSink:
         # A few writers: one POST at a time would cap events (and so binds' Scheduled
         # events) at the round-trip rate.
         self._stopping = False
+        self._last_drop_log = -DROP_LOG_INTERVAL
+        self._drops_unlogged = 0
+        self._drop_lock = threading.Lock()
         self._threads = [threading.Thread(target=self._run, name=f"policyd-events-{i}",
                                           daemon=True) for i in range(workers)]
 
@@ -119,7 +131,20 @@ class EventSink:
         try:
             self._q.put_nowait((what, work))
         except queue.Full:
-            log.warning("event queue full; dropping the %s", what)
+            self._dropped("queue_full", what, "event queue full")
+
+    def _dropped(self, reason: str, what: str, why: str) -> None:
+        """Count a write given up; log it, at most once per DROP_LOG_INTERVAL."""
+        self.metrics.events_dropped.labels(reason).inc()
+        now = time.monotonic()
+        with self._drop_lock:
+            if now - self._last_drop_log < DROP_LOG_INTERVAL:
+                self._drops_unlogged += 1
+                return
+            self._last_drop_log = now
+            others, self._drops_unlogged = self._drops_unlogged, 0
+        more = f" ({others} more dropped since the last such line)" if others else ""
+        log.warning("%s; dropping the %s%s", why, what, more)
 
     def _run(self) -> None:
         while True:
@@ -134,10 +159,16 @@ class EventSink:
                     work()
                     break
                 except ApiError as exc:
-                    if not exc.transient or time.monotonic() >= deadline or self._stopping:
-                        log.warning("could not write the %s: %s", what, exc)
+                    if not exc.transient:
+                        self._dropped("rejected", what, f"could not write it: {exc}")
                         break
-                    delay = backoff.next_delay()
+                    delay = backoff.next_delay(exc.retry_after)
+                    if time.monotonic() + delay > deadline or self._stopping:
+                        # Retrying before the server's Retry-After would only be
+                        # throttled again; past the window the write is stale anyway.
+                        self._dropped("retries_exhausted", what,
+                                      f"could not write it: {exc}")
+                        break
                     log.debug("writing the %s: attempt %d failed: %s; retrying in %.1fs",
                               what, backoff.attempts, exc, delay)
                     time.sleep(delay)

@@ -98,6 +98,18 @@ class Metrics:
         self.watch_errors = Counter(
             "policyd_watch_errors_total", "Watch/list failures by resource.", ["resource"],
             registry=r)
+        self.events_dropped = Counter(
+            "policyd_events_dropped_total",
+            "Event and condition writes given up, by reason: queue_full (posting fell "
+            "behind; binds never wait for it), retries_exhausted (transient failures "
+            "or a Retry-After beyond the retry window), rejected (a final API error).",
+            ["reason"], registry=r)
+        self.objects_skipped = Counter(
+            "policyd_objects_skipped_total",
+            "Watched objects or watch lines ignored, by resource and reason: "
+            "bad_watch_line (not a watch event: the watch reconnects), invalid (does "
+            "not decode), hostile_labels (too many labels, or keys/values the API "
+            "server would never accept).", ["resource", "reason"], registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -118,7 +118,9 @@ class Daemon:
         self.leader_elect = s.leader_elect if options.leader_elect is None \
             else options.leader_elect
         self.stop_event = threading.Event()
-        self.events = EventSink(self.client, self.metrics, self.identity)
+        # Events get their own QPS budget (kube-scheduler's separate event client): a
+        # flood of them must not delay binds waiting for tokens.
+        self.events = EventSink(self.client.with_own_limiter(), self.metrics, self.identity)
         self.elector: LeaderElector | None = None
         if self.leader_elect:
             self.elector = LeaderElector(
@@ -140,22 +142,25 @@ class Daemon:
         self.nodes = Informer(self.client, "/api/v1/nodes", _Handler(
             sch.on_node_add, sch.on_node_update, sch.on_node_delete), name="nodes",
             watch_timeout=options.watch_timeout,
-            on_error=lambda e: self.metrics.watch_errors.labels("nodes").inc())
+            on_error=lambda e: self.metrics.watch_errors.labels("nodes").inc(),
+            on_skip=self._skip_counter("nodes"))
         self.pods = Informer(self.client, "/api/v1/pods", _Handler(
             sch.on_pod_add, sch.on_pod_update, sch.on_pod_delete), name="pods",
             watch_timeout=options.watch_timeout,
-            on_error=lambda e: self.metrics.watch_errors.labels("pods").inc())
+            on_error=lambda e: self.metrics.watch_errors.labels("pods").inc(),
+            on_skip=self._skip_counter("pods"))
         # What the plugins read besides nodes and pods: namespace labels (affinity
         # namespaceSelector) and the workloads behind default topology spreading.
         self.extra_informers = [Informer(self.client, "/api/v1/namespaces", _Handler(
             sch.on_namespace, lambda old, new: sch.on_namespace(new),
             lambda o: sch.on_namespace(o, deleted=True)), name="namespaces",
-            watch_timeout=options.watch_timeout)]
+            watch_timeout=options.watch_timeout, on_skip=self._skip_counter("namespaces"))]
         for path, kind in WORKLOAD_PATHS:
             self.extra_informers.append(Informer(self.client, path, _Handler(
                 partial(sch.on_workload, kind), partial(sch.on_workload_update, kind),
                 partial(sch.on_workload, kind, deleted=True)),
-                name=kind, watch_timeout=options.watch_timeout))
+                name=kind, watch_timeout=options.watch_timeout,
+                on_skip=self._skip_counter(path.rsplit("/", 1)[-1])))
         # Node metrics for policy `metric` scores: providers refresh a cache in the
         # background; compiled policies only read it.
         self.node_metrics = _metrics_manager(sch.nodes_snapshot, self.metrics)
@@ -202,6 +207,10 @@ class Daemon:
             if stuck:
                 problems.append(f"policyd-leader: {stuck}")
         return problems
+
+    def _skip_counter(self, resource: str) -> Callable[[str], None]:
+        """An informer's `on_skip`: policyd_objects_skipped_total{resource, reason}."""
+        return lambda reason: self.metrics.objects_skipped.labels(resource, reason).inc()
 
     # -- reload -------------------------------------------------------------------------
 

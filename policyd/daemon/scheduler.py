@@ -174,6 +174,7 @@ class Scheduler:
             spec: Obj = raw_spec if isinstance(raw_spec, dict) else {}
             uid = str(meta.get("uid") or "")
             rv = str(meta.get("resourceVersion") or "")
+            self.metrics.objects_skipped.labels("pods", "invalid").inc()
             if self._bad_objects.get(uid) != rv:
                 self._bad_objects[uid] = rv
                 log.error("skipping malformed pod: %s", exc)
@@ -277,6 +278,7 @@ class Scheduler:
         try:
             node = node_from_dict(obj)
         except InvalidObjectError as exc:
+            self.metrics.objects_skipped.labels("nodes", "invalid").inc()
             log.error("skipping malformed node: %s", exc)
             return
         with self.lock:
@@ -472,11 +474,16 @@ class Scheduler:
                 if not exc.transient or self.clock() >= deadline:
                     self._bind_failed(qp, node, profile, f"binding rejected: {exc}")
                     return
-                delay = exc.retry_after or backoff.next_delay()
+                # At least the server's Retry-After (a 429 or 5xx), bounded.
+                delay = backoff.next_delay(exc.retry_after)
+                if self.clock() + delay > deadline:
+                    # Retrying sooner than asked would be throttled again: requeue.
+                    self._bind_failed(qp, node, profile, f"binding rejected: {exc}")
+                    return
                 log.warning("binding %s to %s: attempt %d failed: %s; retrying in %.1fs",
                             pod.key, node, backoff.attempts, exc, delay)
                 # Retries go on during a graceful stop, until its grace period is over.
-                if self._abandon.wait(min(delay, 5.0)):
+                if self._abandon.wait(delay):
                     self._bind_failed(qp, node, profile, "scheduler stopping")
                     return
         self.metrics.binding_latency.observe(self.clock() - t0)

@@ -1,7 +1,9 @@
-"""Exponential backoff with jitter and a token-bucket rate limiter.
+"""Exponential backoff with jitter, the server's Retry-After, and a token-bucket rate
+limiter.
 
-Both are pure over an injected clock so the loops that use them (watch reconnects, bind
-retries, the client's QPS limit) are testable without sleeping.
+All are pure over an injected clock so the loops that use them (watch reconnects, bind
+retries, event writes, lease renewals, the client's QPS limit) are testable without
+sleeping.
 """
 
 from __future__ import annotations
@@ -11,6 +13,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+# The longest Retry-After we obey: a server (or a proxy in front of it) that asks for
+# an hour must not park a watch or a bind that long. client-go's reflector caps its
+# own backoff at 30 s; a minute leaves room for an overloaded server's honest ask.
+RETRY_AFTER_MAX = 60.0
 
 
 @dataclass(slots=True)
@@ -34,10 +41,18 @@ class Backoff:
         exp = min(attempt - 1, 64)
         return float(min(self.maximum, self.initial * self.factor**exp))
 
-    def next_delay(self) -> float:
+    def next_delay(self, retry_after: float | None = None) -> float:
+        """The wait before the next retry. `retry_after` (the server's Retry-After, from
+        a 429 or a 5xx) makes it at least that long, capped at RETRY_AFTER_MAX, with
+        the same share of jitter on top so that clients throttled together do not all
+        come back in the same second."""
         self.attempts += 1
         base = self.base_delay(self.attempts)
-        return base + base * self.jitter * self.rng.random()
+        delay = base + base * self.jitter * self.rng.random()
+        if retry_after is not None and retry_after > 0:
+            asked = min(retry_after, RETRY_AFTER_MAX)
+            delay = max(delay, asked + asked * self.jitter * self.rng.random())
+        return delay
 
     def reset(self) -> None:
         self.attempts = 0

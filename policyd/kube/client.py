@@ -9,10 +9,13 @@ retry can help (no response, 429, 5xx) or not (404, 409, 422, ...).
 
 from __future__ import annotations
 
+import email.utils
 import json
+import math
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from policyd.errors import PolicydError
@@ -79,15 +82,45 @@ def api_error_from(status: int, reason: str, data: bytes,
             reason = str(decoded.get("reason") or reason)
     except ValueError:
         message = data[:200].decode("utf-8", "replace")
-    retry_after = None
-    if headers is not None:
-        raw = headers.get("Retry-After")
-        if raw is not None:
-            try:
-                retry_after = float(raw)
-            except ValueError:
-                retry_after = None
-    return ApiError(status, reason, message, body, retry_after)
+    return ApiError(status, reason, message, body, retry_after_of(status, headers, body))
+
+
+def retry_after_of(status: int, headers: Mapping[str, str] | None,
+                   body: Mapping[str, Any] | None) -> float | None:
+    """How long the server asked us to wait, in seconds, or None. As client-go's
+    `checkWait`, only a 429 or a 5xx carries a meaningful Retry-After; the header
+    (seconds or an HTTP date) wins over the Status body's details.retryAfterSeconds
+    (what the API server's own throttling also sets). Nonsense is ignored, not
+    trusted: a negative, infinite or unparseable value means no advice."""
+    if not (status == 429 or 500 <= status <= 599):
+        return None
+    raw = headers.get("Retry-After") if headers is not None else None
+    if raw is not None:
+        seconds = _parse_retry_after(str(raw))
+        if seconds is not None:
+            return seconds
+    details = (body or {}).get("details")
+    if isinstance(details, dict):
+        value = details.get("retryAfterSeconds")
+        if isinstance(value, int | float) and not isinstance(value, bool) \
+                and math.isfinite(value) and value >= 0:
+            return float(value)
+    return None
+
+
+def _parse_retry_after(raw: str) -> float | None:
+    text = raw.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return max(0.0, (when - datetime.now(UTC)).total_seconds())
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 def _load_configuration(settings: ConnectionSettings) -> Any:
@@ -145,6 +178,12 @@ class KubeClient:
         self.settings = settings
         self.limiter = TokenBucket(settings.qps, settings.burst)
         self._api.user_agent = USER_AGENT
+
+    def with_own_limiter(self) -> KubeClient:
+        """A client on the same connection pool and credentials with a token bucket of
+        its own (same qps/burst): for best-effort writes (events) that must not spend
+        the tokens of the calls that matter (binds, the lease)."""
+        return KubeClient(self._api, self.settings)
 
     @classmethod
     def connect(cls, settings: ConnectionSettings) -> KubeClient:

@@ -13,6 +13,15 @@ of the old uid and an add of the new one — on a re-list and on the watch alike
 as an update from one uid to the other, after which a consumer would still count the
 old one.
 
+Bad neighbours are skipped, not obeyed: a watch line that is not an event (garbage, a
+truncated object) ends the stream, which reconnects from the last good resourceVersion
+after a backoff; an object whose metadata is not an object's (no name, wrong types) or
+whose labels no API server would accept, or too many of them (`object_problem`), is
+left out with one log line and `on_skip(reason)`, keeping the version cached before,
+so one bad object cannot stop the informer or the scheduling behind it. A watch that
+ends at once without an event counts as a failure (client-go's "very short watch"), so
+a server that hangs up on every watch is retried with backoff instead of in a spin.
+
 The official client's `SharedInformer` is not used: it decodes every object into
 models (about 4x slower than json.loads) and reconnects a failing watch without any
 backoff.
@@ -23,15 +32,81 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from policyd.kube.backoff import Backoff
-from policyd.kube.client import ApiError, KubeClient, WatchStream
+from policyd.kube.client import ApiError, KubeClient, WatchStream, retry_after_of
 
 log = logging.getLogger("policyd.kube.informer")
 
 Obj = dict[str, Any]
+
+# Labels beyond any real object's: kubelet, cloud providers and operators set a few
+# dozen on a node. More than this is a hostile or broken writer, and every selector and
+# topology key would have to scan them on every scheduling cycle.
+MAX_LABELS = 1000
+# The API server's own limits (a qualified name: a DNS-subdomain prefix of 253, "/", a
+# name of 63; values of 63): longer ones cannot come from a validating server.
+MAX_LABEL_KEY = 253 + 1 + 63
+MAX_LABEL_VALUE = 63
+# A watch that ends sooner than this without an event is a failure (client-go's
+# reflector): reconnecting at once would spin.
+SHORT_WATCH = 1.0
+
+# `on_skip` reasons (the `reason` label of policyd_objects_skipped_total).
+SKIP_BAD_WATCH_LINE = "bad_watch_line"
+SKIP_INVALID = "invalid"
+SKIP_HOSTILE_LABELS = "hostile_labels"
+
+
+def object_problem(obj: Any, *, check_labels: bool = True) -> tuple[str, str] | None:
+    """Why an object from a list or watch must be skipped — (reason, what is wrong) —
+    or None. Only what the informer and every consumer rely on is checked: metadata an
+    object with a string name (and uid/namespace strings if set), and labels (unless
+    `check_labels` is False: a delete needs only the identity) a string map within
+    MAX_LABELS and the API server's key/value lengths. The kind's own fields are the
+    decoders' business."""
+    if not isinstance(obj, dict):
+        return SKIP_INVALID, "the object is not a JSON object"
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return SKIP_INVALID, "metadata is not an object"
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        return SKIP_INVALID, "metadata.name is missing or not a string"
+    for field in ("namespace", "uid", "resourceVersion"):
+        if meta.get(field) is not None and not isinstance(meta[field], str):
+            return SKIP_INVALID, f"metadata.{field} is not a string"
+    if not check_labels:
+        return None
+    labels = meta.get("labels")
+    if labels is None:
+        return None
+    if not isinstance(labels, dict):
+        return SKIP_INVALID, "metadata.labels is not a map"
+    if len(labels) > MAX_LABELS:
+        return SKIP_HOSTILE_LABELS, f"{len(labels)} labels (at most {MAX_LABELS} accepted)"
+    for key, value in labels.items():
+        if not isinstance(value, str):
+            return SKIP_INVALID, f"label {key[:80]!r} has a value that is not a string"
+        if len(key) > MAX_LABEL_KEY:
+            return SKIP_HOSTILE_LABELS, f"label key {key[:40]!r}... is {len(key)} characters"
+        if len(value) > MAX_LABEL_VALUE:
+            return SKIP_HOSTILE_LABELS, (f"label {key[:80]!r} has a value of {len(value)} "
+                                         f"characters (at most {MAX_LABEL_VALUE})")
+    return None
+
+
+def _describe(obj: Any) -> str:
+    """`namespace/name (uid u)` as far as a possibly broken object allows."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(meta, dict):
+        return "an object without metadata"
+    name, ns, uid = meta.get("name"), meta.get("namespace"), meta.get("uid")
+    text = f"{ns}/{name}" if isinstance(ns, str) and ns else repr(name)
+    return f"{text} (uid {uid})" if isinstance(uid, str) and uid else text
 
 
 class Handler(Protocol):
@@ -56,7 +131,9 @@ def object_uid(obj: Obj) -> str:
 
 
 def resource_version(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    meta = obj.get("metadata")
+    # Checked: it is read before `object_problem` has vetted the object.
+    return str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
 
 
 def diff_relist(cached: dict[str, Obj], listed: list[Obj]
@@ -88,7 +165,8 @@ class Informer:
     def __init__(self, client: KubeClient, path: str, handler: Handler, *,
                  name: str = "", page_size: int = 500, watch_timeout: float = 300.0,
                  backoff: Backoff | None = None,
-                 on_error: Callable[[ApiError], None] | None = None) -> None:
+                 on_error: Callable[[ApiError], None] | None = None,
+                 on_skip: Callable[[str], None] | None = None) -> None:
         self.client = client
         self.path = path
         self.name = name or path
@@ -97,6 +175,8 @@ class Informer:
         self.watch_timeout = watch_timeout
         self.backoff = backoff or Backoff(initial=0.8, maximum=30.0)
         self.on_error = on_error
+        self.on_skip = on_skip
+        self._skipped: dict[str, str] = {}  # uid/key -> problem last logged
         self.synced = threading.Event()
         self.resource_version = ""
         self.cache: dict[str, Obj] = {}  # by uid (`object_uid`)
@@ -125,7 +205,10 @@ class Informer:
                              self.resource_version)
                     need_list = True
                     continue
-                delay = self.backoff.next_delay()
+                if exc.reason == "BadWatchEvent":
+                    self._count_skip(SKIP_BAD_WATCH_LINE)
+                # At least the server's Retry-After (a 429 or 5xx), bounded.
+                delay = self.backoff.next_delay(exc.retry_after if exc.transient else None)
                 log.warning("%s: %s %s failed (attempt %d): %s; retrying in %.1fs",
                             self.name, "list" if need_list else "watch", self.path,
                             self.backoff.attempts, exc, delay)
@@ -161,7 +244,12 @@ class Informer:
                     items, token = [], ""
                     continue
                 raise
-            items.extend(o for o in page.get("items") or [] if isinstance(o, dict))
+            for obj in page.get("items") or []:
+                if self._usable(obj, "listed"):
+                    items.append(obj)
+                elif (known := self._cached_version(obj)) is not None:
+                    # Valid before: keep what we knew rather than report it deleted.
+                    items.append(known)
             meta = page.get("metadata") or {}
             rv = str(meta.get("resourceVersion") or "")
             token = str(meta.get("continue") or "")
@@ -194,8 +282,8 @@ class Informer:
         query = {"watch": True, "resourceVersion": self.resource_version,
                  "allowWatchBookmarks": True, "timeoutSeconds": timeout}
         stream = self.client.stream(self.path, query=query, read_timeout=timeout + 30)
-        # Connected: the next failure starts its backoff from the beginning again.
-        self.backoff.reset()
+        opened = time.monotonic()
+        events = 0
         with self._lock:
             self._stream = stream
         try:
@@ -205,6 +293,15 @@ class Informer:
                 if stop.is_set():
                     return
                 self._apply(event)
+                events += 1
+                if events == 1:
+                    # A working stream: the next failure backs off from the start
+                    # again. Not on connect alone: a server that answers every watch
+                    # with garbage must see the delays grow.
+                    self.backoff.reset()
+            if events == 0 and not stop.is_set() \
+                    and time.monotonic() - opened < SHORT_WATCH:
+                raise ApiError(0, "ShortWatch", "the watch ended at once without an event")
         finally:
             with self._lock:
                 self._stream = None
@@ -217,10 +314,21 @@ class Informer:
             raise ApiError(0, "BadWatchEvent", f"{etype} event without an object")
         if etype == "ERROR":
             code = obj.get("code")
-            raise ApiError(code if isinstance(code, int) else 0, str(obj.get("reason", "")),
-                           str(obj.get("message", "")), obj)
+            status = code if isinstance(code, int) else 0
+            # A Status may carry details.retryAfterSeconds (a throttled watch).
+            raise ApiError(status, str(obj.get("reason", "")), str(obj.get("message", "")),
+                           obj, retry_after_of(status, None, obj))
         rv = resource_version(obj)
         if etype == "BOOKMARK":
+            if rv:
+                self.resource_version = rv
+            return
+        if etype not in ("ADDED", "MODIFIED", "DELETED") or not self._usable(
+                obj, f"watch {etype}", check_labels=etype != "DELETED"):
+            if etype not in ("ADDED", "MODIFIED", "DELETED"):
+                self._skip(obj, SKIP_INVALID, f"unknown watch event type {etype!r}",
+                           "watch")
+            # Skipped (the cached version, if any, stays); the stream goes on from here.
             if rv:
                 self.resource_version = rv
             return
@@ -255,6 +363,44 @@ class Informer:
                           uid)
         if rv:
             self.resource_version = rv
+
+    # -- skipped objects ----------------------------------------------------------------
+
+    def _usable(self, obj: Any, source: str, *, check_labels: bool = True) -> bool:
+        problem = object_problem(obj, check_labels=check_labels)
+        if problem is None:
+            if self._skipped and isinstance(obj, dict):
+                self._skipped.pop(object_uid(obj), None)
+            return True
+        self._skip(obj, *problem, source)
+        return False
+
+    def _skip(self, obj: Any, reason: str, problem: str, source: str) -> None:
+        """One log line per object and problem (a hostile node updated every few
+        seconds would flood the log otherwise); the metric counts every skip."""
+        self._count_skip(reason)
+        ident = object_uid(obj) if object_problem(obj, check_labels=False) is None else ""
+        if ident and self._skipped.get(ident) == problem:
+            return
+        if ident:
+            self._skipped[ident] = problem
+        log.error("%s: skipping %s %s: %s", self.name, source, _describe(obj), problem)
+
+    def _count_skip(self, reason: str) -> None:
+        if self.on_skip is not None:
+            try:
+                self.on_skip(reason)
+            except Exception:  # a metric must not stop the watch
+                log.exception("%s: on_skip failed", self.name)
+
+    def _cached_version(self, obj: Any) -> Obj | None:
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        if not isinstance(meta, dict):
+            return None
+        uid = meta.get("uid")
+        if isinstance(uid, str) and uid:
+            return self.cache.get(uid)
+        return None
 
     def _deliver(self, what: str, obj: Obj, old: Obj | None = None) -> None:
         # A consumer's bug must not stop the watch: later events would be lost too.

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policyd.kube import api
+from policyd.kube.backoff import RETRY_AFTER_MAX
 from policyd.kube.client import ApiError, KubeClient
 
 log = logging.getLogger("policyd.kube.leaderelection")
@@ -122,23 +123,41 @@ class LeaderElector:
 
     def run(self, stop: threading.Event) -> None:
         failures = 0
+        not_before = 0.0  # the server's Retry-After: no attempt before this (clock)
         try:
             while not stop.is_set():
-                try:
-                    ok = self.try_acquire_or_renew()
-                    failures = 0
-                except ApiError as exc:
-                    # One warning per outage; the retries every retryPeriod go to debug.
-                    failures += 1
-                    (log.warning if failures == 1 else log.debug)(
-                        "leader election: lease %s/%s: attempt %d failed: %s; "
-                        "retrying in %.1fs", self.settings.namespace, self.settings.name,
-                        failures, exc, self.settings.retry_period)
-                    ok = False
+                ok = False
+                if self.clock() >= not_before:
+                    try:
+                        ok = self.try_acquire_or_renew()
+                        failures = 0
+                    except ApiError as exc:
+                        failures += 1
+                        if exc.transient and exc.retry_after:
+                            not_before = self.clock() + min(exc.retry_after,
+                                                            RETRY_AFTER_MAX)
+                        # One warning per outage; the retries go to debug.
+                        (log.warning if failures == 1 else log.debug)(
+                            "leader election: lease %s/%s: attempt %d failed: %s; "
+                            "retrying in %.1fs", self.settings.namespace,
+                            self.settings.name, failures, exc,
+                            self._next_wait(not_before))
                 self._after_attempt(ok)
-                stop.wait(self.settings.retry_period)
+                stop.wait(self._next_wait(not_before))
         finally:
             self.release()
+
+    def _next_wait(self, not_before: float) -> float:
+        """retryPeriod, or longer when the server asked for it (Retry-After), but a
+        leader never sleeps past its renew deadline: it wakes up then to step down on
+        time (`_after_attempt` without another attempt) instead of late."""
+        now = self.clock()
+        wait = max(self.settings.retry_period, not_before - now)
+        with self._lock:
+            if self._leading:
+                left = self._last_renew + self.settings.renew_deadline - now
+                wait = min(wait, max(left, 0.0) + 0.01)
+        return wait
 
     def _after_attempt(self, ok: bool) -> None:
         started = stopped = False
