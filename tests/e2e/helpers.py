@@ -170,7 +170,8 @@ class DaemonFactory:
         self.tmp = tmp
         self.started: list[Daemon] = []
 
-    def start(self, config: Path, **kw: Any) -> Daemon:
+    def start(self, config: Path, *, leader: bool = True, **kw: Any) -> Daemon:
+        """Start a daemon and wait for its caches (and its leadership, if `leader`)."""
         options = RunOptions(config=config, kubeconfig=str(self.kubeconfig),
                              metrics_bind_address="127.0.0.1:0", reload_interval=0.2,
                              shutdown_grace=5.0, verbosity=2, **kw)
@@ -178,7 +179,8 @@ class DaemonFactory:
         daemon.start()
         self.started.append(daemon)
         wait_for(daemon.synced, 15, "informer caches synced")
-        wait_for(daemon.is_leader, 15, "leadership")
+        if leader:
+            wait_for(daemon.is_leader, 15, "leadership")
         return daemon
 
     def stop_all(self) -> None:
