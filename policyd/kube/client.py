@@ -328,8 +328,8 @@ def _query_value(value: Any) -> str:
 
 
 class WatchStream:
-    """The lines of an open watch response. `close()` from another thread interrupts
-    a blocked read (so shutdown does not wait for the watch timeout).
+    """The lines of an open watch response. `interrupt()` from another thread ends a
+    blocked read (so shutdown does not wait for the watch timeout).
 
     The silence detector is the socket's read timeout, set to `silence` when the watch
     was opened: every read waits at most that long for its next byte, so a stream
@@ -342,7 +342,8 @@ class WatchStream:
         self._raw = raw
         self.silence = silence
         self._on_failure = on_failure
-        self.closed = False
+        self.closed = False  # ended on purpose: a failing read is not an error
+        self._released = False
 
     def events(self) -> Iterator[dict[str, Any]]:
         """Decoded watch events; ends when the server closes the stream."""
@@ -381,18 +382,31 @@ class WatchStream:
             self._on_failure(error)
         return error
 
-    def close(self) -> None:
-        if self.closed:
-            return
+    def interrupt(self) -> None:
+        """End the stream from another thread: a blocked read wakes up and ends
+        quietly, and the reading thread closes the connection. Only the socket is shut
+        down here: releasing the connection to the pool from this thread too raced with
+        the reader's own release, and the pool could hand one connection to two
+        requests (each then cut the other's replies short)."""
         self.closed = True
         shutdown = getattr(self._raw, "shutdown", None)
-        try:
-            if shutdown is not None:
+        if shutdown is not None:
+            # Already released (the server ended the stream) or broken: nothing to wake.
+            with contextlib.suppress(Exception):
                 shutdown()
-            self._raw.release_conn()
+
+    def close(self) -> None:
+        """End the stream from the thread that reads it: the connection is closed
+        (a watch cut mid-body cannot be reused) and its slot returned to the pool. After
+        a clean end urllib3 has already put it back, open and reusable."""
+        self.closed = True
+        if self._released:
+            return
+        self._released = True
+        with contextlib.suppress(Exception):  # closing a broken socket can fail
             self._raw.close()
-        except Exception:  # closing a broken socket: nothing left to do
-            pass
+        with contextlib.suppress(Exception):
+            self._raw.release_conn()
 
 
 def decode_watch_line(line: bytes) -> dict[str, Any]:

@@ -162,10 +162,10 @@ class Informer:
         with self._lock:
             stream = self._stream
         if stream is not None:
-            stream.close()
+            stream.interrupt()
 
     def request_relist(self) -> int:
-        """Ask for a fresh list (the open watch is closed for it); returns a token
+        """Ask for a fresh list (the open watch is interrupted for it); returns a token
         for `listed_since`. The list is a consistent read: it starts after this call,
         so it shows at least everything written before it."""
         with self._lock:
@@ -173,7 +173,7 @@ class Informer:
             token = self._relist_wanted
             stream = self._stream
         if stream is not None:
-            stream.close()
+            stream.interrupt()
         return token
 
     def listed_since(self, token: int) -> bool:

@@ -102,8 +102,32 @@ def test_a_stream_closed_on_purpose_ends_quietly() -> None:
     stream = WatchStream(raw, silence=5.0, on_failure=failures.append)
     events = stream.events()
     next(events)
-    stream.close()  # shutdown or a relist: the read fails because we closed it
+    stream.interrupt()  # shutdown or a relist: the read fails because we ended it
     assert list(events) == [] and failures == []
+    assert raw.closed  # by the reading thread, once its read failed
+
+
+class ReleaseCounting(SilentRaw):
+    def __init__(self) -> None:
+        super().__init__([])
+        self.released = 0
+        self.shut = 0
+
+    def shutdown(self) -> None:
+        self.shut += 1
+
+    def release_conn(self) -> None:
+        self.released += 1
+
+
+def test_only_the_reading_thread_returns_the_connection_to_the_pool() -> None:
+    raw = ReleaseCounting()
+    stream = WatchStream(raw, silence=5.0)
+    stream.interrupt()  # another thread: wakes the reader, nothing more
+    assert (raw.shut, raw.released, raw.closed) == (1, 0, False)
+    stream.close()  # the reader
+    stream.close()
+    assert (raw.released, raw.closed) == (1, True)  # once, however often closed
 
 
 # -- resuming after it ------------------------------------------------------------------
@@ -115,6 +139,9 @@ class ScriptedStream:
         self._fail = fail
         self._during = during
         self.closed = False
+
+    def interrupt(self) -> None:
+        self.closed = True
 
     def events(self) -> Iterator[Obj]:
         yield from self._events
