@@ -231,8 +231,8 @@ class Informer:
                                        self.client.settings.watch_silence, random.random())
         query = {"watch": True, "resourceVersion": self.resource_version,
                  "allowWatchBookmarks": True, "timeoutSeconds": timeout}
-        # The read timeout is the silence bound (client settings), not the server's
-        # timeout: bookmarks keep a healthy watch talking at least every minute.
+        # Each read waits at most the client's silence bound: the server ends a
+        # healthy watch sooner (see server_watch_timeout).
         stream = self.client.stream(self.path, query=query)
         # Connected: the next failure starts its backoff from the beginning again.
         self.backoff.reset()
