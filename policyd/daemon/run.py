@@ -23,6 +23,7 @@ from typing import Any
 
 from policyd.daemon import config as daemon_config
 from policyd.daemon.events import EventSink
+from policyd.daemon.freshness import CacheFreshness
 from policyd.daemon.metrics import (
     RELOAD_APPLIED,
     RELOAD_REJECTED,
@@ -43,7 +44,13 @@ from policyd.daemon.serving import (
 from policyd.errors import EXIT_OK, PolicydError, RuntimeFailure
 from policyd.framework.runtime import Framework
 from policyd.kube import api
-from policyd.kube.client import ApiError, ConnectionSettings, KubeClient
+from policyd.kube.client import (
+    REQUEST_READ_TIMEOUT,
+    WATCH_SILENCE_TIMEOUT,
+    ApiError,
+    ConnectionSettings,
+    KubeClient,
+)
 from policyd.kube.informer import Informer
 from policyd.kube.leaderelection import LeaderElector
 
@@ -90,6 +97,10 @@ class RunOptions:
     qps: float | None = None
     burst: int | None = None
     watch_timeout: float = 300.0
+    # How long a reply / a watch may stay silent before its connection is taken for
+    # dead (not flags: tests shorten them to keep a frozen-proxy run short).
+    request_read_timeout: float = REQUEST_READ_TIMEOUT
+    watch_silence: float = WATCH_SILENCE_TIMEOUT
 
 
 class Daemon:
@@ -109,7 +120,8 @@ class Daemon:
             kubeconfig=options.kubeconfig or s.kubeconfig, context=options.context,
             qps=options.qps if options.qps is not None else s.qps,
             burst=options.burst if options.burst is not None else s.burst,
-            timeout=s.timeout))
+            timeout=s.timeout, read_timeout=options.request_read_timeout,
+            watch_silence=options.watch_silence))
         le_settings = s.leader_election(options.identity, options.lease_namespace)
         if options.lease_name:
             le_settings = replace(le_settings, name=options.lease_name)
@@ -122,10 +134,11 @@ class Daemon:
         # flood of them must not delay binds waiting for tokens.
         self.events = EventSink(self.client.with_own_limiter(), self.metrics, self.identity)
         self.elector: LeaderElector | None = None
+        # Each term begins with fresh lists of every cache (see daemon.freshness).
+        self.freshness = CacheFreshness(self.informers)
         if self.leader_elect:
             self.elector = LeaderElector(
-                self.client, le_settings,
-                on_started=lambda: self.metrics.leader.set(1),
+                self.client, le_settings, on_started=self._became_leader,
                 on_stopped=lambda: self.metrics.leader.set(0))
             is_leader = self.elector.is_leader
         else:
@@ -183,6 +196,18 @@ class Daemon:
 
     def synced(self) -> bool:
         return all(i.synced.is_set() for i in self.informers())
+
+    def _became_leader(self) -> None:
+        assert self.elector is not None
+        self.metrics.leader.set(1)
+        self.freshness.begin(self.elector.term)
+
+    def ready_to_schedule(self) -> bool:
+        """The scheduling loop's gate: caches synced and, with leader election,
+        listed again since this term began (a standby's watch may have been stuck)."""
+        if not self.synced():
+            return False
+        return self.elector is None or self.freshness.confirmed(self.elector.term)
 
     def is_leader(self) -> bool:
         return self.elector.is_leader() if self.elector is not None else True
@@ -353,7 +378,7 @@ class Daemon:
         if self.elector is not None:
             self._thread(self.elector.run, "policyd-leader", self._elector_stop)
         self._thread(self.scheduler.run, "policyd-scheduler", self._scheduler_stop,
-                     self.synced)
+                     self.ready_to_schedule)
         self._thread(self.watcher.run, "policyd-reload", self.stop_event)
 
     def wait(self) -> None:

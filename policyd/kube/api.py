@@ -157,25 +157,27 @@ def patch_pod_scheduled_false(client: KubeClient, namespace: str, name: str, mes
 
 # -- Leases ---------------------------------------------------------------------------
 
-def get_lease(client: KubeClient, namespace: str, name: str) -> dict[str, Any] | None:
+def get_lease(client: KubeClient, namespace: str, name: str, *,
+              timeout: float | None = None) -> dict[str, Any] | None:
     try:
         return client.request("GET", f"{LEASES.format(ns=quote(namespace, safe=''))}/"
-                                     f"{quote(name, safe='')}")
+                                     f"{quote(name, safe='')}", timeout=timeout)
     except ApiError as exc:
         if exc.status == 404:
             return None
         raise
 
 
-def create_lease(client: KubeClient, namespace: str, name: str, spec: dict[str, Any]
-                 ) -> dict[str, Any]:
+def create_lease(client: KubeClient, namespace: str, name: str, spec: dict[str, Any],
+                 *, timeout: float | None = None) -> dict[str, Any]:
     body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": name, "namespace": namespace}, "spec": spec}
-    return client.request("POST", LEASES.format(ns=quote(namespace, safe="")), body=body)
+    return client.request("POST", LEASES.format(ns=quote(namespace, safe="")), body=body,
+                          timeout=timeout)
 
 
-def update_lease(client: KubeClient, lease: dict[str, Any], spec: dict[str, Any]
-                 ) -> dict[str, Any]:
+def update_lease(client: KubeClient, lease: dict[str, Any], spec: dict[str, Any],
+                 *, timeout: float | None = None) -> dict[str, Any]:
     """PUT with the lease's resourceVersion: a concurrent writer makes this a 409."""
     meta = lease["metadata"]
     body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -183,4 +185,5 @@ def update_lease(client: KubeClient, lease: dict[str, Any], spec: dict[str, Any]
                          "resourceVersion": meta["resourceVersion"]},
             "spec": spec}
     return client.request("PUT", f"{LEASES.format(ns=quote(meta['namespace'], safe=''))}/"
-                                 f"{quote(meta['name'], safe='')}", body=body)
+                                 f"{quote(meta['name'], safe='')}", body=body,
+                          timeout=timeout)

@@ -5,15 +5,27 @@ refresh) and holds the urllib3 pool; everything else is ours. Each call is rate-
 by a client-side token bucket (QPS/burst, as client-go does), carries a timeout, and
 returns decoded JSON or raises `ApiError`, whose `transient` property says whether a
 retry can help (no response, 429, 5xx) or not (404, 409, 422, ...).
+
+Silent connections (a proxy or NAT that lost its backend keeps the socket open and
+forwards nothing) are noticed by silence bounds, not by waiting for TCP: a non-watch
+reply that sends no byte for `REQUEST_READ_TIMEOUT` fails as transient, a watch that
+sends no byte for `WATCH_SILENCE_TIMEOUT` (the server ends every watch sooner, and
+sends bookmarks meanwhile) fails as transient, and either failure drops every idle pooled
+connection, since a proxy that froze one froze the others opened before it: the retry
+then dials a new connection instead of waiting on the next frozen one. TCP keepalive
+covers an idle connection whose peer is gone altogether.
 """
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import json
+import logging
 import math
 import os
-from collections.abc import Iterator, Mapping
+import queue
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -21,7 +33,24 @@ from typing import Any
 from policyd.errors import PolicydError
 from policyd.kube.backoff import TokenBucket
 
+log = logging.getLogger("policyd.kube.client")
+
 USER_AGENT = "policyd"
+# Seconds a non-watch reply may go without a byte before the call is abandoned (and
+# retried on a new connection where that is safe). The API server answers in
+# milliseconds; even a list of thousands of objects streams without pauses.
+REQUEST_READ_TIMEOUT = 15.0
+# Seconds a watch may go without a byte, bookmarks included, before it is taken for
+# dead. Bookmarks alone do not keep a quiet watch talking (kube-apiserver v1.36.3 sent
+# an idle pod watch its first one after 120 s, then every 60 s), so the informer also
+# asks the server to end each watch after 50-75% of this (timeoutSeconds): a healthy
+# watch always sends a byte, if only its end, well within the bound.
+WATCH_SILENCE_TIMEOUT = 60.0
+# TCP keepalive on every connection: an idle connection whose peer (or the NAT entry
+# on the way) is gone is probed after 30 s and dropped after 3 unanswered probes 10 s
+# apart, 60 s in all. A frozen proxy answers the probes itself, so the silence bounds
+# above, not keepalive, are what notice it.
+KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 30, 10, 3
 # Enough sockets for two watches, the scheduling loop and a full binder pool: urllib3
 # otherwise opens and drops connections beyond its pool size on every call.
 POOL_SIZE = 32
@@ -42,7 +71,17 @@ class ConnectionSettings:
     """Requests per second once the burst is spent (clientConnection.qps)."""
     burst: int = 100
     timeout: float = 30.0
-    """Seconds every non-watch call may take before it fails as transient."""
+    """Seconds to connect, and the most a non-watch reply may go silent."""
+    read_timeout: float = REQUEST_READ_TIMEOUT
+    """Seconds a non-watch reply may go without a byte (capped by `timeout`)."""
+    watch_silence: float = WATCH_SILENCE_TIMEOUT
+    """Seconds a watch may go without a byte before it is closed and resumed."""
+
+    def request_timeout(self, timeout: float | None = None) -> tuple[float, float]:
+        """(connect, read) seconds for a non-watch call; `timeout` overrides the
+        configured one for this call (the read bound still applies)."""
+        total = self.timeout if timeout is None else timeout
+        return total, min(total, self.read_timeout)
 
 
 class ApiError(Exception):
@@ -151,10 +190,54 @@ def _load_configuration(settings: ConnectionSettings) -> Any:
         config.load_kube_config(config_file=default, context=settings.context,
                                 client_configuration=cfg)
     cfg.connection_pool_maxsize = POOL_SIZE
+    cfg.socket_options = keepalive_socket_options()
     # Our own retry loops decide what to retry and when; urllib3's silent retries
     # would hide the timeouts that count against a call.
     cfg.retries = False
     return cfg
+
+
+def keepalive_socket_options() -> list[tuple[int, int, int]]:
+    """urllib3's default socket options plus TCP keepalive tuned as above (options
+    the platform lacks are left out by the client's helper)."""
+    from kubernetes.utils.keepalive import tcp_keepalive_socket_options
+
+    return list(tcp_keepalive_socket_options(KEEPALIVE_IDLE, KEEPALIVE_INTERVAL,
+                                             KEEPALIVE_COUNT))
+
+
+def drop_idle_connections(pool_manager: Any) -> int:
+    """Close every idle connection in a urllib3 PoolManager's pools and return how
+    many: after one connection was found silent, the ones opened before it through
+    the same proxy are as likely frozen. Connections in use are left to their own
+    timeouts; a pool stays usable (its free slots are refilled, so the next request
+    dials a new connection)."""
+    dropped = 0
+    pools = getattr(pool_manager, "pools", None)
+    if pools is None:
+        return 0
+    for key in list(pools.keys()):
+        pool = pools.get(key)
+        idle = getattr(pool, "pool", None)  # the pool's queue of connections / None
+        if idle is None:
+            continue
+        taken: list[Any] = []
+        while True:
+            try:
+                taken.append(idle.get(block=False))
+            except queue.Empty:
+                break
+        for conn in taken:
+            if conn is not None:
+                dropped += 1
+                # Closing a broken socket can fail: nothing is left to do then.
+                with contextlib.suppress(Exception):
+                    conn.close()
+            try:
+                idle.put(None, block=False)
+            except queue.Full:  # refilled meanwhile by connections returned to it
+                break
+    return dropped
 
 
 def load_configuration(settings: ConnectionSettings) -> Any:
@@ -178,6 +261,7 @@ class KubeClient:
         self.settings = settings
         self.limiter = TokenBucket(settings.qps, settings.burst)
         self._api.user_agent = USER_AGENT
+        self.dropped_connections = 0
 
     def with_own_limiter(self) -> KubeClient:
         """A client on the same connection pool and credentials with a token bucket of
@@ -198,6 +282,15 @@ class KubeClient:
     def close(self) -> None:
         self._api.close()
 
+    def connection_failed(self, exc: ApiError) -> None:
+        """A call got no (complete) reply: drop the idle pooled connections so the
+        retries do not each wait out another frozen one."""
+        rest = getattr(self._api, "rest_client", None)
+        dropped = drop_idle_connections(getattr(rest, "pool_manager", None))
+        if dropped:
+            self.dropped_connections += dropped
+            log.info("%s: dropped %d idle connection(s) to the API server", exc, dropped)
+
     def _send(self, method: str, path: str, query: Mapping[str, Any] | None,
               body: Any, content_type: str | None, timeout: Any) -> Any:
         import urllib3
@@ -213,10 +306,8 @@ class KubeClient:
         try:
             resp = self._api.call_api(method, url, header_params=headers, body=body,
                                       post_params=post, _request_timeout=timeout)
-        except urllib3.exceptions.HTTPError as exc:
-            raise ApiError(0, type(exc).__name__, str(exc)) from exc
-        except OSError as exc:
-            raise ApiError(0, type(exc).__name__, str(exc)) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise self._no_reply(exc) from exc
         except Exception as exc:
             # The client wraps TLS failures as ApiException(status=0).
             status = getattr(exc, "status", None)
@@ -225,6 +316,11 @@ class KubeClient:
             raise
         return resp.response  # the urllib3 response, body not read yet
 
+    def _no_reply(self, exc: BaseException) -> ApiError:
+        error = ApiError(0, type(exc).__name__, str(exc))
+        self.connection_failed(error)
+        return error
+
     def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
                 body: Any = None, content_type: str | None = None,
                 timeout: float | None = None) -> dict[str, Any]:
@@ -232,11 +328,11 @@ class KubeClient:
         import urllib3
 
         raw = self._send(method, path, query, body, content_type,
-                         timeout if timeout is not None else self.settings.timeout)
+                         self.settings.request_timeout(timeout))
         try:
             data = raw.data
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise ApiError(0, type(exc).__name__, str(exc)) from exc
+            raise self._no_reply(exc) from exc
         finally:
             raw.release_conn()
         if not 200 <= raw.status <= 299:
@@ -250,17 +346,18 @@ class KubeClient:
         return decoded if isinstance(decoded, dict) else {"items": decoded}
 
     def stream(self, path: str, *, query: Mapping[str, Any] | None = None,
-               read_timeout: float) -> WatchStream:
-        """Open a watch: newline-delimited JSON events until the server ends it."""
-        raw = self._send("GET", path, query, None, None,
-                         (self.settings.timeout, read_timeout))
+               silence: float | None = None) -> WatchStream:
+        """Open a watch: newline-delimited JSON events until the server ends it, or
+        until no byte has come for `silence` seconds (default: the settings')."""
+        silence = self.settings.watch_silence if silence is None else silence
+        raw = self._send("GET", path, query, None, None, (self.settings.timeout, silence))
         if not 200 <= raw.status <= 299:
             try:
                 data = raw.data
             finally:
                 raw.release_conn()
             raise api_error_from(raw.status, str(raw.reason or ""), data, raw.headers)
-        return WatchStream(raw)
+        return WatchStream(raw, silence=silence, on_failure=self.connection_failed)
 
 
 def _query_value(value: Any) -> str:
@@ -270,12 +367,22 @@ def _query_value(value: Any) -> str:
 
 
 class WatchStream:
-    """The lines of an open watch response. `close()` from another thread interrupts
-    a blocked read (so shutdown does not wait for the watch timeout)."""
+    """The lines of an open watch response. `interrupt()` from another thread ends a
+    blocked read (so shutdown does not wait for the watch timeout).
 
-    def __init__(self, raw: Any) -> None:
+    The silence detector is the socket's read timeout, set to `silence` when the watch
+    was opened: every read waits at most that long for its next byte, so a stream
+    that sends nothing (not even a bookmark) for `silence` seconds ends with
+    ApiError(0, "WatchSilent"), and the informer resumes from its resourceVersion on
+    a new connection."""
+
+    def __init__(self, raw: Any, *, silence: float | None = None,
+                 on_failure: Callable[[ApiError], None] | None = None) -> None:
         self._raw = raw
-        self.closed = False
+        self.silence = silence
+        self._on_failure = on_failure
+        self.closed = False  # ended on purpose: a failing read is not an error
+        self._released = False
 
     def events(self) -> Iterator[dict[str, Any]]:
         """Decoded watch events; ends when the server closes the stream."""
@@ -295,24 +402,50 @@ class WatchStream:
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
             if self.closed:
                 return
-            raise ApiError(0, type(exc).__name__, str(exc)) from exc
+            raise self._failed(exc) from exc
         finally:
             self.close()
         if buf.strip():
             yield decode_watch_line(buf)
 
-    def close(self) -> None:
-        if self.closed:
-            return
+    def _failed(self, exc: BaseException) -> ApiError:
+        import urllib3
+
+        if isinstance(exc, urllib3.exceptions.ReadTimeoutError | TimeoutError):
+            error = ApiError(0, "WatchSilent",
+                             f"no byte for {self.silence or 0:.0f}s (bookmarks included); "
+                             "taking the connection for dead")
+        else:
+            error = ApiError(0, type(exc).__name__, str(exc))
+        if self._on_failure is not None:
+            self._on_failure(error)
+        return error
+
+    def interrupt(self) -> None:
+        """End the stream from another thread: a blocked read wakes up and ends
+        quietly, and the reading thread closes the connection. Only the socket is shut
+        down here: releasing the connection to the pool from this thread too raced with
+        the reader's own release, and the pool could hand one connection to two
+        requests (each then cut the other's replies short)."""
         self.closed = True
         shutdown = getattr(self._raw, "shutdown", None)
-        try:
-            if shutdown is not None:
+        if shutdown is not None:
+            # Already released (the server ended the stream) or broken: nothing to wake.
+            with contextlib.suppress(Exception):
                 shutdown()
-            self._raw.release_conn()
+
+    def close(self) -> None:
+        """End the stream from the thread that reads it: the connection is closed
+        (a watch cut mid-body cannot be reused) and its slot returned to the pool. After
+        a clean end urllib3 has already put it back, open and reusable."""
+        self.closed = True
+        if self._released:
+            return
+        self._released = True
+        with contextlib.suppress(Exception):  # closing a broken socket can fail
             self._raw.close()
-        except Exception:  # closing a broken socket: nothing left to do
-            pass
+        with contextlib.suppress(Exception):
+            self._raw.release_conn()
 
 
 def decode_watch_line(line: bytes) -> dict[str, Any]:

@@ -7,6 +7,13 @@ difference between the cached objects and the new list is delivered as
 adds/updates/deletes, so a consumer sees the same stream it would have seen without
 the gap. Any other failure reconnects after an exponential backoff with jitter.
 
+A watch that goes silent (no byte, bookmark included, for the client's watch silence
+bound) fails like a dropped one and resumes from the last resourceVersion on a new
+connection. A healthy watch is never that quiet: each asks the server to end it
+before the bound (`server_watch_timeout`), and bookmarks come meanwhile.
+`request_relist()` makes the informer list again now (a consistent read), which is
+how a new leader confirms its caches are fresh before it schedules.
+
 The store is keyed by uid, not by name: an object deleted and re-created under the same
 name (a StatefulSet pod, a re-registered node) is another object, delivered as a delete
 of the old uid and an add of the new one — on a re-list and on the watch alike — never
@@ -156,6 +163,14 @@ def diff_relist(cached: dict[str, Obj], listed: list[Obj]
     return added, updated, deleted
 
 
+def server_watch_timeout(preferred: float, silence: float, r: float) -> int:
+    """timeoutSeconds for one watch, `r` uniform in [0, 1): `preferred` spread over
+    [1x, 2x) so that many watches do not reconnect together, but never more than
+    50-75% of the silence bound, so the server ends a healthy watch (its last bytes)
+    well before the client could take its quiet for a dead connection."""
+    return max(1, int(min(preferred * (1 + r), silence * (0.5 + 0.25 * r))))
+
+
 class Informer:
     """Keeps `handler` in step with one resource (`path`, e.g. /api/v1/pods).
 
@@ -184,6 +199,10 @@ class Informer:
         self.relists = 0
         self._stream: WatchStream | None = None
         self._lock = threading.Lock()
+        # request_relist() counts up `_relist_wanted`; a list that started when it was
+        # N and completed sets `_listed_gen` to N.
+        self._relist_wanted = 0
+        self._listed_gen = 0
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -191,9 +210,11 @@ class Informer:
         need_list = True
         while not stop.is_set():
             try:
-                if need_list:
+                wanted = self._relist_wanted
+                if need_list or wanted > self._listed_gen:
                     self._list()
                     need_list = False
+                    self._listed_gen = wanted
                     self.synced.set()
                 self._watch(stop)
                 self.backoff.reset()
@@ -224,7 +245,24 @@ class Informer:
         with self._lock:
             stream = self._stream
         if stream is not None:
-            stream.close()
+            stream.interrupt()
+
+    def request_relist(self) -> int:
+        """Ask for a fresh list (the open watch is interrupted for it); returns a token
+        for `listed_since`. The list is a consistent read: it starts after this call,
+        so it shows at least everything written before it."""
+        with self._lock:
+            self._relist_wanted += 1
+            token = self._relist_wanted
+            stream = self._stream
+        if stream is not None:
+            stream.interrupt()
+        return token
+
+    def listed_since(self, token: int) -> bool:
+        """Whether a list that started after `request_relist()` returned `token` has
+        been delivered."""
+        return self._listed_gen >= token
 
     # -- list -------------------------------------------------------------------------
 
@@ -277,17 +315,21 @@ class Informer:
     # -- watch ------------------------------------------------------------------------
 
     def _watch(self, stop: threading.Event) -> None:
-        # Spread the server-side timeouts so many watches do not reconnect together.
-        timeout = int(self.watch_timeout * (1 + random.random()))
+        timeout = server_watch_timeout(self.watch_timeout,
+                                       self.client.settings.watch_silence, random.random())
         query = {"watch": True, "resourceVersion": self.resource_version,
                  "allowWatchBookmarks": True, "timeoutSeconds": timeout}
-        stream = self.client.stream(self.path, query=query, read_timeout=timeout + 30)
+        # Each read waits at most the client's silence bound: the server ends a
+        # healthy watch sooner (see server_watch_timeout). The backoff is reset only
+        # once a good event arrives (a stream of garbage keeps backing off).
+        stream = self.client.stream(self.path, query=query)
         opened = time.monotonic()
         events = 0
         with self._lock:
             self._stream = stream
+            relist = self._relist_wanted > self._listed_gen
         try:
-            if stop.is_set():
+            if stop.is_set() or relist:
                 return
             for event in stream.events():
                 if stop.is_set():

@@ -7,6 +7,13 @@ cannot give two leaders. A leader that cannot renew within `renew_deadline` (sho
 than the lease duration) stops leading on its own clock, before anyone else may take
 over; `is_leader()` checks that deadline on every call, so a scheduler blocked on a
 slow API server still stops at once.
+
+Every lease request is bounded by `request_timeout` (3 s with the default 10 s renew
+deadline and 2 s retry period): a renewal stuck on a frozen connection is abandoned
+(the client then drops its idle connections) and the next attempt, a retry period
+later, dials a new one and still ends before the renew deadline. `term` counts the
+times this replica became leader, so a gate can tell one term from the next (a new
+leader first confirms its caches are fresh).
 """
 
 from __future__ import annotations
@@ -97,6 +104,19 @@ class LeaderElector:
         self._lease: dict[str, Any] | None = None
         self._lock = threading.Lock()
         self.lease_uid = ""
+        self.term = 0
+
+    @property
+    def request_timeout(self) -> float:
+        """Seconds one lease request may take. After the last renewal, the next
+        attempt starts a retry period later; if it hangs on a frozen connection, the
+        one after it (on a new connection) starts another retry period after it gave
+        up, and must still end before the renew deadline: half of what the two retry
+        periods leave, so the good attempt has as long as the frozen one. At most the
+        client's read timeout."""
+        s = self.settings
+        return max(0.5, min((s.renew_deadline - 2 * s.retry_period) / 2,
+                            self.client.settings.read_timeout))
 
     @property
     def identity(self) -> str:
@@ -167,6 +187,7 @@ class LeaderElector:
                 self._last_renew = now
                 if not self._leading:
                     self._leading = started = True
+                    self.term += 1
             elif self._leading:
                 held_by_other = (self._observed_spec or {}).get("holderIdentity") not in (
                     None, "", self.identity)
@@ -185,12 +206,13 @@ class LeaderElector:
     def try_acquire_or_renew(self) -> bool:
         s = self.settings
         now = api.now_rfc3339(micro=True)
-        lease = api.get_lease(self.client, s.namespace, s.name)
+        timeout = self.request_timeout
+        lease = api.get_lease(self.client, s.namespace, s.name, timeout=timeout)
         if lease is None:
             try:
                 created = api.create_lease(self.client, s.namespace, s.name,
                                            lease_spec(self.identity, s.lease_duration, None,
-                                                      now))
+                                                      now), timeout=timeout)
             except ApiError as exc:
                 if exc.status == 409:
                     return False  # someone else created it first
@@ -204,7 +226,8 @@ class LeaderElector:
             return False
         try:
             updated = api.update_lease(self.client, lease,
-                                       lease_spec(self.identity, s.lease_duration, spec, now))
+                                       lease_spec(self.identity, s.lease_duration, spec, now),
+                                       timeout=timeout)
         except ApiError as exc:
             if exc.status == 409:
                 return False  # another replica wrote in between
@@ -234,13 +257,15 @@ class LeaderElector:
         if lease is None:
             return
         try:
-            current = api.get_lease(self.client, self.settings.namespace, self.settings.name)
+            current = api.get_lease(self.client, self.settings.namespace, self.settings.name,
+                                    timeout=self.request_timeout)
             if current is None or (current.get("spec") or {}).get(
                     "holderIdentity") != self.identity:
                 return
             api.update_lease(self.client, current,
                              released_spec(current.get("spec") or {},
-                                           api.now_rfc3339(micro=True)))
+                                           api.now_rfc3339(micro=True)),
+                             timeout=self.request_timeout)
             log.info("released the lease %s/%s", self.settings.namespace, self.settings.name)
         except ApiError as exc:
             log.warning("could not release the lease: %s", exc)

@@ -170,9 +170,10 @@ class DaemonFactory:
         self.tmp = tmp
         self.started: list[Daemon] = []
 
-    def start(self, config: Path, **kw: Any) -> Daemon:
-        # Plain HTTP on a free loopback port, no secure port (tests run side by side;
-        # tests/e2e/test_secure_serving.py asks for one).
+    def start(self, config: Path, *, leader: bool = True, **kw: Any) -> Daemon:
+        """Start a daemon and wait for its caches (and its leadership, if `leader`).
+        Plain HTTP on a free loopback port, no secure port (tests run side by side;
+        tests/e2e/test_secure_serving.py asks for one)."""
         settings: dict[str, Any] = dict(metrics_bind_address="127.0.0.1:0", secure_port=0,
                                         reload_interval=0.2, shutdown_grace=5.0,
                                         verbosity=2)
@@ -182,7 +183,8 @@ class DaemonFactory:
         daemon.start()
         self.started.append(daemon)
         wait_for(daemon.synced, 15, "informer caches synced")
-        wait_for(daemon.is_leader, 15, "leadership")
+        if leader:
+            wait_for(daemon.is_leader, 15, "leadership")
         return daemon
 
     def stop_all(self) -> None:

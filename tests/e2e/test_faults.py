@@ -21,12 +21,21 @@ import pytest
 from policyd.devcluster import ControlPlane
 from policyd.devcluster.process import ManagedProcess
 from policyd.kube.client import ConnectionSettings, KubeClient
+from policyd.kube.leaderelection import released_spec
 from tests.e2e.helpers import Cluster, DaemonFactory, metric, scrape, wait_for, write_profile
 
 
+class _Link:
+    """One proxied connection (both directions)."""
+
+    def __init__(self) -> None:
+        self.frozen = threading.Event()
+
+
 class Proxy:
-    """A TCP forwarder on loopback that can cut every connection and refuse new ones
-    (TLS passes through untouched: the API server's certificate names 127.0.0.1)."""
+    """A TCP forwarder on loopback that can cut every connection and refuse new ones,
+    or freeze the open ones (TLS passes through untouched: the API server's certificate
+    names 127.0.0.1)."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
@@ -40,6 +49,7 @@ class Proxy:
         self.delay = 0.0  # seconds each client->server chunk is held back
         self.accepted = 0
         self._socks: set[socket.socket] = set()
+        self._links: set[_Link] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()
@@ -59,15 +69,28 @@ class Proxy:
             except OSError:
                 client.close()
                 continue
+            # The 5 s were for connecting: a read timeout here would cut every watch
+            # that is quiet for 5 s, as no real proxy does.
+            upstream.settimeout(None)
+            link = _Link()
             with self._lock:
                 self._socks |= {client, upstream}
+                self._links.add(link)
             for a, b, slow in ((client, upstream, True), (upstream, client, False)):
-                threading.Thread(target=self._pump, args=(a, b, slow), daemon=True).start()
+                threading.Thread(target=self._pump, args=(a, b, slow, link),
+                                 daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket, slow: bool) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, slow: bool, link: _Link
+              ) -> None:
         try:
             while True:
                 data = src.recv(65536)
+                if link.frozen.is_set():
+                    # Half-open, as a load balancer that lost its backend: bytes are
+                    # taken (TCP acknowledges them) and never forwarded, and neither is
+                    # a close: the connection stays open until the proxy closes.
+                    self._stop.wait()
+                    break
                 if not data:
                     break
                 if slow and self.delay:
@@ -82,6 +105,16 @@ class Proxy:
                 s.close()
             with self._lock:
                 self._socks -= {src, dst}
+                self._links.discard(link)
+
+    def freeze(self) -> int:
+        """Stop forwarding on every open connection without closing it; connections
+        made afterwards pass. Returns how many connections were frozen."""
+        with self._lock:
+            links = list(self._links)
+        for link in links:
+            link.frozen.set()
+        return len(links)
 
     def cut(self) -> None:
         """Drop every open connection (watches included)."""
@@ -258,3 +291,102 @@ def test_sigterm_finishes_in_flight_binds(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# Silence bounds shortened for the frozen-proxy test, so it takes seconds: the defaults
+# (client.WATCH_SILENCE_TIMEOUT, REQUEST_READ_TIMEOUT) are checked in
+# tests/unit/kube/test_silence.py.
+FAST_WATCH_SILENCE = 10.0
+FAST_READ_TIMEOUT = 5.0
+
+
+def test_a_frozen_proxy_is_noticed_in_seconds(
+        control_plane: ControlPlane, cluster: Cluster, proxy: Proxy, tmp_path: Path,
+        policy_dir: Path) -> None:
+    """Every open connection freezes (half-open: nothing forwarded, nothing closed),
+    new ones pass: the pod watch notices within its silence bound and resumes on a new
+    connection, the lease renewal and the bind do not wait on frozen pooled
+    connections, and the pod created right after the freeze is bound within the
+    bound (it took 384 s before)."""
+    sched = f"policyd-{uuid.uuid4().hex[:6]}"
+    cluster.node("n1")
+    daemons = DaemonFactory(_proxied_kubeconfig(control_plane, proxy.port, tmp_path),
+                            tmp_path)
+    try:
+        d = daemons.start(write_profile(policy_dir.parent, sched, lease_duration="15s",
+                                        renew_deadline="10s"),
+                          watch_silence=FAST_WATCH_SILENCE,
+                          request_read_timeout=FAST_READ_TIMEOUT)
+        # Binds and renewals leave idle connections in the pool: they freeze too.
+        for i in range(3):
+            cluster.pod(f"before-{i}", sched)
+        for i in range(3):
+            cluster.wait_bound(f"before-{i}")
+        assert d.elector is not None
+        frozen = proxy.freeze()
+        assert frozen >= 3  # the watches at least
+        start = time.monotonic()
+        cluster.pod("after", sched)
+        cluster.wait_bound("after", timeout=FAST_WATCH_SILENCE + FAST_READ_TIMEOUT + 30)
+        took = time.monotonic() - start
+        print(f"bound {took:.1f}s after the freeze")
+        assert took < FAST_WATCH_SILENCE + FAST_READ_TIMEOUT + 5, took
+        # The renewals moved to new connections within the renew deadline: this
+        # replica never stopped leading (a second term would mean it had).
+        assert d.is_leader() and d.elector.term == 1
+        assert d.client.dropped_connections >= 1
+        port = d.http.port  # type: ignore[union-attr]
+        # The binder counts the bind once its reply is in: a moment after the pod shows.
+        wait_for(lambda: metric(scrape(port)[1], "policyd_schedule_attempts_total",
+                                result="scheduled") == 4, 10, "4 pods scheduled once each")
+        assert metric(scrape(port)[1], "policyd_watch_errors_total", resource="pods") >= 1
+    finally:
+        daemons.stop_all()
+
+
+def test_a_new_leader_with_a_frozen_watch_schedules_on_fresh_caches(
+        control_plane: ControlPlane, cluster: Cluster, proxy: Proxy, tmp_path: Path,
+        policy_dir: Path) -> None:
+    """A standby whose watches froze takes the lease: before scheduling it lists its
+    caches again, so it sees the pod the previous leader bound meanwhile and does not
+    put a second one on the full node."""
+    from policyd.kube import api
+
+    sched = f"policyd-{uuid.uuid4().hex[:6]}"
+    cluster.node("n1", cpu="4")
+    # The previous leader, played by the test: holds the lease until it steps down.
+    api.create_lease(cluster.client, "default", sched, {
+        "holderIdentity": "old-leader", "leaseDurationSeconds": 3600,
+        "acquireTime": api.now_rfc3339(micro=True), "renewTime": api.now_rfc3339(micro=True),
+        "leaseTransitions": 0})
+    daemons = DaemonFactory(_proxied_kubeconfig(control_plane, proxy.port, tmp_path),
+                            tmp_path)
+    try:
+        # Default silence bounds: the frozen watches stay stuck for the whole test.
+        d = daemons.start(write_profile(policy_dir.parent, sched, lease_duration="15s",
+                                        renew_deadline="10s"), leader=False)
+        cluster.pod("waiting", sched, cpu="3")
+        wait_for(lambda: any((o.get("metadata") or {}).get("name") == "waiting"
+                             for o in d.pods.cache.values()), 15, "the standby sees the pod")
+        proxy.freeze()
+        # The previous leader binds a pod the standby never hears of, and steps down.
+        cluster.pod("placed", "someone-else", cpu="3")
+        cluster.bind("placed", "n1")
+        lease = cluster.lease(sched)
+        assert lease is not None
+        api.update_lease(cluster.client, lease,
+                         released_spec(lease["spec"], api.now_rfc3339(micro=True)))
+        wait_for(d.is_leader, 30, "the standby takes the lease")
+        assert d.elector is not None
+        wait_for(lambda: d.freshness.confirmed(d.elector.term), 30,  # type: ignore[union-attr]
+                 "caches listed again")
+        wait_for(lambda: cluster.node_of("waiting")
+                 or cluster.events(pod="waiting", reason="FailedScheduling"), 30,
+                 "a decision about the waiting pod")
+        # Bound to n1 here would be a second 3-cpu pod on a 4-cpu node: a decision
+        # made on the cache the frozen watch left behind.
+        assert cluster.node_of("waiting") is None
+        [failed, *_] = cluster.events(pod="waiting", reason="FailedScheduling")
+        assert "Insufficient cpu" in failed["message"], failed
+    finally:
+        daemons.stop_all()

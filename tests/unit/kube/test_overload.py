@@ -17,7 +17,13 @@ from typing import Any, cast
 import pytest
 
 from policyd.kube.backoff import RETRY_AFTER_MAX, Backoff, TokenBucket
-from policyd.kube.client import ApiError, KubeClient, WatchStream, api_error_from
+from policyd.kube.client import (
+    ApiError,
+    ConnectionSettings,
+    KubeClient,
+    WatchStream,
+    api_error_from,
+)
 from policyd.kube.informer import MAX_LABELS, Informer, object_problem
 from policyd.kube.leaderelection import LeaderElectionSettings, LeaderElector
 
@@ -179,14 +185,14 @@ class FakeTransport:
         self.watches = watches
         self.opened = 0
         self.lists = 0
+        self.settings = ConnectionSettings()
 
     def request(self, method: str, path: str, query: Obj | None = None) -> Obj:
         self.lists += 1
         return {"items": [dict(o) if isinstance(o, dict) else o for o in self.items],
                 "metadata": {"resourceVersion": "1"}}
 
-    def stream(self, path: str, *, query: Obj | None = None,
-               read_timeout: float) -> WatchStream:
+    def stream(self, path: str, *, query: Obj | None = None) -> WatchStream:
         w = self.watches[min(self.opened, len(self.watches) - 1)]
         self.opened += 1
         if isinstance(w, ApiError):
@@ -386,6 +392,7 @@ class ThrottledLease:
         self.calls: list[float] = []
         self.lease: Obj | None = None
         self.rv = 0
+        self.settings = ConnectionSettings()
 
     def request(self, method: str, path: str, **kw: Any) -> Obj:
         self.calls.append(self.now[0])
