@@ -29,7 +29,10 @@ def clean_value(raw: Any, *, allow_negative: bool = False) -> tuple[float | None
     if isinstance(raw, bool) or raw is None:
         return None, NOT_A_NUMBER
     if isinstance(raw, int | float):
-        value = float(raw)
+        try:
+            value = float(raw)
+        except OverflowError:  # an integer beyond any float (YAML and JSON allow them)
+            return None, INFINITE
     elif isinstance(raw, str):
         try:
             value = float(raw.strip())
@@ -44,6 +47,15 @@ def clean_value(raw: Any, *, allow_negative: bool = False) -> tuple[float | None
     if value < 0 and not allow_negative:
         return None, NEGATIVE
     return value, None
+
+
+def shown_value(raw: Any) -> str:
+    """A rejected value for a message: short, and never the thousands of digits of a
+    huge integer (which Python refuses to print anyway)."""
+    if isinstance(raw, int) and not isinstance(raw, bool) and raw.bit_length() > 64:
+        return f"an integer of {raw.bit_length()} bits"
+    text = repr(raw)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
 
 
 def parse_vector(body: bytes, node_label: str, *, allow_negative: bool = False

@@ -262,23 +262,25 @@ def _load_suite(doc: SourceDocument, base_dir: Path, problems: list[Problem]) ->
 def _use_metrics(doc: SourceDocument, metrics: Mapping[str, Mapping[str, Any]],
                  policies: list[Any], node_names: set[str], problems: list[Problem]) -> None:
     """Give the policies' `metric` rules the suite's `spec.metrics` values."""
-    import math
-
     from policyd.nodemetrics.cache import StaticMetrics
+    from policyd.nodemetrics.values import clean_value, shown_value
 
     values: dict[str, dict[str, float]] = {}
     for metric, nodes in metrics.items():
         values[metric] = {}
-        for node, value in nodes.items():
+        for node, raw in nodes.items():
             path = ("spec", "metrics", metric, node)
+            # The daemon's and --metrics' own rule for usable values (an integer too big
+            # for a float is infinite, not a crash).
+            value, reason = clean_value(raw, allow_negative=True)
             if node not in node_names:
                 problems.append(doc.problem(path, "unknown-node", f"no node named {node!r}",
                                             key=True))
-            elif not math.isfinite(value):
-                problems.append(doc.problem(path, "number",
-                                            f"{value} is not a finite number"))
+            elif value is None:
+                problems.append(doc.problem(path, "number", f"{shown_value(raw)} is not a "
+                                            f"finite number ({reason})"))
             else:
-                values[metric][node] = float(value)
+                values[metric][node] = value
     reader = StaticMetrics(values)
     for p in policies:
         use = getattr(p, "use_metrics", None)

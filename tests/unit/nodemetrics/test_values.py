@@ -31,9 +31,26 @@ from tests.unit.nodemetrics.helpers import vector
     (True, False, (None, v.NOT_A_NUMBER)),
     (None, False, (None, v.NOT_A_NUMBER)),
     ([1], False, (None, v.NOT_A_NUMBER)),
+    # Integers beyond any float (YAML and JSON allow them) are infinite, not a crash.
+    (10**400, False, (None, v.INFINITE)),
+    (-(10**400), True, (None, v.INFINITE)),
+    ("9" * 5000, False, (None, v.INFINITE)),
 ])
 def test_clean_value(raw: Any, allow_negative: bool, expected: tuple[Any, Any]) -> None:
     assert v.clean_value(raw, allow_negative=allow_negative) == expected
+
+
+@pytest.mark.parametrize(("raw", "shown"), [
+    (10**400, "an integer of 1329 bits"),
+    (-(10**400), "an integer of 1329 bits"),
+    (12, "12"),
+    (float("inf"), "inf"),
+    ("fast", "'fast'"),
+    ("x" * 500, "'" + "x" * 59 + "... (502 characters)"),
+    ([1, None], "[1, None]"),
+])
+def test_shown_value_is_short(raw: Any, shown: str) -> None:
+    assert v.shown_value(raw) == shown
 
 
 def test_parse_vector_keeps_good_values_and_counts_the_rest() -> None:
