@@ -64,9 +64,10 @@ def load_policy_plugins(paths: list[Path]) -> list[Plugin]:
     compiled, problems = load_policies(paths)
     errors = [p for p in problems if p.level == "error"]
     if errors:
-        shown = "\n  ".join(str(p) for p in errors[:20])
-        raise InputFileError(f"{len(errors)} problem(s) in policies (run `policyd lint`):\n  "
-                             f"{shown}")
+        # The first line names the file (and place) of the first problem; the rest follow.
+        more = f" (and {len(errors) - 1} more problem(s) in policies)" if len(errors) > 1 else ""
+        shown = "".join(f"\n  {p}" for p in errors[1:20])
+        raise InputFileError(f"{errors[0]}{more}; run `policyd lint`{shown}")
     return list(compiled)
 
 
