@@ -294,6 +294,9 @@ def _load_policies(doc: SourceDocument, entries: list[Any], base_dir: Path,
     result = PolicySet()
     from policyd.policy.loader import is_policy_document
 
+    # A file named twice (or by its directory and by itself) is loaded once: loaded
+    # twice, each of its policies would clash with itself as a duplicate.
+    loaded: set[Path] = set()
     for i, entry in enumerate(entries):
         if isinstance(entry, str):
             target = base_dir / entry
@@ -302,6 +305,9 @@ def _load_policies(doc: SourceDocument, entries: list[Any], base_dir: Path,
                 problems.append(doc.problem(("spec", "policies", i), "path",
                                             f"policy path {entry!r}: {b.split(': ', 1)[-1]}"))
             for path, display in files:
+                if path.resolve() in loaded:
+                    continue
+                loaded.add(path.resolve())
                 source = load_file(path, display)
                 result.files.append(source)
                 problems.extend(source.problems)

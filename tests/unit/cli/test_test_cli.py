@@ -281,3 +281,15 @@ def test_metric_values_that_are_no_finite_number_exit_2(
     assert code == 2, err
     assert f"{tmp_path}" in err and "spec.metrics.latency_ms.far" in err
     assert message in err
+
+
+@pytest.mark.parametrize("policies", [
+    "    - policy.yaml\n    - policy.yaml\n",
+    "    - policy.yaml\n    - ./policy.yaml\n",
+    "    - .\n    - policy.yaml\n",
+])
+def test_a_policy_file_named_twice_is_loaded_once(app: typer.Typer, tmp_path: Path,
+                                                  policies: str) -> None:
+    code, out, err = run(app, str(write(tmp_path, suite(PASSING, policies=policies))))
+    assert code == 0, out + err
+    assert "already used" not in err
