@@ -115,7 +115,7 @@ def up(
         # Before starting anything: a typo or a wrong file fails fast.
         if load is not None:
             objects = read_objects(load)
-            check_objects(objects)
+            check_objects(objects, str(load))
         if scheduler_config is not None:
             read_scheduler_config(scheduler_config)
     except PolicydError as err:

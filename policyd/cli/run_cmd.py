@@ -24,8 +24,9 @@ class LogFormat(StrEnum):
 
 def run(
     config: Annotated[Path, typer.Option(
-        "--config", exists=True, dir_okay=False, readable=True,
-        help="PolicydConfiguration profile (its `policies` are loaded with it).")],
+        # Checked by the profile's validation (one line, exit 2), not by click's
+        # multi-line usage error, like check-config's argument.
+        "--config", help="PolicydConfiguration profile (its `policies` are loaded with it).")],
     kubeconfig: Annotated[str | None, typer.Option(
         "--kubeconfig", envvar="KUBECONFIG",
         help="kubeconfig file; default: $KUBECONFIG, in-cluster, ~/.kube/config.")] = None,
@@ -74,7 +75,7 @@ def run(
     identity: Annotated[str | None, typer.Option(
         "--identity", help="Leader election identity (default: HOSTNAME_uuid).")] = None,
     policies: Annotated[list[Path] | None, typer.Option(
-        "--policies", exists=True, help="Extra policy file or directory (repeatable).")
+        "--policies", help="Extra policy file or directory (repeatable).")
     ] = None,
     reload_interval: Annotated[float, typer.Option(
         "--reload-interval", min=0.1, help="Seconds between checks of the profile and "

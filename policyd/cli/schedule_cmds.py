@@ -7,6 +7,7 @@ scheduler would do.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -78,9 +79,10 @@ def load_policy_plugins(paths: list[Path]) -> list[Plugin]:
     compiled, problems = load_policies(paths)
     errors = [p for p in problems if p.level == "error"]
     if errors:
-        shown = "\n  ".join(str(p) for p in errors[:20])
-        raise InputFileError(f"{len(errors)} problem(s) in policies (run `policyd lint`):\n  "
-                             f"{shown}")
+        # The first line names the file (and place) of the first problem; the rest follow.
+        more = f" (and {len(errors) - 1} more problem(s) in policies)" if len(errors) > 1 else ""
+        shown = "".join(f"\n  {p}" for p in errors[1:20])
+        raise InputFileError(f"{errors[0]}{more}; run `policyd lint`{shown}")
     return list(compiled)
 
 
@@ -149,13 +151,14 @@ def _load_pod_files(paths: list[Path], validate: FieldValidation
 
     files: list[PodFile] = []
     warnings: list[str] = []
-    seen: set[Path] = set()
+    seen: set[str] = set()
     for path in paths:
-        if path.resolve() in seen:
+        # Loaded first: a missing file, a dangling link or a loop gets the loader's message.
+        snap = load_snapshot(path, pods_only=True, field_validation=validate.value)
+        if os.path.realpath(path) in seen:
             raise InputFileError("given twice with --pods (its pods would be placed twice)",
                                  where=str(path))
-        seen.add(path.resolve())
-        snap = load_snapshot(path, pods_only=True, field_validation=validate.value)
+        seen.add(os.path.realpath(path))
         files.append(PodFile(str(path), snap.pods))
         warnings += snap.warnings
     return files, warnings
@@ -223,7 +226,8 @@ def explain(
     pod_path = Path(pod)
     is_file = pod_path.is_file()
     # The --pod file is read like a --pods file (last, once even if also given there).
-    paths = [p for p in pods or [] if not (is_file and p.resolve() == pod_path.resolve())]
+    paths = [p for p in pods or []
+             if not (is_file and os.path.realpath(p) == os.path.realpath(pod_path))]
     files, warnings = _load_pod_files([*paths, pod_path] if is_file else paths, validate)
     from_file = files[-1] if is_file else None
     check_unique_pods(files)

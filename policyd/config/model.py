@@ -9,6 +9,7 @@ documented with the YAML field it comes from.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from policyd.config import schema as s
+from policyd.model.spelling import show_value
 
 _DURATION = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0,
@@ -27,19 +29,21 @@ def parse_duration(text: str) -> float:
     """Seconds in a Go duration ("15s", "1m30s", "500ms", "-2s", "0"); ValueError when
     `text` is not one."""
     if not isinstance(text, str):
-        raise ValueError(f"not a duration: {text!r}")
+        raise ValueError(f"not a duration: {show_value(text)}")
     body = text[1:] if text[:1] in "+-" else text
     sign = -1.0 if text.startswith("-") else 1.0
     if body == "0":
         return 0.0
+    if len(body) > 64:  # Go's durations end at about 290 years: a few dozen characters
+        raise ValueError(f"not a duration: {show_value(text)}")
+    # Anchored matches, one after another: scanning for matches anywhere would retry
+    # the digit run from every position (quadratic on a long string of digits).
     pos, total = 0, 0.0
-    for m in _DURATION.finditer(body):
-        if m.start() != pos:
-            break
+    while pos < len(body) and (m := _DURATION.match(body, pos)) is not None:
         total += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
         pos = m.end()
-    if not body or pos != len(body):
-        raise ValueError(f"not a duration: {text!r}")
+    if not body or pos != len(body) or not math.isfinite(total):
+        raise ValueError(f"not a duration: {show_value(text)}")
     return sign * total
 
 
@@ -197,7 +201,12 @@ def _int(v: Any, default: int, ok: Any = lambda v: True) -> int:
 
 
 def _number(v: Any, default: float) -> float:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else default
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return default
+    try:
+        return float(v)
+    except OverflowError:  # an integer beyond float64; validation reports it out of range
+        return default
 
 
 def _seconds(v: Any, default: float) -> float:

@@ -122,16 +122,19 @@ def clean_for_create(obj: Mapping[str, Any]) -> dict[str, Any]:
     return clean
 
 
-def check_objects(objects: Iterable[Mapping[str, Any]]) -> None:
-    """Refuse kinds the loader does not handle and nameless objects, before any create."""
-    for obj in objects:
+def check_objects(objects: Iterable[Mapping[str, Any]], source: str = "") -> None:
+    """Refuse kinds the loader does not handle and nameless objects, before any create;
+    the message names `source` (the file) and the object's place in it."""
+    where = f"{source} " if source else ""
+    for i, obj in enumerate(objects):
         if obj.get("kind") not in SUPPORTED_KINDS:
             raise DevClusterError(
-                f"{_name(obj)}: unsupported kind (a snapshot holds {', '.join(SUPPORTED_KINDS)})"
-            )
+                f"{where}object {i + 1}: {_name(obj)}: unsupported kind (a snapshot holds "
+                f"{', '.join(SUPPORTED_KINDS)})")
         meta = obj.get("metadata")
         if not isinstance(meta, Mapping) or not meta.get("name"):
-            raise DevClusterError(f"{_name(obj)}: metadata.name is missing")
+            raise DevClusterError(f"{where}object {i + 1}: {_name(obj)}: metadata.name is "
+                                  "missing")
 
 
 def load_snapshot(kubeconfig: Path | str, objects: Iterable[Mapping[str, Any]]) -> LoadResult:

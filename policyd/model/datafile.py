@@ -206,6 +206,9 @@ class _JsonReader:
             raise self.fail("invalid JSON: nested too deeply to read", self.pos) from None
         except _NotJson as exc:
             raise self.fail(f"invalid JSON: {exc}", self.pos) from None
+        except ValueError:  # Python converts integers of at most 4300 digits
+            raise self.fail("invalid JSON: a number with thousands of digits",
+                            self.pos) from None
         return value
 
     def expect(self, chars: str) -> str:

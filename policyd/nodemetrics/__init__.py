@@ -31,6 +31,7 @@ class MetricsFileError(ValueError):
 
 def load_metrics_file(path: Path) -> StaticMetrics:
     """Values from a YAML or JSON file shaped `metric: {node: value}`."""
+    from policyd.model.spelling import show_value
     from policyd.nodemetrics.values import clean_value
     from policyd.sourcefile import load_file
 
@@ -58,7 +59,7 @@ def load_metrics_file(path: Path) -> StaticMetrics:
             if value is None:
                 line, col = doc.position((metric, node))
                 raise MetricsFileError(f"{path}:{line}:{col}: value of {metric}/{node} is "
-                                       f"not a finite number ({reason}): {raw!r}")
+                                       f"not a finite number ({reason}): {show_value(raw)}")
             out[metric][str(node)] = value
     return StaticMetrics(out)
 

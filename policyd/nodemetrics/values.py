@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from policyd.policy.jmes import json_number
+from policyd.policy.jmes import JSON_NUMBER, json_number
 
 NOT_A_NUMBER = "not_a_number"
 NAN = "nan"
@@ -23,7 +23,6 @@ BAD_RESPONSE = "bad_response"
 MISSING_NODE_LABEL = "missing_node_label"
 DUPLICATE = "duplicate"
 _GO_SPECIALS = {"NaN": NAN, "+Inf": INFINITE, "-Inf": INFINITE, "Inf": INFINITE}
-
 
 
 def clean_value(raw: Any, *, allow_negative: bool = False) -> tuple[float | None, str | None]:
@@ -44,8 +43,8 @@ def clean_value(raw: Any, *, allow_negative: bool = False) -> tuple[float | None
         if special is not None:
             return None, special
         number = json_number(raw)
-        if number is None:
-            return None, NOT_A_NUMBER
+        if number is None:  # not a JSON number, or one beyond float64 ("1e400")
+            return None, INFINITE if JSON_NUMBER.fullmatch(raw) else NOT_A_NUMBER
         value = float(number)
     else:
         return None, NOT_A_NUMBER

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from policyd.model.spelling import show_value
+
 YAML_SUFFIXES = (".yaml", ".yml")
 
 # missing: a path named by the user does not exist; empty: a directory without YAML;
@@ -127,6 +129,9 @@ def _stat(path: Path, *, named: bool) -> tuple[os.stat_result | None, PathProble
     """stat() following symlinks, or the problem that stops it."""
     try:
         return os.stat(path), None
+    except ValueError:  # a NUL character: no file can be named so
+        return None, PathProblem(str(path), "not a usable path (it contains a NUL "
+                                            "character)")
     except OSError as exc:
         if exc.errno == errno.ENOENT and os.path.islink(path):
             try:
@@ -138,6 +143,9 @@ def _stat(path: Path, *, named: bool) -> tuple[os.stat_result | None, PathProble
         if exc.errno == errno.ENOENT:
             return None, PathProblem(str(path), "no such file or directory",
                                      "missing" if named else "unreadable")
+        if exc.errno == errno.ENAMETOOLONG:  # no such file can exist: a wrong path
+            return None, PathProblem(show_value(str(path)), "the path is longer than the "
+                                     "system allows", "missing" if named else "unreadable")
         if exc.errno == errno.ELOOP:
             return None, PathProblem(str(path), "symlink loop (the link leads back to "
                                                 "itself)")

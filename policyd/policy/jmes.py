@@ -274,13 +274,13 @@ def truthy(value: Any) -> bool:
 
 # RFC 8259's number: no sign but "-", no leading zeros, no bare "." or exponent, ASCII
 # digits only, nothing around it.
-_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?P<frac>\.[0-9]+)?(?P<exp>[eE][-+]?[0-9]+)?")
+JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?P<frac>\.[0-9]+)?(?P<exp>[eE][-+]?[0-9]+)?")
 
 
 def json_number(text: str) -> int | float | None:
     """`text` as a JSON number (an int when written as one), or None when it is not one
     or lies beyond float64 ("1e400"): what JMESPath's to_number accepts."""
-    m = _JSON_NUMBER.fullmatch(text)
+    m = JSON_NUMBER.fullmatch(text)
     if m is None:
         return None
     f = float(text)

@@ -217,6 +217,10 @@ class _Checker:
             if isinstance(value, float) and not math.isfinite(value):
                 self.add(path, "number", f"{show_value(value)} is not a finite number (YAML "
                                          "reads numbers beyond ±1.8e308 as ±.inf)")
+            elif isinstance(value, int) and not isinstance(value, bool) \
+                    and value.bit_length() > 1023:
+                self.add(path, "number", f"{show_value(value)} is beyond ±1.8e308, the "
+                                         "largest number a policy can use")
             elif isinstance(value, Mapping):
                 stack.extend(((*path, k), v) for k, v in value.items())
             elif isinstance(value, list):
@@ -340,11 +344,8 @@ class _Checker:
             if isinstance(values, Mapping):
                 for k, v in values.items():
                     self.label_value((*p, "values", k), k)
-                    if isinstance(v, int | float) and not isinstance(v, bool):
-                        points.append(float(v))
-            default = lv.get("default", 0)
-            if isinstance(default, int | float) and not isinstance(default, bool):
-                points.append(float(default))
+                    points.append(_float_or_inf(v))
+            points.append(_float_or_inf(lv.get("default", 0)))
             if normalize == "none" and any(x > 100 for x in points):
                 self.add((*path, "normalize"), "score-range",
                          "points above 100 are clamped to 100 with normalize: none; "
@@ -537,3 +538,14 @@ def _case_problems(key_uses: list[KeyUse]) -> Iterator[Problem]:
                 f"{_where(first.doc, first.path, first.at_key)}) only by case; label keys "
                 "are case-sensitive, so a node labelled one way never matches the other",
                 level=WARNING, key=use.at_key)
+
+
+def _float_or_inf(v: Any) -> float:
+    """A rule's number for range checks: an integer beyond float64 counts as infinite
+    (finite_numbers reports it), anything that is not a number as 0."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return 0.0
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf

@@ -263,23 +263,25 @@ def _load_suite(doc: SourceDocument, base_dir: Path, problems: list[Problem]) ->
 def _use_metrics(doc: SourceDocument, metrics: Mapping[str, Mapping[str, Any]],
                  policies: list[Any], node_names: set[str], problems: list[Problem]) -> None:
     """Give the policies' `metric` rules the suite's `spec.metrics` values."""
-    import math
-
     from policyd.nodemetrics.cache import StaticMetrics
+    from policyd.nodemetrics.values import clean_value
 
     values: dict[str, dict[str, float]] = {}
     for metric, nodes in metrics.items():
         values[metric] = {}
-        for node, value in nodes.items():
+        for node, raw in nodes.items():
             path = ("spec", "metrics", metric, node)
+            # The daemon's and --metrics' own rule for usable values (an integer too big
+            # for a float is infinite, not a crash).
+            value, reason = clean_value(raw, allow_negative=True)
             if node not in node_names:
                 problems.append(doc.problem(path, "unknown-node", f"no node named {node!r}",
                                             key=True))
-            elif not math.isfinite(value):
-                problems.append(doc.problem(path, "number",
-                                            f"{show_value(value)} is not a finite number"))
+            elif value is None:
+                problems.append(doc.problem(path, "number", f"{show_value(raw)} is not a "
+                                            f"finite number ({reason})"))
             else:
-                values[metric][node] = float(value)
+                values[metric][node] = value
     reader = StaticMetrics(values)
     for p in policies:
         use = getattr(p, "use_metrics", None)
@@ -293,6 +295,9 @@ def _load_policies(doc: SourceDocument, entries: list[Any], base_dir: Path,
     result = PolicySet()
     from policyd.policy.loader import is_policy_document
 
+    # A file named twice (or by its directory and by itself) is loaded once: loaded
+    # twice, each of its policies would clash with itself as a duplicate.
+    loaded: set[Path] = set()
     for i, entry in enumerate(entries):
         if isinstance(entry, str):
             target = base_dir / entry
@@ -301,6 +306,9 @@ def _load_policies(doc: SourceDocument, entries: list[Any], base_dir: Path,
                 problems.append(doc.problem(("spec", "policies", i), "path",
                                             f"policy path {entry!r}: {b.split(': ', 1)[-1]}"))
             for path, display in files:
+                if path.resolve() in loaded:
+                    continue
+                loaded.add(path.resolve())
                 source = load_file(path, display)
                 result.files.append(source)
                 problems.extend(source.problems)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from policyd.lint.problem import ERROR, WARNING, Problem
+from policyd.model.spelling import show_value
 
 Key = str | int
 JsonPath = tuple[Key, ...]
@@ -499,9 +500,11 @@ class _Builder:
                 if tag == _INT:
                     return constructor.construct_yaml_int(node)
                 return constructor.construct_yaml_float(node)
-            except Exception:
+            except Exception:  # e.g. an integer of more digits than Python converts
+                what = "integer" if tag == _INT else "number"
+                why = " (too many digits)" if len(value) > 1000 else ""
                 self.problems.append(Problem(self.name, *pos, "yaml-tag", ERROR,
-                                             f"{value!r} is not a valid {tag.rsplit(':')[-1]}",
+                                             f"{show_value(value)} is not a valid {what}{why}",
                                              format_path(path), document=doc))
                 return value
         if tag == _TIMESTAMP:

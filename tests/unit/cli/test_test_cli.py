@@ -266,3 +266,30 @@ def test_policy_tests_give_metric_values(app: typer.Typer, tmp_path: Path) -> No
     bad = METRIC_SUITE.replace("far: 40.5}", "far: 40.5, nowhere: 1}")
     code, _, err = run(app, str(write(tmp_path, bad)))
     assert code == 2 and "no node named 'nowhere'" in err
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("9" * 400, "a very long integer is not a finite number (infinite)"),
+    ("-" + "9" * 400, "is not a finite number (infinite)"),
+    (".inf", "inf is not a finite number (infinite)"),
+    (".nan", "nan is not a finite number (nan)"),
+])
+def test_metric_values_that_are_no_finite_number_exit_2(
+        app: typer.Typer, tmp_path: Path, value: str, message: str) -> None:
+    bad = METRIC_SUITE.replace("far: 40.5}", f"far: {value}}}")
+    code, _, err = run(app, str(write(tmp_path, bad)))
+    assert code == 2, err
+    assert f"{tmp_path}" in err and "spec.metrics.latency_ms.far" in err
+    assert message in err
+
+
+@pytest.mark.parametrize("policies", [
+    "    - policy.yaml\n    - policy.yaml\n",
+    "    - policy.yaml\n    - ./policy.yaml\n",
+    "    - .\n    - policy.yaml\n",
+])
+def test_a_policy_file_named_twice_is_loaded_once(app: typer.Typer, tmp_path: Path,
+                                                  policies: str) -> None:
+    code, out, err = run(app, str(write(tmp_path, suite(PASSING, policies=policies))))
+    assert code == 0, out + err
+    assert "already used" not in err

@@ -71,6 +71,11 @@ def test_metrics_file(tmp_path: Path) -> None:
     ("latency_ms: 5\n", "must map node names to numbers"),
     ("- 1\n", "expected a mapping"),
     ("a: [\n", "m.yaml:"),
+    ("latency_ms:\n  a: " + "9" * 400 + "\n",
+     "m.yaml:2:6: value of latency_ms/a is not a finite number (infinite): a very long integer"),
+    ("latency_ms:\n  a: -" + "9" * 400 + "\n", "not a finite number (infinite)"),
+    ('{"latency_ms": {"a": 1e400}}', "not a finite number (infinite): .inf"),
+    ("latency_ms:\n  a: '" + "9" * 5000 + "'\n", "(infinite): '999"),
 ])
 def test_metrics_file_errors(tmp_path: Path, text: str, fragment: str) -> None:
     f = tmp_path / "m.yaml"

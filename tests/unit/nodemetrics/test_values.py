@@ -20,7 +20,7 @@ from tests.unit.nodemetrics.helpers import vector
     ("0x10", False, (None, v.NOT_A_NUMBER)),
     ("١٢", False, (None, v.NOT_A_NUMBER)),
     ("Infinity", False, (None, v.NOT_A_NUMBER)),
-    ("1e400", False, (None, v.NOT_A_NUMBER)),
+    ("1e400", False, (None, v.INFINITE)),
     ("1e+06", False, (1e6, None)),  # how Prometheus (Go) writes a million
     (10**400, False, (None, v.INFINITE)),
     ("1e3", False, (1000.0, None)),
@@ -38,6 +38,10 @@ from tests.unit.nodemetrics.helpers import vector
     (True, False, (None, v.NOT_A_NUMBER)),
     (None, False, (None, v.NOT_A_NUMBER)),
     ([1], False, (None, v.NOT_A_NUMBER)),
+    # Integers beyond any float (YAML and JSON allow them) are infinite, not a crash.
+    (10**400, False, (None, v.INFINITE)),
+    (-(10**400), True, (None, v.INFINITE)),
+    ("9" * 5000, False, (None, v.INFINITE)),
 ])
 def test_clean_value(raw: Any, allow_negative: bool, expected: tuple[Any, Any]) -> None:
     assert v.clean_value(raw, allow_negative=allow_negative) == expected

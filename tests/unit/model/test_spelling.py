@@ -1,0 +1,27 @@
+"""Values in messages are spelled as YAML/JSON spell them, and stay short."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from policyd.model.spelling import SHOWN_VALUE_MAX, show_value
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    (None, "null"), (True, "true"), (False, "false"), (12, "12"), (1.5, "1.5"),
+    (float("inf"), ".inf"), (float("-inf"), "-.inf"), (float("nan"), ".nan"),
+    ("fast", "'fast'"), ([1, None], "[1, null]"), ({"a": True}, '{"a": true}'),
+    # Python refuses to print integers of over 4300 digits; a message must not try
+    (10**400, "a very long integer"), (-(10**4400), "a very long integer"),
+], ids=lambda v: "huge" if isinstance(v, int) and abs(v) > 10**100 else None)
+def test_values_are_spelled_as_yaml(value: Any, shown: str) -> None:
+    assert show_value(value) == shown
+
+
+@pytest.mark.parametrize("value", ["x" * 500, ["y" * 50] * 20, {"k": "v" * 900}])
+def test_long_values_are_cut_short(value: Any) -> None:
+    shown = show_value(value)
+    assert len(shown) <= SHOWN_VALUE_MAX
+    assert "..." in shown
