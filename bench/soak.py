@@ -89,6 +89,10 @@ class SoakConfig:
     cuts: int = 3
     freezes: int = 2
     freeze_seconds: float = 5.0
+    # The standby's open connections frozen (its watches go silent, its new requests
+    # work), then the leader killed: the standby takes the lease with a stale cache.
+    stale_takeovers: int = 1
+    stale_seconds: float = 45.0
     bind_error_share: float = 0.05
     request_error_share: float = 0.01
     settle: float = 240.0  # seconds after the stream for the last pods to be bound
@@ -100,6 +104,7 @@ class SoakConfig:
     def ci(cls) -> SoakConfig:
         return cls(pods=300, nodes=12, rate=6.0, leader_kills=1, apiserver_restarts=1,
                    compactions=1, cuts=1, freezes=1, freeze_seconds=4.0,
+                   stale_takeovers=1, stale_seconds=20.0,
                    bind_error_share=0.10, request_error_share=0.02, settle=60.0)
 
 
@@ -124,6 +129,8 @@ class Result:
     wall_s: float = 0.0
     stream_s: float = 0.0
     settle_s: float = 0.0
+    bind_latency_s: dict[str, float] = field(default_factory=dict)
+    """Pod creation (POST sent) to its binding create received (audit log)."""
     faults: Obj = field(default_factory=dict)
     invariants: dict[str, Obj] = field(default_factory=dict)
     replicas: list[Obj] = field(default_factory=list)
@@ -283,6 +290,7 @@ class Soak:
         self.faults: Counter[str] = Counter()
         self.fault_log: list[str] = []
         self.created = 0
+        self.created_at: dict[str, float] = {}
         self._generation = 0
         self._stream_error: BaseException | None = None
 
@@ -380,6 +388,24 @@ class Soak:
         time.sleep(1.0)
         self.start_replica(leader.slot)
 
+    def stale_takeover(self) -> None:
+        leader = self.wait_for_leader()
+        standby = next((r for r in self.replicas if r is not leader and not r.killed
+                        and r.proc.poll() is None), None)
+        if standby is None:
+            raise RuntimeError("no standby replica to freeze")
+        self.proxies[standby.slot].freeze_open(self.cfg.stale_seconds)
+        self.note("stale_takeover", f"{standby.name}'s open connections frozen "
+                  f"{self.cfg.stale_seconds:g}s, then the leader killed")
+        time.sleep(3.0)  # the leader binds pods the standby does not hear of
+        os.kill(leader.proc.pid, signal.SIGKILL)
+        leader.proc.wait()
+        leader.killed = True
+        self.note("leader_kill", f"kill -9 {leader.name}")
+        new = self.wait_for_leader()
+        self.say(f"{new.name} took the lease")
+        self.start_replica(leader.slot)
+
     def restart_apiserver(self, compact: bool) -> None:
         cp = self.cp
         if compact:
@@ -429,7 +455,8 @@ class Soak:
         kills: list[Callable[[], None]] = [self.kill_leader] * c.leader_kills
         cuts: list[Callable[[], None]] = [self.cut] * c.cuts
         freezes: list[Callable[[], None]] = [self.freeze] * c.freezes
-        pools = [cuts, kills, restarts, freezes]
+        stale: list[Callable[[], None]] = [self.stale_takeover] * c.stale_takeovers
+        pools = [cuts, kills, restarts, freezes, stale]
         while any(pools):
             for pool in pools:
                 if pool:
@@ -448,6 +475,7 @@ class Soak:
                 if delay > 0:
                     time.sleep(delay)
                 body = pod_body(spec)
+                self.created_at[spec.name] = time.time()
                 _retry(lambda body=body: self.client.request("POST", path, body=body),
                        f"create {spec.name}")
                 self.created = i + 1
@@ -657,6 +685,13 @@ class Soak:
         result.invariants["only_lease_holder_bound"] = _held(
             bad, f"{len(binds)} binding creates, {len(leases)} lease writes; "
                  f"binds per replica {dict(per_user)}")
+        latencies = sorted(_ts(t).timestamp() - self.created_at[p]
+                           for t, _, p, code in binds if code == 201 and p in self.created_at)
+        if latencies:
+            result.bind_latency_s = {
+                "p50": round(latencies[len(latencies) // 2], 2),
+                "p99": round(latencies[min(len(latencies) - 1, len(latencies) * 99 // 100)], 2),
+                "max": round(latencies[-1], 2)}
         ok = Counter(p for _, _, p, code in binds if code == 201)
         refused = sum(1 for *_, code in binds if code != 201)
         result.invariants["each_pod_bound_once"] = _held(

@@ -37,7 +37,12 @@ class _Conn:
     def __init__(self, client: socket.socket) -> None:
         self.client = client
         self.upstream: socket.socket | None = None
-        self.doomed = False  # frozen: forward nothing until the freeze ends, then reset
+        # Frozen: forward nothing until then, then reset (0: not frozen).
+        self.frozen_until = 0.0
+
+    @property
+    def doomed(self) -> bool:
+        return self.frozen_until > 0
 
     def close(self) -> None:
         for s in (self.client, self.upstream):
@@ -109,17 +114,29 @@ class FaultProxy:
         """Stop forwarding on every connection, open or new, without closing any, for
         `seconds`; then reset them (as a load balancer that lost its backend state
         does). New connections after that work again."""
+        self._freeze(seconds, new_connections=True)
+
+    def freeze_open(self, seconds: float) -> None:
+        """Stop forwarding on the connections open now, for `seconds`, then reset them;
+        new connections work meanwhile (the NAT that lost the state of established
+        flows: a client's watches go silent while its new requests succeed)."""
+        self._freeze(seconds, new_connections=False)
+
+    def _freeze(self, seconds: float, *, new_connections: bool) -> None:
+        until = time.monotonic() + seconds
         with self._lock:
-            self._frozen_until = time.monotonic() + seconds
+            if new_connections:
+                self._frozen_until = until
             for c in self._conns:
-                c.doomed = True
+                c.frozen_until = until
         timer = threading.Timer(seconds, self._thaw)
         timer.daemon = True
         timer.start()
 
     def _thaw(self) -> None:
+        now = time.monotonic()
         with self._lock:
-            doomed = [c for c in self._conns if c.doomed]
+            doomed = [c for c in self._conns if c.doomed and c.frozen_until <= now + 0.01]
         for c in doomed:
             c.close()
 
@@ -142,7 +159,8 @@ class FaultProxy:
                 continue
             conn = _Conn(raw)
             with self._lock:
-                conn.doomed = self.frozen()
+                if self.frozen():
+                    conn.frozen_until = self._frozen_until
                 self._conns.add(conn)
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
@@ -170,8 +188,9 @@ class FaultProxy:
     def _wait_while_doomed(self, conn: _Conn) -> None:
         while not self._stop.is_set():
             time.sleep(0.1)
-            if not self.frozen():
+            if time.monotonic() >= conn.frozen_until:
                 raise _Closed  # the freeze ended: this connection is reset
+        raise _Closed
 
     def _send(self, conn: _Conn, sock: socket.socket | None, data: bytes) -> None:
         if conn.doomed:

@@ -29,10 +29,12 @@ def test_chaos_soak_ci_size_keeps_every_invariant(tmp_path: Path) -> None:
     assert result.pods == cfg.pods and result.bound == result.fitting > 0
     assert result.unschedulable > 0
     # Every fault happened at least once, and the proxies did inject errors into binds.
-    for kind in ("cut", "freeze", "leader_kill", "apiserver_restart", "compaction"):
+    for kind in ("cut", "freeze", "leader_kill", "apiserver_restart", "compaction",
+                 "stale_takeover"):
         assert result.faults.get(kind, 0) >= 1, report
     injected = result.faults["injected_by_proxies"]
     assert any(k.startswith("bind:") for k in injected), report
     # Both replica slots scheduled at some point: the kill moved the lease.
-    assert sum(1 for r in result.replicas if r["killed"]) == cfg.leader_kills
+    assert sum(1 for r in result.replicas if r["killed"]) == \
+        cfg.leader_kills + cfg.stale_takeovers
     assert time.monotonic() - t0 < 180, "the CI soak must stay under 3 minutes"

@@ -151,3 +151,28 @@ def test_freeze_stalls_without_closing_then_resets(proxy: FaultProxy, certs: Cer
     c2 = _conn(proxy, certs)
     c2.request("GET", "/after")
     assert c2.getresponse().status == 200
+
+
+def test_freeze_open_silences_established_connections_only(
+        proxy: FaultProxy, certs: CertFiles) -> None:
+    old = _conn(proxy, certs, timeout=0.5)
+    old.request("GET", "/a")
+    old.getresponse().read()
+    proxy.freeze_open(1.5)
+    new = _conn(proxy, certs)  # a new flow gets through at once
+    new.request("GET", "/new")
+    assert new.getresponse().status == 200
+    old.request("GET", "/stalled")
+    with pytest.raises(TimeoutError):
+        old.getresponse()
+    assert "GET /stalled" not in _Handler.seen
+    # The frozen connection is reset when the freeze ends, not resumed.
+    sock = old.sock
+    assert sock is not None
+    sock.settimeout(3)
+    t0 = time.monotonic()
+    try:
+        closed = sock.recv(1) == b""
+    except (ConnectionError, ssl.SSLError):
+        closed = True
+    assert closed and time.monotonic() - t0 < 2.5
