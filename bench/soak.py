@@ -20,7 +20,9 @@ Faults, spread over the stream: proxy cuts and freezes (both replicas at once), 
 of bind and other requests answered with 429/500/503 or a swallowed response, `kill -9`
 of the lease holder (a new replica with a new identity replaces it), kube-apiserver
 killed with SIGKILL and restarted, the first restart after an etcd compaction (every
-watch resumes from a compacted resourceVersion: 410 Gone).
+watch resumes from a compacted resourceVersion: 410 Gone), and a stale takeover: the
+standby's open connections go silent (new ones work, so it can win the Lease) and the
+leader is killed.
 
 Invariants, after a settle period: every pod that fits is bound; no node holds more than
 its allocatable (cpu, memory, pods, extended resource, host ports); every pod that fits
