@@ -21,8 +21,9 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from policyd.daemon.metrics import Metrics
 from policyd.framework.fit_error import truncate_event_message
@@ -48,6 +49,18 @@ class _Seen:
     last_event: float
     interval: float
     condition_message: str
+
+
+def condition_shown(pod: Mapping[str, Any], reason: str, message: str) -> bool:
+    """Whether `pod` (as the API server last showed it) already carries PodScheduled
+    False with this reason and message, so that patching it would change nothing."""
+    status = pod.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    for c in conditions if isinstance(conditions, list) else ():
+        if isinstance(c, Mapping) and c.get("type") == "PodScheduled":
+            return (c.get("status"), c.get("reason"), c.get("message")) == (
+                "False", reason, message)
+    return False
 
 
 class FailureThrottle:

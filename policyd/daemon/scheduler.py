@@ -29,7 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from policyd.daemon.events import EventSink, FailureThrottle
+from policyd.daemon.events import EventSink, FailureThrottle, condition_shown
 from policyd.daemon.metrics import Metrics, instrument
 from policyd.daemon.queue import (
     FLUSH_UNSCHEDULABLE_PERIOD,
@@ -401,6 +401,10 @@ class Scheduler:
         message = result.message
         if where is not None:
             post, patch = self.throttle.check(pod.uid, message)
+            reason = "Unschedulable" if unschedulable else "SchedulerError"
+            # Also decided by the condition the API server last showed: a patch that
+            # never landed (403, an outage longer than the retries) is sent again.
+            patch = patch or not condition_shown(pod.raw, reason, message)
             # As kube-scheduler: "no fit" is a decision, shown from -v 2 (the event and
             # the condition carry it anyway); an error is shown at any verbosity.
             if not unschedulable:
@@ -411,8 +415,7 @@ class Scheduler:
                 log.info("%s: %s (-> %s queue)", pod.key, message, where,
                          extra={"pod": pod.key, "queue": where, "reason": message})
             self.events.failed(pod.namespace, pod.name, pod.uid, message, profile,
-                               post_event=post, patch_condition=patch,
-                               reason="Unschedulable" if unschedulable else "SchedulerError")
+                               post_event=post, patch_condition=patch, reason=reason)
         return result
 
     # -- binding --------------------------------------------------------------------------
