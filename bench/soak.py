@@ -354,7 +354,8 @@ class Soak:
                 [sys.executable, "-m", "policyd", "run", "--config", str(self.profile),
                  "--kubeconfig", str(kubeconfig), "--metrics-bind-address", "",
                  # Replicas share this host: no secure port (10259) for either.
-                 "--secure-port", "0", "--identity", name, "-v", "1", "--shutdown-grace-period", "10"],
+                 "--secure-port", "0", "--identity", name, "-v", "1",
+                 "--shutdown-grace-period", "10"],
                 stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
         replica = Replica(name, proc, log, f"system:serviceaccount:{LEASE_NS}:{name}", slot)
