@@ -184,7 +184,9 @@ class DaemonFactory:
         self.started.append(daemon)
         wait_for(daemon.synced, 15, "informer caches synced")
         if leader:
-            wait_for(daemon.is_leader, 15, "leadership")
+            # Leading and listed again for this term: from here on it schedules, and a
+            # test's watch-level faults reach the watch it keeps (not one it is replacing).
+            wait_for(daemon.ready_to_schedule, 15, "leadership and fresh caches")
         return daemon
 
     def stop_all(self) -> None:
