@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import itertools
 import json
 import socket
 import ssl
@@ -83,6 +84,11 @@ class HttpProxy:
         self.rewrite: Callable[[Obj], Obj] | None = None
         self.lock = threading.Lock()
         self._open_watches: set[Any] = set()
+        # The newest watch per path: injected lines go there only. A watch the client
+        # has given up on (a re-list, a reconnect) lives on here until its upstream ends,
+        # and must not swallow them.
+        self._newest_watch: dict[str, int] = {}
+        self._watch_ids = itertools.count(1)
 
         proxy = self
 
@@ -207,6 +213,8 @@ class HttpProxy:
 
         with self.lock:
             self._open_watches.update(socks)
+            watch_id = next(self._watch_ids)
+            self._newest_watch[path] = watch_id
         try:
             while True:
                 line = resp.readline()
@@ -222,7 +230,8 @@ class HttpProxy:
                         pass
                 chunk(line)
                 with self.lock:
-                    extra = self.inject.pop(path, [])
+                    newest = self._newest_watch.get(path) == watch_id
+                    extra = self.inject.pop(path, []) if newest else []
                 for garbage in extra:
                     chunk(garbage)
             chunk(b"")
