@@ -67,12 +67,12 @@ def read_text(path: Path) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line, col = _line_col_bytes(data, exc.start)
+        line, col = line_col_bytes(data, exc.start)
         raise InputFileError(f"not UTF-8 text (byte 0x{data[exc.start]:02x})",
                              where=f"{path}:{line}:{col}") from None
     nul = data.find(b"\x00")
     if nul >= 0:
-        line, col = _line_col_bytes(data, nul)
+        line, col = line_col_bytes(data, nul)
         raise InputFileError("binary file (NUL byte), expected YAML or JSON",
                              where=f"{path}:{line}:{col}")
     del data
@@ -84,7 +84,7 @@ def iter_objects(path: Path) -> Iterator[tuple[str, Any]]:
     `FILE (document 1) items[7]`): a single object, a List's items, or the documents of
     a multi-document YAML file, in file order."""
     text = read_text(path)
-    if not text.strip() or not _has_content(text):
+    if not has_content(text):
         raise InputFileError("empty file: no Kubernetes object in it", where=str(path))
     with _gc_paused():
         if _is_json(text):
@@ -133,21 +133,24 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _has_content(text: str) -> bool:
-    """Something other than blank lines, comments and document markers (checked on the
-    first lines only: a file that starts with content has content)."""
-    for line in text[:65536].splitlines():
-        s = line.strip()
+_LINE = re.compile(r"[^\r\n]*")
+
+
+def has_content(text: str) -> bool:
+    """Something other than blank lines, comments and document markers. Lines are read
+    one at a time and the first content line ends it: a big file is never split."""
+    for m in _LINE.finditer(text):
+        s = m.group().strip()
         if s and not s.startswith("#") and s not in ("---", "..."):
             return True
-    return len(text) > 65536
+    return False
 
 
 def _is_json(text: str) -> bool:
     return text.lstrip()[:1] in ("{", "[")
 
 
-def _line_col_bytes(data: bytes, offset: int) -> tuple[int, int]:
+def line_col_bytes(data: bytes, offset: int) -> tuple[int, int]:
     line = data.count(b"\n", 0, offset) + 1
     return line, offset - (data.rfind(b"\n", 0, offset) + 1) + 1
 

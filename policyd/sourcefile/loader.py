@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from policyd.lint.problem import ERROR, WARNING, Problem
+from policyd.model.datafile import has_content, line_col_bytes
 from policyd.model.spelling import show_value
 
 Key = str | int
@@ -178,7 +179,7 @@ def load_bytes(data: bytes, name: str, limits: Limits = DEFAULT_LIMITS) -> Sourc
                    f"file is larger than the limit of {limits.max_bytes} bytes")
     nul = data.find(b"\x00")
     if nul >= 0:
-        line, col = _line_col_bytes(data, nul)
+        line, col = line_col_bytes(data, nul)
         return one(line, col, "file-binary",
                    f"binary file: NUL byte at line {line}, column {col}; expected UTF-8 YAML")
     if data.startswith(b"\xef\xbb\xbf"):
@@ -186,11 +187,11 @@ def load_bytes(data: bytes, name: str, limits: Limits = DEFAULT_LIMITS) -> Sourc
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line, col = _line_col_bytes(data, exc.start)
+        line, col = line_col_bytes(data, exc.start)
         return one(line, col, "file-encoding",
                    f"not valid UTF-8: byte 0x{data[exc.start]:02x} at line {line}, "
                    f"column {col}")
-    if not _has_content(text):
+    if not has_content(text):
         return one(1, 1, "file-empty", "empty file: no YAML document")
     deep = _flow_too_deep(text, limits.max_depth)
     if deep is not None:
@@ -223,20 +224,6 @@ def _flow_too_deep(text: str, max_depth: int) -> tuple[int, int] | None:
             depth -= 1
         prev = ch
     return None
-
-
-def _has_content(text: str) -> bool:
-    for line in text.splitlines():
-        s = line.strip()
-        if s and not s.startswith("#") and s not in ("---", "..."):
-            return True
-    return False
-
-
-def _line_col_bytes(data: bytes, offset: int) -> tuple[int, int]:
-    line = data.count(b"\n", 0, offset) + 1
-    start = data.rfind(b"\n", 0, offset) + 1
-    return line, offset - start + 1
 
 
 class _Builder:
