@@ -3,35 +3,18 @@ under the same name (issue 12, item 2): the old uid's requests leave its node.""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
-from kubernetes import client as k8s
 
-from policyd.config.plugins import default_framework
-from policyd.daemon.events import EventSink
-from policyd.daemon.metrics import Metrics
 from policyd.daemon.scheduler import Scheduler
 from policyd.engine.scheduler import schedule_one
-from policyd.kube.client import ConnectionSettings, KubeClient
+from policyd.kube.client import KubeClient
 from policyd.kube.informer import Informer
 from tests.builders import make_node, make_pod
 
 Obj = dict[str, Any]
-
-
-@pytest.fixture
-def sched() -> Iterator[Scheduler]:
-    kube = KubeClient(k8s.ApiClient(k8s.Configuration()), ConnectionSettings())
-    metrics = Metrics()
-    s = Scheduler(kube, {"policyd": default_framework([])}, metrics=metrics,
-                  events=EventSink(kube, metrics, "test"))
-    try:
-        yield s
-    finally:
-        s.shutdown(0)
-        kube.close()
 
 
 class _Lister:

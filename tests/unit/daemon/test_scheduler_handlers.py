@@ -7,31 +7,9 @@ Binding is covered end to end in tests/e2e.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-from kubernetes import client as k8s
-
-from policyd.config.plugins import default_framework
-from policyd.daemon.events import EventSink
-from policyd.daemon.metrics import Metrics
 from policyd.daemon.queue import ACTIVE, UNSCHEDULABLE
 from policyd.daemon.scheduler import Scheduler
-from policyd.kube.client import ConnectionSettings, KubeClient
 from tests.builders import make_node, make_pod
-
-
-@pytest.fixture
-def sched() -> Iterator[Scheduler]:
-    kube = KubeClient(k8s.ApiClient(k8s.Configuration()), ConnectionSettings())
-    metrics = Metrics()
-    s = Scheduler(kube, {"policyd": default_framework([])}, metrics=metrics,
-                  events=EventSink(kube, metrics, "test"))
-    try:
-        yield s
-    finally:
-        s.shutdown(0)
-        kube.close()
 
 
 def _pod(name: str, **kw: str) -> dict[str, object]:
