@@ -220,6 +220,19 @@ def metric(text: str, name: str, **labels: str) -> float:
     return total
 
 
+def scrape_when(port: int, name: str, at_least: float, timeout: float = 15.0,
+                **labels: str) -> str:
+    """The metrics text once `name` (with `labels`) has reached `at_least`.
+
+    The API shows a pod bound a moment before the bind's reply reaches the daemon, so
+    a count of binds is read only after it has caught up; a test then holds it to the
+    exact value, which still fails when a bind was counted twice."""
+    return str(wait_for(
+        lambda: (lambda t: t if metric(t, name, **labels) >= at_least else "")(
+            scrape(port)[1]),
+        timeout, f"{name}{labels or ''} >= {at_least:g}"))
+
+
 class ProcessFactory:
     """`policyd run` as real subprocesses (for kill -9 and SIGTERM)."""
 

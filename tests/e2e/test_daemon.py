@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from policyd.daemon.queue import BACKOFF, UNSCHEDULABLE
-from tests.e2e.helpers import Cluster, DaemonFactory, metric, scrape, wait_for, write_profile
+from tests.e2e.helpers import (
+    Cluster,
+    DaemonFactory,
+    metric,
+    scrape,
+    scrape_when,
+    wait_for,
+    write_profile,
+)
 
 HW = {"myorg.io/require-hw-encrypt": "true"}
 HW_LABEL = {"node.kubernetes.io/hw-encrypt": "true"}
@@ -219,7 +227,8 @@ def test_metrics_health_and_readiness(cluster: Cluster, daemons: DaemonFactory,
     cluster.pod("b", sched, cpu="64")
     cluster.wait_bound("a")
     wait_for(lambda: cluster.events(pod="b", reason="FailedScheduling"), 10, "failure")
-    _, text = scrape(port)
+    text = scrape_when(port, "policyd_schedule_attempts_total", 1, result="scheduled",
+                       profile=sched)
     assert metric(text, "policyd_schedule_attempts_total", result="scheduled",
                   profile=sched) == 1
     assert metric(text, "policyd_schedule_attempts_total", result="unschedulable",

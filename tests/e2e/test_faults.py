@@ -22,7 +22,15 @@ from policyd.devcluster import ControlPlane
 from policyd.devcluster.process import ManagedProcess
 from policyd.kube.client import ConnectionSettings, KubeClient
 from policyd.kube.leaderelection import released_spec
-from tests.e2e.helpers import Cluster, DaemonFactory, metric, scrape, wait_for, write_profile
+from tests.e2e.helpers import (
+    Cluster,
+    DaemonFactory,
+    metric,
+    scrape,
+    scrape_when,
+    wait_for,
+    write_profile,
+)
 
 
 class _Link:
@@ -179,11 +187,12 @@ def test_dropped_connections_and_an_outage_lose_nothing(
         proxy.refusing = False
         for i in range(5):
             assert cluster.wait_bound(f"outage-{i}", timeout=40) == "hw"
-        _, text = scrape(d.http.port)  # type: ignore[union-attr]
-        assert metric(text, "policyd_watch_errors_total") >= 1
         # Bound once each, and each bind known as ours (a reply lost in a cut is
         # confirmed, not retried into a second binding or forgotten).
+        text = scrape_when(d.http.port, "policyd_schedule_attempts_total",  # type: ignore[union-attr]
+                           16, result="scheduled")
         assert metric(text, "policyd_schedule_attempts_total", result="scheduled") == 16
+        assert metric(text, "policyd_watch_errors_total") >= 1
         names = ["before", *(f"cut{r}-{i}" for r in range(2) for i in range(5)),
                  *(f"outage-{i}" for i in range(5))]
         wait_for(lambda: all(len(cluster.events(pod=n, reason="Scheduled")) == 1

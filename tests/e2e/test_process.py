@@ -16,7 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.helpers import Cluster, ProcessFactory, metric, scrape, wait_for, write_profile
+from tests.e2e.helpers import (
+    Cluster,
+    ProcessFactory,
+    metric,
+    scrape,
+    scrape_when,
+    wait_for,
+    write_profile,
+)
 
 
 class CountingListener:
@@ -194,7 +202,8 @@ def test_two_replicas_bind_every_pod_once_and_hand_over(
         cluster.wait_bound(n, timeout=30)
     assert time.monotonic() - started < 20
     assert _holder(cluster, sched) == f"r{other}"
-    text = scrape(ports[other])[1]
+    text = scrape_when(ports[other], "policyd_schedule_attempts_total", 10,
+                       result="scheduled")
     assert metric(text, "policyd_schedule_attempts_total", result="scheduled") == 10
     assert metric(text, "policyd_bind_errors_total") == 0
     for n in names + later:
