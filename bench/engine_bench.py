@@ -69,7 +69,7 @@ def _pod(name: str, workload: str, i: int, node: str | None = None) -> dict[str,
 def run_one(workload: str, nodes: int, init_pods: int, pods: int) -> dict[str, Any]:
     from policyd.cli.schedule_cmds import load_policy_plugins
     from policyd.config.plugins import default_framework
-    from policyd.engine.scheduler import schedule_one
+    from policyd.engine.cycle import schedule_one
     from policyd.model.cluster import ClusterState
     from policyd.model.records import node_from_dict, pod_from_dict
 

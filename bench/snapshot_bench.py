@@ -161,7 +161,7 @@ def write_snapshots(nodes: int, pods: int, directory: Path) -> tuple[Path, Path]
 
 
 def _child_load(path: str) -> None:
-    from policyd.model.snapshot import load_snapshot
+    from policyd.model.cluster_files import load_snapshot
 
     start = time.perf_counter()
     snap = load_snapshot(Path(path))

@@ -108,7 +108,7 @@ def up(
     """Start the control plane in the background and print the KUBECONFIG to use."""
     from policyd.devcluster.controlplane import ControlPlane, read_scheduler_config
     from policyd.devcluster.errors import DevClusterError
-    from policyd.devcluster.snapshot import check_objects, load_snapshot, read_objects
+    from policyd.devcluster.replay import check_objects, load_snapshot, read_objects
 
     objects = None
     try:

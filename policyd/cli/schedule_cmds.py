@@ -21,8 +21,8 @@ if TYPE_CHECKING:  # the engine (and numpy) load only when a command here runs
     from policyd.engine.inputs import PodFile
     from policyd.framework.interfaces import Plugin
     from policyd.framework.runtime import Framework
+    from policyd.model.cluster_files import Snapshot
     from policyd.model.records import Pod
-    from policyd.model.snapshot import Snapshot
 
 
 class OutputFormat(StrEnum):
@@ -135,7 +135,7 @@ def _pick_pod(pod_arg: str, candidates: list[Pod], from_file: PodFile | None) ->
 def _load_cluster(path: Path, validate: FieldValidation) -> Snapshot:
     """The snapshot, refused when it repeats a Node or a Pod (not a cluster then)."""
     from policyd.engine.inputs import PodFile, check_unique_nodes, check_unique_pods
-    from policyd.model.snapshot import load_snapshot
+    from policyd.model.cluster_files import load_snapshot
 
     snap = load_snapshot(path, field_validation=validate.value)
     check_unique_nodes(snap.nodes, str(path))
@@ -147,7 +147,7 @@ def _load_pod_files(paths: list[Path], validate: FieldValidation
                     ) -> tuple[list[PodFile], list[str]]:
     """Each pod file's pods (kept apart to name the file of a duplicate) and warnings."""
     from policyd.engine.inputs import PodFile
-    from policyd.model.snapshot import load_snapshot
+    from policyd.model.cluster_files import load_snapshot
 
     files: list[PodFile] = []
     warnings: list[str] = []
@@ -217,10 +217,10 @@ def explain(
     not serve the pod, it is used anyway, with a note. A pod in the --pod/--pods files
     replaces the snapshot's copy. Exit 0 when the pod fits a node, 1 when it fits none,
     2 for bad input (including unknown fields, unless --validate says otherwise)."""
+    from policyd.engine.cycle import schedule_one
     from policyd.engine.inputs import check_unique_pods, merge_pods
     from policyd.engine.profiles import serving_profiles
     from policyd.engine.report import explain_json, explain_text
-    from policyd.engine.scheduler import schedule_one
 
     snap = _load_cluster(cluster, validate)
     pod_path = Path(pod)

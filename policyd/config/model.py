@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from policyd.config import schema as s
+from policyd.config import profile_schema as s
 from policyd.model.spelling import show_value
 
 _DURATION = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")

@@ -42,7 +42,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from policyd.config import schema as config_schema
+from policyd.config import profile_schema as config_schema
 from policyd.config.model import PolicydConfig, config_from_dict, parse_duration
 from policyd.lint.problem import ERROR, WARNING, Problem
 from policyd.model.spelling import show_value
@@ -173,7 +173,7 @@ class _Check:
         # The policy schema's converter gives the readable messages (unknown fields
         # with the closest name, types, best match of anyOf/oneOf); range and empty
         # values get upstream's wording here.
-        from policyd.policy.schema import _to_problems
+        from policyd.policy.policy_schema import _to_problems
 
         where: JsonPath = tuple(error.absolute_path)
         validator = error.validator
@@ -376,7 +376,7 @@ class _Check:
     def policies(self, extra: Sequence[Path]) -> dict[str, Any]:
         """Compiled policies by plugin name; their problems go to `policy_problems`."""
         from policyd.policy.files import find_yaml_files
-        from policyd.policy.loader import load_policy_set, path_problem
+        from policyd.policy.from_paths import load_policy_set, path_problem
 
         entries = self.data.get("policies")
         files: list[Path] = []

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from policyd.daemon.config import LoadedConfig, load, policy_files
+from policyd.daemon.loaded_profile import LoadedConfig, load, policy_files
 from policyd.errors import PolicydError
 
 log = logging.getLogger("policyd.daemon.reload")

@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from policyd.daemon import config as daemon_config
+from policyd.daemon import loaded_profile as daemon_config
 from policyd.daemon.events import EventSink
 from policyd.daemon.freshness import CacheFreshness
 from policyd.daemon.metrics import (

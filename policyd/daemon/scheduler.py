@@ -37,7 +37,7 @@ from policyd.daemon.queue import (
     QueuedPod,
     SchedulingQueue,
 )
-from policyd.engine.scheduler import ScheduleResult, schedule_one
+from policyd.engine.cycle import ScheduleResult, schedule_one
 from policyd.errors import InvalidObjectError
 from policyd.framework.events import (
     ASSIGNED_POD_ADD,

@@ -25,7 +25,7 @@ from policyd.devcluster.assets import (
 )
 from policyd.devcluster.controlplane import ControlPlane, KubeScheduler
 from policyd.devcluster.errors import DevClusterError
-from policyd.devcluster.snapshot import LoadResult, load_snapshot, read_objects
+from policyd.devcluster.replay import LoadResult, load_snapshot, read_objects
 
 __all__ = [
     "ETCD_VERSION",

@@ -22,7 +22,7 @@ from typing import Any
 
 from policyd.devcluster.controlplane import ControlPlane
 from policyd.devcluster.errors import DevClusterError
-from policyd.devcluster.snapshot import load_snapshot, read_objects
+from policyd.devcluster.replay import load_snapshot, read_objects
 
 
 @dataclass

@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from policyd.engine.scheduler import ScheduleResult
+from policyd.engine.cycle import ScheduleResult
 from policyd.engine.simulate import SimulationResult
 from policyd.framework.fit_error import reason_counts
 from policyd.framework.runtime import PluginScores

@@ -7,8 +7,8 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from policyd.engine.cycle import ScheduleResult, schedule_one
 from policyd.engine.profiles import unserved_reason
-from policyd.engine.scheduler import ScheduleResult, schedule_one
 from policyd.framework.runtime import Framework
 from policyd.model.cluster import ClusterState
 from policyd.model.records import Pod

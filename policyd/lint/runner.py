@@ -32,7 +32,7 @@ class LintResult:
 
 def lint_paths(paths: Iterable[str | Path], *, strict: bool = False,
                skip_non_policies: bool = False) -> LintResult:
-    from policyd.policy.loader import load_policy_set
+    from policyd.policy.from_paths import load_policy_set
 
     result = load_policy_set(paths, compile=False)
     problems = result.problems
@@ -62,9 +62,9 @@ def _policyd_document(data: object) -> bool:
     """Whether lint should look at a document when skipping other files' documents: a
     SchedulingPolicy, or anything claiming policyd's API group (so that a misspelt kind
     is still reported), but not the kinds other commands check."""
-    from policyd.config.schema import KIND as PROFILE_KIND
-    from policyd.policy.loader import OTHER_KINDS
-    from policyd.policy.schema import API_VERSION, KIND
+    from policyd.config.profile_schema import KIND as PROFILE_KIND
+    from policyd.policy.from_paths import OTHER_KINDS
+    from policyd.policy.policy_schema import API_VERSION, KIND
 
     if not isinstance(data, Mapping):
         return False

@@ -16,19 +16,19 @@ from policyd.framework.interfaces import Plugin
 from policyd.plugins import names
 
 _MODULES = {
-    names.PRIORITY_SORT: "priority_sort",
-    names.NODE_UNSCHEDULABLE: "node_unschedulable",
-    names.NODE_NAME: "node_name",
-    names.TAINT_TOLERATION: "taint_toleration",
-    names.NODE_AFFINITY: "node_affinity",
-    names.NODE_PORTS: "node_ports",
-    names.NODE_RESOURCES_FIT: "node_resources_fit",
-    names.VOLUME_UNSUPPORTED: "volume_unsupported",
-    names.POD_TOPOLOGY_SPREAD: "pod_topology_spread",
-    names.INTER_POD_AFFINITY: "inter_pod_affinity",
-    names.RESOURCE_CLAIM_UNSUPPORTED: "resource_claim_unsupported",
-    names.NODE_RESOURCES_BALANCED_ALLOCATION: "balanced_allocation",
-    names.IMAGE_LOCALITY: "image_locality",
+    names.PRIORITY_SORT: "queuesort.priority_sort",
+    names.NODE_UNSCHEDULABLE: "nodeunschedulable.node_unschedulable",
+    names.NODE_NAME: "nodename.node_name",
+    names.TAINT_TOLERATION: "tainttoleration.taint_toleration",
+    names.NODE_AFFINITY: "nodeaffinity.node_affinity",
+    names.NODE_PORTS: "nodeports.node_ports",
+    names.NODE_RESOURCES_FIT: "noderesources.fit",
+    names.VOLUME_UNSUPPORTED: "volumeunsupported.volume_unsupported",
+    names.POD_TOPOLOGY_SPREAD: "podtopologyspread.plugin",
+    names.INTER_POD_AFFINITY: "interpodaffinity.plugin",
+    names.RESOURCE_CLAIM_UNSUPPORTED: "resourceclaimunsupported.resource_claim_unsupported",
+    names.NODE_RESOURCES_BALANCED_ALLOCATION: "noderesources.balanced_allocation",
+    names.IMAGE_LOCALITY: "imagelocality.image_locality",
 }
 
 # kube-scheduler's default profile, in its order (getDefaultPlugins, v1.36), restricted

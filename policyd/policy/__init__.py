@@ -23,7 +23,7 @@ def load_policies(
 
     A policy with any error is not compiled; warnings do not stop compilation.
     """
-    from policyd.policy.loader import load_policies as _load
+    from policyd.policy.from_paths import load_policies as _load
 
     return _load(paths)
 

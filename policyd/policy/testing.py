@@ -25,8 +25,8 @@ from typing import Any
 from policyd.errors import PolicydError
 from policyd.lint.problem import ERROR, Problem
 from policyd.model.spelling import show_value
-from policyd.policy import schema as policy_schema
-from policyd.policy.loader import PolicySet, check_documents, collect_files
+from policyd.policy import policy_schema as policy_schema
+from policyd.policy.from_paths import PolicySet, check_documents, collect_files
 from policyd.sourcefile import JsonPath, SourceDocument, format_path, load_file
 
 KIND = "PolicyTest"
@@ -293,7 +293,7 @@ def _load_policies(doc: SourceDocument, entries: list[Any], base_dir: Path,
                    problems: list[Problem]) -> list[Any]:
     """Policies by path (relative to the test file) or inline; any error is bad input."""
     result = PolicySet()
-    from policyd.policy.loader import is_policy_document
+    from policyd.policy.from_paths import is_policy_document
 
     # A file named twice (or by its directory and by itself) is loaded once: loaded
     # twice, each of its policies would clash with itself as a duplicate.
@@ -528,7 +528,7 @@ def _check_schedule(suite: _Suite, pod: Any, case: Mapping[str, Any],
 def schedule(policies: Sequence[Any], pod: Any, cluster: Any) -> tuple[str | None, str]:
     """(chosen node or None, FitError message) with the default profile plus `policies`."""
     from policyd.config.plugins import default_framework
-    from policyd.engine.scheduler import schedule_one
+    from policyd.engine.cycle import schedule_one
 
     fw = default_framework(list(policies), seed=0)
     result = schedule_one(fw, pod, cluster)

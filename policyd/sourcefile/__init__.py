@@ -4,7 +4,7 @@ Policies, policy tests and profiles are all read through here, so every problem 
 of them can be reported as file:line:column plus a JSON path.
 """
 
-from policyd.sourcefile.loader import (
+from policyd.sourcefile.positioned_yaml import (
     DEFAULT_LIMITS,
     JsonPath,
     Limits,

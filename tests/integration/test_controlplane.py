@@ -291,7 +291,7 @@ def test_load_snapshot_creates_nodes_and_pods(
         replicaset,
     ]
 
-    from policyd.devcluster.snapshot import flatten
+    from policyd.devcluster.replay import flatten
 
     try:
         result = load_snapshot(control_plane.kubeconfig_path, flatten(snapshot))

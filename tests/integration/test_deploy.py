@@ -166,7 +166,7 @@ def test_configmap_holds_the_profile_and_every_policy(tmp_path: Path) -> None:
          str(tmp_path / "etc-policyd" / "profile.yaml")],
         capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
-    from policyd.daemon.config import load
+    from policyd.daemon.loaded_profile import load
 
     loaded = load(tmp_path / "etc-policyd" / "profile.yaml")
     assert list(loaded.frameworks) == ["policyd"]

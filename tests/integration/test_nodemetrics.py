@@ -31,7 +31,7 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from policyd.config.model import MetricQuery, MetricsProviderConfig
 from policyd.config.plugins import default_framework
-from policyd.engine.scheduler import schedule_one
+from policyd.engine.cycle import schedule_one
 from policyd.framework.runtime import Framework
 from policyd.model.cluster import ClusterState
 from policyd.model.records import Node, node_from_dict, pod_from_dict

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from policyd.config.plugins import default_framework
-from policyd.engine.scheduler import ScheduleResult, schedule_one
+from policyd.engine.cycle import ScheduleResult, schedule_one
 from policyd.framework.fit_error import reason_counts
 from policyd.framework.runtime import Framework
 from policyd.kube.client import ApiError, KubeClient

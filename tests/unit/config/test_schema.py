@@ -12,7 +12,7 @@ import pytest
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
 from policyd.config.model import parse_duration
-from policyd.config.schema import DURATION_PATTERN, SCHEMA
+from policyd.config.profile_schema import DURATION_PATTERN, SCHEMA
 from policyd.sourcefile import load_file
 from tests.unit.config.conftest import ROOT
 
@@ -22,7 +22,7 @@ EXAMPLES = sorted((ROOT / "examples" / "profiles").glob("*.yaml"))
 def test_committed_schema_is_generated_from_the_code() -> None:
     committed = json.loads((ROOT / "schemas" / "profile.schema.json").read_text())
     assert committed == SCHEMA, \
-        "run: python -m policyd.config.schema > schemas/profile.schema.json"
+        "run: python -m policyd.config.profile_schema > schemas/profile.schema.json"
 
 
 def test_schema_is_valid_draft_2020_12() -> None:

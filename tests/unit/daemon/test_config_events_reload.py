@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from policyd.daemon.config import InvalidConfig, load
 from policyd.daemon.events import FailureThrottle
+from policyd.daemon.loaded_profile import InvalidConfig, load
 from policyd.daemon.reload import ConfigWatcher, signature
 
 HW_POLICY = """\

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from policyd.config.plugins import default_framework
 from policyd.daemon.metrics import Metrics, instrument
-from policyd.engine.scheduler import schedule_one
+from policyd.engine.cycle import schedule_one
 from policyd.model.cluster import ClusterState
 from tests.builders import make_node, make_pod
 

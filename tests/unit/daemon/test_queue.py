@@ -15,7 +15,7 @@ from policyd.daemon.queue import (
     backoff_duration,
 )
 from policyd.model.records import Pod
-from policyd.plugins.priority_sort import PrioritySort
+from policyd.plugins.queuesort.priority_sort import PrioritySort
 from tests.builders import make_pod
 
 

@@ -18,7 +18,7 @@ from policyd.framework.events import (
     QueueingHint,
 )
 from policyd.model.records import Pod
-from policyd.plugins.priority_sort import PrioritySort
+from policyd.plugins.queuesort.priority_sort import PrioritySort
 from tests.builders import make_node, make_pod
 
 A = ActionType

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from policyd.daemon import reload as reload_module
-from policyd.daemon.config import LoadedConfig, load
+from policyd.daemon.loaded_profile import LoadedConfig, load
 from policyd.daemon.metrics import Metrics
 from policyd.daemon.reload import ConfigWatcher
 from policyd.daemon.run import Daemon

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from policyd.daemon.config import RuntimeSettings, load, needs_restart
+from policyd.daemon.loaded_profile import RuntimeSettings, load, needs_restart
 from policyd.daemon.queue import SchedulingQueue
 from policyd.daemon.reload import ConfigWatcher, describe_change
 from policyd.daemon.run import Daemon, RunOptions, flag_overrides, own_pod_ref

@@ -9,7 +9,7 @@ from typing import Any, cast
 import pytest
 
 from policyd.daemon.scheduler import Scheduler
-from policyd.engine.scheduler import schedule_one
+from policyd.engine.cycle import schedule_one
 from policyd.kube.client import KubeClient
 from policyd.kube.informer import Informer
 from tests.builders import make_node, make_pod

@@ -17,7 +17,7 @@ from policyd.daemon import scheduler as scheduler_module
 from policyd.daemon.events import EventSink
 from policyd.daemon.metrics import Metrics
 from policyd.daemon.scheduler import Scheduler
-from policyd.engine.scheduler import ScheduleResult
+from policyd.engine.cycle import ScheduleResult
 from policyd.framework.status import Status
 from policyd.kube import api
 from policyd.kube.backoff import Backoff

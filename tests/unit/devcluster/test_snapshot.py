@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from policyd.devcluster.errors import DevClusterError
-from policyd.devcluster.snapshot import (
+from policyd.devcluster.replay import (
     LoadResult,
     check_objects,
     clean_for_create,

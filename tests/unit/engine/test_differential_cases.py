@@ -9,7 +9,7 @@ import json
 import pytest
 
 from policyd.config.plugins import default_framework
-from policyd.engine.scheduler import schedule_one
+from policyd.engine.cycle import schedule_one
 from policyd.framework.fit_error import Diagnosis, fit_error_message
 from policyd.framework.status import Status
 from policyd.model.cluster import ClusterState

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from policyd.config.plugins import default_framework
-from policyd.engine.scheduler import schedule_one
+from policyd.engine.cycle import schedule_one
 from policyd.model.cluster import ClusterState
 from policyd.model.records import node_from_dict, pod_from_dict
 from tests.gen.clusters import gen_cluster, gen_pod

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from policyd.config.plugins import default_framework
-from policyd.engine.scheduler import ScheduleResult, schedule_one
+from policyd.engine.cycle import ScheduleResult, schedule_one
 from policyd.framework.runtime import PluginScores
 from policyd.model.cluster import ClusterState
 from policyd.policy.compiler import CompiledPolicy, compile_policy

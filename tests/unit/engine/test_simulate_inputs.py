@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from policyd.config.plugins import default_framework
+from policyd.engine.cycle import schedule_one
 from policyd.engine.inputs import PodFile, check_unique_nodes, check_unique_pods, merge_pods
 from policyd.engine.profiles import serving_profiles, unserved_reason
-from policyd.engine.scheduler import schedule_one
 from policyd.engine.simulate import simulate, skip_reason
 from policyd.errors import InputFileError
 from policyd.framework.fit_error import NO_NODES_AVAILABLE

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from policyd.engine.scheduler import schedule_one
+from policyd.engine.cycle import schedule_one
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.interfaces import default_normalize_score
 from policyd.framework.runtime import Framework, WeightedScorePlugin

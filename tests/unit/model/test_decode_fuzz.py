@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policyd.config.plugins import default_framework
-from policyd.engine.scheduler import schedule_one
+from policyd.engine.cycle import schedule_one
 from policyd.errors import InvalidObjectError
 from policyd.model.cluster import ClusterState
 from policyd.model.records import node_from_dict, pod_from_dict

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from policyd.errors import InputFileError
+from policyd.model.cluster_files import WORKLOAD_KINDS, load_snapshot
 from policyd.model.datafile import read_documents
 from policyd.model.fieldcheck import check_fields, known_kinds, unknown_fields
-from policyd.model.snapshot import WORKLOAD_KINDS, load_snapshot
 from tests.builders import make_node, make_pod
 from tests.gen.clusters import gen_cluster
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from policyd.errors import InputFileError
-from policyd.model.snapshot import load_snapshot
+from policyd.model.cluster_files import load_snapshot
 from tests.builders import make_node, make_pod
 
 

@@ -19,8 +19,8 @@ from policyd.framework import Code, CycleState, PluginError
 from policyd.model.cluster import ClusterState
 from policyd.model.records import Node, Pod, node_from_dict, pod_from_dict
 from policyd.plugins import names
-from policyd.plugins.balanced_allocation import DEFAULT_WEIGHT, new
-from policyd.plugins.resource_allocation import (
+from policyd.plugins.noderesources.balanced_allocation import DEFAULT_WEIGHT, new
+from policyd.plugins.noderesources.resource_allocation import (
     balanced_allocation_score,
     balanced_resource_score,
 )

@@ -11,7 +11,7 @@ from policyd.framework import Code, CycleState, PluginError
 from policyd.model.cluster import NodeInfo
 from policyd.model.records import Pod
 from policyd.plugins import names
-from policyd.plugins.image_locality import (
+from policyd.plugins.imagelocality.image_locality import (
     DEFAULT_WEIGHT,
     MB,
     calculate_priority,

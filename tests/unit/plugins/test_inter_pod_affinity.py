@@ -18,8 +18,8 @@ from policyd.framework import Code, CycleState, PluginError, Status
 from policyd.model.cluster import ClusterState, NodeInfo
 from policyd.model.records import Node, Pod, node_from_dict
 from policyd.model.table import IntArray, NodeTable
-from policyd.plugins import inter_pod_affinity as ipa
-from policyd.plugins.pod_affinity_terms import pod_affinity_terms
+from policyd.plugins.interpodaffinity import plugin as ipa
+from policyd.plugins.interpodaffinity.terms import pod_affinity_terms
 from tests.builders import make_pod
 
 AFF = ipa.ERR_REASON_AFFINITY_RULES_NOT_MATCH
@@ -979,7 +979,7 @@ HOSTNAME_ANTI = affinity(anti=[term("kubernetes.io/hostname", expr("app", "In", 
 
 def test_engine_spreads_replicas_then_reports_anti_affinity() -> None:
     from policyd.config.plugins import default_framework
-    from policyd.engine.scheduler import schedule_one
+    from policyd.engine.cycle import schedule_one
 
     for reference in (False, True):
         c = cluster([node(f"n{i}", **{"kubernetes.io/hostname": f"n{i}"}) for i in range(3)],
@@ -1002,7 +1002,7 @@ def test_engine_spreads_replicas_then_reports_anti_affinity() -> None:
 @pytest.mark.parametrize("seed", range(10))
 def test_engine_fast_and_reference_paths_agree(seed: int) -> None:
     from policyd.config.plugins import default_framework
-    from policyd.engine.scheduler import schedule_one
+    from policyd.engine.cycle import schedule_one
 
     def run(reference: bool) -> list[tuple[str | None, str]]:
         rng = random.Random(seed)

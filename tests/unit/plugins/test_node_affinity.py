@@ -13,7 +13,7 @@ from policyd.framework import Code, CycleState, PluginError, Status
 from policyd.model.cluster import NodeInfo
 from policyd.model.records import Pod
 from policyd.plugins import names
-from policyd.plugins.node_affinity import (
+from policyd.plugins.nodeaffinity.node_affinity import (
     DEFAULT_WEIGHT,
     ERR_REASON_CONFLICT,
     ERR_REASON_ENFORCED,

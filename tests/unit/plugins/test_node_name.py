@@ -7,7 +7,7 @@ import pytest
 from policyd.framework import Code, CycleState, PluginError, Status
 from policyd.model.cluster import NodeInfo
 from policyd.plugins import names
-from policyd.plugins.node_name import ERR_REASON, new
+from policyd.plugins.nodename.node_name import ERR_REASON, new
 from tests.builders import make_node, make_pod
 
 REJECT = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON,))

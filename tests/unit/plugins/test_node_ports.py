@@ -12,7 +12,7 @@ from policyd.framework import Code, CycleState, PluginError, Status
 from policyd.model.cluster import NodeInfo
 from policyd.model.records import Pod
 from policyd.plugins import names
-from policyd.plugins.node_ports import ERR_REASON, new
+from policyd.plugins.nodeports.node_ports import ERR_REASON, new
 from tests.builders import make_node, make_pod
 
 REJECT = Status(Code.UNSCHEDULABLE, (ERR_REASON,))

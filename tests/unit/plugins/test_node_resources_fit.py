@@ -4,7 +4,7 @@ TestRestartableInitContainers, TestFitScore), `least_allocated_test.go`,
 `most_allocated_test.go` and `requested_to_capacity_ratio_test.go`: same inputs, same
 reasons, codes and scores. Cases that need upstream-only machinery (DRA extended
 resources, feature gates switched off) are left out; see the module docstring of
-`policyd.plugins.node_resources_fit`.
+`policyd.plugins.noderesources.fit`.
 
 Upstream builds pods with no containers (`st.MakePod().Obj()`); policyd's decoder needs
 one, so those pods get one container that explicitly requests cpu 0 and memory 0, which
@@ -24,7 +24,7 @@ from policyd.framework import Code, CycleState, PluginError, Status
 from policyd.model.cluster import ClusterState, NodeInfo
 from policyd.model.records import Node, Pod, node_from_dict, pod_from_dict
 from policyd.plugins import names
-from policyd.plugins.node_resources_fit import (
+from policyd.plugins.noderesources.fit import (
     DEFAULT_WEIGHT,
     ERR_REASON_INSUFFICIENT_CPU,
     ERR_REASON_INSUFFICIENT_EPHEMERAL_STORAGE,
@@ -33,7 +33,7 @@ from policyd.plugins.node_resources_fit import (
     NodeResourcesFit,
     new,
 )
-from policyd.plugins.resource_allocation import ShapePoint, broken_linear_function
+from policyd.plugins.noderesources.resource_allocation import ShapePoint, broken_linear_function
 from tests.builders import make_node, make_pod
 
 EXT_A = "example.com/aaa"

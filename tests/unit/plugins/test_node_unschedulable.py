@@ -7,7 +7,7 @@ import pytest
 from policyd.framework import Code, CycleState, PluginError, Status
 from policyd.model.cluster import NodeInfo
 from policyd.plugins import names
-from policyd.plugins.node_unschedulable import ERR_REASON_UNSCHEDULABLE, new
+from policyd.plugins.nodeunschedulable.node_unschedulable import ERR_REASON_UNSCHEDULABLE, new
 from tests.builders import PodBuilder, make_node, make_pod
 
 REJECT = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_UNSCHEDULABLE,))

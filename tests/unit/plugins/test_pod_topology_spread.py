@@ -15,14 +15,14 @@ import pytest
 from policyd.framework import Code, CycleState, PluginError, Status
 from policyd.model.cluster import ClusterState, NodeInfo
 from policyd.model.records import Node, Pod, node_from_dict
-from policyd.plugins import pod_topology_spread as pts
-from policyd.plugins.pod_topology_spread import (
+from policyd.plugins.podtopologyspread import plugin as pts
+from policyd.plugins.podtopologyspread.constraints import default_selector
+from policyd.plugins.podtopologyspread.plugin import (
     ERR_REASON_CONSTRAINTS_NOT_MATCH,
     ERR_REASON_NODE_LABEL_NOT_MATCH,
     PodTopologySpread,
     new,
 )
-from policyd.plugins.topology_spread_constraints import default_selector
 from tests.builders import make_node, make_pod
 
 HOST = "kubernetes.io/hostname"

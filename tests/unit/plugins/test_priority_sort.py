@@ -6,7 +6,7 @@ import pytest
 
 from policyd.framework import PluginError
 from policyd.plugins import names
-from policyd.plugins.priority_sort import PrioritySort, new
+from policyd.plugins.queuesort.priority_sort import PrioritySort, new
 from tests.builders import make_pod
 
 EARLY = "2026-01-01T00:00:00Z"

@@ -21,17 +21,15 @@ from policyd.framework.events import (
     registrations,
 )
 from policyd.model.records import Pod
-from policyd.plugins import (
-    inter_pod_affinity,
-    node_affinity,
-    node_name,
-    node_ports,
-    node_resources_fit,
-    node_unschedulable,
-    pod_topology_spread,
-    taint_toleration,
-    volume_unsupported,
-)
+from policyd.plugins.interpodaffinity import plugin as inter_pod_affinity
+from policyd.plugins.nodeaffinity import node_affinity
+from policyd.plugins.nodename import node_name
+from policyd.plugins.nodeports import node_ports
+from policyd.plugins.noderesources import fit as node_resources_fit
+from policyd.plugins.nodeunschedulable import node_unschedulable
+from policyd.plugins.podtopologyspread import plugin as pod_topology_spread
+from policyd.plugins.tainttoleration import taint_toleration
+from policyd.plugins.volumeunsupported import volume_unsupported
 from tests.builders import make_node, make_pod
 
 A = ActionType
@@ -229,7 +227,8 @@ def test_every_rejecting_builtin_plugin_declares_its_events() -> None:
             assert isinstance(spec.factory(None), EnqueueExtensions), name
 
 
-@pytest.mark.parametrize("module", ["volume_unsupported", "resource_claim_unsupported"])
+@pytest.mark.parametrize("module", ["volumeunsupported.volume_unsupported",
+                                    "resourceclaimunsupported.resource_claim_unsupported"])
 def test_stand_ins_for_missing_plugins_wait_for_the_flush(module: str) -> None:
     import importlib
 

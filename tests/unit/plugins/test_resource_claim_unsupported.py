@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from policyd.config.plugins import default_framework
-from policyd.engine.scheduler import schedule_one
+from policyd.engine.cycle import schedule_one
 from policyd.framework import Code, CycleState, PluginError
 from policyd.model.cluster import ClusterState
 from policyd.plugins import names, registry
-from policyd.plugins.resource_claim_unsupported import new
+from policyd.plugins.resourceclaimunsupported.resource_claim_unsupported import new
 from tests.builders import PodBuilder, make_node, make_pod
 
 TAIL = "policyd has no DynamicResources plugin yet (see README, known limits)"

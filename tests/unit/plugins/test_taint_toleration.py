@@ -13,7 +13,11 @@ from policyd.framework import Code, CycleState, PluginError, Status
 from policyd.model.cluster import NodeInfo
 from policyd.model.records import Pod
 from policyd.plugins import names
-from policyd.plugins.taint_toleration import DEFAULT_WEIGHT, ERR_REASON_UNTOLERATED, new
+from policyd.plugins.tainttoleration.taint_toleration import (
+    DEFAULT_WEIGHT,
+    ERR_REASON_UNTOLERATED,
+    new,
+)
 from tests.builders import make_node, make_pod
 
 REJECT = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_UNTOLERATED,))

@@ -6,7 +6,7 @@ import pytest
 
 from policyd.framework import Code, CycleState, PluginError
 from policyd.plugins import names
-from policyd.plugins.volume_unsupported import new
+from policyd.plugins.volumeunsupported.volume_unsupported import new
 from tests.builders import make_pod
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from policyd.lint.problem import Problem
-from policyd.policy.loader import PolicySet, check_documents, is_policy_document
+from policyd.policy.from_paths import PolicySet, check_documents, is_policy_document
 from policyd.sourcefile import load_bytes
 
 

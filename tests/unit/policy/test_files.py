@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from policyd.policy.files import find_yaml_files
-from policyd.policy.loader import load_policy_set
+from policyd.policy.from_paths import load_policy_set
 
 POLICY = """\
 apiVersion: policyd.io/v1alpha1

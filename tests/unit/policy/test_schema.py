@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
-from policyd.policy.schema import SCHEMA
+from policyd.policy.policy_schema import SCHEMA
 from policyd.sourcefile import load_file
 from tests.unit.policy.conftest import check_docs, check_texts, errors, make_policy, rules
 
@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def test_committed_schema_is_generated_from_the_code() -> None:
     committed = json.loads((ROOT / "schemas" / "policy.schema.json").read_text())
-    assert committed == SCHEMA, "run: python -m policyd.policy.schema > schemas/policy.schema.json"
+    assert committed == SCHEMA, \
+        "run: python -m policyd.policy.policy_schema > schemas/policy.schema.json"
 
 
 def test_schema_is_valid_draft_2020_12() -> None:

@@ -41,7 +41,11 @@ from policyd.model.cluster import ClusterState, NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import ABSENT, BoolArray, IntArray, NodeTable
 from policyd.plugins import names
-from policyd.plugins.pod_affinity_terms import (
+from policyd.plugins.helper.pod_event_hints import (
+    affinity_after_node_change,
+    affinity_after_pod_change,
+)
+from policyd.plugins.interpodaffinity.terms import (
     AffinityTerm,
     WeightedAffinityTerm,
     has_pod_affinity,
@@ -49,7 +53,6 @@ from policyd.plugins.pod_affinity_terms import (
     resolve_namespaces,
     resolve_weighted_namespaces,
 )
-from policyd.plugins.pod_event_hints import affinity_after_node_change, affinity_after_pod_change
 
 DEFAULT_WEIGHT: int | None = 2
 

@@ -2,7 +2,7 @@
 
 Kept as data in the package, like the policy schema, so the installed package always has
 it; `schemas/profile.schema.json` (what editors load through the `yaml-language-server`
-comment) is generated with `python -m policyd.config.schema > schemas/profile.schema.json`
+comment) is generated with `python -m policyd.config.profile_schema > schemas/profile.schema.json`
 and a test keeps the two identical.
 
 The schema is strict (`additionalProperties: false` everywhere except plugin `args`,
@@ -18,7 +18,7 @@ import json
 import sys
 from typing import Any
 
-from policyd.policy.schema import schema_object
+from policyd.policy.policy_schema import schema_object
 
 API_VERSION = "policyd.io/v1alpha1"
 KIND = "PolicydConfiguration"

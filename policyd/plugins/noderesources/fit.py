@@ -49,7 +49,7 @@ from policyd.model.cluster import NodeInfo
 from policyd.model.records import Node, Pod
 from policyd.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, pod_requests
 from policyd.plugins import names
-from policyd.plugins.resource_allocation import (
+from policyd.plugins.noderesources.resource_allocation import (
     DEFAULT_RESOURCES,
     MAX_CUSTOM_PRIORITY_SCORE,
     MAX_UTILIZATION,

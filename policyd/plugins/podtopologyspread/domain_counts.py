@@ -22,8 +22,8 @@ import numpy as np
 from policyd.model.cluster import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import ABSENT, BoolArray, IntArray, NodeTable
-from policyd.plugins.node_affinity import pod_node_affinity
-from policyd.plugins.topology_spread_constraints import Constraint, tolerates_taints
+from policyd.plugins.nodeaffinity.node_affinity import pod_node_affinity
+from policyd.plugins.podtopologyspread.constraints import Constraint, tolerates_taints
 
 # (node, namespace + selector key, constraint, namespace) -> matching pods on the node
 Counter = Callable[[NodeInfo, str, Constraint, str], int]

@@ -3,7 +3,7 @@ positions and readable messages.
 
 The schema lives here as data so the installed package always has it;
 `schemas/policy.schema.json` (what editors load through the `yaml-language-server`
-comment) is generated from it with `python -m policyd.policy.schema > ...`, and a test
+comment) is generated from it with `python -m policyd.policy.policy_schema > ...`, and a test
 keeps the two identical.
 
 Structural rules live in the schema; rules the schema cannot say well (Kubernetes

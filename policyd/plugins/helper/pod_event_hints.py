@@ -16,8 +16,8 @@ from typing import Any
 from policyd.framework.events import QUEUE, QUEUE_SKIP, QueueingHint, is_self
 from policyd.framework.status import Status
 from policyd.model.records import Node, Pod
-from policyd.plugins.pod_affinity_terms import AffinityTerm, pod_affinity_terms
-from policyd.plugins.topology_spread_constraints import Constraint, pod_constraints
+from policyd.plugins.interpodaffinity.terms import AffinityTerm, pod_affinity_terms
+from policyd.plugins.podtopologyspread.constraints import Constraint, pod_constraints
 
 
 def _matches_all(terms: Sequence[AffinityTerm], pod: Pod) -> bool:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from policyd.lint.problem import ERROR, Problem
 from policyd.model.spelling import show_value
-from policyd.policy import schema, semantics
+from policyd.policy import policy_schema, semantics
 from policyd.policy.files import PathProblem, find_yaml_files
 from policyd.sourcefile import SourceDocument, SourceFile, load_file
 
@@ -84,10 +84,10 @@ def is_policy_document(doc: SourceDocument, problems: list[Problem]) -> bool:
     kind = data.get("kind")
     if kind in OTHER_KINDS:
         return False
-    if kind != schema.KIND:
+    if kind != policy_schema.KIND:
         problems.append(doc.problem(("kind",) if "kind" in data else (), "not-a-policy",
-                                    f"kind must be {schema.KIND!r} (or {', '.join(OTHER_KINDS)}"
-                                    f"), not {show_value(kind)}"))
+                                    f"kind must be {policy_schema.KIND!r} "
+                                    f"(or {', '.join(OTHER_KINDS)}), not {show_value(kind)}"))
         return False
     return True
 
@@ -98,7 +98,7 @@ def check_documents(result: PolicySet, *, compile: bool = True) -> None:
     key_uses: list[semantics.KeyUse] = []
     per_doc: list[list[Problem]] = []
     for doc in result.documents:
-        problems = schema.validate(doc)
+        problems = policy_schema.validate(doc)
         problems.extend(semantics.check_document(doc, key_uses))
         per_doc.append(problems)
     cross = semantics.check_cross(result.documents, key_uses)

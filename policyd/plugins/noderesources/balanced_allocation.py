@@ -28,7 +28,7 @@ from policyd.framework import CycleState, PluginError, Status
 from policyd.model.cluster import NodeInfo
 from policyd.model.records import Pod
 from policyd.plugins import names
-from policyd.plugins.resource_allocation import (
+from policyd.plugins.noderesources.resource_allocation import (
     DEFAULT_RESOURCES,
     IntArray,
     Problems,

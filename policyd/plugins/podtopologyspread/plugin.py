@@ -32,9 +32,9 @@ from policyd.model.cluster import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import ABSENT, BoolArray, IntArray, NodeTable
 from policyd.plugins import names
-from policyd.plugins.node_affinity import pod_node_affinity
-from policyd.plugins.pod_event_hints import spread_after_node_change, spread_after_pod_change
-from policyd.plugins.topology_spread_constraints import (
+from policyd.plugins.helper.pod_event_hints import spread_after_node_change, spread_after_pod_change
+from policyd.plugins.nodeaffinity.node_affinity import pod_node_affinity
+from policyd.plugins.podtopologyspread.constraints import (
     DO_NOT_SCHEDULE,
     HOSTNAME_KEY,
     LIST_DEFAULTING,
@@ -48,7 +48,7 @@ from policyd.plugins.topology_spread_constraints import (
     qualified_name_problems,
     tolerates_node,
 )
-from policyd.plugins.topology_spread_vector import (
+from policyd.plugins.podtopologyspread.domain_counts import (
     VectorCache,
     domain_codes,
     domain_sums,
