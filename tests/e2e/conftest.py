@@ -1,5 +1,6 @@
-"""End-to-end fixtures: the real local control plane (shared with the integration
-tests' fixtures) plus a policyd daemon against it, in-process or as a subprocess.
+"""End-to-end fixtures: a policyd daemon, in-process or as a subprocess, against the
+real local control plane (`control_plane`, shared with the integration tests, comes
+from tests/conftest.py).
 
 Isolation: every test gets its own namespace and scheduler name, and starts and ends
 with no Nodes, so FailedScheduling messages (`0/N nodes ...`) are exact. The control
@@ -18,9 +19,6 @@ import pytest
 from policyd.devcluster import ControlPlane
 from policyd.kube.client import ConnectionSettings, KubeClient
 from tests.e2e.helpers import Cluster, DaemonFactory, ProcessFactory
-from tests.integration.conftest import api_client, control_plane
-
-__all__ = ["api_client", "control_plane"]
 
 _HERE = Path(__file__).parent
 REPO = _HERE.parent.parent
