@@ -3,17 +3,36 @@
 `make_pod("web").req(cpu="1", memory="1Gi").node_selector(zone="a").obj()` returns a
 `Pod` record; `.raw()` returns the dict. Building raw dicts and decoding them means tests
 exercise the same decoding the snapshot loader and the daemon use.
+
+Every test builds its pods and nodes here instead of writing a `pod()`/`node()` of its
+own. Methods taking labels or resources accept a mapping as well as keywords, for names
+that are not Python identifiers (`example.com/gpu`, `topology.kubernetes.io/zone`);
+keyword resource names have `_` turned into `-` (`ephemeral_storage`).
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
+from collections.abc import Mapping
 from typing import Any
 
 from policyd.model.records import Node, Pod, node_from_dict, pod_from_dict
 
 _uid = itertools.count(1)
+
+
+def _merged(mapping: Mapping[str, str] | None, keywords: Mapping[str, str]) -> dict[str, str]:
+    """A mapping's entries, then keyword entries with `_` in names turned into `-`."""
+    return {**(mapping or {}), **{k.replace("_", "-"): v for k, v in keywords.items()}}
+
+
+def _container(name: str, requests: Mapping[str, str], image: str = "pause"
+               ) -> dict[str, Any]:
+    c: dict[str, Any] = {"name": name, "image": image}
+    if requests:
+        c["resources"] = {"requests": dict(requests)}
+    return c
 
 
 class PodBuilder:
@@ -26,6 +45,14 @@ class PodBuilder:
             "status": {},
         }
 
+    def for_api(self) -> PodBuilder:
+        """Only what a client sends to create it: no uid, no status, and no namespace
+        (the request's namespace applies)."""
+        for key in ("uid", "namespace"):
+            self._d["metadata"].pop(key, None)
+        self._d.pop("status", None)
+        return self
+
     @property
     def _spec(self) -> dict[str, Any]:
         return self._d["spec"]  # type: ignore[no-any-return]
@@ -34,8 +61,9 @@ class PodBuilder:
         self._d["metadata"]["uid"] = uid
         return self
 
-    def labels(self, **labels: str) -> PodBuilder:
-        self._d["metadata"].setdefault("labels", {}).update(labels)
+    def labels(self, mapping: Mapping[str, str] | None = None, /, **labels: str
+               ) -> PodBuilder:
+        self._d["metadata"].setdefault("labels", {}).update({**(mapping or {}), **labels})
         return self
 
     def label(self, key: str, value: str) -> PodBuilder:
@@ -48,6 +76,19 @@ class PodBuilder:
 
     def created(self, timestamp: str) -> PodBuilder:
         self._d["metadata"]["creationTimestamp"] = timestamp
+        return self
+
+    def terminating(self, since: str = "2026-01-01T00:00:00Z") -> PodBuilder:
+        """Deleted, not gone yet (metadata.deletionTimestamp set)."""
+        self._d["metadata"]["deletionTimestamp"] = since
+        return self
+
+    def owner(self, kind: str, name: str, api_version: str = "apps/v1", uid: str = "x",
+              controller: bool = True) -> PodBuilder:
+        """Owned by a workload (a controller reference unless `controller=False`)."""
+        self._d["metadata"].setdefault("ownerReferences", []).append(
+            {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid,
+             "controller": controller})
         return self
 
     def priority(self, p: int) -> PodBuilder:
@@ -66,8 +107,9 @@ class PodBuilder:
         self._d["status"]["phase"] = phase
         return self
 
-    def node_selector(self, **labels: str) -> PodBuilder:
-        self._spec.setdefault("nodeSelector", {}).update(labels)
+    def node_selector(self, mapping: Mapping[str, str] | None = None, /, **labels: str
+                      ) -> PodBuilder:
+        self._spec.setdefault("nodeSelector", {}).update({**(mapping or {}), **labels})
         return self
 
     def node_selector_kv(self, key: str, value: str) -> PodBuilder:
@@ -104,15 +146,28 @@ class PodBuilder:
         containers.append(c)
         return self
 
-    def req(self, **requests: str) -> PodBuilder:
+    def req(self, mapping: Mapping[str, str] | None = None, /, **requests: str
+            ) -> PodBuilder:
         """Shorthand: one container with these requests (`ephemeral_storage` ok)."""
-        return self.container(**requests)
+        containers = self._spec["containers"]
+        if containers == [{"name": "c0", "image": "pause"}]:
+            containers.clear()
+        containers.append(_container(f"c{len(containers)}", _merged(mapping, requests)))
+        return self
 
-    def init_container(self, sidecar: bool = False, **requests: str) -> PodBuilder:
+    def containers(self, *requests: Mapping[str, str]) -> PodBuilder:
+        """Replace the containers with one per mapping of requests, named c0, c1, ...
+        (an empty mapping: a container without requests; none at all: the default
+        container)."""
+        self._spec["containers"] = [_container(f"c{i}", r) for i, r in enumerate(requests)
+                                    ] or [{"name": "c0", "image": "pause"}]
+        return self
+
+    def init_container(self, mapping: Mapping[str, str] | None = None, /,
+                       sidecar: bool = False, **requests: str) -> PodBuilder:
+        """Append an init container (a sidecar: restartPolicy Always) named init0, ..."""
         inits = self._spec.setdefault("initContainers", [])
-        c: dict[str, Any] = {"name": f"init{len(inits)}", "image": "pause"}
-        if requests:
-            c["resources"] = {"requests": {k.replace("_", "-"): v for k, v in requests.items()}}
+        c = _container(f"init{len(inits)}", _merged(mapping, requests))
         if sidecar:
             c["restartPolicy"] = "Always"
         inits.append(c)
@@ -126,12 +181,15 @@ class PodBuilder:
         c.setdefault("ports", []).append(entry)
         return self
 
-    def overhead(self, **resources: str) -> PodBuilder:
-        self._spec["overhead"] = dict(resources)
+    def overhead(self, mapping: Mapping[str, str] | None = None, /, **resources: str
+                 ) -> PodBuilder:
+        self._spec["overhead"] = {**(mapping or {}), **resources}
         return self
 
-    def pod_requests(self, **resources: str) -> PodBuilder:
-        self._spec["resources"] = {"requests": dict(resources)}
+    def pod_requests(self, mapping: Mapping[str, str] | None = None, /, **resources: str
+                     ) -> PodBuilder:
+        """Pod-level requests (spec.resources)."""
+        self._spec["resources"] = {"requests": {**(mapping or {}), **resources}}
         return self
 
     def pvc(self, claim: str) -> PodBuilder:
@@ -180,8 +238,16 @@ class NodeBuilder:
         self._d["metadata"]["uid"] = uid
         return self
 
-    def labels(self, **labels: str) -> NodeBuilder:
-        self._d["metadata"]["labels"].update(labels)
+    def labels(self, mapping: Mapping[str, str] | None = None, /, **labels: str
+               ) -> NodeBuilder:
+        self._d["metadata"]["labels"].update({**(mapping or {}), **labels})
+        return self
+
+    def exact_labels(self, mapping: Mapping[str, str] | None = None, /, **labels: str
+                     ) -> NodeBuilder:
+        """Exactly these labels, without the default hostname label (as upstream's
+        plugin tests build their nodes)."""
+        self._d["metadata"]["labels"] = {**(mapping or {}), **labels}
         return self
 
     def label(self, key: str, value: str) -> NodeBuilder:
@@ -192,9 +258,22 @@ class NodeBuilder:
         self._d["metadata"].setdefault("annotations", {})[key] = value
         return self
 
-    def capacity(self, **resources: str) -> NodeBuilder:
+    def capacity(self, mapping: Mapping[str, str] | None = None, /, **resources: str
+                 ) -> NodeBuilder:
         """Replace allocatable with exactly these resources (`ephemeral_storage` ok)."""
-        self._d["status"]["allocatable"] = {k.replace("_", "-"): v for k, v in resources.items()}
+        self._d["status"]["allocatable"] = _merged(mapping, resources)
+        return self
+
+    def ready(self) -> NodeBuilder:
+        """Status as a kubelet reports it for a healthy node, for nodes created in a
+        real API server: condition Ready=True, capacity equal to allocatable."""
+        status = self._d["status"]
+        status["capacity"] = dict(status["allocatable"])
+        status["conditions"] = [{"type": "Ready", "status": "True"}]
+        return self
+
+    def address(self, ip: str, kind: str = "InternalIP") -> NodeBuilder:
+        self._d["status"].setdefault("addresses", []).append({"type": kind, "address": ip})
         return self
 
     def resource(self, name: str, value: str) -> NodeBuilder:

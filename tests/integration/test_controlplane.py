@@ -24,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from policyd.devcluster import ControlPlane, DevClusterError, load_snapshot
 from policyd.devcluster.kubeconfig import api_client_from
 from policyd.devcluster.process import proc_start_time
+from tests.builders import PodBuilder, make_node, make_pod
 from tests.polling import wait_for
 
 pytestmark = pytest.mark.integration
@@ -34,35 +35,13 @@ def _suffix() -> str:
 
 
 def _node(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    resources = {"cpu": "4", "memory": "8Gi", "pods": "110"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
-        "status": {
-            "capacity": resources,
-            "allocatable": resources,
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
+    return (make_node(name).labels(labels).capacity(cpu="4", memory="8Gi", pods="110")
+            .ready().raw())
 
 
-def _pod(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
-                }
-            ],
-            **spec,
-        },
-    }
+def _pod(name: str) -> PodBuilder:
+    return (make_pod(name).for_api()
+            .container("main", image="registry.k8s.io/pause:3.10", cpu="100m", memory="64Mi"))
 
 
 @pytest.fixture
@@ -105,8 +84,8 @@ def test_apiserver_accepts_nodes_and_pods(
     stored = core.read_node(node_name)
     assert stored.status.allocatable["cpu"] == "4"
 
-    core.create_namespaced_pod(namespace, _pod("bound", nodeName=node_name))
-    core.create_namespaced_pod(namespace, _pod("pending", schedulerName="nobody"))
+    core.create_namespaced_pod(namespace, _pod("bound").node(node_name).raw())
+    core.create_namespaced_pod(namespace, _pod("pending").scheduler("nobody").raw())
     assert core.read_namespaced_pod("bound", namespace).spec.node_name == node_name
     assert core.read_namespaced_pod("pending", namespace).spec.node_name is None
 
@@ -238,7 +217,8 @@ def test_kube_scheduler_schedules_pod(
         # The node selector keeps the pod off nodes other tests create meanwhile.
         core.create_namespaced_pod(
             namespace,
-            _pod("web", schedulerName="default-scheduler", nodeSelector={"policyd-test": label}),
+            _pod("web").scheduler("default-scheduler")
+            .node_selector({"policyd-test": label}).raw(),
         )
 
         def bound() -> bool:
@@ -256,10 +236,11 @@ def test_load_snapshot_creates_nodes_and_pods(
     cleanup_nodes.append(node_name)
     node = _node(node_name)
     node["metadata"].update({"uid": "0b7b-old", "resourceVersion": "12345"})
-    running = _pod("running", nodeName=node_name, priorityClassName=f"batch-{ns}", priority=1000)
+    running = (_pod("running").node(node_name).set("spec.priorityClassName", f"batch-{ns}")
+               .priority(1000).raw())
     running["metadata"]["namespace"] = ns
     running["status"] = {"phase": "Running"}
-    done = _pod("done", nodeName=node_name)
+    done = _pod("done").node(node_name).raw()
     done["metadata"]["namespace"] = ns
     done["status"] = {"phase": "Succeeded"}
     # A Service from another cluster: its cluster IP is outside this cluster's range.
@@ -281,7 +262,7 @@ def test_load_snapshot_creates_nodes_and_pods(
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": {"labels": {"app": "web"}}, "spec": _pod("x")["spec"]},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": _pod("x").raw()["spec"]},
         },
         "status": {"replicas": 1},
     }

@@ -50,6 +50,7 @@ from ruamel.yaml import YAML
 from policyd.devcluster import ControlPlane
 from policyd.devcluster.ports import free_ports
 from policyd.kube.client import ApiError, ConnectionSettings, KubeClient
+from tests.builders import make_node
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -556,11 +557,8 @@ def test_service_account_can_do_exactly_what_it_needs(
 # -- the daemon in the cluster -----------------------------------------------------------
 
 def _node(name: str, labels: dict[str, str]) -> Obj:
-    resources = {"cpu": "4", "memory": "8Gi", "pods": "110"}
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
-            "status": {"capacity": resources, "allocatable": resources,
-                       "conditions": [{"type": "Ready", "status": "True"}]}}
+    return (make_node(name).labels(labels).capacity(cpu="4", memory="8Gi", pods="110")
+            .ready().raw())
 
 
 def _pod_from_template(workload: Obj, name: str, node_selector: dict[str, str] | None = None

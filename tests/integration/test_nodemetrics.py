@@ -34,11 +34,12 @@ from policyd.config.plugins import default_framework
 from policyd.engine.cycle import schedule_one
 from policyd.framework.runtime import Framework
 from policyd.model.cluster import ClusterState
-from policyd.model.records import Node, node_from_dict, pod_from_dict
+from policyd.model.records import Node, Pod
 from policyd.nodemetrics import MetricsCache, attach_metrics
 from policyd.nodemetrics.manager import MetricsManager
 from policyd.nodemetrics.providers import ProbeProvider, PrometheusProvider, tcp_connect
 from policyd.nodemetrics.telemetry import ProviderTelemetry
+from tests.builders import make_node, make_pod
 from tests.polling import wait_for
 from tests.unit.nodemetrics.helpers import loopback_server
 from tests.unit.policy.conftest import check_docs, make_policy
@@ -165,19 +166,14 @@ def prometheus(tmp_path: Path, exporter: Exporter) -> Iterator[Prometheus]:
 
 
 def node(name: str, ip: str = "") -> Node:
-    status: dict[str, Any] = {"allocatable": {"cpu": "32", "memory": "64Gi", "pods": "110"}}
+    b = make_node(name).uid(name).exact_labels().capacity(cpu="32", memory="64Gi", pods="110")
     if ip:
-        status["addresses"] = [{"type": "InternalIP", "address": ip}]
-    return node_from_dict({"kind": "Node", "metadata": {"name": name, "uid": name},
-                           "status": status})
+        b.address(ip)
+    return b.obj()
 
 
-def pod(name: str) -> Any:
-    return pod_from_dict({"kind": "Pod", "metadata": {"name": name, "namespace": "default",
-                                                      "uid": name},
-                          "spec": {"schedulerName": "policyd", "containers": [{
-                              "name": "c", "image": "i", "resources": {
-                                  "requests": {"cpu": "100m", "memory": "64Mi"}}}]}})
+def pod(name: str) -> Pod:
+    return make_pod(name).uid(name).scheduler("policyd").req(cpu="100m", memory="64Mi").obj()
 
 
 def latency_framework(metric: str, missing: str = "worst") -> Framework:

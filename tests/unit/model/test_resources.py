@@ -28,26 +28,14 @@ GI = 1024**3
 def pod(containers: list[Req] | None = None, init: list[tuple[str, Req]] | None = None,
         overhead: Req | None = None, pod_level: Req | None = None) -> Pod:
     """Init containers are ("init" | "sidecar", requests) in order."""
-    raw = make_pod("p").raw()
-    spec = raw["spec"]
-    spec["containers"] = [
-        {"name": f"c{i}", "image": "pause", **({"resources": {"requests": c}} if c else {})}
-        for i, c in enumerate(containers or [{}])]
-    inits: list[dict[str, Any]] = []
-    for i, (kind, r) in enumerate(init or []):
-        c: dict[str, Any] = {"name": f"i{i}", "image": "pause"}
-        if r:
-            c["resources"] = {"requests": r}
-        if kind == "sidecar":
-            c["restartPolicy"] = "Always"
-        inits.append(c)
-    if inits:
-        spec["initContainers"] = inits
+    b = make_pod("p").containers(*(containers or [{}]))
+    for kind, requests in init or []:
+        b.init_container(requests, sidecar=kind == "sidecar")
     if overhead:
-        spec["overhead"] = overhead
+        b.overhead(overhead)
     if pod_level:
-        spec["resources"] = {"requests": pod_level}
-    return pod_from_dict(raw)
+        b.pod_requests(pod_level)
+    return b.obj()
 
 
 UPSTREAM_CASES: list[tuple[str, Pod, dict[str, int]]] = [
