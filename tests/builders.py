@@ -45,6 +45,13 @@ class PodBuilder:
             "status": {},
         }
 
+    @classmethod
+    def of(cls, raw: Mapping[str, Any]) -> PodBuilder:
+        """Start from a pod dict (a copy of it), e.g. one from tests.gen."""
+        b = cls.__new__(cls)
+        b._d = copy.deepcopy(dict(raw))
+        return b
+
     def for_api(self) -> PodBuilder:
         """Only what a client sends to create it: no uid, no status, and no namespace
         (the request's namespace applies)."""

@@ -17,81 +17,34 @@ spread constraint with nodeAffinityPolicy Ignore counts their (empty) domains, w
 why the test reads the whole batch back for policyd instead of the case alone; a case
 replayed alone gives the same verdict with other counts.
 
-The mix aims at what differs between schedulers in practice: mixed-case keys and values,
-taints with every effect against tolerations with every operator (and the not-ready
-taint every pod tolerates by admission), Gt/Lt on integer and non-integer values,
-matchFields on the node name, host port conflicts by protocol and host IP (hostNetwork
-and sidecar ports included), init containers and sidecars, explicit zero and
-limits-only requests, pod-level requests, RuntimeClass overhead, extended resources,
-small pod limits, nodes missing cpu or memory, finished and terminating existing pods,
-topology spread with minDomains, node inclusion policies and matchLabelKeys, default
-spreading through Services and ReplicaSets, required and preferred pod (anti-)affinity
-both ways with namespaces, namespaceSelectors, match/mismatchLabelKeys and empty or
-missing selectors. About two thirds of the cases end up unschedulable, so the reason
-counts are compared often; `Mix` keeps enough of them clean for spreading and affinity
-to decide.
+The objects come from `tests.gen.clusters` (the project's one random cluster
+generator, which describes the mix); this module adds what isolates a case and what
+both schedulers must agree on.
 """
 
 from __future__ import annotations
 
 import copy
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+from tests.gen.clusters import (
+    HOSTNAME,
+    MIXES,
+    Names,
+    gen_node,
+    gen_pod_dict,
+    gen_workloads,
+)
 
 CASE_LABEL = "diff.policyd.io/case"
 UNDER_TEST_LABEL = "diff.policyd.io/under-test"
-HOSTNAME = "kubernetes.io/hostname"
-ZONE = "topology.kubernetes.io/zone"
-RACK = "Rack"  # a mixed-case topology key
-GPU = "example.com/gpu"
 # The comparison's kube-scheduler profile: not default-scheduler, so that pods other
 # tests leave pending on the shared control plane never land on these nodes.
 SCHEDULER_NAME = "policyd-differential"
 # Keeps a deleted pod around, terminating, until the runner removes it.
 HOLD_FINALIZER = "diff.policyd.io/hold"
-# A RuntimeClass with pod overhead, created once by the runner.
-RUNTIME_CLASS = "diff-overhead"
-RUNTIME_CLASS_OVERHEAD = {"cpu": "250m", "memory": "120Mi"}
-
-APPS = ["web", "db", "cache", "Web"]
-TIERS = ["front", "back"]
-TAINT_KEYS = ["dedicated", "Dedicated", "gpu"]
-TAINT_VALUES = ["", "x", "X"]
-EFFECTS = ["NoSchedule", "NoExecute", "PreferNoSchedule"]
-# Images of containers, and the names and sizes nodes report for them. One size per
-# name: kube-scheduler keeps a single size per image name for the whole cluster (the
-# first node's it saw), policyd each node's own; see the README's intended differences.
-IMAGES = ["registry/app:1", "registry/db:2", "other:3", "localhost:5000/tool"]
-NODE_IMAGES = {"registry/app:1": 300, "registry/db:2": 900, "other:3": 30,
-               "localhost:5000/tool:latest": 120}  # MiB; an untagged name means :latest
-
-
-@dataclass(frozen=True)
-class Mix:
-    """What a case leans towards: a case where every node fails an early filter never
-    reaches PodTopologySpread or InterPodAffinity, so some cases keep nodes clean and
-    roomy and put their weight on spreading or pod affinity instead."""
-
-    name: str
-    taints: float = 1.0  # scales taint and unschedulable rates
-    roomy: bool = False  # big nodes: resources rarely decide
-    spread: float = 0.35  # chance the pod under test has spread constraints
-    affinity: float = 0.35  # chance of each of podAffinity / podAntiAffinity
-    existing_per_node: int = 3  # up to this many existing pods per node
-    apps: int = 4  # how many app label values pods draw from
-    same_namespace: float = 0.0  # chance an existing pod shares the pod's namespace
-
-
-MIXES = (
-    Mix("mixed"),
-    Mix("mixed"),
-    Mix("spread", taints=0.2, roomy=True, spread=0.95, affinity=0.1, existing_per_node=4,
-        apps=2, same_namespace=0.7),
-    Mix("affinity", taints=0.2, roomy=True, spread=0.1, affinity=0.7, existing_per_node=3,
-        apps=2, same_namespace=0.6),
-    Mix("fit", taints=0.3, spread=0.2, affinity=0.15),
-)
 
 
 @dataclass
@@ -114,333 +67,6 @@ class Case:
         return [n["metadata"]["name"] for n in self.nodes]
 
 
-def _node(rng: random.Random, prefix: str, i: int, zones: list[str], racks: list[str],
-          mix: Mix) -> dict[str, Any]:
-    name = f"{prefix}-n{i}"
-    labels = {HOSTNAME: name, CASE_LABEL: prefix}
-    if rng.random() < 0.9:
-        labels[ZONE] = rng.choice(zones)
-    if rng.random() < 0.5:
-        labels[RACK] = rng.choice(racks)
-    if rng.random() < 0.5:
-        labels[rng.choice(["env", "Env"])] = rng.choice(["prod", "Prod", "staging"])
-    if rng.random() < 0.3:
-        labels["disk"] = rng.choice(["ssd", "hdd", "SSD"])
-    if rng.random() < 0.4:
-        labels["cores"] = rng.choice([str(rng.randint(1, 64)), "08", "1.5", "many"])
-    if mix.roomy:
-        alloc: dict[str, str] = {"cpu": rng.choice(["8", "16"]),
-                                 "memory": rng.choice(["16Gi", "32Gi"]),
-                                 "pods": rng.choice(["20", "110"])}
-    else:
-        alloc = {"cpu": rng.choice(["1", "2", "4", "1500m"]),
-                 "memory": rng.choice(["2Gi", "4Gi", "8Gi", "3000Mi"]),
-                 "pods": rng.choice(["2", "4", "110"])}
-    if rng.random() < 0.3:
-        alloc["ephemeral-storage"] = rng.choice(["1Gi", "10Gi"])
-    if rng.random() < 0.2:
-        alloc[GPU] = rng.choice(["1", "2"])
-    if rng.random() < 0.04:
-        del alloc[rng.choice(["cpu", "memory"])]  # reports none: nothing fits, scores 0
-    spec: dict[str, Any] = {}
-    taints: list[dict[str, str]] = []
-    for _ in range(rng.choice([0, 0, 0, 1, 1, 2]) if rng.random() < mix.taints else 0):
-        taint = {"key": rng.choice(TAINT_KEYS), "effect": rng.choice(EFFECTS)}
-        if rng.random() < 0.1:
-            # Every pod tolerates not-ready:NoExecute for 300s (DefaultTolerationSeconds
-            # admission), so only the read-back pod knows it tolerates this one.
-            taint = {"key": "node.kubernetes.io/not-ready",
-                     "effect": rng.choice(["NoExecute", "NoSchedule"])}
-        value = rng.choice(TAINT_VALUES)
-        if value:
-            taint["value"] = value
-        if all((t["key"], t["effect"]) != (taint["key"], taint["effect"]) for t in taints):
-            taints.append(taint)
-    if taints:
-        spec["taints"] = taints
-    if rng.random() < 0.08 * mix.taints:
-        spec["unschedulable"] = True
-    status: dict[str, Any] = {"allocatable": alloc, "capacity": dict(alloc)}
-    if rng.random() < 0.4:
-        status["images"] = [
-            {"names": [img], "sizeBytes": NODE_IMAGES[img] * 1024 * 1024}
-            for img in rng.sample(sorted(NODE_IMAGES), rng.randint(1, 3))]
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": labels}, "spec": spec, "status": status}
-
-
-def _requests(rng: random.Random, scale: float = 1.0) -> dict[str, str]:
-    reqs: dict[str, str] = {}
-    if rng.random() < 0.75:
-        # "0": an explicit zero is not replaced by the scoring defaults (100m / 200Mi).
-        reqs["cpu"] = rng.choice(["100m", "250m", "500m", "1", "1500m", "3", "0.5", "1001m",
-                                  "0"])
-    if rng.random() < 0.75:
-        reqs["memory"] = rng.choice(["64Mi", "512Mi", "1Gi", "2500Mi", "5Gi", "1.5Gi", "100M",
-                                     "0"])
-    if rng.random() < 0.1:
-        reqs["ephemeral-storage"] = rng.choice(["500Mi", "2Gi"])
-    if rng.random() < 0.1 * scale:
-        reqs[GPU] = "1"
-    return reqs
-
-
-def _container(name: str, image: str, reqs: dict[str, str],
-               limits_only: bool = False) -> dict[str, Any]:
-    c: dict[str, Any] = {"name": name, "image": image}
-    if reqs and limits_only:
-        # The API server copies limits into missing requests.
-        c["resources"] = {"limits": dict(reqs)}
-    elif reqs:
-        # Extended resources must have limits equal to requests.
-        c["resources"] = {"requests": dict(reqs)}
-        if GPU in reqs:
-            c["resources"]["limits"] = {GPU: reqs[GPU]}
-    return c
-
-
-def _ports(rng: random.Random, host_network: bool = False) -> list[dict[str, Any]]:
-    ports: list[dict[str, Any]] = []
-    for _ in range(rng.choice([1, 1, 2])):
-        host_port = rng.choice([80, 443, 8080])
-        port: dict[str, Any] = {
-            # With hostNetwork the API requires hostPort == containerPort.
-            "containerPort": host_port if host_network else 8000 + rng.randint(0, 99),
-            "hostPort": host_port, "protocol": rng.choice(["TCP", "TCP", "UDP"])}
-        ip = rng.choice(["", "", "127.0.0.1", "0.0.0.0", "10.0.0.1"])
-        if ip:
-            port["hostIP"] = ip
-        if all((p["hostPort"], p["protocol"], p.get("hostIP")) !=
-               (port["hostPort"], port["protocol"], port.get("hostIP")) for p in ports):
-            ports.append(port)
-    return ports
-
-
-def _selector(rng: random.Random, labels: dict[str, str]) -> dict[str, Any]:
-    r = rng.random()
-    if r < 0.5:
-        return {"matchLabels": {"app": rng.choice(APPS) if rng.random() < 0.3
-                                else labels.get("app", "web")}}
-    if r < 0.75:
-        return {"matchExpressions": [{"key": "app", "operator": "In",
-                                      "values": rng.sample(APPS, 2)}]}
-    if r < 0.85:
-        return {"matchExpressions": [{"key": "tier", "operator": rng.choice(
-            ["Exists", "DoesNotExist"])}]}
-    if r < 0.9:
-        return {}  # every pod (of the term's namespaces)
-    return {"matchLabels": {"tier": rng.choice(TIERS)},
-            "matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["db"]}]}
-
-
-def _affinity_term(rng: random.Random, prefix: str, labels: dict[str, str],
-                   namespaces: list[str]) -> dict[str, Any]:
-    term: dict[str, Any] = {"labelSelector": _selector(rng, labels),
-                            "topologyKey": rng.choice([HOSTNAME, ZONE, ZONE, RACK])}
-    if rng.random() < 0.04:
-        del term["labelSelector"]  # no selector: matches no pod
-    r = rng.random()
-    if r < 0.15:
-        term["namespaces"] = rng.sample(namespaces, rng.randint(1, len(namespaces)))
-    elif r < 0.25:
-        # Always scoped to this case's namespaces (see the module docstring).
-        term["namespaceSelector"] = {"matchLabels": {CASE_LABEL: prefix}}
-        if rng.random() < 0.5:
-            term["namespaceSelector"]["matchExpressions"] = [
-                {"key": "team", "operator": "In", "values": ["a"]}]
-    if "labelSelector" in term and "tier" not in repr(term["labelSelector"]):
-        r = rng.random()
-        if r < 0.1:
-            term["matchLabelKeys"] = ["tier"]
-        elif r < 0.15:
-            term["mismatchLabelKeys"] = ["tier"]
-    return term
-
-
-def _pod_affinity(rng: random.Random, prefix: str, labels: dict[str, str],
-                  namespaces: list[str], rate: float) -> dict[str, Any]:
-    affinity: dict[str, Any] = {}
-    for kind in ("podAffinity", "podAntiAffinity"):
-        if rng.random() < rate:
-            part: dict[str, Any] = {}
-            if rng.random() < 0.6:
-                part["requiredDuringSchedulingIgnoredDuringExecution"] = [
-                    _affinity_term(rng, prefix, labels, namespaces)
-                    for _ in range(rng.choice([1, 1, 2]))]
-            if rng.random() < 0.5:
-                part["preferredDuringSchedulingIgnoredDuringExecution"] = [
-                    {"weight": rng.randint(1, 100),
-                     "podAffinityTerm": _affinity_term(rng, prefix, labels, namespaces)}
-                    for _ in range(rng.choice([1, 2]))]
-            if part:
-                affinity[kind] = part
-    return affinity
-
-
-def _node_requirement(rng: random.Random, racks: list[str]) -> dict[str, Any]:
-    op = rng.choice(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"])
-    if op in ("Gt", "Lt"):
-        return {"key": "cores", "operator": op, "values": [str(rng.randint(0, 64))]}
-    key, values = rng.choice([
-        ("env", ["prod", "staging"]), ("Env", ["Prod", "prod"]), ("disk", ["ssd"]),
-        (RACK, racks[:2]), ("disk", ["SSD", "hdd"])])
-    if op in ("Exists", "DoesNotExist"):
-        return {"key": key, "operator": op}
-    return {"key": key, "operator": op, "values": values}
-
-
-def _node_affinity(rng: random.Random, node_names: list[str], racks: list[str]
-                   ) -> dict[str, Any]:
-    affinity: dict[str, Any] = {}
-    if rng.random() < 0.35:
-        terms = []
-        for _ in range(rng.choice([1, 1, 2])):
-            term: dict[str, Any] = {}
-            if rng.random() < 0.15:
-                # The API allows exactly one value here.
-                term["matchFields"] = [{"key": "metadata.name", "operator": rng.choice(
-                    ["In", "In", "NotIn"]), "values": [rng.choice(node_names)]}]
-            if "matchFields" not in term or rng.random() < 0.3:
-                term["matchExpressions"] = [_node_requirement(rng, racks)
-                                            for _ in range(rng.choice([1, 1, 2]))]
-            terms.append(term)
-        affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
-            "nodeSelectorTerms": terms}
-    if rng.random() < 0.3:
-        affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
-            {"weight": rng.randint(1, 100),
-             "preference": {"matchExpressions": [_node_requirement(rng, racks)]}
-             if rng.random() < 0.85 else {"matchFields": [
-                 {"key": "metadata.name", "operator": rng.choice(["In", "NotIn"]),
-                  "values": [rng.choice(node_names)]}]}}
-            for _ in range(rng.choice([1, 2]))]
-    return affinity
-
-
-def _tolerations(rng: random.Random) -> list[dict[str, Any]]:
-    tols: list[dict[str, Any]] = []
-    for _ in range(rng.choice([0, 0, 1, 1, 2, 3])):
-        r = rng.random()
-        if r < 0.05:
-            tols.append({"operator": "Exists"})  # tolerates everything
-        elif r < 0.15:
-            tols.append({"key": "node.kubernetes.io/unschedulable", "operator": "Exists",
-                         "effect": "NoSchedule"})
-        elif r < 0.55:
-            tol: dict[str, Any] = {"key": rng.choice(TAINT_KEYS), "operator": "Exists"}
-            if rng.random() < 0.5:
-                tol["effect"] = rng.choice(EFFECTS)
-                if tol["effect"] == "NoExecute" and rng.random() < 0.5:
-                    tol["tolerationSeconds"] = rng.choice([0, 60])
-            tols.append(tol)
-        else:
-            tol = {"key": rng.choice(TAINT_KEYS), "operator": "Equal",
-                   "value": rng.choice(TAINT_VALUES)}
-            if rng.random() < 0.6:
-                tol["effect"] = rng.choice(EFFECTS)
-            tols.append(tol)
-    return tols
-
-
-def _spread(rng: random.Random, labels: dict[str, str]) -> list[dict[str, Any]]:
-    out = []
-    for key in rng.sample([ZONE, HOSTNAME, RACK], rng.choice([1, 1, 2])):
-        c: dict[str, Any] = {
-            "maxSkew": rng.choice([1, 1, 2, 3]),
-            "topologyKey": key,
-            "whenUnsatisfiable": rng.choice(["DoNotSchedule", "DoNotSchedule",
-                                             "ScheduleAnyway"]),
-            "labelSelector": {"matchLabels": {"app": labels["app"]}} if rng.random() < 0.8
-            else {"matchExpressions": [{"key": "tier", "operator": "Exists"}]},
-        }
-        if rng.random() < 0.04:
-            del c["labelSelector"]  # no selector: counts no pod
-        if c["whenUnsatisfiable"] == "DoNotSchedule" and rng.random() < 0.25:
-            c["minDomains"] = rng.randint(1, 5)
-        if rng.random() < 0.3:
-            c["nodeAffinityPolicy"] = rng.choice(["Honor", "Ignore"])
-        if rng.random() < 0.3:
-            c["nodeTaintsPolicy"] = rng.choice(["Honor", "Ignore"])
-        if (rng.random() < 0.1 and "tier" in labels and "labelSelector" in c
-                and "tier" not in repr(c["labelSelector"])):
-            c["matchLabelKeys"] = ["tier"]
-        out.append(c)
-    return out
-
-
-def _pod(rng: random.Random, name: str, namespace: str, prefix: str,
-         namespaces: list[str], node_names: list[str], racks: list[str], mix: Mix,
-         *, bound_to: str | None) -> dict[str, Any]:
-    labels = {"app": rng.choice(APPS[: mix.apps])}
-    if rng.random() < 0.6:
-        labels["tier"] = rng.choice(TIERS)
-    containers = [_container(f"c{i}", rng.choice(IMAGES), _requests(rng),
-                             limits_only=rng.random() < 0.1)
-                  for i in range(rng.choice([1, 1, 2]))]
-    spec: dict[str, Any] = {"containers": containers, "terminationGracePeriodSeconds": 0}
-    host_network = rng.random() < 0.08
-    if host_network:
-        spec["hostNetwork"] = True
-    if rng.random() < 0.25:
-        inits = []
-        for i in range(rng.choice([1, 2])):
-            init = _container(f"init{i}", "registry/app:1", _requests(rng, 0))
-            if rng.random() < 0.5:
-                init["restartPolicy"] = "Always"
-                if rng.random() < 0.2:
-                    init["ports"] = _ports(rng, host_network)  # sidecars' ports count
-            inits.append(init)
-        spec["initContainers"] = inits
-    if rng.random() < (0.25 if bound_to else 0.2):
-        containers[0]["ports"] = _ports(rng, host_network)
-    if rng.random() < 0.08:
-        # Pod-level requests (PodLevelResources, beta in v1.36) replace the containers'
-        # cpu and memory, which may not exceed them: the containers get none.
-        for c in containers + spec.get("initContainers", []):
-            for values in c.get("resources", {}).values():
-                values.pop("cpu", None)
-                values.pop("memory", None)
-        spec["resources"] = {"requests": {"cpu": rng.choice(["1", "2", "3"]),
-                                          "memory": rng.choice(["1Gi", "3Gi"])}}
-    if rng.random() < 0.08:
-        spec["runtimeClassName"] = RUNTIME_CLASS  # admission adds its overhead
-    affinity = _pod_affinity(rng, prefix, labels, namespaces,
-                             mix.affinity * (0.4 if bound_to else 1.0))
-    status: dict[str, Any] = {}
-    terminating = False
-    if bound_to:
-        spec["nodeName"] = bound_to
-        r = rng.random()
-        if r < 0.1:
-            # Finished pods free their node; the runner sets the phase after creating.
-            status["phase"] = rng.choice(["Succeeded", "Failed"])
-        elif r < 0.15:
-            # Terminating: the runner deletes it after creating, the finalizer keeps it.
-            # Still on its node for resources; PodTopologySpread no longer counts it.
-            terminating = True
-    else:
-        spec["schedulerName"] = SCHEDULER_NAME
-        spec["nodeSelector"] = {CASE_LABEL: prefix}
-        if rng.random() < 0.15:
-            key, value = rng.choice([("env", "prod"), ("Env", "Prod"), ("disk", "ssd")])
-            spec["nodeSelector"][key] = value
-        node_aff = _node_affinity(rng, node_names, racks)
-        if node_aff:
-            affinity["nodeAffinity"] = node_aff
-        tols = _tolerations(rng)
-        if tols:
-            spec["tolerations"] = tols
-        if rng.random() < mix.spread:
-            spec["topologySpreadConstraints"] = _spread(rng, labels)
-    if affinity:
-        spec["affinity"] = affinity
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels}
-    if terminating:
-        meta["finalizers"] = [HOLD_FINALIZER]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec,
-            "status": status}
-
-
 def gen_case(seed: int, index: int, prefix: str) -> Case:
     """The case number `index` of the run with `seed`; names start with `prefix`
     (a DNS label: lower case letters, digits and dashes)."""
@@ -450,22 +76,42 @@ def gen_case(seed: int, index: int, prefix: str) -> Case:
     mix = rng.choice(MIXES)
     n_nodes = rng.randint(2, 9)
     zones = zones[: rng.randint(1, 3)]
-    nodes = [_node(rng, prefix, i, zones, racks, mix) for i in range(n_nodes)]
-    names = [n["metadata"]["name"] for n in nodes]
     namespaces = {f"{prefix}-a": {CASE_LABEL: prefix, "team": "a"},
                   f"{prefix}-b": {CASE_LABEL: prefix, "team": "b"}}
     ns_names = list(namespaces)
+    names = Names(zones=zones, racks=racks, namespaces=ns_names,
+                  namespace_labels={CASE_LABEL: prefix})
+    nodes = [gen_node(rng, f"{prefix}-n{i}", names, mix,
+                      labels={HOSTNAME: f"{prefix}-n{i}", CASE_LABEL: prefix})
+             for i in range(n_nodes)]
+    names = replace(names, nodes=[n["metadata"]["name"] for n in nodes])
     home = rng.choice(ns_names)
-    pods = [_pod(rng, f"p{i}", home if rng.random() < mix.same_namespace
-                 else rng.choice(ns_names), prefix, ns_names, names, racks, mix,
-                 bound_to=rng.choice(names))
+    pods = [_held_while_terminating(gen_pod_dict(
+                rng, f"p{i}", home if rng.random() < mix.same_namespace
+                else rng.choice(ns_names), names, mix, bound_to=rng.choice(names.nodes)))
             for i in range(rng.randint(0, mix.existing_per_node * n_nodes))]
-    pod = _pod(rng, "under-test", home, prefix, ns_names, names, racks, mix, bound_to=None)
+    pod = _isolated(gen_pod_dict(rng, "under-test", home, names, mix), prefix)
     _drop_shared_ports_of_finished(pods)
-    workloads = _workloads(rng, home, mix, [*pods, pod])
+    workloads = gen_workloads(rng, home, mix, [*pods, pod])
     pod["metadata"]["labels"][UNDER_TEST_LABEL] = "true"
     return Case(seed, index, prefix, namespaces, nodes, pods, pod, notes=[f"mix {mix.name}"],
                 workloads=workloads)
+
+
+def _held_while_terminating(pod: dict[str, Any]) -> dict[str, Any]:
+    """The API server sets deletionTimestamp itself: a terminating pod is created with
+    a finalizer instead, and the runner deletes it after creating it."""
+    if pod["metadata"].pop("deletionTimestamp", None):
+        pod["metadata"]["finalizers"] = [HOLD_FINALIZER]
+    return pod
+
+
+def _isolated(pod: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """The pod under test, for the comparison's scheduler and this case's nodes only."""
+    spec = pod["spec"]
+    spec["schedulerName"] = SCHEDULER_NAME
+    spec["nodeSelector"] = {CASE_LABEL: prefix, **spec.get("nodeSelector", {})}
+    return pod
 
 
 def _port_keys(pod: dict[str, Any]) -> set[tuple[str, str, int]]:
@@ -493,39 +139,6 @@ def _drop_shared_ports_of_finished(pods: list[dict[str, Any]]) -> None:
             for c in pod["spec"]["containers"] + pod["spec"].get("initContainers", []):
                 c.pop("ports", None)
             pod["spec"].pop("hostNetwork", None)
-
-
-def _workloads(rng: random.Random, namespace: str, mix: Mix, pods: list[dict[str, Any]]
-               ) -> list[dict[str, Any]]:
-    """A Service and/or a ReplicaSet selecting one app in the case's home namespace; the
-    ReplicaSet becomes the controller (ownerReference) of some of the pods it selects.
-    No controller manager runs: the ReplicaSet starts no pods, and the reference's uid
-    is not checked by anyone."""
-    out: list[dict[str, Any]] = []
-    app = rng.choice(APPS[: mix.apps])
-    if rng.random() < 0.35:
-        selector = {"app": app}
-        if rng.random() < 0.3:
-            selector["tier"] = rng.choice(TIERS)
-        out.append({"apiVersion": "v1", "kind": "Service",
-                    "metadata": {"name": f"svc-{app.lower()}", "namespace": namespace},
-                    "spec": {"selector": selector, "ports": [{"port": 80}]}})
-    if rng.random() < 0.25:
-        name = f"rs-{app.lower()}"
-        out.append({"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                    "metadata": {"name": name, "namespace": namespace},
-                    "spec": {"replicas": 0, "selector": {"matchLabels": {"app": app}},
-                             "template": {"metadata": {"labels": {"app": app}},
-                                          "spec": {"containers": [
-                                              {"name": "c", "image": "registry/app:1"}]}}}})
-        for p in pods:
-            meta = p["metadata"]
-            if (meta["namespace"] == namespace and meta["labels"].get("app") == app
-                    and rng.random() < 0.7):
-                meta["ownerReferences"] = [{
-                    "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name,
-                    "uid": "00000000-0000-0000-0000-000000000001", "controller": True}]
-    return out
 
 
 def pinned_copy(pod: dict[str, Any], node: str, name: str) -> dict[str, Any]:

@@ -27,12 +27,10 @@ from policyd.framework.runtime import Framework
 from policyd.kube.client import ApiError, KubeClient
 from policyd.model.cluster import ClusterState
 from policyd.model.records import Pod, node_from_dict, pod_from_dict
+from tests.gen.clusters import HOSTNAME, RUNTIME_CLASS, RUNTIME_CLASS_OVERHEAD
 from tests.gen.differential import (
     CASE_LABEL,
     HOLD_FINALIZER,
-    HOSTNAME,
-    RUNTIME_CLASS,
-    RUNTIME_CLASS_OVERHEAD,
     SCHEDULER_NAME,
     UNDER_TEST_LABEL,
     Case,
