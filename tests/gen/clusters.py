@@ -18,7 +18,8 @@ minDomains, node inclusion policies and matchLabelKeys, default spreading throug
 Services and ReplicaSets, required and preferred pod (anti-)affinity both ways with
 namespaces, namespaceSelectors, match/mismatchLabelKeys and empty or missing selectors.
 About two thirds of the pods end up unschedulable; `Mix` keeps enough clusters clean
-for spreading and affinity to decide.
+for spreading and affinity to decide. A `Vocabulary` adds the names a test's subject
+reads of its own (a generated policy's label keys, extended resources, priorities).
 """
 
 from __future__ import annotations
@@ -98,13 +99,43 @@ class Names:
     namespace_labels: Mapping[str, str] | None = None
 
 
+@dataclass(frozen=True)
+class Vocabulary:
+    """Names a test's subject reads that the generator does not draw by itself: the label
+    and annotation keys generated policies refer to, any extended resource, priorities.
+    Drawn after everything else, so objects generated without one stay the same."""
+
+    label_keys: Sequence[str] = ()
+    label_values: Sequence[str] = ("",)
+    annotation_keys: Sequence[str] = ()
+    annotation_values: Sequence[str] = ("",)
+    # Extra resources nodes have and containers request, some of each, in these amounts.
+    resources: Sequence[str] = ()
+    quantities: Sequence[str] = ("0", "1", "2", "4", "8")
+    priorities: tuple[int, int] | None = None  # pods' spec.priority, inclusive bounds
+
+    def add_metadata(self, rng: random.Random, meta: dict[str, Any]) -> None:
+        labels = meta.setdefault("labels", {})
+        for key in rng.sample(list(self.label_keys), rng.randint(0, len(self.label_keys))):
+            labels[key] = rng.choice(self.label_values)
+        annotations = {key: rng.choice(self.annotation_values) for key in rng.sample(
+            list(self.annotation_keys), rng.randint(0, len(self.annotation_keys)))}
+        if annotations:
+            meta["annotations"] = annotations
+
+    def amounts(self, rng: random.Random) -> dict[str, str]:
+        return {name: rng.choice(self.quantities) for name in rng.sample(
+            list(self.resources), rng.randint(0, len(self.resources)))}
+
+
 DEFAULT_NAMES = Names(zones=["zone-a", "zone-b", "zone-c"], racks=["rack-1", "rack-2"],
                       namespaces=["default", "shop"],
                       nodes=[f"node-{i}" for i in range(8)])
 
 
 def gen_node(rng: random.Random, name: str, names: Names = DEFAULT_NAMES,
-             mix: Mix = ROOMY, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+             mix: Mix = ROOMY, labels: Mapping[str, str] | None = None,
+             vocabulary: Vocabulary | None = None) -> dict[str, Any]:
     """A node with `labels` (default: its hostname) and random others, allocatable,
     taints and images."""
     labels = dict(labels) if labels is not None else {HOSTNAME: name}
@@ -155,8 +186,13 @@ def gen_node(rng: random.Random, name: str, names: Names = DEFAULT_NAMES,
         status["images"] = [
             {"names": [img], "sizeBytes": NODE_IMAGES[img] * 1024 * 1024}
             for img in rng.sample(sorted(NODE_IMAGES), rng.randint(1, 3))]
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": labels}, "spec": spec, "status": status}
+    meta: dict[str, Any] = {"name": name, "labels": labels}
+    if vocabulary:
+        vocabulary.add_metadata(rng, meta)
+        alloc.update(vocabulary.amounts(rng))
+        status["capacity"] = dict(alloc)
+    return {"apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": spec,
+            "status": status}
 
 
 def _requests(rng: random.Random, scale: float = 1.0) -> dict[str, str]:
@@ -357,7 +393,8 @@ def _spread(rng: random.Random, labels: dict[str, str]) -> list[dict[str, Any]]:
 
 
 def gen_pod_dict(rng: random.Random, name: str, namespace: str, names: Names = DEFAULT_NAMES,
-                 mix: Mix = ROOMY, *, bound_to: str | None = None) -> dict[str, Any]:
+                 mix: Mix = ROOMY, *, bound_to: str | None = None,
+                 vocabulary: Vocabulary | None = None) -> dict[str, Any]:
     """A pod: bound to a node (existing; maybe finished or terminating) or to place
     (with node selection, tolerations and spreading)."""
     labels = {"app": rng.choice(APPS[: mix.apps])}
@@ -419,6 +456,14 @@ def gen_pod_dict(rng: random.Random, name: str, namespace: str, names: Names = D
             spec["topologySpreadConstraints"] = _spread(rng, labels)
     if affinity:
         spec["affinity"] = affinity
+    if vocabulary:
+        vocabulary.add_metadata(rng, meta)
+        for c in containers + spec.get("initContainers", []):
+            extra = vocabulary.amounts(rng)
+            if extra:
+                c.setdefault("resources", {}).setdefault("requests", {}).update(extra)
+        if vocabulary.priorities:
+            spec["priority"] = rng.randint(*vocabulary.priorities)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec,
             "status": status}
 
@@ -459,8 +504,10 @@ def gen_workloads(rng: random.Random, namespace: str, mix: Mix, pods: list[dict[
 # -- the short forms: a cluster of `node-<i>` nodes in DEFAULT_NAMES' namespaces --------
 
 
-def gen_nodes(rng: random.Random, n: int, *, mix: Mix = ROOMY) -> list[dict[str, Any]]:
-    return [gen_node(rng, f"node-{i}", DEFAULT_NAMES, mix) for i in range(n)]
+def gen_nodes(rng: random.Random, n: int, *, mix: Mix = ROOMY,
+              vocabulary: Vocabulary | None = None) -> list[dict[str, Any]]:
+    return [gen_node(rng, f"node-{i}", DEFAULT_NAMES, mix, vocabulary=vocabulary)
+            for i in range(n)]
 
 
 _PLAIN_SPEC_KEYS = ("affinity", "topologySpreadConstraints", "initContainers", "hostNetwork",
@@ -468,12 +515,12 @@ _PLAIN_SPEC_KEYS = ("affinity", "topologySpreadConstraints", "initContainers", "
 
 
 def gen_pod(rng: random.Random, name: str, *, bound_to: str | None = None,
-            rich: bool = True, names: Names = DEFAULT_NAMES, mix: Mix = ROOMY
-            ) -> PodBuilder:
+            rich: bool = True, names: Names = DEFAULT_NAMES, mix: Mix = ROOMY,
+            vocabulary: Vocabulary | None = None) -> PodBuilder:
     """A pod in one of the namespaces, as a builder. Not `rich`: only labels, containers
     with requests and tolerations (what NodeResourcesFit and TaintToleration read)."""
     pod = gen_pod_dict(rng, name, rng.choice(names.namespaces), names, mix,
-                       bound_to=bound_to)
+                       bound_to=bound_to, vocabulary=vocabulary)
     if not rich:
         spec = pod["spec"]
         for key in _PLAIN_SPEC_KEYS:
@@ -484,11 +531,13 @@ def gen_pod(rng: random.Random, name: str, *, bound_to: str | None = None,
 
 
 def gen_cluster(rng: random.Random, nodes: int, pods: int, *, rich: bool = True,
-                mix: Mix = ROOMY) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                mix: Mix = ROOMY, vocabulary: Vocabulary | None = None
+                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """`nodes` nodes and `pods` pods bound to them."""
-    node_objs = gen_nodes(rng, nodes, mix=mix)
+    node_objs = gen_nodes(rng, nodes, mix=mix, vocabulary=vocabulary)
     names = replace(DEFAULT_NAMES, nodes=[n["metadata"]["name"] for n in node_objs])
     pod_objs = [gen_pod(rng, f"existing-{i}", rich=rich, names=names, mix=mix,
+                        vocabulary=vocabulary,
                         bound_to=node_objs[rng.randrange(nodes)]["metadata"]["name"]).raw()
                 for i in range(pods)]
     return node_objs, pod_objs
