@@ -81,6 +81,16 @@ class PodBuilder:
         self._d["metadata"].setdefault("annotations", {})[key] = value
         return self
 
+    def annotations(self, mapping: Mapping[str, str] | None = None, /, **annotations: str
+                    ) -> PodBuilder:
+        self._d["metadata"].setdefault("annotations", {}).update(
+            {**(mapping or {}), **annotations})
+        return self
+
+    def resource_version(self, rv: str) -> PodBuilder:
+        self._d["metadata"]["resourceVersion"] = rv
+        return self
+
     def created(self, timestamp: str) -> PodBuilder:
         self._d["metadata"]["creationTimestamp"] = timestamp
         return self
@@ -263,6 +273,16 @@ class NodeBuilder:
 
     def annotation(self, key: str, value: str) -> NodeBuilder:
         self._d["metadata"].setdefault("annotations", {})[key] = value
+        return self
+
+    def annotations(self, mapping: Mapping[str, str] | None = None, /, **annotations: str
+                    ) -> NodeBuilder:
+        self._d["metadata"].setdefault("annotations", {}).update(
+            {**(mapping or {}), **annotations})
+        return self
+
+    def resource_version(self, rv: str) -> NodeBuilder:
+        self._d["metadata"]["resourceVersion"] = rv
         return self
 
     def capacity(self, mapping: Mapping[str, str] | None = None, /, **resources: str
