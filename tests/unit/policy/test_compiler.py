@@ -18,12 +18,8 @@ from policyd.framework import (
 from policyd.framework.status import Code
 from policyd.model.cluster import ClusterState, NodeInfo
 from policyd.model.records import Node, Pod
-from policyd.policy.compiler import (
-    CompiledPolicy,
-    combine,
-    compile_policy,
-    normalize,
-)
+from policyd.policy.compiler import CompiledPolicy, compile_policy
+from policyd.policy.rules.normalization import combine, normalize
 from tests.builders import make_node, make_pod
 from tests.unit.policy.conftest import check_docs, make_policy
 
