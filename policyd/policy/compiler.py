@@ -51,10 +51,6 @@ if TYPE_CHECKING:
 _serials = itertools.count(1)
 
 
-# ---------------------------------------------------------------------------------
-# the plugin
-
-
 class CompiledPolicy:
     """A SchedulingPolicy as a plugin; `name` is its `spec.pluginName`.
 
