@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
+from policyd.policy.compiler import compile_policy
 from policyd.policy.policy_schema import FILTER_KINDS, SCORE_KINDS
 from policyd.policy.rules.registry import FILTER_RULES, SCORE_RULES, filter_rule, score_rule
+from tests.unit.policy.conftest import make_policy
 
 
 def test_registry_kinds_are_the_schemas() -> None:
@@ -55,3 +57,13 @@ def test_a_rule_without_a_known_kind_fails_clearly() -> None:
                                          r"\(numeric, jmespath\)"):
         score_rule({"id": "s", "weight": 1, "normalize": "none", "numeric": {"label": "l"},
                     "jmespath": "`1`"})
+
+
+@pytest.mark.parametrize("kind", FILTER_KINDS)
+def test_each_filter_kind_names_the_events_that_can_undo_it(kind: str) -> None:
+    policy = compile_policy(make_policy(filters=[
+        {"id": "r", "message": "m", kind: FILTER_SPECS[kind]}]))
+    [rule] = policy.filter_rules
+    own = [e.event for e in rule.events(policy)]
+    assert own
+    assert [e.event for e in policy.events_to_register()][:len(own)] == own
