@@ -2,9 +2,10 @@
 
 It reads the policy dict on every call, evaluates JMESPath from source, matches labels
 with its own few lines, and computes scores with Fractions (exact arithmetic): no
-caching, no binding, no shared helpers with `compiler.py` beyond quantity parsing and
-pod requests. Tests run both on generated cases and require identical answers.
-Not for production use: it is slow on purpose.
+caching, no binding, no shared helpers with the compiled rules (`policyd/policy/rules/`)
+beyond quantity parsing and pod requests. One small function per rule kind, looked up
+by the kind's key as the compiler's registry does. Tests run both on generated cases
+and require identical answers. Not for production use: it is slow on purpose.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -81,6 +82,75 @@ def applies(doc: Mapping[str, Any], pod: Pod) -> bool:
     return True
 
 
+def _annotation_to_node_label(r: Mapping[str, Any], doc: Mapping[str, Any], pod: Pod,
+                              info: NodeInfo) -> bool | None:
+    ann = pod.annotations.get(r["annotation"])
+    if ann is None or ("value" in r and ann != r["value"]):
+        return None
+    want = ann if r.get("useAnnotationValue") else r.get("labelValue")
+    labels = info.node.labels
+    return r["label"] in labels and labels[r["label"]] == want
+
+
+def _node_labels(r: Mapping[str, Any], doc: Mapping[str, Any], pod: Pod,
+                 info: NodeInfo) -> bool | None:
+    return _selector(info.node.labels, r, "matchLabels")
+
+
+def _headroom(h: Mapping[str, Any], doc: Mapping[str, Any], pod: Pod,
+              info: NodeInfo) -> bool | None:
+    res = h["resource"]
+    alloc = info.node.allocatable.get(res, 0)
+    if res == "pods":
+        used = len(info.pods) + 1
+    else:
+        used = info.requested.get(res, 0) + pod_requests(pod).get(res, 0)
+    if "quantity" in h:
+        return alloc - used >= resource_value(res, h["quantity"])
+    return Fraction(alloc - used) >= Fraction(alloc) * Fraction(str(h["percent"])) / 100
+
+
+def _require_extended_resource(e: Mapping[str, Any], doc: Mapping[str, Any], pod: Pod,
+                               info: NodeInfo) -> bool | None:
+    return info.node.allocatable.get(e["name"], 0) >= resource_value(
+        e["name"], e.get("quantity", 1))
+
+
+def _max_pods_per_node(cap: int, doc: Mapping[str, Any], pod: Pod,
+                       info: NodeInfo) -> bool | None:
+    same = [p for p in info.pods.values() if p.uid != pod.uid and applies(doc, p)]
+    return len(same) < cap
+
+
+def _jmespath_filter(expr: str, doc: Mapping[str, Any], pod: Pod,
+                     info: NodeInfo) -> bool | None:
+    try:
+        return _truthy(_search(expr, {"pod": pod.raw, "node": info.node.raw}))
+    except Exception:
+        return False
+
+
+# Per filter kind: whether the node passes (None: the rule is inactive for the pod).
+_FILTERS: dict[str, Callable[[Any, Mapping[str, Any], Pod, NodeInfo], bool | None]] = {
+    "annotationToNodeLabel": _annotation_to_node_label,
+    "nodeLabels": _node_labels,
+    "headroom": _headroom,
+    "requireExtendedResource": _require_extended_resource,
+    "maxPodsPerNode": _max_pods_per_node,
+    "jmespath": _jmespath_filter,
+}
+# The kinds whose rejection evicting pods can resolve.
+_RESOLVABLE = {"headroom", "maxPodsPerNode"}
+
+
+def _kind(rule: Mapping[str, Any], kinds: Mapping[str, Any]) -> str:
+    found = [k for k in kinds if k in rule]
+    if len(found) != 1:
+        raise ValueError(f"rule {rule.get('id')!r}: expected one of {list(kinds)}, "
+                         f"found {found}")
+    return found[0]
+
+
 def filter_node(doc: Mapping[str, Any], pod: Pod, info: NodeInfo
                 ) -> list[tuple[str, bool]] | None:
     """None when the policy does not apply; else the failing rules as
@@ -88,48 +158,10 @@ def filter_node(doc: Mapping[str, Any], pod: Pod, info: NodeInfo
     if not applies(doc, pod):
         return None
     out: list[tuple[str, bool]] = []
-    node = info.node
     for rule in doc["spec"].get("filters") or []:
-        ok = True
-        unresolvable = True
-        if "annotationToNodeLabel" in rule:
-            r = rule["annotationToNodeLabel"]
-            ann = pod.annotations.get(r["annotation"])
-            if ann is None or ("value" in r and ann != r["value"]):
-                continue
-            want = ann if r.get("useAnnotationValue") else r.get("labelValue")
-            ok = r["label"] in node.labels and node.labels[r["label"]] == want
-        elif "nodeLabels" in rule:
-            ok = _selector(node.labels, rule["nodeLabels"], "matchLabels")
-        elif "headroom" in rule:
-            unresolvable = False
-            h = rule["headroom"]
-            res = h["resource"]
-            alloc = node.allocatable.get(res, 0)
-            if res == "pods":
-                used = len(info.pods) + 1
-            else:
-                used = info.requested.get(res, 0) + pod_requests(pod).get(res, 0)
-            if "quantity" in h:
-                ok = alloc - used >= resource_value(res, h["quantity"])
-            else:
-                ok = Fraction(alloc - used) >= Fraction(alloc) * Fraction(
-                    str(h["percent"])) / 100
-        elif "requireExtendedResource" in rule:
-            e = rule["requireExtendedResource"]
-            ok = node.allocatable.get(e["name"], 0) >= resource_value(
-                e["name"], e.get("quantity", 1))
-        elif "maxPodsPerNode" in rule:
-            unresolvable = False
-            same = [p for p in info.pods.values() if p.uid != pod.uid and applies(doc, p)]
-            ok = len(same) < rule["maxPodsPerNode"]
-        else:
-            try:
-                ok = _truthy(_search(rule["jmespath"], {"pod": pod.raw, "node": node.raw}))
-            except Exception:
-                ok = False
-        if not ok:
-            out.append((rule["message"], unresolvable))
+        kind = _kind(rule, _FILTERS)
+        if _FILTERS[kind](rule[kind], doc, pod, info) is False:
+            out.append((rule["message"], kind not in _RESOLVABLE))
     return out
 
 
@@ -160,53 +192,77 @@ def _not_a_number(name: str) -> Any:
     raise ValueError(name)
 
 
-def _raw(rule: Mapping[str, Any], pod: Pod, info: NodeInfo,
-         metrics: MetricsReader | None = None) -> Fraction | None:
-    node = info.node
-    if "metric" in rule:
-        snap = metrics.snapshot(rule["metric"]["name"]) if metrics is not None else None
-        entry = snap.values.get(node.name) if snap is not None else None
-        if snap is None or entry is None or metrics is None \
-                or metrics.now() - entry[1] > snap.max_age:
-            return None
-        return _number(entry[0])
-    if "labelValue" in rule:
-        lv = rule["labelValue"]
-        default = Fraction(str(lv.get("default", 0)))
-        v = node.labels.get(lv["label"])
-        if v is None or v not in lv["values"]:
-            return default
-        return Fraction(str(lv["values"][v]))
-    if "numeric" in rule:
-        n = rule["numeric"]
-        source = node.labels if "label" in n else node.annotations
-        return _number(source.get(n.get("label", n.get("annotation"))))
-    if "allocation" in rule:
-        a = rule["allocation"]
-        resources = a.get("resources") or [{"name": "cpu"}, {"name": "memory"}]
-        total = 0
-        wsum = 0
-        for r in resources:
-            name, w = r["name"], r.get("weight", 1)
-            alloc = node.allocatable.get(name, 0)
-            if alloc == 0:
-                continue
-            if name in ("cpu", "memory"):
-                req = info.non_zero_requested.get(name, 0) + pod_requests(
-                    pod, non_zero=True).get(name, 0)
-            else:
-                req = info.requested.get(name, 0) + pod_requests(pod).get(name, 0)
-            if a["strategy"] == "most":
-                s = min(req, alloc) * 100 // alloc
-            else:
-                s = 0 if req > alloc else (alloc - req) * 100 // alloc
-            total += s * w
-            wsum += w
-        return Fraction(total // wsum) if wsum else Fraction(0)
+def _metric(m: Mapping[str, Any], pod: Pod, info: NodeInfo,
+            metrics: MetricsReader | None) -> Fraction | None:
+    snap = metrics.snapshot(m["name"]) if metrics is not None else None
+    entry = snap.values.get(info.node.name) if snap is not None else None
+    if snap is None or entry is None or metrics is None \
+            or metrics.now() - entry[1] > snap.max_age:
+        return None
+    return _number(entry[0])
+
+
+def _label_value(lv: Mapping[str, Any], pod: Pod, info: NodeInfo,
+                 metrics: MetricsReader | None) -> Fraction | None:
+    default = Fraction(str(lv.get("default", 0)))
+    v = info.node.labels.get(lv["label"])
+    if v is None or v not in lv["values"]:
+        return default
+    return Fraction(str(lv["values"][v]))
+
+
+def _numeric(n: Mapping[str, Any], pod: Pod, info: NodeInfo,
+             metrics: MetricsReader | None) -> Fraction | None:
+    source = info.node.labels if "label" in n else info.node.annotations
+    return _number(source.get(n.get("label", n.get("annotation"))))
+
+
+def _allocation(a: Mapping[str, Any], pod: Pod, info: NodeInfo,
+                metrics: MetricsReader | None) -> Fraction | None:
+    resources = a.get("resources") or [{"name": "cpu"}, {"name": "memory"}]
+    total = 0
+    wsum = 0
+    for r in resources:
+        name, w = r["name"], r.get("weight", 1)
+        alloc = info.node.allocatable.get(name, 0)
+        if alloc == 0:
+            continue
+        if name in ("cpu", "memory"):
+            req = info.non_zero_requested.get(name, 0) + pod_requests(
+                pod, non_zero=True).get(name, 0)
+        else:
+            req = info.requested.get(name, 0) + pod_requests(pod).get(name, 0)
+        if a["strategy"] == "most":
+            s = min(req, alloc) * 100 // alloc
+        else:
+            s = 0 if req > alloc else (alloc - req) * 100 // alloc
+        total += s * w
+        wsum += w
+    return Fraction(total // wsum) if wsum else Fraction(0)
+
+
+def _jmespath_score(expr: str, pod: Pod, info: NodeInfo,
+                    metrics: MetricsReader | None) -> Fraction | None:
     try:
-        return _number(_search(rule["jmespath"], {"pod": pod.raw, "node": node.raw}))
+        return _number(_search(expr, {"pod": pod.raw, "node": info.node.raw}))
     except Exception:
         return None
+
+
+# Per score kind: the node's raw value (None: missing).
+_SCORES: dict[str, Callable[[Any, Pod, NodeInfo, MetricsReader | None], Fraction | None]] = {
+    "labelValue": _label_value,
+    "numeric": _numeric,
+    "allocation": _allocation,
+    "jmespath": _jmespath_score,
+    "metric": _metric,
+}
+
+
+def _raw(rule: Mapping[str, Any], pod: Pod, info: NodeInfo,
+         metrics: MetricsReader | None = None) -> Fraction | None:
+    kind = _kind(rule, _SCORES)
+    return _SCORES[kind](rule[kind], pod, info, metrics)
 
 
 def _clamp(x: Fraction) -> int:

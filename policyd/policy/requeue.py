@@ -14,14 +14,16 @@ derived once, when the policy is compiled, from what its filter rules read
 | the pod (annotations, JMESPath over the pod, | the pod's own update                   |
 | appliesTo selectors and condition, requests) |                                        |
 
-Score rules never reject, so they register nothing. Each node hint binds the rule to
-the pending pod and checks the changed node alone (an empty node, as upstream's
-NodeResourcesFit hint does): Queue when it passes now and did not before.
+Each filter rule kind declares its row in its own module (`events`, under
+policyd/policy/rules/filters/) from the events and hints here. Score rules never
+reject, so they register nothing. Each node hint binds the rule to the pending pod and
+checks the changed node alone (an empty node, as upstream's NodeResourcesFit hint
+does): Queue when it passes now and did not before.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from policyd.framework.events import (
     NODE,
@@ -39,9 +41,7 @@ from policyd.framework.events import (
 from policyd.model.cluster import NodeInfo
 from policyd.model.records import Node, Pod
 from policyd.model.resources import pod_requests
-
-if TYPE_CHECKING:
-    from policyd.policy.compiler import CompiledPolicy, FilterRule
+from policyd.policy.rules.base import FilterRule, RulePolicy
 
 NODE_LABELS = ClusterEvent(NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)
 NODE_ALLOCATABLE = ClusterEvent(NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE)
@@ -52,43 +52,22 @@ POD_COUNTED = ClusterEvent(POD, ActionType.DELETE | ActionType.UPDATE)
 POD_OWN_UPDATE = ClusterEvent(POD, ActionType.UPDATE)
 
 
-def policy_events(policy: CompiledPolicy) -> tuple[ClusterEventWithHint, ...]:
-    from policyd.policy.compiler import (
-        AnnotationToNodeLabel,
-        Headroom,
-        JmesFilter,
-        MaxPodsPerNode,
-        NodeLabels,
-        RequireExtendedResource,
-    )
-
+def policy_events(policy: RulePolicy) -> tuple[ClusterEventWithHint, ...]:
+    """Each filter rule's events (`FilterRule.events`), in rule order, and the pod's own
+    update when something the rules or appliesTo read of the pod can change."""
     out: list[ClusterEventWithHint] = []
     applies = policy.applies_to
     reads_pod = (applies.labels is not None or applies.annotations is not None
                  or applies.condition is not None)
     for rule in policy.filter_rules:
-        node_hint = _node_hint(policy, rule)
-        if isinstance(rule, NodeLabels | AnnotationToNodeLabel):
-            out.append(ClusterEventWithHint(NODE_LABELS, node_hint))
-            reads_pod = reads_pod or isinstance(rule, AnnotationToNodeLabel)
-        elif isinstance(rule, RequireExtendedResource):
-            out.append(ClusterEventWithHint(NODE_ALLOCATABLE, node_hint))
-        elif isinstance(rule, Headroom):
-            out.append(ClusterEventWithHint(NODE_ALLOCATABLE, node_hint))
-            out.append(ClusterEventWithHint(POD_FREED, _freed_hint(rule.resource)))
-            reads_pod = reads_pod or rule.resource != "pods"
-        elif isinstance(rule, MaxPodsPerNode):
-            out.append(ClusterEventWithHint(NODE_ADDED))
-            out.append(ClusterEventWithHint(POD_COUNTED, _uncounted_hint(policy)))
-        elif isinstance(rule, JmesFilter):
-            out.append(ClusterEventWithHint(NODE_ANY, node_hint))
-            reads_pod = True
+        out.extend(rule.events(policy))
+        reads_pod = reads_pod or rule.reads_pod
     if out and reads_pod:
         out.append(ClusterEventWithHint(POD_OWN_UPDATE, queue_if_self))
     return tuple(out)
 
 
-def _node_hint(policy: CompiledPolicy, rule: FilterRule) -> HintFn:
+def node_hint(policy: RulePolicy, rule: FilterRule) -> HintFn:
     def hint(pod: Pod, old: Any, new: Any) -> QueueingHint:
         if not isinstance(new, Node):
             return QUEUE_SKIP
@@ -101,7 +80,7 @@ def _node_hint(policy: CompiledPolicy, rule: FilterRule) -> HintFn:
     return hint
 
 
-def _freed_hint(resource: str) -> HintFn:
+def freed_hint(resource: str) -> HintFn:
     """A bound pod deleted, or scaled down in `resource`, leaves more room."""
     def hint(pod: Pod, old: Any, new: Any) -> QueueingHint:
         if new is None:
@@ -117,7 +96,7 @@ def _freed_hint(resource: str) -> HintFn:
     return hint
 
 
-def _uncounted_hint(policy: CompiledPolicy) -> HintFn:
+def uncounted_hint(policy: RulePolicy) -> HintFn:
     """A bound pod the policy counted is deleted, or updated so it no longer counts."""
     def hint(pod: Pod, old: Any, new: Any) -> QueueingHint:
         if not isinstance(old, Pod) or not old.node_name or old.uid == pod.uid:

@@ -1,5 +1,5 @@
 """The compiled plugin: applies-to, each filter rule's verdict and code, scores,
-normalization, and the extension points each policy kind exposes."""
+and the extension points each policy kind exposes."""
 
 from __future__ import annotations
 
@@ -18,12 +18,7 @@ from policyd.framework import (
 from policyd.framework.status import Code
 from policyd.model.cluster import ClusterState, NodeInfo
 from policyd.model.records import Node, Pod
-from policyd.policy.compiler import (
-    CompiledPolicy,
-    combine,
-    compile_policy,
-    normalize,
-)
+from policyd.policy.compiler import CompiledPolicy, compile_policy
 from tests.builders import make_node, make_pod
 from tests.unit.policy.conftest import check_docs, make_policy
 
@@ -305,31 +300,6 @@ def test_scores_skip_when_the_policy_does_not_apply() -> None:
     policy = compiled(appliesTo={"namespaces": {"include": ["x"]}},
                       scores=[score("l", 1, "minmax", "numeric", LAT)])
     assert run_scores(policy, make_pod().obj(), [make_node("a").obj()]) == Code.SKIP
-
-
-@pytest.mark.parametrize(("method", "reverse", "raw", "expected"), [
-    ("none", False, [0, 50.7, 100, 150, -3, None], [0, 50, 100, 100, 0, 0]),
-    ("none", True, [0, 30, None], [100, 70, 0]),
-    ("max", False, [0, 5, 10, None], [0, 50, 100, 0]),
-    ("max", True, [0, 5, 10, None], [100, 50, 0, 0]),
-    ("max", False, [0, 0], [0, 0]),
-    ("max", True, [0, 0], [100, 100]),
-    ("max", False, [-5, 5], [0, 100]),
-    ("minmax", False, [10, 15, 20, None], [0, 50, 100, 0]),
-    ("minmax", True, [10, 15, 20, None], [100, 50, 0, 0]),
-    ("minmax", False, [3, 3], [100, 100]),
-    ("minmax", False, [None, None], [0, 0]),
-    ("minmax", False, [0.1, 0.2, 0.3], [0, 50, 100]),
-    ("minmax", False, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [0, 11, 22, 33, 44, 55, 66, 77, 88, 100]),
-])
-def test_normalize(method: str, reverse: bool, raw: list[float | None],
-                   expected: list[int]) -> None:
-    assert normalize(method, reverse, raw) == expected
-
-
-def test_combine_is_a_weighted_mean_with_integer_division() -> None:
-    assert combine([80, 20], [[100, 67, 0], [50, 100, 100]], 3) == [90, 73, 20]
-    assert combine([1, 2], [[100, 0], [0, 100]], 2) == [33, 66]
 
 
 def test_extension_points_follow_the_policy() -> None:

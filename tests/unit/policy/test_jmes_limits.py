@@ -12,7 +12,8 @@ import pytest
 
 from policyd.model.records import node_from_dict
 from policyd.policy import jmes
-from policyd.policy.compiler import JmesFilter, JmesScore
+from policyd.policy.rules.filters.jmespath import JmesFilter
+from policyd.policy.rules.scores.jmespath import JmesScore
 from tests.builders import make_node, make_pod
 from tests.unit.policy.conftest import check_docs, make_policy
 

@@ -13,6 +13,7 @@ from policyd.framework.status import Code
 from policyd.model.cluster import ClusterState
 from policyd.model.records import node_from_dict, pod_from_dict
 from policyd.policy import reference
+from policyd.policy.policy_schema import FILTER_KINDS, SCORE_KINDS
 from tests.unit.policy.conftest import check_docs, make_policy
 
 KEYS = ["env", "Env", "tier", "zone", "n"]
@@ -174,6 +175,18 @@ def _policy(rng: random.Random) -> dict[str, Any]:
     if applies:
         spec["appliesTo"] = applies
     return make_policy(**spec)
+
+
+def test_reference_evaluates_every_schema_kind() -> None:
+    """Its own per-kind functions, not the compiler's registry: the two stay independent
+    but must know the same kinds, and a rule of no known kind is an error in both."""
+    assert set(reference._FILTERS) == set(FILTER_KINDS)
+    assert set(reference._SCORES) == set(SCORE_KINDS)
+    pod = pod_from_dict(_pod(random.Random(0), "p"))
+    [info] = ClusterState([node_from_dict(_node(random.Random(0), "n"))], []).node_infos()
+    doc = make_policy(filters=[{"id": "x", "message": "m", "nodeTaints": {}}])
+    with pytest.raises(ValueError, match="rule 'x': expected one of"):
+        reference.filter_node(doc, pod, info)
 
 
 @pytest.mark.parametrize("seed", range(300))

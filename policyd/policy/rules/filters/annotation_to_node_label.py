@@ -1,0 +1,45 @@
+"""`annotationToNodeLabel`: a pod annotation requires a node label.
+
+Inactive when the pod lacks the annotation (or has another value than `value`); a node
+without the label fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from policyd.framework.events import ClusterEventWithHint
+from policyd.model.records import Pod
+from policyd.policy.requeue import NODE_LABELS, node_hint
+from policyd.policy.rules.base import FilterRule, NodeCheck, RulePolicy, label_group_mask
+
+if TYPE_CHECKING:
+    from policyd.model.table import BoolArray, IntArray, NodeTable
+
+
+class AnnotationToNodeLabel(FilterRule):
+    reads_pod = True
+
+    def __init__(self, rule_id: str, message: str, spec: Mapping[str, Any]) -> None:
+        super().__init__(rule_id, message)
+        self.annotation: str = spec["annotation"]
+        self.value: str | None = spec.get("value")
+        self.label: str = spec["label"]
+        self.label_value: str | None = spec.get("labelValue")
+        self.use_annotation_value = bool(spec.get("useAnnotationValue"))
+
+    def bind(self, policy: RulePolicy, pod: Pod) -> NodeCheck | None:
+        actual = pod.annotations.get(self.annotation)
+        if actual is None or (self.value is not None and actual != self.value):
+            return None
+        expected = actual if self.use_annotation_value else self.label_value
+        label = self.label
+        return lambda info: info.node.labels.get(label) == expected
+
+    def mask(self, check: NodeCheck, policy: RulePolicy, pod: Pod, table: NodeTable,
+             idx: IntArray) -> BoolArray:
+        return label_group_mask((self.label,), check, table, idx)
+
+    def events(self, policy: RulePolicy) -> tuple[ClusterEventWithHint, ...]:
+        return (ClusterEventWithHint(NODE_LABELS, node_hint(policy, self)),)

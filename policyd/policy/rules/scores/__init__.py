@@ -1,0 +1,1 @@
+"""Score rule kinds: each module holds one `ScoreRule` subclass, named by its `kind`."""
