@@ -21,7 +21,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from policyd.daemon import debug
 from policyd.daemon import loaded_profile as daemon_config
+from policyd.daemon.coordinator import Scheduler
 from policyd.daemon.events import EventSink
 from policyd.daemon.freshness import CacheFreshness
 from policyd.daemon.metrics import (
@@ -32,7 +34,6 @@ from policyd.daemon.metrics import (
     Metrics,
 )
 from policyd.daemon.reload import ConfigWatcher
-from policyd.daemon.scheduler import Scheduler
 from policyd.daemon.serving import (
     DEFAULT_ALWAYS_ALLOW_PATHS,
     DEFAULT_SECURE_PORT,
@@ -224,7 +225,7 @@ class Daemon:
             return []  # shutting down: the threads end on purpose
         problems = [f"{t.name}: the thread has exited" for t in self._threads
                     if not t.is_alive()]
-        stalled = self.scheduler.clock() - self.scheduler.heartbeat
+        stalled = self.scheduler.clock.now() - self.scheduler.heartbeat
         if stalled > SCHEDULING_STALL_LIMIT:
             problems.append(f"policyd-scheduler: no progress for {stalled:.0f}s")
         if self.elector is not None:
@@ -251,13 +252,8 @@ class Daemon:
                     use(self.node_metrics.cache)
 
     def _debug_pages(self) -> dict[str, Callable[[], Any]]:
-        def metrics_cache() -> Any:
-            if self.node_metrics is None:
-                return {"metrics": {}, "providers": {}}
-            return self.node_metrics.debug_view()
-
         return {"/debug/queue": self.scheduler.debug_queue,
-                "/debug/metrics-cache": metrics_cache}
+                "/debug/metrics-cache": partial(debug.metrics_cache_view, self.node_metrics)}
 
     def _apply_config(self, loaded: daemon_config.LoadedConfig) -> None:
         """Switch to `loaded`; if any step fails, switch back to the running

@@ -12,10 +12,11 @@ from typing import Any, cast
 import pytest
 
 from policyd.config.plugins import default_framework
+from policyd.daemon.coordinator import Scheduler
 from policyd.daemon.events import EventSink
 from policyd.daemon.metrics import Metrics
-from policyd.daemon.scheduler import Scheduler
 from policyd.kube import api
+from policyd.kube.backoff import RetryPolicy
 from policyd.kube.client import ApiError, KubeClient
 from tests.builders import make_node, make_pod
 from tests.polling import wait_for
@@ -100,12 +101,10 @@ def test_the_binder_waits_at_least_retry_after(
 
 
 def test_a_retry_after_past_the_bind_deadline_requeues_at_once(
-        stop_all: list[Scheduler], monkeypatch: pytest.MonkeyPatch) -> None:
-    from policyd.daemon import scheduler as scheduler_mod
-
-    monkeypatch.setattr(scheduler_mod, "BIND_DEADLINE", 2.0)
+        stop_all: list[Scheduler]) -> None:
     bind_api = BindAPI(throttled=100, retry_after=30.0)
     sched = _scheduler(bind_api)
+    sched.binder.retries = RetryPolicy(initial=0.2, maximum=5.0, deadline=2.0)
     stop_all.append(sched)
     t0 = time.monotonic()
     _schedule(sched, "p")
@@ -168,14 +167,11 @@ class ThrottledEvents:
     (422, 5.0, "rejected", 1),  # a final error: its Retry-After means nothing
 ])
 def test_event_writes_given_up_are_counted(
-        status: int, retry_after: float | None, reason: str, calls: int,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    from policyd.daemon import events as events_mod
-
-    monkeypatch.setattr(events_mod, "RETRY_FOR", 2.0)
+        status: int, retry_after: float | None, reason: str, calls: int) -> None:
     metrics = Metrics()
     client = ThrottledEvents(status, retry_after)
-    sink = EventSink(cast(KubeClient, client), metrics, "test", workers=1)
+    sink = EventSink(cast(KubeClient, client), metrics, "test", workers=1,
+                     retries=RetryPolicy(initial=0.2, maximum=5.0, deadline=2.0))
     sink.start()
     try:
         sink.event(api.pod_ref("ns", "p", "u"), "Normal", "Scheduled", "m", "Binding",
