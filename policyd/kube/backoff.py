@@ -113,16 +113,13 @@ class Retries:
         self.backoff = Backoff(initial=policy.initial, maximum=policy.maximum)
         self._now = now
         self.deadline = now() + policy.deadline
-
-    @property
-    def attempts(self) -> int:
+        self.attempts = 0
         """Failed attempts so far (the number of `after` calls)."""
-        return self.backoff.attempts
 
     def after(self, error: RetryableError) -> float | GiveUp:
         """The wait before the next attempt, or why there is none."""
+        self.attempts += 1
         if error.failure is Failure.PERMANENT:
-            self.backoff.attempts += 1
             return GiveUp.PERMANENT
         delay = self.backoff.next_delay(error.retry_after)
         if self._now() + delay > self.deadline:

@@ -11,6 +11,7 @@ from typing import Any, cast
 
 import pytest
 
+from policyd.clock import ManualClock
 from policyd.config.plugins import default_framework
 from policyd.daemon.coordinator import Scheduler
 from policyd.daemon.events import EventSink
@@ -206,6 +207,26 @@ def test_event_retries_wait_the_retry_after() -> None:
                  5, "the event")
         gaps = [b - a for a, b in zip(client.calls, client.calls[1:], strict=False)]
         assert len(gaps) == 2 and all(g >= 0.5 for g in gaps), gaps
+    finally:
+        sink.stop(0.5)
+
+
+def test_event_retries_wait_on_the_injected_clock() -> None:
+    clock = ManualClock()
+    metrics = Metrics()
+    client = ThrottledEvents(429, retry_after=20.0)
+    sink = EventSink(cast(KubeClient, client), metrics, "test", workers=1, clock=clock)
+    sink.start()
+    try:
+        t0 = time.monotonic()
+        sink.event(api.pod_ref("ns", "p", "u"), "Normal", "Scheduled", "m", "Binding",
+                   "policyd")
+        wait_for(lambda: _sample(metrics, "policyd_events_dropped_total",
+                                 reason="retries_exhausted") == 1, 5, "the drop")
+        assert time.monotonic() - t0 < 2.0
+        # Each wait at least the Retry-After; the write window (30 s) holds one.
+        assert len(client.calls) == 2 and len(clock.waits) == 1
+        assert 20.0 <= clock.waits[0] <= 24.0
     finally:
         sink.stop(0.5)
 
