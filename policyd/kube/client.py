@@ -105,6 +105,14 @@ class ApiError(Exception):
         return self.failure is Failure.TEMPORARY
 
 
+class BadWatchEvent(ApiError):
+    """A watch sent a line that is not an event: the informer counts it as a skipped
+    object before it reconnects."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(0, "BadWatchEvent", message)
+
+
 def failure_of(status: int) -> Failure:
     """Temporary for no response, throttled, or a server-side failure; 4xx answers
     other than 429 are permanent."""
@@ -459,11 +467,11 @@ class WatchStream:
 
 
 def decode_watch_line(line: bytes) -> dict[str, Any]:
-    """One watch event `{"type": ..., "object": {...}}`; ApiError(0) if malformed."""
+    """One watch event `{"type": ..., "object": {...}}`; BadWatchEvent if malformed."""
     try:
         event = json.loads(line)
     except ValueError as exc:
-        raise ApiError(0, "BadWatchEvent", f"not JSON: {exc}") from exc
+        raise BadWatchEvent(f"not JSON: {exc}") from exc
     if not isinstance(event, dict) or "type" not in event:
-        raise ApiError(0, "BadWatchEvent", "no event type")
+        raise BadWatchEvent("no event type")
     return event
