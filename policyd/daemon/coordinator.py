@@ -106,10 +106,6 @@ class Scheduler:
         for name, n in self.state.queue.counts().items():
             self.metrics.pending_pods.labels(name).set(n)
 
-    def wait_binds(self, timeout: float) -> bool:
-        """Wait for in-flight binds (graceful shutdown). True if all finished."""
-        return self.binder.wait(timeout)
-
     def shutdown(self, grace: float) -> bool:
         """Stop taking pods, let in-flight binds finish within `grace` seconds."""
         self.loop.stopping.set()
