@@ -20,15 +20,15 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from policyd.clock import REAL_CLOCK, Clock
 from policyd.daemon.metrics import Metrics
 from policyd.framework.fit_error import truncate_event_message
 from policyd.kube import api
-from policyd.kube.backoff import Backoff
+from policyd.kube.backoff import GiveUp, RetryPolicy
 from policyd.kube.client import ApiError, KubeClient
 
 log = logging.getLogger("policyd.daemon.events")
@@ -37,6 +37,7 @@ REPEAT_INITIAL = 60.0
 # How long a transient failure (no connection, 429, 5xx) is retried before an event or
 # condition is given up: long enough for an API server restart.
 RETRY_FOR = 30.0
+WRITE_RETRIES = RetryPolicy(initial=0.2, maximum=5.0, deadline=RETRY_FOR)
 REPEAT_MAX = 600.0
 # At most one "dropping" warning per this many seconds: a flood would otherwise turn
 # into a log flood (the metric counts every drop).
@@ -66,7 +67,7 @@ def condition_shown(pod: Mapping[str, Any], reason: str, message: str) -> bool:
 class FailureThrottle:
     """Decides, per pod, whether a failure needs a new event and/or condition patch."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic,
+    def __init__(self, clock: Callable[[], float] = REAL_CLOCK.now,
                  initial: float = REPEAT_INITIAL, maximum: float = REPEAT_MAX) -> None:
         self.clock = clock
         self.initial = initial
@@ -106,12 +107,15 @@ class EventSink:
     """A bounded queue of writes and the thread that performs them."""
 
     def __init__(self, client: KubeClient, metrics: Metrics, instance: str,
-                 maxsize: int = 10000, workers: int = 4) -> None:
+                 maxsize: int = 10000, workers: int = 4, *,
+                 retries: RetryPolicy = WRITE_RETRIES, clock: Clock = REAL_CLOCK) -> None:
         # `client` should have a token bucket of its own (`KubeClient.with_own_limiter`):
         # events must not queue binds behind them.
         self.client = client
         self.metrics = metrics
         self.instance = instance
+        self.retries = retries
+        self.clock = clock
         # (what it writes, for log lines; the write)
         self._q: queue.Queue[tuple[str, Callable[[], None]] | None] = queue.Queue(maxsize)
         # A few writers: one POST at a time would cap events (and so binds' Scheduled
@@ -130,15 +134,15 @@ class EventSink:
     def stop(self, timeout: float = 5.0) -> None:
         """Post what is queued (within `timeout`), then stop."""
         self._stopping = True
-        deadline = time.monotonic() + timeout
+        deadline = self.clock.now() + timeout
         for _ in self._threads:
             try:
-                self._q.put(None, timeout=max(0.0, deadline - time.monotonic()))
+                self._q.put(None, timeout=max(0.0, deadline - self.clock.now()))
             except queue.Full:
                 return
         for t in self._threads:
             if t.is_alive():
-                t.join(max(0.0, deadline - time.monotonic()))
+                t.join(max(0.0, deadline - self.clock.now()))
 
     def _submit(self, what: str, work: Callable[[], None]) -> None:
         try:
@@ -149,7 +153,7 @@ class EventSink:
     def _dropped(self, reason: str, what: str, why: str) -> None:
         """Count a write given up; log it, at most once per DROP_LOG_INTERVAL."""
         self.metrics.events_dropped.labels(reason).inc()
-        now = time.monotonic()
+        now = self.clock.now()
         with self._drop_lock:
             if now - self._last_drop_log < DROP_LOG_INTERVAL:
                 self._drops_unlogged += 1
@@ -165,29 +169,28 @@ class EventSink:
             if item is None:
                 return
             what, work = item
-            backoff = Backoff(initial=0.2, maximum=5.0)
-            deadline = time.monotonic() + RETRY_FOR
-            while True:
-                try:
-                    work()
-                    break
-                except ApiError as exc:
-                    if not exc.transient:
-                        self._dropped("rejected", what, f"could not write it: {exc}")
-                        break
-                    delay = backoff.next_delay(exc.retry_after)
-                    if time.monotonic() + delay > deadline or self._stopping:
-                        # Retrying before the server's Retry-After would only be
-                        # throttled again; past the window the write is stale anyway.
-                        self._dropped("retries_exhausted", what,
-                                      f"could not write it: {exc}")
-                        break
-                    log.debug("writing the %s: attempt %d failed: %s; retrying in %.1fs",
-                              what, backoff.attempts, exc, delay)
-                    time.sleep(delay)
-                except Exception:
-                    log.exception("event writer failed")
-                    break
+            self._write(what, work)
+
+    def _write(self, what: str, work: Callable[[], None]) -> None:
+        """One write with its retries; past the policy's window the write is stale
+        anyway, and a stopping sink retries nothing."""
+        retries = self.retries.begin(self.clock.now)
+        while True:
+            try:
+                work()
+                return
+            except ApiError as exc:
+                delay = retries.after(exc)
+                if isinstance(delay, GiveUp) or self._stopping:
+                    reason = delay if isinstance(delay, GiveUp) else GiveUp.OUT_OF_TIME
+                    self._dropped(reason.value, what, f"could not write it: {exc}")
+                    return
+                log.debug("writing the %s: attempt %d failed: %s; retrying in %.1fs",
+                          what, retries.attempts, exc, delay)
+                self.clock.sleep(delay)
+            except Exception:
+                log.exception("event writer failed")
+                return
 
     # -- what the scheduler records ---------------------------------------------------
 

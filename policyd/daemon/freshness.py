@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
+
+from policyd.clock import REAL_CLOCK
 
 log = logging.getLogger("policyd.daemon")
 
@@ -40,7 +41,7 @@ class CacheFreshness:
     that reads the elector's current term cannot pass on an earlier term's lists."""
 
     def __init__(self, informers: Callable[[], Sequence[Relistable]], *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = REAL_CLOCK.now) -> None:
         self._informers = informers
         self._clock = clock
         self._lock = threading.Lock()

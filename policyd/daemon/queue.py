@@ -30,11 +30,11 @@ import heapq
 import itertools
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from policyd.clock import REAL_CLOCK
 from policyd.framework.events import (
     FORCE_ACTIVATE,
     QUEUE,
@@ -117,7 +117,7 @@ class SchedulingQueue:
         self,
         less: Callable[[Pod, Pod], bool],
         *,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = REAL_CLOCK.now,
         initial_backoff: float = DEFAULT_INITIAL_BACKOFF,
         max_backoff: float = DEFAULT_MAX_BACKOFF,
         max_in_unschedulable: float = DEFAULT_MAX_IN_UNSCHEDULABLE,

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from policyd.clock import REAL_CLOCK, Clock
 from policyd.daemon.loaded_profile import LoadedConfig, load, policy_files
 from policyd.errors import PolicydError
 
@@ -59,8 +60,10 @@ def describe_change(before: Signature, after: Signature) -> str:
 class ConfigWatcher:
     def __init__(self, current: LoadedConfig, *, apply: Callable[[LoadedConfig], None],
                  rejected: Callable[[str], None], interval: float = 2.0,
-                 extra_policies: list[Path] | None = None) -> None:
+                 extra_policies: list[Path] | None = None, clock: Clock = REAL_CLOCK
+                 ) -> None:
         self.current = current
+        self.clock = clock
         self.apply = apply
         self.rejected = rejected
         self.interval = interval
@@ -115,7 +118,7 @@ class ConfigWatcher:
         return False
 
     def run(self, stop: threading.Event) -> None:
-        while not stop.wait(self.interval):
+        while not self.clock.wait(stop, self.interval):
             try:
                 self.check()
             except Exception:

@@ -21,7 +21,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from policyd.clock import REAL_CLOCK, Clock
+from policyd.daemon import debug
 from policyd.daemon import loaded_profile as daemon_config
+from policyd.daemon.coordinator import Scheduler
 from policyd.daemon.events import EventSink
 from policyd.daemon.freshness import CacheFreshness
 from policyd.daemon.metrics import (
@@ -32,7 +35,6 @@ from policyd.daemon.metrics import (
     Metrics,
 )
 from policyd.daemon.reload import ConfigWatcher
-from policyd.daemon.scheduler import Scheduler
 from policyd.daemon.serving import (
     DEFAULT_ALWAYS_ALLOW_PATHS,
     DEFAULT_SECURE_PORT,
@@ -106,8 +108,11 @@ class RunOptions:
 class Daemon:
     """The running scheduler. `start()` after `load_config()`; `stop()` from any thread."""
 
-    def __init__(self, options: RunOptions, loaded: daemon_config.LoadedConfig) -> None:
+    def __init__(self, options: RunOptions, loaded: daemon_config.LoadedConfig,
+                 clock: Clock = REAL_CLOCK) -> None:
         self.options = options
+        # Every loop below reads and waits on this one clock.
+        self.clock = clock
         self.loaded = loaded
         s = loaded.settings
         # What the objects built below were built from: a reload compares against these.
@@ -132,14 +137,15 @@ class Daemon:
         self.stop_event = threading.Event()
         # Events get their own QPS budget (kube-scheduler's separate event client): a
         # flood of them must not delay binds waiting for tokens.
-        self.events = EventSink(self.client.with_own_limiter(), self.metrics, self.identity)
+        self.events = EventSink(self.client.with_own_limiter(), self.metrics, self.identity,
+                                clock=clock)
         self.elector: LeaderElector | None = None
         # Each term begins with fresh lists of every cache (see daemon.freshness).
-        self.freshness = CacheFreshness(self.informers)
+        self.freshness = CacheFreshness(self.informers, clock=clock.now)
         if self.leader_elect:
             self.elector = LeaderElector(
                 self.client, le_settings, on_started=self._became_leader,
-                on_stopped=lambda: self.metrics.leader.set(0))
+                on_stopped=lambda: self.metrics.leader.set(0), clock=clock.now)
             is_leader = self.elector.is_leader
         else:
             self.metrics.leader.set(1)
@@ -150,8 +156,8 @@ class Daemon:
             self.client, loaded.frameworks, metrics=self.metrics, events=self.events,
             is_leader=is_leader, initial_backoff=s.pod_initial_backoff,
             max_backoff=s.pod_max_backoff, binders=options.binders or s.parallelism,
-            verbosity=options.verbosity)
-        sch = self.scheduler
+            verbosity=options.verbosity, clock=clock)
+        sch = self.scheduler.handlers
         self.nodes = Informer(self.client, "/api/v1/nodes", _Handler(
             sch.on_node_add, sch.on_node_update, sch.on_node_delete), name="nodes",
             watch_timeout=options.watch_timeout,
@@ -176,12 +182,13 @@ class Daemon:
                 on_skip=self._skip_counter(path.rsplit("/", 1)[-1])))
         # Node metrics for policy `metric` scores: providers refresh a cache in the
         # background; compiled policies only read it.
-        self.node_metrics = _metrics_manager(sch.nodes_snapshot, self.metrics)
+        self.node_metrics = _metrics_manager(self.scheduler.nodes_snapshot, self.metrics,
+                                             clock)
         self._bind_node_metrics(loaded.frameworks)
         self.watcher = ConfigWatcher(loaded, apply=self._apply_config,
                                      rejected=self._config_rejected,
                                      interval=options.reload_interval,
-                                     extra_policies=options.policies)
+                                     extra_policies=options.policies, clock=clock)
         self.http: HealthServer | None = None  # plain HTTP (--metrics-bind-address)
         self.https: HealthServer | None = None  # secure serving (--secure-port)
         self._auth_client: KubeClient | None = None
@@ -224,7 +231,7 @@ class Daemon:
             return []  # shutting down: the threads end on purpose
         problems = [f"{t.name}: the thread has exited" for t in self._threads
                     if not t.is_alive()]
-        stalled = self.scheduler.clock() - self.scheduler.heartbeat
+        stalled = self.scheduler.clock.now() - self.scheduler.heartbeat
         if stalled > SCHEDULING_STALL_LIMIT:
             problems.append(f"policyd-scheduler: no progress for {stalled:.0f}s")
         if self.elector is not None:
@@ -251,13 +258,8 @@ class Daemon:
                     use(self.node_metrics.cache)
 
     def _debug_pages(self) -> dict[str, Callable[[], Any]]:
-        def metrics_cache() -> Any:
-            if self.node_metrics is None:
-                return {"metrics": {}, "providers": {}}
-            return self.node_metrics.debug_view()
-
         return {"/debug/queue": self.scheduler.debug_queue,
-                "/debug/metrics-cache": metrics_cache}
+                "/debug/metrics-cache": partial(debug.metrics_cache_view, self.node_metrics)}
 
     def _apply_config(self, loaded: daemon_config.LoadedConfig) -> None:
         """Switch to `loaded`; if any step fails, switch back to the running
@@ -467,14 +469,15 @@ def own_pod_ref(env: Mapping[str, str]) -> api.ObjectRef | None:
     return api.pod_ref(namespace, name, env.get("POD_UID", ""))
 
 
-def _metrics_manager(nodes: Callable[[], list[Any]], metrics: Metrics) -> Any:
+def _metrics_manager(nodes: Callable[[], list[Any]], metrics: Metrics, clock: Clock
+                     ) -> Any:
     """A `policyd.nodemetrics.manager.MetricsManager` sharing our Prometheus registry,
     or None in a build without node metrics."""
     try:
         from policyd.nodemetrics.manager import MetricsManager
     except ImportError:
         return None
-    return MetricsManager(nodes, registry=metrics.registry)
+    return MetricsManager(nodes, registry=metrics.registry, clock=clock)
 
 
 class _Handler:

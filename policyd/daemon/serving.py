@@ -27,13 +27,13 @@ import os
 import ssl
 import tempfile
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from policyd.clock import REAL_CLOCK
 from policyd.errors import PolicydError
 
 log = logging.getLogger("policyd.daemon.serving")
@@ -63,7 +63,7 @@ class TTLCache(Generic[K, V]):
     its own ttl. Thread-safe; the oldest entries go first when full."""
 
     def __init__(self, size: int = CACHE_SIZE,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = REAL_CLOCK.now) -> None:
         self.size = size
         self.clock = clock
         self._entries: OrderedDict[K, tuple[float, V]] = OrderedDict()
@@ -204,7 +204,7 @@ class DelegatedAuth:
     token_ttl: float = TOKEN_CACHE_TTL
     allow_ttl: float = ALLOW_CACHE_TTL
     deny_ttl: float = DENY_CACHE_TTL
-    clock: Callable[[], float] = time.monotonic
+    clock: Callable[[], float] = REAL_CLOCK.now
 
     def __post_init__(self) -> None:
         self._tokens: TTLCache[str, _Authn] = TTLCache(clock=self.clock)

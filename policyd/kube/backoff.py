@@ -1,9 +1,11 @@
-"""Exponential backoff with jitter, the server's Retry-After, and a token-bucket rate
-limiter.
+"""Exponential backoff with jitter, the server's Retry-After, the one retry policy,
+and a token-bucket rate limiter.
 
 All are pure over an injected clock so the loops that use them (watch reconnects, bind
 retries, event writes, lease renewals, the client's QPS limit) are testable without
-sleeping.
+sleeping. `RetryPolicy` is what a loop that gives up asks after each failure: retry
+after this long, or give up (and why); it decides on the failure's type
+(`Failure`, set where the HTTP status is known), never on its message.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol
 
 # The longest Retry-After we obey: a server (or a proxy in front of it) that asks for
 # an hour must not park a watch or a bind that long. client-go's reflector caps its
@@ -56,6 +60,71 @@ class Backoff:
 
     def reset(self) -> None:
         self.attempts = 0
+
+
+class Failure(Enum):
+    """What a failed call means for a retry of the same request."""
+
+    TEMPORARY = "temporary"
+    """No response, throttled (429) or a server-side failure (5xx): it may succeed later."""
+    PERMANENT = "permanent"
+    """The server answered no (any other 4xx): repeating the request cannot help."""
+
+
+class RetryableError(Protocol):
+    """What the policy reads of a failure (`policyd.kube.client.ApiError` has both)."""
+
+    @property
+    def failure(self) -> Failure: ...
+
+    @property
+    def retry_after(self) -> float | None: ...
+
+
+class GiveUp(Enum):
+    """Why a retry loop stops; the values are the `reason` labels of drop counters."""
+
+    PERMANENT = "rejected"
+    """The failure is permanent."""
+    OUT_OF_TIME = "retries_exhausted"
+    """The next attempt, after its backoff or the server's Retry-After, would start
+    past the deadline: retrying sooner would only be throttled again."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How one operation is retried: only after a temporary failure, after a
+    `Backoff(initial, maximum)` delay (at least the server's Retry-After), and never
+    starting an attempt more than `deadline` seconds after `begin()`."""
+
+    initial: float = 0.2
+    maximum: float = 5.0
+    deadline: float = 30.0
+
+    def begin(self, now: Callable[[], float]) -> Retries:
+        """The retries of one operation whose first attempt starts now."""
+        return Retries(self, now)
+
+
+class Retries:
+    """One operation under a `RetryPolicy`: `after(error)` once per failed attempt."""
+
+    def __init__(self, policy: RetryPolicy, now: Callable[[], float]) -> None:
+        self.backoff = Backoff(initial=policy.initial, maximum=policy.maximum)
+        self._now = now
+        self.deadline = now() + policy.deadline
+        self.attempts = 0
+        """Failed attempts so far (the number of `after` calls)."""
+
+    def after(self, error: RetryableError) -> float | GiveUp:
+        """The wait before the next attempt, or why there is none."""
+        self.attempts += 1
+        if error.failure is Failure.PERMANENT:
+            return GiveUp.PERMANENT
+        delay = self.backoff.next_delay(error.retry_after)
+        if self._now() + delay > self.deadline:
+            return GiveUp.OUT_OF_TIME
+        return delay
 
 
 class TokenBucket:

@@ -3,8 +3,8 @@
 The official client loads kubeconfig or in-cluster credentials (including token
 refresh) and holds the urllib3 pool; everything else is ours. Each call is rate-limited
 by a client-side token bucket (QPS/burst, as client-go does), carries a timeout, and
-returns decoded JSON or raises `ApiError`, whose `transient` property says whether a
-retry can help (no response, 429, 5xx) or not (404, 409, 422, ...).
+returns decoded JSON or raises `ApiError`, whose `failure` says whether a retry can
+help (TEMPORARY: no response, 429, 5xx) or not (PERMANENT: 404, 409, 422, ...).
 
 Silent connections (a proxy or NAT that lost its backend keeps the socket open and
 forwards nothing) are noticed by silence bounds, not by waiting for TCP: a non-watch
@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from policyd.errors import PolicydError
-from policyd.kube.backoff import TokenBucket
+from policyd.kube.backoff import Failure, TokenBucket
 
 log = logging.getLogger("policyd.kube.client")
 
@@ -85,7 +85,9 @@ class ConnectionSettings:
 
 
 class ApiError(Exception):
-    """A failed API call. `status` 0 means no HTTP response (refused, reset, timeout)."""
+    """A failed API call. `status` 0 means no HTTP response (refused, reset, timeout).
+    `failure` says, from the status alone, whether a retry can help: retry loops
+    decide on it, never on the message."""
 
     def __init__(self, status: int, reason: str, message: str = "",
                  body: Mapping[str, Any] | None = None, retry_after: float | None = None
@@ -96,16 +98,32 @@ class ApiError(Exception):
         self.message = message
         self.body = dict(body) if body is not None else None
         self.retry_after = retry_after
+        self.failure = failure_of(status)
 
     @property
     def transient(self) -> bool:
-        return is_transient(self.status)
+        return self.failure is Failure.TEMPORARY
+
+
+class BadWatchEvent(ApiError):
+    """A watch sent a line that is not an event: the informer counts it as a skipped
+    object before it reconnects."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(0, "BadWatchEvent", message)
+
+
+def failure_of(status: int) -> Failure:
+    """Temporary for no response, throttled, or a server-side failure; 4xx answers
+    other than 429 are permanent."""
+    if status == 0 or status == 429 or status >= 500:
+        return Failure.TEMPORARY
+    return Failure.PERMANENT
 
 
 def is_transient(status: int) -> bool:
-    """Whether retrying the same request can succeed: no response, throttled, or a
-    server-side failure. 4xx answers other than 429 are final."""
-    return status == 0 or status == 429 or status >= 500
+    """Whether retrying the same request can succeed (`failure_of` is TEMPORARY)."""
+    return failure_of(status) is Failure.TEMPORARY
 
 
 def api_error_from(status: int, reason: str, data: bytes,
@@ -449,11 +467,11 @@ class WatchStream:
 
 
 def decode_watch_line(line: bytes) -> dict[str, Any]:
-    """One watch event `{"type": ..., "object": {...}}`; ApiError(0) if malformed."""
+    """One watch event `{"type": ..., "object": {...}}`; BadWatchEvent if malformed."""
     try:
         event = json.loads(line)
     except ValueError as exc:
-        raise ApiError(0, "BadWatchEvent", f"not JSON: {exc}") from exc
+        raise BadWatchEvent(f"not JSON: {exc}") from exc
     if not isinstance(event, dict) or "type" not in event:
-        raise ApiError(0, "BadWatchEvent", "no event type")
+        raise BadWatchEvent("no event type")
     return event

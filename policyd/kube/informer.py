@@ -44,7 +44,13 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from policyd.kube.backoff import Backoff
-from policyd.kube.client import ApiError, KubeClient, WatchStream, retry_after_of
+from policyd.kube.client import (
+    ApiError,
+    BadWatchEvent,
+    KubeClient,
+    WatchStream,
+    retry_after_of,
+)
 
 log = logging.getLogger("policyd.kube.informer")
 
@@ -226,7 +232,7 @@ class Informer:
                              self.resource_version)
                     need_list = True
                     continue
-                if exc.reason == "BadWatchEvent":
+                if isinstance(exc, BadWatchEvent):
                     self._count_skip(SKIP_BAD_WATCH_LINE)
                 # At least the server's Retry-After (a 429 or 5xx), bounded.
                 delay = self.backoff.next_delay(exc.retry_after if exc.transient else None)
@@ -353,7 +359,7 @@ class Informer:
         etype = event.get("type")
         obj = event.get("object")
         if not isinstance(obj, dict):
-            raise ApiError(0, "BadWatchEvent", f"{etype} event without an object")
+            raise BadWatchEvent(f"{etype} event without an object")
         if etype == "ERROR":
             code = obj.get("code")
             status = code if isinstance(code, int) else 0

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-Clock = Callable[[], float]
+from policyd.clock import REAL_CLOCK
+
+# Unix time: values carry the wall-clock time they were measured at.
+WallClock = Callable[[], float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +69,7 @@ def _next_generation() -> int:
 class MetricsCache:
     """Thread-safe cache written by providers and read by score rules."""
 
-    def __init__(self, clock: Clock = time.time) -> None:
+    def __init__(self, clock: WallClock = REAL_CLOCK.wall) -> None:
         self._clock = clock
         self._lock = threading.Lock()  # serializes writers; readers never take it
         self._metrics: dict[str, MetricSnapshot] = {}

@@ -11,10 +11,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from policyd.clock import REAL_CLOCK, Clock
 from policyd.nodemetrics.cache import MetricsCache
 from policyd.nodemetrics.providers import (
     Connect,
@@ -35,9 +35,9 @@ log = logging.getLogger("policyd.nodemetrics")
 
 class MetricsManager:
     def __init__(self, nodes: NodeSource, *, registry: CollectorRegistry | None = None,
-                 cache: MetricsCache | None = None, clock: Callable[[], float] = time.time,
+                 cache: MetricsCache | None = None, clock: Clock = REAL_CLOCK,
                  connect: Connect = tcp_connect) -> None:
-        self.cache = cache if cache is not None else MetricsCache(clock)
+        self.cache = cache if cache is not None else MetricsCache(clock.wall)
         self.telemetry = ProviderTelemetry(registry)
         self.nodes = nodes
         self.clock = clock

@@ -8,9 +8,9 @@ import pytest
 from kubernetes import client as k8s
 
 from policyd.config.plugins import default_framework
+from policyd.daemon.coordinator import Scheduler
 from policyd.daemon.events import EventSink
 from policyd.daemon.metrics import Metrics
-from policyd.daemon.scheduler import Scheduler
 from policyd.kube.client import ConnectionSettings, KubeClient
 
 

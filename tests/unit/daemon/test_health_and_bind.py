@@ -169,7 +169,9 @@ def daemon(clock: Clock, elector: LeaderElector | None = None) -> Daemon:
     d._threads = [thread(n, True) for n in ("policyd-watch-nodes", "policyd-watch-pods",
                                             "policyd-leader", "policyd-scheduler",
                                             "policyd-reload")]
-    d.scheduler = SimpleNamespace(clock=clock, heartbeat=clock())  # type: ignore[assignment]
+    # The scheduler's Clock: only `now` is read, from the same hand-driven time.
+    d.scheduler = SimpleNamespace(clock=SimpleNamespace(now=clock),  # type: ignore[assignment]
+                                  heartbeat=clock())
     d.elector = elector
     return d
 

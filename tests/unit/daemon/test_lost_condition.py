@@ -14,29 +14,22 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from policyd.clock import ManualClock
 from policyd.config.plugins import default_framework
+from policyd.daemon.coordinator import Scheduler
 from policyd.daemon.events import EventSink
 from policyd.daemon.metrics import Metrics
-from policyd.daemon.scheduler import Scheduler
 from policyd.kube.client import ConnectionSettings, KubeClient
 from tests.builders import make_node, make_pod
 
 MESSAGE = "0/1 nodes are available: 1 Insufficient cpu."
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def setup() -> Iterator[tuple[Scheduler, Clock, list[dict[str, Any]]]]:
+def setup() -> Iterator[tuple[Scheduler, ManualClock, list[dict[str, Any]]]]:
     kube = KubeClient(k8s.ApiClient(k8s.Configuration()), ConnectionSettings())
     metrics = Metrics()
-    clock = Clock()
+    clock = ManualClock()
     s = Scheduler(kube, {"policyd": default_framework([])}, metrics=metrics,
                   events=EventSink(kube, metrics, "test"), clock=clock)
     calls: list[dict[str, Any]] = []
@@ -55,11 +48,11 @@ def setup() -> Iterator[tuple[Scheduler, Clock, list[dict[str, Any]]]]:
         kube.close()
 
 
-def _attempt(s: Scheduler, clock: Clock, pod: dict[str, Any], previous: dict[str, Any]
+def _attempt(s: Scheduler, clock: ManualClock, pod: dict[str, Any], previous: dict[str, Any]
              ) -> None:
     """The pod as the API server now shows it, then its next attempt."""
     s.on_pod_update(previous, pod)
-    clock.now += 3600  # past any backoff and the unschedulable timeout
+    clock.advance(3600)  # past any backoff and the unschedulable timeout
     s.queue.move_all()
     s.queue.flush()
     qp = s.queue.pop(timeout=0)

@@ -11,11 +11,13 @@ from typing import Any, cast
 
 import pytest
 
+from policyd.clock import ManualClock
 from policyd.config.plugins import default_framework
+from policyd.daemon.coordinator import Scheduler
 from policyd.daemon.events import EventSink
 from policyd.daemon.metrics import Metrics
-from policyd.daemon.scheduler import Scheduler
 from policyd.kube import api
+from policyd.kube.backoff import RetryPolicy
 from policyd.kube.client import ApiError, KubeClient
 from tests.builders import make_node, make_pod
 from tests.polling import wait_for
@@ -100,12 +102,10 @@ def test_the_binder_waits_at_least_retry_after(
 
 
 def test_a_retry_after_past_the_bind_deadline_requeues_at_once(
-        stop_all: list[Scheduler], monkeypatch: pytest.MonkeyPatch) -> None:
-    from policyd.daemon import scheduler as scheduler_mod
-
-    monkeypatch.setattr(scheduler_mod, "BIND_DEADLINE", 2.0)
+        stop_all: list[Scheduler]) -> None:
     bind_api = BindAPI(throttled=100, retry_after=30.0)
     sched = _scheduler(bind_api)
+    sched.binder.retries = RetryPolicy(initial=0.2, maximum=5.0, deadline=2.0)
     stop_all.append(sched)
     t0 = time.monotonic()
     _schedule(sched, "p")
@@ -168,14 +168,11 @@ class ThrottledEvents:
     (422, 5.0, "rejected", 1),  # a final error: its Retry-After means nothing
 ])
 def test_event_writes_given_up_are_counted(
-        status: int, retry_after: float | None, reason: str, calls: int,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    from policyd.daemon import events as events_mod
-
-    monkeypatch.setattr(events_mod, "RETRY_FOR", 2.0)
+        status: int, retry_after: float | None, reason: str, calls: int) -> None:
     metrics = Metrics()
     client = ThrottledEvents(status, retry_after)
-    sink = EventSink(cast(KubeClient, client), metrics, "test", workers=1)
+    sink = EventSink(cast(KubeClient, client), metrics, "test", workers=1,
+                     retries=RetryPolicy(initial=0.2, maximum=5.0, deadline=2.0))
     sink.start()
     try:
         sink.event(api.pod_ref("ns", "p", "u"), "Normal", "Scheduled", "m", "Binding",
@@ -210,6 +207,26 @@ def test_event_retries_wait_the_retry_after() -> None:
                  5, "the event")
         gaps = [b - a for a, b in zip(client.calls, client.calls[1:], strict=False)]
         assert len(gaps) == 2 and all(g >= 0.5 for g in gaps), gaps
+    finally:
+        sink.stop(0.5)
+
+
+def test_event_retries_wait_on_the_injected_clock() -> None:
+    clock = ManualClock()
+    metrics = Metrics()
+    client = ThrottledEvents(429, retry_after=20.0)
+    sink = EventSink(cast(KubeClient, client), metrics, "test", workers=1, clock=clock)
+    sink.start()
+    try:
+        t0 = time.monotonic()
+        sink.event(api.pod_ref("ns", "p", "u"), "Normal", "Scheduled", "m", "Binding",
+                   "policyd")
+        wait_for(lambda: _sample(metrics, "policyd_events_dropped_total",
+                                 reason="retries_exhausted") == 1, 5, "the drop")
+        assert time.monotonic() - t0 < 2.0
+        # Each wait at least the Retry-After; the write window (30 s) holds one.
+        assert len(client.calls) == 2 and len(clock.waits) == 1
+        assert 20.0 <= clock.waits[0] <= 24.0
     finally:
         sink.stop(0.5)
 

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import pytest
 
-from policyd.daemon.scheduler import Scheduler
+from policyd.daemon.coordinator import Scheduler
 from policyd.engine.cycle import schedule_one
 from policyd.kube.client import KubeClient
 from policyd.kube.informer import Informer

@@ -7,8 +7,8 @@ Binding is covered end to end in tests/e2e.
 
 from __future__ import annotations
 
+from policyd.daemon.coordinator import Scheduler
 from policyd.daemon.queue import ACTIVE, UNSCHEDULABLE
-from policyd.daemon.scheduler import Scheduler
 from tests.builders import make_node, make_pod
 
 

@@ -13,10 +13,10 @@ import pytest
 from kubernetes import client as k8s
 
 from policyd.config.plugins import default_framework
-from policyd.daemon import scheduler as scheduler_module
+from policyd.daemon import scheduling_loop
+from policyd.daemon.coordinator import Scheduler
 from policyd.daemon.events import EventSink
 from policyd.daemon.metrics import Metrics
-from policyd.daemon.scheduler import Scheduler
 from policyd.engine.cycle import ScheduleResult
 from policyd.framework.status import Status
 from policyd.kube import api
@@ -80,7 +80,7 @@ def test_a_scheduling_error_is_logged_at_v0(
         return ScheduleResult(pod=pod, node=None, num_nodes=1,
                               message="score out of range", error=status)
 
-    monkeypatch.setattr(scheduler_module, "schedule_one", broken)
+    monkeypatch.setattr(scheduling_loop, "schedule_one", broken)
     caplog.set_level(logging.INFO, "policyd")
     _fail_once(scheduler(0))
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]

@@ -61,9 +61,9 @@ def test_simulate_on_no_nodes_reports_each_pod_with_the_message(fw: Framework) -
 def test_daemon_failed_scheduling_uses_the_message(fw: Framework) -> None:
     from kubernetes import client as k8s
 
+    from policyd.daemon.coordinator import Scheduler
     from policyd.daemon.events import EventSink
     from policyd.daemon.metrics import Metrics
-    from policyd.daemon.scheduler import Scheduler
     from policyd.kube.client import ConnectionSettings, KubeClient
 
     kube = KubeClient(k8s.ApiClient(k8s.Configuration()), ConnectionSettings())

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from policyd.clock import ManualClock
 from policyd.kube import api
-from policyd.kube.backoff import Backoff, TokenBucket
+from policyd.kube.backoff import Backoff, Failure, GiveUp, RetryPolicy, TokenBucket
 from policyd.kube.client import ApiError, api_error_from, decode_watch_line, is_transient
 from policyd.kube.informer import diff_relist, object_key, object_uid
 from policyd.kube.leaderelection import lease_spec, may_acquire, released_spec
@@ -56,6 +57,31 @@ def test_token_bucket_unlimited() -> None:
 def test_transient_statuses(status: int, transient: bool) -> None:
     assert is_transient(status) is transient
     assert ApiError(status, "x").transient is transient
+    assert ApiError(status, "x").failure is (Failure.TEMPORARY if transient
+                                             else Failure.PERMANENT)
+
+
+def test_the_retry_policy_decides_on_the_failure_type_not_the_message() -> None:
+    clock = ManualClock()
+    retries = RetryPolicy(initial=1.0, maximum=4.0, deadline=10.0).begin(clock.now)
+    # A permanent failure ends it whatever its message or Retry-After says.
+    assert retries.after(ApiError(422, "Invalid", "try again later",
+                                  retry_after=1.0)) is GiveUp.PERMANENT
+    delay = retries.after(ApiError(503, "ServiceUnavailable", "bad request"))
+    assert isinstance(delay, float) and 1.0 <= delay <= 1.2 * 1.0
+    assert retries.after(ApiError(429, "TooManyRequests", retry_after=5.0)) >= 5.0
+
+
+def test_the_retry_policy_gives_up_when_the_next_try_would_start_too_late() -> None:
+    clock = ManualClock()
+    retries = RetryPolicy(initial=1.0, maximum=4.0, deadline=10.0).begin(clock.now)
+    assert isinstance(retries.after(ApiError(0, "Refused")), float)
+    clock.advance(5.0)
+    # Asked to wait 6 s: the attempt would start past the 10 s window.
+    assert retries.after(ApiError(429, "x", retry_after=6.0)) is GiveUp.OUT_OF_TIME
+    clock.advance(5.0)
+    assert retries.after(ApiError(0, "Refused")) is GiveUp.OUT_OF_TIME
+    assert retries.attempts == 3
 
 
 def test_api_error_reads_the_status_body_and_retry_after() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from policyd.clock import ManualClock
 from policyd.config.model import MetricQuery
 from policyd.model.records import Node, node_from_dict
 from policyd.nodemetrics import MetricsCache
@@ -87,26 +88,26 @@ def test_failures_keep_last_values_until_they_age_out_and_log_once_per_change(
         caplog: pytest.LogCaptureFixture) -> None:
     from policyd.nodemetrics.providers import RefreshError
 
-    clock = Clock(1000.0)
+    clock = ManualClock(wall_start=1000.0)
     p = Scripted([{"a": 1.0, "b": 2.0}, RefreshError("timeout", "slow"),
                   RefreshError("timeout", "slow"), ValueError("bug"), {"a": 3.0}])
     p.clock = clock
-    p.cache = MetricsCache(clock)
+    p.cache = MetricsCache(clock.wall)
     caplog.set_level(logging.INFO, logger="policyd.nodemetrics")
     assert p.run_once() is True and p.state == "ok"
     assert gauge(p.telemetry, "policyd_node_metrics_values", provider="p", metric="load") == 2
     assert gauge(p.telemetry, "policyd_node_metrics_last_success_timestamp_seconds",
                  provider="p") == 1000.0
-    clock.t = 1010.0
+    clock.advance(10)
     assert p.run_once() is False and p.state == "failing"
     snap = p.cache.snapshot("load")
-    assert snap is not None and snap.get("a", clock()) == 1.0  # kept
-    clock.t = 1020.0
+    assert snap is not None and snap.get("a", clock.wall()) == 1.0  # kept
+    clock.advance(10)
     assert p.run_once() is False
-    clock.t = 1031.0  # 31 s after the last success, maxAge 30 s: aged out
+    clock.advance(11)  # 31 s after the last success, maxAge 30 s: aged out
     assert p.run_once() is False  # an unexpected exception is a failure too
     snap = p.cache.snapshot("load")
-    assert snap is not None and snap.get("a", clock()) is None
+    assert snap is not None and snap.get("a", clock.wall()) is None
     assert gauge(p.telemetry, "policyd_node_metrics_values", provider="p", metric="load") == 0
     assert errors(p.telemetry, "timeout") == 2 and errors(p.telemetry, "internal") == 1
     assert p.failures == 3 and p.next_delay() == 40.0
@@ -115,6 +116,32 @@ def test_failures_keep_last_values_until_they_age_out_and_log_once_per_change(
     assert len(lines) == 3, lines  # ok, failing, recovered: not one per attempt
     assert "ok" in lines[0] and "failing (timeout): slow" in lines[1]
     assert "recovered" in lines[2]
+
+
+def test_the_loop_backs_off_on_the_injected_clock_without_sleeping() -> None:
+    from policyd.nodemetrics.providers import RefreshError
+
+    clock = ManualClock(wall_start=1000.0)
+    script: list[Any] = [{"a": 1.0}, *[RefreshError("timeout", "slow")] * 5, {"a": 2.0}]
+    p = Scripted(script)
+    p.clock = clock
+    p.cache = MetricsCache(clock.wall)
+    refreshed = p.run_once
+
+    def run_once() -> bool:
+        ok = refreshed()
+        if not p.script:
+            p.request_stop()  # the script is played: the next wait ends the loop
+        return ok
+
+    p.run_once = run_once  # type: ignore[method-assign]
+    t0 = time.monotonic()
+    p._loop()
+    assert time.monotonic() - t0 < 1.0
+    # At once, then refreshInterval; doubling while failing up to maxBackoff (80 s).
+    assert clock.waits == [0.0, 10.0, 10.0, 20.0, 40.0, 80.0, 80.0]
+    snap = p.cache.snapshot("load")
+    assert snap is not None and snap.values["a"] == (2.0, 1000.0 + sum(clock.waits))
 
 
 def test_the_thread_refreshes_and_stops_promptly() -> None:

@@ -1,0 +1,115 @@
+"""The daemon's scheduler: event handling, the scheduling loop and the binder, wired
+together over one shared state.
+
+Each piece is its own module and reads alone: `event_handlers` (informer callbacks ->
+cluster state and queue moves), `scheduling_loop` (pop, cycle, assume or requeue),
+`binder` (bind with retries, confirm lost replies, undo), `scheduling_state` (what they
+share, under one lock). `Scheduler` only builds them and offers the surface the rest
+of the daemon uses: the informer callbacks, `run`, reload, gauges and shutdown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from policyd.clock import REAL_CLOCK, Clock
+from policyd.daemon import debug
+from policyd.daemon.binder import Binder
+from policyd.daemon.event_handlers import EventHandlers
+from policyd.daemon.events import EventSink
+from policyd.daemon.metrics import Metrics, instrument
+from policyd.daemon.scheduling_loop import SchedulingLoop
+from policyd.daemon.scheduling_state import SchedulingState
+from policyd.framework.runtime import Framework
+from policyd.kube.client import KubeClient
+from policyd.model.records import Node
+
+
+class Scheduler:
+    """The pieces, built over one state; their entry points offered as its own."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        frameworks: dict[str, Framework],
+        *,
+        metrics: Metrics,
+        events: EventSink,
+        is_leader: Callable[[], bool] = lambda: True,
+        initial_backoff: float = 1.0,
+        max_backoff: float = 10.0,
+        binders: int = 16,
+        verbosity: int = 0,
+        clock: Clock = REAL_CLOCK,
+    ) -> None:
+        for fw in frameworks.values():
+            instrument(fw, metrics)
+        state = SchedulingState(frameworks, now=clock.now, initial_backoff=initial_backoff,
+                                max_backoff=max_backoff)
+        self.state = state
+        self.client = client
+        self.metrics = metrics
+        self.events = events
+        self.clock = clock
+        self.handlers = EventHandlers(state, metrics=metrics, events=events,
+                                      is_leader=is_leader)
+        self.binder = Binder(client, state, metrics=metrics, events=events,
+                             is_leader=is_leader, clock=clock, workers=binders,
+                             verbosity=verbosity)
+        self.loop = SchedulingLoop(state, self.binder, metrics=metrics, events=events,
+                                   is_leader=is_leader, clock=clock, verbosity=verbosity)
+        h = self.handlers
+        self.on_pod_add, self.on_pod_update, self.on_pod_delete = (
+            h.on_pod_add, h.on_pod_update, h.on_pod_delete)
+        self.on_node_add, self.on_node_update, self.on_node_delete = (
+            h.on_node_add, h.on_node_update, h.on_node_delete)
+        self.on_namespace = h.on_namespace
+        self.on_workload, self.on_workload_update = h.on_workload, h.on_workload_update
+        self.run = self.loop.run
+        self.schedule = self.loop.schedule
+        # The shared state, as tests and the e2e helpers reach for it.
+        self.lock = state.lock
+        self.cluster = state.cluster
+        self.queue = state.queue
+        self.assumed = state.assumed
+        self.throttle = state.throttle
+
+    @property
+    def frameworks(self) -> dict[str, Framework]:
+        return self.state.frameworks
+
+    @property
+    def bound_total(self) -> int:
+        return self.binder.bound_total
+
+    @property
+    def heartbeat(self) -> float:
+        """When the scheduling loop last came round (the clock's `now`), for /healthz."""
+        return self.loop.heartbeat
+
+    def set_frameworks(self, frameworks: dict[str, Framework]) -> None:
+        """Swap profiles (hot reload) and give every waiting pod another chance."""
+        for fw in frameworks.values():
+            instrument(fw, self.metrics)
+        self.state.set_frameworks(frameworks)
+
+    def debug_queue(self) -> dict[str, Any]:
+        return debug.queue_view(self.state, self.clock.now())
+
+    def nodes_snapshot(self) -> list[Node]:
+        """The current Node records (for node metric probes, from other threads)."""
+        with self.state.lock:
+            return [info.node for info in self.state.cluster.node_infos()]
+
+    def update_gauges(self) -> None:
+        for name, n in self.state.queue.counts().items():
+            self.metrics.pending_pods.labels(name).set(n)
+
+    def shutdown(self, grace: float) -> bool:
+        """Stop taking pods, let in-flight binds finish within `grace` seconds."""
+        self.loop.stopping.set()
+        self.state.queue.close()
+        finished = self.binder.wait(grace)
+        self.binder.shutdown()
+        return finished

@@ -1,0 +1,207 @@
+"""Informer events in: the cluster state kept current, and pending pods moved.
+
+Requeueing follows upstream's queueing hints: every informer change that can matter is
+turned into a cluster event (a bound pod added, confirmed, updated or deleted; a node
+added, updated in the fields it changed, or deleted) and handed to the queue, which
+moves only the unschedulable pods whose rejecting plugins registered that event and
+whose hints say it may help (see `policyd.framework.events`). At `-v 4` every event
+that finds unschedulable pods logs how many it moved, and which.
+
+An object that cannot be decoded is skipped and counted, never fatal; a pod of ours
+that cannot be read gets one FailedScheduling event per resourceVersion saying why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from policyd.daemon.events import EventSink
+from policyd.daemon.metrics import Metrics
+from policyd.daemon.scheduling_state import LOGGER, SchedulingState
+from policyd.errors import InvalidObjectError
+from policyd.framework.events import (
+    ASSIGNED_POD_ADD,
+    ASSIGNED_POD_DELETE,
+    NODE_ADD,
+    NODE_DELETE,
+    node_update_events,
+    pod_update_events,
+)
+from policyd.kube import api
+from policyd.model.records import Pod, node_from_dict, pod_from_dict
+
+log = logging.getLogger(LOGGER)
+
+Obj = dict[str, Any]
+
+
+class EventHandlers:
+    """The informers' callbacks for pods, nodes, namespaces and workloads."""
+
+    def __init__(self, state: SchedulingState, *, metrics: Metrics, events: EventSink,
+                 is_leader: Callable[[], bool]) -> None:
+        self.state = state
+        self.metrics = metrics
+        self.events = events
+        self.is_leader = is_leader
+        self._bad_objects: dict[str, str] = {}  # uid -> resourceVersion already reported
+        self._workloads: dict[str, dict[str, Obj]] = {}  # kind -> ns/name -> object
+
+    # -- pods -----------------------------------------------------------------------------
+
+    def _decode_pod(self, obj: Obj) -> Pod | None:
+        try:
+            return pod_from_dict(obj)
+        except InvalidObjectError as exc:
+            raw_meta, raw_spec = obj.get("metadata"), obj.get("spec")
+            meta: Obj = raw_meta if isinstance(raw_meta, dict) else {}
+            spec: Obj = raw_spec if isinstance(raw_spec, dict) else {}
+            uid = str(meta.get("uid") or "")
+            rv = str(meta.get("resourceVersion") or "")
+            self.metrics.objects_skipped.labels("pods", "invalid").inc()
+            if self._bad_objects.get(uid) != rv:
+                self._bad_objects[uid] = rv
+                log.error("skipping malformed pod: %s", exc)
+                if (self.is_leader() and spec.get("schedulerName") in self.state.frameworks
+                        and meta.get("namespace") and meta.get("name")):
+                    self.events.event(api.pod_ref(str(meta["namespace"]), str(meta["name"]),
+                                                  uid), "Warning", "FailedScheduling",
+                                      f"policyd cannot read this pod: {exc.message}",
+                                      "Scheduling", str(spec["schedulerName"]))
+            return None
+
+    def on_pod_add(self, obj: Obj) -> None:
+        pod = self._decode_pod(obj)
+        if pod is not None:
+            self._pod_changed(None, pod)
+
+    def on_pod_update(self, old: Obj, new: Obj) -> None:
+        pod = self._decode_pod(new)
+        if pod is None:
+            # Unreadable now: stop trying to schedule it (it stays counted as it was).
+            uid = str((new.get("metadata") or {}).get("uid") or "")
+            with self.state.lock:
+                self.state.queue.delete(uid)
+            return
+        self._pod_changed(old, pod)
+
+    def _pod_changed(self, old: Obj | None, pod: Pod) -> None:
+        s = self.state
+        with s.lock:
+            uid = pod.uid
+            was_on = s.cluster.node_of(uid)
+            if uid in s.assumed and not pod.node_name and not pod.finished:
+                # Our binding is in flight; the API has not caught up. Keep the
+                # assumption so the pod keeps counting on its node.
+                return
+            confirmed = s.assumed.pop(uid, None) is not None
+            before = s.counted_pod(uid) if was_on else None
+            s.cluster.upsert_pod(pod)
+            if pod.node_name or pod.finished:
+                # Bound (by us or anyone) or finished: nothing left to schedule.
+                s.queue.delete(uid)
+                s.throttle.forget(uid)
+            elif s.responsible(pod) and not pod.deleting:
+                s.queue.add(pod)
+            else:
+                s.queue.delete(uid)
+            counted = s.cluster.node_of(uid) is not None
+            if counted and (not was_on or confirmed):
+                # Bound now: by another scheduler, created bound, or our own binding
+                # confirmed (upstream's informer sees each as an assigned pod added).
+                s.move(ASSIGNED_POD_ADD, None, pod)
+            elif was_on and not counted:
+                # Finished (or gone from its node): its resources are free now.
+                s.move(ASSIGNED_POD_DELETE, before, None)
+            elif was_on and counted and before is not None and old is not None:
+                for event in pod_update_events(before, pod):
+                    s.move(event, before, pod)
+
+    def on_pod_delete(self, obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        s = self.state
+        with s.lock:
+            assumed_on = s.assumed.pop(uid, None)
+            removed = s.cluster.remove_pod(uid)
+            s.throttle.forget(uid)
+            self._bad_objects.pop(uid, None)
+            s.queue.delete(uid)
+            if removed is not None and assumed_on is not None and not removed.node_name:
+                removed = dataclasses.replace(removed, node_name=assumed_on, cache={})
+            if removed is not None and removed.node_name:
+                s.move(ASSIGNED_POD_DELETE, removed, None)
+
+    # -- nodes ----------------------------------------------------------------------------
+
+    def on_node_add(self, obj: Obj) -> None:
+        self._node_changed(obj)
+
+    def on_node_update(self, old: Obj, new: Obj) -> None:
+        self._node_changed(new)
+
+    def _node_changed(self, obj: Obj) -> None:
+        try:
+            node = node_from_dict(obj)
+        except InvalidObjectError as exc:
+            self.metrics.objects_skipped.labels("nodes", "invalid").inc()
+            log.error("skipping malformed node: %s", exc)
+            return
+        s = self.state
+        with s.lock:
+            known = s.cluster.get(node.name)
+            before = known.node if known is not None else None
+            s.cluster.upsert_node(node)
+            if before is None:
+                s.move(NODE_ADD, None, node)
+                return
+            # One event per kind of change (labels, taints, allocatable...); a status
+            # heartbeat is none of them and moves nothing.
+            for event in node_update_events(before, node):
+                s.move(event, before, node)
+
+    def on_node_delete(self, obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        s = self.state
+        with s.lock:
+            known = s.cluster.get(name)
+            s.cluster.remove_node(name, str(meta.get("uid") or name))
+            if known is not None and s.cluster.get(name) is None:
+                s.move(NODE_DELETE, known.node, None)
+
+    # -- namespaces and workloads ---------------------------------------------------------
+
+    def on_namespace(self, obj: Obj, deleted: bool = False) -> None:
+        """Namespace labels, for namespaceSelector in pod (anti-)affinity terms."""
+        meta = obj.get("metadata") or {}
+        name = meta.get("name")
+        if not isinstance(name, str):
+            return
+        labels = meta.get("labels") or {}
+        with self.state.lock:
+            namespaces = self.state.cluster.namespace_labels
+            if deleted:
+                namespaces.pop(name, None)
+            elif isinstance(labels, dict):
+                namespaces[name] = {str(k): str(v) for k, v in labels.items()}
+
+    def on_workload(self, kind: str, obj: Obj, deleted: bool = False) -> None:
+        """Services, ReplicaSets, StatefulSets, ReplicationControllers: the selectors
+        behind PodTopologySpread's system default constraints."""
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+        with self.state.lock:
+            objs = self._workloads.setdefault(kind, {})
+            if deleted:
+                objs.pop(key, None)
+            else:
+                objs[key] = obj
+            # Replaced, never edited in place: plugins memoize by object identity.
+            self.state.cluster.workloads[kind] = list(objs.values())
+
+    def on_workload_update(self, kind: str, old: Obj, new: Obj) -> None:
+        self.on_workload(kind, new)

@@ -1,0 +1,131 @@
+"""The scheduling loop: pop a pod, run one cycle, assume it and hand it to the binder,
+or requeue it and explain why (FailedScheduling, the PodScheduled condition).
+
+It drives the same engine as the offline commands (`policyd.engine.cycle.schedule_one`)
+over the shared `ClusterState`, and never starts a cycle before the caches are ready
+and this replica leads.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from policyd.clock import Clock
+from policyd.daemon.binder import Binder
+from policyd.daemon.events import EventSink, condition_shown
+from policyd.daemon.metrics import Metrics
+from policyd.daemon.queue import FLUSH_UNSCHEDULABLE_PERIOD, QueuedPod
+from policyd.daemon.scheduling_state import LOGGER, SchedulingState
+from policyd.engine.cycle import ScheduleResult, schedule_one
+
+log = logging.getLogger(LOGGER)
+
+# How long the loop waits between checks while it may not schedule (caches not ready,
+# not the leader), and at most for a pod to pop.
+NOT_READY_WAIT = 0.1
+POP_WAIT = 0.2
+
+
+class SchedulingLoop:
+    def __init__(self, state: SchedulingState, binder: Binder, *, metrics: Metrics,
+                 events: EventSink, is_leader: Callable[[], bool], clock: Clock,
+                 verbosity: int) -> None:
+        self.state = state
+        self.binder = binder
+        self.metrics = metrics
+        self.events = events
+        self.is_leader = is_leader
+        self.clock = clock
+        self.verbosity = verbosity
+        self.stopping = threading.Event()
+        self.heartbeat = clock.now()  # the loop's last round, for /healthz
+
+    def run(self, stop: threading.Event, ready: Callable[[], bool]) -> None:
+        """Schedule until `stop` (or `self.stopping`) is set. Waits for the caches and
+        for leadership; never starts a cycle without both."""
+        queue = self.state.queue
+        next_flush = self.clock.now() + FLUSH_UNSCHEDULABLE_PERIOD
+        while not stop.is_set() and not self.stopping.is_set():
+            self.heartbeat = self.clock.now()
+            if not ready() or not self.is_leader():
+                self.clock.wait(stop, NOT_READY_WAIT)
+                continue
+            if self.clock.now() >= next_flush:
+                queue.flush()
+                next_flush = self.clock.now() + FLUSH_UNSCHEDULABLE_PERIOD
+            qp = queue.pop(timeout=POP_WAIT)
+            if qp is None:
+                continue
+            if stop.is_set() or self.stopping.is_set() or not self.is_leader():
+                queue.requeue_active(qp)
+                continue
+            try:
+                self.schedule(qp)
+            except Exception:
+                # A bug in one cycle must not stop the scheduler: back off this pod.
+                log.exception("scheduling %s failed", qp.pod.key)
+                queue.requeue(qp, unschedulable=False)
+
+    def schedule(self, qp: QueuedPod) -> ScheduleResult | None:
+        """One cycle for one popped pod."""
+        pod = qp.pod
+        s = self.state
+        start = self.clock.now()
+        with s.lock:
+            fw = s.frameworks.get(pod.scheduler_name)
+            if (fw is None or qp.deleted or pod.deleting or pod.uid in s.assumed
+                    or s.cluster.node_of(pod.uid) is not None):
+                s.queue.done(pod.uid)
+                return None
+            # CPU time of the algorithm alone, as upstream's metric: not the clock.
+            t0 = time.perf_counter()
+            result = schedule_one(fw, pod, s.cluster)
+            self.metrics.algorithm_latency.labels(fw.profile_name).observe(
+                time.perf_counter() - t0)
+            if result.node is not None:
+                s.cluster.assume(pod, result.node)
+                s.assumed[pod.uid] = result.node
+                s.queue.done(pod.uid)
+                self.binder.reserve()
+        profile = fw.profile_name
+        if result.node is not None:
+            if self.verbosity >= 2:
+                log.info("assumed %s on %s", pod.key, result.node,
+                         extra={"pod": pod.key, "node": result.node})
+            self.binder.submit(qp, result.node, profile, start)
+            return result
+        self._failed(qp, result, profile, start)
+        return result
+
+    def _failed(self, qp: QueuedPod, result: ScheduleResult, profile: str, start: float
+                ) -> None:
+        """Requeue a pod no node fits (or whose cycle erred), and explain it."""
+        pod = qp.pod
+        unschedulable = result.error is None
+        label = "unschedulable" if unschedulable else "error"
+        self.metrics.schedule_attempts.labels(label, profile).inc()
+        self.metrics.attempt_latency.labels(label, profile).observe(self.clock.now() - start)
+        plugins = result.diagnosis.unschedulable_plugins if unschedulable else None
+        where = self.state.queue.requeue(qp, unschedulable=unschedulable, plugins=plugins)
+        message = result.message
+        if where is None:
+            return
+        post, patch = self.state.throttle.check(pod.uid, message)
+        reason = "Unschedulable" if unschedulable else "SchedulerError"
+        # Also decided by the condition the API server last showed: a patch that
+        # never landed (403, an outage longer than the retries) is sent again.
+        patch = patch or not condition_shown(pod.raw, reason, message)
+        # As kube-scheduler: "no fit" is a decision, shown from -v 2 (the event and
+        # the condition carry it anyway); an error is shown at any verbosity.
+        if not unschedulable:
+            log.error("error scheduling %s: %s; retrying (-> %s queue)", pod.key,
+                      message, where,
+                      extra={"pod": pod.key, "queue": where, "reason": message})
+        elif self.verbosity >= 2:
+            log.info("%s: %s (-> %s queue)", pod.key, message, where,
+                     extra={"pod": pod.key, "queue": where, "reason": message})
+        self.events.failed(pod.namespace, pod.name, pod.uid, message, profile,
+                           post_event=post, patch_condition=patch, reason=reason)
