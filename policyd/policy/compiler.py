@@ -50,8 +50,8 @@ from policyd.model.selectors import (
     compile_label_selector,
     compile_node_selector_term,
 )
-from policyd.nodemetrics.cache import EMPTY as EMPTY_METRICS
-from policyd.nodemetrics.cache import MetricSnapshot, MetricsReader
+from policyd.model.node_metrics import EMPTY as EMPTY_METRICS
+from policyd.model.node_metrics import MetricSnapshot, MetricsReader
 from policyd.policy.jmes import Expression, number, truthy
 
 if TYPE_CHECKING:
