@@ -29,9 +29,10 @@ from typing import Any
 from policyd.devcluster.assets import K8S_VERSION, Binaries, Progress, resolve_binaries
 from policyd.devcluster.certs import CertFiles, generate_certs
 from policyd.devcluster.errors import DevClusterError
-from policyd.devcluster.kubeconfig import api_client_from, kubeconfig_dict, write_kubeconfig
+from policyd.devcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
 from policyd.devcluster.ports import LOOPBACK, free_ports, port_is_free
 from policyd.devcluster.process import ManagedProcess
+from policyd.kube.client import api_client_from
 
 # A start that loses a port race (another program bound it between our pick and the
 # server's bind) is retried with new ports this many times.

@@ -253,6 +253,15 @@ def load_configuration(settings: ConnectionSettings) -> Any:
         raise KubeConfigError(f"cannot read the cluster credentials: {exc}") from None
 
 
+def api_client_from(kubeconfig: str | os.PathLike[str]) -> Any:
+    """The official client's own `ApiClient` for a kubeconfig file, with its defaults
+    (for the typed API classes; the caller closes it). Here so that no other package
+    imports the client."""
+    from kubernetes import config as kube_config
+
+    return kube_config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
+
+
 class KubeClient:
     """Raw JSON calls to one API server, rate-limited, each with a timeout."""
 

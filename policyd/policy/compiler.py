@@ -41,6 +41,8 @@ from policyd.framework.cycle_state import CycleState
 from policyd.framework.events import ClusterEventWithHint
 from policyd.framework.status import Code, Status
 from policyd.model.cluster import NodeInfo
+from policyd.model.node_metrics import EMPTY as EMPTY_METRICS
+from policyd.model.node_metrics import MetricSnapshot, MetricsReader
 from policyd.model.quantity import resource_value
 from policyd.model.records import Pod
 from policyd.model.resources import pod_requests
@@ -50,8 +52,6 @@ from policyd.model.selectors import (
     compile_label_selector,
     compile_node_selector_term,
 )
-from policyd.model.node_metrics import EMPTY as EMPTY_METRICS
-from policyd.model.node_metrics import MetricSnapshot, MetricsReader
 from policyd.policy.jmes import Expression, number, truthy
 
 if TYPE_CHECKING:

@@ -31,9 +31,9 @@ from policyd.errors import PolicydError
 from policyd.framework.cycle_state import CycleState
 from policyd.model.cluster import ClusterState
 from policyd.model.fieldcheck import unknown_field_paths
+from policyd.model.node_metrics import StaticMetrics
 from policyd.model.records import node_from_dict, pod_from_dict
 from policyd.model.spelling import show_value
-from policyd.model.node_metrics import StaticMetrics
 from policyd.nodemetrics.values import clean_value
 from policyd.policy import policy_schema as policy_schema
 from policyd.policy.from_paths import (
