@@ -26,7 +26,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from policyd.devcluster.assets import K8S_VERSION, Binaries, Progress, resolve_binaries
+from policyd.devcluster.assets import K8S_VERSION, Binaries, Progress
+from policyd.devcluster.build import resolve_binaries
 from policyd.devcluster.certs import CertFiles, generate_certs
 from policyd.devcluster.errors import DevClusterError
 from policyd.devcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
