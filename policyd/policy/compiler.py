@@ -40,7 +40,7 @@ import numpy as np
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.events import ClusterEventWithHint
 from policyd.framework.status import Code, Status
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
 from policyd.model.node_metrics import EMPTY as EMPTY_METRICS
 from policyd.model.node_metrics import MetricSnapshot, MetricsReader
 from policyd.model.quantity import resource_value

@@ -18,7 +18,7 @@ from typing import Any
 
 import jmespath
 
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
 from policyd.model.node_metrics import MetricsReader
 from policyd.model.quantity import resource_value
 from policyd.model.records import Pod
