@@ -34,6 +34,7 @@ from policyd.devcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
 from policyd.devcluster.ports import LOOPBACK, free_ports, port_is_free
 from policyd.devcluster.process import ManagedProcess
 from policyd.kube.client import api_client_from
+from policyd.model.datafile import read_documents
 
 # A start that loses a port race (another program bound it between our pick and the
 # server's bind) is retried with new ports this many times.
@@ -514,8 +515,6 @@ def read_scheduler_config(path: Path | None) -> dict[str, Any]:
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration",
         }
-    from policyd.model.datafile import read_documents  # the project's YAML/JSON reader
-
     docs = read_documents(path)
     if len(docs) != 1 or not isinstance(docs[0], dict):
         raise DevClusterError(f"{path}: expected one KubeSchedulerConfiguration document")
