@@ -31,12 +31,15 @@ prometheus:
 	command -v prometheus >/dev/null || \
 	  (apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus)
 
+# The package layers of ARCHITECTURE.md are contracts ([tool.importlinter] in
+# pyproject.toml): an import that runs back up a layer fails here.
 check: $(BIN)/policyd
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 unit: $(BIN)/policyd
 	$(BIN)/pytest tests/unit
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .import_linter_cache

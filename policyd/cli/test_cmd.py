@@ -25,8 +25,8 @@ def test(
         raise typer.BadParameter(f"{output_format!r} is not one of {', '.join(FORMATS)}",
                                  param_hint="--format")
     from policyd.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
-    from policyd.policy.testing import run_tests
-    from policyd.policy.testreport import render
+    from policyd.policytest.report import render
+    from policyd.policytest.runner import run_tests
 
     result = run_tests(paths)
     sys.stdout.write(render(result, output_format))

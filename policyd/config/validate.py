@@ -42,11 +42,15 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from policyd.config import plugins as pl
 from policyd.config import profile_schema as config_schema
 from policyd.config.model import PolicydConfig, config_from_dict, parse_duration
-from policyd.lint.problem import ERROR, WARNING, Problem
 from policyd.model.spelling import show_value
-from policyd.sourcefile import JsonPath, SourceDocument, load_file
+from policyd.policy.files import find_yaml_files
+from policyd.policy.from_paths import load_policy_set, path_problem
+from policyd.policy.policy_schema import _to_problems
+from policyd.problems import ERROR, WARNING, Problem
+from policyd.sourcefile import JsonPath, SourceDocument, format_path, load_file
 
 if TYPE_CHECKING:  # the framework (numpy) is imported only when profiles are built
     from policyd.framework.runtime import Framework
@@ -69,6 +73,7 @@ _LEADER_JITTER = 1.2
 
 @cache
 def _validator() -> Any:
+    # jsonschema (~0.2 s) only when a profile is validated, not for its model or schema.
     from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
     return Draft202012Validator(config_schema.SCHEMA)
@@ -173,8 +178,6 @@ class _Check:
         # The policy schema's converter gives the readable messages (unknown fields
         # with the closest name, types, best match of anyOf/oneOf); range and empty
         # values get upstream's wording here.
-        from policyd.policy.policy_schema import _to_problems
-
         where: JsonPath = tuple(error.absolute_path)
         validator = error.validator
         if validator == "additionalProperties" and isinstance(error.instance, Mapping):
@@ -375,9 +378,6 @@ class _Check:
     # policies -----------------------------------------------------------------------
     def policies(self, extra: Sequence[Path]) -> dict[str, Any]:
         """Compiled policies by plugin name; their problems go to `policy_problems`."""
-        from policyd.policy.files import find_yaml_files
-        from policyd.policy.from_paths import load_policy_set, path_problem
-
         entries = self.data.get("policies")
         files: list[Path] = []
         me = _resolved(self.path)
@@ -423,8 +423,6 @@ class _Check:
 
     # profiles -----------------------------------------------------------------------
     def profiles(self, policies: Mapping[str, Any], seed: int | None) -> dict[str, Framework]:
-        from policyd.config import plugins as pl
-
         raw = self.data.get("profiles")
         if raw is None:
             profiles: list[tuple[JsonPath, Mapping[str, Any]]] = [
@@ -476,8 +474,6 @@ class _Check:
         return frameworks
 
     def _plugin_problem(self, p: Any) -> None:
-        from policyd.config import plugins as pl
-
         if p.rule == pl.RULE_SHAPE:
             return  # the schema has said it, better
         message = p.message
@@ -522,8 +518,6 @@ def _seconds(v: float) -> str:
 
 
 def _fmt(where: JsonPath) -> str:
-    from policyd.sourcefile import format_path
-
     return format_path(where)
 
 

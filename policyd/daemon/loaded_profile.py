@@ -13,9 +13,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from policyd.errors import EXIT_PROBLEMS, PolicydError
+from policyd.config.validate import is_unreadable, validate_config_file
+from policyd.errors import EXIT_PROBLEMS, InputFileError, PolicydError
 from policyd.framework.runtime import Framework
 from policyd.kube.leaderelection import LeaderElectionSettings
+from policyd.policy.files import find_yaml_files
 
 
 class InvalidConfig(PolicydError):
@@ -113,8 +115,6 @@ def policy_files(paths: Iterable[Path]) -> list[Path]:
     """Every policy file under `paths`, found as lint finds them, plus every path the
     walk could not read (a dangling symlink, a closed directory): a reload must notice
     when one of those is fixed."""
-    from policyd.policy.files import find_yaml_files
-
     found = find_yaml_files(paths)
     return [*(f for f, _ in found.files), *(Path(p.path) for p in found.problems)]
 
@@ -122,9 +122,6 @@ def policy_files(paths: Iterable[Path]) -> list[Path]:
 def load(path: Path, extra_policies: list[Path] | None = None) -> LoadedConfig:
     """Validate the profile and its policies and build the frameworks, or raise
     InvalidConfig (every problem; exit 1) / InputFileError (unreadable file; exit 2)."""
-    from policyd.config.validate import is_unreadable, validate_config_file
-    from policyd.errors import InputFileError
-
     config, frameworks, found = validate_config_file(
         path, extra_policies=tuple(extra_policies or ()))
     errors = [p for p in found if p.level == "error"]

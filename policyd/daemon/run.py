@@ -55,6 +55,7 @@ from policyd.kube.client import (
 )
 from policyd.kube.informer import Informer
 from policyd.kube.leaderelection import LeaderElector
+from policyd.nodemetrics import attach_metrics
 
 log = logging.getLogger("policyd.daemon")
 
@@ -249,13 +250,7 @@ class Daemon:
     def _bind_node_metrics(self, frameworks: dict[str, Framework]) -> None:
         if self.node_metrics is None:
             return
-        for fw in frameworks.values():
-            plugins = [*fw.pre_filter_plugins, *fw.filter_plugins, *fw.pre_score_plugins,
-                       *(wp.plugin for wp in fw.score_plugins)]
-            for plugin in plugins:
-                use = getattr(plugin, "use_metrics", None)
-                if use is not None:
-                    use(self.node_metrics.cache)
+        attach_metrics(frameworks.values(), self.node_metrics.cache)
 
     def _debug_pages(self) -> dict[str, Callable[[], Any]]:
         return {"/debug/queue": self.scheduler.debug_queue,

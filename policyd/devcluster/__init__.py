@@ -17,12 +17,8 @@ Typical use::
 
 from __future__ import annotations
 
-from policyd.devcluster.assets import (
-    ETCD_VERSION,
-    K8S_VERSION,
-    Binaries,
-    resolve_binaries,
-)
+from policyd.devcluster.assets import ETCD_VERSION, K8S_VERSION, Binaries
+from policyd.devcluster.build import resolve_binaries
 from policyd.devcluster.controlplane import ControlPlane, KubeScheduler
 from policyd.devcluster.errors import DevClusterError
 from policyd.devcluster.replay import LoadResult, load_snapshot, read_objects

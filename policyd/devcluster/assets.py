@@ -1,4 +1,4 @@
-"""Where the control-plane binaries come from: envtest variables, the cache, or a build.
+"""Where built control-plane binaries are found: envtest variables or the cache.
 
 Building kube-apiserver and friends takes many minutes, so the result is cached outside
 the repository, keyed by the pinned versions. Users (and CI systems) that already have
@@ -9,7 +9,8 @@ binaries use the envtest convention instead, and then nothing is built:
 - ``TEST_ASSET_ETCD``, ``TEST_ASSET_KUBE_APISERVER``, ``TEST_ASSET_KUBECTL`` and
   ``TEST_ASSET_KUBE_SCHEDULER``: single binaries, taking precedence over the directory.
 
-This module is pure path logic (no processes) so it is cheap to unit-test.
+This module is pure path logic (no processes) so it is cheap to unit-test; falling back
+to a build is `build.resolve_binaries`.
 """
 
 from __future__ import annotations
@@ -141,31 +142,3 @@ def from_env(env: Mapping[str, str] | None = None) -> Binaries | None:
         kubectl=found["kubectl"],
         source="env",
     )
-
-
-def resolve_binaries(
-    *,
-    build_if_missing: bool = True,
-    progress: Progress | None = None,
-    env: Mapping[str, str] | None = None,
-) -> Binaries:
-    """Binaries from the envtest variables, else the cache, else a fresh build.
-
-    With `build_if_missing=False` a cold cache is an error naming the command that
-    builds, for callers that must not block for minutes.
-    """
-    chosen = from_env(env)
-    if chosen is not None:
-        return chosen
-    cached = binaries_in(cache_dir(env=env), source="cache")
-    if cached is not None:
-        return cached
-    if not build_if_missing:
-        raise DevClusterError(
-            f"control-plane binaries not built yet (expected in {cache_dir(env=env)}): "
-            "run `policyd dev build`"
-        )
-    # Imported here: building pulls in subprocess plumbing that the fast paths never need.
-    from policyd.devcluster.build import build_binaries
-
-    return build_binaries(progress=progress, env=env)

@@ -36,6 +36,7 @@ from policyd.devcluster.assets import (
     Progress,
     binaries_in,
     cache_dir,
+    from_env,
 )
 from policyd.devcluster.errors import DevClusterError
 
@@ -300,6 +301,31 @@ def build_binaries(
     if built is None:  # pragma: no cover - go build succeeded but a binary is missing
         raise DevClusterError(f"build finished but binaries are missing in {dest}")
     return built
+
+
+def resolve_binaries(
+    *,
+    build_if_missing: bool = True,
+    progress: Progress | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Binaries:
+    """Binaries from the envtest variables, else the cache, else a fresh build.
+
+    With `build_if_missing=False` a cold cache is an error naming the command that
+    builds, for callers that must not block for minutes.
+    """
+    chosen = from_env(env)
+    if chosen is not None:
+        return chosen
+    cached = binaries_in(cache_dir(env=env), source="cache")
+    if cached is not None:
+        return cached
+    if not build_if_missing:
+        raise DevClusterError(
+            f"control-plane binaries not built yet (expected in {cache_dir(env=env)}): "
+            "run `policyd dev build`"
+        )
+    return build_binaries(progress=progress, env=env)
 
 
 def main() -> int:

@@ -26,12 +26,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from policyd.devcluster.assets import K8S_VERSION, Binaries, Progress, resolve_binaries
+from policyd.devcluster.assets import K8S_VERSION, Binaries, Progress
+from policyd.devcluster.build import resolve_binaries
 from policyd.devcluster.certs import CertFiles, generate_certs
 from policyd.devcluster.errors import DevClusterError
-from policyd.devcluster.kubeconfig import api_client_from, kubeconfig_dict, write_kubeconfig
+from policyd.devcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
 from policyd.devcluster.ports import LOOPBACK, free_ports, port_is_free
 from policyd.devcluster.process import ManagedProcess
+from policyd.kube.client import api_client_from
+from policyd.model.datafile import read_documents
 
 # A start that loses a port race (another program bound it between our pick and the
 # server's bind) is retried with new ports this many times.
@@ -512,8 +515,6 @@ def read_scheduler_config(path: Path | None) -> dict[str, Any]:
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration",
         }
-    from policyd.model.datafile import read_documents  # the project's YAML/JSON reader
-
     docs = read_documents(path)
     if len(docs) != 1 or not isinstance(docs[0], dict):
         raise DevClusterError(f"{path}: expected one KubeSchedulerConfiguration document")

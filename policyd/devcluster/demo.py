@@ -8,6 +8,7 @@ same things `kubectl describe pod` shows.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -15,14 +16,18 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from policyd.devcluster.controlplane import ControlPlane
 from policyd.devcluster.errors import DevClusterError
+from policyd.devcluster.kubeconfig import kube_client_from
 from policyd.devcluster.replay import load_snapshot, read_objects
+from policyd.kube.client import KubeClient
 
 
 @dataclass
@@ -56,27 +61,35 @@ def _ready(url: str) -> bool:
         return False
 
 
-def _outcomes(core: Any, pods: list[dict[str, Any]]) -> list[Outcome]:
+def _when(event: Mapping[str, Any]) -> datetime:
+    """When an event last happened, by the first time field it has (as kubectl)."""
+    stamp = (event.get("lastTimestamp") or event.get("eventTime")
+             or event.get("firstTimestamp") or event["metadata"]["creationTimestamp"])
+    return datetime.fromisoformat(stamp)
+
+
+def _outcomes(kube: KubeClient, pods: list[dict[str, Any]]) -> list[Outcome]:
     out = []
     for obj in pods:
         meta = obj["metadata"]
         ns, name = meta.get("namespace") or "default", meta["name"]
-        pod = core.read_namespaced_pod(name, ns)
-        events = core.list_namespaced_event(
-            ns, field_selector=f"involvedObject.kind=Pod,involvedObject.name={name}").items
-        events.sort(key=lambda e: (e.last_timestamp or e.event_time or e.first_timestamp
-                                   or e.metadata.creation_timestamp))
+        pod = kube.request("GET", f"/api/v1/namespaces/{quote(ns, safe='')}/pods/"
+                                  f"{quote(name, safe='')}")
+        events = kube.request(
+            "GET", f"/api/v1/namespaces/{quote(ns, safe='')}/events",
+            query={"fieldSelector": f"involvedObject.kind=Pod,involvedObject.name={name}"},
+        ).get("items") or []
+        events.sort(key=_when)
         last = events[-1] if events else None
-        out.append(Outcome(f"{ns}/{name}", pod.spec.node_name,
-                           last.reason if last else "", last.message if last else ""))
+        out.append(Outcome(f"{ns}/{name}", (pod.get("spec") or {}).get("nodeName"),
+                           last.get("reason") if last else "",
+                           last.get("message") if last else ""))
     return out
 
 
 def run_live_demo(demo_dir: Path, *, timeout: float = 60.0,
                   say: Callable[[str], None] = print) -> list[Outcome]:
     """Run the demo end to end and return each demo pod's outcome."""
-    from kubernetes import client
-
     profile = demo_dir / "profile.yaml"
     cluster_objects = read_objects(demo_dir / "cluster.yaml")
     pod_objects = read_objects(demo_dir / "pods.yaml")
@@ -100,14 +113,14 @@ def run_live_demo(demo_dir: Path, *, timeout: float = 60.0,
                 raise DevClusterError(f"policyd run did not become ready:\n{tail}")
             created = load_snapshot(cp.kubeconfig_path, pod_objects)
             say(f"creating the demo pods: {created.summary()}")
-            core = client.CoreV1Api(cp.api_client())
+            with contextlib.closing(kube_client_from(cp.kubeconfig_path)) as kube:
 
-            def settled() -> bool:
-                return all(o.node or o.reason == "FailedScheduling"
-                           for o in _outcomes(core, pod_objects))
+                def settled() -> bool:
+                    return all(o.node or o.reason == "FailedScheduling"
+                               for o in _outcomes(kube, pod_objects))
 
-            _wait(settled, timeout)
-            return _outcomes(core, pod_objects)
+                _wait(settled, timeout)
+                return _outcomes(kube, pod_objects)
         finally:
             daemon.send_signal(signal.SIGTERM)
             try:

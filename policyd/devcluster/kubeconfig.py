@@ -15,6 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from policyd.kube.client import ConnectionSettings, KubeClient
+
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
@@ -71,8 +73,9 @@ def write_kubeconfig(path: Path, config: dict[str, Any]) -> Path:
     return path
 
 
-def api_client_from(path: Path) -> Any:
-    """A `kubernetes.client.ApiClient` for the kubeconfig at `path` (caller closes it)."""
-    from kubernetes import config  # imported lazily: writing kubeconfigs needs no client
-
-    return config.new_client_from_config(config_file=str(path))  # type: ignore[no-untyped-call]
+def kube_client_from(path: Path) -> KubeClient:
+    """policyd's own client for the kubeconfig at `path` (caller closes it). No
+    client-side rate limit and a long read bound, as the official client had: loading
+    a snapshot is a burst of creates into an API server that is ours alone."""
+    return KubeClient.connect(ConnectionSettings(kubeconfig=str(path), qps=0, timeout=120.0,
+                                                 read_timeout=120.0))

@@ -15,13 +15,17 @@ reports, because the Priority admission plugin refuses pods naming a missing cla
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from policyd.devcluster.errors import DevClusterError
+from policyd.devcluster.kubeconfig import kube_client_from
+from policyd.kube.api import STRATEGIC_MERGE
+from policyd.kube.client import ApiError
+from policyd.model.datafile import read_documents
 
 # Creation order: what others refer to first. Workload kinds matter to kube-scheduler's
 # default topology spreading, which selects pods through Services and ReplicaSets; with
@@ -94,8 +98,6 @@ def read_objects(path: Path) -> list[dict[str, Any]]:
     File-level problems (missing, not UTF-8, invalid YAML/JSON) raise the model's
     `InputFileError`, exactly as for every other snapshot policyd reads.
     """
-    from policyd.model.datafile import read_documents
-
     return flatten(read_documents(path), str(path))
 
 
@@ -146,29 +148,23 @@ def load_snapshot(kubeconfig: Path | str, objects: Iterable[Mapping[str, Any]]) 
     Pods keep their phase (Succeeded/Failed pods no longer use resources), set through
     the status subresource because a create always starts a pod as Pending.
     """
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-
-    from policyd.devcluster.kubeconfig import api_client_from
-
     items = [clean_for_create(o) for o in objects]
     check_objects(items)
 
-    api = api_client_from(Path(kubeconfig))
+    kube = kube_client_from(Path(kubeconfig))
     result = LoadResult()
     try:
-        core = client.CoreV1Api(api)
-        scheduling = client.SchedulingV1Api(api)
-
-        def create(kind: str, call: Any, *args: Any) -> bool:
+        def create(kind: str, collection: str, obj: dict[str, Any]) -> bool:
             try:
-                call(*args)
-            except ApiException as err:
+                kube.request("POST", collection, body=obj)
+            except ApiError as err:
+                if err.status == 0:
+                    raise  # no reply at all: not the object's fault
                 if err.status == 409:
                     result.count(kind, created=False)
                     return False
                 raise DevClusterError(
-                    f"{_name(args[-1])}: the API server refused it: {err.status} {_reason(err)}"
+                    f"{_name(obj)}: the API server refused it: {err.status} {_reason(err)}"
                 ) from err
             result.count(kind, created=True)
             return True
@@ -183,7 +179,7 @@ def load_snapshot(kubeconfig: Path | str, objects: Iterable[Mapping[str, Any]]) 
             )
         for ns_obj in namespaces.values():
             ns_obj.pop("status", None)  # phase Terminating would make it unusable
-            create("Namespace", core.create_namespace, ns_obj)
+            create("Namespace", "/api/v1/namespaces", ns_obj)
 
         classes = {o["metadata"]["name"]: o for o in items if o["kind"] == "PriorityClass"}
         for pod in pods:
@@ -197,19 +193,18 @@ def load_snapshot(kubeconfig: Path | str, objects: Iterable[Mapping[str, Any]]) 
                     "value": spec.get("priority", 0),
                 }
         for pc in classes.values():
-            create("PriorityClass", scheduling.create_priority_class, pc)
+            create("PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses", pc)
 
         for node in (o for o in items if o["kind"] == "Node"):
-            create("Node", core.create_node, node)
+            create("Node", "/api/v1/nodes", node)
 
-        apps = client.AppsV1Api(api)
-        creators = {
-            "Service": core.create_namespaced_service,
-            "ReplicationController": core.create_namespaced_replication_controller,
-            "ReplicaSet": apps.create_namespaced_replica_set,
-            "StatefulSet": apps.create_namespaced_stateful_set,
+        collections = {
+            "Service": "/api/v1/namespaces/{ns}/services",
+            "ReplicationController": "/api/v1/namespaces/{ns}/replicationcontrollers",
+            "ReplicaSet": "/apis/apps/v1/namespaces/{ns}/replicasets",
+            "StatefulSet": "/apis/apps/v1/namespaces/{ns}/statefulsets",
         }
-        for kind, call in creators.items():
+        for kind, collection in collections.items():
             for obj in (o for o in items if o["kind"] == kind):
                 obj.pop("status", None)
                 if kind == "Service":
@@ -222,30 +217,32 @@ def load_snapshot(kubeconfig: Path | str, objects: Iterable[Mapping[str, Any]]) 
                     spec.pop("healthCheckNodePort", None)
                     for port in spec.get("ports") or []:
                         port.pop("nodePort", None)
-                create(kind, call, obj["metadata"].setdefault("namespace", "default"), obj)
+                ns = obj["metadata"].setdefault("namespace", "default")
+                create(kind, collection.format(ns=quote(ns, safe="")), obj)
 
         for pod in pods:
             status = pod.pop("status", None) or {}
-            ns = pod["metadata"]["namespace"]
-            if create("Pod", core.create_namespaced_pod, ns, pod):
+            ns = quote(pod["metadata"]["namespace"], safe="")
+            pods_path = f"/api/v1/namespaces/{ns}/pods"
+            if create("Pod", pods_path, pod):
                 phase = status.get("phase")
                 if phase and phase != "Pending":
+                    name = quote(pod["metadata"]["name"], safe="")
                     try:
-                        core.patch_namespaced_pod_status(
-                            pod["metadata"]["name"], ns, {"status": {"phase": phase}}
-                        )
-                    except ApiException as err:
+                        kube.request("PATCH", f"{pods_path}/{name}/status",
+                                     body={"status": {"phase": phase}},
+                                     content_type=STRATEGIC_MERGE)
+                    except ApiError as err:
+                        if err.status == 0:
+                            raise
                         raise DevClusterError(
                             f"{_name(pod)}: cannot set phase {phase}: {err.status} {_reason(err)}"
                         ) from err
     finally:
-        api.close()
+        kube.close()
     return result
 
 
-def _reason(err: Any) -> str:
-    """The `message` of a Kubernetes Status body, else the HTTP reason."""
-    try:
-        return str(json.loads(err.body).get("message") or err.reason)
-    except (TypeError, ValueError, AttributeError):
-        return str(err.reason)
+def _reason(err: ApiError) -> str:
+    """The `message` of a Kubernetes Status body, else the reason."""
+    return err.message or err.reason

@@ -17,7 +17,8 @@ from policyd.framework.cycle_state import CycleState
 from policyd.framework.fit_error import NO_NODES_AVAILABLE, Diagnosis, fit_error_message
 from policyd.framework.runtime import Framework, ScoreResult
 from policyd.framework.status import Code, Status
-from policyd.model.cluster import ClusterState, NodeInfo
+from policyd.model.cluster import ClusterState
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import IntArray
 

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from policyd.model.cluster import ClusterState, NodeInfo
+    from policyd.model.cluster import ClusterState
+    from policyd.model.node_info import NodeInfo
     from policyd.model.table import NodeTable
 
 

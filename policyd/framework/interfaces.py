@@ -13,7 +13,7 @@ import numpy as np
 
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.status import Status
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import BoolArray, IntArray, NodeTable
 

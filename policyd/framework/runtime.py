@@ -28,7 +28,7 @@ from policyd.framework.interfaces import (
     ScorePlugin,
 )
 from policyd.framework.status import Code, Status
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import IntArray, NodeTable
 

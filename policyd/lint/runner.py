@@ -10,11 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from policyd.config.profile_schema import KIND as PROFILE_KIND
 from policyd.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
 from policyd.lint.reporters import Report
+from policyd.policy.from_paths import OTHER_KINDS, load_policy_set
+from policyd.policy.policy_schema import API_VERSION, KIND
 
 if TYPE_CHECKING:
-    from policyd.lint.problem import Problem
+    from policyd.problems import Problem
     from policyd.sourcefile import SourceFile
 
 
@@ -32,8 +35,6 @@ class LintResult:
 
 def lint_paths(paths: Iterable[str | Path], *, strict: bool = False,
                skip_non_policies: bool = False) -> LintResult:
-    from policyd.policy.from_paths import load_policy_set
-
     result = load_policy_set(paths, compile=False)
     problems = result.problems
     if skip_non_policies:
@@ -62,10 +63,6 @@ def _policyd_document(data: object) -> bool:
     """Whether lint should look at a document when skipping other files' documents: a
     SchedulingPolicy, or anything claiming policyd's API group (so that a misspelt kind
     is still reported), but not the kinds other commands check."""
-    from policyd.config.profile_schema import KIND as PROFILE_KIND
-    from policyd.policy.from_paths import OTHER_KINDS
-    from policyd.policy.policy_schema import API_VERSION, KIND
-
     if not isinstance(data, Mapping):
         return False
     kind, api_version = data.get("kind"), data.get("apiVersion")

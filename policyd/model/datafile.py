@@ -303,6 +303,7 @@ _YAML_ERROR = re.compile(r"line (\d+), column (\d+)")
 
 
 def _yaml_loads(text: str) -> Any:
+    # yaml_rs only for YAML data files: `policyd lint` imports this module without them.
     import yaml_rs
 
     return yaml_rs.loads(
@@ -345,6 +346,7 @@ def _check_depth(value: Any, text: str, name: str, first_line: int = 1) -> None:
 
 
 def _yaml_documents(text: str, name: str) -> list[Any]:
+    # yaml_rs only for YAML data files: `policyd lint` imports this module without them.
     import yaml_rs
 
     try:
@@ -420,6 +422,7 @@ class _YamlListReader:
     def parse_header(self, header: str) -> dict[str, Any] | None:
         """The List's own fields (`kind: List`, `metadata`), or None when they do not
         parse on their own (the whole file is parsed then, for the true error)."""
+        # yaml_rs only for YAML data files: `policyd lint` imports this module without them.
         import yaml_rs
 
         try:
@@ -460,6 +463,7 @@ class _YamlListReader:
             line += chunk.count("\n")
 
     def parse(self, first_line: int, chunk: str) -> list[Any]:
+        # yaml_rs only for YAML data files: `policyd lint` imports this module without them.
         import yaml_rs
 
         try:

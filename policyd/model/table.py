@@ -12,23 +12,36 @@ node record changes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Taint
-
-if TYPE_CHECKING:
-    from policyd.model.cluster import ClusterState, NodeInfo
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 ABSENT = -1  # label code of a node without the key
 
 
+class NodeSource(Protocol):
+    """What the table reads from `ClusterState` (which owns the table, so cannot be
+    imported here): the nodes in order, and its change log."""
+
+    structure_epoch: int
+    """Bumped when nodes come or go (the table then rebuilds)."""
+
+    @property
+    def epoch(self) -> int: ...
+
+    def changes_since(self, epoch: int) -> set[str] | None: ...
+
+    def node_infos(self) -> list[NodeInfo]: ...
+
+
 class NodeTable:
-    def __init__(self, cluster: ClusterState) -> None:
+    def __init__(self, cluster: NodeSource) -> None:
         self.cluster = cluster
         self.infos: list[NodeInfo] = []
         self.names: list[str] = []

@@ -1,28 +1,33 @@
 """Node metrics for scoring: values refreshed in the background, read by Score.
 
 Scoring by live facts (network latency, load) must not do I/O per node per pod, so the
-facts live in a local `MetricsCache` (metric -> node -> (value, timestamp)) that
-providers declared in the profile's `metricsProviders` refresh on their own threads;
-policy `metric` score rules only read it. Offline, `policyd explain/simulate --metrics
-FILE` reads fixed values from a file instead (`StaticMetrics`).
+facts live in a local `MetricsCache` (metric -> node -> (value, timestamp),
+`policyd.model.node_metrics`) that providers declared in the profile's
+`metricsProviders` refresh on their own threads; policy `metric` score rules only read
+it. Offline, `policyd explain/simulate --metrics FILE` reads fixed values from a file
+instead (`StaticMetrics`).
 
-Import cost matters for `policyd lint`: this package imports neither the Kubernetes
+Import cost matters for the offline commands: this package imports neither the Kubernetes
 client nor the engine.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Protocol, runtime_checkable
 
-from policyd.nodemetrics.cache import (
+from policyd.framework.runtime import Framework
+from policyd.model.node_metrics import (
     EMPTY,
     MetricsCache,
     MetricSnapshot,
     MetricsReader,
     StaticMetrics,
 )
+from policyd.model.spelling import show_value
+from policyd.nodemetrics.values import clean_value
+from policyd.sourcefile import load_file
 
 
 class MetricsFileError(ValueError):
@@ -31,10 +36,6 @@ class MetricsFileError(ValueError):
 
 def load_metrics_file(path: Path) -> StaticMetrics:
     """Values from a YAML or JSON file shaped `metric: {node: value}`."""
-    from policyd.model.spelling import show_value
-    from policyd.nodemetrics.values import clean_value
-    from policyd.sourcefile import load_file
-
     source = load_file(path)
     errors = [p for p in source.problems if p.level == "error"]
     if errors:
@@ -64,26 +65,37 @@ def load_metrics_file(path: Path) -> StaticMetrics:
     return StaticMetrics(out)
 
 
-def _plugins(frameworks: Iterable[Any]) -> Iterable[Any]:
+@runtime_checkable
+class UsesNodeMetrics(Protocol):
+    """A plugin whose score rules read node metrics (a compiled policy with `metric`
+    rules): the metrics it reads, and where to read them from."""
+
+    @property
+    def metric_names(self) -> tuple[str, ...]: ...
+
+    def use_metrics(self, reader: MetricsReader) -> None: ...
+
+
+def _plugins(fw: Framework) -> Iterator[object]:
+    yield from fw.pre_filter_plugins
+    yield from fw.filter_plugins
+    yield from fw.pre_score_plugins
+    yield from (wp.plugin for wp in fw.score_plugins)
+
+
+def attach_metrics(frameworks: Iterable[Framework], reader: MetricsReader) -> int:
+    """Point every plugin in `frameworks` that reads node metrics at `reader`; returns
+    how many were attached (a plugin in several profiles or extension points counts
+    once)."""
+    attached: set[int] = set()
     for fw in frameworks:
-        for wp in getattr(fw, "score_plugins", ()):
-            yield getattr(wp, "plugin", wp)
-
-
-def attach_metrics(frameworks: Iterable[Any], reader: MetricsReader) -> int:
-    """Point every compiled policy with `metric` rules in `frameworks` at `reader`;
-    returns how many policies were attached."""
-    n = 0
-    seen: set[int] = set()
-    for plugin in _plugins(frameworks):
-        use = getattr(plugin, "use_metrics", None)
-        wants = tuple(getattr(plugin, "metric_names", ()))
-        if use is not None and id(plugin) not in seen and wants:
-            seen.add(id(plugin))
-            use(reader)
-            n += 1
-    return n
+        for plugin in _plugins(fw):
+            if (isinstance(plugin, UsesNodeMetrics) and id(plugin) not in attached
+                    and plugin.metric_names):
+                attached.add(id(plugin))
+                plugin.use_metrics(reader)
+    return len(attached)
 
 
 __all__ = ["EMPTY", "MetricSnapshot", "MetricsCache", "MetricsFileError", "MetricsReader",
-           "StaticMetrics", "attach_metrics", "load_metrics_file"]
+           "StaticMetrics", "UsesNodeMetrics", "attach_metrics", "load_metrics_file"]

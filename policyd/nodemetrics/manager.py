@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from policyd.clock import REAL_CLOCK, Clock
-from policyd.nodemetrics.cache import MetricsCache
+from policyd.config.model import MetricsProviderConfig
+from policyd.model.node_metrics import MetricsCache
 from policyd.nodemetrics.providers import (
     Connect,
     NodeSource,
@@ -27,8 +28,6 @@ from policyd.nodemetrics.telemetry import ProviderTelemetry
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
-
-    from policyd.config.model import MetricsProviderConfig
 
 log = logging.getLogger("policyd.nodemetrics")
 

@@ -32,12 +32,12 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from policyd.clock import REAL_CLOCK, Clock
+from policyd.config.model import MetricsProviderConfig
+from policyd.model.node_metrics import MetricsCache
 from policyd.nodemetrics import values as v
-from policyd.nodemetrics.cache import MetricsCache
 from policyd.nodemetrics.telemetry import ProviderTelemetry
 
 if TYPE_CHECKING:
-    from policyd.config.model import MetricsProviderConfig
     from policyd.model.records import Node
 
 log = logging.getLogger("policyd.nodemetrics")

@@ -27,9 +27,9 @@ import numpy as np
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.events import ClusterEventWithHint
 from policyd.framework.status import Code, Status
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
+from policyd.model.node_metrics import MetricsReader
 from policyd.model.records import Pod
-from policyd.nodemetrics.cache import MetricsReader
 from policyd.policy.requeue import policy_events
 from policyd.policy.rules.applies_to import AppliesTo
 from policyd.policy.rules.base import FilterRule, NodeCheck, ScoreRule

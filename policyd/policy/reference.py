@@ -19,11 +19,11 @@ from typing import Any
 
 import jmespath
 
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
+from policyd.model.node_metrics import MetricsReader
 from policyd.model.quantity import resource_value
 from policyd.model.records import Pod
 from policyd.model.resources import pod_requests
-from policyd.nodemetrics.cache import MetricsReader
 from policyd.policy.jmes import OPTIONS
 
 

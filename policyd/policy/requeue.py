@@ -38,7 +38,7 @@ from policyd.framework.events import (
     queue_if_assigned_deleted,
     queue_if_self,
 )
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod
 from policyd.model.resources import pod_requests
 from policyd.policy.rules.base import FilterRule, RulePolicy

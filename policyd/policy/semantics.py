@@ -30,12 +30,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from policyd.lint.problem import ERROR, WARNING, Problem
 from policyd.model import k8snames
 from policyd.model.int64 import parse_int64
 from policyd.model.quantity import parse_quantity
 from policyd.model.spelling import show_value
+from policyd.plugins import names as builtin
 from policyd.policy import jmes
+from policyd.problems import ERROR, WARNING, Problem
 from policyd.sourcefile import JsonPath, SourceDocument
 
 # Everything str.splitlines() breaks at: any of them splits a one-line message.
@@ -452,8 +453,6 @@ def contradictions(
 
 def check_cross(docs: list[SourceDocument], key_uses: list[KeyUse]) -> list[Problem]:
     """Problems between documents: duplicate names, built-in names, case traps."""
-    from policyd.plugins import names as builtin
-
     problems: list[Problem] = []
     builtins = {v for k, v in vars(builtin).items() if k.isupper() and isinstance(v, str)}
     seen_names: dict[str, SourceDocument] = {}

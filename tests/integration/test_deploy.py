@@ -117,7 +117,7 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
 
 
 def kubectl_binary() -> Path:
-    from policyd.devcluster.assets import resolve_binaries
+    from policyd.devcluster.build import resolve_binaries
 
     kubectl = resolve_binaries().kubectl
     if kubectl is None:

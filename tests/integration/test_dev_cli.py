@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from policyd.devcluster.kubeconfig import api_client_from
 from policyd.devcluster.process import proc_start_time
+from policyd.kube.client import api_client_from
 
 pytestmark = pytest.mark.integration
 

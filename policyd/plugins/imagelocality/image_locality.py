@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from policyd.framework import MAX_NODE_SCORE, CycleState, PluginError, Status
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import IntArray, NodeTable
 from policyd.plugins import names

@@ -37,7 +37,8 @@ import numpy as np
 
 from policyd.framework import MAX_NODE_SCORE, CycleState, PluginError, Status
 from policyd.framework.events import NODE, POD, ActionType, ClusterEvent, ClusterEventWithHint
-from policyd.model.cluster import ClusterState, NodeInfo
+from policyd.model.cluster import ClusterState
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import ABSENT, BoolArray, IntArray, NodeTable
 from policyd.plugins import names

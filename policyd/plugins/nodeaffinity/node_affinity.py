@@ -44,7 +44,7 @@ from policyd.framework.events import (
 )
 from policyd.framework.interfaces import default_normalize_score, default_normalize_vector
 from policyd.model import k8snames
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod
 from policyd.model.selectors import (
     NodeSelectorTerm,

@@ -15,7 +15,7 @@ import numpy as np
 
 from policyd.framework import CycleState, PluginError, Status
 from policyd.framework.events import NODE_ADD, ClusterEventWithHint
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import BoolArray, IntArray, NodeTable
 from policyd.plugins import names

@@ -24,7 +24,7 @@ from policyd.framework.events import (
     ClusterEventWithHint,
     QueueingHint,
 )
-from policyd.model.cluster import NodeInfo, pod_host_ports
+from policyd.model.node_info import NodeInfo, pod_host_ports
 from policyd.model.records import HostPort, Pod
 from policyd.plugins import names
 

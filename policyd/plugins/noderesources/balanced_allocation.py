@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from policyd.framework import CycleState, PluginError, Status
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.plugins import names
 from policyd.plugins.noderesources.resource_allocation import (

@@ -45,7 +45,7 @@ from policyd.framework.events import (
     is_self,
 )
 from policyd.framework.status import Code
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod
 from policyd.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, pod_requests
 from policyd.plugins import names

@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from policyd.framework import MAX_NODE_SCORE
 from policyd.model import k8snames
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, pod_requests
 

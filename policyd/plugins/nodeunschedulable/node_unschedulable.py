@@ -23,7 +23,7 @@ from policyd.framework.events import (
     QueueingHint,
     is_self,
 )
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod, Taint
 from policyd.model.table import BoolArray, IntArray, NodeTable
 from policyd.plugins import names

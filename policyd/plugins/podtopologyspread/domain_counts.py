@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import ABSENT, BoolArray, IntArray, NodeTable
 from policyd.plugins.nodeaffinity.node_affinity import pod_node_affinity

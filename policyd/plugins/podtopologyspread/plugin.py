@@ -28,7 +28,7 @@ from policyd.framework import MAX_NODE_SCORE
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.events import NODE, POD, ActionType, ClusterEvent, ClusterEventWithHint
 from policyd.framework.status import PluginError, Status
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import ABSENT, BoolArray, IntArray, NodeTable
 from policyd.plugins import names

@@ -28,7 +28,7 @@ from policyd.framework.events import (
     queue_if_self,
 )
 from policyd.framework.interfaces import default_normalize_score, default_normalize_vector
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod, Taint, Toleration
 from policyd.model.table import BoolArray, IntArray, NodeTable
 from policyd.plugins import names

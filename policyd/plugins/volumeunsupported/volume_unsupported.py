@@ -14,7 +14,7 @@ from typing import Any
 
 from policyd.framework import CycleState, PluginError, Status
 from policyd.framework.events import ClusterEventWithHint
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.plugins import names
 

@@ -13,8 +13,8 @@ from policyd.devcluster.assets import (
     cache_dir,
     cache_root,
     from_env,
-    resolve_binaries,
 )
+from policyd.devcluster.build import resolve_binaries
 from policyd.devcluster.errors import DevClusterError
 
 

@@ -11,7 +11,8 @@ from policyd.framework.cycle_state import CycleState
 from policyd.framework.interfaces import default_normalize_score
 from policyd.framework.runtime import Framework, WeightedScorePlugin
 from policyd.framework.status import Code, Status
-from policyd.model.cluster import ClusterState, NodeInfo
+from policyd.model.cluster import ClusterState
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from tests.builders import make_node, make_pod
 

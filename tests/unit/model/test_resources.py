@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod, node_from_dict, pod_from_dict
 from policyd.model.resources import (
     DEFAULT_MEMORY_REQUEST,

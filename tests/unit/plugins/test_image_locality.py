@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 
 from policyd.framework import Code, CycleState, PluginError
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.plugins import names
 from policyd.plugins.imagelocality.image_locality import (

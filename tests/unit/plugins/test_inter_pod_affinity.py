@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from policyd.framework import Code, CycleState, PluginError, Status
-from policyd.model.cluster import ClusterState, NodeInfo
+from policyd.model.cluster import ClusterState
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod, node_from_dict
 from policyd.model.table import IntArray, NodeTable
 from policyd.plugins.interpodaffinity import plugin as ipa

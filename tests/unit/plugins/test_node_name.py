@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from policyd.framework import Code, CycleState, PluginError, Status
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
 from policyd.plugins import names
 from policyd.plugins.nodename.node_name import ERR_REASON, new
 from tests.builders import make_node, make_pod

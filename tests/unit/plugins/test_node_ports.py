@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policyd.framework import Code, CycleState, PluginError, Status
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.plugins import names
 from policyd.plugins.nodeports.node_ports import ERR_REASON, new

@@ -21,7 +21,8 @@ import pytest
 
 from policyd.errors import InvalidObjectError
 from policyd.framework import Code, CycleState, PluginError, Status
-from policyd.model.cluster import ClusterState, NodeInfo
+from policyd.model.cluster import ClusterState
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod, node_from_dict, pod_from_dict
 from policyd.plugins import names
 from policyd.plugins.noderesources.fit import (

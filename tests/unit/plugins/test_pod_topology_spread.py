@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from policyd.framework import Code, CycleState, PluginError, Status
-from policyd.model.cluster import ClusterState, NodeInfo
+from policyd.model.cluster import ClusterState
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod, node_from_dict
 from policyd.plugins.podtopologyspread import plugin as pts
 from policyd.plugins.podtopologyspread.constraints import default_selector

@@ -16,7 +16,8 @@ from policyd.framework import (
     ScorePlugin,
 )
 from policyd.framework.status import Code
-from policyd.model.cluster import ClusterState, NodeInfo
+from policyd.model.cluster import ClusterState
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod
 from policyd.policy.compiler import CompiledPolicy, compile_policy
 from tests.builders import make_node, make_pod

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from policyd.framework.events import ClusterEventWithHint
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
 from policyd.model.quantity import resource_value
 from policyd.model.records import Pod
 from policyd.model.resources import pod_requests

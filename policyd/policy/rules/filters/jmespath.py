@@ -8,7 +8,7 @@ the node.
 from __future__ import annotations
 
 from policyd.framework.events import ClusterEventWithHint
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.policy.jmes import Expression, truthy
 from policyd.policy.requeue import NODE_ANY, node_hint

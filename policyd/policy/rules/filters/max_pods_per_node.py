@@ -6,7 +6,7 @@ The pod itself, if already counted on a node, does not count against it.
 from __future__ import annotations
 
 from policyd.framework.events import ClusterEventWithHint
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.policy.requeue import NODE_ADDED, POD_COUNTED, uncounted_hint
 from policyd.policy.rules.base import FilterRule, NodeCheck, RulePolicy

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.policy.jmes import Expression, number
 from policyd.policy.rules.base import NodeValue, ScoreRule

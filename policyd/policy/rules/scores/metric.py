@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from policyd.model.cluster import NodeInfo
+from policyd.model.node_info import NodeInfo
+from policyd.model.node_metrics import EMPTY as EMPTY_METRICS
+from policyd.model.node_metrics import MetricSnapshot, MetricsReader
 from policyd.model.records import Pod
-from policyd.nodemetrics.cache import EMPTY as EMPTY_METRICS
-from policyd.nodemetrics.cache import MetricSnapshot, MetricsReader
 from policyd.policy.rules.base import FloatArray, NodeValue, ScoreRule
 
 if TYPE_CHECKING:

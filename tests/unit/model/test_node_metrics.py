@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import threading
 
-from policyd.nodemetrics import MetricsCache, StaticMetrics
+from policyd.model.node_metrics import MetricsCache, StaticMetrics
 from tests.unit.nodemetrics.helpers import Clock
 
 

@@ -22,11 +22,27 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
+
+from policyd.config.plugins import default_framework
+from policyd.engine.cycle import schedule_one
 from policyd.errors import PolicydError
-from policyd.lint.problem import ERROR, Problem
+from policyd.framework.cycle_state import CycleState
+from policyd.model.cluster import ClusterState
+from policyd.model.fieldcheck import unknown_field_paths
+from policyd.model.node_metrics import StaticMetrics
+from policyd.model.records import node_from_dict, pod_from_dict
 from policyd.model.spelling import show_value
+from policyd.nodemetrics.values import clean_value
 from policyd.policy import policy_schema as policy_schema
-from policyd.policy.from_paths import PolicySet, check_documents, collect_files
+from policyd.policy.from_paths import (
+    PolicySet,
+    check_documents,
+    collect_files,
+    is_policy_document,
+)
+from policyd.problems import ERROR, Problem
 from policyd.sourcefile import JsonPath, SourceDocument, format_path, load_file
 
 KIND = "PolicyTest"
@@ -101,7 +117,6 @@ DEFAULT_ALLOCATABLE = {"cpu": "4", "memory": "16Gi", "pods": "110"}
 
 @cache
 def _validator(which: str) -> Any:
-    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
     return Draft202012Validator({"test": SCHEMA, "node": NODE_SHORTHAND,
                                  "pod": POD_SHORTHAND}[which])
@@ -182,7 +197,6 @@ def run_tests(paths: Iterable[str | Path]) -> RunResult:
 
 def _schema_problems(doc: SourceDocument, data: Any, which: str, base: JsonPath
                      ) -> list[Problem]:
-    from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
 
     out: list[Problem] = []
     for err in _validator(which).iter_errors(data):
@@ -263,8 +277,6 @@ def _load_suite(doc: SourceDocument, base_dir: Path, problems: list[Problem]) ->
 def _use_metrics(doc: SourceDocument, metrics: Mapping[str, Mapping[str, Any]],
                  policies: list[Any], node_names: set[str], problems: list[Problem]) -> None:
     """Give the policies' `metric` rules the suite's `spec.metrics` values."""
-    from policyd.nodemetrics.cache import StaticMetrics
-    from policyd.nodemetrics.values import clean_value
 
     values: dict[str, dict[str, float]] = {}
     for metric, nodes in metrics.items():
@@ -293,7 +305,6 @@ def _load_policies(doc: SourceDocument, entries: list[Any], base_dir: Path,
                    problems: list[Problem]) -> list[Any]:
     """Policies by path (relative to the test file) or inline; any error is bad input."""
     result = PolicySet()
-    from policyd.policy.from_paths import is_policy_document
 
     # A file named twice (or by its directory and by itself) is loaded once: loaded
     # twice, each of its policies would clash with itself as a duplicate.
@@ -350,8 +361,6 @@ class _Subdocument(SourceDocument):
 
 def _decode(doc: SourceDocument, path: JsonPath, raw: Any, what: str,
             problems: list[Problem]) -> Any:
-    from policyd.model.fieldcheck import unknown_field_paths
-    from policyd.model.records import node_from_dict, pod_from_dict
 
     # Unknown fields are errors, as the API server's strict field validation makes them:
     # in a full object, and in the shorthand's taints and tolerations (free-form here).
@@ -434,13 +443,11 @@ def _run_suite(suite: _Suite) -> list[CaseResult]:
 
 
 def _cluster(suite: _Suite, pod: Any) -> Any:
-    from policyd.model.cluster import ClusterState
 
     return ClusterState(suite.nodes, [p for p in suite.bound if p.uid != pod.uid])
 
 
 def _run_case(suite: _Suite, case: Mapping[str, Any], result: CaseResult) -> None:
-    from policyd.framework.cycle_state import CycleState
 
     pod = suite.pods[case["pod"]]
     by_name = {p.name: p for p in suite.policies}
@@ -527,8 +534,6 @@ def _check_schedule(suite: _Suite, pod: Any, case: Mapping[str, Any],
 
 def schedule(policies: Sequence[Any], pod: Any, cluster: Any) -> tuple[str | None, str]:
     """(chosen node or None, FitError message) with the default profile plus `policies`."""
-    from policyd.config.plugins import default_framework
-    from policyd.engine.cycle import schedule_one
 
     fw = default_framework(list(policies), seed=0)
     result = schedule_one(fw, pod, cluster)

@@ -7,7 +7,7 @@ import json
 import re
 from xml.etree import ElementTree as ET
 
-from policyd.policy.testing import RunResult
+from policyd.policytest.runner import RunResult
 
 FORMATS = ("text", "json", "junit")
 

@@ -7,6 +7,10 @@ current snapshot once per scheduling cycle and sees a consistent set of values w
 lock, whatever the providers do meanwhile. Readers pass `now` explicitly, so a value
 that outlives its metric's `max_age` counts as missing at read time; updates also drop
 such values, so the cache never grows without bound.
+
+It lives in `model`, below the policy compiler whose `metric` rules read it; the
+providers that fill it (`policyd.nodemetrics`) are configured by the profile and sit
+above `config`.
 """
 
 from __future__ import annotations
