@@ -20,6 +20,7 @@ from policyd.model.records import Node, Pod, node_from_dict
 from policyd.model.table import IntArray, NodeTable
 from policyd.plugins.interpodaffinity import plugin as ipa
 from policyd.plugins.interpodaffinity.terms import pod_affinity_terms
+from tests import plugin_harness as harness
 from tests.builders import make_pod
 
 AFF = ipa.ERR_REASON_AFFINITY_RULES_NOT_MATCH
@@ -115,21 +116,12 @@ def cluster(nodes: Sequence[Node], pods: Sequence[Pod],
 
 def run_filter(incoming: Pod, c: ClusterState,
                plugin: ipa.InterPodAffinity | None = None) -> Any:
-    """SKIP, a PreFilter rejection, or the per-node filter statuses (also checking that
-    filter_all agrees with filter)."""
-    pl = plugin or ipa.new()
-    infos = c.node_infos()
-    state = CycleState(infos, c)
-    _, status = pl.pre_filter(state, incoming, infos)
-    if status is not None:
-        return SKIP if status.is_skip else status
-    one_by_one = [pl.filter(state, incoming, n) for n in infos]
-    assert pl.filter_all(state, incoming, infos) == one_by_one
-    table, idx = _table(c, infos)
-    mask = pl.filter_mask(state, incoming, table, idx)
-    assert mask is not None
-    assert mask.tolist() == [st is None for st in one_by_one]
-    return one_by_one
+    """SKIP, a PreFilter rejection, or the per-node filter statuses (the harness also
+    checks that filter_mask agrees with filter)."""
+    out = harness.run_filter(plugin or ipa.new(), incoming, c)
+    if out.stopped is not None:
+        return SKIP if out.stopped.is_skip else out.stopped
+    return out.statuses
 
 
 def run_score(incoming: Pod, c: ClusterState,
@@ -961,7 +953,7 @@ def test_matches_reference_when_kept_totals_are_evicted(monkeypatch: pytest.Monk
         test_matches_reference_on_generated_clusters(seed)
 
 
-def test_filter_all_single_existing_key_shape() -> None:
+def test_single_existing_key_shape() -> None:
     anti = affinity(anti=[term("kubernetes.io/hostname", expr("app", "In", "x"))])
     nodes = [node(f"n{i}", **{"kubernetes.io/hostname": f"n{i}"}) for i in range(4)]
     nodes.append(node("bare"))
