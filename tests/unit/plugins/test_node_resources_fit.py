@@ -879,6 +879,10 @@ def test_columnar_forms_match_reference_forms(seed: int, args: dict[str, Any] | 
                                node=rng.choice(table.infos).name))
         if round_ % 4 == 3:  # nodes leave and change: the table must follow
             cluster.remove_node(rng.choice(table.infos).name)
+        if round_ % 5 == 4:
+            raw = make_node(rng.choice(cluster.node_infos()).name).raw()
+            raw["status"]["allocatable"] = {"pods": "9", "cpu": "3", EXT_A: "2"}
+            cluster.upsert_node(node_from_dict(raw))
 
 
 def test_vector_paths_decline_values_beyond_exact_range() -> None:
