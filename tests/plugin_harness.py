@@ -114,21 +114,21 @@ def run_filter(plugin: FilterPlugin, pod: Pod, cluster: ClusterState,
     names = [n.name for n in chosen]
     if stopped is not None:
         return FilterOutcome(stopped, [], names, False)
+    # The columnar form runs first on its cycle, as on the fast path, so no per-node
+    # call can have warmed a cache it relies on.
+    mask = (plugin.filter_mask(col, pod, table, idx)
+            if isinstance(plugin, ColumnarFilterPlugin) else None)
     statuses = [plugin.filter(ref, pod, n) for n in chosen]
     # The fast path asks `filter` for reasons on its own (columnar) cycle.
     on_table = [plugin.filter(col, pod, table.infos[i]) for i in idx.tolist()]
     assert on_table == statuses, "filter differs on the columnar cycle"
-    columnar = False
-    if isinstance(plugin, ColumnarFilterPlugin):
-        mask = plugin.filter_mask(col, pod, table, idx)
-        if mask is not None:
-            columnar = True
-            want = [s is None or s.is_success for s in statuses]
-            got = mask.tolist()
-            assert got == want, (
-                "filter_mask disagrees with filter on "
-                f"{[n for n, g, w in zip(names, got, want, strict=True) if g != w]}")
-    return FilterOutcome(None, statuses, names, columnar)
+    if mask is not None:
+        want = [s is None or s.is_success for s in statuses]
+        got = mask.tolist()
+        assert got == want, (
+            "filter_mask disagrees with filter on "
+            f"{[n for n, g, w in zip(names, got, want, strict=True) if g != w]}")
+    return FilterOutcome(None, statuses, names, mask is not None)
 
 
 def run_score(plugin: ScorePlugin, pod: Pod, cluster: ClusterState,
@@ -151,20 +151,26 @@ def run_score(plugin: ScorePlugin, pod: Pod, cluster: ClusterState,
         if status is not None and status.is_skip:
             return ScoreOutcome(True, [], [], names, False)
         assert status is None or status.is_success, status
+    # The columnar form first (see run_filter).
+    vector = (plugin.score_vector(col, pod, table, idx)
+              if isinstance(plugin, ColumnarScorePlugin) else None)
+    normalized_vector = vector
+    normalizes = isinstance(plugin, ColumnarNormalizePlugin)
+    if vector is not None and normalizes:
+        normalized_vector = plugin.normalize_vector(col, pod, table, idx, vector)
     raw = [plugin.score(ref, pod, n) for n in chosen]
+    # The fast path scores per node on its own (columnar) cycle when score_vector
+    # returns None.
+    assert [plugin.score(col, pod, n) for n in on_table] == raw, \
+        "score differs on the columnar cycle"
     normalized = list(raw)
     if isinstance(plugin, NormalizeScorePlugin):
         assert plugin.normalize_score(ref, pod, chosen, normalized) is None
     if isinstance(plugin, ScoreBreakdownPlugin):
         breakdown = plugin.score_breakdown(ref, chosen)
         assert all(len(v) == len(chosen) for v in breakdown.values())
-    columnar = False
-    if isinstance(plugin, ColumnarScorePlugin):
-        vector = plugin.score_vector(col, pod, table, idx)
-        if vector is not None:
-            columnar = True
-            if isinstance(plugin, ColumnarNormalizePlugin):
-                assert vector.tolist() == raw, "score_vector differs from score"
-                vector = plugin.normalize_vector(col, pod, table, idx, vector)
-            assert vector.tolist() == normalized, "columnar scores differ"
-    return ScoreOutcome(False, raw, normalized, names, columnar)
+    if vector is not None and normalizes:
+        assert vector.tolist() == raw, "score_vector differs from score"
+    if normalized_vector is not None:
+        assert normalized_vector.tolist() == normalized, "columnar scores differ"
+    return ScoreOutcome(False, raw, normalized, names, vector is not None)
