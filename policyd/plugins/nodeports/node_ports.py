@@ -96,7 +96,7 @@ class NodePorts:
 
     def filter_mask(self, state: CycleState, pod: Pod, table: NodeTable,
                     idx: IntArray) -> BoolArray:
-        # Few nodes have host ports in use: those are the only ones to look at.
+        # `fits` answers at once for the many nodes with no host port in use.
         wanted = state.get(_PRE_FILTER_KEY)
         if wanted is None:
             wanted = wanted_ports(pod)
