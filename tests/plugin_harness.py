@@ -47,13 +47,18 @@ class FilterOutcome:
 
 @dataclass(slots=True)
 class ScoreOutcome:
-    """A Score run: the PreScore Skip, or the raw and normalized scores of the nodes."""
+    """A Score run: the PreScore status that stopped it (Skip or an error), or the raw
+    and normalized scores of the nodes."""
 
-    skipped: bool
+    stopped: Status | None
     raw: list[int]
     normalized: list[int]
     names: list[str]
     columnar: bool
+
+    @property
+    def skipped(self) -> bool:
+        return self.stopped is not None and self.stopped.is_skip
 
 
 def cluster_of(*infos: NodeInfo) -> ClusterState:
@@ -148,9 +153,8 @@ def run_score(plugin: ScorePlugin, pod: Pod, cluster: ClusterState,
     if isinstance(plugin, PreScorePlugin):
         status = plugin.pre_score(ref, pod, chosen)
         assert plugin.pre_score(col, pod, on_table) == status, "PreScore differs per form"
-        if status is not None and status.is_skip:
-            return ScoreOutcome(True, [], [], names, False)
-        assert status is None or status.is_success, status
+        if status is not None and not status.is_success:
+            return ScoreOutcome(status, [], [], names, False)
     # The columnar form first (see run_filter).
     vector = (plugin.score_vector(col, pod, table, idx)
               if isinstance(plugin, ColumnarScorePlugin) else None)
@@ -173,4 +177,4 @@ def run_score(plugin: ScorePlugin, pod: Pod, cluster: ClusterState,
         assert vector.tolist() == raw, "score_vector differs from score"
     if normalized_vector is not None:
         assert normalized_vector.tolist() == normalized, "columnar scores differ"
-    return ScoreOutcome(False, raw, normalized, names, vector is not None)
+    return ScoreOutcome(None, raw, normalized, names, vector is not None)

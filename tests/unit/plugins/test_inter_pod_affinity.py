@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from policyd.framework import Code, CycleState, PluginError, Status
+from policyd.framework import Code, PluginError, Status
 from policyd.model.cluster import ClusterState, NodeInfo
 from policyd.model.records import Node, Pod, node_from_dict
 from policyd.model.table import IntArray, NodeTable
@@ -126,20 +126,12 @@ def run_filter(incoming: Pod, c: ClusterState,
 
 def run_score(incoming: Pod, c: ClusterState,
               plugin: ipa.InterPodAffinity | None = None) -> Any:
-    pl = plugin or ipa.new()
-    infos = c.node_infos()
-    state = CycleState(infos, c)
-    status = pl.pre_score(state, incoming, infos)
-    if status is not None:
-        return SKIP if status.is_skip else status
-    scores = [pl.score(state, incoming, n) for n in infos]
-    table, idx = _table(c, infos)
-    vector = pl.score_vector(state, incoming, table, idx)
-    assert vector is not None
-    assert vector.tolist() == scores
-    assert pl.normalize_score(state, incoming, infos, scores) is None
-    assert pl.normalize_vector(state, incoming, table, idx, vector).tolist() == scores
-    return scores
+    """SKIP, a PreScore error, or the normalized scores (the harness also checks the
+    columnar form)."""
+    out = harness.run_score(plugin or ipa.new(), incoming, c)
+    if out.stopped is not None:
+        return SKIP if out.skipped else out.stopped
+    return out.normalized
 
 
 def _table(c: ClusterState, infos: list[NodeInfo]) -> tuple[NodeTable, IntArray]:
