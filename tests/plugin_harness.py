@@ -160,7 +160,7 @@ def run_score(plugin: ScorePlugin, pod: Pod, cluster: ClusterState,
               if isinstance(plugin, ColumnarScorePlugin) else None)
     normalized_vector = vector
     normalizes = isinstance(plugin, ColumnarNormalizePlugin)
-    if vector is not None and normalizes:
+    if vector is not None and isinstance(plugin, ColumnarNormalizePlugin):
         normalized_vector = plugin.normalize_vector(col, pod, table, idx, vector)
     raw = [plugin.score(ref, pod, n) for n in chosen]
     # The fast path scores per node on its own (columnar) cycle when score_vector
