@@ -20,7 +20,7 @@ from policyd.framework.status import Code, Status
 from policyd.model.cluster import ClusterState
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
-from policyd.model.table import IntArray
+from policyd.model.table import IntArray, NodeTable
 
 
 @dataclass(slots=True)
@@ -173,7 +173,7 @@ def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleRe
     if not nodes:
         result.message = NO_NODES_AVAILABLE
         return result
-    names, status, _ = fw.run_pre_filter(state, pod)
+    names, status, rejected_by = fw.run_pre_filter(state, pod)
     if status is not None:
         # Rare: let the reference path build the diagnosis and message.
         return schedule_one(fw, pod, cluster, reference=True)
@@ -185,8 +185,7 @@ def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleRe
     if status is not None:
         return _failed(result, status)
     if feasible.size == 0:
-        # Reasons are needed now: recompute them per node (same result by construction).
-        return schedule_one(fw, pod, cluster, reference=True)
+        return _diagnose(fw, state, pod, table, idx, names, rejected_by, result)
     result._feasible_idx = (table.name_array, feasible)
     if feasible.size == 1:
         result.node = table.names[int(feasible[0])]
@@ -199,4 +198,22 @@ def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleRe
     if status is not None:
         return _failed(result, status)
     result.node = table.names[int(feasible[fw.select_index(totals)])]
+    return result
+
+
+def _diagnose(fw: Framework, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray,
+              names: set[str] | None, rejected_by: set[str],
+              result: ScheduleResult) -> ScheduleResult:
+    """No node fits: every rejected node's reason, from the plugins' reference `filter`
+    (what `schedule_one(reference=True)` reports, without rerunning PreFilter)."""
+    diagnosis = result.diagnosis
+    diagnosis.unschedulable_plugins |= rejected_by
+    if names is not None:
+        diagnosis.absent_nodes_status = Status.unresolvable(
+            f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(rejected_by))}]")
+    left, status = fw.run_filter_diagnosis(state, pod, table, idx, diagnosis)
+    if status is not None:
+        return _failed(result, status)
+    result._feasible_idx = (table.name_array, left)  # empty unless a mask lied
+    result.message = fit_error_message(result.num_nodes, diagnosis)
     return result

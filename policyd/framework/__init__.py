@@ -6,13 +6,16 @@ arithmetic carry over one to one; compiled policies are plugins like the built-i
 
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.interfaces import (
-    FilterAllPlugin,
+    ColumnarFilterPlugin,
+    ColumnarNormalizePlugin,
+    ColumnarScorePlugin,
     FilterPlugin,
     NormalizeScorePlugin,
     Plugin,
     PreFilterPlugin,
     PreScorePlugin,
     QueueSortPlugin,
+    ScoreBreakdownPlugin,
     ScorePlugin,
 )
 from policyd.framework.runtime import MAX_NODE_SCORE, MIN_NODE_SCORE
@@ -22,8 +25,10 @@ __all__ = [
     "MAX_NODE_SCORE",
     "MIN_NODE_SCORE",
     "Code",
+    "ColumnarFilterPlugin",
+    "ColumnarNormalizePlugin",
+    "ColumnarScorePlugin",
     "CycleState",
-    "FilterAllPlugin",
     "FilterPlugin",
     "NormalizeScorePlugin",
     "Plugin",
@@ -31,6 +36,7 @@ __all__ = [
     "PreFilterPlugin",
     "PreScorePlugin",
     "QueueSortPlugin",
+    "ScoreBreakdownPlugin",
     "ScorePlugin",
     "Status",
 ]

@@ -1,7 +1,19 @@
 """One small protocol per extension point; a plugin implements only what it needs.
 
-The runner discovers a plugin's extension points from the methods it has. Every method
-receives plain records (Pod, NodeInfo) and returns values: `None` means Success.
+A plugin's evaluation comes in two forms, and only two:
+
+- the reference form, per node: `filter`, `score`, `normalize_score`. Close to
+  upstream's Go and obviously correct; every rejection reason comes from `filter`.
+- the columnar form, over the `NodeTable` rows `idx`: `filter_mask`, `score_vector`,
+  `normalize_vector`. Optional, for plugins on the hot path. A columnar method may
+  return None: "use the reference form for this pod" (its documented fallback).
+
+Both forms must give the same answer: the same feasible nodes, and after normalizing the
+same scores (tests/unit/plugins/test_plugin_contract.py runs every registered plugin
+through both). The `Framework` classifies each plugin once, when it is built, with
+isinstance against these runtime-checkable protocols; `extension_points` is that same
+classification for the config's plugin sets. Every method receives plain records
+(Pod, NodeInfo) and returns values: `None` means Success.
 """
 
 from __future__ import annotations
@@ -42,17 +54,17 @@ class PreFilterPlugin(Plugin, Protocol):
 @runtime_checkable
 class FilterPlugin(Plugin, Protocol):
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
-        """Whether `pod` fits `node`; None when it does."""
+        """Whether `pod` fits `node`; None when it does. The reference form, and the
+        only source of rejection reasons."""
 
 
 @runtime_checkable
-class FilterAllPlugin(Plugin, Protocol):
-    def filter_all(
-        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
-    ) -> list[Status | None]:
-        """The batch form of `filter`, one result per node in order, for plugins that can
-        evaluate many nodes at once faster than one call per node (vectorized). Must give
-        exactly the results `filter` gives; tests compare the two."""
+class ColumnarFilterPlugin(Plugin, Protocol):
+    def filter_mask(
+        self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray
+    ) -> BoolArray | None:
+        """Pass/fail for the nodes `table.infos[idx]` at once (True = passes), or None
+        when this pod needs the per-node `filter`. Must agree with `filter` exactly."""
 
 
 @runtime_checkable
@@ -77,6 +89,54 @@ class NormalizeScorePlugin(Plugin, Protocol):
         """Rewrite `scores` (aligned with `nodes`) in place into [0, 100]."""
 
 
+@runtime_checkable
+class ColumnarScorePlugin(Plugin, Protocol):
+    def score_vector(
+        self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray
+    ) -> IntArray | None:
+        """Scores of the nodes `table.infos[idx]`, or None to use the per-node form.
+        Followed by `normalize_vector` when the plugin has one, the result must equal
+        `score` followed by `normalize_score` (when it has one); a plugin may therefore
+        normalize here already and have no `normalize_vector` (compiled policies do)."""
+
+
+@runtime_checkable
+class ColumnarNormalizePlugin(Plugin, Protocol):
+    def normalize_vector(
+        self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray, scores: IntArray
+    ) -> IntArray:
+        """The normalized form of `scores`, exactly as `normalize_score` computes it."""
+
+
+# One rule's scores over the nodes: each node's raw value (None: missing) and 0..100 score.
+RuleScores = list[tuple[float | None, int]]
+
+
+@runtime_checkable
+class ScoreBreakdownPlugin(Plugin, Protocol):
+    def score_breakdown(
+        self, state: CycleState, nodes: Sequence[NodeInfo]
+    ) -> dict[str, RuleScores]:
+        """For plugins that score by several rules (compiled policies): per rule id, what
+        each of `nodes` got, which explain shows beside the plugin's total."""
+
+
+# The config's extension point names and the protocol that puts a plugin there.
+EXTENSION_POINTS: dict[str, type] = {
+    "queueSort": QueueSortPlugin,
+    "preFilter": PreFilterPlugin,
+    "filter": FilterPlugin,
+    "preScore": PreScorePlugin,
+    "score": ScorePlugin,
+}
+
+
+def extension_points(plugin: object) -> frozenset[str]:
+    """The extension points `plugin` implements."""
+    return frozenset(point for point, protocol in EXTENSION_POINTS.items()
+                     if isinstance(plugin, protocol))
+
+
 def default_normalize_score(max_priority: int, reverse: bool, scores: list[int]) -> None:
     """helper.DefaultNormalizeScore: scale to [0, max_priority] by the highest score;
     reversed, subtract from max_priority (all max when every score is 0)."""
@@ -89,33 +149,6 @@ def default_normalize_score(max_priority: int, reverse: bool, scores: list[int])
     for i, s in enumerate(scores):
         s = max_priority * s // max_count
         scores[i] = max_priority - s if reverse else s
-
-
-@runtime_checkable
-class VectorFilterPlugin(Plugin, Protocol):
-    def filter_mask(
-        self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray
-    ) -> BoolArray | None:
-        """Pass/fail for the nodes `table.infos[idx]` at once (True = passes), or None
-        when this pod needs the per-node `filter`. Must agree with `filter` exactly; the
-        reasons of rejected nodes come from `filter` when they are needed."""
-
-
-@runtime_checkable
-class VectorScorePlugin(Plugin, Protocol):
-    def score_vector(
-        self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray
-    ) -> IntArray | None:
-        """Raw scores of the nodes `table.infos[idx]`, or None to use per-node `score`.
-        If the plugin normalizes, `normalize_vector` must exist too."""
-
-
-@runtime_checkable
-class VectorNormalizePlugin(Plugin, Protocol):
-    def normalize_vector(
-        self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray, scores: IntArray
-    ) -> IntArray:
-        """The normalized form of `scores`, exactly as `normalize_score` computes it."""
 
 
 def default_normalize_vector(max_priority: int, reverse: bool, scores: IntArray) -> IntArray:

@@ -1,10 +1,22 @@
 """The runner: calls plugins at each extension point, in profile order, as upstream does.
 
 Every plugin call goes through here, and here alone a stray exception becomes an Error
-status naming the plugin. Filters run plugin by plugin over the still-feasible nodes;
-since a node's result is its first rejecting plugin, this gives exactly upstream's
-node-by-node outcome while letting a plugin evaluate many nodes in one call
-(`filter_all`).
+status naming the plugin. The Framework sorts its plugins once, when it is built, into
+typed lists (`BoundFilter`, `BoundScore`) holding each plugin's reference form and, when
+it has one, its columnar form; calls never look methods up by name.
+
+Which form produces what:
+- the decision (feasible nodes, scores, chosen node) on the default path: the columnar
+  form (`run_filters_fast`, `run_score_fast`), the reference form for a plugin without
+  one or whose columnar method returns None for the pod;
+- every rejection reason (the FailedScheduling message, the Diagnosis, explain's
+  per-plugin verdicts): the reference `filter`, by construction. `run_filter_diagnosis`
+  uses a plugin's mask only to skip the nodes it passes;
+- `run_filters`, `run_score`: the reference form only (`schedule_one(reference=True)`,
+  explain), which the columnar form is tested against.
+
+Filters run plugin by plugin over the still-feasible nodes: since a node's result is its
+first rejecting plugin, this gives exactly upstream's node-by-node outcome.
 """
 
 from __future__ import annotations
@@ -20,26 +32,81 @@ from policyd.framework.cycle_state import CycleState
 from policyd.framework.events import ClusterEventWithHint, registrations
 from policyd.framework.fit_error import Diagnosis
 from policyd.framework.interfaces import (
+    ColumnarFilterPlugin,
+    ColumnarNormalizePlugin,
+    ColumnarScorePlugin,
     FilterPlugin,
     NormalizeScorePlugin,
     PreFilterPlugin,
     PreScorePlugin,
     QueueSortPlugin,
+    RuleScores,
+    ScoreBreakdownPlugin,
     ScorePlugin,
 )
 from policyd.framework.status import Code, Status
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
-from policyd.model.table import IntArray, NodeTable
+from policyd.model.table import BoolArray, IntArray, NodeTable
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0
+
+FilterFn = Callable[[CycleState, Pod, NodeInfo], Status | None]
+MaskFn = Callable[[CycleState, Pod, NodeTable, IntArray], BoolArray | None]
+ScoreFn = Callable[[CycleState, Pod, NodeInfo], int]
+NormalizeFn = Callable[[CycleState, Pod, Sequence[NodeInfo], list[int]], Status | None]
+ScoreVectorFn = Callable[[CycleState, Pod, NodeTable, IntArray], IntArray | None]
+NormalizeVectorFn = Callable[[CycleState, Pod, NodeTable, IntArray, IntArray], IntArray]
+BreakdownFn = Callable[[CycleState, Sequence[NodeInfo]], dict[str, RuleScores]]
 
 
 @dataclass(slots=True)
 class WeightedScorePlugin:
     plugin: ScorePlugin
     weight: int
+
+
+@dataclass(frozen=True, slots=True)
+class BoundFilter:
+    """A filter plugin's forms, bound once: `mask` is None when it has no columnar form."""
+
+    name: str
+    filter: FilterFn
+    mask: MaskFn | None
+
+    @classmethod
+    def of(cls, plugin: object) -> BoundFilter:
+        if not isinstance(plugin, FilterPlugin):
+            raise TypeError(f"{plugin!r} has no filter: it is not a Filter plugin")
+        mask = plugin.filter_mask if isinstance(plugin, ColumnarFilterPlugin) else None
+        return cls(plugin.name, plugin.filter, mask)
+
+
+@dataclass(frozen=True, slots=True)
+class BoundScore:
+    """A score plugin's forms and weight, bound once (None: the plugin lacks that one)."""
+
+    name: str
+    weight: int
+    score: ScoreFn
+    normalize: NormalizeFn | None
+    vector: ScoreVectorFn | None
+    normalize_vector: NormalizeVectorFn | None
+    breakdown: BreakdownFn | None
+
+    @classmethod
+    def of(cls, wp: WeightedScorePlugin) -> BoundScore:
+        pl = wp.plugin
+        if not isinstance(pl, ScorePlugin):
+            raise TypeError(f"{pl!r} has no score: it is not a Score plugin")
+        return cls(
+            pl.name, wp.weight, pl.score,
+            pl.normalize_score if isinstance(pl, NormalizeScorePlugin) else None,
+            pl.score_vector if isinstance(pl, ColumnarScorePlugin) else None,
+            pl.normalize_vector if isinstance(pl, ColumnarNormalizePlugin) else None,
+            pl.score_breakdown if isinstance(pl, ScoreBreakdownPlugin) else None,
+        )
 
 
 @dataclass(slots=True)
@@ -53,7 +120,7 @@ class PluginScores:
     # Plugins that score by several rules (compiled policies): per rule id, each node's
     # raw value (None: missing) and its 0..100 score. Their `raw` above is only the
     # integer Score must return, not a value anyone computed from the node.
-    rules: dict[str, list[tuple[float | None, int]]] | None = None
+    rules: dict[str, RuleScores] | None = None
 
 
 @dataclass(slots=True)
@@ -83,6 +150,9 @@ class Framework:
         self.filter_plugins = list(filter)
         self.pre_score_plugins = list(pre_score)
         self.score_plugins = list(score)
+        # Each plugin's forms, bound once here: the cycle only loops over these.
+        self.filters: tuple[BoundFilter, ...] = tuple(map(BoundFilter.of, filter))
+        self.scores: tuple[BoundScore, ...] = tuple(map(BoundScore.of, score))
         self.rng = random.Random(seed)
         # Called with (extension point, plugin, seconds) after each plugin call when set:
         # the daemon's per-plugin latency metric. None costs one comparison per plugin.
@@ -128,25 +198,21 @@ class Framework:
                     return None, Status.unschedulable(msg), set(narrowing)
         return result, None, set(narrowing)
 
-    # Filter
+    # Filter, reference form
     def run_filters(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo], diagnosis: Diagnosis
     ) -> tuple[list[NodeInfo], Status | None]:
         """The nodes that pass every filter; rejected nodes go into `diagnosis` with
         their first rejecting status. A plugin error aborts the cycle (returned)."""
         remaining = list(nodes)
-        for pl in self.filter_plugins:
-            if pl.name in state.skip_filter or not remaining:
+        for bf in self.filters:
+            if bf.name in state.skip_filter or not remaining:
                 continue
+            f = bf.filter
             try:
-                batch = getattr(pl, "filter_all", None)
-                if batch is not None:
-                    results = batch(state, pod, remaining)
-                else:
-                    f = pl.filter
-                    results = [f(state, pod, n) for n in remaining]
+                results = [f(state, pod, n) for n in remaining]
             except Exception as exc:
-                return [], _error("Filter", pl.name, exc)
+                return [], _error("Filter", bf.name, exc)
             if not any(results):
                 continue
             kept = []
@@ -154,10 +220,10 @@ class Framework:
                 if status is None or status.is_success:
                     kept.append(node)
                 elif status.is_rejected:
-                    diagnosis.node_to_status[node.name] = status.with_plugin(pl.name)
-                    diagnosis.unschedulable_plugins.add(pl.name)
+                    diagnosis.node_to_status[node.name] = status.with_plugin(bf.name)
+                    diagnosis.unschedulable_plugins.add(bf.name)
                 else:
-                    return [], _error_status("Filter", pl.name, status)
+                    return [], _error_status("Filter", bf.name, status)
             remaining = kept
         return remaining, None
 
@@ -167,17 +233,17 @@ class Framework:
         """Every filter plugin's verdict on one node, without stopping at the first
         rejection: what `explain` shows. Skipped plugins are reported as Skip."""
         out: dict[str, Status | None] = {}
-        for pl in self.filter_plugins:
-            if pl.name in state.skip_filter:
-                out[pl.name] = Status.skip()
+        for bf in self.filters:
+            if bf.name in state.skip_filter:
+                out[bf.name] = Status.skip()
                 continue
             try:
-                out[pl.name] = pl.filter(state, pod, node)
+                out[bf.name] = bf.filter(state, pod, node)
             except Exception as exc:
-                out[pl.name] = _error("Filter", pl.name, exc)
+                out[bf.name] = _error("Filter", bf.name, exc)
         return out
 
-    # PreScore and Score
+    # PreScore and Score, reference form
     def run_pre_score(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> Status | None:
@@ -203,29 +269,25 @@ class Framework:
     ) -> tuple[ScoreResult, Status | None]:
         """Score, normalize, check the range, weigh and sum (RunScorePlugins)."""
         result = ScoreResult(nodes=nodes, totals=[0] * len(nodes))
-        for wp in self.score_plugins:
-            pl = wp.plugin
-            if pl.name in state.skip_score:
+        for bs in self.scores:
+            if bs.name in state.skip_score:
                 continue
             try:
-                score = pl.score
+                score = bs.score
                 raw = [score(state, pod, n) for n in nodes]
                 normalized = list(raw)
-                if isinstance(pl, NormalizeScorePlugin):
-                    status = pl.normalize_score(state, pod, nodes, normalized)
+                if bs.normalize is not None:
+                    status = bs.normalize(state, pod, nodes, normalized)
                     if status is not None and not status.is_success:
-                        return result, _error_status("NormalizeScore", pl.name, status)
-                explain_rules = getattr(pl, "explain_scores", None)
-                rules = explain_rules(state, nodes) if explain_rules is not None else None
+                        return result, _error_status("NormalizeScore", bs.name, status)
+                rules = bs.breakdown(state, nodes) if bs.breakdown is not None else None
             except Exception as exc:
-                return result, _error("Score", pl.name, exc)
+                return result, _error("Score", bs.name, exc)
             for i, s in enumerate(normalized):
                 if s > MAX_NODE_SCORE or s < MIN_NODE_SCORE:
-                    return result, Status.error(
-                        f"plugin {pl.name!r} returns an invalid score {s}, it should in the "
-                        f"range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing")
-                result.totals[i] += s * wp.weight
-            result.plugins.append(PluginScores(pl.name, wp.weight, raw, normalized, rules))
+                    return result, _invalid_score(bs.name, s)
+                result.totals[i] += s * bs.weight
+            result.plugins.append(PluginScores(bs.name, bs.weight, raw, normalized, rules))
         return result, None
 
     def select_host(self, scores: ScoreResult) -> NodeInfo:
@@ -234,35 +296,73 @@ class Framework:
         tied = [n for n, t in zip(scores.nodes, scores.totals, strict=True) if t == best]
         return tied[0] if len(tied) == 1 else self.rng.choice(tied)
 
-    # The vectorized path: same decisions over index arrays into the NodeTable.
+    # The columnar form: the same decisions over index arrays into the NodeTable.
     def run_filters_fast(
         self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray
     ) -> tuple[IntArray, Status | None]:
         """Indices of the nodes that pass every filter. Rejection reasons are not kept:
-        when they are needed (no node fits, explain), `run_filters` recomputes them."""
+        when they are needed (no node fits), `run_filter_diagnosis` asks `filter`."""
         infos = table.infos
         timer = self.plugin_timer
-        for pl in self.filter_plugins:
-            if pl.name in state.skip_filter or idx.size == 0:
+        for bf in self.filters:
+            if bf.name in state.skip_filter or idx.size == 0:
                 continue
             try:
                 t0 = perf_counter()
-                vector = getattr(pl, "filter_mask", None)
-                mask = vector(state, pod, table, idx) if vector is not None else None
+                mask = bf.mask(state, pod, table, idx) if bf.mask is not None else None
                 if mask is None:
-                    f = pl.filter
+                    f = bf.filter
                     results = [f(state, pod, infos[i]) for i in idx.tolist()]
                     for st in results:
                         if st is not None and not st.is_success and not st.is_rejected:
-                            return idx[:0], _error_status("Filter", pl.name, st)
+                            return idx[:0], _error_status("Filter", bf.name, st)
                     mask = np.fromiter((st is None or st.is_success for st in results),
                                        np.bool_, len(results))
                 if timer is not None:
-                    timer("Filter", pl.name, perf_counter() - t0)
+                    timer("Filter", bf.name, perf_counter() - t0)
             except Exception as exc:
-                return idx[:0], _error("Filter", pl.name, exc)
+                return idx[:0], _error("Filter", bf.name, exc)
             if not mask.all():  # keep the same array when nothing is rejected
                 idx = idx[mask]
+        return idx, None
+
+    def run_filter_diagnosis(
+        self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray,
+        diagnosis: Diagnosis,
+    ) -> tuple[IntArray, Status | None]:
+        """`run_filters` over the NodeTable rows `idx`: each node's first rejecting
+        status, from `filter`, into `diagnosis`. A plugin's mask only spares the calls
+        on the nodes it passes (mask == filter is the plugin contract), so an
+        unschedulable pod costs one `filter` call per rejected node, not per node."""
+        infos = table.infos
+        names = table.names
+        node_to_status = diagnosis.node_to_status
+        for bf in self.filters:
+            if bf.name in state.skip_filter or idx.size == 0:
+                continue
+            f = bf.filter
+            # Plugins return shared statuses: tag each distinct one with the plugin once
+            # (the entry keeps the status alive, so its id is not reused meanwhile).
+            tagged: dict[int, tuple[Status, Status]] = {}
+            rejected = []
+            try:
+                mask = bf.mask(state, pod, table, idx) if bf.mask is not None else None
+                for i in (idx if mask is None else idx[~mask]).tolist():
+                    st = f(state, pod, infos[i])
+                    if st is None or st.code is Code.SUCCESS:
+                        continue
+                    entry = tagged.get(id(st))
+                    if entry is None:
+                        if not st.is_rejected:
+                            return idx[:0], _error_status("Filter", bf.name, st)
+                        entry = tagged[id(st)] = (st, st.with_plugin(bf.name))
+                    node_to_status[names[i]] = entry[1]
+                    rejected.append(i)
+            except Exception as exc:
+                return idx[:0], _error("Filter", bf.name, exc)
+            if rejected:
+                diagnosis.unschedulable_plugins.add(bf.name)
+                idx = np.setdiff1d(idx, rejected, assume_unique=True)
         return idx, None
 
     def run_score_fast(
@@ -272,36 +372,31 @@ class Framework:
         """Weighted totals of the feasible nodes `idx` (`nodes` = their NodeInfos)."""
         totals = np.zeros(idx.size, np.int64)
         timer = self.plugin_timer
-        for wp in self.score_plugins:
-            pl = wp.plugin
-            if pl.name in state.skip_score:
+        for bs in self.scores:
+            if bs.name in state.skip_score:
                 continue
             try:
                 t0 = perf_counter()
-                vector = getattr(pl, "score_vector", None)
-                scores = vector(state, pod, table, idx) if vector is not None else None
+                scores = bs.vector(state, pod, table, idx) if bs.vector is not None else None
                 if scores is not None:
-                    normalize = getattr(pl, "normalize_vector", None)
-                    if normalize is not None:
-                        scores = normalize(state, pod, table, idx, scores)
+                    if bs.normalize_vector is not None:
+                        scores = bs.normalize_vector(state, pod, table, idx, scores)
                 else:
-                    score = pl.score
+                    score = bs.score
                     raw = [score(state, pod, n) for n in nodes]
-                    if isinstance(pl, NormalizeScorePlugin):
-                        status = pl.normalize_score(state, pod, nodes, raw)
+                    if bs.normalize is not None:
+                        status = bs.normalize(state, pod, nodes, raw)
                         if status is not None and not status.is_success:
-                            return totals, _error_status("NormalizeScore", pl.name, status)
+                            return totals, _error_status("NormalizeScore", bs.name, status)
                     scores = np.array(raw, np.int64)
                 if timer is not None:
-                    timer("Score", pl.name, perf_counter() - t0)
+                    timer("Score", bs.name, perf_counter() - t0)
             except Exception as exc:
-                return totals, _error("Score", pl.name, exc)
+                return totals, _error("Score", bs.name, exc)
             if scores.size and (scores.max() > MAX_NODE_SCORE or scores.min() < MIN_NODE_SCORE):
                 bad = int(scores[(scores > MAX_NODE_SCORE) | (scores < MIN_NODE_SCORE)][0])
-                return totals, Status.error(
-                    f"plugin {pl.name!r} returns an invalid score {bad}, it should in the "
-                    f"range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing")
-            totals += scores * wp.weight
+                return totals, _invalid_score(bs.name, bad)
+            totals += scores * bs.weight
         return totals, None
 
     def select_index(self, totals: IntArray) -> int:
@@ -340,3 +435,9 @@ def _error(point: str, plugin: str, exc: Exception) -> Status:
 
 def _error_status(point: str, plugin: str, status: Status) -> Status:
     return Status(Code.ERROR, (f"running {point} plugin {plugin!r}: {status.message}",), plugin)
+
+
+def _invalid_score(plugin: str, score: int) -> Status:
+    return Status.error(
+        f"plugin {plugin!r} returns an invalid score {score}, it should in the "
+        f"range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from policyd.framework.interfaces import Plugin
+from policyd.framework.interfaces import Plugin, extension_points
 from policyd.plugins import names
 
 _MODULES = {
@@ -39,14 +39,6 @@ DEFAULT_PROFILE_ORDER = tuple(_MODULES)
 # Upstream plugins policyd does not implement. A profile may disable them (configs are
 # often copied from kube-scheduler) but not enable them.
 UPSTREAM_ONLY = names.UPSTREAM_NOT_IMPLEMENTED
-
-EXTENSION_POINT_METHODS = {
-    "queueSort": "less",
-    "preFilter": "pre_filter",
-    "filter": "filter",
-    "preScore": "pre_score",
-    "score": "score",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,5 +69,5 @@ def builtin_names() -> tuple[str, ...]:
 
 
 def extension_points_of(plugin: object) -> frozenset[str]:
-    return frozenset(p for p, method in EXTENSION_POINT_METHODS.items()
-                     if callable(getattr(plugin, method, None)))
+    """The config's extension points `plugin` serves: the Framework's classification."""
+    return extension_points(plugin)

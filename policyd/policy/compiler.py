@@ -194,7 +194,7 @@ class _Scores:
         `normalize: none`); normalize_score then sets the real one from the raw values
         kept here, with each rule normalized over all feasible nodes. This integer is
         only what Score must return: explain shows the rules' own raw values
-        (`explain_scores`)."""
+        (`score_breakdown`)."""
         total = 0
         for rule, v in zip(self.score_rules, self._raw(state, node), strict=True):
             if v is not None:
@@ -248,8 +248,8 @@ class _Scores:
             return total // self._weight_sum
         return np.where(wsum > 0, total // np.maximum(wsum, 1), 0)
 
-    def explain_scores(self, state: CycleState, nodes: Sequence[NodeInfo]
-                       ) -> dict[str, list[tuple[float | None, int]]]:
+    def score_breakdown(self, state: CycleState, nodes: Sequence[NodeInfo]
+                        ) -> dict[str, list[tuple[float | None, int]]]:
         """Per rule id: each node's raw value and 0..100 score over `nodes`, for
         explain (the framework keeps them beside Score's stand-in integer)."""
         columns, per_rule, _ = self._rule_scores(state, nodes)

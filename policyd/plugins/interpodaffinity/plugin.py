@@ -526,20 +526,6 @@ class InterPodAffinity:
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         return _filter_node(state.read(_PRE_FILTER_KEY), node.node.labels)
 
-    def filter_all(
-        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
-    ) -> list[Status | None]:
-        s: _PreFilterState = state.read(_PRE_FILTER_KEY)
-        if (not s.affinity_terms and not s.anti_affinity_counts
-                and len(s.existing_anti_affinity_keys) == 1):
-            # The common shape (a plain pod, some existing anti-affinity selecting it, on
-            # one topology key): one lookup per node. (key, None) is never counted.
-            (key,) = s.existing_anti_affinity_keys
-            counts = s.existing_anti_affinity_counts
-            return [_EXISTING_REJECT if (key, n.node.labels.get(key)) in counts else None
-                    for n in nodes]
-        return [_filter_node(s, n.node.labels) for n in nodes]
-
     def filter_mask(
         self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray
     ) -> BoolArray | None:

@@ -475,27 +475,6 @@ class NodeAffinity:
         n = node.node
         return self._verdict(self._required(state, pod), n.labels, n.name)
 
-    def filter_all(
-        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
-    ) -> list[Status | None]:
-        c = self._required(state, pod)
-        keys, uses_name = self._added_required_reads
-        verdict = self._verdict
-        if uses_name or c.required_uses_name:
-            return [verdict(c, info.node.labels, info.node.name) for info in nodes]
-        project = _Projection(c.required_keys | keys)
-        memo: dict[tuple[str | None, ...], Status | None] = {}
-        out: list[Status | None] = []
-        append = out.append
-        for info in nodes:
-            n = info.node
-            key = project(n.labels)
-            if key in memo:
-                append(memo[key])
-            else:
-                append(memo.setdefault(key, verdict(c, n.labels, n.name)))
-        return out
-
     def filter_mask(self, state: CycleState, pod: Pod, table: NodeTable,
                     idx: IntArray) -> BoolArray | None:
         c = self._required(state, pod)

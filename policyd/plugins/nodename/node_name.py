@@ -8,7 +8,7 @@ that one name existed in older releases and is gone), so policyd has only the Fi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -35,14 +35,6 @@ class NodeName:
         if wanted and wanted != node.node.name:
             return _REJECT
         return None
-
-    def filter_all(
-        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
-    ) -> list[Status | None]:
-        wanted = pod.node_name
-        if not wanted:
-            return [None] * len(nodes)
-        return [None if n.node.name == wanted else _REJECT for n in nodes]
 
     def filter_mask(self, state: CycleState, pod: Pod, table: NodeTable,
                     idx: IntArray) -> BoolArray:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from policyd.framework import CycleState, PluginError, Status
 from policyd.framework.events import (
     NODE_ADD,
@@ -26,6 +28,7 @@ from policyd.framework.events import (
 )
 from policyd.model.node_info import NodeInfo, pod_host_ports
 from policyd.model.records import HostPort, Pod
+from policyd.model.table import BoolArray, IntArray, NodeTable
 from policyd.plugins import names
 
 DEFAULT_WEIGHT: int | None = None
@@ -91,14 +94,15 @@ class NodePorts:
             wanted = wanted_ports(pod)
         return None if fits(wanted, used) else _REJECT
 
-    def filter_all(
-        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
-    ) -> list[Status | None]:
+    def filter_mask(self, state: CycleState, pod: Pod, table: NodeTable,
+                    idx: IntArray) -> BoolArray:
+        # `fits` answers at once for the many nodes with no host port in use.
         wanted = state.get(_PRE_FILTER_KEY)
         if wanted is None:
             wanted = wanted_ports(pod)
-        return [None if not n.used_ports or fits(wanted, n.used_ports) else _REJECT
-                for n in nodes]
+        infos = table.infos
+        return np.fromiter((fits(wanted, infos[i].used_ports) for i in idx.tolist()),
+                           np.bool_, idx.size)
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         # Host ports are immutable: only a bound pod going away, or a new node, frees one.

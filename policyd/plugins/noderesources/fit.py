@@ -100,10 +100,8 @@ ARGS_KIND = "NodeResourcesFitArgs"
 _PRE_FILTER_KEY = "NodeResourcesFit/request"
 _PRE_SCORE_KEY = "NodeResourcesFit/score_request"
 
-_TOO_MANY_PODS = Status.unschedulable(ERR_REASON_TOO_MANY_PODS)
+_STATUSES: dict[tuple[bool | str, ...], Status] = {}
 _INT64_MAX = 2**63 - 1
-# filter_all packs one bit per failed check into an int64 (bit 0: pod count).
-_MAX_BATCH_CHECKS = 62
 
 
 def insufficient_reason(resource: str) -> str:
@@ -174,74 +172,16 @@ def fits_request(request: FitRequest, info: NodeInfo) -> Status | None:
                     unresolvable = True
     if reasons is None:
         return None
-    if unresolvable:
-        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, tuple(reasons))
-    if len(reasons) == 1 and reasons[0] == ERR_REASON_TOO_MANY_PODS:
-        return _TOO_MANY_PODS
-    return Status(Code.UNSCHEDULABLE, tuple(reasons))
-
-
-class _NodeColumns:
-    """A columnar copy of what Filter reads from each node, for filter_all.
-
-    Rows follow the order of the node sequence last seen; a row is re-read only when its
-    NodeInfo is a different object or its generation moved, so a steady cluster costs one
-    identity/generation comparison per node per cycle. Columns for scalar resources are
-    added the first time a pod asks for them. The cache lives in the plugin instance, so
-    one instance must not serve two scheduling cycles running at the same time.
-    """
-
-    def __init__(self) -> None:
-        self.infos: list[NodeInfo] = []
-        self.generations: list[int] = []
-        self.pod_count: IntArray = np.zeros(0, np.int64)
-        self.allowed_pods: IntArray = np.zeros(0, np.int64)
-        self.allocatable: dict[str, IntArray] = {}
-        self.requested: dict[str, IntArray] = {}
-
-    def sync(self, nodes: Sequence[NodeInfo]) -> None:
-        """Raises OverflowError if some value does not fit an int64."""
-        if len(nodes) != len(self.infos):
-            self._rebuild(nodes)
-            return
-        infos = self.infos
-        generations = self.generations
-        for i, info in enumerate(nodes):
-            if infos[i] is not info or generations[i] != info.generation:
-                self._refresh(i, info)
-
-    def column(self, name: str) -> tuple[IntArray, IntArray]:
-        alloc = self.allocatable.get(name)
-        if alloc is None:
-            alloc = np.array([i.node.allocatable.get(name, 0) for i in self.infos], np.int64)
-            used = np.array([i.requested.get(name, 0) for i in self.infos], np.int64)
-            self.allocatable[name] = alloc
-            self.requested[name] = used
-            return alloc, used
-        return alloc, self.requested[name]
-
-    def _rebuild(self, nodes: Sequence[NodeInfo]) -> None:
-        self.infos = list(nodes)
-        self.generations = [i.generation for i in nodes]
-        self.pod_count = np.array([len(i.pods) for i in nodes], np.int64)
-        self.allowed_pods = np.array([i.node.allocatable.get(PODS, 0) for i in nodes],
-                                     np.int64)
-        names = list(self.allocatable)
-        self.allocatable = {}
-        self.requested = {}
-        for name in names:
-            self.column(name)
-
-    def _refresh(self, row: int, info: NodeInfo) -> None:
-        self.infos[row] = info
-        self.generations[row] = info.generation
-        self.pod_count[row] = len(info.pods)
-        allocatable = info.node.allocatable
-        self.allowed_pods[row] = allocatable.get(PODS, 0)
-        requested = info.requested
-        for name, column in self.allocatable.items():
-            column[row] = allocatable.get(name, 0)
-            self.requested[name][row] = requested.get(name, 0)
+    # Statuses are immutable: nodes failing the same way share one (an unschedulable
+    # pod's diagnosis asks thousands of nodes).
+    key: tuple[bool | str, ...] = (unresolvable, *reasons)
+    status = _STATUSES.get(key)
+    if status is None:
+        if len(_STATUSES) > 4096:
+            _STATUSES.clear()
+        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+        status = _STATUSES[key] = Status(code, tuple(reasons))
+    return status
 
 
 class NodeResourcesFit:
@@ -270,9 +210,6 @@ class NodeResourcesFit:
         else:
             self._scorer = least_allocated_scorer(self.resources)
             self._vector_scorer = least_allocated_vector(self.resources)
-        self._columns = _NodeColumns()
-        # Statuses are immutable: nodes failing the same way share one.
-        self._status_memo: dict[tuple[int, bool, tuple[str, ...]], Status] = {}
 
     # filter
 
@@ -288,50 +225,6 @@ class NodeResourcesFit:
             return Status.error(f"error reading {_PRE_FILTER_KEY!r} from cycleState: "
                                 "PreFilter did not run")
         return fits_request(request, node)
-
-    def filter_all(self, state: CycleState, pod: Pod,
-                   nodes: Sequence[NodeInfo]) -> list[Status | None]:
-        request: FitRequest | None = state.get(_PRE_FILTER_KEY)
-        if request is None:
-            return [self.filter(state, pod, n) for n in nodes]
-        checks = () if request.all_zero else request.checks
-        if (len(checks) > _MAX_BATCH_CHECKS
-                or any(value > _INT64_MAX for _, value, _ in checks)):
-            return [fits_request(request, n) for n in nodes]
-        try:
-            return self._filter_batch(checks, nodes)
-        except OverflowError:
-            # A quantity beyond int64 somewhere (the API allows it): exact Python ints.
-            self._columns = _NodeColumns()
-            return [fits_request(request, n) for n in nodes]
-
-    def _filter_batch(self, checks: tuple[tuple[str, int, str], ...],
-                      nodes: Sequence[NodeInfo]) -> list[Status | None]:
-        columns = self._columns
-        columns.sync(nodes)
-        bits = (columns.pod_count + 1 > columns.allowed_pods).astype(np.int64)
-        unresolvable = np.zeros(len(nodes), dtype=bool)
-        for k, (name, value, _) in enumerate(checks):
-            alloc, used = columns.column(name)
-            short = value > alloc - used
-            bits |= short.astype(np.int64) << (k + 1)
-            unresolvable |= short & (value > alloc)
-        out: list[Status | None] = [None] * len(nodes)
-        failing = np.flatnonzero(bits)
-        if failing.size == 0:
-            return out
-        reasons = tuple(reason for _, _, reason in checks)
-        memo = self._status_memo
-        for i, b, u in zip(failing.tolist(), bits[failing].tolist(),
-                           unresolvable[failing].tolist(), strict=True):
-            key = (b, u, reasons)
-            status = memo.get(key)
-            if status is None:
-                if len(memo) > 4096:
-                    memo.clear()
-                status = memo[key] = _status_from_bits(b, u, reasons)
-            out[i] = status
-        return out
 
     def filter_mask(self, state: CycleState, pod: Pod, table: NodeTable,
                     idx: IntArray) -> BoolArray | None:
@@ -435,13 +328,6 @@ class NodeResourcesFit:
             if after.get(name, 0) > before.get(name, 0):
                 return QUEUE
         return QUEUE_SKIP
-
-
-def _status_from_bits(bits: int, unresolvable: bool, reasons: tuple[str, ...]) -> Status:
-    out = [ERR_REASON_TOO_MANY_PODS] if bits & 1 else []
-    out.extend(reason for k, reason in enumerate(reasons) if bits >> (k + 1) & 1)
-    code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
-    return Status(code, tuple(out))
 
 
 # --- args --------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ DaemonSet pods do) passes anyway, exactly as upstream treats the flag as that ta
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -55,13 +55,6 @@ class NodeUnschedulable:
         if node.node.unschedulable and not tolerates_unschedulable(pod):
             return _REJECT
         return None
-
-    def filter_all(
-        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
-    ) -> list[Status | None]:
-        if tolerates_unschedulable(pod):
-            return [None] * len(nodes)
-        return [_REJECT if n.node.unschedulable else None for n in nodes]
 
     def filter_mask(self, state: CycleState, pod: Pod, table: NodeTable,
                     idx: IntArray) -> BoolArray:

@@ -361,29 +361,6 @@ class PodTopologySpread:
                 return _CONSTRAINTS_NOT_MATCH
         return None
 
-    def filter_all(
-        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
-    ) -> list[Status | None]:
-        s: _PreFilterState = state.read(PRE_FILTER_KEY)
-        checks = s.python_checks()
-        if not checks:
-            return [None] * len(nodes)
-        out: list[Status | None] = []
-        append = out.append
-        for info in nodes:
-            labels = info.node.labels
-            result: Status | None = None
-            for key, domains, limit in checks:
-                value = labels.get(key)
-                if value is None:
-                    result = _NODE_LABEL_NOT_MATCH
-                    break
-                if domains.get(value, 0) > limit:
-                    result = _CONSTRAINTS_NOT_MATCH
-                    break
-            append(result)
-        return out
-
     def filter_mask(self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray
                     ) -> BoolArray | None:
         s: _PreFilterState | None = state.get(PRE_FILTER_KEY)

@@ -77,27 +77,6 @@ class TaintToleration:
                 return _REJECT
         return None
 
-    def filter_all(
-        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
-    ) -> list[Status | None]:
-        # Most nodes share a handful of taints: decide each distinct taint once.
-        tolerations = pod.tolerations
-        verdict: dict[Taint, bool] = {}
-        out: list[Status | None] = []
-        append = out.append
-        for info in nodes:
-            hard = _node_taints(info.node)[0]
-            status: Status | None = None
-            for taint in hard:
-                ok = verdict.get(taint)
-                if ok is None:
-                    ok = verdict[taint] = _tolerated(tolerations, taint)
-                if not ok:
-                    status = _REJECT
-                    break
-            append(status)
-        return out
-
     def filter_mask(self, state: CycleState, pod: Pod, table: NodeTable,
                     idx: IntArray) -> BoolArray:
         # Decide once per distinct taint set, then map back to the nodes.

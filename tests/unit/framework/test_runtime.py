@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
 
 from policyd.engine.cycle import schedule_one
 from policyd.framework.cycle_state import CycleState
-from policyd.framework.interfaces import default_normalize_score
+from policyd.framework.interfaces import default_normalize_score, extension_points
 from policyd.framework.runtime import Framework, WeightedScorePlugin
 from policyd.framework.status import Code, Status
 from policyd.model.cluster import ClusterState
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
+from policyd.model.table import BoolArray, IntArray, NodeTable
 from tests.builders import make_node, make_pod
 
 
@@ -175,3 +177,68 @@ def test_default_normalize_score() -> None:
     scores = [0, 0]
     default_normalize_score(100, True, scores)
     assert scores == [100, 100]
+
+
+class MaskedReject(RejectNodes):
+    """RejectNodes with a columnar form, counting the calls of each form."""
+
+    def __init__(self, name: str, reject: set[str], reason: str,
+                 fallback: bool = False) -> None:
+        super().__init__(name, reject, reason)
+        self.fallback = fallback
+        self.mask_calls = 0
+        self.asked: list[str] = []
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        self.asked.append(node.name)
+        return super().filter(state, pod, node)
+
+    def filter_mask(self, state: CycleState, pod: Pod, table: NodeTable,
+                    idx: IntArray) -> BoolArray | None:
+        self.mask_calls += 1
+        if self.fallback:
+            return None
+        return np.array([table.names[i] not in self.reject for i in idx.tolist()], np.bool_)
+
+
+def test_plugins_are_bound_once_by_their_forms() -> None:
+    plain = RejectNodes("Plain", set(), "x")
+    masked = MaskedReject("Masked", set(), "x")
+    s1 = FixedScore("S1", {}, normalize=True)
+    fw = Framework("p", filter=[plain, masked],
+                   score=[WeightedScorePlugin(s1, 3), WeightedScorePlugin(FixedScore("S2", {}), 1)])
+    assert [(f.name, f.mask is not None) for f in fw.filters] == [
+        ("Plain", False), ("Masked", True)]
+    assert [(s.name, s.weight, s.normalize is not None, s.vector) for s in fw.scores] == [
+        ("S1", 3, True, None), ("S2", 1, False, None)]
+    assert extension_points(masked) == {"filter"}
+    assert extension_points(Narrow("N", None)) == {"preFilter", "filter"}
+
+
+def test_a_plugin_without_the_point_s_method_is_refused_when_the_framework_is_built() -> None:
+    with pytest.raises(TypeError, match="not a Filter plugin"):
+        Framework("p", filter=[FixedScore("S", {})])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="not a Score plugin"):
+        Framework("p", score=[WeightedScorePlugin(Crash(), 1)])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fallback", [False, True])
+def test_no_fit_reasons_come_from_filter_on_the_nodes_each_mask_rejects(fallback: bool) -> None:
+    a = MaskedReject("A", {"n1"}, "reason a", fallback=fallback)
+    b = MaskedReject("B", {"n1", "n2", "n3"}, "reason b", fallback=fallback)
+    r = schedule_one(Framework("p", filter=[a, b]), make_pod().obj(), cluster("n1", "n2", "n3"))
+    assert r.message == "0/3 nodes are available: 1 reason a, 2 reason b."
+    assert r.diagnosis.node_to_status["n2"] == Status.unschedulable("reason b").with_plugin("B")
+    assert r.diagnosis.unschedulable_plugins == {"A", "B"}
+    assert a.mask_calls == b.mask_calls == 2  # the decision pass, then the diagnosis
+    if fallback:  # no mask: filter on every node still in play, as the reference path
+        assert a.asked == ["n1", "n2", "n3"] * 2 and b.asked == ["n2", "n3"] * 2
+    else:  # filter only where the mask rejected
+        assert a.asked == ["n1"] and b.asked == ["n2", "n3"]
+
+
+def test_the_reference_path_never_calls_the_columnar_form() -> None:
+    a = MaskedReject("A", {"n1"}, "reason a")
+    r = schedule_one(Framework("p", filter=[a]), make_pod().obj(), cluster("n1", "n2"),
+                     reference=True)
+    assert r.node == "n2" and a.mask_calls == 0

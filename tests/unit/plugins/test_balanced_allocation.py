@@ -24,6 +24,7 @@ from policyd.plugins.noderesources.resource_allocation import (
     balanced_allocation_score,
     balanced_resource_score,
 )
+from tests import plugin_harness as harness
 from tests.builders import make_node, make_pod
 
 GPU = "nvidia.com/gpu"
@@ -224,7 +225,8 @@ def _random_requests(rng: random.Random) -> Req:
     [{"name": GPU}, {"name": "memory"}],
 ])
 @pytest.mark.parametrize("seed", range(4))
-def test_score_vector_matches_score(seed: int, resources: list[dict[str, Any]] | None) -> None:
+def test_columnar_score_matches_reference_score(seed: int,
+                                                resources: list[dict[str, Any]] | None) -> None:
     import numpy as np
 
     rng = random.Random(seed)
@@ -241,14 +243,13 @@ def test_score_vector_matches_score(seed: int, resources: list[dict[str, Any]] |
     for round_ in range(10):
         table = cluster.table()
         infos = table.infos
-        idx = np.arange(len(infos), dtype=np.int64)
         p = pod(*[_random_requests(rng) for _ in range(rng.randint(1, 2))], name=f"p{round_}")
-        for pre_score in (True, False):
-            state = CycleState(infos, cluster)
-            if pre_score and plugin.pre_score(state, p, infos) is not None:
-                continue  # Skip: Score does not run
-            vector = plugin.score_vector(state, p, table, idx)
-            assert vector is not None
-            assert vector.tolist() == [plugin.score(state, p, i) for i in infos]
+        out = harness.run_score(plugin, p, cluster)
+        assert out.skipped or out.columnar
+        # Without PreScore (disabled in a profile) both forms compute the request.
+        state = CycleState(infos, cluster)
+        vector = plugin.score_vector(state, p, table, np.arange(len(infos), dtype=np.int64))
+        assert vector is not None
+        assert vector.tolist() == [plugin.score(state, p, i) for i in infos]
         cluster.upsert_pod(pod(_random_requests(rng), name=f"y{round_}",
                                node=rng.choice(infos).name))

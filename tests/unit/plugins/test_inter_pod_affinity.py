@@ -14,13 +14,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from policyd.framework import Code, CycleState, PluginError, Status
+from policyd.framework import Code, PluginError, Status
 from policyd.model.cluster import ClusterState
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod, node_from_dict
 from policyd.model.table import IntArray, NodeTable
 from policyd.plugins.interpodaffinity import plugin as ipa
 from policyd.plugins.interpodaffinity.terms import pod_affinity_terms
+from tests import plugin_harness as harness
 from tests.builders import make_pod
 
 AFF = ipa.ERR_REASON_AFFINITY_RULES_NOT_MATCH
@@ -116,39 +117,22 @@ def cluster(nodes: Sequence[Node], pods: Sequence[Pod],
 
 def run_filter(incoming: Pod, c: ClusterState,
                plugin: ipa.InterPodAffinity | None = None) -> Any:
-    """SKIP, a PreFilter rejection, or the per-node filter statuses (also checking that
-    filter_all agrees with filter)."""
-    pl = plugin or ipa.new()
-    infos = c.node_infos()
-    state = CycleState(infos, c)
-    _, status = pl.pre_filter(state, incoming, infos)
-    if status is not None:
-        return SKIP if status.is_skip else status
-    one_by_one = [pl.filter(state, incoming, n) for n in infos]
-    assert pl.filter_all(state, incoming, infos) == one_by_one
-    table, idx = _table(c, infos)
-    mask = pl.filter_mask(state, incoming, table, idx)
-    assert mask is not None
-    assert mask.tolist() == [st is None for st in one_by_one]
-    return one_by_one
+    """SKIP, a PreFilter rejection, or the per-node filter statuses (the harness also
+    checks that filter_mask agrees with filter)."""
+    out = harness.run_filter(plugin or ipa.new(), incoming, c)
+    if out.stopped is not None:
+        return SKIP if out.stopped.is_skip else out.stopped
+    return out.statuses
 
 
 def run_score(incoming: Pod, c: ClusterState,
               plugin: ipa.InterPodAffinity | None = None) -> Any:
-    pl = plugin or ipa.new()
-    infos = c.node_infos()
-    state = CycleState(infos, c)
-    status = pl.pre_score(state, incoming, infos)
-    if status is not None:
-        return SKIP if status.is_skip else status
-    scores = [pl.score(state, incoming, n) for n in infos]
-    table, idx = _table(c, infos)
-    vector = pl.score_vector(state, incoming, table, idx)
-    assert vector is not None
-    assert vector.tolist() == scores
-    assert pl.normalize_score(state, incoming, infos, scores) is None
-    assert pl.normalize_vector(state, incoming, table, idx, vector).tolist() == scores
-    return scores
+    """SKIP, a PreScore error, or the normalized scores (the harness also checks the
+    columnar form)."""
+    out = harness.run_score(plugin or ipa.new(), incoming, c)
+    if out.stopped is not None:
+        return SKIP if out.skipped else out.stopped
+    return out.normalized
 
 
 def _table(c: ClusterState, infos: list[NodeInfo]) -> tuple[NodeTable, IntArray]:
@@ -962,7 +946,7 @@ def test_matches_reference_when_kept_totals_are_evicted(monkeypatch: pytest.Monk
         test_matches_reference_on_generated_clusters(seed)
 
 
-def test_filter_all_single_existing_key_shape() -> None:
+def test_single_existing_key_shape() -> None:
     anti = affinity(anti=[term("kubernetes.io/hostname", expr("app", "In", "x"))])
     nodes = [node(f"n{i}", **{"kubernetes.io/hostname": f"n{i}"}) for i in range(4)]
     nodes.append(node("bare"))

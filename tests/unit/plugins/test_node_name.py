@@ -9,6 +9,7 @@ from policyd.model.node_info import NodeInfo
 from policyd.plugins import names
 from policyd.plugins.nodename.node_name import ERR_REASON, new
 from tests.builders import make_node, make_pod
+from tests.plugin_harness import filter_statuses
 
 REJECT = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON,))
 
@@ -29,20 +30,12 @@ def test_filter(name: str, pod_node: str, node: str, want: Status | None) -> Non
     info = NodeInfo(make_node(node).obj())
     plugin = new()
     assert plugin.filter(CycleState(), pod, info) == want
-    assert plugin.filter_all(CycleState(), pod, [info]) == [want]
+    assert filter_statuses(plugin, pod, info) == [want]
 
 
 def test_no_pre_filter_in_1_36() -> None:
     # kube-scheduler 1.36's NodeName is a Filter only.
     assert not hasattr(new(), "pre_filter")
-
-
-def test_filter_all_matches_filter() -> None:
-    plugin = new()
-    nodes = [NodeInfo(make_node(f"n{i}").obj()) for i in range(5)]
-    for pod in (make_pod().obj(), make_pod().node("n3").obj(), make_pod().node("x").obj()):
-        assert plugin.filter_all(CycleState(), pod, nodes) == [
-            plugin.filter(CycleState(), pod, n) for n in nodes]
 
 
 def test_factory() -> None:

@@ -14,6 +14,7 @@ from policyd.model.records import Pod
 from policyd.plugins import names
 from policyd.plugins.nodeports.node_ports import ERR_REASON, new
 from tests.builders import make_node, make_pod
+from tests.plugin_harness import filter_statuses
 
 REJECT = Status(Code.UNSCHEDULABLE, (ERR_REASON,))
 
@@ -71,7 +72,7 @@ def test_filter(name: str, pod: list[str], existing: list[str], want: Status | N
     state = CycleState([info])
     assert plugin.pre_filter(state, p, [info]) == (None, None)
     assert plugin.filter(state, p, info) == want
-    assert plugin.filter_all(state, p, [info]) == [want]
+    assert filter_statuses(plugin, p, info) == [want]
 
 
 def test_pre_filter_skips_pod_without_host_ports() -> None:
@@ -132,7 +133,7 @@ _port = st.tuples(st.sampled_from(["TCP", "UDP"]),
 @settings(max_examples=200, deadline=None)
 @given(wanted=st.lists(_port, min_size=1, max_size=3),
        nodes=st.lists(st.lists(_port, max_size=3), min_size=1, max_size=6))
-def test_filter_all_matches_filter(wanted: list[tuple[str, str, int]],
+def test_mask_matches_filter_on_generated_ports(wanted: list[tuple[str, str, int]],
                                    nodes: list[list[tuple[str, str, int]]]) -> None:
     pod = pod_with_ports(*(f"{p}/{ip}/{n}" for p, ip, n in wanted))
     infos = []
@@ -141,10 +142,7 @@ def test_filter_all_matches_filter(wanted: list[tuple[str, str, int]],
         for j, (proto, ip, port) in enumerate(used):
             info.add_pod(pod_with_ports(f"{proto}/{ip}/{port}", name=f"e{i}-{j}"))
         infos.append(info)
-    plugin = new()
-    state = CycleState(infos)
-    plugin.pre_filter(state, pod, infos)
-    assert plugin.filter_all(state, pod, infos) == [plugin.filter(state, pod, n) for n in infos]
+    filter_statuses(new(), pod, *infos)  # asserts that both forms agree
 
 
 def test_factory() -> None:

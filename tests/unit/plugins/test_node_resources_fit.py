@@ -14,7 +14,6 @@ gives the same actual and the same "non-zero" requests.
 from __future__ import annotations
 
 import random
-import time
 from typing import Any
 
 import pytest
@@ -35,6 +34,7 @@ from policyd.plugins.noderesources.fit import (
     new,
 )
 from policyd.plugins.noderesources.resource_allocation import ShapePoint, broken_linear_function
+from tests import plugin_harness as harness
 from tests.builders import make_node, make_pod
 
 EXT_A = "example.com/aaa"
@@ -362,7 +362,7 @@ def test_module_contract() -> None:
     assert new().name == names.NODE_RESOURCES_FIT
 
 
-# --- filter_all ---------------------------------------------------------------------------
+# --- generated clusters ---------------------------------------------------------------------------
 
 _RESOURCE_CHOICES = ("cpu", "memory", "ephemeral-storage", EXT_A, EXT_B, HUGEPAGES_A,
                      K8S_IO_A)
@@ -396,29 +396,6 @@ def _random_pod(rng: random.Random, name: str) -> Pod:
     return pod(*containers, init=init, name=name)
 
 
-@pytest.mark.parametrize("seed", range(8))
-def test_filter_all_matches_filter(seed: int) -> None:
-    rng = random.Random(seed)
-    cluster = _random_cluster(rng, 60)
-    plugin = new({"ignoredResources": [EXT_B]} if seed % 2 else None)
-    for round_ in range(12):
-        infos = cluster.node_infos()
-        p = _random_pod(rng, f"p{round_}")
-        state = CycleState(infos, cluster)
-        plugin.pre_filter(state, p, infos)
-        assert plugin.filter_all(state, p, infos) == [plugin.filter(state, p, i)
-                                                      for i in infos]
-        # Change the cluster between rounds so the columnar cache must notice.
-        target = rng.choice(infos).name
-        cluster.upsert_pod(pod(_random_requests(rng), name=f"x{round_}", node=target))
-        if round_ % 4 == 3:
-            cluster.remove_node(rng.choice(infos).name)
-        if round_ % 5 == 4:
-            raw = make_node(target).raw()
-            raw["status"]["allocatable"] = {"pods": "9", "cpu": "3", EXT_A: "2"}
-            cluster.upsert_node(node_from_dict(raw))
-
-
 def test_quantities_beyond_int64_are_rejected_when_decoded() -> None:
     # resource.Quantity values must fit an int64; the decoder refuses larger ones with
     # the field named, so no plugin ever sees them.
@@ -428,43 +405,10 @@ def test_quantities_beyond_int64_are_rejected_when_decoded() -> None:
         pod({"memory": "200E"})
 
 
-def test_filter_all_near_int64_matches_filter() -> None:
+def test_near_int64_forms_agree() -> None:
     cluster = ClusterState([node("big", memory="9E", pods="10"), node("small", pods="10")])
-    infos = cluster.node_infos()
-    plugin = new()
     for mem in ("1", "8E", "9E"):
-        p = pod({"memory": mem})
-        state = CycleState(infos, cluster)
-        plugin.pre_filter(state, p, infos)
-        assert plugin.filter_all(state, p, infos) == [plugin.filter(state, p, i)
-                                                      for i in infos]
-
-
-def test_filter_all_is_faster_than_filter_on_5000_nodes() -> None:
-    rng = random.Random(7)
-    cluster = ClusterState()
-    for i in range(5000):
-        cluster.upsert_node(node(f"n{i}", cpu=str(rng.choice((2, 4, 8))),
-                                 memory=f"{rng.choice((4, 8, 16))}Gi", pods="110"))
-    infos = cluster.node_infos()
-    plugin = new()
-    p = pod({"cpu": "3", "memory": "6Gi"})
-    state = CycleState(infos, cluster)
-    plugin.pre_filter(state, p, infos)
-    plugin.filter_all(state, p, infos)  # builds the columns once
-
-    def best(fn: Any) -> float:
-        times = []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        return min(times)
-
-    batch = best(lambda: plugin.filter_all(state, p, infos))
-    single = best(lambda: [plugin.filter(state, p, i) for i in infos])
-    assert plugin.filter_all(state, p, infos) == [plugin.filter(state, p, i) for i in infos]
-    assert batch < single
+        assert harness.run_filter(new(), pod({"memory": mem}), cluster).columnar
 
 
 # --- args ---------------------------------------------------------------------------------
@@ -913,35 +857,33 @@ VECTOR_ARGS: list[dict[str, Any] | None] = [
 
 @pytest.mark.parametrize("args", VECTOR_ARGS)
 @pytest.mark.parametrize("seed", range(4))
-def test_vector_paths_match_per_node_paths(seed: int, args: dict[str, Any] | None) -> None:
+def test_columnar_forms_match_reference_forms(seed: int, args: dict[str, Any] | None) -> None:
     import numpy as np
 
     rng = random.Random(seed)
     cluster = _random_cluster(rng, 50)
     plugin = new(args)
     for round_ in range(10):
-        table = cluster.table()
-        infos = table.infos
-        if round_ % 2:
-            idx = np.array(sorted(rng.sample(range(len(infos)), len(infos) // 2)), np.int64)
-        else:
-            idx = np.arange(len(infos), dtype=np.int64)
-        chosen = [infos[i] for i in idx.tolist()]
+        n = len(cluster.node_infos())
+        subset = sorted(rng.sample(range(n), n // 2)) if round_ % 2 else None
         p = _random_pod(rng, f"v{round_}")
-        state = CycleState(infos, cluster)
-        plugin.pre_filter(state, p, infos)
-        mask = plugin.filter_mask(state, p, table, idx)
-        assert mask is not None
-        assert mask.tolist() == [plugin.filter(state, p, i) is None for i in chosen]
-        for pre_score in (True, False):
-            score_state = CycleState(infos, cluster)
-            if pre_score:
-                plugin.pre_score(score_state, p, chosen)
-            vector = plugin.score_vector(score_state, p, table, idx)
-            assert vector is not None
-            assert vector.tolist() == [plugin.score(score_state, p, i) for i in chosen]
+        assert harness.run_filter(plugin, p, cluster, subset).columnar
+        assert harness.run_score(plugin, p, cluster, subset).columnar
+        # Without PreScore (disabled in a profile) both forms compute the request.
+        table = cluster.table()
+        idx = np.arange(n, dtype=np.int64)
+        state = CycleState(table.infos, cluster)
+        vector = plugin.score_vector(state, p, table, idx)
+        assert vector is not None
+        assert vector.tolist() == [plugin.score(state, p, i) for i in table.infos]
         cluster.upsert_pod(pod(_random_requests(rng), name=f"y{round_}",
-                               node=rng.choice(infos).name))
+                               node=rng.choice(table.infos).name))
+        if round_ % 4 == 3:  # nodes leave and change: the table must follow
+            cluster.remove_node(rng.choice(table.infos).name)
+        if round_ % 5 == 4:
+            raw = make_node(rng.choice(cluster.node_infos()).name).raw()
+            raw["status"]["allocatable"] = {"pods": "9", "cpu": "3", EXT_A: "2"}
+            cluster.upsert_node(node_from_dict(raw))
 
 
 def test_vector_paths_decline_values_beyond_exact_range() -> None:

@@ -9,6 +9,7 @@ from policyd.model.node_info import NodeInfo
 from policyd.plugins import names
 from policyd.plugins.nodeunschedulable.node_unschedulable import ERR_REASON_UNSCHEDULABLE, new
 from tests.builders import PodBuilder, make_node, make_pod
+from tests.plugin_harness import filter_statuses
 
 REJECT = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_UNSCHEDULABLE,))
 
@@ -40,18 +41,7 @@ def test_filter(name: str, pod: PodBuilder, unschedulable: bool, want: Status | 
     node = NodeInfo(make_node("n1").unschedulable(unschedulable).obj())
     p = pod.obj()
     assert plugin.filter(CycleState(), p, node) == want
-    assert plugin.filter_all(CycleState(), p, [node]) == [want]
-
-
-def test_filter_all_matches_filter() -> None:
-    plugin = new()
-    nodes = [NodeInfo(make_node(f"n{i}").unschedulable(i % 3 == 0).obj()) for i in range(10)]
-    for pod in (make_pod().obj(),
-                make_pod().toleration("node.kubernetes.io/unschedulable", effect="NoSchedule")
-                .obj()):
-        state = CycleState(nodes)
-        assert plugin.filter_all(state, pod, nodes) == [
-            plugin.filter(state, pod, n) for n in nodes]
+    assert filter_statuses(plugin, p, node) == [want]
 
 
 def test_factory() -> None:

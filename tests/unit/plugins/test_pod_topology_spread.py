@@ -24,6 +24,7 @@ from policyd.plugins.podtopologyspread.plugin import (
     PodTopologySpread,
     new,
 )
+from tests import plugin_harness as harness
 from tests.builders import make_node, make_pod
 
 HOST = "kubernetes.io/hostname"
@@ -166,29 +167,17 @@ def run_filter(p: Pod, nodes: list[Node], pods: list[Pod], plugin: PodTopologySp
     assert status is None, status
     infos = cs.node_infos()
     single = [plugin.filter(state, p, n) for n in infos]
-    assert plugin.filter_all(state, p, infos) == single
     assert_fast_filter_agrees(plugin, p, cs, single)
     return {n.name: verdict(s) for n, s in zip(infos, single, strict=True)}
 
 
 def assert_fast_filter_agrees(plugin: PodTopologySpread, p: Pod, cs: ClusterState,
                               want: list[Status | None]) -> None:
-    """The NodeTable path: PreFilter on columns, filter_mask, and per-node filter reading
-    the columnar state all give the reference results."""
-    table = cs.table()
-    state = CycleState(table.infos, cs)
-    state.table = table
-    assert plugin.pre_filter(state, p, state.all_nodes) == (None, None)
-    idx = np.arange(len(table.infos))
-    mask = plugin.filter_mask(state, p, table, idx)
-    assert mask is not None
-    assert mask.tolist() == [s is None for s in want]
-    assert [plugin.filter(state, p, n) for n in table.infos] == want
-    # A subset of rows, as the runner passes after earlier filters.
-    sub = idx[::2]
-    sub_mask = plugin.filter_mask(state, p, table, sub)
-    assert sub_mask is not None
-    assert sub_mask.tolist() == [want[i] is None for i in sub.tolist()]
+    """Both forms give the reference results, on all nodes and on a subset of rows (as
+    the runner passes after earlier filters)."""
+    assert harness.run_filter(plugin, p, cs).statuses == want
+    half = list(range(0, len(want), 2))
+    assert harness.run_filter(plugin, p, cs, half).statuses == [want[i] for i in half]
 
 
 # --- reasons --------------------------------------------------------------------------
@@ -519,7 +508,7 @@ def test_counts_follow_cluster_changes() -> None:
     assert [plugin.filter(state, p, n) for n in cs.node_infos()] == [None] * 4
 
 
-def test_filter_all_matches_filter_on_generated_clusters() -> None:
+def test_filter_follows_the_skew_rule_on_generated_clusters() -> None:
     rng = random.Random(1234)
     plugin = new({"defaultingType": "List"})
     for _ in range(60):
@@ -549,7 +538,6 @@ def test_filter_all_matches_filter_on_generated_clusters() -> None:
         plugin.pre_filter(state, p, state.all_nodes)
         infos = cs.node_infos()
         want = [plugin.filter(state, p, n) for n in infos]
-        assert plugin.filter_all(state, p, infos) == want
         assert [verdict(s) for s in want] == _reference_filter(p, infos, spread)
         assert_fast_filter_agrees(plugin, p, cs, want)
 
@@ -618,18 +606,10 @@ def run_score(p: Pod, nodes: list[Node], pods: list[Pod], failed: list[Node] | N
 
 def assert_fast_score_agrees(plugin: PodTopologySpread, p: Pod, cs: ClusterState,
                              candidates: list[str], raw: list[int], want: list[int]) -> None:
-    table = cs.table()
-    state = CycleState(table.infos, cs)
-    state.table = table
-    idx = np.array([table.index[n] for n in candidates], np.int64)
-    infos = [table.infos[i] for i in idx.tolist()]
-    assert plugin.pre_score(state, p, infos) is None
-    vector = plugin.score_vector(state, p, table, idx)
-    assert vector is not None
-    assert vector.tolist() == raw
-    assert plugin.normalize_vector(state, p, table, idx, vector).tolist() == want
-    # The per-node methods still work on a cycle prepared for the table.
-    assert [plugin.score(state, p, n) for n in infos] == raw
+    positions = [i for i, n in enumerate(cs.node_infos()) if n.name in set(candidates)]
+    out = harness.run_score(plugin, p, cs, positions)
+    assert out.columnar
+    assert (out.raw, out.normalized) == (raw, want)
 
 
 HOST4 = [hn("node-a"), hn("node-b"), hn("node-c"), hn("node-d")]

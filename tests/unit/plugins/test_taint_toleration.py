@@ -19,6 +19,7 @@ from policyd.plugins.tainttoleration.taint_toleration import (
     new,
 )
 from tests.builders import make_node, make_pod
+from tests.plugin_harness import filter_statuses
 
 REJECT = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_UNTOLERATED,))
 
@@ -150,7 +151,7 @@ def test_filter(name: str, tolerations: Tols, taints: Taints, want: Status | Non
     node = node_with("nodeA", taints)
     plugin = new()
     assert plugin.filter(CycleState(), pod, node) == want
-    assert plugin.filter_all(CycleState(), pod, [node]) == [want]
+    assert filter_statuses(plugin, pod, node) == [want]
 
 
 _key = st.sampled_from(["a", "b", "c", ""])
@@ -167,12 +168,10 @@ _toleration: st.SearchStrategy[dict[str, Any]] = st.fixed_dictionaries({
 @settings(max_examples=200, deadline=None)
 @given(tolerations=st.lists(_toleration, max_size=3),
        nodes=st.lists(st.lists(_taint, max_size=3), min_size=1, max_size=8))
-def test_filter_all_matches_filter(tolerations: Tols, nodes: list[Taints]) -> None:
+def test_mask_matches_filter_on_generated_taints(tolerations: Tols, nodes: list[Taints]) -> None:
     pod = pod_with(tolerations)
     infos = [node_with(f"n{i}", t) for i, t in enumerate(nodes)]
-    plugin = new()
-    state = CycleState(infos)
-    assert plugin.filter_all(state, pod, infos) == [plugin.filter(state, pod, n) for n in infos]
+    filter_statuses(new(), pod, *infos)  # asserts that both forms agree
 
 
 def test_factory() -> None:

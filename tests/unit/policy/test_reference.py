@@ -4,7 +4,6 @@ policies, pods and clusters (seeded, so failures reproduce)."""
 from __future__ import annotations
 
 import random
-from typing import Any
 
 import pytest
 
@@ -14,167 +13,14 @@ from policyd.model.cluster import ClusterState
 from policyd.model.records import node_from_dict, pod_from_dict
 from policyd.policy import reference
 from policyd.policy.policy_schema import FILTER_KINDS, SCORE_KINDS
+from tests.gen.policies import (
+    metric_policy_doc,
+    metrics_cache,
+    policy_doc,
+    policy_node,
+    policy_pod,
+)
 from tests.unit.policy.conftest import check_docs, make_policy
-
-KEYS = ["env", "Env", "tier", "zone", "n"]
-VALUES = ["a", "b", "prod", "1", "5", "10", ""]
-ANN_KEYS = ["x", "lat", "hw"]
-ANN_VALUES = ["true", "false", "3", "12.5", "a", "0.1", "0.3", "100",
-              # not JSON numbers, so missing to numeric rules and to_number (valid label
-              # values: selectors take them too; test_json_numbers has the others)
-              "Infinity", "NaN", "1e400", "1_000", "0x10", "01", "1e2"]
-RESOURCES = ["cpu", "memory", "example.com/gpu", "pods"]
-
-
-def _labels(rng: random.Random) -> dict[str, str]:
-    return {k: rng.choice(VALUES) for k in rng.sample(KEYS, rng.randint(0, 4))}
-
-
-def _annotations(rng: random.Random) -> dict[str, str]:
-    return {k: rng.choice(ANN_VALUES) for k in rng.sample(ANN_KEYS, rng.randint(0, 3))}
-
-
-def _requests(rng: random.Random) -> dict[str, str]:
-    out = {}
-    if rng.random() < 0.7:
-        out["cpu"] = f"{rng.choice([100, 250, 500, 1000, 2000])}m"
-    if rng.random() < 0.7:
-        out["memory"] = f"{rng.choice([128, 512, 1024, 4096])}Mi"
-    if rng.random() < 0.2:
-        out["example.com/gpu"] = str(rng.randint(1, 2))
-    return out
-
-
-def _pod(rng: random.Random, name: str, node: str = "") -> dict[str, Any]:
-    container: dict[str, Any] = {"name": "c", "image": "i"}
-    req = _requests(rng)
-    if req:
-        container["resources"] = {"requests": req}
-    spec: dict[str, Any] = {"containers": [container], "priority": rng.randint(0, 20)}
-    if node:
-        spec["nodeName"] = node
-    return {"kind": "Pod", "metadata": {
-        "name": name, "namespace": rng.choice(["default", "prod", "kube-system"]),
-        "uid": name, "labels": _labels(rng), "annotations": _annotations(rng)},
-        "spec": spec, "status": {"phase": "Running" if node else "Pending"}}
-
-
-def _node(rng: random.Random, name: str) -> dict[str, Any]:
-    alloc = {"cpu": str(rng.choice([1, 2, 4, 8])), "memory": f"{rng.choice([2, 4, 16])}Gi",
-             "pods": str(rng.choice([3, 10, 110]))}
-    if rng.random() < 0.4:
-        alloc["example.com/gpu"] = str(rng.randint(0, 4))
-    return {"kind": "Node", "metadata": {"name": name, "labels": _labels(rng),
-                                         "annotations": _annotations(rng)},
-            "status": {"allocatable": alloc}}
-
-
-def _requirement(rng: random.Random, node: bool) -> dict[str, Any]:
-    ops = ["In", "NotIn", "Exists", "DoesNotExist"] + (["Gt", "Lt"] if node else [])
-    op = rng.choice(ops)
-    r: dict[str, Any] = {"key": rng.choice(KEYS), "operator": op}
-    if op in ("In", "NotIn"):
-        r["values"] = rng.sample(VALUES, rng.randint(1, 3))
-    elif op in ("Gt", "Lt"):
-        r["values"] = [str(rng.randint(0, 8))]
-    return r
-
-
-def _selector(rng: random.Random, node: bool) -> dict[str, Any]:
-    sel: dict[str, Any] = {}
-    if rng.random() < 0.5:
-        sel["matchLabels"] = {rng.choice(KEYS): rng.choice(VALUES)}
-    sel["matchExpressions"] = [_requirement(rng, node) for _ in range(rng.randint(0, 2))]
-    return sel
-
-
-def _filter(rng: random.Random, i: int) -> dict[str, Any]:
-    kind = rng.choice(["a2l", "labels", "headroom", "ext", "cap", "jmes"])
-    r: dict[str, Any] = {"id": f"f{i}", "message": f"filter {i} failed"}
-    if kind == "a2l":
-        a: dict[str, Any] = {"annotation": rng.choice(ANN_KEYS), "label": rng.choice(KEYS)}
-        if rng.random() < 0.5:
-            a["value"] = rng.choice(ANN_VALUES)
-        if rng.random() < 0.5:
-            a["useAnnotationValue"] = True
-        else:
-            a["labelValue"] = rng.choice(VALUES)
-        r["annotationToNodeLabel"] = a
-    elif kind == "labels":
-        sel = _selector(rng, True)
-        if not sel.get("matchLabels") and not sel["matchExpressions"]:
-            sel["matchExpressions"] = [_requirement(rng, True)]
-        r["nodeLabels"] = sel
-    elif kind == "headroom":
-        res = rng.choice(RESOURCES)
-        if rng.random() < 0.5:
-            r["headroom"] = {"resource": res, "percent": rng.choice([0, 10, 12.5, 50, 100])}
-        else:
-            q = {"cpu": "500m", "memory": "1Gi", "example.com/gpu": "1", "pods": "2"}[res]
-            r["headroom"] = {"resource": res, "quantity": q}
-    elif kind == "ext":
-        r["requireExtendedResource"] = {"name": "example.com/gpu",
-                                        "quantity": rng.randint(1, 3)}
-    elif kind == "cap":
-        r["maxPodsPerNode"] = rng.randint(1, 3)
-    else:
-        r["jmespath"] = rng.choice([
-            "node.metadata.labels.env == pod.metadata.labels.env",
-            "quantity(node.status.allocatable.memory) > quantity('3Gi')",
-            "to_number(node.metadata.labels.n) > `2`",
-            "contains(keys(node.metadata.labels), 'tier')",
-            "abs(node.metadata.name)",
-        ])
-    return r
-
-
-def _score(rng: random.Random, i: int) -> dict[str, Any]:
-    kind = rng.choice(["lv", "num", "alloc", "jmes"])
-    r: dict[str, Any] = {"id": f"s{i}", "weight": rng.randint(1, 100),
-                         "normalize": rng.choice(["minmax", "max", "none"])}
-    if kind != "num" and rng.random() < 0.3:
-        r["reverse"] = True
-    if kind == "lv":
-        r["labelValue"] = {"label": rng.choice(KEYS), "values": {
-            v: rng.choice([0, 10, 33.3, 50, 100, 150]) for v in rng.sample(VALUES, 3)},
-            "default": rng.choice([0, 5])}
-    elif kind == "num":
-        src = rng.choice(["label", "annotation"])
-        r["numeric"] = {src: rng.choice(KEYS if src == "label" else ANN_KEYS),
-                        "prefer": rng.choice(["highest", "lowest"])}
-    elif kind == "alloc":
-        r["allocation"] = {"strategy": rng.choice(["least", "most"])}
-        if rng.random() < 0.5:
-            r["allocation"]["resources"] = [
-                {"name": n, "weight": rng.randint(1, 5)}
-                for n in rng.sample(["cpu", "memory", "example.com/gpu"], rng.randint(1, 3))]
-    else:
-        r["jmespath"] = rng.choice([
-            "to_number(node.metadata.labels.n)",
-            "length(keys(node.metadata.labels))",
-            "to_number(node.metadata.annotations.lat)",
-            "quantity(node.status.allocatable.cpu)",
-            "node.metadata.name",
-        ])
-    return r
-
-
-def _policy(rng: random.Random) -> dict[str, Any]:
-    applies: dict[str, Any] = {}
-    if rng.random() < 0.3:
-        applies["namespaces"] = {"exclude": ["kube-system"]}
-    if rng.random() < 0.4:
-        applies["labelSelector"] = _selector(rng, False)
-    if rng.random() < 0.3:
-        applies["annotationSelector"] = {"matchExpressions": [
-            {"key": rng.choice(ANN_KEYS), "operator": "Exists"}]}
-    if rng.random() < 0.2:
-        applies["condition"] = "spec.priority > `5`"
-    spec: dict[str, Any] = {"filters": [_filter(rng, i) for i in range(rng.randint(0, 3))],
-                            "scores": [_score(rng, i) for i in range(rng.randint(0, 3))]}
-    if applies:
-        spec["appliesTo"] = applies
-    return make_policy(**spec)
 
 
 def test_reference_evaluates_every_schema_kind() -> None:
@@ -182,8 +28,8 @@ def test_reference_evaluates_every_schema_kind() -> None:
     but must know the same kinds, and a rule of no known kind is an error in both."""
     assert set(reference._FILTERS) == set(FILTER_KINDS)
     assert set(reference._SCORES) == set(SCORE_KINDS)
-    pod = pod_from_dict(_pod(random.Random(0), "p"))
-    [info] = ClusterState([node_from_dict(_node(random.Random(0), "n"))], []).node_infos()
+    pod = pod_from_dict(policy_pod(random.Random(0), "p"))
+    [info] = ClusterState([node_from_dict(policy_node(random.Random(0), "n"))], []).node_infos()
     doc = make_policy(filters=[{"id": "x", "message": "m", "nodeTaints": {}}])
     with pytest.raises(ValueError, match="rule 'x': expected one of"):
         reference.filter_node(doc, pod, info)
@@ -192,16 +38,16 @@ def test_reference_evaluates_every_schema_kind() -> None:
 @pytest.mark.parametrize("seed", range(300))
 def test_compiled_matches_reference(seed: int) -> None:
     rng = random.Random(seed)
-    doc = _policy(rng)
+    doc = policy_doc(rng)
     result = check_docs(doc)
     if not result.compiled:  # a generated contradiction: lint rejected it, fine
         assert any(p.rule == "never-matches" for p in result.problems)
         return
     [policy] = result.compiled
-    nodes = [node_from_dict(_node(rng, f"n{i}")) for i in range(rng.randint(1, 6))]
-    existing = [pod_from_dict(_pod(rng, f"e{i}", rng.choice(nodes).name))
+    nodes = [node_from_dict(policy_node(rng, f"n{i}")) for i in range(rng.randint(1, 6))]
+    existing = [pod_from_dict(policy_pod(rng, f"e{i}", rng.choice(nodes).name))
                 for i in range(rng.randint(0, 6))]
-    pod = pod_from_dict(_pod(rng, "incoming"))
+    pod = pod_from_dict(policy_pod(rng, "incoming"))
     cluster = ClusterState(nodes, existing)
     infos = cluster.node_infos()
 
@@ -239,92 +85,21 @@ def test_compiled_matches_reference(seed: int) -> None:
             assert scores == want_scores, doc["spec"]["scores"]
 
 
-@pytest.mark.parametrize("seed", range(300))
-def test_vectorized_paths_match_per_node(seed: int) -> None:
-    """filter_mask and score_vector (the engine's column path) give exactly what
-    filter and score + normalize_score give, on all nodes and on subsets."""
-    import numpy as np
-
-    rng = random.Random(1000 + seed)
-    doc = _policy(rng)
-    result = check_docs(doc)
-    if not result.compiled:
-        return
-    [policy] = result.compiled
-    nodes = [node_from_dict(_node(rng, f"n{i}")) for i in range(rng.randint(1, 8))]
-    existing = [pod_from_dict(_pod(rng, f"e{i}", rng.choice(nodes).name))
-                for i in range(rng.randint(0, 8))]
-    pod = pod_from_dict(_pod(rng, "incoming"))
-    cluster = ClusterState(nodes, existing)
-    table = cluster.table()
-    infos = table.infos
-    all_idx = np.arange(len(infos), dtype=np.int64)
-    subset = np.array(sorted(rng.sample(range(len(infos)), rng.randint(1, len(infos)))),
-                      dtype=np.int64)
-    for idx in (all_idx, subset):
-        chosen = [infos[i] for i in idx.tolist()]
-        if hasattr(policy, "pre_filter"):
-            state = CycleState(infos, cluster)
-            _, status = policy.pre_filter(state, pod, infos)
-            if status is None:
-                mask = policy.filter_mask(state, pod, table, idx)
-                assert mask.tolist() == [policy.filter(state, pod, n) is None for n in chosen]
-        if hasattr(policy, "pre_score"):
-            state = CycleState(infos, cluster)
-            if policy.pre_score(state, pod, chosen) is None:
-                vector = policy.score_vector(state, pod, table, idx).tolist()
-                scores = [policy.score(state, pod, n) for n in chosen]
-                policy.normalize_score(state, pod, chosen, scores)
-                assert vector == scores, doc["spec"]["scores"]
-
-
 # -- metric rules: values from a cache, some missing or aged out -----------------------
-
-METRICS = ["latency_ms", "load"]
-
-
-def _metric_policy(rng: random.Random) -> dict[str, Any]:
-    scores = [_score(rng, i) for i in range(rng.randint(0, 2))]
-    for i in range(rng.randint(1, 2)):
-        scores.append({"id": f"m{i}", "weight": rng.randint(1, 100),
-                       "normalize": rng.choice(["minmax", "max", "none"]),
-                       "metric": {"name": rng.choice(METRICS),
-                                  "prefer": rng.choice(["highest", "lowest"]),
-                                  "missing": rng.choice(["worst", "neutral", "skip"])}})
-    rng.shuffle(scores)
-    return make_policy(scores=scores)
-
-
-def _metrics_cache(rng: random.Random, names: list[str]) -> Any:
-    from policyd.nodemetrics import MetricsCache
-
-    now = [1000.0]
-    cache = MetricsCache(clock=lambda: now[0])
-    for metric in METRICS:
-        if rng.random() < 0.1:
-            continue  # no provider published this metric yet
-        max_age = rng.choice([30.0, 60.0])
-        # Two publishes: an old one (some values age out) and a recent one.
-        for at in (now[0] - rng.choice([10.0, 45.0, 90.0]), now[0] - rng.choice([0.0, 5.0])):
-            values = {n: rng.choice([0, 0.5, 1, 3, 12.5, 40, 100, 250, 1e-3])
-                      for n in names if rng.random() < 0.6}
-            cache.update(metric, values, max_age=max_age, provider="p", timestamp=at)
-    return cache
-
 
 @pytest.mark.parametrize("seed", range(200))
 def test_metric_rules_compiled_matches_reference(seed: int) -> None:
     import numpy as np
 
     rng = random.Random(5000 + seed)
-    doc = _metric_policy(rng)
+    doc = metric_policy_doc(rng)
     result = check_docs(doc)
     assert result.compiled, result.problems
     [policy] = result.compiled
-    nodes = [node_from_dict(_node(rng, f"n{i}")) for i in range(rng.randint(1, 8))]
-    pod = pod_from_dict(_pod(rng, "incoming"))
+    nodes = [node_from_dict(policy_node(rng, f"n{i}")) for i in range(rng.randint(1, 8))]
+    pod = pod_from_dict(policy_pod(rng, "incoming"))
     cluster = ClusterState(nodes, [])
-    cache = _metrics_cache(rng, [n.name for n in nodes])
+    cache = metrics_cache(rng, [n.name for n in nodes])
     policy.use_metrics(cache)
     table = cluster.table()
     infos = table.infos

@@ -1,0 +1,207 @@
+"""Seeded generators of SchedulingPolicy documents, with nodes and pods whose labels,
+annotations and resources the generated rules read: every filter and score rule kind
+of schemas/policy.schema.json, selectors, appliesTo, and metric rules with a cache of
+values some of which are missing or aged out.
+
+Used to check compiled policies against the reference evaluator, and every plugin's
+columnar form against its reference form.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from tests.unit.policy.conftest import make_policy
+
+KEYS = ["env", "Env", "tier", "zone", "n"]
+VALUES = ["a", "b", "prod", "1", "5", "10", ""]
+ANN_KEYS = ["x", "lat", "hw"]
+ANN_VALUES = ["true", "false", "3", "12.5", "a", "0.1", "0.3", "100",
+              # not JSON numbers, so missing to numeric rules and to_number (valid label
+              # values: selectors take them too; test_json_numbers has the others)
+              "Infinity", "NaN", "1e400", "1_000", "0x10", "01", "1e2"]
+RESOURCES = ["cpu", "memory", "example.com/gpu", "pods"]
+
+
+def _labels(rng: random.Random) -> dict[str, str]:
+    return {k: rng.choice(VALUES) for k in rng.sample(KEYS, rng.randint(0, 4))}
+
+
+def _annotations(rng: random.Random) -> dict[str, str]:
+    return {k: rng.choice(ANN_VALUES) for k in rng.sample(ANN_KEYS, rng.randint(0, 3))}
+
+
+def _requests(rng: random.Random) -> dict[str, str]:
+    out = {}
+    if rng.random() < 0.7:
+        out["cpu"] = f"{rng.choice([100, 250, 500, 1000, 2000])}m"
+    if rng.random() < 0.7:
+        out["memory"] = f"{rng.choice([128, 512, 1024, 4096])}Mi"
+    if rng.random() < 0.2:
+        out["example.com/gpu"] = str(rng.randint(1, 2))
+    return out
+
+
+def policy_pod(rng: random.Random, name: str, node: str = "") -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "c", "image": "i"}
+    req = _requests(rng)
+    if req:
+        container["resources"] = {"requests": req}
+    spec: dict[str, Any] = {"containers": [container], "priority": rng.randint(0, 20)}
+    if node:
+        spec["nodeName"] = node
+    return {"kind": "Pod", "metadata": {
+        "name": name, "namespace": rng.choice(["default", "prod", "kube-system"]),
+        "uid": name, "labels": _labels(rng), "annotations": _annotations(rng)},
+        "spec": spec, "status": {"phase": "Running" if node else "Pending"}}
+
+
+def policy_node(rng: random.Random, name: str) -> dict[str, Any]:
+    alloc = {"cpu": str(rng.choice([1, 2, 4, 8])), "memory": f"{rng.choice([2, 4, 16])}Gi",
+             "pods": str(rng.choice([3, 10, 110]))}
+    if rng.random() < 0.4:
+        alloc["example.com/gpu"] = str(rng.randint(0, 4))
+    return {"kind": "Node", "metadata": {"name": name, "labels": _labels(rng),
+                                         "annotations": _annotations(rng)},
+            "status": {"allocatable": alloc}}
+
+
+def _requirement(rng: random.Random, node: bool) -> dict[str, Any]:
+    ops = ["In", "NotIn", "Exists", "DoesNotExist"] + (["Gt", "Lt"] if node else [])
+    op = rng.choice(ops)
+    r: dict[str, Any] = {"key": rng.choice(KEYS), "operator": op}
+    if op in ("In", "NotIn"):
+        r["values"] = rng.sample(VALUES, rng.randint(1, 3))
+    elif op in ("Gt", "Lt"):
+        r["values"] = [str(rng.randint(0, 8))]
+    return r
+
+
+def _selector(rng: random.Random, node: bool) -> dict[str, Any]:
+    sel: dict[str, Any] = {}
+    if rng.random() < 0.5:
+        sel["matchLabels"] = {rng.choice(KEYS): rng.choice(VALUES)}
+    sel["matchExpressions"] = [_requirement(rng, node) for _ in range(rng.randint(0, 2))]
+    return sel
+
+
+def _filter(rng: random.Random, i: int) -> dict[str, Any]:
+    kind = rng.choice(["a2l", "labels", "headroom", "ext", "cap", "jmes"])
+    r: dict[str, Any] = {"id": f"f{i}", "message": f"filter {i} failed"}
+    if kind == "a2l":
+        a: dict[str, Any] = {"annotation": rng.choice(ANN_KEYS), "label": rng.choice(KEYS)}
+        if rng.random() < 0.5:
+            a["value"] = rng.choice(ANN_VALUES)
+        if rng.random() < 0.5:
+            a["useAnnotationValue"] = True
+        else:
+            a["labelValue"] = rng.choice(VALUES)
+        r["annotationToNodeLabel"] = a
+    elif kind == "labels":
+        sel = _selector(rng, True)
+        if not sel.get("matchLabels") and not sel["matchExpressions"]:
+            sel["matchExpressions"] = [_requirement(rng, True)]
+        r["nodeLabels"] = sel
+    elif kind == "headroom":
+        res = rng.choice(RESOURCES)
+        if rng.random() < 0.5:
+            r["headroom"] = {"resource": res, "percent": rng.choice([0, 10, 12.5, 50, 100])}
+        else:
+            q = {"cpu": "500m", "memory": "1Gi", "example.com/gpu": "1", "pods": "2"}[res]
+            r["headroom"] = {"resource": res, "quantity": q}
+    elif kind == "ext":
+        r["requireExtendedResource"] = {"name": "example.com/gpu",
+                                        "quantity": rng.randint(1, 3)}
+    elif kind == "cap":
+        r["maxPodsPerNode"] = rng.randint(1, 3)
+    else:
+        r["jmespath"] = rng.choice([
+            "node.metadata.labels.env == pod.metadata.labels.env",
+            "quantity(node.status.allocatable.memory) > quantity('3Gi')",
+            "to_number(node.metadata.labels.n) > `2`",
+            "contains(keys(node.metadata.labels), 'tier')",
+            "abs(node.metadata.name)",
+        ])
+    return r
+
+
+def _score(rng: random.Random, i: int) -> dict[str, Any]:
+    kind = rng.choice(["lv", "num", "alloc", "jmes"])
+    r: dict[str, Any] = {"id": f"s{i}", "weight": rng.randint(1, 100),
+                         "normalize": rng.choice(["minmax", "max", "none"])}
+    if kind != "num" and rng.random() < 0.3:
+        r["reverse"] = True
+    if kind == "lv":
+        r["labelValue"] = {"label": rng.choice(KEYS), "values": {
+            v: rng.choice([0, 10, 33.3, 50, 100, 150]) for v in rng.sample(VALUES, 3)},
+            "default": rng.choice([0, 5])}
+    elif kind == "num":
+        src = rng.choice(["label", "annotation"])
+        r["numeric"] = {src: rng.choice(KEYS if src == "label" else ANN_KEYS),
+                        "prefer": rng.choice(["highest", "lowest"])}
+    elif kind == "alloc":
+        r["allocation"] = {"strategy": rng.choice(["least", "most"])}
+        if rng.random() < 0.5:
+            r["allocation"]["resources"] = [
+                {"name": n, "weight": rng.randint(1, 5)}
+                for n in rng.sample(["cpu", "memory", "example.com/gpu"], rng.randint(1, 3))]
+    else:
+        r["jmespath"] = rng.choice([
+            "to_number(node.metadata.labels.n)",
+            "length(keys(node.metadata.labels))",
+            "to_number(node.metadata.annotations.lat)",
+            "quantity(node.status.allocatable.cpu)",
+            "node.metadata.name",
+        ])
+    return r
+
+
+def policy_doc(rng: random.Random) -> dict[str, Any]:
+    applies: dict[str, Any] = {}
+    if rng.random() < 0.3:
+        applies["namespaces"] = {"exclude": ["kube-system"]}
+    if rng.random() < 0.4:
+        applies["labelSelector"] = _selector(rng, False)
+    if rng.random() < 0.3:
+        applies["annotationSelector"] = {"matchExpressions": [
+            {"key": rng.choice(ANN_KEYS), "operator": "Exists"}]}
+    if rng.random() < 0.2:
+        applies["condition"] = "spec.priority > `5`"
+    spec: dict[str, Any] = {"filters": [_filter(rng, i) for i in range(rng.randint(0, 3))],
+                            "scores": [_score(rng, i) for i in range(rng.randint(0, 3))]}
+    if applies:
+        spec["appliesTo"] = applies
+    return make_policy(**spec)
+
+
+METRICS = ["latency_ms", "load"]
+
+
+def metric_policy_doc(rng: random.Random) -> dict[str, Any]:
+    scores = [_score(rng, i) for i in range(rng.randint(0, 2))]
+    for i in range(rng.randint(1, 2)):
+        scores.append({"id": f"m{i}", "weight": rng.randint(1, 100),
+                       "normalize": rng.choice(["minmax", "max", "none"]),
+                       "metric": {"name": rng.choice(METRICS),
+                                  "prefer": rng.choice(["highest", "lowest"]),
+                                  "missing": rng.choice(["worst", "neutral", "skip"])}})
+    rng.shuffle(scores)
+    return make_policy(scores=scores)
+
+
+def metrics_cache(rng: random.Random, names: list[str]) -> Any:
+    from policyd.nodemetrics import MetricsCache
+
+    now = [1000.0]
+    cache = MetricsCache(clock=lambda: now[0])
+    for metric in METRICS:
+        if rng.random() < 0.1:
+            continue  # no provider published this metric yet
+        max_age = rng.choice([30.0, 60.0])
+        # Two publishes: an old one (some values age out) and a recent one.
+        for at in (now[0] - rng.choice([10.0, 45.0, 90.0]), now[0] - rng.choice([0.0, 5.0])):
+            values = {n: rng.choice([0, 0.5, 1, 3, 12.5, 40, 100, 250, 1e-3])
+                      for n in names if rng.random() < 0.6}
+            cache.update(metric, values, max_age=max_age, provider="p", timestamp=at)
+    return cache
