@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, Any
 
 from policyd.config import profile_schema as config_schema
 from policyd.config.model import PolicydConfig, config_from_dict, parse_duration
-from policyd.lint.problem import ERROR, WARNING, Problem
 from policyd.model.spelling import show_value
+from policyd.problems import ERROR, WARNING, Problem
 from policyd.sourcefile import JsonPath, SourceDocument, load_file
 
 if TYPE_CHECKING:  # the framework (numpy) is imported only when profiles are built

@@ -14,7 +14,7 @@ from policyd.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
 from policyd.lint.reporters import Report
 
 if TYPE_CHECKING:
-    from policyd.lint.problem import Problem
+    from policyd.problems import Problem
     from policyd.sourcefile import SourceFile
 
 

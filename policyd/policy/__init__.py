@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from policyd.lint.problem import Problem
     from policyd.policy.compiler import CompiledPolicy
+    from policyd.problems import Problem
 
 
 def load_policies(

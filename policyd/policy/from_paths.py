@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from policyd.lint.problem import ERROR, Problem
 from policyd.model.spelling import show_value
 from policyd.policy import policy_schema, semantics
 from policyd.policy.files import PathProblem, find_yaml_files
+from policyd.problems import ERROR, Problem
 from policyd.sourcefile import SourceDocument, SourceFile, load_file
 
 if TYPE_CHECKING:

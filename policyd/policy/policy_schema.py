@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
-from policyd.lint.problem import Problem
 from policyd.model.spelling import show_value
+from policyd.problems import Problem
 from policyd.sourcefile import SourceDocument
 
 API_VERSION = "policyd.io/v1alpha1"

@@ -30,12 +30,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from policyd.lint.problem import ERROR, WARNING, Problem
 from policyd.model import k8snames
 from policyd.model.int64 import parse_int64
 from policyd.model.quantity import parse_quantity
 from policyd.model.spelling import show_value
 from policyd.policy import jmes
+from policyd.problems import ERROR, WARNING, Problem
 from policyd.sourcefile import JsonPath, SourceDocument
 
 # Everything str.splitlines() breaks at: any of them splits a one-line message.

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from policyd.errors import PolicydError
-from policyd.lint.problem import ERROR, Problem
 from policyd.model.spelling import show_value
 from policyd.policy import policy_schema as policy_schema
 from policyd.policy.from_paths import PolicySet, check_documents, collect_files
+from policyd.problems import ERROR, Problem
 from policyd.sourcefile import JsonPath, SourceDocument, format_path, load_file
 
 KIND = "PolicyTest"

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from policyd.lint.problem import ERROR, WARNING, Problem
 from policyd.model.datafile import has_content, line_col_bytes
 from policyd.model.spelling import show_value
+from policyd.problems import ERROR, WARNING, Problem
 
 Key = str | int
 JsonPath = tuple[Key, ...]

@@ -10,7 +10,7 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from policyd.lint.problem import Problem
+from policyd.problems import Problem
 
 REPORTERS = {
     "text": "policyd.lint.reporters.text",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from policyd.config.validate import validate_config_file
-from policyd.lint.problem import Problem
+from policyd.problems import Problem
 
 ROOT = Path(__file__).resolve().parents[3]
 

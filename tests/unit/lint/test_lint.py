@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policyd.lint.problem import Problem
 from policyd.lint.reporters import REPORTERS, Report, get_reporter
 from policyd.lint.runner import lint_paths
+from policyd.problems import Problem
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from policyd.lint.problem import Problem
 from policyd.policy.from_paths import PolicySet, check_documents, is_policy_document
+from policyd.problems import Problem
 from policyd.sourcefile import load_bytes
 
 
