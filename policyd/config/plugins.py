@@ -65,9 +65,12 @@ class Problem:
 
 class ProfileError(Exception):
     def __init__(self, problems: Sequence[Problem]) -> None:
-        super().__init__("; ".join(f"{p.path}: {p.message}" if p.path else p.message
-                                   for p in problems))
         self.problems = list(problems)
+        super().__init__("; ".join(self.lines()))
+
+    def lines(self) -> list[str]:
+        """`path: message` per problem (the message alone at the document's root)."""
+        return [f"{p.path}: {p.message}" if p.path else p.message for p in self.problems]
 
 
 @dataclass(frozen=True, slots=True)

@@ -124,6 +124,7 @@ def load(path: Path, extra_policies: list[Path] | None = None) -> LoadedConfig:
     InvalidConfig (every problem; exit 1) / InputFileError (unreadable file; exit 2)."""
     from policyd.config.validate import is_unreadable, validate_config_file
     from policyd.errors import InputFileError
+    from policyd.problems import format_problem
 
     config, frameworks, found = validate_config_file(
         path, extra_policies=tuple(extra_policies or ()))
@@ -132,7 +133,7 @@ def load(path: Path, extra_policies: list[Path] | None = None) -> LoadedConfig:
         if is_unreadable(errors):  # the profile or a policy: exit 2, like lint
             first = next(p for p in errors if is_unreadable([p]))
             raise InputFileError(first.message, where=first.file)
-        raise InvalidConfig(path, [format_problem(p) for p in errors])
+        raise InvalidConfig(path, [format_problem(p, with_level=False) for p in errors])
     le, cc = config.leader_election, config.client_connection
     settings = RuntimeSettings(
         pod_initial_backoff=float(config.pod_initial_backoff_seconds),
@@ -146,12 +147,3 @@ def load(path: Path, extra_policies: list[Path] | None = None) -> LoadedConfig:
     files = [path, *config.policies, *config.policy_files, *(extra_policies or [])]
     return LoadedConfig(path, dict(frameworks), settings, list(dict.fromkeys(files)),
                         tuple(getattr(config, "metrics_providers", ()) or ()))
-
-
-def format_problem(p: Any) -> str:
-    """`file:line:col: message [rule] (at path)`, as `policyd lint` prints problems."""
-    line = getattr(p, "line", 0)
-    where = f"{p.file}:{line}:{p.column}" if line else str(getattr(p, "file", ""))
-    rule = getattr(p, "rule", "")
-    at = f" (at {p.path})" if getattr(p, "path", "") else ""
-    return f"{where}: {p.message}" + (f" [{rule}]" if rule else "") + at

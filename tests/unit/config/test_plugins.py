@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from policyd.config.loader import ConfigError, frameworks_from_config
 from policyd.config.plugins import (
     ProfileError,
     build_framework,
@@ -17,6 +16,7 @@ from policyd.config.plugins import (
     parse_field_path,
     resolve_profile,
 )
+from policyd.config.validate import validate_config_file
 from policyd.framework.runtime import Framework
 from policyd.policy import load_policies
 from tests.unit.config.conftest import ROOT
@@ -148,11 +148,16 @@ def test_closest_name(name: str, hint: str | None) -> None:
     assert closest_name(name, ["HwEncrypt", "NodeAffinity", "NodePorts"]) == hint
 
 
-def test_loader_collects_every_profile_problem() -> None:
-    doc = {"profiles": [{"schedulerName": "a"}, {"schedulerName": "a"},
-                        {"plugins": {"score": {"enabled": [{"name": "Nope"}]}}}]}
-    with pytest.raises(ConfigError) as exc:
-        frameworks_from_config(doc, Path("p.yaml"), {})
-    assert [p.path for p in exc.value.problems] == [
-        "profiles[1].schedulerName", "profiles[2].plugins.score.enabled[0].name"]
-    assert "p.yaml: profiles[1].schedulerName: Duplicate value" in str(exc.value)
+def test_every_profile_problem_is_collected(tmp_path: Path) -> None:
+    """Problems in several profiles are all reported, each at its JSON path, and no
+    framework is built."""
+    path = tmp_path / "p.yaml"
+    path.write_text("apiVersion: policyd.io/v1alpha1\nkind: PolicydConfiguration\n"
+                    "profiles:\n- {schedulerName: a}\n- {schedulerName: a}\n"
+                    "- plugins: {score: {enabled: [{name: Nope}]}}\n")
+    _, frameworks, problems = validate_config_file(path)
+    assert frameworks == {}
+    assert [(p.path, p.rule) for p in problems] == [
+        ("profiles[1].schedulerName", "duplicate-scheduler-name"),
+        ("profiles[2].plugins.score.enabled[0].name", "plugin-unknown")]
+    assert problems[0].message.startswith('Duplicate value: "a"')
