@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,7 +45,9 @@ from typing import TYPE_CHECKING, Any
 from policyd.config import profile_schema as config_schema
 from policyd.config.model import PolicydConfig, config_from_dict, parse_duration
 from policyd.model.spelling import show_value
+from policyd.policy.policy_schema import PATTERN_MESSAGES
 from policyd.problems import ERROR, WARNING, Problem
+from policyd.schema_problems import schema_problems
 from policyd.sourcefile import JsonPath, SourceDocument, load_file
 
 if TYPE_CHECKING:  # the framework (numpy) is imported only when profiles are built
@@ -166,51 +168,50 @@ class _Check:
 
     # schema -------------------------------------------------------------------------
     def schema(self) -> None:
-        for error in _validator().iter_errors(self.data):
-            self.problems.extend(self._schema_problems(error))
+        errors = list(_validator().iter_errors(self.data))
+        for error in errors:
+            self._note_reported(error)
+        self.problems.extend(schema_problems(self.doc, errors,
+                                             pattern_messages=PATTERN_MESSAGES,
+                                             special=self._upstream_wording))
 
-    def _schema_problems(self, error: Any) -> Iterator[Problem]:
-        # The policy schema's converter gives the readable messages (unknown fields
-        # with the closest name, types, best match of anyOf/oneOf); range and empty
-        # values get upstream's wording here.
-        from policyd.policy.policy_schema import _to_problems
-
+    def _note_reported(self, error: Any) -> None:
+        """Remember what the schema found wrong, so later checks skip it."""
         where: JsonPath = tuple(error.absolute_path)
-        validator = error.validator
-        if validator == "additionalProperties" and isinstance(error.instance, Mapping):
+        if error.validator == "additionalProperties" and isinstance(error.instance, Mapping):
             known = error.schema.get("properties", {})
             self.reported.update((*where, k) for k in error.instance if k not in known)
-        elif validator != "required":
+        elif error.validator != "required":
             self.reported.add(where)
+
+    def _upstream_wording(self, error: Any) -> Problem | None:
+        """Ranges and empty values in upstream's words, durations with an example; None
+        for the general wording."""
+        where: JsonPath = tuple(error.absolute_path)
+        validator = error.validator
         if validator in _RANGE_VALIDATORS:
             field = next((p for p in reversed(where) if isinstance(p, str)), "")
             msg = _RANGE_MESSAGES.get(field) or _range_text(error.schema)
-            yield self.doc.problem(where, "out-of-range",
-                                   f"Invalid value: {_show(error.instance)}: {msg}")
-            return
+            return self.doc.problem(where, "out-of-range",
+                                    f"Invalid value: {_show(error.instance)}: {msg}")
         if validator == "minLength" and error.instance == "":
-            yield self.doc.problem(where, "schema", "Required value: must not be empty")
-            return
+            return self.doc.problem(where, "schema", "Required value: must not be empty")
         if validator == "minItems" and where == ("profiles",):
-            yield self.doc.problem(where, "schema", "Required value: at least one profile "
-                                   "(or leave profiles out for the default one)")
-            return
+            return self.doc.problem(where, "schema", "Required value: at least one profile "
+                                    "(or leave profiles out for the default one)")
         if validator == "type" and error.schema.get("pattern") == config_schema.DURATION_PATTERN:
-            yield self.doc.problem(where, "schema", f"Invalid value: {_show(error.instance)}: "
-                                   "a duration is a string with a unit, e.g. 15s, 1m30s or "
-                                   "500ms")
-            return
+            return self.doc.problem(where, "schema", f"Invalid value: {_show(error.instance)}"
+                                    ": a duration is a string with a unit, e.g. 15s, 1m30s "
+                                    "or 500ms")
         if validator == "pattern" and error.validator_value == config_schema.DURATION_PATTERN:
-            yield self.doc.problem(where, "schema", f"Invalid value: {_show(error.instance)}:"
-                                   " not a duration; write e.g. 15s, 1m30s or 500ms")
-            return
+            return self.doc.problem(where, "schema", f"Invalid value: {_show(error.instance)}"
+                                    ": not a duration; write e.g. 15s, 1m30s or 500ms")
         if validator == "const" and where == ("kind",) \
                 and error.instance == "KubeSchedulerConfiguration":
-            yield self.doc.problem(where, "schema", f"must be {config_schema.KIND!r}: "
-                                   "policyd's profile has kube-scheduler's fields but its own "
-                                   f"kind and apiVersion {config_schema.API_VERSION!r}")
-            return
-        yield from _to_problems(self.doc, error)
+            return self.doc.problem(where, "schema", f"must be {config_schema.KIND!r}: "
+                                    "policyd's profile has kube-scheduler's fields but its "
+                                    f"own kind and apiVersion {config_schema.API_VERSION!r}")
+        return None
 
     # top-level settings ------------------------------------------------------------
     def settings(self) -> None:

@@ -27,6 +27,7 @@ from policyd.model.spelling import show_value
 from policyd.policy import policy_schema as policy_schema
 from policyd.policy.from_paths import PolicySet, check_documents, collect_files
 from policyd.problems import ERROR, Problem
+from policyd.schema_problems import schema_problems
 from policyd.sourcefile import JsonPath, SourceDocument, format_path, load_file
 
 KIND = "PolicyTest"
@@ -182,15 +183,8 @@ def run_tests(paths: Iterable[str | Path]) -> RunResult:
 
 def _schema_problems(doc: SourceDocument, data: Any, which: str, base: JsonPath
                      ) -> list[Problem]:
-    from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
-
-    out: list[Problem] = []
-    for err in _validator(which).iter_errors(data):
-        if err.context:
-            err = best_match(err.context)
-        path = (*base, *err.absolute_path)
-        out.append(doc.problem(path, "schema", err.message))
-    return out
+    return schema_problems(doc, _validator(which).iter_errors(data), base=base,
+                           jsonschema_wording=True)
 
 
 def _load_suite(doc: SourceDocument, base_dir: Path, problems: list[Problem]) -> _Suite:
