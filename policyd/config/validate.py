@@ -1,34 +1,12 @@
 """Validate a PolicydConfiguration file completely, before anything else runs.
 
-`validate_config_file(path)` is what `policyd check-config`, `explain --config`,
-`simulate --config` and the daemon (before its first request, and on every reload) call.
-It reports every problem at once, each a lint `Problem` with file, line, column, JSON
-path and rule id, so the same reporters serve `lint` and `check-config`:
-
-- the YAML loader's rules (`yaml-*`, `file-*`): syntax, duplicate keys, limits;
-- `config-document`: not exactly one mapping document;
-- `schema`: the strict schema (`schemas/profile.schema.json`): unknown fields (with the
-  closest known one), types, missing fields, durations, enums;
-- `out-of-range`: numbers outside their range, in upstream's words
-  (`Invalid value: 101: not in valid range [0-100]`);
-- `backoff`: podMaxBackoffSeconds below podInitialBackoffSeconds;
-- `leader-election`, `client-connection`: durations that are not positive, a lease
-  that expires before its renew deadline;
-- `duplicate-scheduler-name`, `queue-sort` (more than one, or different across
-  profiles: upstream requires one queue for all profiles);
-- from `policyd.config.plugins`: `plugin-unknown` (with the closest registered name),
-  `plugin-not-implemented`, `extension-point`, `plugin-duplicate`,
-  `plugin-config-unused`, `plugin-config-duplicate`, `plugin-args`;
-- `duplicate-provider-name`, `duplicate-metric`, `metrics-provider` (a field of
-  another kind, durations that are not positive; warnings for a maxAge shorter than the
-  refresh interval, a timeout longer than it, a bearerTokenFile not found);
-- `unknown-metric`: a policy `metric` rule naming a metric no provider defines, at the
-  rule's own file:line:column;
-- `policy-path` (a `policies` entry that does not exist or holds no YAML),
-  `file-unreadable` (a policy file or directory that is there but cannot be read: a
-  dangling symlink, a symlink loop, no permission; exit 2 like an unreadable profile),
-  `policy-invalid` (a plugin whose policy failed lint), and every lint problem of the
-  policies themselves, at their own file:line:column.
+`validate(path)` reports every problem of the profile and of the policies it loads, and
+builds nothing; `validate_config_file(path)` adds the frameworks (`build.py`) when there
+is no error. The latter is what `policyd check-config`, `explain --config`, `simulate
+--config` and the daemon (before its first request, and on every reload) call. Each
+problem is a `Problem` with file, line, column, JSON path and rule id (the ids and what
+they find: `policyd.lint.rules`), so the same reporters serve `lint` and
+`check-config`. Policy problems are reported at their own file:line:column.
 
 A problem the schema reports is not reported again by a later check of the same value.
 """
@@ -38,11 +16,13 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from policyd.config import profile_schema as config_schema
+from policyd.config.build import build_frameworks
 from policyd.config.model import PolicydConfig, config_from_dict, parse_duration
 from policyd.model.spelling import show_value
 from policyd.policy.policy_schema import PATTERN_MESSAGES
@@ -83,13 +63,28 @@ def is_unreadable(problems: Sequence[Problem], path: Path | str | None = None) -
                for p in problems)
 
 
+@dataclass(slots=True)
+class ValidatedConfig:
+    """What validation found: the settings, every problem, and what building needs."""
+
+    config: PolicydConfig
+    problems: list[Problem]
+    # Each profile with its JSON path (the default profile's is the document root).
+    profiles: list[tuple[JsonPath, Mapping[str, Any]]] = field(default_factory=list)
+    policies: dict[str, Any] = field(default_factory=dict)  # CompiledPolicy by pluginName
+
+    @property
+    def valid(self) -> bool:
+        return not any(p.level == ERROR for p in self.problems)
+
+
 def validate_config_file(
     path: Path,
     *,
     extra_policies: Sequence[Path] = (),
     seed: int | None = None,
 ) -> tuple[PolicydConfig, dict[str, Framework], list[Problem]]:
-    """Load and check the profile at `path` and the policies it names.
+    """Check the profile at `path` and the policies it names, then build it if valid.
 
     Returns the settings with defaults applied (always complete: invalid values fall
     back to defaults), one Framework per profile by schedulerName, and every problem,
@@ -98,11 +93,25 @@ def validate_config_file(
     half a configuration. `extra_policies` (paths given on a command line) are loaded
     as if listed in `policies`; `seed` seeds each framework's tie-breaking.
     """
+    checked = validate(path, extra_policies=extra_policies)
+    frameworks = build_frameworks(checked, seed=seed) if checked.valid else {}
+    return checked.config, frameworks, checked.problems
+
+
+def validate(path: Path, *, extra_policies: Sequence[Path] = ()) -> ValidatedConfig:
+    """Every problem of the profile at `path` and of the policies it names; builds
+    nothing.
+
+    The steps run in this order, each skipping what an earlier one reported: the file
+    (YAML, exactly one mapping document), the schema, the top-level settings, the
+    metrics providers, the policies (loaded and compiled, since profiles enable them
+    as plugins) and their metric rules, then the profiles and their plugins.
+    """
     path = Path(path)
     source = load_file(path)
     problems: list[Problem] = list(source.problems)
     if not source.documents:
-        return config_from_dict({}, path), {}, problems
+        return ValidatedConfig(config_from_dict({}, path), problems)
     doc = source.documents[0]
     for extra in source.documents[1:]:
         problems.append(extra.problem((), "config-document",
@@ -112,20 +121,18 @@ def validate_config_file(
         problems.append(doc.problem((), "config-document",
                                     "a PolicydConfiguration must be a mapping with apiVersion "
                                     "and kind"))
-        return config_from_dict({}, path), {}, problems
+        return ValidatedConfig(config_from_dict({}, path), problems)
     check = _Check(doc, path)
     check.schema()
     check.settings()
     check.metrics_providers()
-    policies = check.policies(extra_policies)
+    check.policies(extra_policies)
     check.metric_references()
-    frameworks = check.profiles(policies, seed)
-    config = config_from_dict(doc.data, path, tuple(check.policy_files))
+    check.profiles()
     problems = sorted([*problems, *check.problems], key=lambda p: p.sort_key())
     problems.extend(sorted(check.policy_problems, key=lambda p: p.sort_key()))
-    if any(p.level == ERROR for p in problems):
-        frameworks = {}
-    return config, frameworks, problems
+    return ValidatedConfig(config_from_dict(doc.data, path, tuple(check.policy_files)),
+                           problems, check.profile_list, check.compiled)
 
 
 class _Check:
@@ -140,6 +147,8 @@ class _Check:
         self.policy_files: list[Path] = []
         self.failed_plugins: dict[str, str] = {}  # pluginName -> file of a failed policy
         self.failed_policy_files = 0
+        self.compiled: dict[str, Any] = {}  # CompiledPolicy by pluginName
+        self.profile_list: list[tuple[JsonPath, Mapping[str, Any]]] = []
         self.policy_documents: list[SourceDocument] = []
         self.metric_names: dict[str, JsonPath] = {}  # metric -> where a provider defines it
         # Values the schema already found wrong: later checks skip them and everything
@@ -374,8 +383,9 @@ class _Check:
                     f"{self.path}{hint}"))
 
     # policies -----------------------------------------------------------------------
-    def policies(self, extra: Sequence[Path]) -> dict[str, Any]:
-        """Compiled policies by plugin name; their problems go to `policy_problems`."""
+    def policies(self, extra: Sequence[Path]) -> None:
+        """Load and compile the policies into `compiled`, by plugin name; their problems
+        go to `policy_problems`."""
         from policyd.policy.files import find_yaml_files
         from policyd.policy.from_paths import load_policy_set, path_problem
 
@@ -407,7 +417,7 @@ class _Check:
             unique.setdefault(_resolved(f), f)
         self.policy_files = list(unique.values())
         if not self.policy_files:
-            return {}
+            return
         result = load_policy_set(self.policy_files)
         self.policy_problems.extend(result.problems)
         self.policy_documents = list(result.documents)
@@ -420,10 +430,10 @@ class _Check:
                 self.failed_plugins.setdefault(name, f"{pdoc.file}:{line}:{col}")
         self.failed_policy_files = len({p.file for p in result.problems
                                         if p.level == ERROR})
-        return compiled
+        self.compiled = compiled
 
     # profiles -----------------------------------------------------------------------
-    def profiles(self, policies: Mapping[str, Any], seed: int | None) -> dict[str, Framework]:
+    def profiles(self) -> None:
         from policyd.config import plugins as pl
 
         raw = self.data.get("profiles")
@@ -434,8 +444,8 @@ class _Check:
             profiles = [(("profiles", i), p) for i, p in enumerate(raw)
                         if isinstance(p, Mapping)]
         else:
-            return {}
-        frameworks: dict[str, Framework] = {}
+            return
+        self.profile_list = profiles
         names: dict[str, JsonPath] = {}
         queue_sorts: list[tuple[JsonPath, str | None, Any]] = []
         for where, profile in profiles:
@@ -447,19 +457,12 @@ class _Check:
                              f'Duplicate value: "{name}" (also {_fmt(names[name])})')
                 else:
                     names[name] = (*where, "schedulerName")
-            resolved, _ = pl.resolve_profile(profile, policies, path=where)
+            resolved = pl.check_profile(profile, self.compiled, path=where,
+                                        report=self._plugin_problem)
             queue_sort = resolved.names_at("queueSort")
             qs = queue_sort[0] if len(queue_sort) == 1 else None
             if len(queue_sort) <= 1:
                 queue_sorts.append((where, qs, _plugin_args(profile, qs)))
-            try:
-                fw = pl.build_framework(profile, policies, seed=seed, path=where)
-            except pl.ProfileError as exc:
-                for p in exc.problems:
-                    self._plugin_problem(p)
-                continue
-            if isinstance(name, str) and name and name not in frameworks:
-                frameworks[name] = fw
         if queue_sorts:
             first_where, first_name, first_args = queue_sorts[0]
             for where, qs, args in queue_sorts[1:]:
@@ -474,17 +477,16 @@ class _Check:
                              f"Invalid value: {shown}: must be the same for all profiles "
                              f"(the {what} of {_fmt(first_where) or 'the first profile'} is "
                              f"{first if qs != first_name else 'different'})", key=True)
-        return frameworks
 
-    def _plugin_problem(self, p: Any) -> None:
+    def _plugin_problem(self, where: JsonPath, rule: str, message: str) -> None:
+        """`policyd.config.plugins`' report: placed in the file, and a plugin that is
+        unknown because its policy failed to load said so."""
         from policyd.config import plugins as pl
 
-        if p.rule == pl.RULE_SHAPE:
+        if rule == pl.RULE_SHAPE:
             return  # the schema has said it, better
-        message = p.message
-        rule = p.rule
         if rule == pl.RULE_UNKNOWN:
-            name = self.get(p.where)
+            name = self.get(where)
             if isinstance(name, str) and name in self.failed_plugins:
                 rule = "policy-invalid"
                 message = (f'plugin "{name}" comes from the policy at '
@@ -492,7 +494,7 @@ class _Check:
             elif self.failed_policy_files and "did you mean" not in message:
                 message += (f" ({self.failed_policy_files} policy file(s) failed to load; "
                             "see their problems)")
-        self.add(p.where, rule, message)
+        self.add(where, rule, message)
 
 
 def _plugin_args(profile: Mapping[str, Any], name: str | None) -> Any:

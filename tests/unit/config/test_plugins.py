@@ -11,6 +11,7 @@ import pytest
 from policyd.config.plugins import (
     ProfileError,
     build_framework,
+    check_profile,
     closest_name,
     default_framework,
     parse_field_path,
@@ -107,20 +108,36 @@ def test_problems_carry_json_paths_and_rules() -> None:
                 {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "X"}}},
                 {"name": "NodeResourcesFit"},
             ]}, path=("profiles", 2))
-    got = [(p.where, p.rule) for p in exc.value.problems]
+    got = [(p.path, p.rule) for p in exc.value.problems]
     assert got == [
-        (("profiles", 2, "plugins", "filter", "enabled", 0, "name"), "plugin-unknown"),
-        (("profiles", 2, "pluginConfig", 1), "plugin-config-duplicate"),
-        (("profiles", 2, "pluginConfig", 0, "args", "scoringStrategy", "type"),
-         "plugin-args"),
+        ("profiles[2].plugins.filter.enabled[0].name", "plugin-unknown"),
+        ("profiles[2].pluginConfig[1]", "plugin-config-duplicate"),
+        ("profiles[2].pluginConfig[0].args.scoringStrategy.type", "plugin-args"),
     ]
-    assert exc.value.problems[0].path == "profiles[2].plugins.filter.enabled[0].name"
     assert 'did you mean "NodeAffinity"?' in exc.value.problems[0].message
 
 
+def test_check_profile_reports_what_build_framework_refuses() -> None:
+    profile = {"plugins": {"filter": {"enabled": [{"name": "NodeAfinity"}]}},
+               "pluginConfig": [{"name": "NodeResourcesFit",
+                                 "args": {"scoringStrategy": {"type": "X"}}}]}
+    reported: list[tuple[tuple[str | int, ...], str, str]] = []
+    check_profile(profile, {}, path=("profiles", 0),
+                  report=lambda where, rule, message: reported.append((where, rule, message)))
+    assert [(w, r) for w, r, _ in reported] == [
+        (("profiles", 0, "plugins", "filter", "enabled", 0, "name"), "plugin-unknown"),
+        (("profiles", 0, "pluginConfig", 0, "args", "scoringStrategy", "type"),
+         "plugin-args")]
+    with pytest.raises(ProfileError) as exc:
+        build_framework(profile, path=("profiles", 0))
+    assert [p.message for p in exc.value.problems] == [m for _, _, m in reported]
+
+
 def test_resolve_profile_lists_each_point() -> None:
-    resolved, problems = resolve_profile(
-        {"schedulerName": "x", "plugins": {"queueSort": {"disabled": [{"name": "*"}]}}})
+    problems: list[object] = []
+    resolved = resolve_profile(
+        {"schedulerName": "x", "plugins": {"queueSort": {"disabled": [{"name": "*"}]}}},
+        report=lambda *problem: problems.append(problem))
     assert problems == []
     assert resolved.scheduler_name == "x"
     assert resolved.names_at("queueSort") == []

@@ -2,7 +2,7 @@
 
 Which ids the code can emit is read from the source, not from a run: every string that
 reaches a `rule` parameter (of `SourceDocument.problem`, `Problem`, the checks' `add`
-helpers, ...), directly or through a name bound to a string.
+helpers, a `report` callable, ...), directly or through a name bound to a string.
 """
 
 from __future__ import annotations
@@ -56,6 +56,8 @@ def emitted_rule_ids(package: Path) -> dict[str, str]:
     """Rule id -> the first place (file:line) that passes it to a problem."""
     trees = {p: ast.parse(p.read_text(), str(p)) for p in sorted(package.rglob("*.py"))}
     positions = _rule_positions(trees)
+    # Callables passed around as values: `policyd.config.plugins.Report`.
+    positions["report"].add(1)
     constants: dict[str, set[str]] = defaultdict(set)  # names bound to strings anywhere
     for tree in trees.values():
         for name, values in _strings_assigned(tree).items():
