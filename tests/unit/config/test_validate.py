@@ -431,7 +431,7 @@ profiles:
     assert config.policies == (policy_dir,)
     assert sorted(p.name for p in config.policy_files) == ["hw-encrypt.yaml",
                                                            "low-latency.yaml"]
-    assert config.scheduler_names == ["one", "two"]
+    assert [p.scheduler_name for p in config.profiles] == ["one", "two"]
     assert config.profiles[0].percentage_of_nodes_to_score == 10
     assert config.profiles[1].percentage_of_nodes_to_score is None
     assert config.profiles[0].plugin_config == {
