@@ -25,6 +25,7 @@ from policyd.config import profile_schema as config_schema
 from policyd.config.build import build_frameworks
 from policyd.config.model import PolicydConfig, config_from_dict, parse_duration
 from policyd.model.spelling import show_value
+from policyd.policy.from_paths import UNREADABLE_RULE
 from policyd.policy.policy_schema import PATTERN_MESSAGES
 from policyd.problems import ERROR, WARNING, Problem
 from policyd.schema_problems import schema_problems
@@ -33,7 +34,6 @@ from policyd.sourcefile import JsonPath, SourceDocument, load_file
 if TYPE_CHECKING:  # the framework (numpy) is imported only when profiles are built
     from policyd.framework.runtime import Framework
 
-UNREADABLE_RULES = frozenset({"file-unreadable"})
 
 # Upstream's wording for numbers out of range, by field name (field.Invalid messages of
 # ValidateKubeSchedulerConfiguration and component-base's validators).
@@ -59,7 +59,7 @@ def _validator() -> Any:
 def is_unreadable(problems: Sequence[Problem], path: Path | str | None = None) -> bool:
     """Whether a file could not be read (a usage error, exit 2): the profile at `path`,
     or with no `path` any file, the profile or a policy it loads."""
-    return any(p.rule in UNREADABLE_RULES and (path is None or p.file == str(path))
+    return any(p.rule == UNREADABLE_RULE and (path is None or p.file == str(path))
                for p in problems)
 
 
