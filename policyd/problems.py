@@ -1,7 +1,8 @@
-"""A problem found in an input file, as a plain value.
+"""A problem found in an input file, as a plain value, and its one-line form.
 
-Loaders, schema validation and semantic checks all yield `Problem`s; reporters only
-format them. Tests compare (line, column, rule), not wording.
+Loaders, schema validation, semantic checks and profile validation all yield
+`Problem`s; reporters only format them. Tests compare (line, column, rule), not wording.
+A leaf module: every layer reports problems, so this imports nothing from policyd.
 """
 
 from __future__ import annotations
@@ -32,10 +33,7 @@ class Problem:
     document: int = 0  # index of the YAML document in the file, 0-based
 
     def __str__(self) -> str:
-        """`file:line:col: level: message [rule] (at path)`: one line for logs and errors."""
-        where = f"{self.file}:{self.line}:{self.column}" if self.line else self.file
-        at = f" (at {self.path})" if self.path else ""
-        return f"{where}: {self.level}: {self.message} [{self.rule}]{at}"
+        return format_problem(self)
 
     @property
     def is_error(self) -> bool:
@@ -45,9 +43,13 @@ class Problem:
         return (self.file, self.document, self.line, self.column, self.rule, self.message)
 
 
-def count(problems: list[Problem]) -> tuple[int, int]:
-    """(errors, warnings)."""
-    errors = sum(1 for p in problems if p.level == ERROR)
-    return errors, len(problems) - errors
+def format_problem(p: Problem, *, with_level: bool = True) -> str:
+    """`file:line:col: level: message [rule] (at path)`, the one line every command
+    prints for a problem (`file: ...` when it has no position). Without the level where
+    the surrounding text already says these are errors (an invalid profile)."""
+    where = f"{p.file}:{p.line}:{p.column}" if p.line else p.file
+    level = f"{p.level}: " if with_level else ""
+    at = f" (at {p.path})" if p.path else ""
+    return f"{where}: {level}{p.message} [{p.rule}]{at}"
 
 

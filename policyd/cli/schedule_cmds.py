@@ -91,24 +91,24 @@ def frameworks_for(config: Path | None, policies: list[Path], seed: int | None
     """The profile's frameworks after the full validation `policyd check-config` runs
     (any error: exit 2 with every problem at file:line:column), or the default profile
     plus `policies` when no profile is given."""
-    from policyd.config.loader import DEFAULT_SCHEDULER_NAME, ConfigError
     from policyd.config.plugins import ProfileError, default_framework
+    from policyd.config.profile_schema import DEFAULT_SCHEDULER_NAME
 
     if config is None:
         plugins = load_policy_plugins(policies)
         try:
             return {DEFAULT_SCHEDULER_NAME: default_framework(plugins, seed=seed)}
-        except ProfileError as exc:
-            raise ConfigError(Path("<default profile>"), exc.problems) from None
+        except ProfileError as exc:  # lint rejects what could cause it; never a traceback
+            raise InputFileError(f"invalid configuration ({len(exc.problems)} problem(s)):"
+                                 "\n  " + "\n  ".join(f"<default profile>: {exc_line}"
+                                                      for exc_line in exc.lines())) from None
     from policyd.config.validate import validate_config_file
+    from policyd.problems import format_problem
 
     _, frameworks, problems = validate_config_file(config, extra_policies=policies, seed=seed)
     errors = [p for p in problems if p.is_error]
     if errors:
-        shown = "\n  ".join(
-            (f"{p.file}:{p.line}:{p.column}: " if p.line else f"{p.file}: ")
-            + f"{p.message} [{p.rule}]" + (f" (at {p.path})" if p.path else "")
-            for p in errors[:50])
+        shown = "\n  ".join(format_problem(p, with_level=False) for p in errors[:50])
         more = f"\n  ... and {len(errors) - 50} more" if len(errors) > 50 else ""
         raise InputFileError(f"invalid configuration ({len(errors)} problem(s); run "
                              f"`policyd check-config {config}`):\n  {shown}{more}")

@@ -27,13 +27,12 @@ def test(
     from policyd.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
     from policyd.policytest.report import render
     from policyd.policytest.runner import run_tests
+    from policyd.problems import format_problem
 
     result = run_tests(paths)
     sys.stdout.write(render(result, output_format))
     for p in result.problems:
-        where = f"{p.file}:{p.line}:{p.column}" if p.line else p.file
-        at = f" (at {p.path})" if p.path else ""
-        print(f"{where}: {p.level}: {p.message} [{p.rule}]{at}", file=sys.stderr)
+        print(format_problem(p), file=sys.stderr)
     for bad in result.bad_paths:
         print(f"policyd test: error: {bad}", file=sys.stderr)
     if result.bad_input:

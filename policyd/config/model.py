@@ -191,10 +191,6 @@ class PolicydConfig:
     metrics_providers: tuple[MetricsProviderConfig, ...] = ()
     """`metricsProviders`: the node metric sources score rules (`metric`) read."""
 
-    @property
-    def scheduler_names(self) -> list[str]:
-        return [p.scheduler_name for p in self.profiles]
-
 
 def _int(v: Any, default: int, ok: Any = lambda v: True) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) and ok(v) else default

@@ -4,16 +4,17 @@ Follows KubeSchedulerConfiguration v1: the defaults are enabled through `multiPo
 per extension point, `disabled` removes defaults (`"*"` all of them) and `enabled`
 overrides a default in place or appends; `multiPoint` plugins then expand to every
 extension point they implement, after the ones configured at that point explicitly.
-A score weight of 0 or none is 1. Unlike upstream, every problem is collected (with its
-JSON path in the profile document and a rule id) instead of failing on the first when
-the framework is built, so `policyd check-config` can point at each one.
+A score weight of 0 or none is 1. Unlike upstream, every problem is reported (with its
+JSON path in the profile document and a rule id) instead of failing on the first, so
+`policyd check-config` can point at each one: the checks (`check_profile`) report to a
+`Report` callable, and `build_framework` only builds what they found valid.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -28,6 +29,7 @@ from policyd.framework.interfaces import (
 from policyd.framework.runtime import Framework, WeightedScorePlugin
 from policyd.framework.status import PluginError
 from policyd.plugins import registry
+from policyd.problems import ERROR, Problem
 from policyd.sourcefile import JsonPath, format_path
 
 POINTS = ("queueSort", "preFilter", "filter", "preScore", "score")
@@ -48,26 +50,29 @@ RULE_QUEUE_SORT = "queue-sort"
 RULE_SHAPE = "schema"
 
 
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One problem in a profile: where (a JSON path from the document root), what, and
-    which rule found it."""
-
-    where: JsonPath
-    message: str
-    rule: str = RULE_SHAPE
-
-    @property
-    def path(self) -> str:
-        """`profiles[0].plugins.filter.enabled[1].name`."""
-        return format_path(self.where)
+# Where the checks send each problem: its JSON path from the document root, rule id and
+# message. Profile validation places them in the file; `build_framework` collects them.
+Report = Callable[[JsonPath, str, str], None]
 
 
 class ProfileError(Exception):
+    """A profile `build_framework` cannot build: its problems, without a position (the
+    profile may have no file)."""
+
     def __init__(self, problems: Sequence[Problem]) -> None:
-        super().__init__("; ".join(f"{p.path}: {p.message}" if p.path else p.message
-                                   for p in problems))
         self.problems = list(problems)
+        super().__init__("; ".join(self.lines()))
+
+    def lines(self) -> list[str]:
+        """`path: message` per problem (the message alone at the document's root)."""
+        return [f"{p.path}: {p.message}" if p.path else p.message for p in self.problems]
+
+
+class _Collect(list[Problem]):
+    """A `Report` that keeps the problems, unplaced."""
+
+    def __call__(self, where: JsonPath, rule: str, message: str) -> None:
+        self.append(Problem("", 0, 0, rule, ERROR, message, format_path(where)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +134,7 @@ class _Catalog:
         return spec.default_weight or 1 if spec else 1
 
 
-def _entries(plugin_set: Any, where: JsonPath, key: str,
-             problems: list[Problem]) -> list[_Entry]:
+def _entries(plugin_set: Any, where: JsonPath, key: str, report: Report) -> list[_Entry]:
     if not isinstance(plugin_set, Mapping):
         return []
     items = plugin_set.get(key) or []
@@ -141,12 +145,11 @@ def _entries(plugin_set: Any, where: JsonPath, key: str,
     for i, item in enumerate(items):
         w = (*where, key, i)
         if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
-            problems.append(Problem(w, "must be an object with a string name"))
+            report(w, RULE_SHAPE, "must be an object with a string name")
             continue
         name = item["name"]
         if name in seen:
-            problems.append(Problem((*w, "name"), f"Duplicate value: \"{name}\"",
-                                    RULE_DUPLICATE_PLUGIN))
+            report((*w, "name"), RULE_DUPLICATE_PLUGIN, f'Duplicate value: "{name}"')
             continue
         seen.add(name)
         weight = item.get("weight") or 0
@@ -191,17 +194,17 @@ def resolve_profile(
     policies: Mapping[str, Plugin] | None = None,
     *,
     path: JsonPath = (),
-) -> tuple[ResolvedProfile, list[Problem]]:
+    report: Report,
+) -> ResolvedProfile:
     """Expand one profile's `plugins` and collect its `pluginConfig`, by upstream's rules.
 
-    Returns the resolved profile and every problem found: unknown plugin names (with the
-    closest registered one), plugins enabled where they have no such extension point,
-    the same plugin enabled twice at one point, pluginConfig for a plugin that is not
-    enabled, duplicate pluginConfig, more than one queueSort plugin. Plugin args are
-    checked by `build_framework`, which runs each plugin's factory."""
+    Reports every problem found: unknown plugin names (with the closest registered one),
+    plugins enabled where they have no such extension point, the same plugin enabled
+    twice at one point, pluginConfig for a plugin that is not enabled, duplicate
+    pluginConfig, more than one queueSort plugin. Plugin args are checked by
+    `check_profile`, which runs each plugin's factory."""
     policies = dict(policies or {})
     catalog = _Catalog(policies)
-    problems: list[Problem] = []
     plugins_cfg = profile.get("plugins") or {}
     known = catalog.names()
 
@@ -211,10 +214,10 @@ def resolve_profile(
         where = (*entry.where, "name")
         if entry.name in registry.UPSTREAM_ONLY:
             if enabling:
-                problems.append(Problem(where, upstream_only(entry.name), RULE_UPSTREAM_ONLY))
+                report(where, RULE_UPSTREAM_ONLY, upstream_only(entry.name))
                 return False
             return True
-        problems.append(Problem(where, not_registered(entry.name, known), RULE_UNKNOWN))
+        report(where, RULE_UNKNOWN, not_registered(entry.name, known))
         return False
 
     defaults = [_Entry(n, catalog.default_weight(n), ()) for n in
@@ -224,33 +227,28 @@ def resolve_profile(
     for point in ("multiPoint", *POINTS, *OTHER_POINTS):
         point_path: JsonPath = (*path, "plugins", point)
         cfg = plugins_cfg.get(point) if isinstance(plugins_cfg, Mapping) else None
-        enabled = [e for e in _entries(cfg, point_path, "enabled", problems)
+        enabled = [e for e in _entries(cfg, point_path, "enabled", report)
                    if check_name(e, True)]
-        disabled_entries = _entries(cfg, point_path, "disabled", problems)
+        disabled_entries = _entries(cfg, point_path, "disabled", report)
         disabled = {e.name for e in disabled_entries if check_name(e, False)}
         if point in OTHER_POINTS:
             for e in enabled:
-                problems.append(Problem((*e.where, "name"),
-                                        f"policyd has no {point} plugins",
-                                        RULE_EXTENSION_POINT))
+                report((*e.where, "name"), RULE_EXTENSION_POINT,
+                       f"policyd has no {point} plugins")
             continue
         for e in enabled:
             if e.name == "*":
-                problems.append(Problem((*e.where, "name"),
-                                        '"*" can only be disabled, not enabled',
-                                        RULE_UNKNOWN))
+                report((*e.where, "name"), RULE_UNKNOWN,
+                       '"*" can only be disabled, not enabled')
                 continue
             points = catalog.points(e.name) or frozenset()
             if point == "multiPoint" and not points:
-                problems.append(Problem((*e.where, "name"),
-                                        f'plugin "{e.name}" implements no extension point',
-                                        RULE_EXTENSION_POINT))
+                report((*e.where, "name"), RULE_EXTENSION_POINT,
+                       f'plugin "{e.name}" implements no extension point')
             elif point != "multiPoint" and point not in points:
-                problems.append(Problem(
-                    (*e.where, "name"),
-                    f'plugin "{e.name}" does not implement the {point} extension point '
-                    f"(it implements: {', '.join(sorted(points)) or 'none'})",
-                    RULE_EXTENSION_POINT))
+                report((*e.where, "name"), RULE_EXTENSION_POINT,
+                       f'plugin "{e.name}" does not implement the {point} extension point '
+                       f"(it implements: {', '.join(sorted(points)) or 'none'})")
         per_point_enabled[point] = _merge(defaults if point == "multiPoint" else [],
                                           [e for e in enabled if e.name != "*"], disabled)
         per_point_disabled[point] = disabled
@@ -283,56 +281,57 @@ def resolve_profile(
     for i, pc in enumerate(plugin_config if isinstance(plugin_config, list) else []):
         pc_path = (*path, "pluginConfig", i)
         if not isinstance(pc, Mapping) or not isinstance(pc.get("name"), str):
-            problems.append(Problem(pc_path, "must be an object with a string name"))
+            report(pc_path, RULE_SHAPE, "must be an object with a string name")
             continue
         name = pc["name"]
         if name in seen_config:
-            problems.append(Problem(pc_path, f'Duplicate value: "{name}"',
-                                    RULE_CONFIG_DUPLICATE))
+            report(pc_path, RULE_CONFIG_DUPLICATE, f'Duplicate value: "{name}"')
             continue
         seen_config.add(name)
         if name not in enabled_names:
             if name in registry.UPSTREAM_ONLY:
-                problems.append(Problem((*pc_path, "name"), upstream_only(name),
-                                        RULE_UPSTREAM_ONLY))
+                report((*pc_path, "name"), RULE_UPSTREAM_ONLY, upstream_only(name))
             elif catalog.points(name) is None:
-                problems.append(Problem((*pc_path, "name"), not_registered(name, known),
-                                        RULE_UNKNOWN))
+                report((*pc_path, "name"), RULE_UNKNOWN, not_registered(name, known))
             else:
-                problems.append(Problem((*pc_path, "name"),
-                                        f'pluginConfig for plugin "{name}", which is not '
-                                        "enabled in this profile", RULE_CONFIG_UNUSED))
+                report((*pc_path, "name"), RULE_CONFIG_UNUSED,
+                       f'pluginConfig for plugin "{name}", which is not enabled in this '
+                       "profile")
             continue
         args = pc.get("args")
         if args is not None and not isinstance(args, Mapping):
-            problems.append(Problem((*pc_path, "args"), "must be an object", RULE_ARGS))
+            report((*pc_path, "args"), RULE_ARGS, "must be an object")
             continue
         args_by_name[name] = args
 
     if len(final["queueSort"]) > 1:
-        problems.append(Problem((*path, "plugins", "queueSort"),
-                                f"Invalid value: {len(final['queueSort'])}: only one queue "
-                                "sort plugin can be enabled", RULE_QUEUE_SORT))
+        report((*path, "plugins", "queueSort"), RULE_QUEUE_SORT,
+               f"Invalid value: {len(final['queueSort'])}: only one queue sort plugin "
+               "can be enabled")
     name = profile.get("schedulerName")
-    resolved = ResolvedProfile(name if isinstance(name, str) and name else "policyd",
-                               final, args_by_name)
-    return resolved, problems
+    return ResolvedProfile(name if isinstance(name, str) and name else "policyd",
+                           final, args_by_name)
 
 
-def build_framework(
+def check_profile(
     profile: Mapping[str, Any],
-    policies: Mapping[str, Plugin] | None = None,
+    policies: Mapping[str, Plugin],
     *,
-    seed: int | None = None,
-    path: JsonPath = (),
-) -> Framework:
-    """A Framework for one profile (`schedulerName`, `plugins`, `pluginConfig`).
+    path: JsonPath,
+    report: Report,
+) -> ResolvedProfile:
+    """Report every problem of one profile: `resolve_profile`'s and invalid plugin args
+    (each plugin's factory validates its own, upstream's rules)."""
+    resolved = resolve_profile(profile, policies, path=path, report=report)
+    _instances(resolved, profile, policies, path, report)
+    return resolved
 
-    Raises ProfileError listing every problem `resolve_profile` finds plus invalid
-    plugin args (each plugin's factory validates its own, upstream's rules)."""
-    policies = dict(policies or {})
-    catalog = _Catalog(policies)
-    resolved, problems = resolve_profile(profile, policies, path=path)
+
+def _instances(resolved: ResolvedProfile, profile: Mapping[str, Any],
+               policies: Mapping[str, Plugin], path: JsonPath, report: Report
+               ) -> dict[str, Plugin]:
+    """Every plugin the resolved profile enables, by name: the compiled policies, and a
+    built-in's factory run on its args."""
     final = resolved.points
 
     def config_path(name: str) -> JsonPath:
@@ -345,9 +344,9 @@ def build_framework(
     for name in sorted({e.name for entries in final.values() for e in entries}):
         if name in policies:
             if resolved.args.get(name):
-                problems.append(Problem(config_path(name),
-                                        f'plugin "{name}" is a policy and takes no args: '
-                                        "its parameters live in the policy file", RULE_ARGS))
+                report(config_path(name), RULE_ARGS,
+                       f'plugin "{name}" is a policy and takes no args: its parameters '
+                       "live in the policy file")
             instances[name] = policies[name]
             continue
         spec = registry.builtin(name)
@@ -357,10 +356,29 @@ def build_framework(
         except PluginError as exc:
             base = config_path(name)
             for field_path, message in exc.problems:
-                problems.append(Problem((*base, *parse_field_path(field_path)), message,
-                                        RULE_ARGS))
+                report((*base, *parse_field_path(field_path)), RULE_ARGS, message)
+    return instances
+
+
+def build_framework(
+    profile: Mapping[str, Any],
+    policies: Mapping[str, Plugin] | None = None,
+    *,
+    seed: int | None = None,
+    path: JsonPath = (),
+) -> Framework:
+    """A Framework for one profile (`schedulerName`, `plugins`, `pluginConfig`).
+
+    Meant for a profile `check_profile` found valid; raises ProfileError listing every
+    problem otherwise."""
+    policies = dict(policies or {})
+    catalog = _Catalog(policies)
+    problems = _Collect()
+    resolved = resolve_profile(profile, policies, path=path, report=problems)
+    instances = _instances(resolved, profile, policies, path, problems)
     if problems:
         raise ProfileError(problems)
+    final = resolved.points
 
     def plugins_at(point: str) -> list[Any]:
         return [instances[e.name] for e in final[point]]

@@ -1,34 +1,12 @@
 """Validate a PolicydConfiguration file completely, before anything else runs.
 
-`validate_config_file(path)` is what `policyd check-config`, `explain --config`,
-`simulate --config` and the daemon (before its first request, and on every reload) call.
-It reports every problem at once, each a lint `Problem` with file, line, column, JSON
-path and rule id, so the same reporters serve `lint` and `check-config`:
-
-- the YAML loader's rules (`yaml-*`, `file-*`): syntax, duplicate keys, limits;
-- `config-document`: not exactly one mapping document;
-- `schema`: the strict schema (`schemas/profile.schema.json`): unknown fields (with the
-  closest known one), types, missing fields, durations, enums;
-- `out-of-range`: numbers outside their range, in upstream's words
-  (`Invalid value: 101: not in valid range [0-100]`);
-- `backoff`: podMaxBackoffSeconds below podInitialBackoffSeconds;
-- `leader-election`, `client-connection`: durations that are not positive, a lease
-  that expires before its renew deadline;
-- `duplicate-scheduler-name`, `queue-sort` (more than one, or different across
-  profiles: upstream requires one queue for all profiles);
-- from `policyd.config.plugins`: `plugin-unknown` (with the closest registered name),
-  `plugin-not-implemented`, `extension-point`, `plugin-duplicate`,
-  `plugin-config-unused`, `plugin-config-duplicate`, `plugin-args`;
-- `duplicate-provider-name`, `duplicate-metric`, `metrics-provider` (a field of
-  another kind, durations that are not positive; warnings for a maxAge shorter than the
-  refresh interval, a timeout longer than it, a bearerTokenFile not found);
-- `unknown-metric`: a policy `metric` rule naming a metric no provider defines, at the
-  rule's own file:line:column;
-- `policy-path` (a `policies` entry that does not exist or holds no YAML),
-  `file-unreadable` (a policy file or directory that is there but cannot be read: a
-  dangling symlink, a symlink loop, no permission; exit 2 like an unreadable profile),
-  `policy-invalid` (a plugin whose policy failed lint), and every lint problem of the
-  policies themselves, at their own file:line:column.
+`validate(path)` reports every problem of the profile and of the policies it loads, and
+builds nothing; `validate_config_file(path)` adds the frameworks (`build.py`) when there
+is no error. The latter is what `policyd check-config`, `explain --config`, `simulate
+--config` and the daemon (before its first request, and on every reload) call. Each
+problem is a `Problem` with file, line, column, JSON path and rule id (the ids and what
+they find: `policyd.lint.rules`), so the same reporters serve `lint` and
+`check-config`. Policy problems are reported at their own file:line:column.
 
 A problem the schema reports is not reported again by a later check of the same value.
 """
@@ -37,25 +15,27 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from policyd.config import plugins as pl
 from policyd.config import profile_schema as config_schema
+from policyd.config.build import build_frameworks
 from policyd.config.model import PolicydConfig, config_from_dict, parse_duration
 from policyd.model.spelling import show_value
 from policyd.policy.files import find_yaml_files
-from policyd.policy.from_paths import load_policy_set, path_problem
-from policyd.policy.policy_schema import _to_problems
+from policyd.policy.from_paths import UNREADABLE_RULE, load_policy_set, path_problem
+from policyd.policy.policy_schema import PATTERN_MESSAGES
 from policyd.problems import ERROR, WARNING, Problem
 from policyd.sourcefile import JsonPath, SourceDocument, format_path, load_file
+from policyd.sourcefile.schema_problems import schema_problems
 
 if TYPE_CHECKING:  # the framework (numpy) is imported only when profiles are built
     from policyd.framework.runtime import Framework
 
-UNREADABLE_RULES = frozenset({"file-unreadable"})
 
 # Upstream's wording for numbers out of range, by field name (field.Invalid messages of
 # ValidateKubeSchedulerConfiguration and component-base's validators).
@@ -82,8 +62,23 @@ def _validator() -> Any:
 def is_unreadable(problems: Sequence[Problem], path: Path | str | None = None) -> bool:
     """Whether a file could not be read (a usage error, exit 2): the profile at `path`,
     or with no `path` any file, the profile or a policy it loads."""
-    return any(p.rule in UNREADABLE_RULES and (path is None or p.file == str(path))
+    return any(p.rule == UNREADABLE_RULE and (path is None or p.file == str(path))
                for p in problems)
+
+
+@dataclass(slots=True)
+class ValidatedConfig:
+    """What validation found: the settings, every problem, and what building needs."""
+
+    config: PolicydConfig
+    problems: list[Problem]
+    # Each profile with its JSON path (the default profile's is the document root).
+    profiles: list[tuple[JsonPath, Mapping[str, Any]]] = field(default_factory=list)
+    policies: dict[str, Any] = field(default_factory=dict)  # CompiledPolicy by pluginName
+
+    @property
+    def valid(self) -> bool:
+        return not any(p.level == ERROR for p in self.problems)
 
 
 def validate_config_file(
@@ -92,7 +87,7 @@ def validate_config_file(
     extra_policies: Sequence[Path] = (),
     seed: int | None = None,
 ) -> tuple[PolicydConfig, dict[str, Framework], list[Problem]]:
-    """Load and check the profile at `path` and the policies it names.
+    """Check the profile at `path` and the policies it names, then build it if valid.
 
     Returns the settings with defaults applied (always complete: invalid values fall
     back to defaults), one Framework per profile by schedulerName, and every problem,
@@ -101,11 +96,25 @@ def validate_config_file(
     half a configuration. `extra_policies` (paths given on a command line) are loaded
     as if listed in `policies`; `seed` seeds each framework's tie-breaking.
     """
+    checked = validate(path, extra_policies=extra_policies)
+    frameworks = build_frameworks(checked, seed=seed) if checked.valid else {}
+    return checked.config, frameworks, checked.problems
+
+
+def validate(path: Path, *, extra_policies: Sequence[Path] = ()) -> ValidatedConfig:
+    """Every problem of the profile at `path` and of the policies it names; builds
+    nothing.
+
+    The steps run in this order, each skipping what an earlier one reported: the file
+    (YAML, exactly one mapping document), the schema, the top-level settings, the
+    metrics providers, the policies (loaded and compiled, since profiles enable them
+    as plugins) and their metric rules, then the profiles and their plugins.
+    """
     path = Path(path)
     source = load_file(path)
     problems: list[Problem] = list(source.problems)
     if not source.documents:
-        return config_from_dict({}, path), {}, problems
+        return ValidatedConfig(config_from_dict({}, path), problems)
     doc = source.documents[0]
     for extra in source.documents[1:]:
         problems.append(extra.problem((), "config-document",
@@ -115,20 +124,18 @@ def validate_config_file(
         problems.append(doc.problem((), "config-document",
                                     "a PolicydConfiguration must be a mapping with apiVersion "
                                     "and kind"))
-        return config_from_dict({}, path), {}, problems
+        return ValidatedConfig(config_from_dict({}, path), problems)
     check = _Check(doc, path)
     check.schema()
     check.settings()
     check.metrics_providers()
-    policies = check.policies(extra_policies)
+    check.policies(extra_policies)
     check.metric_references()
-    frameworks = check.profiles(policies, seed)
-    config = config_from_dict(doc.data, path, tuple(check.policy_files))
+    check.profiles()
     problems = sorted([*problems, *check.problems], key=lambda p: p.sort_key())
     problems.extend(sorted(check.policy_problems, key=lambda p: p.sort_key()))
-    if any(p.level == ERROR for p in problems):
-        frameworks = {}
-    return config, frameworks, problems
+    return ValidatedConfig(config_from_dict(doc.data, path, tuple(check.policy_files)),
+                           problems, check.profile_list, check.compiled)
 
 
 class _Check:
@@ -143,6 +150,8 @@ class _Check:
         self.policy_files: list[Path] = []
         self.failed_plugins: dict[str, str] = {}  # pluginName -> file of a failed policy
         self.failed_policy_files = 0
+        self.compiled: dict[str, Any] = {}  # CompiledPolicy by pluginName
+        self.profile_list: list[tuple[JsonPath, Mapping[str, Any]]] = []
         self.policy_documents: list[SourceDocument] = []
         self.metric_names: dict[str, JsonPath] = {}  # metric -> where a provider defines it
         # Values the schema already found wrong: later checks skip them and everything
@@ -171,49 +180,50 @@ class _Check:
 
     # schema -------------------------------------------------------------------------
     def schema(self) -> None:
-        for error in _validator().iter_errors(self.data):
-            self.problems.extend(self._schema_problems(error))
+        errors = list(_validator().iter_errors(self.data))
+        for error in errors:
+            self._note_reported(error)
+        self.problems.extend(schema_problems(self.doc, errors,
+                                             pattern_messages=PATTERN_MESSAGES,
+                                             special=self._upstream_wording))
 
-    def _schema_problems(self, error: Any) -> Iterator[Problem]:
-        # The policy schema's converter gives the readable messages (unknown fields
-        # with the closest name, types, best match of anyOf/oneOf); range and empty
-        # values get upstream's wording here.
+    def _note_reported(self, error: Any) -> None:
+        """Remember what the schema found wrong, so later checks skip it."""
         where: JsonPath = tuple(error.absolute_path)
-        validator = error.validator
-        if validator == "additionalProperties" and isinstance(error.instance, Mapping):
+        if error.validator == "additionalProperties" and isinstance(error.instance, Mapping):
             known = error.schema.get("properties", {})
             self.reported.update((*where, k) for k in error.instance if k not in known)
-        elif validator != "required":
+        elif error.validator != "required":
             self.reported.add(where)
+
+    def _upstream_wording(self, error: Any) -> Problem | None:
+        """Ranges and empty values in upstream's words, durations with an example; None
+        for the general wording."""
+        where: JsonPath = tuple(error.absolute_path)
+        validator = error.validator
         if validator in _RANGE_VALIDATORS:
             field = next((p for p in reversed(where) if isinstance(p, str)), "")
             msg = _RANGE_MESSAGES.get(field) or _range_text(error.schema)
-            yield self.doc.problem(where, "out-of-range",
-                                   f"Invalid value: {_show(error.instance)}: {msg}")
-            return
+            return self.doc.problem(where, "out-of-range",
+                                    f"Invalid value: {_show(error.instance)}: {msg}")
         if validator == "minLength" and error.instance == "":
-            yield self.doc.problem(where, "schema", "Required value: must not be empty")
-            return
+            return self.doc.problem(where, "schema", "Required value: must not be empty")
         if validator == "minItems" and where == ("profiles",):
-            yield self.doc.problem(where, "schema", "Required value: at least one profile "
-                                   "(or leave profiles out for the default one)")
-            return
+            return self.doc.problem(where, "schema", "Required value: at least one profile "
+                                    "(or leave profiles out for the default one)")
         if validator == "type" and error.schema.get("pattern") == config_schema.DURATION_PATTERN:
-            yield self.doc.problem(where, "schema", f"Invalid value: {_show(error.instance)}: "
-                                   "a duration is a string with a unit, e.g. 15s, 1m30s or "
-                                   "500ms")
-            return
+            return self.doc.problem(where, "schema", f"Invalid value: {_show(error.instance)}"
+                                    ": a duration is a string with a unit, e.g. 15s, 1m30s "
+                                    "or 500ms")
         if validator == "pattern" and error.validator_value == config_schema.DURATION_PATTERN:
-            yield self.doc.problem(where, "schema", f"Invalid value: {_show(error.instance)}:"
-                                   " not a duration; write e.g. 15s, 1m30s or 500ms")
-            return
+            return self.doc.problem(where, "schema", f"Invalid value: {_show(error.instance)}"
+                                    ": not a duration; write e.g. 15s, 1m30s or 500ms")
         if validator == "const" and where == ("kind",) \
                 and error.instance == "KubeSchedulerConfiguration":
-            yield self.doc.problem(where, "schema", f"must be {config_schema.KIND!r}: "
-                                   "policyd's profile has kube-scheduler's fields but its own "
-                                   f"kind and apiVersion {config_schema.API_VERSION!r}")
-            return
-        yield from _to_problems(self.doc, error)
+            return self.doc.problem(where, "schema", f"must be {config_schema.KIND!r}: "
+                                    "policyd's profile has kube-scheduler's fields but its "
+                                    f"own kind and apiVersion {config_schema.API_VERSION!r}")
+        return None
 
     # top-level settings ------------------------------------------------------------
     def settings(self) -> None:
@@ -376,8 +386,10 @@ class _Check:
                     f"{self.path}{hint}"))
 
     # policies -----------------------------------------------------------------------
-    def policies(self, extra: Sequence[Path]) -> dict[str, Any]:
-        """Compiled policies by plugin name; their problems go to `policy_problems`."""
+    def policies(self, extra: Sequence[Path]) -> None:
+        """Load and compile the policies into `compiled`, by plugin name; their problems
+        go to `policy_problems`."""
+
         entries = self.data.get("policies")
         files: list[Path] = []
         me = _resolved(self.path)
@@ -406,7 +418,7 @@ class _Check:
             unique.setdefault(_resolved(f), f)
         self.policy_files = list(unique.values())
         if not self.policy_files:
-            return {}
+            return
         result = load_policy_set(self.policy_files)
         self.policy_problems.extend(result.problems)
         self.policy_documents = list(result.documents)
@@ -419,10 +431,11 @@ class _Check:
                 self.failed_plugins.setdefault(name, f"{pdoc.file}:{line}:{col}")
         self.failed_policy_files = len({p.file for p in result.problems
                                         if p.level == ERROR})
-        return compiled
+        self.compiled = compiled
 
     # profiles -----------------------------------------------------------------------
-    def profiles(self, policies: Mapping[str, Any], seed: int | None) -> dict[str, Framework]:
+    def profiles(self) -> None:
+
         raw = self.data.get("profiles")
         if raw is None:
             profiles: list[tuple[JsonPath, Mapping[str, Any]]] = [
@@ -431,8 +444,8 @@ class _Check:
             profiles = [(("profiles", i), p) for i, p in enumerate(raw)
                         if isinstance(p, Mapping)]
         else:
-            return {}
-        frameworks: dict[str, Framework] = {}
+            return
+        self.profile_list = profiles
         names: dict[str, JsonPath] = {}
         queue_sorts: list[tuple[JsonPath, str | None, Any]] = []
         for where, profile in profiles:
@@ -444,19 +457,12 @@ class _Check:
                              f'Duplicate value: "{name}" (also {_fmt(names[name])})')
                 else:
                     names[name] = (*where, "schedulerName")
-            resolved, _ = pl.resolve_profile(profile, policies, path=where)
+            resolved = pl.check_profile(profile, self.compiled, path=where,
+                                        report=self._plugin_problem)
             queue_sort = resolved.names_at("queueSort")
             qs = queue_sort[0] if len(queue_sort) == 1 else None
             if len(queue_sort) <= 1:
                 queue_sorts.append((where, qs, _plugin_args(profile, qs)))
-            try:
-                fw = pl.build_framework(profile, policies, seed=seed, path=where)
-            except pl.ProfileError as exc:
-                for p in exc.problems:
-                    self._plugin_problem(p)
-                continue
-            if isinstance(name, str) and name and name not in frameworks:
-                frameworks[name] = fw
         if queue_sorts:
             first_where, first_name, first_args = queue_sorts[0]
             for where, qs, args in queue_sorts[1:]:
@@ -471,15 +477,15 @@ class _Check:
                              f"Invalid value: {shown}: must be the same for all profiles "
                              f"(the {what} of {_fmt(first_where) or 'the first profile'} is "
                              f"{first if qs != first_name else 'different'})", key=True)
-        return frameworks
 
-    def _plugin_problem(self, p: Any) -> None:
-        if p.rule == pl.RULE_SHAPE:
+    def _plugin_problem(self, where: JsonPath, rule: str, message: str) -> None:
+        """`policyd.config.plugins`' report: placed in the file, and a plugin that is
+        unknown because its policy failed to load said so."""
+
+        if rule == pl.RULE_SHAPE:
             return  # the schema has said it, better
-        message = p.message
-        rule = p.rule
         if rule == pl.RULE_UNKNOWN:
-            name = self.get(p.where)
+            name = self.get(where)
             if isinstance(name, str) and name in self.failed_plugins:
                 rule = "policy-invalid"
                 message = (f'plugin "{name}" comes from the policy at '
@@ -487,7 +493,7 @@ class _Check:
             elif self.failed_policy_files and "did you mean" not in message:
                 message += (f" ({self.failed_policy_files} policy file(s) failed to load; "
                             "see their problems)")
-        self.add(p.where, rule, message)
+        self.add(where, rule, message)
 
 
 def _plugin_args(profile: Mapping[str, Any], name: str | None) -> Any:

@@ -18,6 +18,7 @@ from policyd.errors import EXIT_PROBLEMS, InputFileError, PolicydError
 from policyd.framework.runtime import Framework
 from policyd.kube.leaderelection import LeaderElectionSettings
 from policyd.policy.files import find_yaml_files
+from policyd.problems import format_problem
 
 
 class InvalidConfig(PolicydError):
@@ -129,7 +130,7 @@ def load(path: Path, extra_policies: list[Path] | None = None) -> LoadedConfig:
         if is_unreadable(errors):  # the profile or a policy: exit 2, like lint
             first = next(p for p in errors if is_unreadable([p]))
             raise InputFileError(first.message, where=first.file)
-        raise InvalidConfig(path, [format_problem(p) for p in errors])
+        raise InvalidConfig(path, [format_problem(p, with_level=False) for p in errors])
     le, cc = config.leader_election, config.client_connection
     settings = RuntimeSettings(
         pod_initial_backoff=float(config.pod_initial_backoff_seconds),
@@ -143,12 +144,3 @@ def load(path: Path, extra_policies: list[Path] | None = None) -> LoadedConfig:
     files = [path, *config.policies, *config.policy_files, *(extra_policies or [])]
     return LoadedConfig(path, dict(frameworks), settings, list(dict.fromkeys(files)),
                         tuple(getattr(config, "metrics_providers", ()) or ()))
-
-
-def format_problem(p: Any) -> str:
-    """`file:line:col: message [rule] (at path)`, as `policyd lint` prints problems."""
-    line = getattr(p, "line", 0)
-    where = f"{p.file}:{line}:{p.column}" if line else str(getattr(p, "file", ""))
-    rule = getattr(p, "rule", "")
-    at = f" (at {p.path})" if getattr(p, "path", "") else ""
-    return f"{where}: {p.message}" + (f" [{rule}]" if rule else "") + at

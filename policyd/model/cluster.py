@@ -183,8 +183,3 @@ class ClusterState:
 
     def node_of(self, uid: str) -> str | None:
         return self._bound.get(uid)
-
-    def all_pods(self) -> Iterator[Pod]:
-        """Every pod counted on a known node."""
-        for info in self._nodes.values():
-            yield from info.pods.values()

@@ -123,6 +123,6 @@ def load_policies(paths: Iterable[str | Path]) -> tuple[list[CompiledPolicy], li
     problems = list(result.problems)
     problems.extend(Problem(b.split(":", 1)[0], 0, 0, "path", ERROR, b)
                     for b in result.bad_paths if not any(
-                        p.rule == "file-unreadable" and b.startswith(p.file)
+                        p.rule == UNREADABLE_RULE and b.startswith(p.file)
                         for p in result.problems))
     return result.compiled, problems

@@ -1,5 +1,5 @@
 """The JSON Schema (draft 2020-12) of a SchedulingPolicy, and schema validation with
-positions and readable messages.
+positions and readable messages (`policyd.sourcefile.schema_problems`).
 
 The schema lives here as data so the installed package always has it;
 `schemas/policy.schema.json` (what editors load through the `yaml-language-server`
@@ -13,16 +13,14 @@ problem is reported once, with a message written for it.
 
 from __future__ import annotations
 
-import difflib
 import json
 import sys
-from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
-from policyd.model.spelling import show_value
 from policyd.problems import Problem
 from policyd.sourcefile import SourceDocument
+from policyd.sourcefile.schema_problems import schema_problems
 
 API_VERSION = "policyd.io/v1alpha1"
 KIND = "SchedulingPolicy"
@@ -234,7 +232,8 @@ def _validator() -> Any:
     return Draft202012Validator(SCHEMA)
 
 
-_PATTERN_MESSAGES = {
+# Patterns explained in words (the profile schema uses some of them too).
+PATTERN_MESSAGES = {
     PLUGIN_NAME_PATTERN: "must be CamelCase: a capital letter, then letters and digits "
                          "(^[A-Z][A-Za-z0-9]*$)",
     METRIC_NAME_PATTERN: "must be a metric name: letters, digits and '_', not starting "
@@ -245,129 +244,10 @@ _PATTERN_MESSAGES = {
                            "like a Kubernetes object name",
 }
 
-_TYPE_NAMES = {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
-               int: "an integer", float: "a number", type(None): "null"}
-
-
-def _type_of(value: Any) -> str:
-    return _TYPE_NAMES.get(type(value), type(value).__name__)
-
-
 def validate(doc: SourceDocument) -> list[Problem]:
     """Schema problems of one document, each at the key or value it concerns."""
-    problems: list[Problem] = []
-    for error in _validator().iter_errors(doc.data):
-        problems.extend(_to_problems(doc, error))
-    return problems
-
-
-def _best(error: Any) -> Any:
-    # jsonschema (~0.2 s) only when validating: importers of the constants do not pay it.
-    from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
-
-    return best_match(error.context) if error.context else error
-
-
-def _to_problems(doc: SourceDocument, error: Any) -> Iterator[Problem]:
-    path = tuple(error.absolute_path)
-    validator = error.validator
-    if validator in ("oneOf", "anyOf"):
-        branches = error.schema.get(validator, [])
-        kinds = [b["required"][0] for b in branches
-                 if set(b) == {"required"} and len(b["required"]) == 1]
-        if kinds and len(kinds) == len(branches) and not isinstance(error.instance, dict):
-            return  # not an object at all: the `type` error says so, once
-        if kinds and len(kinds) == len(branches):
-            present = [k for k in kinds if k in error.instance]
-            if present:
-                msg = (f"set exactly one of {', '.join(kinds)}; found "
-                       f"{' and '.join(present)}")
-                yield doc.problem((*path, present[-1]), "schema", msg, key=True)
-            else:
-                yield doc.problem(path, "schema", f"set exactly one of {', '.join(kinds)}")
-            return
-        if not error.context:  # valid under several branches: nothing deeper to show
-            yield doc.problem(path, "schema", error.message)
-            return
-        yield from _to_problems(doc, _best(error))
-        return
-    if validator == "additionalProperties" and isinstance(error.instance, dict):
-        known = list(error.schema.get("properties", {}))
-        for key in error.instance:
-            if key in known:
-                continue
-            close = difflib.get_close_matches(key, known, n=1) if isinstance(key, str) \
-                else []
-            hint = f"; did you mean {close[0]!r}?" if close else (
-                f"; expected one of {', '.join(known)}" if known else "")
-            yield doc.problem((*path, key), "schema",
-                              f"unknown field {show_value(key)}{hint}", key=True)
-        return
-    if validator == "required":
-        missing = error.message.split("'")[1] if "'" in error.message else error.message
-        yield doc.problem(path, "schema", f"missing required field {missing!r}", key=True)
-        return
-    if validator == "type":
-        expected = error.validator_value
-        names = expected if isinstance(expected, list) else [expected]
-        yield doc.problem(path, "schema", f"must be {' or '.join(map(_article, names))}, not "
-                          f"{_type_of(error.instance)}")
-        return
-    if validator == "pattern":
-        msg = _PATTERN_MESSAGES.get(error.validator_value,
-                                    f"must match {error.validator_value}")
-        yield doc.problem(path, "schema", f"{show_value(error.instance)} {msg}")
-        return
-    if validator == "const":
-        yield doc.problem(path, "schema",
-                          f"must be {show_value(error.validator_value)}, not "
-                          f"{show_value(error.instance)}")
-        return
-    if validator == "enum":
-        choices = ", ".join(str(v) for v in error.validator_value)
-        yield doc.problem(path, "schema",
-                          f"{show_value(error.instance)} is not one of: {choices}")
-        return
-    if validator in ("minimum", "maximum"):
-        yield doc.problem(path, "schema",
-                          f"{show_value(error.instance)} is out of range"
-                          f"{_bound(error.schema)}")
-        return
-    if validator == "exclusiveMinimum":
-        yield doc.problem(path, "schema", f"{show_value(error.instance)} must be greater "
-                          f"than {error.validator_value}")
-        return
-    if validator in _SIZE_MESSAGES:
-        yield doc.problem(path, "schema", _SIZE_MESSAGES[validator](error.validator_value))
-        return
-    # Anything else: jsonschema's own words (Python spellings avoided above).
-    yield doc.problem(path, "schema", error.message)
-
-
-_SIZE_MESSAGES = {
-    "minLength": lambda n: "must not be empty" if n == 1 else f"must be at least {n} "
-                                                              "characters long",
-    "maxLength": lambda n: f"must be at most {n} characters long",
-    "minItems": lambda n: "must not be an empty list" if n == 1 else f"must have at least "
-                                                                     f"{n} items",
-}
-
-
-def _bound(schema: dict[str, Any]) -> str:
-    lo, hi = schema.get("minimum"), schema.get("maximum")
-    if lo is not None and hi is not None:
-        return f" [{lo}..{hi}]"
-    if lo is not None:
-        return f": must be at least {lo}"
-    if hi is not None:
-        return f": must be at most {hi}"
-    return ""
-
-
-def _article(type_name: str) -> str:
-    return {"object": "an object", "array": "a list", "integer": "an integer",
-            "string": "a string", "boolean": "a boolean", "number": "a number",
-            "null": "null"}.get(type_name, type_name)
+    return schema_problems(doc, _validator().iter_errors(doc.data),
+                           pattern_messages=PATTERN_MESSAGES)
 
 
 def main() -> None:

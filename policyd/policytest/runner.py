@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
-from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
 
 from policyd.config.plugins import default_framework
 from policyd.engine.cycle import schedule_one
@@ -44,6 +43,7 @@ from policyd.policy.from_paths import (
 )
 from policyd.problems import ERROR, Problem
 from policyd.sourcefile import JsonPath, SourceDocument, format_path, load_file
+from policyd.sourcefile.schema_problems import schema_problems
 
 KIND = "PolicyTest"
 
@@ -197,14 +197,8 @@ def run_tests(paths: Iterable[str | Path]) -> RunResult:
 
 def _schema_problems(doc: SourceDocument, data: Any, which: str, base: JsonPath
                      ) -> list[Problem]:
-
-    out: list[Problem] = []
-    for err in _validator(which).iter_errors(data):
-        if err.context:
-            err = best_match(err.context)
-        path = (*base, *err.absolute_path)
-        out.append(doc.problem(path, "schema", err.message))
-    return out
+    return schema_problems(doc, _validator(which).iter_errors(data), base=base,
+                           jsonschema_wording=True)
 
 
 def _load_suite(doc: SourceDocument, base_dir: Path, problems: list[Problem]) -> _Suite:

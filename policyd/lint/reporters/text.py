@@ -4,14 +4,13 @@ and any detail lines (a JMESPath expression with a caret under the error)."""
 from __future__ import annotations
 
 from policyd.lint.reporters import Report
+from policyd.problems import format_problem
 
 
 def render(report: Report) -> str:
     lines: list[str] = []
     for p in report.problems:
-        where = f"{p.file}:{p.line}:{p.column}" if p.line else p.file
-        at = f" (at {p.path})" if p.path else ""
-        lines.append(f"{where}: {p.level}: {p.message} [{p.rule}]{at}")
+        lines.append(format_problem(p))
         lines.extend(f"    {d}" for d in p.detail)
     files = f"{report.files} file{'s' if report.files != 1 else ''}"
     if report.problems:

@@ -81,7 +81,8 @@ _FIELD_OPERATORS = ("In", "NotIn")
 _INT_RE = re.compile(r"[+-]?[0-9]+")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
-Problem = tuple[str, str]
+# (field path, message): what PluginError carries; config places it in the profile.
+FieldProblem = tuple[str, str]
 
 
 # --- validation ---------------------------------------------------------------------
@@ -105,18 +106,18 @@ def parse_go_int64(text: str) -> int | None:
 
 
 def _check_keys(obj: Mapping[str, Any], allowed: tuple[str, ...], path: str,
-                problems: list[Problem]) -> None:
+                problems: list[FieldProblem]) -> None:
     for key in obj:
         if key not in allowed:
             problems.append((f"{path}.{key}" if path else str(key), "unknown field"))
 
 
-def _requirement_problems(expr: Any, path: str, fields: bool, strict: bool) -> list[Problem]:
+def _requirement_problems(expr: Any, path: str, fields: bool, strict: bool) -> list[FieldProblem]:
     """Every reason the requirement does not parse (labels.NewRequirement's rules for
     matchExpressions, the field-selector rules for matchFields)."""
     if not isinstance(expr, Mapping):
         return [(path, "must be an object")]
-    problems: list[Problem] = []
+    problems: list[FieldProblem] = []
     if strict:
         _check_keys(expr, ("key", "operator", "values"), path, problems)
     key = expr.get("key")
@@ -170,12 +171,12 @@ def _is_empty_term(term: Any) -> bool:
 
 
 def compile_term(term: Any, path: str, strict: bool = False
-                 ) -> tuple[NodeSelectorTerm | None, list[Problem]]:
+                 ) -> tuple[NodeSelectorTerm | None, list[FieldProblem]]:
     """One v1.NodeSelectorTerm -> (matcher, []) or (None, problems). An empty term
     gives (None, []): it matches nothing, as upstream drops it."""
     if not isinstance(term, Mapping):
         return None, [(path, "must be an object")]
-    problems: list[Problem] = []
+    problems: list[FieldProblem] = []
     if strict:
         _check_keys(term, ("matchExpressions", "matchFields"), path, problems)
     for field_name, is_field in (("matchExpressions", False), ("matchFields", True)):
@@ -199,11 +200,11 @@ def compile_term(term: Any, path: str, strict: bool = False
 
 
 def compile_required(selector: Any, path: str, strict: bool = False
-                     ) -> tuple[tuple[NodeSelectorTerm, ...], list[Problem]]:
+                     ) -> tuple[tuple[NodeSelectorTerm, ...], list[FieldProblem]]:
     """v1.NodeSelector -> (the terms that parse, problems of those that do not)."""
     if not isinstance(selector, Mapping):
         return (), [(path, "must be an object")]
-    problems: list[Problem] = []
+    problems: list[FieldProblem] = []
     if strict:
         _check_keys(selector, ("nodeSelectorTerms",), path, problems)
     raw_terms = selector.get("nodeSelectorTerms")
@@ -221,13 +222,13 @@ def compile_required(selector: Any, path: str, strict: bool = False
 
 
 def compile_preferred(entries: Any, path: str, strict: bool = False
-                      ) -> tuple[tuple[tuple[int, NodeSelectorTerm], ...], list[Problem]]:
+                      ) -> tuple[tuple[tuple[int, NodeSelectorTerm], ...], list[FieldProblem]]:
     """[]v1.PreferredSchedulingTerm -> ((weight, term) pairs, problems). Weight 0 and
     empty preferences are skipped unexamined, as upstream does."""
     if not isinstance(entries, list):
         return (), [(path, "must be a list")]
     out: list[tuple[int, NodeSelectorTerm]] = []
-    problems: list[Problem] = []
+    problems: list[FieldProblem] = []
     for i, entry in enumerate(entries):
         epath = f"{path}[{i}]"
         if not isinstance(entry, Mapping):
@@ -310,7 +311,7 @@ class _Projection:
         return tuple(map(labels.get, self.keys))
 
 
-def _format_problem(kind: str, problems: Sequence[Problem]) -> str:
+def _format_problem(kind: str, problems: Sequence[FieldProblem]) -> str:
     path, message = problems[0]
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
     return f"pod has an invalid {kind} node affinity: {path}: {message}{more}"
@@ -574,7 +575,7 @@ def new(args: Mapping[str, Any] | None = None) -> NodeAffinity:
     problem with its path, as upstream's ValidateNodeAffinityArgs does."""
     if not args:
         return NodeAffinity()
-    problems: list[Problem] = []
+    problems: list[FieldProblem] = []
     if not isinstance(args, Mapping):
         raise PluginError(names.NODE_AFFINITY, [("", "args must be an object")])
     _check_keys(args, ("addedAffinity", "apiVersion", "kind"), "", problems)

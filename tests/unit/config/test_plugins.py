@@ -8,15 +8,16 @@ from typing import Any
 
 import pytest
 
-from policyd.config.loader import ConfigError, frameworks_from_config
 from policyd.config.plugins import (
     ProfileError,
     build_framework,
+    check_profile,
     closest_name,
     default_framework,
     parse_field_path,
     resolve_profile,
 )
+from policyd.config.validate import validate_config_file
 from policyd.framework.runtime import Framework
 from policyd.policy import load_policies
 from tests.unit.config.conftest import ROOT
@@ -107,20 +108,36 @@ def test_problems_carry_json_paths_and_rules() -> None:
                 {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "X"}}},
                 {"name": "NodeResourcesFit"},
             ]}, path=("profiles", 2))
-    got = [(p.where, p.rule) for p in exc.value.problems]
+    got = [(p.path, p.rule) for p in exc.value.problems]
     assert got == [
-        (("profiles", 2, "plugins", "filter", "enabled", 0, "name"), "plugin-unknown"),
-        (("profiles", 2, "pluginConfig", 1), "plugin-config-duplicate"),
-        (("profiles", 2, "pluginConfig", 0, "args", "scoringStrategy", "type"),
-         "plugin-args"),
+        ("profiles[2].plugins.filter.enabled[0].name", "plugin-unknown"),
+        ("profiles[2].pluginConfig[1]", "plugin-config-duplicate"),
+        ("profiles[2].pluginConfig[0].args.scoringStrategy.type", "plugin-args"),
     ]
-    assert exc.value.problems[0].path == "profiles[2].plugins.filter.enabled[0].name"
     assert 'did you mean "NodeAffinity"?' in exc.value.problems[0].message
 
 
+def test_check_profile_reports_what_build_framework_refuses() -> None:
+    profile = {"plugins": {"filter": {"enabled": [{"name": "NodeAfinity"}]}},
+               "pluginConfig": [{"name": "NodeResourcesFit",
+                                 "args": {"scoringStrategy": {"type": "X"}}}]}
+    reported: list[tuple[tuple[str | int, ...], str, str]] = []
+    check_profile(profile, {}, path=("profiles", 0),
+                  report=lambda where, rule, message: reported.append((where, rule, message)))
+    assert [(w, r) for w, r, _ in reported] == [
+        (("profiles", 0, "plugins", "filter", "enabled", 0, "name"), "plugin-unknown"),
+        (("profiles", 0, "pluginConfig", 0, "args", "scoringStrategy", "type"),
+         "plugin-args")]
+    with pytest.raises(ProfileError) as exc:
+        build_framework(profile, path=("profiles", 0))
+    assert [p.message for p in exc.value.problems] == [m for _, _, m in reported]
+
+
 def test_resolve_profile_lists_each_point() -> None:
-    resolved, problems = resolve_profile(
-        {"schedulerName": "x", "plugins": {"queueSort": {"disabled": [{"name": "*"}]}}})
+    problems: list[object] = []
+    resolved = resolve_profile(
+        {"schedulerName": "x", "plugins": {"queueSort": {"disabled": [{"name": "*"}]}}},
+        report=lambda *problem: problems.append(problem))
     assert problems == []
     assert resolved.scheduler_name == "x"
     assert resolved.names_at("queueSort") == []
@@ -148,11 +165,16 @@ def test_closest_name(name: str, hint: str | None) -> None:
     assert closest_name(name, ["HwEncrypt", "NodeAffinity", "NodePorts"]) == hint
 
 
-def test_loader_collects_every_profile_problem() -> None:
-    doc = {"profiles": [{"schedulerName": "a"}, {"schedulerName": "a"},
-                        {"plugins": {"score": {"enabled": [{"name": "Nope"}]}}}]}
-    with pytest.raises(ConfigError) as exc:
-        frameworks_from_config(doc, Path("p.yaml"), {})
-    assert [p.path for p in exc.value.problems] == [
-        "profiles[1].schedulerName", "profiles[2].plugins.score.enabled[0].name"]
-    assert "p.yaml: profiles[1].schedulerName: Duplicate value" in str(exc.value)
+def test_every_profile_problem_is_collected(tmp_path: Path) -> None:
+    """Problems in several profiles are all reported, each at its JSON path, and no
+    framework is built."""
+    path = tmp_path / "p.yaml"
+    path.write_text("apiVersion: policyd.io/v1alpha1\nkind: PolicydConfiguration\n"
+                    "profiles:\n- {schedulerName: a}\n- {schedulerName: a}\n"
+                    "- plugins: {score: {enabled: [{name: Nope}]}}\n")
+    _, frameworks, problems = validate_config_file(path)
+    assert frameworks == {}
+    assert [(p.path, p.rule) for p in problems] == [
+        ("profiles[1].schedulerName", "duplicate-scheduler-name"),
+        ("profiles[2].plugins.score.enabled[0].name", "plugin-unknown")]
+    assert problems[0].message.startswith('Duplicate value: "a"')

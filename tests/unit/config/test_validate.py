@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from policyd.config.build import build_frameworks
 from policyd.config.model import PolicydConfig
-from policyd.config.validate import is_unreadable, validate_config_file
+from policyd.config.validate import is_unreadable, validate, validate_config_file
 from tests.unit.config.conftest import HEAD, ROOT, Check, where
 
 # (id, profile body after HEAD (which ends at line 3), expected (line, column, rule),
@@ -430,7 +431,7 @@ profiles:
     assert config.policies == (policy_dir,)
     assert sorted(p.name for p in config.policy_files) == ["hw-encrypt.yaml",
                                                            "low-latency.yaml"]
-    assert config.scheduler_names == ["one", "two"]
+    assert [p.scheduler_name for p in config.profiles] == ["one", "two"]
     assert config.profiles[0].percentage_of_nodes_to_score == 10
     assert config.profiles[1].percentage_of_nodes_to_score is None
     assert config.profiles[0].plugin_config == {
@@ -542,6 +543,21 @@ def test_example_profile_is_valid_and_fast() -> None:
     assert set(frameworks) == {"policyd", "policyd-secure"}
     assert config.policies == (ROOT / "policies",)
     assert elapsed < 1.0
+
+
+
+def test_validation_builds_nothing_and_building_needs_a_valid_result(tmp_path: Path
+                                                                     ) -> None:
+    checked = validate(ROOT / "examples" / "profiles" / "policyd.yaml")
+    assert checked.valid and checked.problems == []
+    assert [where for where, _ in checked.profiles] == [("profiles", 0), ("profiles", 1)]
+    assert set(build_frameworks(checked, seed=1)) == {"policyd", "policyd-secure"}
+    path = tmp_path / "p.yaml"
+    path.write_text(HEAD.replace("policies: [pol]\n", "") + "parallelism: 0\n")
+    invalid = validate(path)
+    assert not invalid.valid
+    with pytest.raises(ValueError, match="valid"):
+        build_frameworks(invalid)
 
 
 METRIC_POLICY = """\
