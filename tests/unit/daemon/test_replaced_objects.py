@@ -42,18 +42,15 @@ def _informers(sched: Scheduler) -> tuple[Informer, _Lister, Informer, _Lister]:
 
 def _pod(name: str, uid: str, rv: str, cpu: str, node: str = "",
          scheduler: str = "other") -> Obj:
-    b = make_pod(name).uid(uid).scheduler(scheduler).req(cpu=cpu)
+    b = make_pod(name).uid(uid).scheduler(scheduler).req(cpu=cpu).resource_version(rv)
     if node:
-        b = b.node(node)
-    raw = b.raw()
-    raw["metadata"]["resourceVersion"] = rv
-    return raw
+        b.node(node)
+    return b.raw()
 
 
 def _node(name: str, uid: str, cpu: str = "1") -> Obj:
-    raw = make_node(name).uid(uid).capacity(cpu=cpu, memory="1Gi", pods="10").raw()
-    raw["metadata"]["resourceVersion"] = "1"
-    return raw
+    return (make_node(name).uid(uid).capacity(cpu=cpu, memory="1Gi", pods="10")
+            .resource_version("1").raw())
 
 
 @pytest.mark.parametrize("recreated_on", ["", "n2"], ids=["pending", "bound-elsewhere"])

@@ -74,9 +74,7 @@ def pod(node_selector: dict[str, str] | None = None,
 
 
 def node(name: str = "node", labels: dict[str, str] | None = None) -> NodeInfo:
-    b = make_node(name)
-    b._d["metadata"]["labels"] = dict(labels or {})  # exactly these labels, no hostname
-    return NodeInfo(b.obj())
+    return NodeInfo(make_node(name).exact_labels(labels).obj())
 
 
 ADDED_NAME_NODE2 = {"addedAffinity": {REQ: {"nodeSelectorTerms": [term(fields=[

@@ -15,7 +15,7 @@ import pytest
 from policyd.framework import Code, CycleState, PluginError, Status
 from policyd.model.cluster import ClusterState
 from policyd.model.node_info import NodeInfo
-from policyd.model.records import Node, Pod, node_from_dict
+from policyd.model.records import Node, Pod
 from policyd.plugins.podtopologyspread import plugin as pts
 from policyd.plugins.podtopologyspread.constraints import default_selector
 from policyd.plugins.podtopologyspread.plugin import (
@@ -58,12 +58,11 @@ def sc(max_skew: int, key: str, action: str, selector: dict[str, Any] | None = N
 
 def node(name: str, labels: dict[str, str], tainted: bool = False) -> Node:
     """A node with exactly these labels (no default hostname label, as upstream's tests)."""
-    raw = make_node(name).raw()
-    raw["metadata"]["labels"] = dict(labels)
+    b = make_node(name).exact_labels(labels)
     if tainted:
         key, effect = UNSCHEDULABLE_TAINT
-        raw["spec"]["taints"] = [{"key": key, "value": "", "effect": effect}]
-    return node_from_dict(raw)
+        b.taint(key, "", effect)
+    return b.obj()
 
 
 def zn(name: str, zone: str, **extra: str) -> Node:
@@ -85,27 +84,20 @@ def pod(name: str = "p", labels: tuple[str, ...] = ("foo",),
         affinity: dict[str, Any] | None = None, terminating: bool = False,
         owner: tuple[str, str, str] | None = None, extra_labels: dict[str, str] | None = None
         ) -> Pod:
-    b = make_pod(name, namespace)
-    for label in labels:
-        b.label(label, "")
-    for k, v in (extra_labels or {}).items():
-        b.label(k, v)
+    b = make_pod(name, namespace).labels(dict.fromkeys(labels, "")).labels(extra_labels)
     for c in spread:
         b.spread(c)
     if on:
         b.node(on)
     if node_selector:
-        for k, v in node_selector.items():
-            b.node_selector_kv(k, v)
+        b.node_selector(node_selector)
     if affinity:
         b.affinity(affinity)
     if terminating:
-        b.set("metadata.deletionTimestamp", "2026-01-01T00:00:00Z")
+        b.terminating()
     if owner:
         api_version, kind, owner_name = owner
-        b.set("metadata.ownerReferences", [{"apiVersion": api_version, "kind": kind,
-                                            "name": owner_name, "uid": "x",
-                                            "controller": True}])
+        b.owner(kind, owner_name, api_version)
     return b.obj()
 
 

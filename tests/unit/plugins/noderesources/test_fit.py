@@ -22,7 +22,7 @@ from policyd.errors import InvalidObjectError
 from policyd.framework import Code, CycleState, PluginError, Status
 from policyd.model.cluster import ClusterState
 from policyd.model.node_info import NodeInfo
-from policyd.model.records import Node, Pod, node_from_dict, pod_from_dict
+from policyd.model.records import Node, Pod, node_from_dict
 from policyd.plugins import names
 from policyd.plugins.noderesources.fit import (
     DEFAULT_WEIGHT,
@@ -66,26 +66,18 @@ _SCALAR_NAMES = {"ext_a": EXT_A, "ext_b": EXT_B, "k8s_a": K8S_IO_A, "k8s_b": K8S
 def pod(*containers: Req, init: tuple[Req, ...] = (), sidecars: tuple[Req, ...] = (),
         overhead: Req | None = None, pod_level: Req | None = None, name: str = "pod",
         node: str = "") -> Pod:
-    raw = make_pod(name).raw()
-    spec = raw["spec"]
-    spec["containers"] = [
-        {"name": f"c{i}", "image": "pause", "resources": {"requests": dict(c)}}
-        for i, c in enumerate(containers)
-    ] or [{"name": "c0", "image": "pause"}]
-    inits: list[dict[str, Any]] = [
-        {"name": f"i{i}", "image": "pause", "resources": {"requests": dict(c)}}
-        for i, c in enumerate(init)]
-    inits += [{"name": f"s{i}", "image": "pause", "restartPolicy": "Always",
-               "resources": {"requests": dict(c)}} for i, c in enumerate(sidecars)]
-    if inits:
-        spec["initContainers"] = inits
+    b = make_pod(name).containers(*containers)
+    for r in init:
+        b.init_container(r)
+    for r in sidecars:
+        b.init_container(r, sidecar=True)
     if overhead:
-        spec["overhead"] = overhead
+        b.overhead(overhead)
     if pod_level:
-        spec["resources"] = {"requests": pod_level}
+        b.pod_requests(pod_level)
     if node:
-        spec["nodeName"] = node
-    return pod_from_dict(raw)
+        b.node(node)
+    return b.obj()
 
 
 def empty_pod(name: str = "pod", node: str = "") -> Pod:
@@ -94,10 +86,8 @@ def empty_pod(name: str = "pod", node: str = "") -> Pod:
 
 
 def node(name: str = "node", **allocatable: str) -> Node:
-    raw = make_node(name).raw()
-    raw["status"]["allocatable"] = {_SCALAR_NAMES.get(k, k.replace("_", "-")): v
-                                    for k, v in allocatable.items()}
-    return node_from_dict(raw)
+    return make_node(name).capacity(
+        {_SCALAR_NAMES.get(k, k.replace("_", "-")): v for k, v in allocatable.items()}).obj()
 
 
 def node_info(n: Node, *existing: Pod) -> NodeInfo:

@@ -17,7 +17,7 @@ import pytest
 
 from policyd.framework import Code, CycleState, PluginError
 from policyd.model.cluster import ClusterState
-from policyd.model.records import Node, Pod, node_from_dict, pod_from_dict
+from policyd.model.records import Node, Pod, node_from_dict
 from policyd.plugins import names
 from policyd.plugins.noderesources.balanced_allocation import DEFAULT_WEIGHT, new
 from policyd.plugins.noderesources.resource_allocation import (
@@ -32,14 +32,10 @@ Req = dict[str, str]
 
 
 def pod(*containers: Req, name: str = "pod", node: str = "") -> Pod:
-    raw = make_pod(name).raw()
-    raw["spec"]["containers"] = [
-        {"name": f"c{i}", "image": "pause", "resources": {"requests": dict(c)}}
-        for i, c in enumerate(containers)
-    ] or [{"name": "c0", "image": "pause"}]
+    b = make_pod(name).containers(*containers)
     if node:
-        raw["spec"]["nodeName"] = node
-    return pod_from_dict(raw)
+        b.node(node)
+    return b.obj()
 
 
 def make_upstream_node(name: str, milli_cpu: int, memory: int, gpu: int | None = None) -> Node:

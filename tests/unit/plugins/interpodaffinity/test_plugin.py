@@ -22,7 +22,7 @@ from policyd.model.table import IntArray, NodeTable
 from policyd.plugins.interpodaffinity import plugin as ipa
 from policyd.plugins.interpodaffinity.terms import pod_affinity_terms
 from tests import plugin_harness as harness
-from tests.builders import make_pod
+from tests.builders import make_node, make_pod
 
 AFF = ipa.ERR_REASON_AFFINITY_RULES_NOT_MATCH
 ANTI = ipa.ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH
@@ -93,9 +93,7 @@ _n = iter(range(10**9))
 
 def pod(labels: Mapping[str, str] | None = None, node: str = "", ns: str = "default",
         aff: dict[str, Any] | None = None) -> Pod:
-    b = make_pod(f"p{next(_n)}", ns)
-    for k, v in (labels or {}).items():
-        b.label(k, v)
+    b = make_pod(f"p{next(_n)}", ns).labels(labels)
     if node:
         b.node(node)
     if aff:
@@ -104,8 +102,7 @@ def pod(labels: Mapping[str, str] | None = None, node: str = "", ns: str = "defa
 
 
 def node(name: str, **labels: str) -> Node:
-    return node_from_dict({"metadata": {"name": name, "labels": dict(labels)},
-                           "status": {"allocatable": {"pods": "110"}}})
+    return make_node(name).exact_labels(labels).capacity(pods="110").obj()
 
 
 def cluster(nodes: Sequence[Node], pods: Sequence[Pod],
