@@ -25,8 +25,8 @@ def test(
         raise typer.BadParameter(f"{output_format!r} is not one of {', '.join(FORMATS)}",
                                  param_hint="--format")
     from policyd.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
-    from policyd.policytest.report import render
-    from policyd.policytest.runner import run_tests
+    from policyd.policytest.render import render
+    from policyd.policytest.run_tests import run_tests
     from policyd.problems import format_problem
 
     result = run_tests(paths)

@@ -1,7 +1,7 @@
 """Validate a PolicydConfiguration file completely, before anything else runs.
 
 `validate(path)` reports every problem of the profile and of the policies it loads, and
-builds nothing; `validate_config_file(path)` adds the frameworks (`build.py`) when there
+builds nothing; `validate_config_file(path)` adds the frameworks (`frameworks.py`) when there
 is no error. The latter is what `policyd check-config`, `explain --config`, `simulate
 --config` and the daemon (before its first request, and on every reload) call. Each
 problem is a `Problem` with file, line, column, JSON path and rule id (the ids and what
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from policyd.config import plugins as pl
 from policyd.config import profile_schema as config_schema
-from policyd.config.build import build_frameworks
+from policyd.config.frameworks import build_frameworks
 from policyd.config.model import PolicydConfig, config_from_dict, parse_duration
 from policyd.model.spelling import show_value
 from policyd.policy.files import find_yaml_files

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from enum import Enum
 
 from policyd.clock import Clock
-from policyd.daemon.events import EventSink
+from policyd.daemon.event_recorder import EventSink
 from policyd.daemon.metrics import Metrics
 from policyd.daemon.queue import QueuedPod
 from policyd.daemon.scheduling_state import LOGGER, SchedulingState

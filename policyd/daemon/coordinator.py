@@ -17,7 +17,7 @@ from policyd.clock import REAL_CLOCK, Clock
 from policyd.daemon import debug
 from policyd.daemon.binder import Binder
 from policyd.daemon.event_handlers import EventHandlers
-from policyd.daemon.events import EventSink
+from policyd.daemon.event_recorder import EventSink
 from policyd.daemon.metrics import Metrics, instrument
 from policyd.daemon.scheduling_loop import SchedulingLoop
 from policyd.daemon.scheduling_state import SchedulingState

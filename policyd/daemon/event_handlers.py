@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from policyd.daemon.events import EventSink
+from policyd.daemon.event_recorder import EventSink
 from policyd.daemon.metrics import Metrics
 from policyd.daemon.scheduling_state import LOGGER, SchedulingState
 from policyd.errors import InvalidObjectError

@@ -57,7 +57,6 @@ DEFAULT_INITIAL_BACKOFF = 1.0
 DEFAULT_MAX_BACKOFF = 10.0
 DEFAULT_MAX_IN_UNSCHEDULABLE = 300.0  # DefaultPodMaxInUnschedulablePodsDuration
 FLUSH_UNSCHEDULABLE_PERIOD = 30.0  # how often upstream checks that duration
-FLUSH_BACKOFF_PERIOD = 1.0
 
 ACTIVE = "active"
 BACKOFF = "backoff"

@@ -25,7 +25,7 @@ from policyd.clock import REAL_CLOCK, Clock
 from policyd.daemon import debug
 from policyd.daemon import loaded_profile as daemon_config
 from policyd.daemon.coordinator import Scheduler
-from policyd.daemon.events import EventSink
+from policyd.daemon.event_recorder import EventSink
 from policyd.daemon.freshness import CacheFreshness
 from policyd.daemon.metrics import (
     RELOAD_APPLIED,

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from policyd.clock import Clock
 from policyd.daemon.binder import Binder
-from policyd.daemon.events import EventSink, condition_shown
+from policyd.daemon.event_recorder import EventSink, condition_shown
 from policyd.daemon.metrics import Metrics
 from policyd.daemon.queue import FLUSH_UNSCHEDULABLE_PERIOD, QueuedPod
 from policyd.daemon.scheduling_state import LOGGER, SchedulingState

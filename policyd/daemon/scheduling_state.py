@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from policyd.daemon.events import FailureThrottle
+from policyd.daemon.event_recorder import FailureThrottle
 from policyd.daemon.queue import UNSCHEDULABLE, QueuedPod, SchedulingQueue
 from policyd.framework.events import ClusterEvent, ClusterEventWithHint
 from policyd.framework.runtime import Framework

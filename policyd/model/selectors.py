@@ -74,7 +74,6 @@ class LabelSelector:
 
 
 MATCH_NOTHING = LabelSelector((), match_nothing=True)
-MATCH_EVERYTHING = LabelSelector(())
 
 
 def _requirement(expr: Any, path: str, operators: tuple[str, ...]) -> Requirement:

@@ -27,6 +27,7 @@ from policyd.model.node_metrics import (
 )
 from policyd.model.spelling import show_value
 from policyd.nodemetrics.values import clean_value
+from policyd.problems import format_problem
 from policyd.sourcefile import load_file
 
 
@@ -39,8 +40,7 @@ def load_metrics_file(path: Path) -> StaticMetrics:
     source = load_file(path)
     errors = [p for p in source.problems if p.level == "error"]
     if errors:
-        p = errors[0]
-        raise MetricsFileError(f"{p.file}:{p.line}:{p.column}: {p.message}")
+        raise MetricsFileError(format_problem(errors[0], with_level=False))
     if len(source.documents) != 1:
         raise MetricsFileError(f"{path}: expected one document (metric -> node -> value), "
                                f"found {len(source.documents)}")

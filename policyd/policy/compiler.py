@@ -33,6 +33,8 @@ from policyd.model.records import Pod
 from policyd.policy.requeue import policy_events
 from policyd.policy.rules.applies_to import AppliesTo
 from policyd.policy.rules.base import FilterRule, NodeCheck, ScoreRule
+from policyd.policy.rules.kinds import filter_rule as _filter_rule
+from policyd.policy.rules.kinds import score_rule as _score_rule
 from policyd.policy.rules.normalization import (
     MAX_SCORE,
     NEUTRAL_SCORE,
@@ -41,8 +43,6 @@ from policyd.policy.rules.normalization import (
     normalize,
     normalize_array,
 )
-from policyd.policy.rules.registry import filter_rule as _filter_rule
-from policyd.policy.rules.registry import score_rule as _score_rule
 from policyd.policy.rules.scores.metric import MetricScore
 
 if TYPE_CHECKING:

@@ -10,8 +10,10 @@ columnar form against its reference form.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Any
 
+from tests.gen.clusters import DEFAULT_NAMES, MIXES, Vocabulary, gen_node, gen_pod
 from tests.unit.policy.conftest import make_policy
 
 KEYS = ["env", "Env", "tier", "zone", "n"]
@@ -24,47 +26,24 @@ ANN_VALUES = ["true", "false", "3", "12.5", "a", "0.1", "0.3", "100",
 RESOURCES = ["cpu", "memory", "example.com/gpu", "pods"]
 
 
-def _labels(rng: random.Random) -> dict[str, str]:
-    return {k: rng.choice(VALUES) for k in rng.sample(KEYS, rng.randint(0, 4))}
-
-
-def _annotations(rng: random.Random) -> dict[str, str]:
-    return {k: rng.choice(ANN_VALUES) for k in rng.sample(ANN_KEYS, rng.randint(0, 3))}
-
-
-def _requests(rng: random.Random) -> dict[str, str]:
-    out = {}
-    if rng.random() < 0.7:
-        out["cpu"] = f"{rng.choice([100, 250, 500, 1000, 2000])}m"
-    if rng.random() < 0.7:
-        out["memory"] = f"{rng.choice([128, 512, 1024, 4096])}Mi"
-    if rng.random() < 0.2:
-        out["example.com/gpu"] = str(rng.randint(1, 2))
-    return out
+# What generated policies read, drawn onto the shared generator's nodes and pods (one
+# random-cluster generator for every test: tests/gen/clusters.py). kube-system is a
+# namespace because policies may exclude it; the tight mix because headroom and
+# pods-per-node rules must see nodes that are nearly full.
+VOCABULARY = Vocabulary(label_keys=KEYS, label_values=VALUES, annotation_keys=ANN_KEYS,
+                        annotation_values=ANN_VALUES, resources=["example.com/gpu"],
+                        quantities=["0", "1", "2", "3", "4"], priorities=(0, 20))
+NAMES = replace(DEFAULT_NAMES, namespaces=["default", "prod", "kube-system"])
+MIX = next(m for m in MIXES if m.name == "fit")
 
 
 def policy_pod(rng: random.Random, name: str, node: str = "") -> dict[str, Any]:
-    container: dict[str, Any] = {"name": "c", "image": "i"}
-    req = _requests(rng)
-    if req:
-        container["resources"] = {"requests": req}
-    spec: dict[str, Any] = {"containers": [container], "priority": rng.randint(0, 20)}
-    if node:
-        spec["nodeName"] = node
-    return {"kind": "Pod", "metadata": {
-        "name": name, "namespace": rng.choice(["default", "prod", "kube-system"]),
-        "uid": name, "labels": _labels(rng), "annotations": _annotations(rng)},
-        "spec": spec, "status": {"phase": "Running" if node else "Pending"}}
+    return gen_pod(rng, name, bound_to=node or None, names=NAMES, mix=MIX,
+                   vocabulary=VOCABULARY).raw()
 
 
 def policy_node(rng: random.Random, name: str) -> dict[str, Any]:
-    alloc = {"cpu": str(rng.choice([1, 2, 4, 8])), "memory": f"{rng.choice([2, 4, 16])}Gi",
-             "pods": str(rng.choice([3, 10, 110]))}
-    if rng.random() < 0.4:
-        alloc["example.com/gpu"] = str(rng.randint(0, 4))
-    return {"kind": "Node", "metadata": {"name": name, "labels": _labels(rng),
-                                         "annotations": _annotations(rng)},
-            "status": {"allocatable": alloc}}
+    return gen_node(rng, name, names=NAMES, mix=MIX, vocabulary=VOCABULARY)
 
 
 def _requirement(rng: random.Random, node: bool) -> dict[str, Any]:

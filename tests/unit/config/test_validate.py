@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from policyd.config.build import build_frameworks
+from policyd.config.frameworks import build_frameworks
 from policyd.config.model import PolicydConfig
 from policyd.config.validate import is_unreadable, validate, validate_config_file
 from tests.unit.config.conftest import HEAD, ROOT, Check, where

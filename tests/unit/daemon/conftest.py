@@ -9,7 +9,7 @@ from kubernetes import client as k8s
 
 from policyd.config.plugins import default_framework
 from policyd.daemon.coordinator import Scheduler
-from policyd.daemon.events import EventSink
+from policyd.daemon.event_recorder import EventSink
 from policyd.daemon.metrics import Metrics
 from policyd.kube.client import ConnectionSettings, KubeClient
 

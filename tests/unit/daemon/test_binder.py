@@ -14,7 +14,7 @@ from policyd.clock import ManualClock
 from policyd.config.plugins import default_framework
 from policyd.daemon.binder import BIND_RETRIES
 from policyd.daemon.coordinator import Scheduler
-from policyd.daemon.events import EventSink
+from policyd.daemon.event_recorder import EventSink
 from policyd.daemon.metrics import Metrics
 from policyd.kube.client import ApiError, KubeClient
 from tests.builders import make_node, make_pod

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from policyd.daemon.events import FailureThrottle
+from policyd.daemon.event_recorder import FailureThrottle
 from policyd.daemon.loaded_profile import InvalidConfig, load
 from policyd.daemon.reload import ConfigWatcher, signature
 

@@ -14,7 +14,7 @@ import pytest
 from policyd.clock import ManualClock
 from policyd.config.plugins import default_framework
 from policyd.daemon.coordinator import Scheduler
-from policyd.daemon.events import EventSink
+from policyd.daemon.event_recorder import EventSink
 from policyd.daemon.metrics import Metrics
 from policyd.kube import api
 from policyd.kube.backoff import RetryPolicy

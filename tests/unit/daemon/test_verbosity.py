@@ -15,7 +15,7 @@ from kubernetes import client as k8s
 from policyd.config.plugins import default_framework
 from policyd.daemon import scheduling_loop
 from policyd.daemon.coordinator import Scheduler
-from policyd.daemon.events import EventSink
+from policyd.daemon.event_recorder import EventSink
 from policyd.daemon.metrics import Metrics
 from policyd.engine.cycle import ScheduleResult
 from policyd.framework.status import Status
@@ -155,7 +155,7 @@ class FlakyClient:
 
 
 def test_event_write_retries_are_logged_at_debug(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.DEBUG, "policyd.daemon.events")
+    caplog.set_level(logging.DEBUG, "policyd.daemon.event_recorder")
     kube = FlakyClient(failures=2)
     sink = EventSink(kube, Metrics(), "test", workers=1)  # type: ignore[arg-type]
     sink.start()

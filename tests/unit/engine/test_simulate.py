@@ -62,7 +62,7 @@ def test_daemon_failed_scheduling_uses_the_message(fw: Framework) -> None:
     from kubernetes import client as k8s
 
     from policyd.daemon.coordinator import Scheduler
-    from policyd.daemon.events import EventSink
+    from policyd.daemon.event_recorder import EventSink
     from policyd.daemon.metrics import Metrics
     from policyd.kube.client import ConnectionSettings, KubeClient
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from policyd.policytest.runner import NODE_SHORTHAND, POD_SHORTHAND, run_tests
+from policyd.policytest.run_tests import NODE_SHORTHAND, POD_SHORTHAND, run_tests
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "policy-language.md"
 

@@ -31,7 +31,7 @@ from policyd.kube import api
 from policyd.kube.backoff import GiveUp, RetryPolicy
 from policyd.kube.client import ApiError, KubeClient
 
-log = logging.getLogger("policyd.daemon.events")
+log = logging.getLogger("policyd.daemon.event_recorder")
 
 REPEAT_INITIAL = 60.0
 # How long a transient failure (no connection, 429, 5xx) is retried before an event or

@@ -7,7 +7,7 @@ import json
 import re
 from xml.etree import ElementTree as ET
 
-from policyd.policytest.runner import RunResult
+from policyd.policytest.run_tests import RunResult
 
 FORMATS = ("text", "json", "junit")
 

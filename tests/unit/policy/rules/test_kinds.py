@@ -9,7 +9,7 @@ import pytest
 
 from policyd.policy.compiler import compile_policy
 from policyd.policy.policy_schema import FILTER_KINDS, SCORE_KINDS
-from policyd.policy.rules.registry import FILTER_RULES, SCORE_RULES, filter_rule, score_rule
+from policyd.policy.rules.kinds import FILTER_RULES, SCORE_RULES, filter_rule, score_rule
 from tests.unit.policy.conftest import make_policy
 
 
