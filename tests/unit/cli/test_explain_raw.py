@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
+from tests.builders import make_node
+
 ROOT = Path(__file__).resolve().parents[3]
 LOADS = {"n1": "0.4", "n2": "0.9", "n3": "1.6"}
 
 
 def _node(name: str, labels: dict[str, str], annotations: dict[str, str]) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels},
-                         "annotations": annotations},
-            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}
+    return (make_node(name).labels(labels).annotations(annotations)
+            .capacity(cpu="4", memory="8Gi", pods="110").raw())
 
 
 def _policy(*rules: dict[str, Any]) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from policyd.kube.client import (
 )
 from policyd.kube.informer import MAX_LABELS, Informer, object_problem
 from policyd.kube.leaderelection import LeaderElectionSettings, LeaderElector
+from tests.builders import make_pod
 
 Obj = dict[str, Any]
 
@@ -169,11 +170,10 @@ def _line(etype: str, obj: Obj) -> bytes:
 
 
 def _pod(name: str, rv: str, labels: Obj | None = None) -> Obj:
-    meta: Obj = {"name": name, "namespace": "default", "uid": f"uid-{name}",
-                 "resourceVersion": rv}
+    b = make_pod(name).uid(f"uid-{name}").resource_version(rv)
     if labels is not None:
-        meta["labels"] = labels
-    return {"kind": "Pod", "apiVersion": "v1", "metadata": meta, "spec": {}}
+        b.labels(labels)
+    return b.raw()
 
 
 class FakeTransport:

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from policyd.clock import ManualClock
 from policyd.config.model import MetricQuery
-from policyd.model.records import Node, node_from_dict
+from policyd.model.records import Node
 from policyd.nodemetrics import MetricsCache
 from policyd.nodemetrics.providers import (
     NodeAnnotationProvider,
@@ -26,6 +26,7 @@ from policyd.nodemetrics.providers import (
     Provider,
 )
 from policyd.nodemetrics.telemetry import ProviderTelemetry
+from tests.builders import make_node
 from tests.unit.nodemetrics.helpers import Clock, fake_prometheus, provider_config, vector
 
 
@@ -46,13 +47,11 @@ def gauge(t: ProviderTelemetry, name: str, **labels: str) -> float | None:
 
 def node(name: str, *, ip: str = "", labels: dict[str, str] | None = None,
          annotations: dict[str, str] | None = None) -> Node:
-    status: dict[str, Any] = {"allocatable": {"cpu": "1"}}
+    b = make_node(name).exact_labels(labels or {}).annotations(annotations or {})
+    b.capacity(cpu="1")
     if ip:
-        status["addresses"] = [{"type": "InternalIP", "address": ip},
-                               {"type": "Hostname", "address": name}]
-    return node_from_dict({"kind": "Node", "metadata": {
-        "name": name, "labels": labels or {}, "annotations": annotations or {}},
-        "status": status})
+        b.address(ip).address(name, "Hostname")
+    return b.obj()
 
 
 # -- backoff and state ------------------------------------------------------------------
