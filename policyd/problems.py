@@ -43,6 +43,13 @@ class Problem:
         return (self.file, self.document, self.line, self.column, self.rule, self.message)
 
 
+def field_problem(path: str, message: str, rule: str = "plugin-args") -> Problem:
+    """A problem at a field path of a value that has no file yet (a plugin's args, a
+    pod's spread constraint): whoever read the value from a file places it there."""
+    return Problem(file="", line=0, column=0, rule=rule, level=ERROR, message=message,
+                   path=path)
+
+
 def format_problem(p: Problem, *, with_level: bool = True) -> str:
     """`file:line:col: level: message [rule] (at path)`, the one line every command
     prints for a problem (`file: ...` when it has no position). Without the level where

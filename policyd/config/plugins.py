@@ -355,8 +355,8 @@ def _instances(resolved: ResolvedProfile, profile: Mapping[str, Any],
             instances[name] = spec.factory(resolved.args.get(name))
         except PluginError as exc:
             base = config_path(name)
-            for field_path, message in exc.problems:
-                report((*base, *parse_field_path(field_path)), RULE_ARGS, message)
+            for p in exc.problems:
+                report((*base, *parse_field_path(p.path)), RULE_ARGS, p.message)
     return instances
 
 

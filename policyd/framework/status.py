@@ -6,8 +6,11 @@ Expected rejections are returned, never raised. `None` stands for Success everyw
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+
+from policyd.problems import Problem
 
 
 class Code(IntEnum):
@@ -84,11 +87,12 @@ SKIP = Status(Code.SKIP)
 class PluginError(Exception):
     """Raised by a plugin factory when its args are invalid.
 
-    `problems` are (field path, message) pairs so configuration validation can report
-    every one of them with its place in the file.
+    `problems` carry the field path inside the args (`field_problem`), so configuration
+    validation can report every one of them with its place in the file.
     """
 
-    def __init__(self, plugin: str, problems: list[tuple[str, str]]) -> None:
-        super().__init__("; ".join(f"{path}: {msg}" if path else msg for path, msg in problems))
+    def __init__(self, plugin: str, problems: Sequence[Problem]) -> None:
+        super().__init__("; ".join(f"{p.path}: {p.message}" if p.path else p.message
+                                   for p in problems))
         self.plugin = plugin
         self.problems = problems

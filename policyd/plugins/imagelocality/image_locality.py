@@ -24,6 +24,7 @@ from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import IntArray, NodeTable
 from policyd.plugins import names
+from policyd.problems import field_problem
 
 DEFAULT_WEIGHT = 1
 
@@ -151,5 +152,6 @@ class ImageLocality:
 
 def new(args: Mapping[str, Any] | None = None) -> ImageLocality:
     if args:
-        raise PluginError(names.IMAGE_LOCALITY, [("", "ImageLocality takes no arguments")])
+        raise PluginError(names.IMAGE_LOCALITY, [field_problem("",
+                                                               "ImageLocality takes no arguments")])
     return ImageLocality()

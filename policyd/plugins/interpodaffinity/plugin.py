@@ -54,6 +54,7 @@ from policyd.plugins.interpodaffinity.terms import (
     resolve_namespaces,
     resolve_weighted_namespaces,
 )
+from policyd.problems import Problem, field_problem
 
 DEFAULT_WEIGHT: int | None = 2
 
@@ -682,27 +683,27 @@ def new(args: Mapping[str, Any] | None = None) -> InterPodAffinity:
     """InterPodAffinityArgs: hardPodAffinityWeight (0..100, default 1) and
     ignorePreferredTermsOfExistingPods (default false); unknown fields are errors."""
     args = args or {}
-    problems: list[tuple[str, str]] = []
+    problems: list[Problem] = []
     if not isinstance(args, Mapping):
-        raise PluginError(names.INTER_POD_AFFINITY, [("", "args must be an object")])
+        raise PluginError(names.INTER_POD_AFFINITY, [field_problem("", "args must be an object")])
     for key in args:
         if key not in ("hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods"):
-            problems.append((str(key), "unknown field"))
+            problems.append(field_problem(str(key), "unknown field"))
     weight = args.get("hardPodAffinityWeight")
     if weight is None:
         weight = DEFAULT_HARD_POD_AFFINITY_WEIGHT
     elif isinstance(weight, bool) or not isinstance(weight, int):
-        problems.append(("hardPodAffinityWeight", f"Invalid value: "
+        problems.append(field_problem("hardPodAffinityWeight", f"Invalid value: "
                          f"{json.dumps(weight, default=str)}: must be an integer"))
     elif not MIN_HARD_POD_AFFINITY_WEIGHT <= weight <= MAX_HARD_POD_AFFINITY_WEIGHT:
-        problems.append(("hardPodAffinityWeight",
+        problems.append(field_problem("hardPodAffinityWeight",
                          f"Invalid value: {weight}: not in valid range "
                          f"[{MIN_HARD_POD_AFFINITY_WEIGHT}-{MAX_HARD_POD_AFFINITY_WEIGHT}]"))
     ignore = args.get("ignorePreferredTermsOfExistingPods")
     if ignore is None:
         ignore = False
     elif not isinstance(ignore, bool):
-        problems.append(("ignorePreferredTermsOfExistingPods",
+        problems.append(field_problem("ignorePreferredTermsOfExistingPods",
                          f"Invalid value: {json.dumps(ignore, default=str)}: must be a boolean"))
     if problems:
         raise PluginError(names.INTER_POD_AFFINITY, problems)

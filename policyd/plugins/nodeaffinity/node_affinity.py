@@ -54,6 +54,7 @@ from policyd.model.selectors import (
 )
 from policyd.model.table import BoolArray, IntArray, NodeTable
 from policyd.plugins import names
+from policyd.problems import Problem, field_problem
 
 DEFAULT_WEIGHT = 2
 
@@ -81,8 +82,6 @@ _FIELD_OPERATORS = ("In", "NotIn")
 _INT_RE = re.compile(r"[+-]?[0-9]+")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
-# (field path, message): what PluginError carries; config places it in the profile.
-FieldProblem = tuple[str, str]
 
 
 # --- validation ---------------------------------------------------------------------
@@ -106,18 +105,18 @@ def parse_go_int64(text: str) -> int | None:
 
 
 def _check_keys(obj: Mapping[str, Any], allowed: tuple[str, ...], path: str,
-                problems: list[FieldProblem]) -> None:
+                problems: list[Problem]) -> None:
     for key in obj:
         if key not in allowed:
-            problems.append((f"{path}.{key}" if path else str(key), "unknown field"))
+            problems.append(field_problem(f"{path}.{key}" if path else str(key), "unknown field"))
 
 
-def _requirement_problems(expr: Any, path: str, fields: bool, strict: bool) -> list[FieldProblem]:
+def _requirement_problems(expr: Any, path: str, fields: bool, strict: bool) -> list[Problem]:
     """Every reason the requirement does not parse (labels.NewRequirement's rules for
     matchExpressions, the field-selector rules for matchFields)."""
     if not isinstance(expr, Mapping):
-        return [(path, "must be an object")]
-    problems: list[FieldProblem] = []
+        return [field_problem(path, "must be an object")]
+    problems: list[Problem] = []
     if strict:
         _check_keys(expr, ("key", "operator", "values"), path, problems)
     key = expr.get("key")
@@ -126,42 +125,44 @@ def _requirement_problems(expr: Any, path: str, fields: bool, strict: bool) -> l
     if values is None:
         values = []
     if not isinstance(key, str) or not key:
-        problems.append((f"{path}.key", "is required"))
+        problems.append(field_problem(f"{path}.key", "is required"))
     elif fields:
         if key != OBJECT_NAME_FIELD:
-            problems.append((f"{path}.key",
+            problems.append(field_problem(f"{path}.key",
                              f"{key!r} is not a supported field, only {OBJECT_NAME_FIELD}"))
     else:
         msg = _label_key_problem(key)
         if msg:
-            problems.append((f"{path}.key", msg))
+            problems.append(field_problem(f"{path}.key", msg))
     operators = _FIELD_OPERATORS if fields else _LABEL_OPERATORS
     if op not in operators:
-        problems.append((f"{path}.operator",
+        problems.append(field_problem(f"{path}.operator",
                          f"{op!r} is not a valid operator, expected one of "
                          + ", ".join(operators)))
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-        problems.append((f"{path}.values", "must be a list of strings"))
+        problems.append(field_problem(f"{path}.values", "must be a list of strings"))
         return problems
     if fields:
         if op in _FIELD_OPERATORS and len(values) != 1:
-            problems.append((f"{path}.values", f"must have exactly one value for {key}"))
+            problems.append(field_problem(f"{path}.values",
+                                          f"must have exactly one value for {key}"))
         return problems
     if op in ("In", "NotIn") and not values:
-        problems.append((f"{path}.values", f"must be non-empty for operator {op}"))
+        problems.append(field_problem(f"{path}.values", f"must be non-empty for operator {op}"))
     elif op in ("Exists", "DoesNotExist") and values:
-        problems.append((f"{path}.values", f"must be empty for operator {op}"))
+        problems.append(field_problem(f"{path}.values", f"must be empty for operator {op}"))
     elif op in ("Gt", "Lt"):
         if len(values) != 1:
-            problems.append((f"{path}.values", f"must have exactly one value for {op}"))
+            problems.append(field_problem(f"{path}.values",
+                                          f"must have exactly one value for {op}"))
         for i, v in enumerate(values):
             if parse_go_int64(v) is None:
-                problems.append((f"{path}.values[{i}]",
+                problems.append(field_problem(f"{path}.values[{i}]",
                                  f"{v!r} is not an integer, as {op} requires"))
     for i, v in enumerate(values):
         msg = _label_value_problem(v)
         if msg:
-            problems.append((f"{path}.values[{i}]", msg))
+            problems.append(field_problem(f"{path}.values[{i}]", msg))
     return problems
 
 
@@ -171,12 +172,12 @@ def _is_empty_term(term: Any) -> bool:
 
 
 def compile_term(term: Any, path: str, strict: bool = False
-                 ) -> tuple[NodeSelectorTerm | None, list[FieldProblem]]:
+                 ) -> tuple[NodeSelectorTerm | None, list[Problem]]:
     """One v1.NodeSelectorTerm -> (matcher, []) or (None, problems). An empty term
     gives (None, []): it matches nothing, as upstream drops it."""
     if not isinstance(term, Mapping):
-        return None, [(path, "must be an object")]
-    problems: list[FieldProblem] = []
+        return None, [field_problem(path, "must be an object")]
+    problems: list[Problem] = []
     if strict:
         _check_keys(term, ("matchExpressions", "matchFields"), path, problems)
     for field_name, is_field in (("matchExpressions", False), ("matchFields", True)):
@@ -184,7 +185,7 @@ def compile_term(term: Any, path: str, strict: bool = False
         if exprs is None:
             continue
         if not isinstance(exprs, list):
-            problems.append((f"{path}.{field_name}", "must be a list"))
+            problems.append(field_problem(f"{path}.{field_name}", "must be a list"))
             continue
         for i, expr in enumerate(exprs):
             problems.extend(
@@ -196,22 +197,22 @@ def compile_term(term: Any, path: str, strict: bool = False
     try:
         return compile_node_selector_term(term, path), []
     except SelectorError as e:  # our checks are stricter; kept as a safety net
-        return None, [(e.path, e.message)]
+        return None, [field_problem(e.path, e.message)]
 
 
 def compile_required(selector: Any, path: str, strict: bool = False
-                     ) -> tuple[tuple[NodeSelectorTerm, ...], list[FieldProblem]]:
+                     ) -> tuple[tuple[NodeSelectorTerm, ...], list[Problem]]:
     """v1.NodeSelector -> (the terms that parse, problems of those that do not)."""
     if not isinstance(selector, Mapping):
-        return (), [(path, "must be an object")]
-    problems: list[FieldProblem] = []
+        return (), [field_problem(path, "must be an object")]
+    problems: list[Problem] = []
     if strict:
         _check_keys(selector, ("nodeSelectorTerms",), path, problems)
     raw_terms = selector.get("nodeSelectorTerms")
     if raw_terms is None:
         raw_terms = []
     if not isinstance(raw_terms, list):
-        return (), [*problems, (f"{path}.nodeSelectorTerms", "must be a list")]
+        return (), [*problems, field_problem(f"{path}.nodeSelectorTerms", "must be a list")]
     terms: list[NodeSelectorTerm] = []
     for i, raw in enumerate(raw_terms):
         term, term_problems = compile_term(raw, f"{path}.nodeSelectorTerms[{i}]", strict)
@@ -222,17 +223,17 @@ def compile_required(selector: Any, path: str, strict: bool = False
 
 
 def compile_preferred(entries: Any, path: str, strict: bool = False
-                      ) -> tuple[tuple[tuple[int, NodeSelectorTerm], ...], list[FieldProblem]]:
+                      ) -> tuple[tuple[tuple[int, NodeSelectorTerm], ...], list[Problem]]:
     """[]v1.PreferredSchedulingTerm -> ((weight, term) pairs, problems). Weight 0 and
     empty preferences are skipped unexamined, as upstream does."""
     if not isinstance(entries, list):
-        return (), [(path, "must be a list")]
+        return (), [field_problem(path, "must be a list")]
     out: list[tuple[int, NodeSelectorTerm]] = []
-    problems: list[FieldProblem] = []
+    problems: list[Problem] = []
     for i, entry in enumerate(entries):
         epath = f"{path}[{i}]"
         if not isinstance(entry, Mapping):
-            problems.append((epath, "must be an object"))
+            problems.append(field_problem(epath, "must be an object"))
             continue
         if strict:
             _check_keys(entry, ("weight", "preference"), epath, problems)
@@ -240,10 +241,10 @@ def compile_preferred(entries: Any, path: str, strict: bool = False
         if weight is None:
             weight = 0
         if isinstance(weight, bool) or not isinstance(weight, int):
-            problems.append((f"{epath}.weight", "must be an integer"))
+            problems.append(field_problem(f"{epath}.weight", "must be an integer"))
             continue
         if strict and weight < 0:
-            problems.append((f"{epath}.weight", f"must not be negative, got {weight}"))
+            problems.append(field_problem(f"{epath}.weight", f"must not be negative, got {weight}"))
             continue
         preference = entry.get("preference")
         if preference is None:
@@ -311,8 +312,8 @@ class _Projection:
         return tuple(map(labels.get, self.keys))
 
 
-def _format_problem(kind: str, problems: Sequence[FieldProblem]) -> str:
-    path, message = problems[0]
+def _format_problem(kind: str, problems: Sequence[Problem]) -> str:
+    path, message = problems[0].path, problems[0].message
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
     return f"pod has an invalid {kind} node affinity: {path}: {message}{more}"
 
@@ -393,7 +394,7 @@ def pod_node_affinity(pod: Pod) -> PodNodeAffinity:
     preferred_error: str | None = None
     if node_affinity is not None and not isinstance(node_affinity, Mapping):
         required, required_error = (), _format_problem(
-            "required", [(base, "must be an object")])
+            "required", [field_problem(base, "must be an object")])
     elif node_affinity is not None:
         raw_required = node_affinity.get(REQUIRED)
         if raw_required is not None:
@@ -575,19 +576,20 @@ def new(args: Mapping[str, Any] | None = None) -> NodeAffinity:
     problem with its path, as upstream's ValidateNodeAffinityArgs does."""
     if not args:
         return NodeAffinity()
-    problems: list[FieldProblem] = []
+    problems: list[Problem] = []
     if not isinstance(args, Mapping):
-        raise PluginError(names.NODE_AFFINITY, [("", "args must be an object")])
+        raise PluginError(names.NODE_AFFINITY, [field_problem("", "args must be an object")])
     _check_keys(args, ("addedAffinity", "apiVersion", "kind"), "", problems)
     kind = args.get("kind")
     if kind is not None and kind != "NodeAffinityArgs":
-        problems.append(("kind", f"expected NodeAffinityArgs, got {json.dumps(kind, default=str)}"))
+        got = json.dumps(kind, default=str)
+        problems.append(field_problem("kind", f"expected NodeAffinityArgs, got {got}"))
     added = args.get("addedAffinity")
     added_required: tuple[NodeSelectorTerm, ...] | None = None
     added_preferred: tuple[tuple[int, NodeSelectorTerm], ...] = ()
     if added is not None:
         if not isinstance(added, Mapping):
-            problems.append(("addedAffinity", "must be an object"))
+            problems.append(field_problem("addedAffinity", "must be an object"))
         else:
             _check_keys(added, (REQUIRED, PREFERRED), "addedAffinity", problems)
             raw_required = added.get(REQUIRED)

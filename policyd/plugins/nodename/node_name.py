@@ -19,6 +19,7 @@ from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import BoolArray, IntArray, NodeTable
 from policyd.plugins import names
+from policyd.problems import field_problem
 
 DEFAULT_WEIGHT: int | None = None
 
@@ -50,5 +51,5 @@ class NodeName:
 
 def new(args: Mapping[str, Any] | None = None) -> NodeName:
     if args:
-        raise PluginError(names.NODE_NAME, [("", "NodeName takes no arguments")])
+        raise PluginError(names.NODE_NAME, [field_problem("", "NodeName takes no arguments")])
     return NodeName()

@@ -30,6 +30,7 @@ from policyd.model.node_info import NodeInfo, pod_host_ports
 from policyd.model.records import HostPort, Pod
 from policyd.model.table import BoolArray, IntArray, NodeTable
 from policyd.plugins import names
+from policyd.problems import field_problem
 
 DEFAULT_WEIGHT: int | None = None
 
@@ -123,5 +124,5 @@ def _after_pod_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
 
 def new(args: Mapping[str, Any] | None = None) -> NodePorts:
     if args:
-        raise PluginError(names.NODE_PORTS, [("", "NodePorts takes no arguments")])
+        raise PluginError(names.NODE_PORTS, [field_problem("", "NodePorts takes no arguments")])
     return NodePorts()

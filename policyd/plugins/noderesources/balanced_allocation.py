@@ -42,6 +42,7 @@ from policyd.plugins.noderesources.resource_allocation import (
     resource_kind,
     table_allocatable_allocated,
 )
+from policyd.problems import field_problem
 
 if TYPE_CHECKING:
     from policyd.model.table import NodeTable
@@ -107,15 +108,17 @@ def new(args: Mapping[str, Any] | None = None) -> NodeResourcesBalancedAllocatio
     check_unknown_fields(args, ("apiVersion", "kind", "resources"), "", problems)
     kind = args.get("kind")
     if kind is not None and kind != ARGS_KIND:
-        problems.append(("kind", f"must be {ARGS_KIND!r}, not {json.dumps(kind, default=str)}"))
+        got = json.dumps(kind, default=str)
+        problems.append(field_problem("kind", f"must be {ARGS_KIND!r}, not {got}"))
     resources = parse_resource_specs(args.get("resources"), "resources", problems)
     seen: set[str] = set()
     for i, spec in enumerate(resources):
         if spec.name and spec.name in seen:
-            problems.append((f"resources[{i}].name", f'Duplicate value: "{spec.name}"'))
+            problems.append(field_problem(f"resources[{i}].name",
+                                          f'Duplicate value: "{spec.name}"'))
         seen.add(spec.name)
         if spec.weight != 1:
-            problems.append((f"resources[{i}].weight",
+            problems.append(field_problem(f"resources[{i}].weight",
                              f"Invalid value: {spec.weight}: must be 1"))
     if problems:
         raise PluginError(names.NODE_RESOURCES_BALANCED_ALLOCATION, problems)

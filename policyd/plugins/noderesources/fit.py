@@ -78,6 +78,7 @@ from policyd.plugins.noderesources.resource_allocation import (
     table_allocatable_allocated,
     type_name,
 )
+from policyd.problems import field_problem
 
 if TYPE_CHECKING:
     from policyd.model.table import BoolArray, NodeTable
@@ -336,12 +337,13 @@ def _string_list(value: Any, path: str, problems: Problems) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list):
-        problems.append((path, f"must be a list, not {type_name(value)}"))
+        problems.append(field_problem(path, f"must be a list, not {type_name(value)}"))
         return []
     out = []
     for i, item in enumerate(value):
         if not isinstance(item, str):
-            problems.append((f"{path}[{i}]", f"must be a string, not {type_name(item)}"))
+            problems.append(field_problem(f"{path}[{i}]",
+                                          f"must be a string, not {type_name(item)}"))
             continue
         out.append(item)
     return out
@@ -351,16 +353,16 @@ def _parse_shape(value: Any, path: str, problems: Problems) -> list[ShapePoint]:
     """validateFunctionShape: at least one point, utilization strictly increasing in
     [0, 100], score in [0, 10]."""
     if value is None or value == []:
-        problems.append((path, "Required value: at least one point must be specified"))
+        problems.append(field_problem(path, "Required value: at least one point must be specified"))
         return []
     if not isinstance(value, list):
-        problems.append((path, f"must be a list, not {type_name(value)}"))
+        problems.append(field_problem(path, f"must be a list, not {type_name(value)}"))
         return []
     points: list[ShapePoint] = []
     for i, item in enumerate(value):
         ipath = f"{path}[{i}]"
         if not isinstance(item, dict):
-            problems.append((ipath, f"must be an object, not {type_name(item)}"))
+            problems.append(field_problem(ipath, f"must be an object, not {type_name(item)}"))
             return []
         check_unknown_fields(item, ("utilization", "score"), ipath, problems)
         utilization = parse_int(item.get("utilization", 0), f"{ipath}.utilization", problems)
@@ -370,17 +372,17 @@ def _parse_shape(value: Any, path: str, problems: Problems) -> list[ShapePoint]:
         points.append(ShapePoint(utilization, score))
     for i in range(1, len(points)):
         if points[i - 1].utilization >= points[i].utilization:
-            problems.append((f"{path}[{i}].utilization",
+            problems.append(field_problem(f"{path}[{i}].utilization",
                              f"Invalid value: {points[i].utilization}: values must be sorted "
                              "in increasing order"))
             break
     for i, point in enumerate(points):
         if not 0 <= point.utilization <= MAX_UTILIZATION:
-            problems.append((f"{path}[{i}].utilization",
+            problems.append(field_problem(f"{path}[{i}].utilization",
                              f"Invalid value: {point.utilization}: not in valid range "
                              f"[0, {MAX_UTILIZATION}]"))
         if not 0 <= point.score <= MAX_CUSTOM_PRIORITY_SCORE:
-            problems.append((f"{path}[{i}].score",
+            problems.append(field_problem(f"{path}[{i}].score",
                              f"Invalid value: {point.score}: not in valid range "
                              f"[0, {MAX_CUSTOM_PRIORITY_SCORE}]"))
     return points
@@ -395,21 +397,24 @@ def new(args: Mapping[str, Any] | None = None) -> NodeResourcesFit:
                                 "ignoredResourceGroups", "scoringStrategy"), "", problems)
     kind = args.get("kind")
     if kind is not None and kind != ARGS_KIND:
-        problems.append(("kind", f"must be {ARGS_KIND!r}, not {json.dumps(kind, default=str)}"))
+        got = json.dumps(kind, default=str)
+        problems.append(field_problem("kind", f"must be {ARGS_KIND!r}, not {got}"))
 
     ignored = _string_list(args.get("ignoredResources"), "ignoredResources", problems)
     for i, name in enumerate(ignored):
         for msg in qualified_name_errors(name):
-            problems.append((f"ignoredResources[{i}]", f"Invalid value: {name!r}: {msg}"))
+            problems.append(field_problem(f"ignoredResources[{i}]",
+                                          f"Invalid value: {name!r}: {msg}"))
     groups = _string_list(args.get("ignoredResourceGroups"), "ignoredResourceGroups",
                           problems)
     for i, group in enumerate(groups):
         path = f"ignoredResourceGroups[{i}]"
         if "/" in group:
-            problems.append((path, f"Invalid value: {group!r}: resource group name can't "
+            problems.append(field_problem(path,
+                                          f"Invalid value: {group!r}: resource group name can't "
                                    "contain '/'"))
         for msg in qualified_name_errors(group):
-            problems.append((path, f"Invalid value: {group!r}: {msg}"))
+            problems.append(field_problem(path, f"Invalid value: {group!r}: {msg}"))
 
     strategy = LEAST_ALLOCATED
     resources: tuple[ResourceSpec, ...] = DEFAULT_RESOURCES
@@ -418,7 +423,8 @@ def new(args: Mapping[str, Any] | None = None) -> NodeResourcesFit:
     if raw_strategy is not None:
         spath = "scoringStrategy"
         if not isinstance(raw_strategy, dict):
-            problems.append((spath, f"must be an object, not {type_name(raw_strategy)}"))
+            problems.append(field_problem(spath,
+                                          f"must be an object, not {type_name(raw_strategy)}"))
         else:
             check_unknown_fields(raw_strategy, ("type", "resources",
                                                 "requestedToCapacityRatio"), spath, problems)
@@ -426,7 +432,7 @@ def new(args: Mapping[str, Any] | None = None) -> NodeResourcesFit:
             if raw_type not in SCORING_STRATEGY_TYPES:
                 supported = ", ".join(f'"{t}"' for t in SCORING_STRATEGY_TYPES)
                 shown = json.dumps("" if raw_type is None else raw_type, default=str)
-                problems.append((f"{spath}.type",
+                problems.append(field_problem(f"{spath}.type",
                                  f"Unsupported value: {shown}: supported values: {supported}"))
             else:
                 strategy = raw_type
@@ -437,7 +443,8 @@ def new(args: Mapping[str, Any] | None = None) -> NodeResourcesFit:
             rpath = f"{spath}.requestedToCapacityRatio"
             if ratio is not None:
                 if not isinstance(ratio, dict):
-                    problems.append((rpath, f"must be an object, not {type_name(ratio)}"))
+                    problems.append(field_problem(rpath,
+                                                  f"must be an object, not {type_name(ratio)}"))
                 else:
                     check_unknown_fields(ratio, ("shape",), rpath, problems)
                     # Upstream reports these under `scoringStrategy.shape`, a path that
@@ -445,7 +452,8 @@ def new(args: Mapping[str, Any] | None = None) -> NodeResourcesFit:
                     shape = _parse_shape(ratio.get("shape"), f"{rpath}.shape", problems)
             elif strategy == REQUESTED_TO_CAPACITY_RATIO:
                 # kubernetes PR 132120 (upstream crashed on this before).
-                problems.append((rpath, "Required value: must be specified when type is "
+                problems.append(field_problem(rpath,
+                                              "Required value: must be specified when type is "
                                         "RequestedToCapacityRatio"))
     if problems:
         raise PluginError(names.NODE_RESOURCES_FIT, problems)

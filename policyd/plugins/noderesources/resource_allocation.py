@@ -25,6 +25,7 @@ from policyd.model import k8snames
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, pod_requests
+from policyd.problems import Problem, field_problem
 
 if TYPE_CHECKING:
     from policyd.model.table import NodeTable
@@ -106,7 +107,7 @@ class ResourceSpec:
 
 DEFAULT_RESOURCES = (ResourceSpec(CPU, 1), ResourceSpec(MEMORY, 1))
 
-Problems = list[tuple[str, str]]
+Problems = list[Problem]
 
 
 def type_name(value: Any) -> str:
@@ -121,13 +122,13 @@ def check_unknown_fields(obj: Mapping[str, Any], known: Sequence[str], path: str
     for key in obj:
         if key not in known:
             where = f"{path}.{key}" if path else str(key)
-            problems.append((where, f"unknown field {key!r}; known fields: "
+            problems.append(field_problem(where, f"unknown field {key!r}; known fields: "
                                     + ", ".join(known)))
 
 
 def parse_int(value: Any, path: str, problems: Problems) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
-        problems.append((path, f"must be an integer, not {type_name(value)}"))
+        problems.append(field_problem(path, f"must be an integer, not {type_name(value)}"))
         return None
     return value
 
@@ -138,7 +139,7 @@ def parse_resource_specs(value: Any, path: str, problems: Problems) -> tuple[Res
     if value is None:
         return DEFAULT_RESOURCES
     if not isinstance(value, list):
-        problems.append((path, f"must be a list, not {type_name(value)}"))
+        problems.append(field_problem(path, f"must be a list, not {type_name(value)}"))
         return DEFAULT_RESOURCES
     if not value:
         return DEFAULT_RESOURCES
@@ -149,7 +150,7 @@ def parse_resource_specs(value: Any, path: str, problems: Problems) -> tuple[Res
         ipath = f"{path}[{i}]"
         spec = ResourceSpec("", 1)
         if not isinstance(item, dict):
-            problems.append((ipath, f"must be an object, not {type_name(item)}"))
+            problems.append(field_problem(ipath, f"must be an object, not {type_name(item)}"))
         else:
             check_unknown_fields(item, ("name", "weight"), ipath, problems)
             name = item.get("name")
@@ -157,7 +158,7 @@ def parse_resource_specs(value: Any, path: str, problems: Problems) -> tuple[Res
             if item.get("weight") is not None:
                 weight = parse_int(item["weight"], f"{ipath}.weight", problems)
             if not isinstance(name, str) or not name:
-                problems.append((f"{ipath}.name", "Required value: a resource name"))
+                problems.append(field_problem(f"{ipath}.name", "Required value: a resource name"))
             elif weight is not None:
                 spec = ResourceSpec(name, weight or 1)
         specs.append(spec)
@@ -168,7 +169,7 @@ def check_weights(specs: Sequence[ResourceSpec], path: str, problems: Problems) 
     """validateResources: every weight in (0, 100]."""
     for i, spec in enumerate(specs):
         if spec.weight <= 0 or spec.weight > MAX_RESOURCE_WEIGHT:
-            problems.append((f"{path}[{i}].weight",
+            problems.append(field_problem(f"{path}[{i}].weight",
                              f"Invalid value: {spec.weight}: resource weight of {spec.name} "
                              f"not in valid range (0, {MAX_RESOURCE_WEIGHT}]"))
 

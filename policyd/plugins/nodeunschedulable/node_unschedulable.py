@@ -27,6 +27,7 @@ from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod, Taint
 from policyd.model.table import BoolArray, IntArray, NodeTable
 from policyd.plugins import names
+from policyd.problems import field_problem
 
 DEFAULT_WEIGHT: int | None = None
 
@@ -89,5 +90,5 @@ def _after_toleration_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
 def new(args: Mapping[str, Any] | None = None) -> NodeUnschedulable:
     if args:
         raise PluginError(names.NODE_UNSCHEDULABLE,
-                          [("", "NodeUnschedulable takes no arguments")])
+                          [field_problem("", "NodeUnschedulable takes no arguments")])
     return NodeUnschedulable()

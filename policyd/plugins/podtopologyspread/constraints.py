@@ -26,6 +26,7 @@ from policyd.model.selectors import (
     SelectorError,
     compile_label_selector,
 )
+from policyd.problems import Problem, field_problem
 
 HOSTNAME_KEY = "kubernetes.io/hostname"
 ZONE_KEY = "topology.kubernetes.io/zone"
@@ -119,7 +120,7 @@ def _is_int(value: Any) -> bool:
 
 def compile_constraint(
     raw: Mapping[str, Any], pod_labels: Mapping[str, str], path: str,
-    problems: list[tuple[str, str]],
+    problems: list[Problem],
 ) -> Constraint | None:
     """One raw constraint -> Constraint, appending (field path, message) for each problem.
 
@@ -128,23 +129,24 @@ def compile_constraint(
     start = len(problems)
     max_skew: Any = raw.get("maxSkew")
     if not _is_int(max_skew) or max_skew <= 0:
-        problems.append((f"{path}.maxSkew", f"must be an integer greater than zero, got "
+        problems.append(field_problem(f"{path}.maxSkew",
+                                      f"must be an integer greater than zero, got "
                          f"{max_skew!r}"))
     key: Any = raw.get("topologyKey")
     if not isinstance(key, str) or not key:
-        problems.append((f"{path}.topologyKey", "is required"))
+        problems.append(field_problem(f"{path}.topologyKey", "is required"))
     else:
-        problems.extend((f"{path}.topologyKey", f"invalid label key {key!r}: {msg}")
+        problems.extend(field_problem(f"{path}.topologyKey", f"invalid label key {key!r}: {msg}")
                         for msg in qualified_name_problems(key))
     action: Any = raw.get("whenUnsatisfiable")
     if action not in ACTIONS:
-        problems.append((f"{path}.whenUnsatisfiable",
+        problems.append(field_problem(f"{path}.whenUnsatisfiable",
                          f"must be one of DoNotSchedule, ScheduleAnyway, got {action!r}"))
     min_domains: Any = raw.get("minDomains")
     if min_domains is None:
         min_domains = 1
     elif not _is_int(min_domains) or min_domains <= 0:
-        problems.append((f"{path}.minDomains",
+        problems.append(field_problem(f"{path}.minDomains",
                          f"must be an integer greater than zero, got {min_domains!r}"))
     policies: dict[str, str] = {}
     for field_name, default in (("nodeAffinityPolicy", HONOR), ("nodeTaintsPolicy", IGNORE)):
@@ -152,19 +154,20 @@ def compile_constraint(
         if value is None:
             value = default
         elif value not in (HONOR, IGNORE):
-            problems.append((f"{path}.{field_name}", f"must be Honor or Ignore, got {value!r}"))
+            problems.append(field_problem(f"{path}.{field_name}",
+                                          f"must be Honor or Ignore, got {value!r}"))
         policies[field_name] = value
     selector = MATCH_NOTHING
     try:
         selector = compile_label_selector(raw.get("labelSelector"))
     except SelectorError as exc:
         sub = f".{exc.path}" if exc.path else ""
-        problems.append((f"{path}.labelSelector{sub}", exc.message))
+        problems.append(field_problem(f"{path}.labelSelector{sub}", exc.message))
     keys = raw.get("matchLabelKeys")
     if keys is None:
         keys = []
     if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
-        problems.append((f"{path}.matchLabelKeys", "must be a list of strings"))
+        problems.append(field_problem(f"{path}.matchLabelKeys", "must be a list of strings"))
         keys = []
     if len(problems) > start:
         return None
@@ -191,7 +194,7 @@ def pod_constraints(pod: Pod) -> tuple[tuple[Constraint, ...], tuple[Constraint,
     cached = pod.cache.get(_CONSTRAINTS_CACHE)
     if cached is not None:
         return cached  # type: ignore[no-any-return]
-    problems: list[tuple[str, str]] = []
+    problems: list[Problem] = []
     hard: list[Constraint] = []
     soft: list[Constraint] = []
     for i, raw in enumerate(pod.topology_spread_constraints):
@@ -201,8 +204,8 @@ def pod_constraints(pod: Pod) -> tuple[tuple[Constraint, ...], tuple[Constraint,
             (hard if c.action == DO_NOT_SCHEDULE else soft).append(c)
     result: tuple[tuple[Constraint, ...], tuple[Constraint, ...]] | Status
     if problems:
-        result = Status.unresolvable(*(f"invalid topology spread constraint: {p}: {m}"
-                                       for p, m in problems))
+        result = Status.unresolvable(*(f"invalid topology spread constraint: {p.path}: "
+                                       f"{p.message}" for p in problems))
     else:
         result = (tuple(hard), tuple(soft))
     pod.cache[_CONSTRAINTS_CACHE] = result

@@ -55,6 +55,7 @@ from policyd.plugins.podtopologyspread.domain_counts import (
     eligibility,
     keys_present,
 )
+from policyd.problems import Problem, field_problem
 
 NAME = names.POD_TOPOLOGY_SPREAD
 DEFAULT_WEIGHT = 2
@@ -503,36 +504,38 @@ class PodTopologySpread:
 
 # --- args (PodTopologySpreadArgs) --------------------------------------------------------
 
-def _validate_default_constraint(raw: Any, path: str, problems: list[tuple[str, str]]) -> None:
+def _validate_default_constraint(raw: Any, path: str, problems: list[Problem]) -> None:
     """ValidatePodTopologySpreadArgs' per-constraint checks, with upstream's wording."""
     if not isinstance(raw, Mapping):
-        problems.append((path, "must be an object"))
+        problems.append(field_problem(path, "must be an object"))
         return
     max_skew = raw.get("maxSkew")
     if isinstance(max_skew, bool) or not isinstance(max_skew, int):
-        problems.append((f"{path}.maxSkew", f"Invalid value: "
+        problems.append(field_problem(f"{path}.maxSkew", f"Invalid value: "
                          f"{json.dumps(max_skew, default=str)}: must be an integer"))
     elif max_skew <= 0:
-        problems.append((f"{path}.maxSkew",
+        problems.append(field_problem(f"{path}.maxSkew",
                          f"Invalid value: {max_skew}: not in valid range (0, inf)"))
     key = raw.get("topologyKey")
     if key is None or key == "":
-        problems.append((f"{path}.topologyKey", "Required value: can not be empty"))
+        problems.append(field_problem(f"{path}.topologyKey", "Required value: can not be empty"))
     elif not isinstance(key, str):
-        problems.append((f"{path}.topologyKey", f"Invalid value: "
+        problems.append(field_problem(f"{path}.topologyKey", f"Invalid value: "
                          f"{json.dumps(key, default=str)}: must be a string"))
     else:
-        problems.extend((f"{path}.topologyKey", f'Invalid value: "{key}": {msg}')
+        problems.extend(field_problem(f"{path}.topologyKey", f'Invalid value: "{key}": {msg}')
                         for msg in qualified_name_problems(key))
     action = raw.get("whenUnsatisfiable")
     if action is None or action == "":
-        problems.append((f"{path}.whenUnsatisfiable", "Required value: can not be empty"))
+        problems.append(field_problem(f"{path}.whenUnsatisfiable",
+                                      "Required value: can not be empty"))
     elif action not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
-        problems.append((f"{path}.whenUnsatisfiable",
+        problems.append(field_problem(f"{path}.whenUnsatisfiable",
                          f'Unsupported value: {json.dumps(action, default=str)}: supported values: '
                          f'"{DO_NOT_SCHEDULE}", "{SCHEDULE_ANYWAY}"'))
     if raw.get("labelSelector") is not None:
-        problems.append((f"{path}.labelSelector", "Forbidden: constraint must not define a "
+        problems.append(field_problem(f"{path}.labelSelector",
+                                      "Forbidden: constraint must not define a "
                          "selector, as they deduced for each pod"))
 
 
@@ -542,23 +545,25 @@ def new(args: Mapping[str, Any] | None = None) -> PodTopologySpread:
     each default constraint needs maxSkew > 0, a valid topologyKey, a
     whenUnsatisfiable, no labelSelector, and no repeated {topologyKey, action}."""
     args = {} if args is None else args
-    problems: list[tuple[str, str]] = []
+    problems: list[Problem] = []
     if not isinstance(args, Mapping):
-        raise PluginError(NAME, [("", "must be an object")])
-    problems.extend((str(k), f'unknown field "{k}"') for k in args if k not in _ARGS_FIELDS)
+        raise PluginError(NAME, [field_problem("", "must be an object")])
+    problems.extend(field_problem(str(k),
+                                  f'unknown field "{k}"') for k in args if k not in _ARGS_FIELDS)
     defaulting = args.get("defaultingType") or SYSTEM_DEFAULTING
     raw_defaults = args.get("defaultConstraints")
     if raw_defaults is None:
         raw_defaults = []
     if not isinstance(raw_defaults, list):
-        problems.append(("defaultConstraints", "must be a list"))
+        problems.append(field_problem("defaultConstraints", "must be a list"))
         raw_defaults = []
     if defaulting not in (SYSTEM_DEFAULTING, LIST_DEFAULTING):
-        problems.append(("defaultingType", f"Unsupported value: "
+        problems.append(field_problem("defaultingType", f"Unsupported value: "
                          f"{json.dumps(defaulting, default=str)}: supported "
                          f'values: "{SYSTEM_DEFAULTING}", "{LIST_DEFAULTING}"'))
     elif defaulting == SYSTEM_DEFAULTING and raw_defaults:
-        problems.append(("defaultingType", f'Invalid value: "{SYSTEM_DEFAULTING}": when '
+        problems.append(field_problem("defaultingType",
+                                      f'Invalid value: "{SYSTEM_DEFAULTING}": when '
                          ".defaultConstraints are not empty"))
     seen: set[tuple[Any, Any]] = set()
     for i, raw in enumerate(raw_defaults):
@@ -568,7 +573,8 @@ def new(args: Mapping[str, Any] | None = None) -> PodTopologySpread:
             pair = (raw.get("topologyKey"), raw.get("whenUnsatisfiable"))
             if all(isinstance(x, str) for x in pair):
                 if pair in seen:
-                    problems.append((path, f"Duplicate value: \"{{{pair[0]}, {pair[1]}}}\""))
+                    problems.append(field_problem(path,
+                                                  f"Duplicate value: \"{{{pair[0]}, {pair[1]}}}\""))
                 seen.add(pair)
     compiled: list[Constraint] = []
     if not problems:

@@ -12,6 +12,7 @@ from typing import Any
 from policyd.framework import PluginError
 from policyd.model.records import Pod
 from policyd.plugins import names
+from policyd.problems import field_problem
 
 DEFAULT_WEIGHT: int | None = None
 
@@ -35,5 +36,6 @@ class PrioritySort:
 
 def new(args: Mapping[str, Any] | None = None) -> PrioritySort:
     if args:
-        raise PluginError(names.PRIORITY_SORT, [("", "PrioritySort takes no arguments")])
+        raise PluginError(names.PRIORITY_SORT, [field_problem("",
+                                                              "PrioritySort takes no arguments")])
     return PrioritySort()

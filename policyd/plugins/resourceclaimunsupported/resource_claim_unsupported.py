@@ -19,6 +19,7 @@ from policyd.framework.events import ClusterEventWithHint
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod, PodResourceClaim
 from policyd.plugins import names
+from policyd.problems import field_problem
 
 DEFAULT_WEIGHT: int | None = None
 
@@ -53,5 +54,5 @@ class ResourceClaimUnsupported:
 def new(args: Mapping[str, Any] | None = None) -> ResourceClaimUnsupported:
     if args:
         raise PluginError(names.RESOURCE_CLAIM_UNSUPPORTED,
-                          [("", "ResourceClaimUnsupported takes no arguments")])
+                          [field_problem("", "ResourceClaimUnsupported takes no arguments")])
     return ResourceClaimUnsupported()

@@ -32,6 +32,7 @@ from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod, Taint, Toleration
 from policyd.model.table import BoolArray, IntArray, NodeTable
 from policyd.plugins import names
+from policyd.problems import field_problem
 
 DEFAULT_WEIGHT = 3
 
@@ -151,5 +152,6 @@ def _after_node_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
 
 def new(args: Mapping[str, Any] | None = None) -> TaintToleration:
     if args:
-        raise PluginError(names.TAINT_TOLERATION, [("", "TaintToleration takes no arguments")])
+        raise PluginError(names.TAINT_TOLERATION,
+                          [field_problem("", "TaintToleration takes no arguments")])
     return TaintToleration()

@@ -17,6 +17,7 @@ from policyd.framework.events import ClusterEventWithHint
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.plugins import names
+from policyd.problems import field_problem
 
 DEFAULT_WEIGHT: int | None = None
 
@@ -45,5 +46,5 @@ class VolumeUnsupported:
 def new(args: Mapping[str, Any] | None = None) -> VolumeUnsupported:
     if args:
         raise PluginError(names.VOLUME_UNSUPPORTED,
-                          [("", "VolumeUnsupported takes no arguments")])
+                          [field_problem("", "VolumeUnsupported takes no arguments")])
     return VolumeUnsupported()

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.cli.fuzz_support import METRIC_POLICY
+
 ROOT = Path(__file__).resolve().parents[3]
 DEMO = ["--cluster", str(ROOT / "demo/cluster.yaml"), "--pods", str(ROOT / "demo/pods.yaml"),
         "--policies", str(ROOT / "policies"), "--seed", "1"]
@@ -102,19 +104,6 @@ metricsProviders:
     kind: prometheus
     url: http://prometheus.invalid:9090
     metrics: [{name: latency_ms, query: node_latency_ms}]
-"""
-METRIC_POLICY = """\
-apiVersion: policyd.io/v1alpha1
-kind: SchedulingPolicy
-metadata: {name: latency}
-spec:
-  pluginName: Latency
-  weight: 10
-  scores:
-    - id: latency
-      weight: 1
-      normalize: minmax
-      metric: {name: latency_ms, prefer: lowest, missing: worst}
 """
 
 

@@ -722,7 +722,7 @@ def test_args_defaults_and_validation() -> None:
     with pytest.raises(PluginError) as err:
         ipa.new({"hardPodAffinityWeight": 101, "ignorePreferredTermsOfExistingPods": "yes",
                  "bogus": 1})
-    assert err.value.problems == [
+    assert [(p.path, p.message) for p in err.value.problems] == [
         ("bogus", "unknown field"),
         ("hardPodAffinityWeight", "Invalid value: 101: not in valid range [0-100]"),
         ("ignorePreferredTermsOfExistingPods", 'Invalid value: "yes": must be a boolean'),

@@ -382,7 +382,7 @@ def test_args_validation(args: dict[str, Any], problems: list[str]) -> None:
     with pytest.raises(PluginError) as info:
         new(args)
     assert info.value.plugin == names.NODE_AFFINITY
-    assert [p for p, _ in info.value.problems] == problems
+    assert [p.path for p in info.value.problems] == problems
 
 
 def test_valid_args() -> None:

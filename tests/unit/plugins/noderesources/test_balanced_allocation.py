@@ -194,13 +194,13 @@ def test_bad_args(args: dict[str, Any], want: list[tuple[str, str]]) -> None:
     with pytest.raises(PluginError) as err:
         new(args)
     assert err.value.plugin == names.NODE_RESOURCES_BALANCED_ALLOCATION
-    assert err.value.problems == want
+    assert [(p.path, p.message) for p in err.value.problems] == want
 
 
 def test_unknown_fields_are_errors() -> None:
     with pytest.raises(PluginError) as err:
         new({"resource": [], "resources": "cpu"})
-    assert sorted(p for p, _ in err.value.problems) == ["resource", "resources"]
+    assert sorted(p.path for p in err.value.problems) == ["resource", "resources"]
 
 
 # --- columnar path (NodeTable) ---------------------------------------------------------------

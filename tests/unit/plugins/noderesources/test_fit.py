@@ -420,7 +420,7 @@ def _problems(args: dict[str, Any]) -> list[tuple[str, str]]:
     with pytest.raises(PluginError) as err:
         new(args)
     assert err.value.plugin == names.NODE_RESOURCES_FIT
-    return err.value.problems
+    return [(p.path, p.message) for p in err.value.problems]
 
 
 BAD_ARGS: list[tuple[str, dict[str, Any], list[str]]] = [

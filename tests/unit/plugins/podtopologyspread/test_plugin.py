@@ -956,7 +956,7 @@ def test_args_validation(args: dict[str, Any], problems: list[tuple[str, str]]) 
     with pytest.raises(PluginError) as exc:
         new(args)
     assert exc.value.plugin == "PodTopologySpread"
-    assert exc.value.problems == problems
+    assert [(p.path, p.message) for p in exc.value.problems] == problems
 
 
 def test_args_accept_list_with_constraints_and_kind() -> None:
