@@ -10,7 +10,6 @@ from typing import Any, cast
 
 import pytest
 
-from policyd.clock import ManualClock
 from policyd.config.plugins import default_framework
 from policyd.daemon.binder import BIND_RETRIES
 from policyd.daemon.coordinator import Scheduler
@@ -18,6 +17,7 @@ from policyd.daemon.event_recorder import EventSink
 from policyd.daemon.metrics import Metrics
 from policyd.kube.client import ApiError, KubeClient
 from tests.builders import make_node, make_pod
+from tests.clocks import ManualClock
 from tests.polling import wait_for
 
 Obj = dict[str, Any]

@@ -10,6 +10,7 @@ import pytest
 from policyd.daemon.event_recorder import FailureThrottle
 from policyd.daemon.loaded_profile import InvalidConfig, load
 from policyd.daemon.reload import ConfigWatcher, signature
+from tests.clocks import ManualClock
 
 HW_POLICY = """\
 apiVersion: policyd.io/v1alpha1
@@ -77,27 +78,21 @@ def test_load_rejects_an_unknown_plugin(tmp_path: Path) -> None:
         load(tmp_path / "profile.yaml")
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_failure_throttle_posts_on_change_or_after_growing_intervals() -> None:
-    clock = Clock()
+    clock = ManualClock(0.0)
     t = FailureThrottle(clock, initial=60, maximum=240)
     assert t.check("u", "m1") == (True, True)  # first failure: event and condition
-    clock.now = 10
+    clock.set(10)
     assert t.check("u", "m1") == (False, False)  # same message soon after: nothing
-    clock.now = 60
+    clock.set(60)
     assert t.check("u", "m1") == (True, False)  # interval passed: event, no patch
-    clock.now = 100
+    clock.set(100)
     assert t.check("u", "m1") == (False, False)  # next interval is 120 s
-    clock.now = 180
+    clock.set(180)
     assert t.check("u", "m1") == (True, False)
-    clock.now = 181
+    clock.set(181)
     assert t.check("u", "m2") == (True, True)  # message changed: both at once
     t.forget("u")
     assert len(t) == 0

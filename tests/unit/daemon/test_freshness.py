@@ -7,6 +7,7 @@ import threading
 from policyd.daemon.freshness import CacheFreshness
 from policyd.daemon.run import Daemon
 from policyd.kube.leaderelection import LeaderElectionSettings, LeaderElector
+from tests.clocks import ManualClock
 
 
 class FakeInformer:
@@ -67,12 +68,6 @@ def test_a_list_that_started_before_the_term_does_not_count() -> None:
     assert f.confirmed(1)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _daemon(elector: LeaderElector | None, informers: list[FakeInformer]) -> Daemon:
@@ -99,7 +94,7 @@ class _Metrics:
 
 
 def test_the_scheduling_gate_waits_for_fresh_caches_in_each_term() -> None:
-    clock = Clock()
+    clock = ManualClock()
     informers = [FakeInformer("nodes"), FakeInformer("pods"), FakeInformer("Service")]
     settings = LeaderElectionSettings(identity="me", lease_duration=15, renew_deadline=10)
     elector = LeaderElector(None, settings, clock=clock)  # type: ignore[arg-type]
@@ -114,11 +109,11 @@ def test_the_scheduling_gate_waits_for_fresh_caches_in_each_term() -> None:
         i.list_done()
     assert d.ready_to_schedule()
     # Renewals keep the term (no new lists)...
-    clock.now += 2
+    clock.advance(2)
     elector._after_attempt(True)
     assert elector.term == 1 and d.ready_to_schedule()
     # ... losing and taking the lease again starts another one.
-    clock.now += 11
+    clock.advance(11)
     elector._after_attempt(False)
     assert not elector.is_leader()
     elector._after_attempt(True)
@@ -131,7 +126,7 @@ def test_the_scheduling_gate_waits_for_fresh_caches_in_each_term() -> None:
 def test_between_taking_the_lease_and_asking_for_lists_the_gate_is_shut() -> None:
     """The elector counts itself leader before its callback asks for the lists: the
     gate reads the term, so it cannot pass on the previous term's lists meanwhile."""
-    clock = Clock()
+    clock = ManualClock()
     informers = [FakeInformer("nodes"), FakeInformer("pods")]
     elector = LeaderElector(None, LeaderElectionSettings(identity="me"),  # type: ignore[arg-type]
                             clock=clock)

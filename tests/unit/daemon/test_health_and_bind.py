@@ -22,6 +22,7 @@ from policyd.daemon.run import (
 )
 from policyd.errors import EXIT_RUNTIME, EXIT_USAGE, PolicydError, RuntimeFailure
 from policyd.kube.leaderelection import LeaderElectionSettings, LeaderElector
+from tests.clocks import ManualClock
 
 
 def _has_ipv6() -> bool:
@@ -151,19 +152,13 @@ def test_a_failing_health_check_is_unhealthy(serve: Callable[..., HealthServer])
     assert code == 500 and "RuntimeError: boom" in body
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def thread(name: str, alive: bool) -> Any:
     return SimpleNamespace(name=name, is_alive=lambda: alive)
 
 
-def daemon(clock: Clock, elector: LeaderElector | None = None) -> Daemon:
+def daemon(clock: ManualClock, elector: LeaderElector | None = None) -> Daemon:
     d = Daemon.__new__(Daemon)
     d.stop_event = threading.Event()
     d._threads = [thread(n, True) for n in ("policyd-watch-nodes", "policyd-watch-pods",
@@ -177,13 +172,13 @@ def daemon(clock: Clock, elector: LeaderElector | None = None) -> Daemon:
 
 
 def test_a_running_daemon_is_healthy() -> None:
-    assert daemon(Clock()).health_problems() == []
+    assert daemon(ManualClock()).health_problems() == []
 
 
 @pytest.mark.parametrize("name", ["policyd-watch-pods", "policyd-scheduler",
                                   "policyd-leader", "policyd-reload"])
 def test_a_dead_loop_is_unhealthy(name: str) -> None:
-    d = daemon(Clock())
+    d = daemon(ManualClock())
     d._threads = [thread(t.name, t.name != name) for t in d._threads]
     assert d.health_problems() == [f"{name}: the thread has exited"]
     d.stop_event.set()  # shutting down: threads end on purpose
@@ -191,32 +186,32 @@ def test_a_dead_loop_is_unhealthy(name: str) -> None:
 
 
 def test_a_stalled_scheduling_loop_is_unhealthy() -> None:
-    clock = Clock()
+    clock = ManualClock()
     d = daemon(clock)
-    clock.now += SCHEDULING_STALL_LIMIT
+    clock.advance(SCHEDULING_STALL_LIMIT)
     assert d.health_problems() == []
-    clock.now += 1
+    clock.advance(1)
     [problem] = d.health_problems()
     assert problem.startswith("policyd-scheduler: no progress for")
-    d.scheduler.heartbeat = clock.now  # it came round again
+    d.scheduler.heartbeat = clock.now()  # it came round again
     assert d.health_problems() == []
 
 
-def elector(clock: Clock) -> LeaderElector:
+def elector(clock: ManualClock) -> LeaderElector:
     settings = LeaderElectionSettings(namespace="ns", name="policyd", lease_duration=15,
                                       renew_deadline=10, identity="me")
     return LeaderElector(None, settings, clock=clock)  # type: ignore[arg-type]
 
 
 def test_a_leader_stuck_past_its_lease_is_unhealthy() -> None:
-    clock = Clock()
+    clock = ManualClock()
     e = elector(clock)
     d = daemon(clock, e)
     e._after_attempt(True)  # leading, just renewed
-    clock.now += 15 + LEADER_HEALTH_TIMEOUT
-    d.scheduler.heartbeat = clock.now
+    clock.advance(15 + LEADER_HEALTH_TIMEOUT)
+    d.scheduler.heartbeat = clock.now()
     assert e.check(LEADER_HEALTH_TIMEOUT) is None and d.health_problems() == []
-    clock.now += 1
+    clock.advance(1)
     assert d.health_problems() == ["policyd-leader: lease ns/policyd not renewed for 36s"]
     # Its loop comes back and steps down: a standby is healthy.
     e._after_attempt(False)
@@ -224,7 +219,7 @@ def test_a_leader_stuck_past_its_lease_is_unhealthy() -> None:
 
 
 def test_a_standby_that_never_led_is_healthy() -> None:
-    clock = Clock()
+    clock = ManualClock()
     e = elector(clock)
-    clock.now += 10_000
+    clock.advance(10_000)
     assert e.check(LEADER_HEALTH_TIMEOUT) is None

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from policyd.clock import ManualClock
 from policyd.config.plugins import default_framework
 from policyd.daemon.coordinator import Scheduler
 from policyd.daemon.event_recorder import EventSink
 from policyd.daemon.metrics import Metrics
 from policyd.kube.client import ConnectionSettings, KubeClient
 from tests.builders import make_node, make_pod
+from tests.clocks import ManualClock
 
 MESSAGE = "0/1 nodes are available: 1 Insufficient cpu."
 

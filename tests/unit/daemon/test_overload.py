@@ -11,7 +11,6 @@ from typing import Any, cast
 
 import pytest
 
-from policyd.clock import ManualClock
 from policyd.config.plugins import default_framework
 from policyd.daemon.coordinator import Scheduler
 from policyd.daemon.event_recorder import EventSink
@@ -20,6 +19,7 @@ from policyd.kube import api
 from policyd.kube.backoff import RetryPolicy
 from policyd.kube.client import ApiError, KubeClient
 from tests.builders import make_node, make_pod
+from tests.clocks import ManualClock
 from tests.polling import wait_for
 
 Obj = dict[str, Any]

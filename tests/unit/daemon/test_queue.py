@@ -17,20 +17,10 @@ from policyd.daemon.queue import (
 from policyd.model.records import Pod
 from policyd.plugins.queuesort.priority_sort import PrioritySort
 from tests.builders import make_pod
+from tests.clocks import ManualClock
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-def _queue(clock: Clock, **kw: float) -> SchedulingQueue:
+def _queue(clock: ManualClock, **kw: float) -> SchedulingQueue:
     return SchedulingQueue(PrioritySort().less, clock=clock, **kw)
 
 
@@ -53,7 +43,7 @@ def test_backoff_duration_doubles_up_to_the_maximum(attempts: int, expected: flo
 
 
 def test_active_queue_follows_queue_sort_then_fifo() -> None:
-    clock = Clock()
+    clock = ManualClock()
     q = _queue(clock)
     q.add(_pod("low-old", 0, "2024-01-01T00:00:00Z"))
     q.add(_pod("high", 100, "2024-01-03T00:00:00Z"))
@@ -64,14 +54,14 @@ def test_active_queue_follows_queue_sort_then_fifo() -> None:
 
 
 def test_adding_a_known_pod_does_not_queue_it_twice() -> None:
-    q = _queue(Clock())
+    q = _queue(ManualClock())
     q.add(_pod("a"))
     q.add(_pod("a"))
     assert _names(q) == ["a"]
 
 
 def test_priority_change_resorts_an_active_pod() -> None:
-    q = _queue(Clock())
+    q = _queue(ManualClock())
     q.add(_pod("a", 0, "2024-01-01T00:00:00Z"))
     q.add(_pod("b", 0, "2024-01-02T00:00:00Z"))
     q.add(_pod("b", 10, "2024-01-02T00:00:00Z"))
@@ -79,7 +69,7 @@ def test_priority_change_resorts_an_active_pod() -> None:
 
 
 def test_error_goes_to_backoff_until_it_expires() -> None:
-    clock = Clock()
+    clock = ManualClock()
     q = _queue(clock, initial_backoff=1, max_backoff=10)
     q.add(_pod("a"))
     qp = q.pop(timeout=0)
@@ -99,7 +89,7 @@ def test_error_goes_to_backoff_until_it_expires() -> None:
 
 
 def test_unschedulable_waits_for_a_move_event() -> None:
-    clock = Clock()
+    clock = ManualClock()
     q = _queue(clock)
     q.add(_pod("a"))
     qp = q.pop(timeout=0)
@@ -113,7 +103,7 @@ def test_unschedulable_waits_for_a_move_event() -> None:
 
 
 def test_move_while_still_backing_off_goes_to_backoff_first() -> None:
-    clock = Clock()
+    clock = ManualClock()
     q = _queue(clock, initial_backoff=1, max_backoff=10)
     q.add(_pod("a"))
     qp = q.pop(timeout=0)
@@ -130,7 +120,7 @@ def test_move_while_still_backing_off_goes_to_backoff_first() -> None:
 def test_event_during_the_cycle_sends_the_pod_to_backoff_not_unschedulable() -> None:
     # upstream's moveRequestCycle: a node added while the pod was being scheduled may
     # be exactly what it needed.
-    clock = Clock()
+    clock = ManualClock()
     q = _queue(clock)
     q.add(_pod("a"))
     qp = q.pop(timeout=0)
@@ -140,7 +130,7 @@ def test_event_during_the_cycle_sends_the_pod_to_backoff_not_unschedulable() -> 
 
 
 def test_periodic_flush_releases_long_unschedulable_pods() -> None:
-    clock = Clock()
+    clock = ManualClock()
     q = _queue(clock, max_in_unschedulable=300)
     q.add(_pod("a"))
     qp = q.pop(timeout=0)
@@ -155,7 +145,7 @@ def test_periodic_flush_releases_long_unschedulable_pods() -> None:
 
 
 def test_delete_while_queued_removes_the_pod_everywhere() -> None:
-    clock = Clock()
+    clock = ManualClock()
     q = _queue(clock)
     for name in ("a", "b", "c"):
         q.add(_pod(name))
@@ -166,7 +156,7 @@ def test_delete_while_queued_removes_the_pod_everywhere() -> None:
 
 
 def test_delete_while_in_flight_is_never_requeued() -> None:
-    q = _queue(Clock())
+    q = _queue(ManualClock())
     q.add(_pod("a"))
     qp = q.pop(timeout=0)
     assert qp is not None
@@ -177,7 +167,7 @@ def test_delete_while_in_flight_is_never_requeued() -> None:
 
 
 def test_delete_while_in_backoff() -> None:
-    clock = Clock()
+    clock = ManualClock()
     q = _queue(clock)
     q.add(_pod("a"))
     qp = q.pop(timeout=0)
@@ -189,7 +179,7 @@ def test_delete_while_in_backoff() -> None:
 
 
 def test_done_releases_an_assumed_pod() -> None:
-    q = _queue(Clock())
+    q = _queue(ManualClock())
     q.add(_pod("a"))
     qp = q.pop(timeout=0)
     assert qp is not None
@@ -200,7 +190,7 @@ def test_done_releases_an_assumed_pod() -> None:
 
 
 def test_scheduling_gates_hold_a_pod_until_removed() -> None:
-    q = _queue(Clock())
+    q = _queue(ManualClock())
     gated = make_pod("g").uid("uid-g").set("spec.schedulingGates", [{"name": "x"}]).obj()
     q.add(gated)
     assert q.where("uid-g") == GATED
@@ -210,7 +200,7 @@ def test_scheduling_gates_hold_a_pod_until_removed() -> None:
 
 
 def test_spec_change_moves_an_unschedulable_pod_but_a_status_change_does_not() -> None:
-    clock = Clock()
+    clock = ManualClock()
     q = _queue(clock)
     q.add(_pod("a"))
     qp = q.pop(timeout=0)
@@ -228,7 +218,7 @@ def test_spec_change_moves_an_unschedulable_pod_but_a_status_change_does_not() -
 
 
 def test_counts_per_queue() -> None:
-    clock = Clock()
+    clock = ManualClock()
     q = _queue(clock)
     for name in ("a", "b", "c", "d"):
         q.add(_pod(name))
@@ -242,7 +232,7 @@ def test_counts_per_queue() -> None:
 
 
 def test_set_less_resorts_the_active_queue() -> None:
-    q = _queue(Clock())
+    q = _queue(ManualClock())
     q.add(_pod("a", 10))
     q.add(_pod("b", 0))
     q.set_less(lambda x, y: x.name > y.name)  # reverse alphabetical

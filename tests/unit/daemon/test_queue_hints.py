@@ -20,6 +20,7 @@ from policyd.framework.events import (
 from policyd.model.records import Pod
 from policyd.plugins.queuesort.priority_sort import PrioritySort
 from tests.builders import make_node, make_pod
+from tests.clocks import ManualClock
 
 A = ActionType
 NODE_ADD = ClusterEvent(NODE, A.ADD)
@@ -28,12 +29,6 @@ POD_ADD = ClusterEvent(ASSIGNED_POD, A.ADD)
 POD_DELETE = ClusterEvent(ASSIGNED_POD, A.DELETE)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _only_labelled_nodes(pod: Pod, old: Any, new: Any) -> QueueingHint:
@@ -53,13 +48,13 @@ HINTS = {"policyd": [
 ]}
 
 
-def _queue(clock: Clock) -> SchedulingQueue:
+def _queue(clock: ManualClock) -> SchedulingQueue:
     q = SchedulingQueue(PrioritySort().less, clock=clock, initial_backoff=1, max_backoff=1)
     q.set_hints(HINTS)
     return q
 
 
-def _rejected(q: SchedulingQueue, clock: Clock, name: str, *plugins: str) -> None:
+def _rejected(q: SchedulingQueue, clock: ManualClock, name: str, *plugins: str) -> None:
     q.add(make_pod(name).uid(name).scheduler("policyd").obj())
     qp = q.pop(timeout=0)
     assert qp is not None and qp.pod.name == name
@@ -67,11 +62,11 @@ def _rejected(q: SchedulingQueue, clock: Clock, name: str, *plugins: str) -> Non
 
 
 def test_an_event_moves_only_pods_whose_rejecting_plugin_registered_it() -> None:
-    clock = Clock()
+    clock = ManualClock()
     q = _queue(clock)
     _rejected(q, clock, "by-labels", "Labels")
     _rejected(q, clock, "by-fit", "Fit")
-    clock.now += 5  # backoff over
+    clock.advance(5)  # backoff over
     moved = q.move(POD_DELETE, make_pod("gone").node("n").obj(), None)
     assert [p.name for p in moved] == ["by-fit"]
     assert q.where("by-fit") == ACTIVE
@@ -79,10 +74,10 @@ def test_an_event_moves_only_pods_whose_rejecting_plugin_registered_it() -> None
 
 
 def test_the_hint_decides_within_a_registered_event() -> None:
-    clock = Clock()
+    clock = ManualClock()
     q = _queue(clock)
     _rejected(q, clock, "a", "Labels")
-    clock.now += 5
+    clock.advance(5)
     assert q.move(NODE_ADD, None, make_node("n").obj()) == []
     assert q.where("a") == UNSCHEDULABLE
     assert len(q.move(NODE_LABEL, make_node("n").obj(), make_node("n").label("ok", "1").obj())) == 1
@@ -90,24 +85,24 @@ def test_the_hint_decides_within_a_registered_event() -> None:
 
 
 def test_a_pod_rejected_by_several_plugins_moves_if_any_hint_says_queue() -> None:
-    clock = Clock()
+    clock = ManualClock()
     q = _queue(clock)
     _rejected(q, clock, "a", "Labels", "Fit")
-    clock.now += 5
+    clock.advance(5)
     assert len(q.move(POD_DELETE, make_pod("x").node("n").obj(), None)) == 1
 
 
 def test_a_hint_that_raises_counts_as_queue() -> None:
-    clock = Clock()
+    clock = ManualClock()
     q = _queue(clock)
     _rejected(q, clock, "a", "Broken")
     _rejected(q, clock, "b", "Nothing")
-    clock.now += 5
+    clock.advance(5)
     assert [p.name for p in q.move(NODE_ADD, None, make_node("n").obj())] == ["a"]
 
 
 def test_a_pod_no_plugin_rejected_backs_off_instead_of_waiting() -> None:
-    clock = Clock()
+    clock = ManualClock()
     q = _queue(clock)
     q.add(make_pod("a").uid("a").scheduler("policyd").obj())
     qp = q.pop(timeout=0)
@@ -116,7 +111,7 @@ def test_a_pod_no_plugin_rejected_backs_off_instead_of_waiting() -> None:
 
 
 def test_moved_pod_still_backing_off_goes_to_backoff() -> None:
-    clock = Clock()
+    clock = ManualClock()
     q = _queue(clock)
     _rejected(q, clock, "a", "Fit")
     q.move(POD_DELETE, make_pod("x").node("n").obj(), None)
@@ -124,7 +119,7 @@ def test_moved_pod_still_backing_off_goes_to_backoff() -> None:
 
 
 def test_event_during_the_cycle_that_helps_sends_the_pod_to_backoff() -> None:
-    clock = Clock()
+    clock = ManualClock()
     q = _queue(clock)
     q.add(make_pod("a").uid("a").scheduler("policyd").obj())
     qp = q.pop(timeout=0)
@@ -134,7 +129,7 @@ def test_event_during_the_cycle_that_helps_sends_the_pod_to_backoff() -> None:
 
 
 def test_event_during_the_cycle_that_cannot_help_is_ignored() -> None:
-    clock = Clock()
+    clock = ManualClock()
     q = _queue(clock)
     q.add(make_pod("a").uid("a").scheduler("policyd").obj())
     qp = q.pop(timeout=0)
@@ -145,7 +140,7 @@ def test_event_during_the_cycle_that_cannot_help_is_ignored() -> None:
 
 
 def test_events_before_the_pod_was_popped_do_not_count() -> None:
-    clock = Clock()
+    clock = ManualClock()
     q = _queue(clock)
     q.add(make_pod("a").uid("a").scheduler("policyd").obj())
     q.add(make_pod("b").uid("b").scheduler("policyd").obj())
@@ -158,7 +153,7 @@ def test_events_before_the_pod_was_popped_do_not_count() -> None:
 
 
 def test_in_flight_events_are_dropped_once_no_pod_needs_them() -> None:
-    clock = Clock()
+    clock = ManualClock()
     q = _queue(clock)
     q.add(make_pod("a").uid("a").scheduler("policyd").obj())
     qp = q.pop(timeout=0)
@@ -173,12 +168,12 @@ def test_in_flight_events_are_dropped_once_no_pod_needs_them() -> None:
 def test_own_update_moves_the_pod_only_if_a_rejecting_plugin_cares() -> None:
     tolerations = ClusterEventWithHint(ClusterEvent("Pod", A.UPDATE_POD_TOLERATION),
                                        lambda p, o, n: QUEUE if n.uid == p.uid else QUEUE_SKIP)
-    clock = Clock()
+    clock = ManualClock()
     q = _queue(clock)
     q.set_hints({"policyd": [*HINTS["policyd"], ("Taints", tolerations)]})
     _rejected(q, clock, "t", "Taints")
     _rejected(q, clock, "f", "Fit")
-    clock.now += 5
+    clock.advance(5)
     q.add(make_pod("f").uid("f").scheduler("policyd").toleration("k").obj())
     assert q.where("f") == UNSCHEDULABLE  # Fit registered no toleration change
     q.add(make_pod("t").uid("t").scheduler("policyd").toleration("k").obj())
@@ -186,28 +181,28 @@ def test_own_update_moves_the_pod_only_if_a_rejecting_plugin_cares() -> None:
 
 
 def test_flush_and_wildcard_moves_ignore_hints() -> None:
-    clock = Clock()
+    clock = ManualClock()
     q = _queue(clock)
     q.max_in_unschedulable = 300
     _rejected(q, clock, "a", "Nothing")
     _rejected(q, clock, "b", "Nothing")
-    clock.now += 5
+    clock.advance(5)
     assert q.move_all("PolicyReload") == 2
     for _ in range(2):
         qp = q.pop(timeout=0)
         assert qp is not None
         q.requeue(qp, unschedulable=True, plugins={"Nothing"})
-    clock.now += 301
+    clock.advance(301)
     q.flush()
     assert q.where("a") == ACTIVE and q.where("b") == ACTIVE
 
 
 def test_unknown_profile_is_never_stranded() -> None:
-    clock = Clock()
+    clock = ManualClock()
     q = _queue(clock)
     q.add(make_pod("x").uid("x").scheduler("other").obj())
     qp = q.pop(timeout=0)
     assert qp is not None
     q.requeue(qp, unschedulable=True, plugins={"Labels"})
-    clock.now += 5
+    clock.advance(5)
     assert len(q.move(NODE_ADD, None, make_node("n").obj())) == 1

@@ -35,14 +35,7 @@ from policyd.daemon.serving import (
 from policyd.errors import PolicydError
 from policyd.kube.client import ApiError
 from policyd.pki import self_signed_serving_cert
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.clocks import ManualClock
 
 
 class FakeApiServer:
@@ -86,7 +79,7 @@ def api() -> FakeApiServer:
     return a
 
 
-def auth_for(api: FakeApiServer, clock: Clock, **kw: Any) -> DelegatedAuth:
+def auth_for(api: FakeApiServer, clock: ManualClock, **kw: Any) -> DelegatedAuth:
     return DelegatedAuth(api.post, clock=clock, **kw)
 
 
@@ -107,13 +100,13 @@ def test_defaults_are_kube_schedulers() -> None:
 ])
 def test_who_may_get_metrics(api: FakeApiServer, header: str | None,
                              status: int | None) -> None:
-    refusal = auth_for(api, Clock()).check("/metrics", header)
+    refusal = auth_for(api, ManualClock()).check("/metrics", header)
     assert (refusal.status if refusal else None) == status
 
 
 def test_the_access_review_names_the_user_and_the_non_resource_url(
         api: FakeApiServer) -> None:
-    assert auth_for(api, Clock()).check("/debug/queue", "Bearer good") is None
+    assert auth_for(api, ManualClock()).check("/debug/queue", "Bearer good") is None
     (_, sar), = [c for c in api.calls if c[0] == ACCESS_REVIEW_PATH]
     assert sar["spec"] == {
         "user": "system:serviceaccount:mon:prom", "uid": "u1",
@@ -124,7 +117,7 @@ def test_the_access_review_names_the_user_and_the_non_resource_url(
 
 
 def test_permission_is_per_path(api: FakeApiServer) -> None:
-    auth = auth_for(api, Clock())
+    auth = auth_for(api, ManualClock())
     assert auth.check("/metrics", "Bearer good") is None
     refusal = auth.check("/debug/metrics-cache", "Bearer good")
     assert refusal is not None and refusal.status == 403
@@ -136,12 +129,12 @@ def test_permission_is_per_path(api: FakeApiServer) -> None:
 def test_health_paths_need_nothing_and_ask_nothing(api: FakeApiServer, path: str,
                                                    header: str | None) -> None:
     api.down = True  # not even reachable: health must not depend on it
-    assert auth_for(api, Clock()).check(path, header) is None
+    assert auth_for(api, ManualClock()).check(path, header) is None
     assert api.calls == []
 
 
 def test_decisions_are_cached_for_their_ttl(api: FakeApiServer) -> None:
-    clock = Clock()
+    clock = ManualClock()
     auth = auth_for(api, clock)
     for _ in range(5):
         assert auth.check("/metrics", "Bearer good") is None
@@ -150,10 +143,10 @@ def test_decisions_are_cached_for_their_ttl(api: FakeApiServer) -> None:
     # One TokenReview per token, one SubjectAccessReview per authenticated user.
     assert api.count(TOKEN_REVIEW_PATH) == 3
     assert api.count(ACCESS_REVIEW_PATH) == 2
-    clock.now += 9.9
+    clock.advance(9.9)
     auth.check("/metrics", "Bearer good")
     assert api.count(TOKEN_REVIEW_PATH) == 3
-    clock.now += 0.2  # past 10 s: asked again
+    clock.advance(0.2)  # past 10 s: asked again
     auth.check("/metrics", "Bearer good")
     assert api.count(TOKEN_REVIEW_PATH) == 4
     assert api.count(ACCESS_REVIEW_PATH) == 3
@@ -161,40 +154,40 @@ def test_decisions_are_cached_for_their_ttl(api: FakeApiServer) -> None:
 
 def test_a_revoked_permission_stops_working_after_the_allow_ttl(
         api: FakeApiServer) -> None:
-    clock = Clock()
+    clock = ManualClock()
     auth = auth_for(api, clock)
     assert auth.check("/metrics", "Bearer good") is None
     api.grants.clear()
-    clock.now += ALLOW_CACHE_TTL - 1
+    clock.advance(ALLOW_CACHE_TTL - 1)
     assert auth.check("/metrics", "Bearer good") is None  # still cached
-    clock.now += 2
+    clock.advance(2)
     assert auth.check("/metrics", "Bearer good").status == 403  # type: ignore[union-attr]
 
 
 def test_a_new_grant_works_after_the_deny_ttl(api: FakeApiServer) -> None:
-    clock = Clock()
+    clock = ManualClock()
     auth = auth_for(api, clock, deny_ttl=3.0, allow_ttl=30.0)
     assert auth.check("/metrics", "Bearer nobody").status == 403  # type: ignore[union-attr]
     api.grants.add(("system:serviceaccount:mon:other", "/metrics"))
-    clock.now += 2.9
+    clock.advance(2.9)
     assert auth.check("/metrics", "Bearer nobody").status == 403  # type: ignore[union-attr]
-    clock.now += 0.2
+    clock.advance(0.2)
     assert auth.check("/metrics", "Bearer nobody") is None
 
 
 def test_unreachable_api_server_honours_the_cache_then_fails_closed(
         api: FakeApiServer) -> None:
-    clock = Clock()
+    clock = ManualClock()
     auth = auth_for(api, clock)
     assert auth.check("/metrics", "Bearer good") is None
     assert auth.check("/metrics", "Bearer nobody").status == 403  # type: ignore[union-attr]
     api.down = True
-    clock.now += 5
+    clock.advance(5)
     assert auth.check("/metrics", "Bearer good") is None  # cached allow honoured
     assert auth.check("/metrics", "Bearer nobody").status == 403  # type: ignore[union-attr]
     unknown = auth.check("/metrics", "Bearer never-seen")
     assert unknown is not None and unknown.status == 401
-    clock.now += 6  # both caches expired, nothing to go by: denied, never allowed
+    clock.advance(6)  # both caches expired, nothing to go by: denied, never allowed
     for header in ("Bearer good", "Bearer nobody", "Bearer never-seen"):
         refusal = auth.check("/metrics", header)
         assert refusal is not None and refusal.status == 401
@@ -204,11 +197,11 @@ def test_unreachable_api_server_honours_the_cache_then_fails_closed(
 
 
 def test_an_authorization_outage_after_authentication_is_403(api: FakeApiServer) -> None:
-    clock = Clock()
+    clock = ManualClock()
     auth = auth_for(api, clock, token_ttl=60.0)
     auth.check("/metrics", "Bearer good")
     api.down = True
-    clock.now += 11  # access answer expired, token answer not
+    clock.advance(11)  # access answer expired, token answer not
     refusal = auth.check("/metrics", "Bearer good")
     assert refusal is not None and refusal.status == 403
     assert "could not be checked" in refusal.message
@@ -221,12 +214,12 @@ def test_an_authorization_outage_after_authentication_is_403(api: FakeApiServer)
 ])
 def test_unclear_access_answers_deny(api: FakeApiServer, status: dict[str, Any]) -> None:
     api.sar_status = status
-    refusal = auth_for(api, Clock()).check("/metrics", "Bearer good")
+    refusal = auth_for(api, ManualClock()).check("/metrics", "Bearer good")
     assert refusal is not None and refusal.status == 403
 
 
 def test_an_evaluation_error_is_not_remembered(api: FakeApiServer) -> None:
-    auth = auth_for(api, Clock())
+    auth = auth_for(api, ManualClock())
     api.sar_status = {"allowed": False, "evaluationError": "webhook down"}
     assert auth.check("/metrics", "Bearer good") is not None
     api.sar_status = None
@@ -235,24 +228,24 @@ def test_an_evaluation_error_is_not_remembered(api: FakeApiServer) -> None:
 
 def test_an_authenticated_reply_without_a_name_is_no_identity(api: FakeApiServer) -> None:
     api.tokens["anon"] = {"username": ""}
-    assert auth_for(api, Clock()).check("/metrics", "Bearer anon").status == 401  # type: ignore[union-attr]
+    assert auth_for(api, ManualClock()).check("/metrics", "Bearer anon").status == 401  # type: ignore[union-attr]
 
 
 def test_the_token_cache_does_not_keep_tokens() -> None:
     api = FakeApiServer()
-    auth = auth_for(api, Clock())
+    auth = auth_for(api, ManualClock())
     auth.check("/metrics", "Bearer s3cret-token")
     assert "s3cret-token" not in repr(auth._tokens._entries)
 
 
 def test_ttl_cache_expires_and_stays_bounded() -> None:
-    clock = Clock()
+    clock = ManualClock()
     cache: TTLCache[str, int] = TTLCache(size=3, clock=clock)
     cache.put("a", 1, 5)
     cache.put("b", 2, 1)
     cache.put("zero", 9, 0)  # a zero TTL caches nothing
     assert (cache.get("a"), cache.get("b"), cache.get("zero")) == (1, 2, None)
-    clock.now += 1
+    clock.advance(1)
     assert (cache.get("a"), cache.get("b")) == (1, None)
     for k in "cdef":
         cache.put(k, 0, 10)

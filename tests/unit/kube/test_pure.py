@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from policyd.clock import ManualClock
 from policyd.kube import api
 from policyd.kube.backoff import Backoff, Failure, GiveUp, RetryPolicy, TokenBucket
 from policyd.kube.client import ApiError, api_error_from, decode_watch_line, is_transient
 from policyd.kube.informer import diff_relist, object_key, object_uid
 from policyd.kube.leaderelection import lease_spec, may_acquire, released_spec
+from tests.clocks import ManualClock
 
 
 def test_backoff_grows_caps_and_resets() -> None:

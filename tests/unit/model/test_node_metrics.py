@@ -7,15 +7,15 @@ import math
 import threading
 
 from policyd.model.node_metrics import MetricsCache, StaticMetrics
-from tests.unit.nodemetrics.helpers import Clock
+from tests.clocks import ManualClock
 
 
 def test_update_merges_and_values_age_out_at_read_time() -> None:
-    clock = Clock(100.0)
+    clock = ManualClock(100.0)
     cache = MetricsCache(clock)
     assert cache.snapshot("lat") is None
     cache.update("lat", {"a": 5, "b": 7}, max_age=30, provider="prom")
-    clock.t = 110.0
+    clock.set(110.0)
     snap = cache.update("lat", {"b": 9}, max_age=30, provider="prom")
     assert snap.get("a", 110.0) == 5.0  # kept: not in this refresh, still fresh
     assert snap.get("b", 110.0) == 9.0
@@ -27,10 +27,10 @@ def test_update_merges_and_values_age_out_at_read_time() -> None:
 
 
 def test_update_drops_aged_values_and_replace_drops_absent_nodes() -> None:
-    clock = Clock(0.0)
+    clock = ManualClock(0.0)
     cache = MetricsCache(clock)
     cache.update("lat", {"a": 1, "b": 2}, max_age=10)
-    clock.t = 20.0
+    clock.set(20.0)
     snap = cache.update("lat", {"c": 3}, max_age=10)
     assert set(snap.values) == {"c"}  # a and b were 20 s old: pruned
     snap = cache.update("lat", {"d": 4}, max_age=10, replace=True)
@@ -38,7 +38,7 @@ def test_update_drops_aged_values_and_replace_drops_absent_nodes() -> None:
 
 
 def test_generations_grow_and_snapshots_are_immutable() -> None:
-    cache = MetricsCache(Clock())
+    cache = MetricsCache(ManualClock())
     s1 = cache.update("lat", {"a": 1}, max_age=10)
     s2 = cache.update("lat", {"a": 2}, max_age=10)
     assert s2.generation > s1.generation
@@ -46,11 +46,11 @@ def test_generations_grow_and_snapshots_are_immutable() -> None:
 
 
 def test_expire_retain_and_max_age_changes() -> None:
-    clock = Clock(0.0)
+    clock = ManualClock(0.0)
     cache = MetricsCache(clock)
     cache.update("lat", {"a": 1}, max_age=10, provider="p")
     cache.update("load", {"a": 1}, max_age=100, provider="q")
-    clock.t = 50.0
+    clock.set(50.0)
     cache.expire()
     lat, load = cache.snapshot("lat"), cache.snapshot("load")
     assert lat is not None and lat.values == {}
@@ -63,7 +63,7 @@ def test_expire_retain_and_max_age_changes() -> None:
 
 
 def test_debug_view_shows_ages_and_staleness() -> None:
-    clock = Clock(115.0)
+    clock = ManualClock(115.0)
     cache = MetricsCache(clock)
     cache.update("lat", {"a": 5}, max_age=30, provider="prom", timestamp=80.0)
     cache.update("lat", {"b": 6}, max_age=30, provider="prom", timestamp=95.0)

@@ -15,14 +15,6 @@ from urllib.parse import parse_qs, urlparse
 from policyd.config.model import MetricQuery, MetricsProviderConfig
 
 
-class Clock:
-    def __init__(self, t: float = 1000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
 def provider_config(kind: str = "prometheus", **kw: Any) -> MetricsProviderConfig:
     base = MetricsProviderConfig(name="p", kind=kind, refresh_interval=10.0, timeout=1.0,
                                  max_age=30.0, max_backoff=80.0)

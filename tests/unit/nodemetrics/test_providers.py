@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from policyd.clock import ManualClock
 from policyd.config.model import MetricQuery
 from policyd.model.records import Node
 from policyd.nodemetrics import MetricsCache
@@ -27,7 +26,8 @@ from policyd.nodemetrics.providers import (
 )
 from policyd.nodemetrics.telemetry import ProviderTelemetry
 from tests.builders import make_node
-from tests.unit.nodemetrics.helpers import Clock, fake_prometheus, provider_config, vector
+from tests.clocks import ManualClock
+from tests.unit.nodemetrics.helpers import fake_prometheus, provider_config, vector
 
 
 def telemetry() -> ProviderTelemetry:
@@ -62,7 +62,7 @@ class Scripted(Provider):
 
     def __init__(self, script: list[Any], **kw: Any) -> None:
         self.script = script
-        super().__init__(provider_config("nodeAnnotation", **kw), MetricsCache(Clock()),
+        super().__init__(provider_config("nodeAnnotation", **kw), MetricsCache(ManualClock()),
                          telemetry())
 
     def refresh(self) -> dict[str, dict[str, float]]:
