@@ -2,7 +2,7 @@
 
 Every loop that waits (bind retries, event writes, the scheduling loop, metrics
 providers) and every deadline or age it computes goes through a `Clock`, so a test
-drives time by hand (`ManualClock`) and never sleeps. Components that only read the
+drives time by hand (`tests/clocks.ManualClock`) and never sleeps. Components that only read the
 time take `Clock.now` (or `Clock.wall`) as a plain function: they need no more.
 
 A leaf module: it imports nothing from policyd, so any layer may use it.
