@@ -11,6 +11,7 @@ included), and decoded with the same functions the daemon uses.
 
 from __future__ import annotations
 
+import copy
 import random
 import re
 import time
@@ -22,11 +23,15 @@ from typing import Any, TypeVar
 
 from policyd.config.plugins import default_framework
 from policyd.engine.cycle import ScheduleResult, schedule_one
+from policyd.framework.cycle_state import CycleState
 from policyd.framework.fit_error import reason_counts
-from policyd.framework.runtime import Framework
+from policyd.framework.runtime import Framework, ScoreResult
+from policyd.framework.status import Status
 from policyd.kube.client import ApiError, KubeClient
 from policyd.model.cluster import ClusterState
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod, node_from_dict, pod_from_dict
+from policyd.model.table import IntArray, NodeTable
 from tests.gen.clusters import HOSTNAME, RUNTIME_CLASS, RUNTIME_CLASS_OVERHEAD
 from tests.gen.differential import (
     CASE_LABEL,
@@ -36,6 +41,7 @@ from tests.gen.differential import (
     Case,
     pinned_copy,
 )
+from tests.integration.differential.score_log import KubeScores, read_score_lines
 
 T = TypeVar("T")
 
@@ -68,10 +74,6 @@ def kube_scheduler_config(scheduler_name: str = SCHEDULER_NAME) -> dict[str, Any
     }
 
 
-# kube-scheduler flags that log every plugin's weighted score on every node it scores
-# (schedule_one.go logs them at -v=10), flushed often enough to read them right away.
-SCORE_LOG_ARGS = ("--vmodule=schedule_one=10", "--log-flush-frequency=100ms")
-
 _FIT_HEAD = re.compile(r"^0/(\d+) nodes are available:")
 _FIT_ENTRY = re.compile(r"(\d+) (.+?)(?=, \d+ |\.$)")
 
@@ -83,6 +85,19 @@ def parse_fit_error(message: str) -> tuple[int, dict[str, int]] | None:
         return None
     rest = message[head.end():].strip()
     return int(head.group(1)), {m.group(2): int(m.group(1)) for m in _FIT_ENTRY.finditer(rest)}
+
+
+# The case mix (Outcome.mix): what kind of decision the pod under test got.
+UNSCHEDULABLE = "unschedulable"
+SINGLE_NODE = "single feasible node"
+SCORED = "scored"  # bound, two or more feasible nodes
+# How far the comparison went (Outcome.compared).
+MESSAGE_COMPARED = "message-compared"  # unschedulable: FailedScheduling messages
+VERDICT_ONLY = "verdict-only"  # bound: the nodes' verdicts, and the argmax when scored
+SCORE_COMPARED = "score-compared"  # scored: every plugin's weighted score on every node
+
+# The pseudo-plugin under which a node's total is compared along with the plugins'.
+TOTAL = "(total)"
 
 
 @dataclass
@@ -106,6 +121,8 @@ class Outcome:
     # (node, kube-scheduler's decision) for each pinned copy tried
     probes: list[tuple[str, KubeDecision]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    mix: str = ""  # UNSCHEDULABLE, SINGLE_NODE or SCORED once both have decided alike
+    compared: str = ""  # MESSAGE_COMPARED, VERDICT_ONLY or SCORE_COMPARED
 
     @property
     def ok(self) -> bool:
@@ -143,7 +160,7 @@ class Runner:
         # kube-scheduler's log with per-plugin scores (see SCORE_LOG_ARGS), if any.
         self.score_log = score_log
         self._log_offset = score_log.stat().st_size if score_log is not None else 0
-        self._scores: dict[str, dict[str, dict[str, int]]] = {}
+        self._scores: dict[str, KubeScores] = {}
         self.ensure_runtime_class()
         self._barriers: list[str] = []
         try:
@@ -296,6 +313,7 @@ class Runner:
                                               c.pod["metadata"]["name"])]) for c in cases]
             cluster, test_pods = self._read_back()
             fw = default_framework(seed=self.seed)
+            columnar = ColumnarScores(fw)
             scored: list[tuple[Outcome, dict[str, Any]]] = []
             for o in outcomes:
                 key = (o.case.pod["metadata"]["namespace"], o.case.pod["metadata"]["name"])
@@ -305,9 +323,9 @@ class Runner:
                     continue
                 o.policyd = schedule_one(fw, pod_from_dict(_unbound(pod)), cluster)
                 compare(o)
-                if o.ok and o.kube.node and len(o.policyd.feasible) > 1:
+                if o.ok and o.mix == SCORED:
                     scored.append((o, pod))
-            self._compare_scores(scored, fw, cluster)
+            self._compare_scores(scored, fw, cluster, columnar)
             if self.daemon_scheduler is not None:
                 self._daemon_round(outcomes, fw, cluster)
             self._probe(outcomes, cluster)
@@ -315,10 +333,9 @@ class Runner:
         finally:
             self._cleanup(cases, list(namespaces))
 
-    def _kube_scores(self, keys: set[str]) -> dict[str, dict[str, dict[str, int]]]:
-        """kube-scheduler's weighted score per pod, node and plugin, from its log (the
-        -v=10 "Plugin scored node for pod" lines), waiting briefly for `keys` to show
-        up: klog flushes its buffer every --log-flush-frequency."""
+    def _kube_scores(self, keys: set[str]) -> dict[str, KubeScores]:
+        """kube-scheduler's scores per pod (see `score_log`), waiting briefly for `keys`
+        to show up: klog flushes its buffer every --log-flush-frequency."""
         assert self.score_log is not None
         deadline = time.monotonic() + 3.0
         while True:
@@ -327,44 +344,43 @@ class Runner:
                 data = f.read()
             end = data.rfind(b"\n") + 1
             self._log_offset += end
-            for m in _SCORE_LINE.finditer(data[:end].decode(errors="replace")):
-                pod, plugin, node, score = m.groups()
-                self._scores.setdefault(pod, {}).setdefault(node, {})[plugin] = int(score)
+            read_score_lines(data[:end].decode(errors="replace"), self._scores)
             if keys <= self._scores.keys() or time.monotonic() > deadline:
                 return self._scores
             time.sleep(0.1)
 
     def _compare_scores(self, scored: Sequence[tuple[Outcome, dict[str, Any]]],
-                        fw: Framework, cluster: ClusterState) -> None:
-        """Every plugin's weighted score on every feasible node must be kube-scheduler's
-        when its log has them; otherwise kube-scheduler's node must be among policyd's
-        best (`check_scores`)."""
-        logged: dict[str, dict[str, dict[str, int]]] = {}
+                        fw: Framework, cluster: ClusterState,
+                        columnar: ColumnarScores) -> None:
+        """Both of policyd's paths against each other and against kube-scheduler.
+
+        The reference path's weighted score of every plugin on every feasible node, and
+        each node's total, must be kube-scheduler's when its log has them (the case is
+        then score-compared); otherwise kube-scheduler's node must be among the
+        reference's best (`check_argmax`). The columnar path (the daemon's; the one that
+        decided `o.policyd`) must score exactly as the reference path, so it equals
+        kube-scheduler's too, and choose one of the reference's best nodes."""
+        logged: dict[str, KubeScores] = {}
         if self.score_log is not None and scored:
             logged = self._kube_scores({_key(pod) for _, pod in scored})
         for o, pod in scored:
-            record = pod_from_dict(_unbound(pod))
+            ref = schedule_one(fw, pod_from_dict(_unbound(pod)), cluster, reference=True)
+            if ref.scores is None:
+                o.problems.append(f"policyd's reference path scored nothing: {ref.message}")
+                continue
+            mine = reference_scores(ref.scores)
+            _diff_scores(o, "reference path", mine, "columnar path",
+                         columnar.by_pod.get(_key(pod), {}))
+            check_best(o, ref.scores, o.policyd.node if o.policyd else None,
+                       "policyd's columnar path")
             theirs = logged.get(_key(pod))
             if theirs is None:
-                if o.policyd is not None and o.policyd.node != o.kube.node:
-                    check_scores(o, fw, record, cluster)
+                check_best(o, ref.scores, o.kube.node, "kube-scheduler")
                 continue
-            ref = schedule_one(fw, record, cluster, reference=True)
-            if ref.scores is None:
-                continue
-            mine = {n.name: {ps.plugin: ps.normalized[i] * ps.weight
-                             for ps in ref.scores.plugins}
-                    for i, n in enumerate(ref.scores.nodes)}
-            diffs = []
-            for node in sorted(set(mine) | set(theirs)):
-                a, b = theirs.get(node, {}), mine.get(node, {})
-                for plugin in sorted(set(a) | set(b)):
-                    if a.get(plugin) != b.get(plugin):
-                        diffs.append(f"{node} {plugin}: kube-scheduler {a.get(plugin)}, "
-                                     f"policyd {b.get(plugin)}")
-            if diffs:
-                o.problems.append("weighted scores differ: " + "; ".join(diffs[:12])
-                                  + (f" (+{len(diffs) - 12} more)" if len(diffs) > 12 else ""))
+            kube = {node: {**plugins, TOTAL: theirs.totals.get(node, -1)}
+                    for node, plugins in theirs.plugins.items()}
+            o.compared = SCORE_COMPARED
+            _diff_scores(o, "kube-scheduler", kube, "policyd", mine)
 
     def _read_back(self) -> tuple[ClusterState, dict[tuple[str, str], dict[str, Any]]]:
         nodes = self.client.request("GET", "/api/v1/nodes")["items"]
@@ -446,6 +462,7 @@ class Runner:
             return
         ref = schedule_one(fw, p.pod, cluster, reference=True)
         if ref.scores is None:
+            o.problems.append(f"policyd's reference path scored nothing: {ref.message}")
             return
         totals = {n.name: t for n, t in zip(ref.scores.nodes, ref.scores.totals,
                                             strict=True)}
@@ -460,7 +477,10 @@ class Runner:
         pinned (required node affinity on the hostname) to one node makes each of them
         judge that node alone, reasons included. The first probe of a case is policyd's
         choice when kube-scheduler chose another node (ties): kube-scheduler must accept
-        it. Then up to `probes` nodes policyd rejected, then any other node.
+        it. Then, up to `probes` in all, nodes policyd rejected (kube-scheduler must
+        reject them for the same reasons) alternating with nodes policyd accepted and
+        kube-scheduler did not pick: kube-scheduler must accept those too, which finds
+        "policyd accepts, kube-scheduler rejects" without reading any score.
 
         The original pod (bound elsewhere by kube-scheduler) is deleted first: it would
         count in the copies' affinity and spreading. Pinning by node affinity changes
@@ -475,10 +495,11 @@ class Runner:
             plan = [p.node] if p.node != o.kube.node else []
             rng = random.Random(f"{self.seed}/{o.case.index}/probe")
             rejected = [n for n in o.case.node_names if n not in p.feasible]
-            others = [n for n in o.case.node_names if n in p.feasible and n not in plan]
+            accepted = [n for n in o.case.node_names
+                        if n in p.feasible and n not in plan and n != o.kube.node]
             rng.shuffle(rejected)
-            rng.shuffle(others)
-            plan += (rejected + others)[: max(0, self.probes - len(plan))]
+            rng.shuffle(accepted)
+            plan += _alternate(rejected, accepted)[: max(0, self.probes - len(plan))]
             if plan:
                 plans.append((o, plan))
         if not plans:
@@ -534,11 +555,12 @@ _WORKLOAD_PATHS = {
 }
 
 
-_SCORE_LINE = re.compile(
-    r'"Plugin scored node for pod" pod="([^"]+)" plugin="([^"]+)" node="([^"]+)" score=(\d+)')
-
-
 BARRIER_NAMESPACE = "diff-barrier"
+
+
+def _alternate(a: Sequence[str], b: Sequence[str]) -> list[str]:
+    """a[0], b[0], a[1], b[1], ... and then the rest of the longer one."""
+    return [x for i in range(max(len(a), len(b))) for x in (*a[i:i + 1], *b[i:i + 1])]
 
 
 def _held(pod: dict[str, Any]) -> bool:
@@ -578,6 +600,7 @@ def compare(o: Outcome) -> None:
         o.problems.append(f"kube-scheduler placed it on {k.node}; policyd: {p.message}")
         return
     if k.node is None:
+        o.mix, o.compared = UNSCHEDULABLE, MESSAGE_COMPARED
         if k.message != p.message:
             theirs, mine = parse_fit_error(k.message), parse_fit_error(p.message)
             o.problems.append(
@@ -590,28 +613,89 @@ def compare(o: Outcome) -> None:
         status = p.diagnosis.node_to_status.get(k.node)
         o.problems.append(f"kube-scheduler's node {k.node} is not feasible for policyd"
                           + (f" ({status.reasons})" if status is not None else ""))
-
-
-def check_scores(o: Outcome, fw: Framework, pod: Pod, cluster: ClusterState) -> None:
-    """When the two chose different nodes, kube-scheduler's must be one of policyd's
-    best: kube-scheduler scores every feasible node here (percentageOfNodesToScore
-    100) and picks among the highest totals, so anything else is a score difference."""
-    ref = schedule_one(fw, pod, cluster, reference=True)
-    if ref.scores is None or o.kube.node is None:
         return
-    names = [n.name for n in ref.scores.nodes]
-    if o.kube.node not in names:
+    o.mix = SINGLE_NODE if len(p.feasible) == 1 else SCORED
+    o.compared = VERDICT_ONLY  # until its scores are compared
+
+
+def reference_scores(scores: ScoreResult) -> dict[str, dict[str, int]]:
+    """node -> plugin -> weighted score, and the node's total under TOTAL."""
+    return {n.name: {**{ps.plugin: ps.normalized[i] * ps.weight for ps in scores.plugins},
+                     TOTAL: scores.totals[i]}
+            for i, n in enumerate(scores.nodes)}
+
+
+def _diff_scores(o: Outcome, a_name: str, a: dict[str, dict[str, int]], b_name: str,
+                 b: dict[str, dict[str, int]]) -> None:
+    """Record in `o.problems` every (node, plugin) whose weighted score differs between
+    `a` and `b`, a node only one of them scored included."""
+    diffs = []
+    for node in sorted(set(a) | set(b)):
+        x, y = a.get(node, {}), b.get(node, {})
+        for plugin in sorted(set(x) | set(y)):
+            if x.get(plugin) != y.get(plugin):
+                diffs.append(f"{node} {plugin}: {a_name} {x.get(plugin)}, "
+                             f"{b_name} {y.get(plugin)}")
+    if diffs:
+        o.problems.append(f"weighted scores differ ({a_name} vs {b_name}): "
+                          + "; ".join(diffs[:12])
+                          + (f" (+{len(diffs) - 12} more)" if len(diffs) > 12 else ""))
+
+
+def check_best(o: Outcome, scores: ScoreResult, node: str | None, who: str) -> None:
+    """`node`, chosen by `who`, must have the highest total in policyd's reference
+    scoring: both schedulers score every feasible node here (percentageOfNodesToScore
+    100) and pick among the highest totals, so anything else is a score difference."""
+    names = [n.name for n in scores.nodes]
+    if node is None or node not in names:
         return  # reported by compare()
-    i = names.index(o.kube.node)
-    best = max(ref.scores.totals)
-    if ref.scores.totals[i] < best:
-        j = ref.scores.totals.index(best)
+    i = names.index(node)
+    best = max(scores.totals)
+    if scores.totals[i] < best:
+        j = scores.totals.index(best)
         detail = ", ".join(
             f"{ps.plugin}(w{ps.weight}) {ps.normalized[i]} vs {ps.normalized[j]}"
-            for ps in ref.scores.plugins if ps.normalized[i] != ps.normalized[j])
+            for ps in scores.plugins if ps.normalized[i] != ps.normalized[j])
         o.problems.append(
-            f"kube-scheduler chose {o.kube.node}, which policyd scores "
-            f"{ref.scores.totals[i]} against {best} for {names[j]}: {detail}")
+            f"{who} chose {node}, which policyd's reference path scores "
+            f"{scores.totals[i]} against {best} for {names[j]}: {detail}")
+
+
+class ColumnarScores:
+    """What the default (columnar) path scored, per pod: node -> plugin -> weighted
+    score, and the node's total under TOTAL.
+
+    Attached to a Framework it stands in for the framework's `run_score_fast`, so the
+    scores recorded are those of the very cycle whose decision the runner compares
+    (`schedule_one`'s default path, as the daemon runs it). The totals are
+    run_score_fast's own; each plugin's score is run_score_fast again on a copy of the
+    framework holding that plugin alone, on the same cycle after the real run."""
+
+    def __init__(self, fw: Framework) -> None:
+        self.by_pod: dict[str, dict[str, dict[str, int]]] = {}
+        self._fw = fw
+        self._alone: list[tuple[str, Framework]] = []
+        for bs in fw.scores:
+            alone = copy.copy(fw)
+            alone.scores = (bs,)
+            self._alone.append((bs.name, alone))
+        # An instance attribute hides the method for the cycle's `fw.run_score_fast`.
+        fw.run_score_fast = self._run_score_fast  # type: ignore[method-assign]
+
+    def _run_score_fast(self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray,
+                        nodes: Sequence[NodeInfo]) -> tuple[IntArray, Status | None]:
+        totals, status = Framework.run_score_fast(self._fw, state, pod, table, idx, nodes)
+        if status is None:
+            names = [table.names[i] for i in idx.tolist()]
+            per_node = {n: {TOTAL: t} for n, t in zip(names, totals.tolist(), strict=True)}
+            for name, alone in self._alone:
+                if name in state.skip_score:
+                    continue  # neither path nor kube-scheduler scores a skipped plugin
+                scores, err = Framework.run_score_fast(alone, state, pod, table, idx, nodes)
+                for n, score in zip(names, scores.tolist(), strict=True):
+                    per_node[n][name] = score if err is None else -1
+            self.by_pod[f"{pod.namespace}/{pod.name}"] = per_node
+        return totals, status
 
 
 def reasons_of(result: ScheduleResult) -> dict[str, int]:

@@ -1,10 +1,12 @@
 """The differential test's own pieces that need no API server: case generation is
-deterministic and isolated, pinned copies keep the pod's constraints, and the
-FailedScheduling parser reads what `fit_error_message` writes."""
+deterministic and isolated, pinned copies keep the pod's constraints, the
+FailedScheduling parser reads what `fit_error_message` writes, the columnar path's
+recorded scores are the reference path's, and a score difference is reported."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -15,7 +17,17 @@ from policyd.framework.status import Status
 from policyd.model.cluster import ClusterState
 from policyd.model.records import node_from_dict, pod_from_dict
 from tests.gen.differential import CASE_LABEL, HOSTNAME, gen_case, pinned_copy
-from tests.integration.differential.runner import parse_fit_error
+from tests.integration.differential.runner import (
+    TOTAL,
+    ColumnarScores,
+    KubeDecision,
+    Outcome,
+    _alternate,
+    _diff_scores,
+    check_best,
+    parse_fit_error,
+    reference_scores,
+)
 
 
 def test_cases_are_a_function_of_seed_and_index() -> None:
@@ -100,3 +112,76 @@ def test_parse_fit_error_reads_fit_error_message() -> None:
         3, {"node(s) didn't satisfy plugin(s) [NodeAffinity]": 3})
     assert parse_fit_error("0/0 nodes are available:") == (0, {})
     assert parse_fit_error("something else") is None
+
+
+def _cluster(case_seed: int, index: int) -> tuple[ClusterState, dict[str, Any]]:
+    case = gen_case(case_seed, index, "d")
+    return ClusterState([node_from_dict(n) for n in case.nodes],
+                        [pod_from_dict(p) for p in case.pods]), case.pod
+
+
+def test_columnar_scores_are_recorded_without_changing_the_decision() -> None:
+    scored = 0
+    for index in range(120):
+        cluster, pod = _cluster(9, index)
+        fw = default_framework(seed=1)
+        recorder = ColumnarScores(fw)
+        result = schedule_one(fw, pod_from_dict(pod), cluster)
+        plain = schedule_one(default_framework(seed=1), pod_from_dict(pod), cluster)
+        assert (result.node, result.feasible) == (plain.node, plain.feasible)
+        key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+        if len(result.feasible) < 2:
+            assert key not in recorder.by_pod  # nothing to score, as upstream
+            continue
+        scored += 1
+        ref = schedule_one(default_framework(seed=1), pod_from_dict(pod), cluster,
+                           reference=True)
+        assert ref.scores is not None
+        assert recorder.by_pod[key] == reference_scores(ref.scores)
+        for by_plugin in recorder.by_pod[key].values():
+            assert by_plugin[TOTAL] == sum(v for k, v in by_plugin.items() if k != TOTAL)
+    assert scored >= 8
+
+
+def _outcome() -> Outcome:
+    return Outcome(gen_case(1, 0, "d"), KubeDecision(node="n1"))
+
+
+def test_diff_scores_names_every_difference() -> None:
+    o = _outcome()
+    same = {"n1": {"A": 1, TOTAL: 1}}
+    _diff_scores(o, "kube", same, "mine", {"n1": {"A": 1, TOTAL: 1}})
+    assert o.problems == []
+    _diff_scores(o, "kube", {"n1": {"A": 1, TOTAL: 1}, "n2": {"A": 0, TOTAL: 0}},
+                 "mine", {"n1": {"A": 2, "B": 0, TOTAL: 2}})
+    assert o.problems == [
+        "weighted scores differ (kube vs mine): n1 (total): kube 1, mine 2; "
+        "n1 A: kube 1, mine 2; n1 B: kube None, mine 0; n2 (total): kube 0, mine None; "
+        "n2 A: kube 0, mine None"]
+
+
+def test_check_best_requires_a_highest_total() -> None:
+    for index in range(60):
+        cluster, pod = _cluster(9, index)
+        ref = schedule_one(default_framework(seed=1), pod_from_dict(pod), cluster,
+                           reference=True)
+        if ref.scores is not None and len(set(ref.scores.totals)) > 1:
+            break
+    assert ref.scores is not None
+    names = [n.name for n in ref.scores.nodes]
+    best = names[ref.scores.totals.index(max(ref.scores.totals))]
+    worst = names[ref.scores.totals.index(min(ref.scores.totals))]
+    o = _outcome()
+    check_best(o, ref.scores, best, "kube-scheduler")
+    check_best(o, ref.scores, None, "kube-scheduler")
+    assert o.problems == []
+    check_best(o, ref.scores, worst, "kube-scheduler")
+    assert len(o.problems) == 1
+    assert o.problems[0].startswith(f"kube-scheduler chose {worst}, which policyd's "
+                                    "reference path scores")
+
+
+def test_probes_alternate_rejected_and_accepted_nodes() -> None:
+    assert _alternate(["r1", "r2", "r3"], ["a1"]) == ["r1", "a1", "r2", "r3"]
+    assert _alternate([], ["a1", "a2"]) == ["a1", "a2"]
+    assert _alternate([], []) == []
