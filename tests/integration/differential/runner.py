@@ -143,6 +143,49 @@ class Outcome:
         return "\n".join(lines)
 
 
+# The share of scored cases whose scores must have been compared with kube-scheduler's
+# log; a case whose lines kube-scheduler had not flushed within the runner's wait is
+# still checked by argmax, hence not 1.
+MIN_SCORE_COMPARED = 0.9
+
+
+@dataclass
+class Tally:
+    """What a run covered: the case mix, how far each case was compared, the probes."""
+
+    mix: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
+        (UNSCHEDULABLE, SINGLE_NODE, SCORED), 0))
+    compared: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
+        (MESSAGE_COMPARED, VERDICT_ONLY, SCORE_COMPARED), 0))
+    probes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
+        ("probes on rejected nodes", "probes on accepted nodes"), 0))
+    daemon: int = 0
+
+    def add(self, o: Outcome) -> None:
+        if o.mix:
+            self.mix[o.mix] += 1
+            self.compared[o.compared] += 1
+        feasible = o.policyd.feasible if o.policyd is not None else []
+        for node, _ in o.probes:
+            self.probes["probes on accepted nodes" if node in feasible
+                        else "probes on rejected nodes"] += 1
+        self.daemon += o.daemon is not None
+
+    def summary(self) -> str:
+        return "; ".join(", ".join(f"{n} {what}" for what, n in counts.items())
+                         for counts in (self.mix, self.compared, self.probes)) \
+            + f", {self.daemon} decisions of policyd run"
+
+    def too_few_score_compared(self) -> str | None:
+        """Why the score comparison counts as switched off, or None."""
+        done, scored = self.compared[SCORE_COMPARED], self.mix[SCORED]
+        if done >= MIN_SCORE_COMPARED * scored:
+            return None
+        return (f"only {done} of {scored} scored cases had their scores compared with "
+                f"kube-scheduler's log (at least {MIN_SCORE_COMPARED:.0%} must): are its "
+                "score lines still what tests/integration/differential/score_log.py reads?")
+
+
 class Runner:
     """Runs batches of cases against one API server with one kube-scheduler running."""
 
@@ -157,7 +200,7 @@ class Runner:
         self.probes = probes
         # The schedulerName of a running `policyd run` daemon to compare as well.
         self.daemon_scheduler = daemon_scheduler
-        # kube-scheduler's log with per-plugin scores (see SCORE_LOG_ARGS), if any.
+        # kube-scheduler's log with per-plugin scores (see `score_log`), if any.
         self.score_log = score_log
         self._log_offset = score_log.stat().st_size if score_log is not None else 0
         self._scores: dict[str, KubeScores] = {}
@@ -357,7 +400,7 @@ class Runner:
         The reference path's weighted score of every plugin on every feasible node, and
         each node's total, must be kube-scheduler's when its log has them (the case is
         then score-compared); otherwise kube-scheduler's node must be among the
-        reference's best (`check_argmax`). The columnar path (the daemon's; the one that
+        reference's best (`check_best`). The columnar path (the daemon's; the one that
         decided `o.policyd`) must score exactly as the reference path, so it equals
         kube-scheduler's too, and choose one of the reference's best nodes."""
         logged: dict[str, KubeScores] = {}
@@ -464,11 +507,7 @@ class Runner:
         if ref.scores is None:
             o.problems.append(f"policyd's reference path scored nothing: {ref.message}")
             return
-        totals = {n.name: t for n, t in zip(ref.scores.nodes, ref.scores.totals,
-                                            strict=True)}
-        if totals[node] < max(totals.values()):
-            o.problems.append(f"policyd run chose {node} scoring {totals[node]}; the best "
-                              f"in-process is {max(totals.values())}")
+        check_best(o, ref.scores, node, "policyd run")
 
     def _probe(self, outcomes: Sequence[Outcome], cluster: ClusterState) -> None:
         """Pin copies of the pod to single nodes and compare both schedulers again.

@@ -18,10 +18,16 @@ from policyd.model.cluster import ClusterState
 from policyd.model.records import node_from_dict, pod_from_dict
 from tests.gen.differential import CASE_LABEL, HOSTNAME, gen_case, pinned_copy
 from tests.integration.differential.runner import (
+    MESSAGE_COMPARED,
+    SCORE_COMPARED,
+    SCORED,
     TOTAL,
+    UNSCHEDULABLE,
+    VERDICT_ONLY,
     ColumnarScores,
     KubeDecision,
     Outcome,
+    Tally,
     _alternate,
     _diff_scores,
     check_best,
@@ -185,3 +191,24 @@ def test_probes_alternate_rejected_and_accepted_nodes() -> None:
     assert _alternate(["r1", "r2", "r3"], ["a1"]) == ["r1", "a1", "r2", "r3"]
     assert _alternate([], ["a1", "a2"]) == ["a1", "a2"]
     assert _alternate([], []) == []
+
+
+def test_tally_fails_a_run_whose_scores_were_not_compared() -> None:
+    tally = Tally()
+    assert tally.too_few_score_compared() is None  # nothing scored, nothing owed
+    for _ in range(9):
+        tally.add(Outcome(gen_case(1, 0, "d"), KubeDecision(), mix=SCORED,
+                          compared=SCORE_COMPARED))
+    tally.add(Outcome(gen_case(1, 0, "d"), KubeDecision(), mix=SCORED,
+                      compared=VERDICT_ONLY))
+    tally.add(Outcome(gen_case(1, 0, "d"), KubeDecision(), mix=UNSCHEDULABLE,
+                      compared=MESSAGE_COMPARED))
+    assert tally.too_few_score_compared() is None  # 9 of 10
+    tally.add(Outcome(gen_case(1, 0, "d"), KubeDecision(), mix=SCORED,
+                      compared=VERDICT_ONLY))
+    problem = tally.too_few_score_compared()
+    assert problem is not None and problem.startswith("only 9 of 11 scored cases")
+    assert tally.summary() == (
+        "1 unschedulable, 0 single feasible node, 11 scored; 1 message-compared, "
+        "2 verdict-only, 9 score-compared; 0 probes on rejected nodes, "
+        "0 probes on accepted nodes, 0 decisions of policyd run")
