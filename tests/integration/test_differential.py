@@ -17,7 +17,7 @@ feasible nodes had their scores compared (kube-scheduler's score lines not found
 its log: a changed log format, a lost flag, a log that is not flushed).
 
 Environment:
-  POLICYD_DIFF_CASES  number of cases (default 360: over 100 score-compared; thousands
+  POLICYD_DIFF_CASES  number of cases (default 340: about 118 score-compared; thousands
                       on demand)
   POLICYD_DIFF_SEED   seed of the run (default: random, printed on failure)
   POLICYD_DIFF_FIRST  index of the first case (default 0), to replay part of a run
@@ -58,7 +58,7 @@ def _env_int(name: str, default: int) -> int:
     return int(raw) if raw.strip() else default
 
 
-CASES = _env_int("POLICYD_DIFF_CASES", 360)
+CASES = _env_int("POLICYD_DIFF_CASES", 340)
 FIRST = _env_int("POLICYD_DIFF_FIRST", 0)
 BATCH = max(1, _env_int("POLICYD_DIFF_BATCH", 24))
 PROBES = _env_int("POLICYD_DIFF_PROBES", 2)
