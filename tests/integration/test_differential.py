@@ -115,7 +115,7 @@ def _replay(first: int, count: int) -> str:
             ".venv/bin/pytest tests/integration/test_differential.py")
 
 
-# About 7 cases/s on a 2-core machine with the daemon; thousands on demand need more
+# About 6 cases/s on a 2-core machine with the daemon; thousands on demand need more
 # than the suite's default per-test timeout.
 @pytest.mark.timeout(max(600, int(CASES * 1.5)))
 def test_policyd_matches_kube_scheduler(runner: Runner) -> None:
