@@ -24,7 +24,6 @@ from typing import Any, TypeVar
 from policyd.config.plugins import default_framework
 from policyd.engine.cycle import ScheduleResult, schedule_one
 from policyd.framework.cycle_state import CycleState
-from policyd.framework.fit_error import reason_counts
 from policyd.framework.runtime import Framework, ScoreResult
 from policyd.framework.status import Status
 from policyd.kube.client import ApiError, KubeClient
@@ -735,7 +734,3 @@ class ColumnarScores:
                     per_node[n][name] = score if err is None else -1
             self.by_pod[f"{pod.namespace}/{pod.name}"] = per_node
         return totals, status
-
-
-def reasons_of(result: ScheduleResult) -> dict[str, int]:
-    return reason_counts(result.diagnosis.node_to_status)
