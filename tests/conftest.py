@@ -22,19 +22,27 @@ if TYPE_CHECKING:
     from policyd.devcluster import ControlPlane
 
 
-def _terminal_progress(config: pytest.Config) -> Callable[[str], None]:
+def _terminal_progress(config: pytest.Config, prefix: str = "policyd devcluster"
+                       ) -> Callable[[str], None]:
     """Write progress to the real terminal, bypassing pytest's output capture."""
     capman: Any = config.pluginmanager.getplugin("capturemanager")
 
     def write(message: str) -> None:
         if capman is None:
-            print(f"[policyd devcluster] {message}", file=sys.stderr, flush=True)
+            print(f"[{prefix}] {message}", file=sys.stderr, flush=True)
             return
         with capman.global_and_fixture_disabled():
-            sys.stderr.write(f"\n[policyd devcluster] {message}\n")
+            sys.stderr.write(f"\n[{prefix}] {message}\n")
             sys.stderr.flush()
 
     return write
+
+
+@pytest.fixture(scope="session")
+def terminal(pytestconfig: pytest.Config) -> Callable[[str], None]:
+    """A line to the real terminal even when the test passes: the figures a test
+    measured that a CI log should show (the differential test's case mix)."""
+    return _terminal_progress(pytestconfig, "policyd tests")
 
 
 @pytest.fixture(scope="session")

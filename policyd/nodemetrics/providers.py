@@ -110,34 +110,39 @@ class Provider:
             self._failed(INTERNAL, f"{type(exc).__name__}: {exc}")
             return False
         now = self.clock.wall()
-        for metric in self.metrics:
-            snap = self.cache.update(metric, fresh.get(metric, {}), max_age=self.config.max_age,
-                                     provider=self.name, timestamp=now,
-                                     replace=self.replace)
-            self.telemetry.values.labels(self.name, metric).set(len(snap.fresh(now)))
-        self.telemetry.last_success.labels(self.name).set(now)
-        self.failures = 0
-        if self.state != "ok":
-            if self.state == "failing":
-                log.info("metrics provider %s recovered: %s", self.name, self._summary(fresh))
-            else:
-                log.info("metrics provider %s ok: %s", self.name, self._summary(fresh))
+        snaps = {metric: self.cache.update(metric, fresh.get(metric, {}),
+                                           max_age=self.config.max_age, provider=self.name,
+                                           timestamp=now, replace=self.replace)
+                 for metric in self.metrics}
+        before = self.state
         self.state = "ok"
         self.last_error = ""
+        self.failures = 0
+        # Telemetry after the state, as in `_failed`: a scrape never shows a success the
+        # provider's state does not.
+        for metric, snap in snaps.items():
+            self.telemetry.values.labels(self.name, metric).set(len(snap.fresh(now)))
+        self.telemetry.last_success.labels(self.name).set(now)
+        if before != "ok":
+            log.info("metrics provider %s %s: %s", self.name,
+                     "recovered" if before == "failing" else "ok", self._summary(fresh))
         return True
 
     def _summary(self, fresh: Values) -> str:
         return ", ".join(f"{m} on {len(fresh.get(m, {}))} node(s)" for m in self.metrics)
 
     def _failed(self, reason: str, message: str) -> None:
-        self.count(reason)
+        first = self.state != "failing"
+        self.state = "failing"
+        self.last_error = message
         self.failures += 1
-        if self.state != "failing":
+        # Counted after the state is set: whoever sees the error count (a scrape, a
+        # test) sees the provider failing too.
+        self.count(reason)
+        if first:
             log.warning("metrics provider %s failing (%s): %s; keeping its last values "
                         "until they are %gs old, retrying with backoff", self.name, reason,
                         message, self.config.max_age)
-        self.state = "failing"
-        self.last_error = message
         now = self.clock.wall()
         self.cache.expire(now)
         for metric in self.metrics:

@@ -35,7 +35,7 @@ import json
 import os
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -118,7 +118,8 @@ def _replay(first: int, count: int) -> str:
 # About 6 cases/s on a 2-core machine with the daemon; thousands on demand need more
 # than the suite's default per-test timeout.
 @pytest.mark.timeout(max(600, int(CASES * 1.5)))
-def test_policyd_matches_kube_scheduler(runner: Runner) -> None:
+def test_policyd_matches_kube_scheduler(runner: Runner,
+                                       terminal: Callable[[str], None]) -> None:
     token = f"{SEED:x}"[-5:]
     # Shown by pytest if anything below raises.
     print(f"seed {SEED}; replay the run: {_replay(FIRST, CASES)}")
@@ -135,6 +136,7 @@ def test_policyd_matches_kube_scheduler(runner: Runner) -> None:
     elapsed = time.monotonic() - started
     summary = f"{CASES} cases (seed {SEED}) in {elapsed:.1f}s: {tally.summary()}"
     print(summary)
+    terminal(f"differential: {summary}")
     report = []
     switched_off = tally.too_few_score_compared()
     if switched_off is not None:
