@@ -8,7 +8,6 @@ from typing import Any
 
 from policyd.daemon.queue import ACTIVE, BACKOFF, UNSCHEDULABLE, SchedulingQueue
 from policyd.framework.events import (
-    ASSIGNED_POD,
     NODE,
     QUEUE,
     QUEUE_SKIP,
@@ -21,14 +20,9 @@ from policyd.model.records import Pod
 from policyd.plugins.queuesort.priority_sort import PrioritySort
 from tests.builders import make_node, make_pod
 from tests.clocks import ManualClock
+from tests.cluster_events import NODE_ADD, NODE_LABEL, POD_DELETE
 
 A = ActionType
-NODE_ADD = ClusterEvent(NODE, A.ADD)
-NODE_LABEL = ClusterEvent(NODE, A.UPDATE_NODE_LABEL)
-POD_ADD = ClusterEvent(ASSIGNED_POD, A.ADD)
-POD_DELETE = ClusterEvent(ASSIGNED_POD, A.DELETE)
-
-
 
 
 def _only_labelled_nodes(pod: Pod, old: Any, new: Any) -> QueueingHint:

@@ -10,17 +10,12 @@ import pytest
 
 from policyd.framework.events import (
     ASSIGNED_POD,
-    NODE,
     QUEUE,
     QUEUE_SKIP,
-    UNSCHEDULED_POD,
     ActionType,
     ClusterEvent,
-    QueueingHint,
-    matches,
     registrations,
 )
-from policyd.model.records import Pod
 from policyd.plugins.interpodaffinity import plugin as inter_pod_affinity
 from policyd.plugins.nodeaffinity import node_affinity
 from policyd.plugins.nodename import node_name
@@ -31,27 +26,19 @@ from policyd.plugins.podtopologyspread import plugin as pod_topology_spread
 from policyd.plugins.tainttoleration import taint_toleration
 from policyd.plugins.volumeunsupported import volume_unsupported
 from tests.builders import make_node, make_pod
+from tests.cluster_events import (
+    NODE_ADD,
+    NODE_ALLOC,
+    NODE_LABEL,
+    NODE_TAINT,
+    OWN_TOLERATION,
+    POD_ADD,
+    POD_DELETE,
+    POD_LABEL,
+    hint,
+)
 
 A = ActionType
-
-
-def hint(plugin: Any, event: ClusterEvent, pod: Pod, old: Any, new: Any) -> QueueingHint | None:
-    """What `plugin` says about `event`: None when it did not register the event."""
-    answers = [reg.hint(pod, old, new) if reg.hint else QUEUE
-               for reg in registrations(plugin) if matches(reg.event, event)]
-    if not answers:
-        return None
-    return QUEUE if QUEUE in answers else QUEUE_SKIP
-
-
-NODE_ADD = ClusterEvent(NODE, A.ADD)
-NODE_LABEL = ClusterEvent(NODE, A.UPDATE_NODE_LABEL)
-NODE_TAINT = ClusterEvent(NODE, A.UPDATE_NODE_TAINT)
-NODE_ALLOC = ClusterEvent(NODE, A.UPDATE_NODE_ALLOCATABLE)
-POD_ADD = ClusterEvent(ASSIGNED_POD, A.ADD)
-POD_DELETE = ClusterEvent(ASSIGNED_POD, A.DELETE)
-POD_LABEL = ClusterEvent(ASSIGNED_POD, A.UPDATE_POD_LABEL)
-OWN_TOLERATION = ClusterEvent(UNSCHEDULED_POD, A.UPDATE_POD_TOLERATION)
 
 
 def _affinity(kind: str, **labels: str) -> dict[str, Any]:

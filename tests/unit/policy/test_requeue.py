@@ -8,29 +8,27 @@ from typing import Any
 
 from policyd.framework.events import (
     ASSIGNED_POD,
-    NODE,
     QUEUE,
     QUEUE_SKIP,
-    UNSCHEDULED_POD,
     ActionType,
     ClusterEvent,
-    QueueingHint,
-    matches,
 )
-from policyd.model.records import Pod
 from tests.builders import make_node, make_pod
+from tests.cluster_events import (
+    NODE_ADD,
+    NODE_ALLOC,
+    NODE_ANNOTATION,
+    NODE_LABEL,
+    NODE_TAINT,
+    OWN_UPDATE,
+    POD_ADD,
+    POD_DELETE,
+    POD_LABEL,
+    hint,
+)
 from tests.unit.policy.conftest import check_docs, make_policy
 
 A = ActionType
-NODE_ADD = ClusterEvent(NODE, A.ADD)
-NODE_LABEL = ClusterEvent(NODE, A.UPDATE_NODE_LABEL)
-NODE_ALLOC = ClusterEvent(NODE, A.UPDATE_NODE_ALLOCATABLE)
-NODE_ANNOTATION = ClusterEvent(NODE, A.UPDATE_NODE_ANNOTATION)
-NODE_TAINT = ClusterEvent(NODE, A.UPDATE_NODE_TAINT)
-POD_ADD = ClusterEvent(ASSIGNED_POD, A.ADD)
-POD_DELETE = ClusterEvent(ASSIGNED_POD, A.DELETE)
-POD_LABEL = ClusterEvent(ASSIGNED_POD, A.UPDATE_POD_LABEL)
-OWN_UPDATE = ClusterEvent(UNSCHEDULED_POD, A.UPDATE)
 
 
 def compiled(**spec: Any) -> Any:
@@ -42,14 +40,6 @@ def compiled(**spec: Any) -> Any:
 
 def rule(kind: str, spec: Any) -> dict[str, Any]:
     return {"id": "r", "message": "nope", kind: spec}
-
-
-def hint(policy: Any, event: ClusterEvent, pod: Pod, old: Any, new: Any) -> QueueingHint | None:
-    answers = [reg.hint(pod, old, new) if reg.hint else QUEUE
-               for reg in policy.events_to_register() if matches(reg.event, event)]
-    if not answers:
-        return None
-    return QUEUE if QUEUE in answers else QUEUE_SKIP
 
 
 POD = make_pod("p").uid("p").obj()
