@@ -34,7 +34,6 @@ posted by the replica whose Lease write came last (audit log); no replica crashe
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import platform
@@ -45,7 +44,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -418,7 +416,7 @@ class Soak:
                     "POST", f"/api/v1/namespaces/{NAMESPACE}/configmaps",
                     body={"metadata": {"name": f"cm-{self.faults['compaction']}-{i}"}}),
                     "configmap")
-            _compact_etcd(cp.etcd_url)
+            cp.compact_etcd()
             self.note("compaction", "etcd compacted at its head revision")
         apiserver = next(p for p in cp.processes if p.name == "kube-apiserver")
         os.kill(apiserver.pid, signal.SIGKILL)
@@ -726,19 +724,6 @@ def _failed_scheduling(client: KubeClient) -> set[str]:
     except ApiError:
         return set()
     return {e["involvedObject"]["name"] for e in items}
-
-
-def _compact_etcd(etcd_url: str) -> None:
-    """Compact etcd at its current revision through its JSON gateway."""
-    def call(path: str, body: Obj) -> Obj:
-        req = urllib.request.Request(etcd_url + path, data=json.dumps(body).encode(),
-                                     method="POST")
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return json.loads(r.read())  # type: ignore[no-any-return]
-
-    head = call("/v3/kv/range", {"key": base64.b64encode(b"/").decode()})
-    call("/v3/kv/compaction", {"revision": int(head["header"]["revision"]),
-                               "physical": True})
 
 
 def run_soak(cfg: SoakConfig, workdir: Path | None = None) -> Result:

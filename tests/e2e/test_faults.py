@@ -4,17 +4,13 @@ once, and the watches recover on their own."""
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import json
 import socket
 import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -201,19 +197,6 @@ def test_dropped_connections_and_an_outage_lose_nothing(
         daemons.stop_all()
 
 
-def _compact_etcd(cp: ControlPlane) -> None:
-    """Compact etcd at its current revision through its JSON gateway."""
-    def call(path: str, body: dict[str, object]) -> dict[str, Any]:
-        req = urllib.request.Request(cp.etcd_url + path, data=json.dumps(body).encode(),
-                                     method="POST")
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return json.loads(r.read())  # type: ignore[no-any-return]
-
-    head = call("/v3/kv/range", {"key": base64.b64encode(b"/").decode()})
-    call("/v3/kv/compaction", {"revision": int(head["header"]["revision"]),
-                               "physical": True})
-
-
 def test_api_server_restart_loses_nothing(tmp_path: Path, policy_dir: Path) -> None:
     # Its own control plane: restarting the shared one would disturb other tests.
     with ControlPlane() as cp:
@@ -237,7 +220,7 @@ def test_api_server_restart_loses_nothing(tmp_path: Path, policy_dir: Path) -> N
             for i in range(20):
                 client.request("POST", "/api/v1/namespaces/restart/configmaps",
                                body={"metadata": {"name": f"cm-{i}"}})
-            _compact_etcd(cp)
+            cp.compact_etcd()
             apiserver = next(p for p in cp.processes if p.name == "kube-apiserver")
             apiserver.stop()
             time.sleep(2)
