@@ -17,7 +17,7 @@ from policyd.devcluster import ControlPlane
 from policyd.devcluster.process import ManagedProcess
 from policyd.kube.client import ConnectionSettings, KubeClient
 from tests.e2e.helpers import Cluster, DaemonFactory, node_body, write_profile
-from tests.e2e.test_faults import Proxy, _compact_etcd, _proxied_kubeconfig
+from tests.e2e.test_faults import Proxy, _proxied_kubeconfig
 from tests.polling import wait_for
 
 
@@ -81,7 +81,7 @@ def test_pods_and_nodes_recreated_while_the_watch_was_down(
             assert _uid(spare2) != _uid(spare)
             # An etcd compaction and an API server restart: the watches' resourceVersion
             # is gone, so they get 410 and must re-list.
-            _compact_etcd(cp)
+            cp.compact_etcd()
             _restart_apiserver(cp)
             proxy.refusing = False
             wait_for(lambda: d.pods.relists > relists[0] and d.nodes.relists > relists[1],
