@@ -474,7 +474,7 @@ _INVALID_FIELD = {
     "pod affinity": "requiredAffinityTerms[0].labelSelector: invalid label value ",
     "topology spread": "spec.topologySpreadConstraints[0].maxSkew: ",
 }
-_INVALID = {
+_INVALID: dict[str, dict[str, Any]] = {
     "required node affinity": {"affinity": {"nodeAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": "zone", "operator": "In",
