@@ -64,6 +64,7 @@ from tests.integration.differential.runner import (
     parse_fit_error,
 )
 from tests.integration.differential.score_log import SCORE_LOG_ARGS
+from tests.polling import wait_for
 
 # The second profile: kube-scheduler's default percentageOfNodesToScore (adaptive).
 SAMPLING_SCHEDULER = "policyd-intended-sampling"
@@ -122,15 +123,15 @@ def scene(env: Env) -> Iterator[Callable[[str], Scene]]:
 
 def _wait_pod(s: Scene, name: str, ready: Callable[[dict[str, Any]], bool],
               what: str, timeout: float = 15.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        pod = s.runner.client.request("GET", f"/api/v1/namespaces/{s.prefix}/pods/{name}")
-        if ready(pod):
-            return pod
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{s.prefix}/{name}: {what} not within {timeout}s: "
-                                 f"{pod.get('status')}")
-        time.sleep(0.05)
+    """The pod, once `ready` says so."""
+    path = f"/api/v1/namespaces/{s.prefix}/pods/{name}"
+
+    def check() -> dict[str, Any] | None:
+        pod = s.runner.client.request("GET", path)
+        return pod if ready(pod) else None
+
+    pod: dict[str, Any] = wait_for(check, timeout, f"{s.prefix}/{name}: {what}", 0.05)
+    return pod
 
 
 def _unschedulable(pod: dict[str, Any]) -> bool:
