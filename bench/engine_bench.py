@@ -46,6 +46,12 @@ from bench.engine.workloads import (
     scheduler_perf_node,
     scheduler_perf_pod,
 )
+from policyd.cli.schedule_cmds import load_policy_plugins
+from policyd.config.plugins import default_framework
+from policyd.engine.cycle import schedule_one
+from policyd.framework.runtime import Framework
+from policyd.model.cluster import ClusterState
+from policyd.model.records import Pod, node_from_dict, pod_from_dict
 
 WORKLOADS = (*SCHEDULER_PERF_WORKLOADS, "Mixed")
 POLICIES = Path(__file__).resolve().parent.parent / "policies"
@@ -68,14 +74,9 @@ class GcPauses:
             self.full += info["generation"] == 2
 
 
-def build(workload: str, nodes: int, init_pods: int, pods: int) -> tuple[Any, Any, list[Any]]:
+def build(workload: str, nodes: int, init_pods: int, pods: int
+          ) -> tuple[Framework, ClusterState, list[Pod]]:
     """The framework, the loaded cluster (existing pods placed) and the pods to place."""
-    from policyd.cli.schedule_cmds import load_policy_plugins
-    from policyd.config.plugins import default_framework
-    from policyd.engine.cycle import schedule_one
-    from policyd.model.cluster import ClusterState
-    from policyd.model.records import node_from_dict, pod_from_dict
-
     fw = default_framework(load_policy_plugins([POLICIES]) if workload in WITH_POLICIES
                            else [], seed=1)
     if workload == "Mixed":
@@ -101,8 +102,6 @@ def build(workload: str, nodes: int, init_pods: int, pods: int) -> tuple[Any, An
 def run_one(workload: str, nodes: int, init_pods: int, pods: int, *,
             churn_period: float = 10.0, churn_clock: str = "cpu",
             gc_freeze: bool = True) -> dict[str, Any]:
-    from policyd.engine.cycle import schedule_one
-
     fw, cluster, todo = build(workload, nodes, init_pods, pods)
     cluster.table()  # build the columns outside the timed loop, as the daemon does at sync
     if gc_freeze:
@@ -117,12 +116,15 @@ def run_one(workload: str, nodes: int, init_pods: int, pods: int, *,
     pauses = GcPauses()
     gc.callbacks.append(pauses)
     times = []
+    # Mixed: each shape's cycle times, so a slow shape shows (its plugins' cost).
+    by_shape: dict[str, list[float]] = {}
+    shape_of = mixed.shape_name if workload == "Mixed" else None
     placed = 0
     update_seconds = 0.0
     clock_start = clock()
     cpu_start = time.process_time()
     start = time.perf_counter()
-    for pod in todo:
+    for k, pod in enumerate(todo):
         t0 = time.perf_counter()
         result = schedule_one(fw, pod, cluster)
         if result.node is not None:
@@ -130,6 +132,8 @@ def run_one(workload: str, nodes: int, init_pods: int, pods: int, *,
             placed += 1
         t1 = time.perf_counter()
         times.append(t1 - t0)
+        if shape_of is not None:
+            by_shape.setdefault(shape_of(k), []).append(t1 - t0)
         # The heartbeats that arrived while that pod was scheduled, as the daemon's
         # informer thread would have applied them between two cycles.
         elapsed = clock() - clock_start
@@ -159,6 +163,7 @@ def run_one(workload: str, nodes: int, init_pods: int, pods: int, *,
         "nodeUpdateEvents": heartbeats.events,
         "gcFreeze": gc_freeze, "gcPauseMs": round(pauses.seconds * 1000, 1),
         "gcFullCollections": pauses.full,
+        "shapeP50ms": {s: round(statistics.median(t) * 1000, 3) for s, t in by_shape.items()},
     }
 
 
