@@ -1,13 +1,24 @@
-"""Engine-only benchmark (no API server), shaped like scheduler_perf's workloads.
+"""Engine-only benchmark (no API server): scheduler_perf's workloads, plus a mixed one.
 
     .venv/bin/python -m bench.engine_bench                 # the README table
-    .venv/bin/python -m bench.engine_bench --nodes 5000 --workloads SchedulingBasic
+    .venv/bin/python -m bench.engine_bench --nodes 5000 --workloads SchedulingBasic Mixed
+    .venv/bin/python -m bench.engine_bench --nodes 5000 --workloads SchedulingBasic \\
+        --no-gc-freeze                                     # what gc.freeze() is worth
 
 Each (workload, node count) runs in a fresh subprocess so peak RSS is its own. Pods are
 placed one after another, each placement counted before the next (as `simulate` does);
 every pod is evaluated against all nodes (policyd does not sample nodes the way
-kube-scheduler's percentageOfNodesToScore does). Reports pods/s, p50/p99 time per pod
-and peak RSS, as markdown and JSON.
+kube-scheduler's percentageOfNodesToScore does).
+
+So that caches are not flattered: by default every node's status is updated every 10 s
+(`--churn-period`, 0 = static nodes) through the daemon's node-update path, interleaved
+with the pods by elapsed CPU time (`bench.engine.churn`); and `Mixed` takes twelve pod
+shapes in turn on heterogeneous nodes (`bench.engine.mixed`).
+
+Reports pods/s (wall) next to pods per CPU-second of the process (steady when other
+processes share the cores), p50/p99 time per scheduling cycle, peak RSS, and the
+collector's pauses during the run; as markdown and, with --json, as JSON rows that
+`bench.engine.report.markdown` turns back into the table.
 """
 
 from __future__ import annotations
@@ -15,145 +26,201 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import platform
 import resource
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-WORKLOADS = ("SchedulingBasic", "TopologySpreading", "PodAntiAffinity", "PolicyMix")
-ZONES = ("zone-1", "zone-2", "zone-3")
+from bench.engine import mixed
+from bench.engine.churn import HeartbeatSchedule, NodeHeartbeats
+from bench.engine.report import markdown
+from bench.engine.workloads import (
+    SCHEDULER_PERF_WORKLOADS,
+    WITH_POLICIES,
+    scheduler_perf_node,
+    scheduler_perf_pod,
+)
+from policyd.cli.schedule_cmds import load_policy_plugins
+from policyd.config.plugins import default_framework
+from policyd.engine.cycle import schedule_one
+from policyd.framework.runtime import Framework
+from policyd.model.cluster import ClusterState
+from policyd.model.records import Pod, node_from_dict, pod_from_dict
+
+WORKLOADS = (*SCHEDULER_PERF_WORKLOADS, "Mixed")
+POLICIES = Path(__file__).resolve().parent.parent / "policies"
+CLOCKS: dict[str, Callable[[], float]] = {"cpu": time.process_time, "wall": time.perf_counter}
 
 
-def _node(i: int) -> dict[str, Any]:
-    # scheduler_perf's node-default.yaml: 4 cpu, 32Gi, 110 pods.
-    return {"kind": "Node", "metadata": {"name": f"node-{i}", "labels": {
-        "kubernetes.io/hostname": f"node-{i}", "topology.kubernetes.io/zone": ZONES[i % 3],
-        **({"node.kubernetes.io/hw-encrypt": "true"} if i % 4 == 0 else {}),
-        "env": "prod" if i % 2 else "staging"},
-        "annotations": {"myorg.io/latency-ms": str(1 + i % 50)}},
-        "status": {"allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"}}}
+class GcPauses:
+    """CPU time the cyclic collector spends while installed, and its full collections
+    (CPU, not wall: other processes on the machine must not lengthen the pauses)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.full = 0
+        self._start = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._start = time.process_time()
+        else:
+            self.seconds += time.process_time() - self._start
+            self.full += info["generation"] == 2
 
 
-def _pod(name: str, workload: str, i: int, node: str | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"schedulerName": "policyd", "containers": [{
-        "name": "c", "image": "registry.k8s.io/pause:3.10",
-        "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]}
-    meta: dict[str, Any] = {"name": name, "namespace": "default", "uid": name,
-                            "labels": {"app": "bench"}}
-    if node:
-        spec["nodeName"] = node
-    if workload == "PodAntiAffinity":
-        # As scheduler_perf's SchedulingPodAntiAffinity: init pods carry the same
-        # anti-affinity, so every existing pod also repels the measured ones.
-        meta["labels"] = {"color": "green"}
-        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-            {"labelSelector": {"matchLabels": {"color": "green"}},
-             "topologyKey": "kubernetes.io/hostname"}]}}
-    elif node:
-        pass
-    elif workload == "TopologySpreading":
-        spec["topologySpreadConstraints"] = [{
-            "maxSkew": 5, "topologyKey": "topology.kubernetes.io/zone",
-            "whenUnsatisfiable": "DoNotSchedule",
-            "labelSelector": {"matchLabels": {"app": "bench"}}}]
-    elif workload == "PolicyMix" and i % 10 < 3:
-        meta["annotations"] = {"myorg.io/require-hw-encrypt": "true"}
-    return {"kind": "Pod", "metadata": meta, "spec": spec,
-            "status": {"phase": "Running" if node else "Pending"}}
+def build(workload: str, nodes: int, init_pods: int, pods: int
+          ) -> tuple[Framework, ClusterState, list[Pod]]:
+    """The framework, the loaded cluster (existing pods placed) and the pods to place."""
+    fw = default_framework(load_policy_plugins([POLICIES]) if workload in WITH_POLICIES
+                           else [], seed=1)
+    if workload == "Mixed":
+        cluster = ClusterState([node_from_dict(mixed.node(i)) for i in range(nodes)])
+        # Existing pods of every shape, placed by the engine itself so that they obey
+        # their own constraints (a nodeSelector pod bound at random would not).
+        for k in range(init_pods):
+            p = pod_from_dict(mixed.pod(f"init-{k}", k))
+            result = schedule_one(fw, p, cluster)
+            if result.node is not None:
+                cluster.assume(p, result.node)
+        todo = [pod_from_dict(mixed.pod(f"pod-{k}", k)) for k in range(pods)]
+    else:
+        cluster = ClusterState(
+            [node_from_dict(scheduler_perf_node(i)) for i in range(nodes)],
+            [pod_from_dict(scheduler_perf_pod(f"init-{i}", workload, i, f"node-{i % nodes}"))
+             for i in range(init_pods)])
+        todo = [pod_from_dict(scheduler_perf_pod(f"pod-{i}", workload, i))
+                for i in range(pods)]
+    return fw, cluster, todo
 
 
-def run_one(workload: str, nodes: int, init_pods: int, pods: int) -> dict[str, Any]:
-    from policyd.cli.schedule_cmds import load_policy_plugins
-    from policyd.config.plugins import default_framework
-    from policyd.engine.cycle import schedule_one
-    from policyd.model.cluster import ClusterState
-    from policyd.model.records import node_from_dict, pod_from_dict
-
-    policies = (load_policy_plugins([Path(__file__).resolve().parent.parent / "policies"])
-                if workload == "PolicyMix" else [])
-    fw = default_framework(policies, seed=1)
-    cluster = ClusterState([node_from_dict(_node(i)) for i in range(nodes)],
-                           [pod_from_dict(_pod(f"init-{i}", workload, i, f"node-{i % nodes}"))
-                            for i in range(init_pods)])
-    todo = [pod_from_dict(_pod(f"pod-{i}", workload, i)) for i in range(pods)]
+def run_one(workload: str, nodes: int, init_pods: int, pods: int, *,
+            churn_period: float = 10.0, churn_clock: str = "cpu",
+            gc_freeze: bool = True) -> dict[str, Any]:
+    fw, cluster, todo = build(workload, nodes, init_pods, pods)
     cluster.table()  # build the columns outside the timed loop, as the daemon does at sync
-    # Move the loaded cluster out of the collector's way (the daemon does this after its
-    # initial sync): a full collection would otherwise walk every record again and again.
-    gc.collect()
-    gc.freeze()
+    if gc_freeze:
+        # Mirrors the daemon, which freezes once its informers' initial sync has loaded
+        # the cluster (policyd/daemon/): the loaded records leave the collector's
+        # generations, so a full collection does not walk them again and again.
+        gc.collect()
+        gc.freeze()
+    heartbeats = NodeHeartbeats(cluster)
+    schedule = HeartbeatSchedule(nodes, churn_period)
+    clock = CLOCKS[churn_clock]
+    pauses = GcPauses()
+    gc.callbacks.append(pauses)
     times = []
+    # Mixed: each shape's cycle times, so a slow shape shows (its plugins' cost).
+    by_shape: dict[str, list[float]] = {}
+    shape_of = mixed.shape_name if workload == "Mixed" else None
     placed = 0
+    update_seconds = 0.0
+    clock_start = clock()
     cpu_start = time.process_time()
     start = time.perf_counter()
-    for pod in todo:
+    for k, pod in enumerate(todo):
         t0 = time.perf_counter()
         result = schedule_one(fw, pod, cluster)
         if result.node is not None:
             cluster.assume(pod, result.node)
             placed += 1
-        times.append(time.perf_counter() - t0)
-    elapsed = time.perf_counter() - start
+        t1 = time.perf_counter()
+        times.append(t1 - t0)
+        if shape_of is not None:
+            by_shape.setdefault(shape_of(k), []).append(t1 - t0)
+        # The heartbeats that arrived while that pod was scheduled, as the daemon's
+        # informer thread would have applied them between two cycles.
+        elapsed = clock() - clock_start
+        due = schedule.due(elapsed)
+        if due:
+            heartbeats.apply(due, elapsed)
+            update_seconds += time.perf_counter() - t1
+    elapsed_wall = time.perf_counter() - start
     cpu = time.process_time() - cpu_start
+    gc.callbacks.remove(pauses)
     times.sort()
     return {
         "workload": workload, "nodes": nodes, "initPods": init_pods, "pods": pods,
-        "placed": placed, "seconds": round(elapsed, 3),
-        "podsPerSecond": round(pods / elapsed, 1),
+        "placed": placed, "seconds": round(elapsed_wall, 3),
+        "podsPerSecond": round(pods / elapsed_wall, 1),
         # CPU time is what the engine itself costs: steadier than wall time when other
         # processes share the two cores.
         "podsPerCpuSecond": round(pods / cpu, 1),
+        "cpuSeconds": round(cpu, 3),
         "p50ms": round(statistics.median(times) * 1000, 3),
         "p99ms": round(times[int(len(times) * 0.99) - 1] * 1000, 3),
         "peakRssMB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "churnPeriod": churn_period, "churnClock": churn_clock,
+        "nodeUpdates": heartbeats.applied,
+        "nodeUpdateUs": round(update_seconds / heartbeats.applied * 1e6, 1)
+        if heartbeats.applied else 0.0,
+        "nodeUpdateEvents": heartbeats.events,
+        "gcFreeze": gc_freeze, "gcCpuMs": round(pauses.seconds * 1000, 1),
+        "gcFullCollections": pauses.full,
+        "shapeP50ms": {s: round(statistics.median(t) * 1000, 3) for s, t in by_shape.items()},
     }
 
 
+def cell_sizes(workload: str, nodes: int, init_pods: int, pods: int,
+               anti_affinity_pods: int) -> tuple[int, int]:
+    if workload == "PodAntiAffinity":
+        # Every pod needs a node of its own: scheduler_perf's 1000 init pods per
+        # 5000 nodes, scaled to the cluster, and room left for the measured pods.
+        init = min(init_pods, nodes // 5)
+        return init, min(anti_affinity_pods, nodes - init)
+    return init_pods, pods
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--nodes", type=int, nargs="+", default=[500, 5000, 15000])
     ap.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=WORKLOADS)
     ap.add_argument("--init-pods", type=int, default=1000)
     ap.add_argument("--pods", type=int, default=10000)
     ap.add_argument("--anti-affinity-pods", type=int, default=1000,
                     help="measured pods for PodAntiAffinity (each needs its own node)")
+    ap.add_argument("--churn-period", type=float, default=10.0, metavar="SECONDS",
+                    help="update every node's status once per this many seconds of the "
+                         "run (0: static nodes)")
+    ap.add_argument("--churn-clock", choices=sorted(CLOCKS), default="cpu",
+                    help="the clock that paces the updates: the process's CPU time "
+                         "(same rate per unit of work on a busy machine) or wall time")
+    ap.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false",
+                    help="leave the loaded cluster in the collector's generations")
     ap.add_argument("--json", type=Path, help="also write the results here")
-    ap.add_argument("--one", nargs=4, metavar=("WORKLOAD", "NODES", "INIT", "PODS"),
-                    help=argparse.SUPPRESS)
+    ap.add_argument("--one", help=argparse.SUPPRESS)  # a JSON object: run_one's arguments
     args = ap.parse_args()
     if args.one:
-        w, n, i, p = args.one
-        print(json.dumps(run_one(w, int(n), int(i), int(p))))
+        print(json.dumps(run_one(**json.loads(args.one))))
         return
     rows = []
     for nodes in args.nodes:
         for w in args.workloads:
-            init, pods = args.init_pods, args.pods
-            if w == "PodAntiAffinity":
-                # Every pod needs a node of its own: scheduler_perf's 1000 init pods per
-                # 5000 nodes, scaled to the cluster, and room left for the measured pods.
-                init = min(args.init_pods, nodes // 5)
-                pods = min(args.anti_affinity_pods, nodes - init)
-            out = subprocess.run([sys.executable, "-m", "bench.engine_bench", "--one", w,
-                                  str(nodes), str(init), str(pods)],
+            init, pods = cell_sizes(w, nodes, args.init_pods, args.pods,
+                                    args.anti_affinity_pods)
+            cell = {"workload": w, "nodes": nodes, "init_pods": init, "pods": pods,
+                    "churn_period": args.churn_period, "churn_clock": args.churn_clock,
+                    "gc_freeze": args.gc_freeze}
+            out = subprocess.run([sys.executable, "-m", "bench.engine_bench", "--one",
+                                  json.dumps(cell)],
                                  check=True, capture_output=True, text=True)
             row = json.loads(out.stdout.strip().splitlines()[-1])
             rows.append(row)
-            print(f"  {w} {nodes} nodes: {row['podsPerSecond']} pods/s", file=sys.stderr)
+            print(f"  {w} {nodes} nodes: {row['podsPerSecond']} pods/s, "
+                  f"{row['podsPerCpuSecond']} pods/CPU-s, {row['placed']}/{row['pods']} "
+                  f"placed", file=sys.stderr)
     print(f"machine: {platform.processor() or platform.machine()}, "
-          f"{__import__('os').cpu_count()} cores, Python {platform.python_version()}")
-    print("| workload | nodes | pods | placed | pods/s | pods/CPU-s | p50 ms | p99 ms "
-          "| peak RSS MB |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        print(f"| {r['workload']} | {r['nodes']} | {r['pods']} | {r['placed']} | "
-              f"{r['podsPerSecond']} | {r['podsPerCpuSecond']} | {r['p50ms']} | "
-              f"{r['p99ms']} | {r['peakRssMB']} |")
+          f"{os.cpu_count()} cores, Python {platform.python_version()}")
+    print(markdown(rows), end="")
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
+        args.json.write_text(json.dumps(rows, indent=2) + "\n")
 
 
 if __name__ == "__main__":
