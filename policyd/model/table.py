@@ -7,7 +7,8 @@ incrementally: `sync()` rewrites only the rows of nodes that changed since the l
 (an assumed pod touches one row) and rebuilds only when nodes come or go.
 
 Columns built on demand (a label key's values, an image's sizes) are cached until a
-node record changes.
+node's labels or images change; `version` counts changes of labels, annotations and
+images, for caches kept outside the table.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class NodeTable:
         self._labels: dict[str, tuple[IntArray, dict[str, int]]] = {}
         self._images: dict[str, IntArray] = {}
         self._groups: dict[tuple[str, ...], tuple[IntArray, list[int]]] = {}
-        self.version = 0  # bumped when node records (not just their pods) change
+        self.version = 0  # bumped when node labels, annotations or images change
         self._epoch = -1  # the cluster's change-log position this table reflects
         self._structure_epoch = -1
         self._rebuild()
@@ -85,24 +86,33 @@ class NodeTable:
         if changed is None:
             self._rebuild()
             return
-        records_changed = False
+        labels_changed = images_changed = annotations_changed = False
         for name in changed:
             i = self.index.get(name)
             if i is None:
                 continue
             info = self.infos[i]
-            if info.node is not self._records[i]:
-                records_changed = True
+            old = self._records[i]
+            if info.node is not old:
+                # A kubelet posts its node's status every 10 s with only heartbeat times
+                # new: the columns built from labels and images stay valid unless those
+                # actually differ (rebuilding them is a Python pass over every node).
+                labels_changed = labels_changed or info.node.labels != old.labels
+                images_changed = images_changed or info.node.images != old.images
+                annotations_changed = (annotations_changed
+                                       or info.node.annotations != old.annotations)
                 if not self._write_node(i, info):
                     self._rebuild()
                     return
             if not self._write_usage(i, info):
                 self._rebuild()
                 return
-        if records_changed:
+        if labels_changed:
             self._labels.clear()
-            self._images.clear()
             self._groups.clear()
+        if images_changed:
+            self._images.clear()
+        if labels_changed or images_changed or annotations_changed:
             self.version += 1
 
     def _rebuild(self) -> None:

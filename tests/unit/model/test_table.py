@@ -39,6 +39,29 @@ def test_node_updates_refresh_labels_taints_and_allocatable() -> None:
     assert table.taint_sets[int(table.taint_set_id[1])][0].key == "t"
 
 
+def test_a_heartbeat_keeps_the_label_and_image_columns() -> None:
+    # A kubelet re-posts its node every 10 s with nothing but heartbeat times changed:
+    # the columns built from labels and images must survive it; a real change must not.
+    node = make_node("a").label("zone", "x").image(100, "app:1")
+    state = ClusterState([node.obj(), make_node("b").obj()])
+    table = state.table()
+    codes, _ = table.label_codes("zone")
+    sizes = table.image_sizes("app:1")
+    version = table.version
+    state.upsert_node(node.obj())  # a new record with equal content
+    table = state.table()
+    assert table.label_codes("zone")[0] is codes
+    assert table.image_sizes("app:1") is sizes
+    assert table.version == version
+    state.upsert_node(node.label("zone", "y").obj())
+    table = state.table()
+    assert table.label_codes("zone")[1] == {"y": 0}
+    assert table.image_sizes("app:1") is sizes
+    assert table.version == version + 1
+    state.upsert_node(make_node("a").label("zone", "y").image(300, "app:1").obj())
+    assert state.table().image_sizes("app:1").tolist() == [300, -1]
+
+
 def test_new_nodes_and_new_resources_rebuild() -> None:
     state = ClusterState([make_node("a").obj()])
     assert state.table().names == ["a"]
