@@ -43,14 +43,20 @@ import pytest
 from policyd.daemon.run import Daemon, RunOptions, load_config
 from policyd.devcluster import ControlPlane
 from policyd.kube.client import ConnectionSettings, KubeClient
-from tests.gen.differential import gen_case
+from tests.gen.differential import gen_case, gen_sequence_case
 from tests.integration.differential.runner import (
+    MIN_SCORE_COMPARED_CASES,
     Outcome,
     Runner,
     Tally,
     kube_scheduler_config,
 )
 from tests.integration.differential.score_log import SCORE_LOG_ARGS
+from tests.integration.differential.sequences import (
+    ORDER_SENSITIVE,
+    SequenceOutcome,
+    SequenceRunner,
+)
 
 
 def _env_int(name: str, default: int) -> int:
@@ -58,13 +64,18 @@ def _env_int(name: str, default: int) -> int:
     return int(raw) if raw.strip() else default
 
 
-CASES = _env_int("POLICYD_DIFF_CASES", 340)
+DEFAULT_CASES = 400
+CASES = _env_int("POLICYD_DIFF_CASES", DEFAULT_CASES)
 FIRST = _env_int("POLICYD_DIFF_FIRST", 0)
 BATCH = max(1, _env_int("POLICYD_DIFF_BATCH", 24))
 PROBES = _env_int("POLICYD_DIFF_PROBES", 2)
 DAEMON = _env_int("POLICYD_DIFF_DAEMON", 1) != 0
 DAEMON_SCHEDULER = "policyd-differential-run"
 SEED = _env_int("POLICYD_DIFF_SEED", random.SystemRandom().randrange(1, 10**6))
+DEFAULT_SEQUENCES = 32
+SEQUENCES = _env_int("POLICYD_DIFF_SEQUENCES", DEFAULT_SEQUENCES)
+SEQUENCE_FIRST = _env_int("POLICYD_DIFF_SEQUENCE_FIRST", 0)
+SEQUENCE_BATCH = max(1, _env_int("POLICYD_DIFF_SEQUENCE_BATCH", 16))
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +149,9 @@ def test_policyd_matches_kube_scheduler(runner: Runner,
     print(summary)
     terminal(f"differential: {summary}")
     report = []
-    switched_off = tally.too_few_score_compared()
+    # A replay of a few cases cannot have a hundred; a run of the default size must.
+    switched_off = tally.too_few_score_compared(
+        MIN_SCORE_COMPARED_CASES if CASES >= DEFAULT_CASES else 0)
     if switched_off is not None:
         report.append(f"{switched_off}\n{summary}")
     if failures:
@@ -147,5 +160,53 @@ def test_policyd_matches_kube_scheduler(runner: Runner,
             report.append(outcome.describe())
             report.append("  replay: " + _replay(outcome.case.index, 1)
                           + f"   (whole batch: {_replay(first, BATCH)})")
+    if report:
+        pytest.fail("\n".join(report), pytrace=False)
+
+
+def _replay_sequences(first: int, count: int) -> str:
+    return (f"POLICYD_DIFF_SEED={SEED} POLICYD_DIFF_SEQUENCE_FIRST={first} "
+            f"POLICYD_DIFF_SEQUENCES={count} POLICYD_DIFF_SEQUENCE_BATCH={SEQUENCE_BATCH} "
+            ".venv/bin/pytest tests/integration/test_differential.py::"
+            "test_sequences_match_kube_scheduler")
+
+
+@pytest.mark.timeout(max(300, SEQUENCES * 3))
+def test_sequences_match_kube_scheduler(runner: Runner, control_plane: ControlPlane,
+                                        tmp_path: Path,
+                                        terminal: Callable[[str], None]) -> None:
+    """Pods queued together: the same order of first tries, and each try the same as
+    a single-pod case's, on the cluster the earlier tries left (`sequences`)."""
+    token = f"{SEED:x}"[-5:]
+    print(f"seed {SEED}; replay the run: {_replay_sequences(SEQUENCE_FIRST, SEQUENCES)}")
+    sequences = SequenceRunner(runner, control_plane, tmp_path, seed=SEED)
+    started = time.monotonic()
+    failures: list[tuple[int, SequenceOutcome]] = []
+    tally = Tally()
+    last = SEQUENCE_FIRST + SEQUENCES
+    for first in range(SEQUENCE_FIRST, last, SEQUENCE_BATCH):
+        cases = [gen_sequence_case(SEED, i, f"q{token}-{i}")
+                 for i in range(first, min(first + SEQUENCE_BATCH, last))]
+        for outcome in sequences.run_batch(cases):
+            outcome.count(tally)
+            if not outcome.ok:
+                failures.append((first, outcome))
+    elapsed = time.monotonic() - started
+    summary = f"{SEQUENCES} sequence cases (seed {SEED}) in {elapsed:.1f}s: {tally.summary()}"
+    print(summary)
+    terminal(f"differential: {summary}")
+    report = []
+    switched_off = tally.too_few_score_compared()
+    if switched_off is not None:
+        report.append(f"{switched_off}\n{summary}")
+    if SEQUENCES >= DEFAULT_SEQUENCES and not tally.sequences.get(ORDER_SENSITIVE):
+        # Sequences where order changes nothing would compare the order for nothing.
+        report.append(f"no sequence where the queue order decides who fits: {summary}")
+    if failures:
+        report.append(f"{len(failures)} of {summary} differ:")
+        for first, outcome in failures[:10]:
+            report.append(outcome.describe())
+            report.append("  replay: " + _replay_sequences(outcome.case.index, 1)
+                          + f"   (whole batch: {_replay_sequences(first, SEQUENCE_BATCH)})")
     if report:
         pytest.fail("\n".join(report), pytrace=False)
