@@ -14,10 +14,19 @@ The score comparison must not switch itself off: the run counts how far each cas
 compared (its FailedScheduling message, its verdict only, or its scores) and fails
 when fewer than 90% (`runner.MIN_SCORE_COMPARED`) of the pods bound with two or more
 feasible nodes had their scores compared (kube-scheduler's score lines not found in
-its log: a changed log format, a lost flag, a log that is not flushed).
+its log: a changed log format, a lost flag, a log that is not flushed), or when a run
+of the default size (or larger) score-compared fewer than 100 cases
+(`runner.MIN_SCORE_COMPARED_CASES`; a replay of a few cases is not held to it).
+
+Sequence cases (`test_sequences_match_kube_scheduler`, `differential.sequences`):
+pods queued together, with priorities, for a second kube-scheduler started once they
+all exist; the order of its first tries must be policyd's queue order up to pods of
+equal priority, and each try must be policyd's decision on the cluster the earlier
+tries left. A run of the default size fails when no sequence had its order decide who
+fits.
 
 Environment:
-  POLICYD_DIFF_CASES  number of cases (default 340: about 118 score-compared; thousands
+  POLICYD_DIFF_CASES  number of cases (default 400: about 150 score-compared; thousands
                       on demand)
   POLICYD_DIFF_SEED   seed of the run (default: random, printed on failure)
   POLICYD_DIFF_FIRST  index of the first case (default 0), to replay part of a run
@@ -25,6 +34,9 @@ Environment:
   POLICYD_DIFF_PROBES pinned copies per placed pod, each judging one node (default 2)
   POLICYD_DIFF_DAEMON 1 (default): also compare a running `policyd run` daemon; 0: only
                       the in-process engine
+  POLICYD_DIFF_SEQUENCES        number of sequence cases (default 32)
+  POLICYD_DIFF_SEQUENCE_FIRST   index of the first sequence case (default 0)
+  POLICYD_DIFF_SEQUENCE_BATCH   sequence cases per kube-scheduler started (default 16)
 
 A failure prints the seed and a one-line command replaying the failing batch.
 """
@@ -126,8 +138,9 @@ def _replay(first: int, count: int) -> str:
             ".venv/bin/pytest tests/integration/test_differential.py")
 
 
-# About 6 cases/s on a 2-core machine with the daemon; thousands on demand need more
-# than the suite's default per-test timeout.
+# About 0.25 s of this process's CPU per case with the daemon (100 s for 400 cases on
+# the 2-core machine), more in wall time when other work shares the cores; thousands
+# on demand need more than the suite's default per-test timeout.
 @pytest.mark.timeout(max(600, int(CASES * 1.5)))
 def test_policyd_matches_kube_scheduler(runner: Runner,
                                        terminal: Callable[[str], None]) -> None:
