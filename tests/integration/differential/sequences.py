@@ -122,8 +122,8 @@ class SequenceOutcome:
     policyd_order: list[str] = field(default_factory=list)
     steps: list[SequenceStep] = field(default_factory=list)  # in policyd's order
     problems: list[str] = field(default_factory=list)
-    priority_first: bool = False  # the queue order is not the creation order
-    order_sensitive: bool = False  # in creation order, other pods would fit
+    priority_first: bool = False  # policyd's queue order is not the order of names
+    order_sensitive: bool = False  # in the order of names, other pods would fit
 
     @property
     def ok(self) -> bool:
@@ -184,12 +184,12 @@ class SequenceRunner:
             r._put_scenes(cases)
             r._create_pods([p for c in cases for p in c.queue])
             # Read before kube-scheduler starts: exactly what it lists. Twice: the
-            # second is scheduled in creation order, to see whether order matters.
+            # second is scheduled in the order of names, to see whether order matters.
             cluster, queued = r._read_back(SEQUENCE)
-            by_creation, _ = r._read_back(SEQUENCE)
+            by_name, _ = r._read_back(SEQUENCE)
             attempts = self._kube_first_pass({_key(p) for c in cases for p in c.queue})
             outcomes = self._compare(cases, cluster, queued, attempts)
-            self._order_sensitivity(outcomes, by_creation)
+            self._order_sensitivity(outcomes, by_name)
             return outcomes
         finally:
             r._cleanup(cases, namespaces)
@@ -291,21 +291,21 @@ class SequenceRunner:
 
     def _order_sensitivity(self, outcomes: Sequence[SequenceOutcome],
                            cluster: ClusterState) -> None:
-        """Mark the sequences where policyd, trying the same pods in creation order
+        """Mark the sequences where policyd, trying the same pods in the order of names
         (priorities ignored), would have placed a different set of them: there the
         queue order decided who fits, so comparing it proved something."""
         fw = default_framework(seed=self.seed)
         for o in outcomes:
             placed = {s.pod for s in o.steps if s.policyd is not None and s.policyd.node}
-            by_creation = set()
+            by_name = set()
             for step in sorted(o.steps, key=lambda s: s.pod):
                 if step.policyd is None:
                     continue
                 result = schedule_one(fw, step.policyd.pod, cluster)
                 if result.node is not None:
                     cluster.assume(step.policyd.pod, result.node)
-                    by_creation.add(step.pod)
-            o.order_sensitive = placed != by_creation
+                    by_name.add(step.pod)
+            o.order_sensitive = placed != by_name
 
 
 def _names(keys: Sequence[str]) -> str:
