@@ -22,8 +22,9 @@ Sequence cases (`test_sequences_match_kube_scheduler`, `differential.sequences`)
 pods queued together, with priorities, for a second kube-scheduler started once they
 all exist; the order of its first tries must be policyd's queue order up to pods of
 equal priority, and each try must be policyd's decision on the cluster the earlier
-tries left. A run of the default size fails when no sequence had its order decide who
-fits.
+tries left; then the same for a `policyd run` daemon started once they exist (with
+POLICYD_DIFF_DAEMON=1). A run of the default size fails when no sequence had its order
+decide who fits.
 
 Environment:
   POLICYD_DIFF_CASES  number of cases (default 400: about 150 score-compared; thousands
@@ -43,6 +44,7 @@ A failure prints the seed and a one-line command replaying the failing batch.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -65,6 +67,7 @@ from tests.integration.differential.runner import (
 )
 from tests.integration.differential.score_log import SCORE_LOG_ARGS
 from tests.integration.differential.sequences import (
+    BACKOFF_SECONDS,
     ORDER_SENSITIVE,
     SequenceOutcome,
     SequenceRunner,
@@ -111,16 +114,21 @@ def runner(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
         client.close()
 
 
-def _start_daemon(control_plane: ControlPlane, workdir: Path) -> Daemon:
-    """`policyd run` with the default profile, in this process, without leader election."""
-    profile = workdir / "policyd.yaml"
+def _start_daemon(control_plane: ControlPlane, workdir: Path,
+                  scheduler: str = DAEMON_SCHEDULER, *, backoff: int | None = None,
+                  verbosity: int = 0) -> Daemon:
+    """`policyd run` with the default profile, in this process, without leader election;
+    `backoff` sets both podInitialBackoffSeconds and podMaxBackoffSeconds."""
+    profile = workdir / f"{scheduler}.yaml"
     profile.write_text(
         "apiVersion: policyd.io/v1alpha1\nkind: PolicydConfiguration\n"
         "leaderElection:\n  leaderElect: false\n"
-        f"profiles:\n- schedulerName: {DAEMON_SCHEDULER}\n")
+        + (f"podInitialBackoffSeconds: {backoff}\npodMaxBackoffSeconds: {backoff}\n"
+           if backoff else "")
+        + f"profiles:\n- schedulerName: {scheduler}\n")
     options = RunOptions(config=profile, kubeconfig=str(control_plane.kubeconfig_path),
                          metrics_bind_address="127.0.0.1:0", secure_port=0,
-                         shutdown_grace=5.0)
+                         shutdown_grace=5.0, verbosity=verbosity)
     daemon = Daemon(options, load_config(options))
     daemon.start()
     deadline = time.monotonic() + 30
@@ -192,7 +200,11 @@ def test_sequences_match_kube_scheduler(runner: Runner, control_plane: ControlPl
     a single-pod case's, on the cluster the earlier tries left (`sequences`)."""
     token = f"{SEED:x}"[-5:]
     print(f"seed {SEED}; replay the run: {_replay_sequences(SEQUENCE_FIRST, SEQUENCES)}")
-    sequences = SequenceRunner(runner, control_plane, tmp_path, seed=SEED)
+    sequences = SequenceRunner(
+        runner, control_plane, tmp_path, seed=SEED,
+        start_daemon=functools.partial(_start_daemon, control_plane, tmp_path,
+                                       backoff=BACKOFF_SECONDS, verbosity=2)
+        if DAEMON else None)
     started = time.monotonic()
     failures: list[tuple[int, SequenceOutcome]] = []
     tally = Tally()

@@ -18,6 +18,12 @@ feasible, the number of feasible nodes, every plugin's score, both paths), and a
 it on kube-scheduler's node: the next pod of both schedulers sees the same cluster,
 also when a tie let them choose different nodes.
 
+Then (`SequenceRunner.start_daemon`) the same pods are queued again for a `policyd run`
+daemon started once they exist: its order of first tries must be the same up to ties,
+and each of its first tries the engine's decision on the cluster its earlier tries
+left. That compares the daemon's own queue, assume and cache, on the same contended
+queues.
+
 Only first tries are compared. A pod that failed can be retried once another pod is
 bound (a spread or affinity constraint may then hold), and policyd's offline pass has
 no second try to compare it with; its first try saw exactly the placements before it
@@ -36,13 +42,16 @@ s07 s01 s03 s05 s06 and as s06 s07 s01 s03 s05.
 from __future__ import annotations
 
 import json
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from policyd.config.plugins import default_framework
+from policyd.daemon.run import Daemon
+from policyd.daemon.scheduling_state import LOGGER
 from policyd.devcluster import ControlPlane
 from policyd.engine.cycle import ScheduleResult, schedule_one
 from policyd.engine.simulate import queue_order
@@ -53,6 +62,7 @@ from tests.gen.differential import (
     PRIORITY_CLASSES,
     SEQUENCE,
     SEQUENCE_SCHEDULER_NAME,
+    UNDER_TEST_LABEL,
     SequenceCase,
 )
 from tests.integration.differential.queue_log import Attempt, read_attempts
@@ -79,12 +89,16 @@ BACKOFF_SECONDS = 30
 # How long kube-scheduler gets to try every pod of a batch once, after it is ready.
 FIRST_PASS_TIMEOUT = 30.0
 
+# The schedulerName of the `policyd run` daemon started for each batch's third pass.
+DAEMON_SCHEDULER_NAME = "policyd-differential-queue-run"
+
 # Sequence counts (Tally.sequences).
 SEQUENCES = "sequences"
 QUEUED = "queued pods"
 ORDERS = "orders compared"
 PRIORITY_FIRST = "sequences where priority reorders the queue"
 ORDER_SENSITIVE = "sequences whose order decides who fits"
+DAEMON_ORDERS = "orders compared in policyd run"
 
 
 def sequence_scheduler_config() -> dict[str, Any]:
@@ -122,6 +136,7 @@ class SequenceOutcome:
     policyd_order: list[str] = field(default_factory=list)
     steps: list[SequenceStep] = field(default_factory=list)  # in policyd's order
     problems: list[str] = field(default_factory=list)
+    daemon_order: list[str] = field(default_factory=list)  # policyd run's first tries
     priority_first: bool = False  # policyd's queue order is not the order of names
     order_sensitive: bool = False  # in the order of names, other pods would fit
 
@@ -146,13 +161,15 @@ class SequenceOutcome:
 
     def count(self, tally: Tally) -> None:
         seq = tally.sequences
-        for name in (SEQUENCES, QUEUED, ORDERS, PRIORITY_FIRST, ORDER_SENSITIVE):
+        for name in (SEQUENCES, QUEUED, ORDERS, PRIORITY_FIRST, ORDER_SENSITIVE,
+                     DAEMON_ORDERS):
             seq.setdefault(name, 0)
         seq[SEQUENCES] += 1
         seq[QUEUED] += len(self.case.queue)
         seq[ORDERS] += len(self.kube_order) == len(self.case.queue)
         seq[PRIORITY_FIRST] += self.priority_first
         seq[ORDER_SENSITIVE] += self.order_sensitive
+        seq[DAEMON_ORDERS] += len(self.daemon_order) == len(self.case.queue)
         for step in self.steps:
             tally.add_decision(step)
 
@@ -162,8 +179,11 @@ class SequenceRunner:
     started after the batch's pods exist, on the API server of `runner`."""
 
     def __init__(self, runner: Runner, control_plane: ControlPlane, workdir: Path,
-                 *, seed: int) -> None:
+                 *, seed: int, start_daemon: Callable[[str], Daemon] | None = None) -> None:
         self.runner = runner
+        # Starts a `policyd run` daemon (verbosity 2, a backoff as long as
+        # BACKOFF_SECONDS) for a schedulerName, synced; None: no daemon pass.
+        self.start_daemon = start_daemon
         self.control_plane = control_plane
         self.seed = seed
         self.config = workdir / "kube-scheduler-queue.json"
@@ -190,6 +210,8 @@ class SequenceRunner:
             attempts = self._kube_first_pass({_key(p) for c in cases for p in c.queue})
             outcomes = self._compare(cases, cluster, queued, attempts)
             self._order_sensitivity(outcomes, by_name)
+            if self.start_daemon is not None:
+                self._daemon_pass(cases, outcomes)
             return outcomes
         finally:
             r._cleanup(cases, namespaces)
@@ -306,6 +328,98 @@ class SequenceRunner:
                     cluster.assume(step.policyd.pod, result.node)
                     by_name.add(step.pod)
             o.order_sensitive = placed != by_name
+
+
+    def _daemon_pass(self, cases: Sequence[SequenceCase],
+                     outcomes: Sequence[SequenceOutcome]) -> None:
+        """The same pods again, queued together for a `policyd run` daemon started once
+        they exist: its order of first tries (from its -v 2 log lines) must be policyd's
+        queue order up to ties, and each first try the engine's decision on the cluster
+        the daemon's earlier tries left (the engine was compared with kube-scheduler
+        above; this compares the daemon's queue, assume and cache against it)."""
+        r = self.runner
+        queue = [p for c in cases for p in c.queue]
+        r._each(r._delete_pod, queue)
+        copies = [{**p, "spec": {**p["spec"], "schedulerName": DAEMON_SCHEDULER_NAME}}
+                  for p in queue]
+        deadline = time.monotonic() + r.timeout
+        while r.client.request("GET", "/api/v1/pods", query={
+                "labelSelector": f"{UNDER_TEST_LABEL}={SEQUENCE}"})["items"]:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the sequence pods were not deleted in time")
+            time.sleep(0.05)
+        r._create_pods(copies)
+        cluster, queued = r._read_back(SEQUENCE)
+        pods = {f"{k[0]}/{k[1]}": pod_from_dict(_unbound(p)) for k, p in queued.items()}
+        decisions = self._daemon_first_tries(set(pods))
+        fw = default_framework(seed=self.seed)
+        for o in outcomes:
+            keys = [_key(p) for p in o.case.queue]
+            if any(k not in pods for k in keys):
+                continue  # reported by _compare
+            o.daemon_order = [k for k in decisions if k in keys]
+            mine = [p.key for p in queue_order(fw, [pods[k] for k in keys])]
+            if not _same_up_to_ties(o.daemon_order, mine, pods):
+                o.problems.append(f"policyd run's queue order differs: it tried "
+                                  f"{_names(o.daemon_order)}, policyd {_names(mine)}")
+            for key in o.daemon_order + [k for k in mine if k not in decisions]:
+                result = schedule_one(fw, pods[key], cluster)
+                node, message = decisions.get(key, (None, None))
+                problem = _daemon_problem(node, message, result)
+                if problem:
+                    o.problems.append(f"{key}: policyd run {problem}")
+                if node is not None:
+                    cluster.assume(pods[key], node)
+
+    def _daemon_first_tries(self, keys: set[str]) -> dict[str, tuple[str | None, str]]:
+        """pod -> (node, "") or (None, message) of each pod's first try by a new
+        `policyd run`, in the order of the tries."""
+        assert self.start_daemon is not None
+        tries = _DecisionLog()
+        logger = logging.getLogger(LOGGER)
+        level = logger.level
+        logger.setLevel(logging.INFO)
+        logger.addHandler(tries)
+        try:
+            daemon = self.start_daemon(DAEMON_SCHEDULER_NAME)
+            try:
+                deadline = time.monotonic() + FIRST_PASS_TIMEOUT
+                while not keys <= tries.first.keys() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            finally:
+                daemon.shutdown()
+        finally:
+            logger.removeHandler(tries)
+            logger.setLevel(level)
+        return dict(tries.first)
+
+
+class _DecisionLog(logging.Handler):
+    """The first decision a daemon logged for each pod, in order: its scheduling loop
+    logs each one at -v 2 with the pod and either the node or the reason."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.first: dict[str, tuple[str | None, str]] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        pod = getattr(record, "pod", None)
+        if isinstance(pod, str) and pod not in self.first:
+            node = getattr(record, "node", None)
+            self.first[pod] = (node, "") if node else (None, str(getattr(record, "reason", "")))
+
+
+def _daemon_problem(node: str | None, message: str | None, engine: ScheduleResult
+                    ) -> str | None:
+    if message is None:
+        return "tried it not at all in time"
+    if (node is None) != (engine.node is None):
+        return f"decided node={node} {message}; the engine node={engine.node} {engine.message}"
+    if node is None and message != engine.message:
+        return f"says {message}; the engine {engine.message}"
+    if node is not None and node not in engine.feasible:
+        return f"chose {node}, infeasible for the engine ({engine.feasible})"
+    return None
 
 
 def _names(keys: Sequence[str]) -> str:
