@@ -33,6 +33,7 @@ from tests.gen.clusters import (
     HOSTNAME,
     MIXES,
     ROOMY,
+    Mix,
     Names,
     gen_node,
     gen_pod_dict,
@@ -41,16 +42,19 @@ from tests.gen.clusters import (
 
 CASE_LABEL = "diff.policyd.io/case"
 UNDER_TEST_LABEL = "diff.policyd.io/under-test"
+# UNDER_TEST_LABEL's value on the queued pods of sequence cases ("true" on single pods).
+SEQUENCE = "sequence"
 # The comparison's kube-scheduler profile: not default-scheduler, so that pods other
 # tests leave pending on the shared control plane never land on these nodes.
 SCHEDULER_NAME = "policyd-differential"
 # Keeps a deleted pod around, terminating, until the runner removes it.
 HOLD_FINALIZER = "diff.policyd.io/hold"
-# Every mix, and the roomy one twice more, on four to twelve nodes: most pods of the
-# other mixes fail an early filter, and a case is score-compared only when two or more
-# nodes fit (about a third of cases here against a fifth with MIXES on 2-9 nodes),
-# while about half stay unschedulable for the FailedScheduling comparison.
-CASE_MIXES = (*MIXES, ROOMY, ROOMY)
+# Every mix, and the roomy one four times more, on four to twelve nodes: most pods of
+# the other mixes fail an early filter, and a case is score-compared only when two or
+# more nodes fit (about 40% of cases here against 35% with two roomy and a fifth with
+# MIXES on 2-9 nodes), while about 45% stay unschedulable for the FailedScheduling
+# comparison.
+CASE_MIXES = (*MIXES, ROOMY, ROOMY, ROOMY, ROOMY)
 
 
 @dataclass
@@ -104,6 +108,104 @@ def gen_case(seed: int, index: int, prefix: str) -> Case:
                 workloads=workloads)
 
 
+# Sequence cases: pods queued together for a scheduler that starts only once they all
+# exist, so both schedulers order them (PrioritySort) and carry each placement into
+# the next decision. The classes' values, by name; a pod without one has priority 0.
+SEQUENCE_SCHEDULER_NAME = "policyd-differential-queue"
+PRIORITY_CLASSES = {"diff-low": -10, "diff-mid": 100, "diff-high": 1000}
+# Mostly clean, roomy nodes: a pod every node rejects for a taint or a label teaches
+# nothing about order; one mix in three is a general one.
+SEQUENCE_MIXES = (
+    Mix("queue", taints=0.1, roomy=True, spread=0.3, affinity=0.2, existing_per_node=2,
+        apps=2, same_namespace=0.5),
+    Mix("queue", taints=0.1, roomy=True, spread=0.3, affinity=0.2, existing_per_node=2,
+        apps=2, same_namespace=0.5),
+    *MIXES[2:],
+)
+# A pod's share of a node when the generator makes it big, by node size (`Mix.roomy`):
+# a few such pods fill the nodes, so who goes first decides who fits.
+_BIG_CPU = {True: ("3", "5", "7"), False: ("700m", "1", "1500m")}
+
+
+@dataclass
+class SequenceCase:
+    """One cluster plus pods to queue together (`queue`)."""
+
+    seed: int
+    index: int
+    prefix: str
+    namespaces: dict[str, dict[str, str]]
+    nodes: list[dict[str, Any]]
+    pods: list[dict[str, Any]]
+    queue: list[dict[str, Any]]
+    notes: list[str] = field(default_factory=list)
+    workloads: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def node_names(self) -> list[str]:
+        return [n["metadata"]["name"] for n in self.nodes]
+
+
+def gen_sequence_case(seed: int, index: int, prefix: str) -> SequenceCase:
+    """The sequence case number `index` of the run with `seed` (isolated from other
+    cases exactly as `gen_case`'s are).
+
+    Two to five nodes and three to eight pods in one namespace, most of them big and
+    free of node selection, with priorities (through PRIORITY_CLASSES) that tend to
+    rise along the queue: the pod named last is often the one PrioritySort tries first
+    and the one that takes the last space."""
+    rng = random.Random(f"{seed}/sequence/{index}")
+    mix = rng.choice(SEQUENCE_MIXES)
+    zones = [f"{prefix}-z{z}" for z in "abc"][: rng.randint(1, 3)]
+    racks = [f"{prefix}-R{r}" for r in "12"]
+    namespaces = {f"{prefix}-a": {CASE_LABEL: prefix, "team": "a"},
+                  f"{prefix}-b": {CASE_LABEL: prefix, "team": "b"}}
+    ns_names = list(namespaces)
+    names = Names(zones=zones, racks=racks, namespaces=ns_names,
+                  namespace_labels={CASE_LABEL: prefix})
+    n_nodes = rng.randint(2, 5)
+    nodes = [gen_node(rng, f"{prefix}-n{i}", names, mix,
+                      labels={HOSTNAME: f"{prefix}-n{i}", CASE_LABEL: prefix})
+             for i in range(n_nodes)]
+    names = replace(names, nodes=[n["metadata"]["name"] for n in nodes])
+    home = rng.choice(ns_names)
+    pods = [_held_while_terminating(gen_pod_dict(
+                rng, f"p{i}", home if rng.random() < mix.same_namespace
+                else rng.choice(ns_names), names, mix, bound_to=rng.choice(names.nodes)))
+            for i in range(rng.randint(0, mix.existing_per_node * n_nodes // 2))]
+    _drop_shared_ports_of_finished(pods)
+    n_queue = rng.randint(3, 8)
+    queue = []
+    for i in range(n_queue):
+        pod = gen_pod_dict(rng, f"s{i:02d}", home, names, mix)
+        if rng.random() < 0.7:
+            # Most pods could go anywhere: then only the others and the space left decide.
+            pod["spec"].pop("nodeSelector", None)
+            pod["spec"].get("affinity", {}).pop("nodeAffinity", None)
+        pod = _isolated(pod, prefix, SEQUENCE_SCHEDULER_NAME)
+        if rng.random() < 0.7:
+            _enlarge(pod, rng.choice(_BIG_CPU[mix.roomy]))
+        if rng.random() < 0.2 + 0.6 * i / (n_queue - 1):
+            pod["spec"]["priorityClassName"] = rng.choice(sorted(PRIORITY_CLASSES))
+        pod["metadata"]["labels"][UNDER_TEST_LABEL] = SEQUENCE
+        queue.append(pod)
+    workloads = gen_workloads(rng, home, mix, [*pods, *queue])
+    return SequenceCase(seed, index, prefix, namespaces, nodes, pods, queue,
+                        notes=[f"mix {mix.name}", "sequence"], workloads=workloads)
+
+
+def _enlarge(pod: dict[str, Any], cpu: str) -> None:
+    """Make `pod` request `cpu` (pod-level requests if it has them, else its first
+    container's, as limits when that container has only limits)."""
+    spec = pod["spec"]
+    if "resources" in spec:
+        spec["resources"]["requests"]["cpu"] = cpu
+        return
+    resources = spec["containers"][0].setdefault("resources", {})
+    kind = "limits" if "limits" in resources and "requests" not in resources else "requests"
+    resources.setdefault(kind, {})["cpu"] = cpu
+
+
 def _held_while_terminating(pod: dict[str, Any]) -> dict[str, Any]:
     """The API server sets deletionTimestamp itself: a terminating pod is created with
     a finalizer instead, and the runner deletes it after creating it."""
@@ -112,10 +214,11 @@ def _held_while_terminating(pod: dict[str, Any]) -> dict[str, Any]:
     return pod
 
 
-def _isolated(pod: dict[str, Any], prefix: str) -> dict[str, Any]:
+def _isolated(pod: dict[str, Any], prefix: str, scheduler: str = SCHEDULER_NAME
+              ) -> dict[str, Any]:
     """The pod under test, for the comparison's scheduler and this case's nodes only."""
     spec = pod["spec"]
-    spec["schedulerName"] = SCHEDULER_NAME
+    spec["schedulerName"] = scheduler
     spec["nodeSelector"] = {CASE_LABEL: prefix, **spec.get("nodeSelector", {})}
     return pod
 

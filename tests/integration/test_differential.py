@@ -14,10 +14,20 @@ The score comparison must not switch itself off: the run counts how far each cas
 compared (its FailedScheduling message, its verdict only, or its scores) and fails
 when fewer than 90% (`runner.MIN_SCORE_COMPARED`) of the pods bound with two or more
 feasible nodes had their scores compared (kube-scheduler's score lines not found in
-its log: a changed log format, a lost flag, a log that is not flushed).
+its log: a changed log format, a lost flag, a log that is not flushed), or when a run
+of the default size (or larger) score-compared fewer than 100 cases
+(`runner.MIN_SCORE_COMPARED_CASES`; a replay of a few cases is not held to it).
+
+Sequence cases (`test_sequences_match_kube_scheduler`, `differential.sequences`):
+pods queued together, with priorities, for a second kube-scheduler started once they
+all exist; the order of its first tries must be policyd's queue order up to pods of
+equal priority, and each try must be policyd's decision on the cluster the earlier
+tries left; then the same for a `policyd run` daemon started once they exist (with
+POLICYD_DIFF_DAEMON=1). A run of the default size fails when no sequence had its order
+decide who fits.
 
 Environment:
-  POLICYD_DIFF_CASES  number of cases (default 340: about 118 score-compared; thousands
+  POLICYD_DIFF_CASES  number of cases (default 400: about 150 score-compared; thousands
                       on demand)
   POLICYD_DIFF_SEED   seed of the run (default: random, printed on failure)
   POLICYD_DIFF_FIRST  index of the first case (default 0), to replay part of a run
@@ -25,12 +35,16 @@ Environment:
   POLICYD_DIFF_PROBES pinned copies per placed pod, each judging one node (default 2)
   POLICYD_DIFF_DAEMON 1 (default): also compare a running `policyd run` daemon; 0: only
                       the in-process engine
+  POLICYD_DIFF_SEQUENCES        number of sequence cases (default 32)
+  POLICYD_DIFF_SEQUENCE_FIRST   index of the first sequence case (default 0)
+  POLICYD_DIFF_SEQUENCE_BATCH   sequence cases per kube-scheduler started (default 16)
 
 A failure prints the seed and a one-line command replaying the failing batch.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -43,14 +57,21 @@ import pytest
 from policyd.daemon.run import Daemon, RunOptions, load_config
 from policyd.devcluster import ControlPlane
 from policyd.kube.client import ConnectionSettings, KubeClient
-from tests.gen.differential import gen_case
+from tests.gen.differential import gen_case, gen_sequence_case
 from tests.integration.differential.runner import (
+    MIN_SCORE_COMPARED_CASES,
     Outcome,
     Runner,
     Tally,
     kube_scheduler_config,
 )
 from tests.integration.differential.score_log import SCORE_LOG_ARGS
+from tests.integration.differential.sequences import (
+    BACKOFF_SECONDS,
+    ORDER_SENSITIVE,
+    SequenceOutcome,
+    SequenceRunner,
+)
 
 
 def _env_int(name: str, default: int) -> int:
@@ -58,13 +79,18 @@ def _env_int(name: str, default: int) -> int:
     return int(raw) if raw.strip() else default
 
 
-CASES = _env_int("POLICYD_DIFF_CASES", 340)
+DEFAULT_CASES = 400
+CASES = _env_int("POLICYD_DIFF_CASES", DEFAULT_CASES)
 FIRST = _env_int("POLICYD_DIFF_FIRST", 0)
 BATCH = max(1, _env_int("POLICYD_DIFF_BATCH", 24))
 PROBES = _env_int("POLICYD_DIFF_PROBES", 2)
 DAEMON = _env_int("POLICYD_DIFF_DAEMON", 1) != 0
 DAEMON_SCHEDULER = "policyd-differential-run"
 SEED = _env_int("POLICYD_DIFF_SEED", random.SystemRandom().randrange(1, 10**6))
+DEFAULT_SEQUENCES = 32
+SEQUENCES = _env_int("POLICYD_DIFF_SEQUENCES", DEFAULT_SEQUENCES)
+SEQUENCE_FIRST = _env_int("POLICYD_DIFF_SEQUENCE_FIRST", 0)
+SEQUENCE_BATCH = max(1, _env_int("POLICYD_DIFF_SEQUENCE_BATCH", 16))
 
 
 @pytest.fixture(scope="module")
@@ -88,16 +114,21 @@ def runner(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
         client.close()
 
 
-def _start_daemon(control_plane: ControlPlane, workdir: Path) -> Daemon:
-    """`policyd run` with the default profile, in this process, without leader election."""
-    profile = workdir / "policyd.yaml"
+def _start_daemon(control_plane: ControlPlane, workdir: Path,
+                  scheduler: str = DAEMON_SCHEDULER, *, backoff: int | None = None,
+                  verbosity: int = 0) -> Daemon:
+    """`policyd run` with the default profile, in this process, without leader election;
+    `backoff` sets both podInitialBackoffSeconds and podMaxBackoffSeconds."""
+    profile = workdir / f"{scheduler}.yaml"
     profile.write_text(
         "apiVersion: policyd.io/v1alpha1\nkind: PolicydConfiguration\n"
         "leaderElection:\n  leaderElect: false\n"
-        f"profiles:\n- schedulerName: {DAEMON_SCHEDULER}\n")
+        + (f"podInitialBackoffSeconds: {backoff}\npodMaxBackoffSeconds: {backoff}\n"
+           if backoff else "")
+        + f"profiles:\n- schedulerName: {scheduler}\n")
     options = RunOptions(config=profile, kubeconfig=str(control_plane.kubeconfig_path),
                          metrics_bind_address="127.0.0.1:0", secure_port=0,
-                         shutdown_grace=5.0)
+                         shutdown_grace=5.0, verbosity=verbosity)
     daemon = Daemon(options, load_config(options))
     daemon.start()
     deadline = time.monotonic() + 30
@@ -115,8 +146,9 @@ def _replay(first: int, count: int) -> str:
             ".venv/bin/pytest tests/integration/test_differential.py")
 
 
-# About 6 cases/s on a 2-core machine with the daemon; thousands on demand need more
-# than the suite's default per-test timeout.
+# About 0.25 s of this process's CPU per case with the daemon (100 s for 400 cases on
+# the 2-core machine), more in wall time when other work shares the cores; thousands
+# on demand need more than the suite's default per-test timeout.
 @pytest.mark.timeout(max(600, int(CASES * 1.5)))
 def test_policyd_matches_kube_scheduler(runner: Runner,
                                        terminal: Callable[[str], None]) -> None:
@@ -138,7 +170,9 @@ def test_policyd_matches_kube_scheduler(runner: Runner,
     print(summary)
     terminal(f"differential: {summary}")
     report = []
-    switched_off = tally.too_few_score_compared()
+    # A replay of a few cases cannot have a hundred; a run of the default size must.
+    switched_off = tally.too_few_score_compared(
+        MIN_SCORE_COMPARED_CASES if CASES >= DEFAULT_CASES else 0)
     if switched_off is not None:
         report.append(f"{switched_off}\n{summary}")
     if failures:
@@ -147,5 +181,57 @@ def test_policyd_matches_kube_scheduler(runner: Runner,
             report.append(outcome.describe())
             report.append("  replay: " + _replay(outcome.case.index, 1)
                           + f"   (whole batch: {_replay(first, BATCH)})")
+    if report:
+        pytest.fail("\n".join(report), pytrace=False)
+
+
+def _replay_sequences(first: int, count: int) -> str:
+    return (f"POLICYD_DIFF_SEED={SEED} POLICYD_DIFF_SEQUENCE_FIRST={first} "
+            f"POLICYD_DIFF_SEQUENCES={count} POLICYD_DIFF_SEQUENCE_BATCH={SEQUENCE_BATCH} "
+            ".venv/bin/pytest tests/integration/test_differential.py::"
+            "test_sequences_match_kube_scheduler")
+
+
+@pytest.mark.timeout(max(300, SEQUENCES * 3))
+def test_sequences_match_kube_scheduler(runner: Runner, control_plane: ControlPlane,
+                                        tmp_path: Path,
+                                        terminal: Callable[[str], None]) -> None:
+    """Pods queued together: the same order of first tries, and each try the same as
+    a single-pod case's, on the cluster the earlier tries left (`sequences`)."""
+    token = f"{SEED:x}"[-5:]
+    print(f"seed {SEED}; replay the run: {_replay_sequences(SEQUENCE_FIRST, SEQUENCES)}")
+    sequences = SequenceRunner(
+        runner, control_plane, tmp_path, seed=SEED,
+        start_daemon=functools.partial(_start_daemon, control_plane, tmp_path,
+                                       backoff=BACKOFF_SECONDS, verbosity=2)
+        if DAEMON else None)
+    started = time.monotonic()
+    failures: list[tuple[int, SequenceOutcome]] = []
+    tally = Tally()
+    last = SEQUENCE_FIRST + SEQUENCES
+    for first in range(SEQUENCE_FIRST, last, SEQUENCE_BATCH):
+        cases = [gen_sequence_case(SEED, i, f"q{token}-{i}")
+                 for i in range(first, min(first + SEQUENCE_BATCH, last))]
+        for outcome in sequences.run_batch(cases):
+            outcome.count(tally)
+            if not outcome.ok:
+                failures.append((first, outcome))
+    elapsed = time.monotonic() - started
+    summary = f"{SEQUENCES} sequence cases (seed {SEED}) in {elapsed:.1f}s: {tally.summary()}"
+    print(summary)
+    terminal(f"differential: {summary}")
+    report = []
+    switched_off = tally.too_few_score_compared()
+    if switched_off is not None:
+        report.append(f"{switched_off}\n{summary}")
+    if SEQUENCES >= DEFAULT_SEQUENCES and not tally.sequences.get(ORDER_SENSITIVE):
+        # Sequences where order changes nothing would compare the order for nothing.
+        report.append(f"no sequence where the queue order decides who fits: {summary}")
+    if failures:
+        report.append(f"{len(failures)} of {summary} differ:")
+        for first, outcome in failures[:10]:
+            report.append(outcome.describe())
+            report.append("  replay: " + _replay_sequences(outcome.case.index, 1)
+                          + f"   (whole batch: {_replay_sequences(first, SEQUENCE_BATCH)})")
     if report:
         pytest.fail("\n".join(report), pytrace=False)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from policyd.config.plugins import default_framework
 from policyd.engine.cycle import ScheduleResult, schedule_one
@@ -43,6 +43,17 @@ from tests.gen.differential import (
 from tests.integration.differential.score_log import KubeScores, read_score_lines
 
 T = TypeVar("T")
+
+
+class Scene(Protocol):
+    """What a case puts on the API server before anything is scheduled (`Case`s and
+    `SequenceCase`s both)."""
+
+    prefix: str
+    namespaces: dict[str, dict[str, str]]
+    nodes: list[dict[str, Any]]
+    pods: list[dict[str, Any]]
+    workloads: list[dict[str, Any]]
 
 # Upstream's default plugins that policyd does not implement (or that need objects the
 # cases never have): all disabled so the two profiles are the same. Names that are not
@@ -111,6 +122,17 @@ class KubeDecision:
         return self.node is not None or bool(self.reason)
 
 
+class Judged(Protocol):
+    """One pod's two decisions, what `compare` records about them and how far it got
+    (an `Outcome`, or one pod of a sequence)."""
+
+    kube: KubeDecision
+    policyd: ScheduleResult | None
+    problems: list[str]
+    mix: str
+    compared: str
+
+
 @dataclass
 class Outcome:
     case: Case
@@ -146,11 +168,16 @@ class Outcome:
 # log; a case whose lines kube-scheduler had not flushed within the runner's wait is
 # still checked by argmax, hence not 1.
 MIN_SCORE_COMPARED = 0.9
+# How many cases a run of the default size (or larger) must have score-compared: the
+# README's claim rests on at least this many, not on a share of however few there were.
+MIN_SCORE_COMPARED_CASES = 100
 
 
 @dataclass
 class Tally:
-    """What a run covered: the case mix, how far each case was compared, the probes."""
+    """What a run covered: the case mix, how far each case was compared, the probes;
+    for sequence cases (`sequences.SequenceOutcome.count`) the same per queued pod, and
+    the sequences' own counts."""
 
     mix: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
         (UNSCHEDULABLE, SINGLE_NODE, SCORED), 0))
@@ -159,30 +186,43 @@ class Tally:
     probes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
         ("probes on rejected nodes", "probes on accepted nodes"), 0))
     daemon: int = 0
+    sequences: dict[str, int] = field(default_factory=dict)
 
     def add(self, o: Outcome) -> None:
-        if o.mix:
-            self.mix[o.mix] += 1
-            self.compared[o.compared] += 1
+        self.add_decision(o)
         feasible = o.policyd.feasible if o.policyd is not None else []
         for node, _ in o.probes:
             self.probes["probes on accepted nodes" if node in feasible
                         else "probes on rejected nodes"] += 1
         self.daemon += o.daemon is not None
 
-    def summary(self) -> str:
-        return "; ".join(", ".join(f"{n} {what}" for what, n in counts.items())
-                         for counts in (self.mix, self.compared, self.probes)) \
-            + f", {self.daemon} decisions of policyd run"
+    def add_decision(self, o: Judged) -> None:
+        if o.mix:
+            self.mix[o.mix] += 1
+            self.compared[o.compared] += 1
 
-    def too_few_score_compared(self) -> str | None:
-        """Why the score comparison counts as switched off, or None."""
+    def summary(self) -> str:
+        parts = [", ".join(f"{n} {what}" for what, n in counts.items())
+                 for counts in (self.sequences, self.mix, self.compared) if counts]
+        if not self.sequences:
+            parts.append(", ".join(f"{n} {what}" for what, n in self.probes.items())
+                         + f", {self.daemon} decisions of policyd run")
+        return "; ".join(parts)
+
+    def too_few_score_compared(self, at_least: int = 0) -> str | None:
+        """Why the score comparison counts as switched off, or None: fewer than
+        MIN_SCORE_COMPARED of the scored decisions, or fewer than `at_least` in all."""
         done, scored = self.compared[SCORE_COMPARED], self.mix[SCORED]
-        if done >= MIN_SCORE_COMPARED * scored:
-            return None
-        return (f"only {done} of {scored} scored cases had their scores compared with "
-                f"kube-scheduler's log (at least {MIN_SCORE_COMPARED:.0%} must): are its "
-                "score lines still what tests/integration/differential/score_log.py reads?")
+        if done < MIN_SCORE_COMPARED * scored:
+            return (f"only {done} of {scored} scored cases had their scores compared with "
+                    f"kube-scheduler's log (at least {MIN_SCORE_COMPARED:.0%} must): are its "
+                    "score lines still what tests/integration/differential/score_log.py "
+                    "reads?")
+        if done < at_least:
+            return (f"only {done} cases had their scores compared with kube-scheduler's "
+                    f"log (at least {at_least} must): fewer scored cases than the "
+                    "generator is tuned for (tests/gen/differential.py, CASE_MIXES)")
+        return None
 
 
 class Runner:
@@ -335,17 +375,23 @@ class Runner:
 
     # -- a batch ------------------------------------------------------------------------
 
+    def _put_scenes(self, cases: Sequence[Scene]) -> None:
+        """Create the cases' namespaces, nodes, workloads and existing pods (finished
+        and terminating ones as such)."""
+        self._each(self._create_namespace,
+                   [item for c in cases for item in c.namespaces.items()])
+        self._each(lambda n: self._post("/api/v1/nodes", n),
+                   [n for c in cases for n in c.nodes])
+        self._each(self._create_workload, [w for c in cases for w in c.workloads])
+        existing = [p for c in cases for p in c.pods]
+        self._create_pods(existing)
+        self._each(self._set_phase, [p for p in existing if p["status"].get("phase")])
+        self._each(self._delete_pod, [p for p in existing if _held(p)])
+
     def run_batch(self, cases: Sequence[Case]) -> list[Outcome]:
-        namespaces = {ns: labels for c in cases for ns, labels in c.namespaces.items()}
-        self._each(self._create_namespace, namespaces.items())
+        namespaces = [ns for c in cases for ns in c.namespaces]
         try:
-            self._each(lambda n: self._post("/api/v1/nodes", n),
-                       [n for c in cases for n in c.nodes])
-            self._each(self._create_workload, [w for c in cases for w in c.workloads])
-            existing = [p for c in cases for p in c.pods]
-            self._create_pods(existing)
-            self._each(self._set_phase, [p for p in existing if p["status"].get("phase")])
-            self._each(self._delete_pod, [p for p in existing if _held(p)])
+            self._put_scenes(cases)
             self._barrier(cases[0].prefix)
             self._create_pods([c.pod for c in cases])
             keys = {(c.pod["metadata"]["namespace"], c.pod["metadata"]["name"])
@@ -373,7 +419,7 @@ class Runner:
             self._probe(outcomes, cluster)
             return outcomes
         finally:
-            self._cleanup(cases, list(namespaces))
+            self._cleanup(cases, namespaces)
 
     def _kube_scores(self, keys: set[str]) -> dict[str, KubeScores]:
         """kube-scheduler's scores per pod (see `score_log`), waiting briefly for `keys`
@@ -424,7 +470,11 @@ class Runner:
             o.compared = SCORE_COMPARED
             _diff_scores(o, "kube-scheduler", kube, "policyd", mine)
 
-    def _read_back(self) -> tuple[ClusterState, dict[tuple[str, str], dict[str, Any]]]:
+    def _read_back(self, under_test: str = "true"
+                   ) -> tuple[ClusterState, dict[tuple[str, str], dict[str, Any]]]:
+        """The cluster as the API server holds it, without the pods whose
+        UNDER_TEST_LABEL is `under_test`: those are returned apart, by (namespace,
+        name)."""
         nodes = self.client.request("GET", "/api/v1/nodes")["items"]
         pods = self.client.request("GET", "/api/v1/pods")["items"]
         namespaces = self.client.request("GET", "/api/v1/namespaces")["items"]
@@ -437,7 +487,7 @@ class Runner:
         test_pods = {}
         others = []
         for p in pods:
-            if p["metadata"].get("labels", {}).get(UNDER_TEST_LABEL) == "true":
+            if p["metadata"].get("labels", {}).get(UNDER_TEST_LABEL) == under_test:
                 test_pods[(p["metadata"]["namespace"], p["metadata"]["name"])] = p
             else:
                 for key in ("apiVersion", "kind"):
@@ -571,7 +621,7 @@ class Runner:
             if err.status != 404:
                 raise
 
-    def _cleanup(self, cases: Sequence[Case], namespaces: list[str]) -> None:
+    def _cleanup(self, cases: Sequence[Scene], namespaces: list[str]) -> None:
         self._each(self._release, [p for c in cases for p in c.pods if _held(p)])
         self._each(lambda ns: self.client.request(
             "DELETE", f"/api/v1/namespaces/{ns}/pods", query={"gracePeriodSeconds": 0}),
@@ -618,7 +668,7 @@ def _unbound(pod: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def compare(o: Outcome) -> None:
+def compare(o: Judged) -> None:
     """Record every difference between the two decisions in `o.problems`."""
     k, p = o.kube, o.policyd
     assert p is not None
@@ -663,7 +713,7 @@ def reference_scores(scores: ScoreResult) -> dict[str, dict[str, int]]:
             for i, n in enumerate(scores.nodes)}
 
 
-def _diff_scores(o: Outcome, a_name: str, a: dict[str, dict[str, int]], b_name: str,
+def _diff_scores(o: Judged, a_name: str, a: dict[str, dict[str, int]], b_name: str,
                  b: dict[str, dict[str, int]]) -> None:
     """Record in `o.problems` every (node, plugin) whose weighted score differs between
     `a` and `b`, a node only one of them scored included."""
@@ -680,7 +730,7 @@ def _diff_scores(o: Outcome, a_name: str, a: dict[str, dict[str, int]], b_name: 
                           + (f" (+{len(diffs) - 12} more)" if len(diffs) > 12 else ""))
 
 
-def check_best(o: Outcome, scores: ScoreResult, node: str | None, who: str) -> None:
+def check_best(o: Judged, scores: ScoreResult, node: str | None, who: str) -> None:
     """`node`, chosen by `who`, must have the highest total in policyd's reference
     scoring: both schedulers score every feasible node here (percentageOfNodesToScore
     100) and pick among the highest totals, so anything else is a score difference."""

@@ -24,6 +24,29 @@ _FINAL_SCORE = re.compile(
     r'"Calculated node\'s final score for pod" pod="([^"]+)" node="([^"]+)" score=(-?\d+)')
 
 
+@dataclass(frozen=True)
+class ScoreLine:
+    """One score line: `plugin` is None on the line of the node's total."""
+
+    pod: str
+    node: str
+    plugin: str | None
+    score: int
+
+
+def parse_score_line(line: str) -> ScoreLine | None:
+    """The score `line` logs, or None when it is not a score line."""
+    m = _PLUGIN_SCORE.search(line)
+    if m is not None:
+        pod, plugin, node, score = m.groups()
+        return ScoreLine(pod, node, plugin, int(score))
+    m = _FINAL_SCORE.search(line)
+    if m is not None:
+        pod, node, score = m.groups()
+        return ScoreLine(pod, node, None, int(score))
+    return None
+
+
 @dataclass
 class KubeScores:
     """How kube-scheduler scored one pod: per node, each plugin's weighted score (a
@@ -32,17 +55,20 @@ class KubeScores:
     plugins: dict[str, dict[str, int]] = field(default_factory=dict)
     totals: dict[str, int] = field(default_factory=dict)
 
+    def add(self, line: ScoreLine) -> None:
+        if line.plugin is None:
+            self.totals[line.node] = line.score
+        else:
+            self.plugins.setdefault(line.node, {})[line.plugin] = line.score
+
 
 def read_score_lines(text: str, into: dict[str, KubeScores]) -> int:
     """Add the scores logged in `text` (whole lines) to `into`, keyed by the pod's
     `namespace/name`; return how many score lines it read."""
     read = 0
-    for m in _PLUGIN_SCORE.finditer(text):
-        pod, plugin, node, score = m.groups()
-        into.setdefault(pod, KubeScores()).plugins.setdefault(node, {})[plugin] = int(score)
-        read += 1
-    for m in _FINAL_SCORE.finditer(text):
-        pod, node, score = m.groups()
-        into.setdefault(pod, KubeScores()).totals[node] = int(score)
-        read += 1
+    for line in text.splitlines():
+        score = parse_score_line(line)
+        if score is not None:
+            into.setdefault(score.pod, KubeScores()).add(score)
+            read += 1
     return read
