@@ -77,6 +77,7 @@ class QueuedPod:
     where: str = ""
     deleted: bool = False  # deleted (or bound elsewhere) while in flight
     seq: int = 0
+    order: int = 0  # when it entered the queue's set of pods: moves keep this order
     unschedulable_plugins: set[str] = field(default_factory=set)
     in_flight_since: int = 0  # id of the first cluster event seen while in flight
 
@@ -127,6 +128,11 @@ class SchedulingQueue:
         self.max_backoff = max_backoff
         self.max_in_unschedulable = max_in_unschedulable
         self._pods: dict[str, QueuedPod] = {}  # every pod the queue knows, by uid
+        # The unschedulable and in-flight pods again, by uid: a cluster event looks only
+        # at these (a scan of every pending pod per event was quadratic in a backlog).
+        self._unschedulable: dict[str, QueuedPod] = {}
+        self._in_flight: dict[str, QueuedPod] = {}
+        self._order = itertools.count()
         self._active: list[_ActiveEntry] = []
         self._backoff: list[tuple[float, int, QueuedPod]] = []
         self._seq = itertools.count()
@@ -173,9 +179,9 @@ class SchedulingQueue:
                 return
             now = self.clock()
             qp = QueuedPod(pod=pod, added=now, timestamp=now)
-            self._pods[pod.uid] = qp
+            self._hold(qp)
             if pod.scheduling_gates:
-                qp.where = GATED
+                self._set_where(qp, GATED)
             else:
                 self._push_active(qp)
 
@@ -204,7 +210,7 @@ class SchedulingQueue:
             if qp is None:
                 return False
             qp.deleted = True
-            qp.where = ""
+            self._set_where(qp, "")
             self._prune_in_flight_events()
             return True
 
@@ -230,7 +236,7 @@ class SchedulingQueue:
                     self.scheduling_cycle += 1
                     qp.cycle = self.scheduling_cycle
                     qp.attempts += 1
-                    qp.where = IN_FLIGHT
+                    self._set_where(qp, IN_FLIGHT)
                     qp.in_flight_since = self._next_event_id
                     return qp
                 if self._closed:
@@ -273,7 +279,7 @@ class SchedulingQueue:
             qp = self._pods.get(uid)
             if qp is not None and qp.where == IN_FLIGHT:
                 del self._pods[uid]
-                qp.where = ""
+                self._set_where(qp, "")
                 self._prune_in_flight_events()
 
     def requeue(self, qp: QueuedPod, *, unschedulable: bool,
@@ -287,17 +293,17 @@ class SchedulingQueue:
             current = self._pods.get(qp.uid)
             if current is not None and current is not qp:
                 return None  # re-added as a new entry meanwhile
-            self._pods[qp.uid] = qp
+            self._hold(qp)
             qp.timestamp = self.clock()
             qp.unschedulable_plugins = set(plugins) if plugins is not None else set()
             if qp.pod.scheduling_gates:
-                qp.where = GATED
+                self._set_where(qp, GATED)
             elif not unschedulable or self._helped_while_in_flight(qp):
                 # An error, or an event arrived while this pod was being scheduled
                 # that may be what it needed: only back off.
                 self._push_backoff(qp)
             else:
-                qp.where = UNSCHEDULABLE
+                self._set_where(qp, UNSCHEDULABLE)
             self._prune_in_flight_events()
             return qp.where
 
@@ -317,11 +323,12 @@ class SchedulingQueue:
         backing off) or activeQ (MoveAllToActiveOrBackoffQueue). Returns the pods
         moved."""
         with self._cond:
+            worth = [qp for qp in list(self._unschedulable.values())
+                     if self._worth_requeuing(qp, event, old, new)]
             moved: list[Pod] = []
-            for qp in list(self._pods.values()):
-                if qp.where == UNSCHEDULABLE and self._worth_requeuing(qp, event, old, new):
-                    self._move_one(qp)
-                    moved.append(qp.pod)
+            for qp in _in_queue_order(worth):
+                self._move_one(qp)
+                moved.append(qp.pod)
             self._record_in_flight(event, old, new)
             if moved:
                 self._cond.notify_all()
@@ -361,7 +368,7 @@ class SchedulingQueue:
         """Keep `event` for the pods being scheduled now (addEventIfAnyInFlight)."""
         event_id = next(self._event_ids)
         self._next_event_id = event_id + 1
-        if any(qp.where == IN_FLIGHT for qp in self._pods.values()):
+        if self._in_flight:
             self._in_flight_events.append((event_id, event, old, new))
 
     def _helped_while_in_flight(self, qp: QueuedPod) -> bool:
@@ -377,8 +384,7 @@ class SchedulingQueue:
         """Drop the events no pod still in flight can need."""
         if not self._in_flight_events:
             return
-        oldest = min((qp.in_flight_since for qp in self._pods.values()
-                      if qp.where == IN_FLIGHT), default=None)
+        oldest = min((qp.in_flight_since for qp in self._in_flight.values()), default=None)
         if oldest is None:
             self._in_flight_events.clear()
         elif self._in_flight_events[0][0] < oldest:
@@ -396,8 +402,8 @@ class SchedulingQueue:
         with self._cond:
             now = self.clock()
             self._flush_backoff_locked(now)
-            for qp in list(self._pods.values()):
-                if qp.where == UNSCHEDULABLE and now - qp.timestamp >= self.max_in_unschedulable:
+            for qp in _in_queue_order(list(self._unschedulable.values())):
+                if now - qp.timestamp >= self.max_in_unschedulable:
                     log.debug("%s: %s", UNSCHEDULABLE_TIMEOUT.label, qp.pod.key)
                     self._move_one(qp)
 
@@ -415,15 +421,31 @@ class SchedulingQueue:
 
     def _push_active(self, qp: QueuedPod) -> None:
         qp.seq = next(self._seq)
-        qp.where = ACTIVE
+        self._set_where(qp, ACTIVE)
         heapq.heappush(self._active, _ActiveEntry(qp, qp.seq, self._less))
         self._cond.notify()
 
     def _push_backoff(self, qp: QueuedPod) -> None:
         qp.seq = next(self._seq)
-        qp.where = BACKOFF
+        self._set_where(qp, BACKOFF)
         heapq.heappush(self._backoff, (self.backoff_expiry(qp), qp.seq, qp))
         self._cond.notify()
+
+    def _hold(self, qp: QueuedPod) -> None:
+        """Count `qp` among the queue's pods (a pod it already holds keeps its place)."""
+        if self._pods.get(qp.uid) is not qp:
+            qp.order = next(self._order)
+            self._pods[qp.uid] = qp
+
+    def _set_where(self, qp: QueuedPod, where: str) -> None:
+        """Every change of a pod's place goes through here, keeping the indexes true."""
+        for place, index in ((UNSCHEDULABLE, self._unschedulable),
+                             (IN_FLIGHT, self._in_flight)):
+            if qp.where == place and index.get(qp.uid) is qp:
+                del index[qp.uid]
+            if where == place:
+                index[qp.uid] = qp
+        qp.where = where
 
     # -- observing ------------------------------------------------------------------------
 
@@ -448,6 +470,12 @@ class SchedulingQueue:
         with self._cond:
             return [(qp.pod, qp.where, qp.attempts, qp.added, qp.timestamp,
                      frozenset(qp.unschedulable_plugins)) for qp in self._pods.values()]
+
+
+def _in_queue_order(pods: list[QueuedPod]) -> list[QueuedPod]:
+    """`pods` in the order they entered the queue, as a scan of every queued pod meets
+    them: pods moved together keep their FIFO order among equals."""
+    return sorted(pods, key=lambda qp: qp.order)
 
 
 def spec_changed(old: Pod, new: Pod) -> bool:

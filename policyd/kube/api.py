@@ -7,7 +7,7 @@ to retry, since only it knows whether it is still the leader.
 
 from __future__ import annotations
 
-import secrets
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
@@ -111,12 +111,15 @@ def event_body(ref: ObjectRef, *, event_type: str, reason: str, message: str,
     """A core v1 Event, the form `kubectl describe` and `kubectl get events` show (the
     `From` column is `source.component`, the scheduler's name as upstream reports it)."""
     t = now_rfc3339(now=now)
+    nanos = time.time_ns() if now is None else int(now.timestamp() * 1e9)
     return {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {
-            # Like client-go's recorder: object name plus a unique suffix.
-            "name": f"{ref.name}.{secrets.token_hex(8)}",
+            # As client-go's recorder names them: the object's name and the time in
+            # hexadecimal nanoseconds (unique per object; a random suffix cost a read
+            # of the OS's entropy per event).
+            "name": f"{ref.name}.{nanos:x}",
             "namespace": ref.namespace or "default",
         },
         "involvedObject": ref.as_dict(),

@@ -23,6 +23,11 @@ from typing import Protocol
 # own backoff at 30 s; a minute leaves room for an overloaded server's honest ask.
 RETRY_AFTER_MAX = 60.0
 
+# Jitter needs no seed of its own per operation: a fresh `random.Random()` reads 2.5 KB
+# from the OS to seed itself, and every bind and event write begins a `Retries`. One
+# generator serves them all (its `random()` is atomic under the GIL).
+_JITTER = random.Random()
+
 
 @dataclass(slots=True)
 class Backoff:
@@ -34,7 +39,7 @@ class Backoff:
     maximum: float = 30.0
     factor: float = 2.0
     jitter: float = 0.2
-    rng: random.Random = field(default_factory=random.Random)
+    rng: random.Random = field(default=_JITTER)
     attempts: int = 0
 
     def base_delay(self, attempt: int) -> float:

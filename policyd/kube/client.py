@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 from policyd.errors import PolicydError
 from policyd.kube.backoff import Failure, TokenBucket
@@ -324,30 +325,42 @@ class KubeClient:
             log.info("%s: dropped %d idle connection(s) to the API server", exc, dropped)
 
     def _send(self, method: str, path: str, query: Mapping[str, Any] | None,
-              body: Any, content_type: str | None, timeout: Any) -> Any:
+              body: Any, content_type: str | None, timeout: tuple[float, float]) -> Any:
+        """Send one request on the client's pooled connections and return the urllib3
+        response, its body not read yet.
+
+        The official client's credentials (its auth settings, which refresh an
+        expiring token) and connection pool are used, not its request layers: those
+        serialize the body through its model sanitizer, match the content type against
+        regular expressions and build a Timeout per call, which at a thousand binds
+        and events a second was a third of the daemon's CPU spent outside the
+        scheduling cycle. The body is plain JSON-ready data, sent as JSON."""
         # urllib3 (~0.1 s) comes with the client; only needed once one is made.
         import urllib3
 
-        headers = {"Accept": "application/json"}
+        api = self._api
+        headers = dict(api.default_headers)  # User-Agent
+        headers["Accept"] = "application/json"
+        payload = None
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
-        params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
+            payload = json.dumps(body).encode()
+        # The bearer token (refreshed by the client's hook when it expires); a client
+        # certificate is in the pool's TLS context instead.
+        api.update_params_for_auth(headers, None, ["BearerToken"], path, method, None)
+        url = api.configuration.host + path
+        params = [f"{k}={quote(_query_value(v))}" for k, v in (query or {}).items()
+                  if v is not None]
+        if params:
+            url += "?" + "&".join(params)
         self.limiter.take()
-        method, url, headers, body, post = self._api.param_serialize(
-            method=method, resource_path=path, query_params=params, header_params=headers,
-            body=body, auth_settings=["BearerToken"])
         try:
-            resp = self._api.call_api(method, url, header_params=headers, body=body,
-                                      post_params=post, _request_timeout=timeout)
+            return api.rest_client.pool_manager.urlopen(
+                method, url, body=payload, headers=headers,
+                timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]),
+                preload_content=False)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise self._no_reply(exc) from exc
-        except Exception as exc:
-            # The client wraps TLS failures as ApiException(status=0).
-            status = getattr(exc, "status", None)
-            if isinstance(status, int):
-                raise ApiError(status, type(exc).__name__, str(exc)) from exc
-            raise
-        return resp.response  # the urllib3 response, body not read yet
 
     def _no_reply(self, exc: BaseException) -> ApiError:
         error = ApiError(0, type(exc).__name__, str(exc))

@@ -1,9 +1,12 @@
-"""Per-plugin evaluation time reaches /metrics for every plugin that ran."""
+"""Per-plugin evaluation time reaches /metrics for every plugin that ran, in the sampled
+share of cycles (kube-scheduler's pluginMetricsSamplePercent)."""
 
 from __future__ import annotations
 
+import random
+
 from policyd.config.plugins import default_framework
-from policyd.daemon.metrics import Metrics, instrument
+from policyd.daemon.metrics import PLUGIN_METRICS_SAMPLE, Metrics, instrument
 from policyd.engine.cycle import schedule_one
 from policyd.model.cluster import ClusterState
 from tests.builders import make_node, make_pod
@@ -19,7 +22,7 @@ def _count(metrics: Metrics, plugin: str, point: str) -> float:
 def test_each_plugin_call_is_timed_under_its_extension_point() -> None:
     metrics = Metrics()
     fw = default_framework()
-    instrument(fw, metrics)
+    instrument(fw, metrics, plugin_sample=1.0)
     cluster = ClusterState([make_node(f"n{i}").obj() for i in range(3)])
     for i in range(2):
         assert schedule_one(fw, make_pod(f"p{i}").req(cpu="100m").obj(), cluster).node
@@ -28,3 +31,38 @@ def test_each_plugin_call_is_timed_under_its_extension_point() -> None:
     assert _count(metrics, "TaintToleration", "Score") == 2
     # Skipped plugins do not run, so they are not timed.
     assert _count(metrics, "InterPodAffinity", "Filter") == 0
+
+
+def _extension_point_count(metrics: Metrics, point: str) -> float:
+    value = metrics.registry.get_sample_value(
+        "policyd_framework_extension_point_duration_seconds_count",
+        {"extension_point": point, "profile": "policyd"})
+    return value or 0.0
+
+
+def test_plugins_are_timed_in_a_sample_of_cycles_extension_points_in_all() -> None:
+    assert PLUGIN_METRICS_SAMPLE == 0.1  # upstream's pluginMetricsSamplePercent
+    metrics = Metrics()
+    fw = default_framework()
+    instrument(fw, metrics, rng=random.Random(7))
+    cluster = ClusterState([make_node(f"n{i}").obj() for i in range(3)])
+    cycles = 400
+    for i in range(cycles):
+        assert schedule_one(fw, make_pod(f"p{i}").req(cpu="1m").obj(), cluster).node
+    assert _extension_point_count(metrics, "PreFilter") == cycles
+    assert _extension_point_count(metrics, "Score") == cycles
+    sampled = _count(metrics, "NodeResourcesFit", "PreFilter")
+    # Each cycle's plugins are timed together, or not at all.
+    assert _count(metrics, "NodeResourcesFit", "Filter") == sampled
+    assert _count(metrics, "TaintToleration", "Score") == sampled
+    assert 0.05 * cycles < sampled < 0.15 * cycles
+
+
+def test_no_plugin_is_timed_when_sampling_is_off() -> None:
+    metrics = Metrics()
+    fw = default_framework()
+    instrument(fw, metrics, plugin_sample=0.0)
+    cluster = ClusterState([make_node("n0").obj()])
+    assert schedule_one(fw, make_pod("p").req(cpu="1m").obj(), cluster).node
+    assert _extension_point_count(metrics, "Filter") == 1
+    assert _count(metrics, "NodeResourcesFit", "Filter") == 0

@@ -237,3 +237,59 @@ def test_set_less_resorts_the_active_queue() -> None:
     q.add(_pod("b", 0))
     q.set_less(lambda x, y: x.name > y.name)  # reverse alphabetical
     assert _names(q) == ["b", "a"]
+
+
+def test_pods_moved_together_keep_the_order_they_entered_the_queue() -> None:
+    clock = ManualClock()
+    q = _queue(clock)
+    names = [f"p{i}" for i in range(6)]
+    for n in names:
+        q.add(_pod(n))  # equal priority and creation time: FIFO decides
+    popped = [q.pop(timeout=0) for _ in names]
+    # They fail in another order than they came in.
+    for qp in reversed(popped):
+        assert qp is not None and q.requeue(qp, unschedulable=True, plugins={"X"}) == \
+            UNSCHEDULABLE
+    clock.advance(60)
+    assert q.move_all() == len(names)
+    assert _names(q) == names
+
+
+def test_the_unschedulable_and_in_flight_indexes_follow_every_operation() -> None:
+    """Random operations; after each, the queue's indexes hold exactly the pods whose
+    place says unschedulable / in flight (moves and in-flight events read only them)."""
+    import random
+
+    rng = random.Random(15)
+    clock = ManualClock()
+    q = _queue(clock)
+    in_flight: dict[str, object] = {}
+    for step in range(3000):
+        op = rng.randrange(7)
+        name = f"p{rng.randrange(25)}"
+        uid = f"uid-{name}"
+        if op == 0:
+            q.add(_pod(name))
+        elif op == 1:
+            qp = q.pop(timeout=0)
+            if qp is not None:
+                in_flight[qp.uid] = qp
+        elif op == 2 and in_flight:
+            qp = in_flight.pop(rng.choice(sorted(in_flight)))
+            q.requeue(qp, unschedulable=rng.random() < 0.7,  # type: ignore[arg-type]
+                      plugins={"NodeResourcesFit"})
+        elif op == 3 and uid in in_flight:
+            in_flight.pop(uid)
+            q.done(uid)
+        elif op == 4:
+            q.delete(uid)
+            in_flight.pop(uid, None)
+        elif op == 5:
+            q.move_all()
+        else:
+            clock.advance(rng.random() * 5)
+            q.flush()
+        pods = dict(q._pods)
+        assert q._unschedulable == {u: p for u, p in pods.items()
+                                    if p.where == UNSCHEDULABLE}, step
+        assert q._in_flight == {u: p for u, p in pods.items() if p.where == IN_FLIGHT}, step

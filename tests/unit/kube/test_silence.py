@@ -6,7 +6,6 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Callable, Iterator
-from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -302,15 +301,24 @@ def test_drop_idle_connections_closes_them_and_keeps_the_pool_usable() -> None:
     assert drop_idle_connections(None) == 0
 
 
-def _fake_api(fail: BaseException, manager: urllib3.PoolManager) -> Any:
-    def call_api(*_: Any, **__: Any) -> Any:
-        raise fail
+class FailingManager:
+    """A PoolManager whose every request gets no reply; its pools are a real one's."""
 
-    return SimpleNamespace(
-        param_serialize=lambda **kw: ("GET", "https://x" + kw["resource_path"], {}, None,
-                                      []),
-        call_api=call_api, rest_client=SimpleNamespace(pool_manager=manager),
-        configuration=SimpleNamespace(host="https://x"), close=lambda: None)
+    def __init__(self, fail: BaseException, manager: urllib3.PoolManager) -> None:
+        self.pools = manager.pools
+        self._fail = fail
+
+    def urlopen(self, *_: Any, **__: Any) -> Any:
+        raise self._fail
+
+
+def _fake_api(fail: BaseException, manager: urllib3.PoolManager) -> Any:
+    """The official client (its credentials, headers and host) over a failing pool."""
+    from kubernetes import client as k8s
+
+    api = k8s.ApiClient(k8s.Configuration(host="https://x"))
+    api.rest_client.pool_manager = FailingManager(fail, manager)
+    return api
 
 
 @pytest.mark.parametrize("fail", [_silent(), ConnectionResetError("reset")])
