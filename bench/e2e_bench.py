@@ -50,7 +50,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0] if __doc__ else "",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mode", choices=MODES, default="capacity")
+    parser.add_argument("--mode", default="capacity",
+                        help=f"comma-separated, of {', '.join(MODES)}")
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=10000,
                         help="measured pods of a capacity run (PodAntiAffinity: at most "
@@ -77,7 +78,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--burst", type=int, default=5000)
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds the measured pods of one run may take to be bound")
-    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None,
+                        help="write every run here (rewritten after each run)")
+    parser.add_argument("--append", action="store_true",
+                        help="keep the runs already in --json and add these (one results "
+                             "file from several command lines)")
     args = parser.parse_args(argv)
     for workload in _csv(args.workloads):
         if workload not in WORKLOADS:
@@ -85,6 +90,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for scheduler in _csv(args.schedulers):
         if scheduler not in schedulers.SCHEDULERS:
             parser.error(f"unknown scheduler {scheduler!r}")
+    for mode in _csv(args.mode):
+        if mode not in MODES:
+            parser.error(f"unknown mode {mode!r}")
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     return args
@@ -95,7 +103,7 @@ def plan(args: argparse.Namespace) -> list[RunSpec]:
     order = _csv(args.schedulers)
     if args.no_contention_profiling and schedulers.KUBE_SCHEDULER_NO_CONTENTION not in order:
         order.append(schedulers.KUBE_SCHEDULER_NO_CONTENTION)
-    modes = ("capacity", "rate", "sync15k") if args.mode == "all" else (args.mode,)
+    modes = [m for m in MODES[:-1] if m in _csv(args.mode) or "all" in _csv(args.mode)]
     specs: list[RunSpec] = []
 
     def cell(mode: str, workload: str, nodes: int, pods: int, rate: float | None,
@@ -131,6 +139,10 @@ def main(argv: list[str] | None = None) -> int:
                f"{platform.python_version()}, Kubernetes {K8S_VERSION}")
     command = "python -m bench.e2e_bench " + shlex.join(sys.argv[1:] if argv is None else argv)
     runs: list[dict[str, Any]] = []
+    commands = [command]
+    if args.append and args.json is not None and args.json.exists():
+        earlier = json.loads(args.json.read_text())
+        runs, commands = list(earlier["runs"]), [*earlier["commands"], command]
     doc: dict[str, Any] = {}
     for n, spec in enumerate(specs, 1):
         print(f"# [{n}/{len(specs)}] {spec.mode} {spec.workload} {spec.scheduler} "
@@ -143,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{result.figures} {result.metrics}", file=sys.stderr, flush=True)
         doc = report.document(
             runs, machine=machine, date=datetime.now(UTC).strftime("%Y-%m-%d"),
-            command=command, qps=args.qps, burst=args.burst)
+            commands=commands, qps=args.qps, burst=args.burst)
         if args.json is not None:  # after every run: a long session keeps what it has
             args.json.write_text(json.dumps(doc, indent=1) + "\n")
     print(report.markdown(doc))

@@ -238,7 +238,7 @@ def rate_run(spec: RunSpec) -> RunResult:
                 result.fail(f"{sum(n in watch.bound for n in names)}/{len(names)} bound "
                             f"within {spec.timeout:.0f}s")
             cpu.mark("end")
-            outcome = pacing.rate_outcome(created, watch.bound)
+            outcome = pacing.rate_outcome(created, watch.bound, spec.rate)
             bound = sum(n in watch.bound for n in names)
             sched_cpu = cpu.between("scheduler", "start", "end")
             result.figures.update(vars(outcome))

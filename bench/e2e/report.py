@@ -111,20 +111,24 @@ def rate_table(doc: Doc) -> str:
     for (workload, nodes, _pods, rate), per in _cells(doc["runs"], "rate").items():
         for scheduler, runs in _ordered(per):
             kept = sum(bool(r["figures"].get("kept_up")) and not r["failed"] for r in runs)
+            short = sum(r["figures"].get("arrival_met") is False for r in runs)
+            kept_text = f"{kept}/{len(runs)}" + (
+                f" (arrival short of the asked rate in {short})" if short else "")
             rows.append(
                 f"| {workload} | {nodes} | {rate:g} | {scheduler} | {len(runs)} | "
                 f"{_figure(runs, 'arrival_rate')} | {_figure(runs, 'bind_rate')} | "
                 f"{_figure(runs, 'p50_ms', 0)} | {_figure(runs, 'p99_ms', 0)} | "
-                f"{kept}/{len(runs)} | {_figure(runs, 'cpu_ms_per_pod', 2)} | "
+                f"{kept_text} | {_figure(runs, 'cpu_ms_per_pod', 2)} | "
                 f"{_checks(runs)} |")
     return "\n".join(rows)
 
 
 def markdown(doc: Doc) -> str:
     """Every table the document has runs for, with one line saying where and how."""
+    commands = "; ".join(f"`{c}`" for c in doc.get("commands", []))
     parts = [f"Measured {doc.get('date', '?')} on {doc.get('machine', '?')}; client "
              f"QPS/burst {doc.get('qps', '?')}/{doc.get('burst', '?')} for every "
-             f"scheduler; `{doc.get('command', '')}`."]
+             f"scheduler; {commands}."]
     if any(r["spec"]["mode"] == "capacity" for r in doc["runs"]):
         parts += ["", "Capacity (median of the repeats, range in brackets):", "",
                   capacity_table(doc)]

@@ -75,7 +75,8 @@ def window_means_ms(before: str, after: str, scheduler: str) -> dict[str, float]
     attempts = 0.0
     for figure in ("algorithm", "attempt"):
         grew = _delta(before, after, names[figure], None).get("", Totals())
-        out[f"{figure}_ms"] = round(grew.sum * 1000 / grew.count, 3) if grew.count else 0.0
+        if grew.count:  # none in the window: no mean (the report shows "–", not 0)
+            out[f"{figure}_ms"] = round(grew.sum * 1000 / grew.count, 3)
         out[f"{figure}_observations"] = grew.count
         if figure == "attempt":
             attempts = grew.count

@@ -85,3 +85,11 @@ def test_unbound_pods_fail() -> None:
     del bound["pod-7"]
     out = pacing.rate_outcome(created, bound)
     assert not out.kept_up and "1 of 500 pods not bound" in out.why_not
+
+
+def test_arrival_met_compares_the_achieved_rate_with_the_asked_one() -> None:
+    created, bound = _stream(100, 10, 0.02)
+    assert pacing.rate_outcome(created, bound, asked=100).arrival_met
+    assert pacing.rate_outcome(created, bound, asked=104).arrival_met
+    short = pacing.rate_outcome(created, bound, asked=200)
+    assert not short.arrival_met and short.kept_up  # kept up with what did arrive

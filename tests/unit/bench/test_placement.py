@@ -91,7 +91,7 @@ def test_hw_encrypt_both_ways_of_asking() -> None:
         good = [_measured(0, "PolicyMix", node="node-0", scheduler=scheduler),
                 _measured(3, "PolicyMix", node="node-1", scheduler=scheduler)]
         assert placement.hw_encrypt_held(NODES, good).held
-        bad = good + [_measured(1, "PolicyMix", node="node-1", scheduler=scheduler)]
+        bad = [*good, _measured(1, "PolicyMix", node="node-1", scheduler=scheduler)]
         check = placement.hw_encrypt_held(NODES, bad)
         assert not check.held and check.problems == ["pod-1 on node-1"]
 

@@ -26,11 +26,11 @@ scheduler_scheduling_attempt_duration_seconds_count{profile="p",result="schedule
 scheduler_scheduling_attempt_duration_seconds_sum{profile="p",result="error"} 0.1
 scheduler_scheduling_attempt_duration_seconds_count{profile="p",result="error"} 1
 # TYPE scheduler_framework_extension_point_duration_seconds histogram
-scheduler_framework_extension_point_duration_seconds_sum{extension_point="Filter",profile="p",status="Success"} 0.012
-scheduler_framework_extension_point_duration_seconds_count{extension_point="Filter",profile="p",status="Success"} 11
-scheduler_framework_extension_point_duration_seconds_sum{extension_point="Score",profile="p",status="Success"} 0.024
-scheduler_framework_extension_point_duration_seconds_count{extension_point="Score",profile="p",status="Success"} 11
-"""
+""" + "".join(
+    f'scheduler_framework_extension_point_duration_seconds_{what}'
+    f'{{extension_point="{point}",profile="p",status="Success"}} {value}\n'
+    for point, total in (("Filter", 0.012), ("Score", 0.024))
+    for what, value in (("sum", total), ("count", 11)))
 
 
 def test_totals_add_label_sets_and_split_by_a_label() -> None:
@@ -59,6 +59,7 @@ def test_policyd_names() -> None:
             'policyd_scheduling_algorithm_duration_seconds_count{profile="p"} 3\n')
     means = scrape.window_means_ms("", text, "policyd")
     assert means["algorithm_ms"] == 1.0 and means["attempt_observations"] == 0
+    assert "attempt_ms" not in means  # no observation: no mean, never a 0
     assert "ext:Filter_ms" not in means
 
 
