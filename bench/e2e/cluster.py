@@ -72,8 +72,8 @@ def list_all(client: KubeClient, path: str, page: int = LIST_PAGE) -> Iterator[O
 
 
 class BindWatch:
-    """A watch on the benchmark namespace recording when each pod is first seen bound
-    (monotonic seconds), and calling `on_bound(name)` in the watch thread as it is:
+    """A watch on the benchmark namespace recording when each pod is first seen, and
+    first seen bound (monotonic seconds), and calling `on_bound(name)` in the watch thread as it is:
     what must be read at the moment of a bind (the scheduler's CPU time) is read there,
     not a poll interval later."""
 
@@ -82,6 +82,9 @@ class BindWatch:
         self.client = client
         self.on_bound = on_bound
         self.bound: dict[str, float] = {}
+        # When each pod first appeared on the watch: latency measured between two
+        # events of the same stream leaves out how long the creating POST queued.
+        self.added: dict[str, float] = {}
         self._stream: Any = None
         self._stop = threading.Event()
         listed = client.request("GET", PODS_PATH, query={"limit": 1})
@@ -110,8 +113,10 @@ class BindWatch:
         if event.get("type") not in ("ADDED", "MODIFIED"):
             return
         name = (obj.get("metadata") or {}).get("name")
+        now = time.monotonic()
+        if name and name not in self.added:
+            self.added[name] = now
         if name and (obj.get("spec") or {}).get("nodeName") and name not in self.bound:
-            now = time.monotonic()
             self.bound[name] = now
             if self.on_bound is not None:
                 self.on_bound(name, now)

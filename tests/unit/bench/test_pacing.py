@@ -93,3 +93,11 @@ def test_arrival_met_compares_the_achieved_rate_with_the_asked_one() -> None:
     assert pacing.rate_outcome(created, bound, asked=104).arrival_met
     short = pacing.rate_outcome(created, bound, asked=200)
     assert not short.arrival_met and short.kept_up  # kept up with what did arrive
+
+
+def test_latency_counts_from_appearance_when_known() -> None:
+    created, bound = _stream(50, 10, 0.05)
+    appeared = {n: t + 0.03 for n, t in created.items()}
+    out = pacing.rate_outcome(created, bound, appeared=appeared)
+    assert out.p50_ms == pytest.approx(20, abs=0.1)
+    assert pacing.rate_outcome(created, bound).p50_ms == pytest.approx(50, abs=0.1)
