@@ -27,6 +27,7 @@ import os
 import platform
 import shlex
 import sys
+import time
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,6 +40,12 @@ from policyd.devcluster.assets import K8S_VERSION
 
 MODES = ("capacity", "rate", "sync15k", "all")
 SYNC_NODES = 15_000
+# What kube-scheduler runs with besides its config file (each run's JSON holds the
+# effective file): its v1 defaults, read in pkg/scheduler/apis/config/v1/defaults.go.
+KUBE_SCHEDULER_DEFAULTS = (
+    "enableProfiling true; enableContentionProfiling true (defaulted on when profiling "
+    "is); clientConnection.contentType application/vnd.kubernetes.protobuf; "
+    "parallelism 16; percentageOfNodesToScore adaptive")
 DEFAULT_SCHEDULERS = (schedulers.KUBE_SCHEDULER, schedulers.POLICYD, schedulers.NULL)
 
 
@@ -149,13 +156,16 @@ def main(argv: list[str] | None = None) -> int:
               f"repeat {spec.repeat + 1}: {spec.nodes} nodes, {spec.init_pods} init pods, "
               f"{spec.pods} pods" + (f", {spec.rate:g} pods/s" if spec.rate else ""),
               file=sys.stderr, flush=True)
+        began = time.monotonic()
         result = RUNNERS[spec.mode](spec)
-        runs.append(asdict(result))
+        # The whole run, control plane and setup included: what a full session costs.
+        runs.append({**asdict(result), "run_wall_s": round(time.monotonic() - began, 1)})
         print(f"  {'FAILED ' + '; '.join(result.failures) if result.failed else 'ok'} "
               f"{result.figures} {result.metrics}", file=sys.stderr, flush=True)
         doc = report.document(
             runs, machine=machine, date=datetime.now(UTC).strftime("%Y-%m-%d"),
-            commands=commands, qps=args.qps, burst=args.burst)
+            commands=commands, qps=args.qps, burst=args.burst,
+            kube_scheduler_defaults=KUBE_SCHEDULER_DEFAULTS)
         if args.json is not None:  # after every run: a long session keeps what it has
             args.json.write_text(json.dumps(doc, indent=1) + "\n")
     print(report.markdown(doc))

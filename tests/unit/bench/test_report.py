@@ -70,3 +70,10 @@ def test_markdown_has_only_the_tables_with_runs() -> None:
     text = report.markdown(_doc([_run("policyd", 100)]))
     assert "Capacity" in text and "Fixed arrival rate" not in text
     assert text.startswith("Measured 2026-12-01 on m")
+
+
+def test_share_of_null_falls_back_to_the_null_runs_at_the_same_node_count() -> None:
+    other = _run("policyd", 100)
+    other["spec"]["workload"] = "PolicyMix"
+    runs = [_run("null", 200), _run("null", 300), other]
+    assert _row(report.capacity_table(_doc(runs)), "policyd")[6] == "0.40"
