@@ -19,7 +19,6 @@ scheduler's metrics scraped before and after the window.
 from __future__ import annotations
 
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -162,19 +161,17 @@ def capacity_run(spec: RunSpec) -> RunResult:
         wanted = set(names)
         seen = 0
         cpu: CpuMarks | None = None
-        last_bind = threading.Event()
 
         def on_bound(name: str, _at: float) -> None:
             nonlocal seen
-            if cpu is None:
+            if name in wanted:
+                seen += 1
+            if cpu is None:  # cannot happen: nothing binds before the scheduler exists
                 return
             if name == WARM_UP:
                 cpu.mark("warm")
-            elif name in wanted:
-                seen += 1
-                if seen == len(wanted):
-                    cpu.mark("last")
-                    last_bind.set()
+            elif name in wanted and seen == len(wanted):
+                cpu.mark("last")
 
         watch = BindWatch(client, on_bound)
         t_start = time.monotonic()
