@@ -1,0 +1,141 @@
+"""The benchmark's side of the API server: filling a fresh control plane, listing it
+back page by page, and a watch that records when each pod is first seen bound."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from bench.e2e.shapes import (
+    NAMESPACE,
+    Obj,
+    default_init_pods,
+    node_body,
+    node_name,
+    pod_body,
+    priority_class_body,
+)
+from policyd.devcluster import ControlPlane
+from policyd.kube.client import ApiError, ConnectionSettings, KubeClient
+
+PODS_PATH = f"/api/v1/namespaces/{NAMESPACE}/pods"
+# Setup writes (nodes, init pods, the capacity backlog) happen before the scheduler runs,
+# so how fast they go does not touch a measurement: enough threads to keep the API
+# server busy on two cores.
+SETUP_THREADS = 16
+LIST_PAGE = 500
+
+
+def bench_client(cp: ControlPlane) -> KubeClient:
+    """The benchmark's own client: unthrottled, it only sets up and observes."""
+    return KubeClient.connect(ConnectionSettings(
+        kubeconfig=str(cp.kubeconfig_path), qps=1e6, burst=1_000_000, timeout=60))
+
+
+def each(fn: Callable[[Any], Any], items: Iterable[Any], threads: int = SETUP_THREADS) -> None:
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(fn, list(items)))
+
+
+def populate(client: KubeClient, workload: str, scheduler: str, nodes: int,
+             init_pods: int | None = None) -> int:
+    """Namespace, warm-up PriorityClass, nodes and bound init pods; returns the init
+    pod count."""
+    init = default_init_pods(nodes) if init_pods is None else init_pods
+    client.request("POST", "/api/v1/namespaces", body={
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    client.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses",
+                   body=priority_class_body())
+    each(lambda i: client.request("POST", "/api/v1/nodes", body=node_body(i)), range(nodes))
+    each(lambda i: client.request("POST", PODS_PATH, body=pod_body(
+        f"init-{i}", workload, scheduler=scheduler, node=node_name(i % nodes))),
+        range(init))
+    return init
+
+
+def list_all(client: KubeClient, path: str, page: int = LIST_PAGE) -> Iterator[Obj]:
+    """Every object at `path`, `page` at a time (limit/continue): a 15,000-node list
+    never arrives as one reply."""
+    token = ""
+    while True:
+        query: dict[str, Any] = {"limit": page}
+        if token:
+            query["continue"] = token
+        reply = client.request("GET", path, query=query)
+        yield from reply.get("items") or []
+        token = str((reply.get("metadata") or {}).get("continue") or "")
+        if not token:
+            return
+
+
+class BindWatch:
+    """A watch on the benchmark namespace recording when each pod is first seen, and
+    first seen bound (monotonic seconds), and calling `on_bound(name)` in the watch thread as it is:
+    what must be read at the moment of a bind (the scheduler's CPU time) is read there,
+    not a poll interval later."""
+
+    def __init__(self, client: KubeClient,
+                 on_bound: Callable[[str, float], None] | None = None) -> None:
+        self.client = client
+        self.on_bound = on_bound
+        self.bound: dict[str, float] = {}
+        # When each pod first appeared on the watch: latency measured between two
+        # events of the same stream leaves out how long the creating POST queued.
+        self.added: dict[str, float] = {}
+        self._stream: Any = None
+        self._stop = threading.Event()
+        listed = client.request("GET", PODS_PATH, query={"limit": 1})
+        self._rv = listed["metadata"]["resourceVersion"]
+        self._thread = threading.Thread(target=self._run, name="bind-watch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._stream = self.client.stream(PODS_PATH, query={
+                    "watch": True, "resourceVersion": self._rv,
+                    "allowWatchBookmarks": True, "timeoutSeconds": 30})
+                for event in self._stream.events():
+                    self._apply(event)
+            except ApiError:
+                if self._stop.is_set():
+                    return
+                time.sleep(0.2)
+
+    def _apply(self, event: Obj) -> None:
+        obj = event.get("object") or {}
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if rv:
+            self._rv = rv
+        if event.get("type") not in ("ADDED", "MODIFIED"):
+            return
+        name = (obj.get("metadata") or {}).get("name")
+        now = time.monotonic()
+        if name and name not in self.added:
+            self.added[name] = now
+        if name and (obj.get("spec") or {}).get("nodeName") and name not in self.bound:
+            self.bound[name] = now
+            if self.on_bound is not None:
+                self.on_bound(name, now)
+
+    def wait_for(self, names: Iterable[str], timeout: float,
+                 alive: Callable[[], bool] = lambda: True) -> bool:
+        """Whether all `names` were bound within `timeout` (False early when `alive()`
+        says the scheduler died)."""
+        wanted = list(names)
+        deadline = time.monotonic() + timeout
+        while True:
+            if all(n in self.bound for n in wanted):
+                return True
+            if time.monotonic() > deadline or not alive():
+                return False
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self._stop.set()
+        stream = self._stream
+        if stream is not None:
+            stream.interrupt()

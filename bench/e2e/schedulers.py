@@ -1,0 +1,143 @@
+"""The schedulers under test, each started against a fresh control plane the same way:
+same API server, same client QPS/burst, same bench schedulerName.
+
+- kube-scheduler v1.36 (built by the project), the default profile under the bench
+  schedulerName; its v1 configuration defaults enableProfiling and
+  enableContentionProfiling to true (pkg/scheduler/apis/config/v1/defaults.go), which
+  the "kube-scheduler (no contention profiling)" row turns off.
+- policyd (`policyd run` as a subprocess), leader election off like kube-scheduler's,
+  the example policies only for PolicyMix.
+- the null scheduler (`bench.e2e.null_scheduler`): binds round-robin, evaluates nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.e2e.shapes import SCHEDULER_NAME
+from policyd.devcluster import ControlPlane
+from policyd.devcluster.ports import LOOPBACK, free_ports
+
+POLICIES = Path(__file__).resolve().parents[2] / "policies"
+KUBE_SCHEDULER = "kube-scheduler"
+KUBE_SCHEDULER_NO_CONTENTION = "kube-scheduler-no-contention"
+POLICYD = "policyd"
+NULL = "null"
+SCHEDULERS = (KUBE_SCHEDULER, POLICYD, NULL, KUBE_SCHEDULER_NO_CONTENTION)
+# policyd binds in a pool this wide (its default, the profile's parallelism); the null
+# scheduler is given the same. kube-scheduler binds each pod in its own goroutine.
+PARALLEL_BINDS = 16
+
+
+def is_kube_scheduler(scheduler: str) -> bool:
+    return scheduler in (KUBE_SCHEDULER, KUBE_SCHEDULER_NO_CONTENTION)
+
+
+def pod_flavour(scheduler: str) -> str:
+    """Whose pod bodies a scheduler gets (PolicyMix: nodeSelector or annotation)."""
+    return KUBE_SCHEDULER if is_kube_scheduler(scheduler) else POLICYD
+
+
+@dataclass
+class Running:
+    """A started scheduler: its process, where its /metrics are, how to stop it."""
+
+    name: str
+    pid: int
+    stop: Callable[[], None]
+    alive: Callable[[], bool]
+    log_path: Path
+    metrics_url: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def log_tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+
+def kube_scheduler_config(qps: float, burst: int, contention_profiling: bool
+                          ) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"qps": qps, "burst": burst},
+        "profiles": [{"schedulerName": SCHEDULER_NAME}]}
+    if not contention_profiling:
+        config["enableContentionProfiling"] = False
+    return config
+
+
+def start(scheduler: str, cp: ControlPlane, workdir: Path, *, qps: float, burst: int,
+          policies: bool) -> Running:
+    if is_kube_scheduler(scheduler):
+        return _start_kube_scheduler(scheduler, cp, workdir, qps, burst,
+                                     contention_profiling=scheduler == KUBE_SCHEDULER)
+    if scheduler == POLICYD:
+        return _start_policyd(cp, workdir, qps, burst, policies)
+    if scheduler == NULL:
+        return _start_null(cp, workdir, qps, burst)
+    raise ValueError(f"unknown scheduler {scheduler!r}")
+
+
+def _start_kube_scheduler(name: str, cp: ControlPlane, workdir: Path, qps: float,
+                          burst: int, *, contention_profiling: bool) -> Running:
+    path = workdir / "kube-scheduler.json"
+    path.write_text(json.dumps(kube_scheduler_config(qps, burst, contention_profiling)))
+    # Not waiting for /readyz: the caller reads the process's CPU time from its start,
+    # and the warm-up pod's bind is the proof of readiness for every scheduler alike.
+    ks = cp.start_kube_scheduler(path, wait=False)
+    return Running(name, ks.pid, ks.stop, ks.alive, ks.log_path,
+                   metrics_url=f"https://{LOOPBACK}:{ks.port}/metrics",
+                   config=json.loads(ks.config_path.read_text()))
+
+
+def _subprocess(name: str, argv: list[str], workdir: Path, metrics_url: str | None,
+                config: dict[str, Any]) -> Running:
+    log_path = workdir / f"{name}.log"
+    log = log_path.open("wb")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+
+    def stop() -> None:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+    return Running(name, proc.pid, stop, lambda: proc.poll() is None, log_path,
+                   metrics_url=metrics_url, config=config)
+
+
+def _start_policyd(cp: ControlPlane, workdir: Path, qps: float, burst: int,
+                   policies: bool) -> Running:
+    profile = workdir / "policyd.yaml"
+    profile.write_text(
+        "apiVersion: policyd.io/v1alpha1\nkind: PolicydConfiguration\n"
+        "leaderElection:\n  leaderElect: false\n"
+        + (f"policies:\n- {POLICIES}\n" if policies else "")
+        + f"profiles:\n- schedulerName: {SCHEDULER_NAME}\n")
+    (port,) = free_ports(1)
+    argv = [sys.executable, "-m", "policyd", "run", "--config", str(profile),
+            "--kubeconfig", str(cp.kubeconfig_path),
+            "--metrics-bind-address", f"{LOOPBACK}:{port}", "--secure-port", "0",
+            "--kube-api-qps", str(qps), "--kube-api-burst", str(burst),
+            "--parallel-binds", str(PARALLEL_BINDS)]
+    return _subprocess(POLICYD, argv, workdir, f"http://{LOOPBACK}:{port}/metrics",
+                       {"profile": profile.read_text(), "argv": argv[1:]})
+
+
+def _start_null(cp: ControlPlane, workdir: Path, qps: float, burst: int) -> Running:
+    argv = [sys.executable, "-m", "bench.e2e.null_scheduler",
+            "--kubeconfig", str(cp.kubeconfig_path), "--scheduler-name", SCHEDULER_NAME,
+            "--kube-api-qps", str(qps), "--kube-api-burst", str(burst),
+            "--parallel-binds", str(PARALLEL_BINDS)]
+    return _subprocess(NULL, argv, workdir, None, {"argv": argv[1:]})

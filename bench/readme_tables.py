@@ -1,0 +1,98 @@
+"""README tables generated from committed benchmark results.
+
+Each table lives in README.md between `<!-- bench:NAME:begin -->` and
+`<!-- bench:NAME:end -->`; `RENDERERS` maps NAME to the results file it comes from and
+the function that renders it. `python -m bench.readme_tables` rewrites every marked
+block from its JSON; `--check` only compares and exits 1 when README.md differs (the
+unit test tests/unit/bench/test_readme_tables.py does the same), so a figure in the
+README is always one a committed result produced.
+
+To add a table (engine, snapshot, soak): a render function `dict -> str` and one entry
+in RENDERERS; then put the two markers in README.md and run this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.e2e import report as e2e_report
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+RESULTS = ROOT / "bench" / "results"
+
+
+@dataclass(frozen=True)
+class Renderer:
+    results: Path  # the committed JSON the table is made from
+    render: Callable[[dict[str, Any]], str]
+
+
+RENDERERS: Mapping[str, Renderer] = {
+    "e2e": Renderer(RESULTS / "e2e-small.json", e2e_report.markdown),
+}
+
+
+def markers(name: str) -> tuple[str, str]:
+    return f"<!-- bench:{name}:begin -->", f"<!-- bench:{name}:end -->"
+
+
+def block_pattern(name: str) -> re.Pattern[str]:
+    begin, end = markers(name)
+    return re.compile(re.escape(begin) + r"\n.*?" + re.escape(end), re.DOTALL)
+
+
+class MarkerError(ValueError):
+    """README.md does not hold a table's markers exactly once."""
+
+
+def rewrite(text: str, tables: Mapping[str, str]) -> str:
+    """`text` with each marked block's content replaced by its table."""
+    for name, table in tables.items():
+        begin, end = markers(name)
+        found = list(block_pattern(name).finditer(text))
+        if len(found) != 1:
+            raise MarkerError(f"README.md must hold {begin} ... {end} exactly once "
+                              f"(found {len(found)})")
+        body = table if table.endswith("\n") else table + "\n"
+        span = found[0]
+        text = f"{text[:span.start()]}{begin}\n{body}{end}{text[span.end():]}"
+    return text
+
+
+def render_all(renderers: Mapping[str, Renderer] = RENDERERS) -> dict[str, str]:
+    return {name: r.render(json.loads(r.results.read_text()))
+            for name, r in renderers.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 if README.md differs from the committed results")
+    parser.add_argument("--readme", type=Path, default=README)
+    args = parser.parse_args(argv)
+    current = args.readme.read_text()
+    try:
+        wanted = rewrite(current, render_all())
+    except MarkerError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if wanted == current:
+        return 0
+    if args.check:
+        print(f"{args.readme}: the tables differ from bench/results; run "
+              "python -m bench.readme_tables", file=sys.stderr)
+        return 1
+    args.readme.write_text(wanted)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""The e2e benchmark's run plan: repeats interleaved scheduler by scheduler, the cells
+of each mode, and the workload caps."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.e2e_bench import parse_args, plan
+
+
+def _plan(*argv: str) -> list[tuple[object, ...]]:
+    return [(s.mode, s.workload, s.scheduler, s.nodes, s.init_pods, s.pods, s.rate, s.repeat)
+            for s in plan(parse_args(list(argv)))]
+
+
+def test_repeats_are_interleaved() -> None:
+    runs = _plan("--nodes", "100", "--pods", "50", "--repeats", "2")
+    assert [(r[2], r[7]) for r in runs] == [
+        ("kube-scheduler", 0), ("policyd", 0), ("null", 0),
+        ("kube-scheduler", 1), ("policyd", 1), ("null", 1)]
+    assert {r[4] for r in runs} == {20}  # init pods: nodes / 5
+
+
+def test_contention_profiling_row_comes_last_in_each_repeat() -> None:
+    runs = _plan("--repeats", "1", "--schedulers", "kube-scheduler,policyd",
+                 "--no-contention-profiling")
+    assert [r[2] for r in runs] == ["kube-scheduler", "policyd",
+                                    "kube-scheduler-no-contention"]
+
+
+def test_pod_anti_affinity_is_capped_at_one_pod_per_free_node() -> None:
+    runs = _plan("--nodes", "5000", "--pods", "10000", "--repeats", "1",
+                 "--workloads", "PodAntiAffinity", "--schedulers", "policyd")
+    assert runs == [("capacity", "PodAntiAffinity", "policyd", 5000, 1000, 4000, None, 0)]
+
+
+def test_rate_cells_hold_each_rate_for_the_given_seconds() -> None:
+    runs = _plan("--mode", "rate", "--rates", "50,200", "--rate-seconds", "30",
+                 "--repeats", "1", "--schedulers", "policyd")
+    assert [(r[0], r[5], r[6]) for r in runs] == [("rate", 1500, 50.0), ("rate", 6000, 200.0)]
+
+
+def test_sync15k_is_capacity_at_15000_nodes_with_3000_init_pods() -> None:
+    runs = _plan("--mode", "sync15k", "--repeats", "1", "--schedulers", "policyd",
+                 "--init-pods", "7")
+    assert runs == [("capacity", "SchedulingBasic", "policyd", 15000, 3000, 10000, None, 0)]
+
+
+def test_all_modes_and_bad_names() -> None:
+    modes = {r[0] for r in _plan("--mode", "all", "--repeats", "1")}
+    assert modes == {"capacity", "rate"}
+    assert {r[3] for r in _plan("--mode", "all", "--repeats", "1")} == {5000, 15000}
+    for bad in (["--mode", "fast"], ["--workloads", "Nope"], ["--schedulers", "x"],
+                ["--repeats", "0"]):
+        with pytest.raises(SystemExit):
+            parse_args(bad)

@@ -1,0 +1,48 @@
+"""README.md's generated tables are exactly what the committed results render: a
+figure changed by hand, or a results file changed without regenerating, fails here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import readme_tables
+
+
+def test_readme_matches_the_committed_results() -> None:
+    text = readme_tables.README.read_text()
+    assert readme_tables.rewrite(text, readme_tables.render_all()) == text, (
+        "README.md's benchmark tables differ from bench/results: run "
+        "python -m bench.readme_tables")
+
+
+def test_every_renderer_has_committed_results_with_runs() -> None:
+    for name, renderer in readme_tables.RENDERERS.items():
+        doc = json.loads(renderer.results.read_text())
+        assert doc["runs"], f"{name}: {renderer.results} has no runs"
+
+
+def test_rewrite_replaces_only_the_marked_block() -> None:
+    text = "a\n<!-- bench:x:begin -->\nold\n<!-- bench:x:end -->\nb\n"
+    assert readme_tables.rewrite(text, {"x": "new"}) == \
+        "a\n<!-- bench:x:begin -->\nnew\n<!-- bench:x:end -->\nb\n"
+
+
+@pytest.mark.parametrize("text", ["no markers\n",
+                                  "<!-- bench:x:begin -->\n<!-- bench:x:end -->\n" * 2])
+def test_missing_or_doubled_markers_are_an_error(text: str) -> None:
+    with pytest.raises(readme_tables.MarkerError):
+        readme_tables.rewrite(text, {"x": "new"})
+
+
+def test_check_mode_exits_1_on_a_stale_readme(tmp_path: Path) -> None:
+    stale = readme_tables.README.read_text().replace(
+        readme_tables.markers("e2e")[1], "a hand-edited figure\n" + readme_tables.markers("e2e")[1])
+    path = tmp_path / "README.md"
+    path.write_text(stale)
+    assert readme_tables.main(["--check", "--readme", str(path)]) == 1
+    assert path.read_text() == stale  # --check never writes
+    assert readme_tables.main(["--readme", str(path)]) == 0
+    assert readme_tables.main(["--check", "--readme", str(path)]) == 0
