@@ -45,7 +45,6 @@ A failure prints the seed and a one-line command replaying the failing batch.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import random
 import time
@@ -64,8 +63,8 @@ from tests.integration.differential.runner import (
     Runner,
     Tally,
     kube_scheduler_config,
+    start_kube_scheduler,
 )
-from tests.integration.differential.score_log import SCORE_LOG_ARGS
 from tests.integration.differential.sequences import (
     BACKOFF_SECONDS,
     ORDER_SENSITIVE,
@@ -96,12 +95,12 @@ SEQUENCE_BATCH = max(1, _env_int("POLICYD_DIFF_SEQUENCE_BATCH", 16))
 @pytest.fixture(scope="module")
 def runner(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[Runner]:
-    config = tmp_path_factory.mktemp("differential") / "kube-scheduler.json"
-    config.write_text(json.dumps(kube_scheduler_config(), indent=2))
+    workdir = tmp_path_factory.mktemp("differential")
     client = KubeClient.connect(ConnectionSettings(
         kubeconfig=str(control_plane.kubeconfig_path), qps=2000, burst=2000, timeout=15))
-    scheduler = control_plane.start_kube_scheduler(config, extra_args=SCORE_LOG_ARGS)
-    daemon = _start_daemon(control_plane, config.parent) if DAEMON else None
+    scheduler = start_kube_scheduler(control_plane, kube_scheduler_config(),
+                                     workdir / "kube-scheduler.json")
+    daemon = _start_daemon(control_plane, workdir) if DAEMON else None
     r = Runner(client, seed=SEED, probes=PROBES, score_log=scheduler.log_path,
                daemon_scheduler=DAEMON_SCHEDULER if DAEMON else None)
     try:

@@ -51,19 +51,19 @@ from policyd.model.records import pod_from_dict
 from tests.gen.differential import SCHEDULER_NAME
 from tests.integration.differential.intended import (
     Scene,
-    kube_weighted,
     policyd_scores,
-    score_diffs,
     without_all_zero_skips,
 )
 from tests.integration.differential.runner import (
     TOTAL,
     Runner,
-    _unbound,
     kube_scheduler_config,
+    kube_weighted,
     parse_fit_error,
+    score_diffs,
+    start_kube_scheduler,
+    unbound,
 )
-from tests.integration.differential.score_log import SCORE_LOG_ARGS
 from tests.polling import wait_for
 
 # The second profile: kube-scheduler's default percentageOfNodesToScore (adaptive).
@@ -92,11 +92,10 @@ def env(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
     sampling["schedulerName"] = SAMPLING_SCHEDULER
     del sampling["percentageOfNodesToScore"]  # the default: 0, adaptive
     config["profiles"].append(sampling)
-    path = tmp_path_factory.mktemp("intended") / "kube-scheduler.json"
-    path.write_text(json.dumps(config, indent=2))
     client = KubeClient.connect(ConnectionSettings(
         kubeconfig=str(control_plane.kubeconfig_path), qps=2000, burst=2000, timeout=15))
-    scheduler = control_plane.start_kube_scheduler(path, extra_args=SCORE_LOG_ARGS)
+    scheduler = start_kube_scheduler(
+        control_plane, config, tmp_path_factory.mktemp("intended") / "kube-scheduler.json")
     runner = Runner(client, timeout=15.0, probes=0)
     try:
         yield Env(runner, scheduler.log_path)
@@ -310,7 +309,7 @@ def test_equal_priorities_go_by_creation_time_not_queue_entry(
 
     # Both pending: both schedulers give each pod the same verdict.
     back = s.read_back()
-    earlier, later = (pod_from_dict(_unbound(back.pods[n])) for n in ("earlier", "later"))
+    earlier, later = (pod_from_dict(unbound(back.pods[n])) for n in ("earlier", "later"))
     assert earlier.priority == later.priority
     assert earlier.creation_timestamp < later.creation_timestamp
     kube_pending = s.decisions("earlier", "later")
@@ -356,7 +355,7 @@ def test_equal_priorities_go_by_creation_time_not_queue_entry(
     back = s.read_back()
     for name in ("earlier", "later"):
         assert s.policyd(back, name).node == only, name
-    back.cluster.assume(pod_from_dict(_unbound(back.pods["later"])), only)
+    back.cluster.assume(pod_from_dict(unbound(back.pods["later"])), only)
     kube_earlier = s.decisions("earlier")["earlier"]
     assert s.policyd(back, "earlier").message == kube_earlier.message
 

@@ -3,11 +3,10 @@ pods on the real API server, decided by the real kube-scheduler, and the same po
 to policyd's engine on the cluster read back from that API server.
 
 A scene is judged the way the differential runner judges a generated case: it is built
-from the runner's own steps (its barrier, its wait for kube-scheduler's decisions, its
-read-back, its clean-up; `Runner` in runner.py describes each), not from copies of them,
-so that an intended difference shown here is shown under exactly the conditions in which
-the generated cases avoid it. Those steps are the runner's private methods; this module
-is the one place outside runner.py that calls them.
+from the runner's public steps (`Runner.barrier`, `Runner.wait` for kube-scheduler's
+decisions, `Runner.read_back`, `Runner.cleanup`; runner.py describes each), not from
+copies of them, so that an intended difference shown here is shown under exactly the
+conditions in which the generated cases avoid it.
 
 Isolation is the generated cases' (tests/gen/differential.py): every node of a scene
 carries `CASE_LABEL=<prefix>`, every pod of it lives in the namespace `<prefix>` and
@@ -31,11 +30,10 @@ from policyd.model.records import pod_from_dict
 from tests.gen.clusters import HOSTNAME
 from tests.gen.differential import CASE_LABEL, SCHEDULER_NAME, UNDER_TEST_LABEL, Case
 from tests.integration.differential.runner import (
-    TOTAL,
     KubeDecision,
     Runner,
-    _unbound,
     reference_scores,
+    unbound,
 )
 from tests.integration.differential.score_log import KubeScores, read_score_lines
 
@@ -65,7 +63,7 @@ class Scene:
     _barriers: int = 0
 
     def __post_init__(self) -> None:
-        self.runner._create_namespace((self.prefix, {CASE_LABEL: self.prefix}))
+        self.runner.create_namespace((self.prefix, {CASE_LABEL: self.prefix}))
 
     # -- building ------------------------------------------------------------------------
 
@@ -94,9 +92,9 @@ class Scene:
         sees them in this order: its informer delivers them as created)."""
         if in_order:
             for n in nodes:
-                self.runner._post("/api/v1/nodes", n)
+                self.runner.post("/api/v1/nodes", n)
         else:
-            self.runner._each(lambda n: self.runner._post("/api/v1/nodes", n), nodes)
+            self.runner.each(lambda n: self.runner.post("/api/v1/nodes", n), nodes)
 
     def pod(self, name: str, *, requests: Mapping[str, str] | None = None,
             limits: Mapping[str, str] | None = None, image: str = "registry.example/app:1",
@@ -130,10 +128,10 @@ class Scene:
                 "spec": body}
 
     def create_pods(self, pods: Sequence[dict[str, Any]]) -> None:
-        self.runner._create_pods(pods)
+        self.runner.create_pods(pods)
 
     def delete_pod(self, name: str) -> None:
-        self.runner._delete_pod({"metadata": {"namespace": self.prefix, "name": name}})
+        self.runner.delete_pod({"metadata": {"namespace": self.prefix, "name": name}})
 
     def patch_pod(self, name: str, patch: dict[str, Any]) -> None:
         self.runner.client.request(
@@ -143,13 +141,13 @@ class Scene:
     def barrier(self) -> None:
         """Return once kube-scheduler has seen every object created so far."""
         self._barriers += 1
-        self.runner._barrier(f"{self.prefix}-{self._barriers}")
+        self.runner.barrier(f"{self.prefix}-{self._barriers}")
 
     # -- kube-scheduler's side -----------------------------------------------------------
 
     def decisions(self, *names: str) -> dict[str, KubeDecision]:
         """Wait until kube-scheduler bound or rejected each of the pods under test."""
-        got = self.runner._wait({(self.prefix, n) for n in names})
+        got = self.runner.wait({(self.prefix, n) for n in names})
         return {name: d for (_, name), d in got.items()}
 
     def kube_scores(self, name: str) -> KubeScores:
@@ -172,7 +170,7 @@ class Scene:
     # -- policyd's side ------------------------------------------------------------------
 
     def read_back(self) -> ReadBack:
-        cluster, test_pods = self.runner._read_back()
+        cluster, test_pods = self.runner.read_back()
         return ReadBack(cluster, {name: pod for (ns, name), pod in test_pods.items()
                                   if ns == self.prefix})
 
@@ -181,26 +179,20 @@ class Scene:
         """policyd's decision for the pod under test `name` as kube-scheduler first saw
         it (unbound), on the reference path, which keeps every node's verdict and score
         (the differential test holds the columnar path to it)."""
-        return schedule_one(self.fw, pod_from_dict(_unbound(back.pods[name])),
+        return schedule_one(self.fw, pod_from_dict(unbound(back.pods[name])),
                             back.cluster if cluster is None else cluster, reference=True)
 
     def cleanup(self) -> None:
         """Delete the scene's pods and nodes and the barriers made for it."""
         case = Case(seed=0, index=0, prefix=self.prefix, namespaces={}, nodes=[], pods=[],
                     pod={})
-        self.runner._cleanup([case], [self.prefix])
+        self.runner.cleanup([case], [self.prefix])
 
 
 def policyd_scores(result: ScheduleResult) -> dict[str, dict[str, int]]:
     """node -> plugin -> weighted score, and the node's total under TOTAL."""
     assert result.scores is not None, f"policyd scored nothing: {result.message}"
     return reference_scores(result.scores)
-
-
-def kube_weighted(scores: KubeScores) -> dict[str, dict[str, int]]:
-    """kube-scheduler's scores in the shape of `policyd_scores`."""
-    return {node: {**plugins, TOTAL: scores.totals[node]}
-            for node, plugins in scores.plugins.items()}
 
 
 def without_all_zero_skips(theirs: Mapping[str, Mapping[str, int]],
@@ -220,16 +212,3 @@ def without_all_zero_skips(theirs: Mapping[str, Mapping[str, int]],
                and all(t.get(plugin, 0) == 0 for t in theirs.values())}
     return {node: {p: v for p, v in scores.items() if p not in skipped}
             for node, scores in theirs.items()}
-
-
-def score_diffs(a: Mapping[str, Mapping[str, int]], b: Mapping[str, Mapping[str, int]]
-                ) -> dict[tuple[str, str], tuple[int | None, int | None]]:
-    """(node, plugin) -> (score in a, score in b) wherever the two differ, a node or a
-    plugin only one of them has included."""
-    out = {}
-    for node in sorted(set(a) | set(b)):
-        x, y = a.get(node, {}), b.get(node, {})
-        for plugin in sorted(set(x) | set(y)):
-            if x.get(plugin) != y.get(plugin):
-                out[(node, plugin)] = (x.get(plugin), y.get(plugin))
-    return out

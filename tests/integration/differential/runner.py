@@ -3,7 +3,7 @@ pod under test, and report every difference.
 
 A batch of cases lives on the API server at the same time (each case isolated as
 `tests.gen.differential` describes), so one round of API calls and one barrier (see
-`Runner._barrier`) serve many cases. kube-scheduler sees the whole batch, so policyd is
+`Runner.barrier`) serve many cases. kube-scheduler sees the whole batch, so policyd is
 given the whole batch too: nodes and pods are read back from the API server after
 kube-scheduler has decided, exactly as stored (defaults and admission changes
 included), and decoded with the same functions the daemon uses.
@@ -12,16 +12,18 @@ included), and decoded with the same functions the daemon uses.
 from __future__ import annotations
 
 import copy
+import json
 import random
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from policyd.config.plugins import default_framework
+from policyd.devcluster import ControlPlane, KubeScheduler
 from policyd.engine.cycle import ScheduleResult, schedule_one
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.runtime import Framework, ScoreResult
@@ -40,7 +42,11 @@ from tests.gen.differential import (
     Case,
     pinned_copy,
 )
-from tests.integration.differential.score_log import KubeScores, read_score_lines
+from tests.integration.differential.score_log import (
+    SCORE_LOG_ARGS,
+    KubeScores,
+    read_score_lines,
+)
 
 T = TypeVar("T")
 
@@ -82,6 +88,15 @@ def kube_scheduler_config(scheduler_name: str = SCHEDULER_NAME) -> dict[str, Any
                 {"name": n} for n in UPSTREAM_ONLY_PLUGINS]}},
         }],
     }
+
+
+def start_kube_scheduler(control_plane: ControlPlane, config: dict[str, Any], path: Path
+                         ) -> KubeScheduler:
+    """A kube-scheduler on `control_plane` running `config` (written to `path` as JSON),
+    ready when it returns, logging the score and attempt lines that `score_log` and
+    `queue_log` read (SCORE_LOG_ARGS). The caller stops it."""
+    path.write_text(json.dumps(config, indent=2))
+    return control_plane.start_kube_scheduler(path, extra_args=SCORE_LOG_ARGS)
 
 
 _FIT_HEAD = re.compile(r"^0/(\d+) nodes are available:")
@@ -245,48 +260,57 @@ class Runner:
         self._scores: dict[str, KubeScores] = {}
         self.ensure_runtime_class()
         self._barriers: list[str] = []
-        try:
-            self._post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                              "metadata": {"name": BARRIER_NAMESPACE}})
-        except ApiError as err:
-            if err.status != 409:
-                raise
+        self.ensure("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                           "metadata": {"name": BARRIER_NAMESPACE}})
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
 
-    # -- API helpers --------------------------------------------------------------------
+    # -- steps shared with sequences.py and intended.py ----------------------------------
+    # Public so that a sequence batch and a hand-built scene are put on the API server,
+    # synchronised with kube-scheduler, read back and cleaned up exactly as a batch of
+    # single-pod cases is.
 
-    def _each(self, fn: Callable[[T], Any], items: Iterable[T]) -> None:
-        """fn(item) for every item, concurrently; the first error is raised."""
+    def each(self, fn: Callable[[T], Any], items: Iterable[T]) -> None:
+        """fn(item) for every item, concurrently on the runner's thread pool, in no
+        particular order; returns when all are done, raising the first error."""
         list(self.pool.map(fn, list(items)))
 
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST `body` to `path` and return the object as stored; API errors (409 for
+        an object that exists included) are raised as `ApiError`."""
         return self.client.request("POST", path, body=body)
 
-    def _create_pods(self, pods: Sequence[dict[str, Any]]) -> None:
-        self._each(lambda p: self._post(
+    def ensure(self, path: str, body: dict[str, Any]) -> None:
+        """POST `body` to `path` unless the object already exists (409): the runner's
+        shared objects, and every object of a replay on the same API server, may."""
+        try:
+            self.post(path, body)
+        except ApiError as err:
+            if err.status != 409:
+                raise
+
+    def create_pods(self, pods: Sequence[dict[str, Any]]) -> None:
+        """Create `pods` (raw Pod objects, namespace in their metadata) concurrently;
+        a pod that exists already is an error."""
+        self.each(lambda p: self.post(
             f"/api/v1/namespaces/{p['metadata']['namespace']}/pods", p), pods)
 
-    def _create_namespace(self, item: tuple[str, dict[str, str]]) -> None:
-        try:
-            self._post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                              "metadata": {"name": item[0], "labels": item[1]}})
-        except ApiError as err:
-            if err.status != 409:  # a replay on the same API server
-                raise
+    def create_namespace(self, item: tuple[str, dict[str, str]]) -> None:
+        """Create the namespace `item` = (name, labels) unless it exists (namespaces
+        are never deleted: no namespace controller runs)."""
+        self.ensure("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                           "metadata": {"name": item[0], "labels": item[1]}})
 
     def _create_workload(self, obj: dict[str, Any]) -> None:
         group = "/api/v1" if obj["apiVersion"] == "v1" else f"/apis/{obj['apiVersion']}"
         plural = {"Service": "services", "ReplicaSet": "replicasets"}[obj["kind"]]
-        try:
-            self._post(f"{group}/namespaces/{obj['metadata']['namespace']}/{plural}", obj)
-        except ApiError as err:
-            if err.status != 409:  # a replay on the same API server
-                raise
+        self.ensure(f"{group}/namespaces/{obj['metadata']['namespace']}/{plural}", obj)
 
-    def _barrier(self, prefix: str) -> None:
-        """Return once kube-scheduler has seen everything created so far.
+    def barrier(self, prefix: str) -> None:
+        """Return once kube-scheduler (and the `policyd run` daemon, if compared) has
+        seen everything created so far; TimeoutError after `timeout` seconds. `prefix`
+        names the barrier node, which `cleanup` deletes.
 
         Its node and pod informers are separate watches, each delivered in order. So a
         node created after all the others, and a pod created after all the others that
@@ -295,7 +319,7 @@ class Runner:
         schedulers count it in "0/N nodes"); its pod lives in a namespace no case
         selects."""
         name = f"{prefix}-barrier"
-        self._post("/api/v1/nodes", {
+        self.post("/api/v1/nodes", {
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": {HOSTNAME: name, CASE_LABEL: name}},
             "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"},
@@ -312,7 +336,7 @@ class Runner:
                       "terminationGracePeriodSeconds": 0,
                       "containers": [{"name": "c", "image": "registry/app:1"}]}}
             for i, scheduler in enumerate(schedulers)]
-        self._create_pods(pods)
+        self.create_pods(pods)
         deadline = time.monotonic() + self.timeout
         for pod in pods:
             path = f"/api/v1/namespaces/{BARRIER_NAMESPACE}/pods/{pod['metadata']['name']}"
@@ -331,16 +355,15 @@ class Runner:
 
     def ensure_runtime_class(self) -> None:
         """The RuntimeClass whose overhead some cases' pods carry (idempotent)."""
-        try:
-            self._post("/apis/node.k8s.io/v1/runtimeclasses", {
-                "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
-                "metadata": {"name": RUNTIME_CLASS}, "handler": "runc",
-                "overhead": {"podFixed": RUNTIME_CLASS_OVERHEAD}})
-        except ApiError as err:
-            if err.status != 409:
-                raise
+        self.ensure("/apis/node.k8s.io/v1/runtimeclasses", {
+            "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+            "metadata": {"name": RUNTIME_CLASS}, "handler": "runc",
+            "overhead": {"podFixed": RUNTIME_CLASS_OVERHEAD}})
 
-    def _delete_pod(self, pod: dict[str, Any]) -> None:
+    def delete_pod(self, pod: dict[str, Any]) -> None:
+        """Delete `pod` (only its namespace and name are read) at once, without a
+        grace period; a pod already gone is fine. A pod holding HOLD_FINALIZER stays,
+        terminating, until `cleanup` releases it."""
         namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         try:
             self.client.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}",
@@ -349,8 +372,11 @@ class Runner:
             if err.status != 404:
                 raise
 
-    def _wait(self, keys: set[tuple[str, str]]) -> dict[tuple[str, str], KubeDecision]:
-        """Poll the pods under test until kube-scheduler bound or rejected each one."""
+    def wait(self, keys: set[tuple[str, str]]) -> dict[tuple[str, str], KubeDecision]:
+        """(namespace, name) -> kube-scheduler's decision, for each pod of `keys`
+        (pods labelled UNDER_TEST_LABEL=true), polled until every one is bound or has
+        PodScheduled=False, or `timeout` passed: an undecided pod's KubeDecision says
+        so (`decided` False) rather than raising."""
         decisions = {k: KubeDecision() for k in keys}
         deadline = time.monotonic() + self.timeout
         delay = 0.05
@@ -375,31 +401,32 @@ class Runner:
 
     # -- a batch ------------------------------------------------------------------------
 
-    def _put_scenes(self, cases: Sequence[Scene]) -> None:
+    def put_scenes(self, cases: Sequence[Scene]) -> None:
         """Create the cases' namespaces, nodes, workloads and existing pods (finished
-        and terminating ones as such)."""
-        self._each(self._create_namespace,
+        and terminating ones as such), not their pods under test; `cleanup` removes
+        them again."""
+        self.each(self.create_namespace,
                    [item for c in cases for item in c.namespaces.items()])
-        self._each(lambda n: self._post("/api/v1/nodes", n),
+        self.each(lambda n: self.post("/api/v1/nodes", n),
                    [n for c in cases for n in c.nodes])
-        self._each(self._create_workload, [w for c in cases for w in c.workloads])
+        self.each(self._create_workload, [w for c in cases for w in c.workloads])
         existing = [p for c in cases for p in c.pods]
-        self._create_pods(existing)
-        self._each(self._set_phase, [p for p in existing if p["status"].get("phase")])
-        self._each(self._delete_pod, [p for p in existing if _held(p)])
+        self.create_pods(existing)
+        self.each(self._set_phase, [p for p in existing if p["status"].get("phase")])
+        self.each(self.delete_pod, [p for p in existing if _held(p)])
 
     def run_batch(self, cases: Sequence[Case]) -> list[Outcome]:
         namespaces = [ns for c in cases for ns in c.namespaces]
         try:
-            self._put_scenes(cases)
-            self._barrier(cases[0].prefix)
-            self._create_pods([c.pod for c in cases])
+            self.put_scenes(cases)
+            self.barrier(cases[0].prefix)
+            self.create_pods([c.pod for c in cases])
             keys = {(c.pod["metadata"]["namespace"], c.pod["metadata"]["name"])
                     for c in cases}
-            decisions = self._wait(keys)
+            decisions = self.wait(keys)
             outcomes = [Outcome(c, decisions[(c.pod["metadata"]["namespace"],
                                               c.pod["metadata"]["name"])]) for c in cases]
-            cluster, test_pods = self._read_back()
+            cluster, test_pods = self.read_back()
             fw = default_framework(seed=self.seed)
             columnar = ColumnarScores(fw)
             scored: list[tuple[Outcome, dict[str, Any]]] = []
@@ -409,7 +436,7 @@ class Runner:
                 if pod is None:
                     o.problems.append("pod under test missing when read back")
                     continue
-                o.policyd = schedule_one(fw, pod_from_dict(_unbound(pod)), cluster)
+                o.policyd = schedule_one(fw, pod_from_dict(unbound(pod)), cluster)
                 compare(o)
                 if o.ok and o.mix == SCORED:
                     scored.append((o, pod))
@@ -419,7 +446,7 @@ class Runner:
             self._probe(outcomes, cluster)
             return outcomes
         finally:
-            self._cleanup(cases, namespaces)
+            self.cleanup(cases, namespaces)
 
     def _kube_scores(self, keys: set[str]) -> dict[str, KubeScores]:
         """kube-scheduler's scores per pod (see `score_log`), waiting briefly for `keys`
@@ -440,41 +467,22 @@ class Runner:
     def _compare_scores(self, scored: Sequence[tuple[Outcome, dict[str, Any]]],
                         fw: Framework, cluster: ClusterState,
                         columnar: ColumnarScores) -> None:
-        """Both of policyd's paths against each other and against kube-scheduler.
-
-        The reference path's weighted score of every plugin on every feasible node, and
-        each node's total, must be kube-scheduler's when its log has them (the case is
-        then score-compared); otherwise kube-scheduler's node must be among the
-        reference's best (`check_best`). The columnar path (the daemon's; the one that
-        decided `o.policyd`) must score exactly as the reference path, so it equals
-        kube-scheduler's too, and choose one of the reference's best nodes."""
+        """`compare_scores` for each scored case, with kube-scheduler's scores from its
+        log when the runner has one."""
         logged: dict[str, KubeScores] = {}
         if self.score_log is not None and scored:
-            logged = self._kube_scores({_key(pod) for _, pod in scored})
+            logged = self._kube_scores({pod_key(pod) for _, pod in scored})
         for o, pod in scored:
-            ref = schedule_one(fw, pod_from_dict(_unbound(pod)), cluster, reference=True)
-            if ref.scores is None:
-                o.problems.append(f"policyd's reference path scored nothing: {ref.message}")
-                continue
-            mine = reference_scores(ref.scores)
-            _diff_scores(o, "reference path", mine, "columnar path",
-                         columnar.by_pod.get(_key(pod), {}))
-            check_best(o, ref.scores, o.policyd.node if o.policyd else None,
-                       "policyd's columnar path")
-            theirs = logged.get(_key(pod))
-            if theirs is None:
-                check_best(o, ref.scores, o.kube.node, "kube-scheduler")
-                continue
-            kube = {node: {**plugins, TOTAL: theirs.totals.get(node, -1)}
-                    for node, plugins in theirs.plugins.items()}
-            o.compared = SCORE_COMPARED
-            _diff_scores(o, "kube-scheduler", kube, "policyd", mine)
+            compare_scores(o, fw, pod_from_dict(unbound(pod)), cluster, columnar,
+                           logged.get(pod_key(pod)))
 
-    def _read_back(self, under_test: str = "true"
+    def read_back(self, under_test: str = "true"
                    ) -> tuple[ClusterState, dict[tuple[str, str], dict[str, Any]]]:
-        """The cluster as the API server holds it, without the pods whose
-        UNDER_TEST_LABEL is `under_test`: those are returned apart, by (namespace,
-        name)."""
+        """The cluster as the API server holds it, decoded as the daemon decodes it
+        (nodes, pods, namespace labels, the workloads default spreading reads), without
+        the pods whose UNDER_TEST_LABEL is `under_test`: those are returned apart, raw
+        and as stored, by (namespace, name). Everything on the API server is read, not
+        only some cases' objects (`tests.gen.differential` keeps cases apart)."""
         nodes = self.client.request("GET", "/api/v1/nodes")["items"]
         pods = self.client.request("GET", "/api/v1/pods")["items"]
         namespaces = self.client.request("GET", "/api/v1/namespaces")["items"]
@@ -516,14 +524,14 @@ class Runner:
         todo = [o for o in outcomes if o.ok and o.policyd is not None]
         if not todo:
             return
-        self._each(self._delete_pod, [o.case.pod for o in todo])
+        self.each(self.delete_pod, [o.case.pod for o in todo])
         copies = []
         for o in todo:
             copy = {**o.case.pod, "metadata": {**o.case.pod["metadata"], "name": "daemon"},
                     "spec": {**o.case.pod["spec"], "schedulerName": self.daemon_scheduler}}
             copies.append(copy)
-        self._create_pods(copies)
-        decisions = self._wait({(c["metadata"]["namespace"], "daemon") for c in copies})
+        self.create_pods(copies)
+        decisions = self.wait({(c["metadata"]["namespace"], "daemon") for c in copies})
         for o, pod in zip(todo, copies, strict=True):
             d = decisions[(pod["metadata"]["namespace"], "daemon")]
             o.daemon = d
@@ -541,7 +549,7 @@ class Runner:
                                   f"{d.message}")
             elif d.node is not None:
                 self._check_daemon_node(o, d.node, fw, cluster)
-        self._each(self._delete_pod, copies)
+        self.each(self.delete_pod, copies)
 
     def _check_daemon_node(self, o: Outcome, node: str, fw: Framework,
                            cluster: ClusterState) -> None:
@@ -592,23 +600,23 @@ class Runner:
                 plans.append((o, plan))
         if not plans:
             return
-        self._each(self._delete_pod, [o.case.pod for o, _ in plans])
+        self.each(self.delete_pod, [o.case.pod for o, _ in plans])
         fw = default_framework(seed=self.seed)
         for round_ in range(max(len(plan) for _, plan in plans)):
             batch = [(o, plan[round_]) for o, plan in plans if round_ < len(plan)]
             copies = [pinned_copy(o.case.pod, node, f"probe-{round_}") for o, node in batch]
-            self._create_pods(copies)
-            decisions = self._wait({(c["metadata"]["namespace"], c["metadata"]["name"])
+            self.create_pods(copies)
+            decisions = self.wait({(c["metadata"]["namespace"], c["metadata"]["name"])
                                     for c in copies})
             for (o, node), pod in zip(batch, copies, strict=True):
                 d = decisions[(pod["metadata"]["namespace"], pod["metadata"]["name"])]
                 # As stored: admission added the RuntimeClass overhead, defaults, ...
-                stored = _unbound(d.pod) if d.pod else pod
+                stored = unbound(d.pod) if d.pod else pod
                 probe = Outcome(o.case, d, schedule_one(fw, pod_from_dict(stored), cluster))
                 compare(probe)
                 o.probes.append((node, d))
                 o.problems += [f"pinned to {node}: {problem}" for problem in probe.problems]
-            self._each(self._delete_pod, copies)
+            self.each(self.delete_pod, copies)
 
     def _release(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
@@ -621,9 +629,12 @@ class Runner:
             if err.status != 404:
                 raise
 
-    def _cleanup(self, cases: Sequence[Scene], namespaces: list[str]) -> None:
-        self._each(self._release, [p for c in cases for p in c.pods if _held(p)])
-        self._each(lambda ns: self.client.request(
+    def cleanup(self, cases: Sequence[Scene], namespaces: list[str]) -> None:
+        """Delete every pod of `namespaces` and of the barrier namespace (releasing the
+        cases' HOLD_FINALIZER pods first), the cases' nodes (by their CASE_LABEL prefix)
+        and the barrier nodes made since the last clean-up. Namespaces stay."""
+        self.each(self._release, [p for c in cases for p in c.pods if _held(p)])
+        self.each(lambda ns: self.client.request(
             "DELETE", f"/api/v1/namespaces/{ns}/pods", query={"gracePeriodSeconds": 0}),
             namespaces)
         self.client.request("DELETE", f"/api/v1/namespaces/{BARRIER_NAMESPACE}/pods",
@@ -655,12 +666,15 @@ def _held(pod: dict[str, Any]) -> bool:
     return HOLD_FINALIZER in pod["metadata"].get("finalizers", ())
 
 
-def _key(pod: dict[str, Any]) -> str:
+def pod_key(pod: dict[str, Any]) -> str:
+    """A raw pod's `namespace/name`, the key of `Pod.key` and of the schedulers' logs."""
     return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
 
 
-def _unbound(pod: dict[str, Any]) -> dict[str, Any]:
-    """The pod under test as kube-scheduler first saw it: not yet bound."""
+def unbound(pod: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a pod read back from the API server as kube-scheduler first saw it:
+    not yet bound (no nodeName, no status conditions), apiVersion and kind set (list
+    items carry neither), so `pod_from_dict` decodes it as a pending pod."""
     out = dict(pod)
     out["apiVersion"], out["kind"] = "v1", "Pod"
     out["spec"] = {k: v for k, v in pod["spec"].items() if k != "nodeName"}
@@ -713,17 +727,33 @@ def reference_scores(scores: ScoreResult) -> dict[str, dict[str, int]]:
             for i, n in enumerate(scores.nodes)}
 
 
-def _diff_scores(o: Judged, a_name: str, a: dict[str, dict[str, int]], b_name: str,
-                 b: dict[str, dict[str, int]]) -> None:
-    """Record in `o.problems` every (node, plugin) whose weighted score differs between
-    `a` and `b`, a node only one of them scored included."""
-    diffs = []
+def kube_weighted(scores: KubeScores) -> dict[str, dict[str, int]]:
+    """kube-scheduler's logged scores in the shape of `reference_scores`; a node whose
+    total was not logged gets -1, which no real total equals."""
+    return {node: {**plugins, TOTAL: scores.totals.get(node, -1)}
+            for node, plugins in scores.plugins.items()}
+
+
+def score_diffs(a: Mapping[str, Mapping[str, int]], b: Mapping[str, Mapping[str, int]]
+                ) -> dict[tuple[str, str], tuple[int | None, int | None]]:
+    """(node, plugin) -> (score in a, score in b) wherever the two differ, a node or a
+    plugin only one of them has included; sorted by node, then plugin."""
+    out = {}
     for node in sorted(set(a) | set(b)):
         x, y = a.get(node, {}), b.get(node, {})
         for plugin in sorted(set(x) | set(y)):
             if x.get(plugin) != y.get(plugin):
-                diffs.append(f"{node} {plugin}: {a_name} {x.get(plugin)}, "
-                             f"{b_name} {y.get(plugin)}")
+                out[(node, plugin)] = (x.get(plugin), y.get(plugin))
+    return out
+
+
+def record_score_diffs(o: Judged, a_name: str, a: Mapping[str, Mapping[str, int]],
+                       b_name: str, b: Mapping[str, Mapping[str, int]]) -> None:
+    """Record in `o.problems`, as one problem naming the first 12, every (node, plugin)
+    whose weighted score differs between `a` and `b` (`score_diffs`); nothing when
+    they agree."""
+    diffs = [f"{node} {plugin}: {a_name} {x}, {b_name} {y}"
+             for (node, plugin), (x, y) in score_diffs(a, b).items()]
     if diffs:
         o.problems.append(f"weighted scores differ ({a_name} vs {b_name}): "
                           + "; ".join(diffs[:12])
@@ -747,6 +777,34 @@ def check_best(o: Judged, scores: ScoreResult, node: str | None, who: str) -> No
         o.problems.append(
             f"{who} chose {node}, which policyd's reference path scores "
             f"{scores.totals[i]} against {best} for {names[j]}: {detail}")
+
+
+def compare_scores(o: Judged, fw: Framework, pod: Pod, cluster: ClusterState,
+                   columnar: ColumnarScores, theirs: KubeScores | None) -> None:
+    """Both of policyd's paths against each other and against kube-scheduler, for a
+    pod `o` found SCORED, problems recorded in `o.problems`.
+
+    The reference path's weighted score of every plugin on every feasible node, and
+    each node's total, must be kube-scheduler's when its log has them (`theirs`; `o`
+    is then SCORE_COMPARED); otherwise kube-scheduler's node must be among the
+    reference's best (`check_best`). The columnar path (the daemon's; the one that
+    decided `o.policyd`, with `columnar` attached to `fw`) must score exactly as the
+    reference path, so it equals kube-scheduler's too, and choose one of the
+    reference's best nodes."""
+    ref = schedule_one(fw, pod, cluster, reference=True)
+    if ref.scores is None:
+        o.problems.append(f"policyd's reference path scored nothing: {ref.message}")
+        return
+    mine = reference_scores(ref.scores)
+    record_score_diffs(o, "reference path", mine, "columnar path",
+                 columnar.by_pod.get(pod.key, {}))
+    check_best(o, ref.scores, o.policyd.node if o.policyd else None,
+               "policyd's columnar path")
+    if theirs is None:
+        check_best(o, ref.scores, o.kube.node, "kube-scheduler")
+        return
+    o.compared = SCORE_COMPARED
+    record_score_diffs(o, "kube-scheduler", kube_weighted(theirs), "policyd", mine)
 
 
 class ColumnarScores:

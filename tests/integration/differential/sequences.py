@@ -41,7 +41,6 @@ s07 s01 s03 s05 s06 and as s06 s07 s01 s03 s05.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -55,7 +54,7 @@ from policyd.daemon.scheduling_state import LOGGER
 from policyd.devcluster import ControlPlane
 from policyd.engine.cycle import ScheduleResult, schedule_one
 from policyd.engine.simulate import queue_order
-from policyd.kube.client import ApiError
+from policyd.framework.runtime import Framework
 from policyd.model.cluster import ClusterState
 from policyd.model.records import Pod, pod_from_dict
 from tests.gen.differential import (
@@ -67,21 +66,18 @@ from tests.gen.differential import (
 )
 from tests.integration.differential.queue_log import Attempt, read_attempts
 from tests.integration.differential.runner import (
-    SCORE_COMPARED,
     SCORED,
-    TOTAL,
     ColumnarScores,
     KubeDecision,
     Runner,
     Tally,
-    _diff_scores,
-    _unbound,
-    check_best,
     compare,
+    compare_scores,
     kube_scheduler_config,
-    reference_scores,
+    pod_key,
+    start_kube_scheduler,
+    unbound,
 )
-from tests.integration.differential.score_log import SCORE_LOG_ARGS
 
 # Longer than a batch's first pass takes, so no pod is retried before every pod was
 # tried once while activeQ still holds pods (see the module docstring).
@@ -107,10 +103,6 @@ def sequence_scheduler_config() -> dict[str, Any]:
     config = kube_scheduler_config(SEQUENCE_SCHEDULER_NAME)
     config["podInitialBackoffSeconds"] = config["podMaxBackoffSeconds"] = BACKOFF_SECONDS
     return config
-
-
-def _key(pod: dict[str, Any]) -> str:
-    return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
 
 
 @dataclass
@@ -186,41 +178,36 @@ class SequenceRunner:
         self.start_daemon = start_daemon
         self.control_plane = control_plane
         self.seed = seed
-        self.config = workdir / "kube-scheduler-queue.json"
-        self.config.write_text(json.dumps(sequence_scheduler_config(), indent=2))
+        self.config_path = workdir / "kube-scheduler-queue.json"
         for name, value in PRIORITY_CLASSES.items():
-            try:
-                runner._post("/apis/scheduling.k8s.io/v1/priorityclasses", {
-                    "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                    "metadata": {"name": name}, "value": value})
-            except ApiError as err:
-                if err.status != 409:  # another run on the same API server
-                    raise
+            runner.ensure("/apis/scheduling.k8s.io/v1/priorityclasses", {
+                "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": name}, "value": value})
 
     def run_batch(self, cases: Sequence[SequenceCase]) -> list[SequenceOutcome]:
         r = self.runner
         namespaces = [ns for c in cases for ns in c.namespaces]
         try:
-            r._put_scenes(cases)
-            r._create_pods([p for c in cases for p in c.queue])
+            r.put_scenes(cases)
+            r.create_pods([p for c in cases for p in c.queue])
             # Read before kube-scheduler starts: exactly what it lists. Twice: the
             # second is scheduled in the order of names, to see whether order matters.
-            cluster, queued = r._read_back(SEQUENCE)
-            by_name, _ = r._read_back(SEQUENCE)
-            attempts = self._kube_first_pass({_key(p) for c in cases for p in c.queue})
+            cluster, queued = r.read_back(SEQUENCE)
+            by_name, _ = r.read_back(SEQUENCE)
+            attempts = self._kube_first_pass({pod_key(p) for c in cases for p in c.queue})
             outcomes = self._compare(cases, cluster, queued, attempts)
             self._order_sensitivity(outcomes, by_name)
             if self.start_daemon is not None:
                 self._daemon_pass(cases, outcomes)
             return outcomes
         finally:
-            r._cleanup(cases, namespaces)
+            r.cleanup(cases, namespaces)
 
     def _kube_first_pass(self, keys: set[str]) -> list[Attempt]:
         """Every try a new kube-scheduler made until each pod of `keys` had a decided
         first try (or FIRST_PASS_TIMEOUT passed), in order."""
-        scheduler = self.control_plane.start_kube_scheduler(
-            self.config, extra_args=SCORE_LOG_ARGS)
+        scheduler = start_kube_scheduler(self.control_plane, sequence_scheduler_config(),
+                                         self.config_path)
         try:
             deadline = time.monotonic() + FIRST_PASS_TIMEOUT
             while True:
@@ -236,7 +223,7 @@ class SequenceRunner:
                  queued: dict[tuple[str, str], dict[str, Any]], attempts: list[Attempt]
                  ) -> list[SequenceOutcome]:
         outcomes = {c.prefix: SequenceOutcome(c) for c in cases}
-        case_of = {_key(p): outcomes[c.prefix] for c in cases for p in c.queue}
+        case_of = {pod_key(p): outcomes[c.prefix] for c in cases for p in c.queue}
         first = {a.pod: a for a in attempts if a.number == 1}
         retried = next((i for i, a in enumerate(attempts) if a.number > 1), len(attempts))
         for i, a in enumerate(attempts):
@@ -247,11 +234,11 @@ class SequenceRunner:
                 case_of[a.pod].problems.append(
                     f"kube-scheduler retried {attempts[retried].pod} before its first try "
                     f"of {a.pod}: its first pass was not one")
-        pods = {f"{k[0]}/{k[1]}": pod_from_dict(_unbound(p)) for k, p in queued.items()}
+        pods = {f"{k[0]}/{k[1]}": pod_from_dict(unbound(p)) for k, p in queued.items()}
         fw = default_framework(seed=self.seed)
         columnar = ColumnarScores(fw)
         for o in outcomes.values():
-            keys = [_key(p) for p in o.case.queue]
+            keys = [pod_key(p) for p in o.case.queue]
             missing = [k for k in keys if k not in pods]
             if missing:
                 o.problems.append(f"queued pods missing when read back: {missing}")
@@ -273,7 +260,7 @@ class SequenceRunner:
                     cluster.assume(pods[key], step.kube.node)
         return list(outcomes.values())
 
-    def _step(self, fw: Any, columnar: ColumnarScores, pod: Pod, cluster: ClusterState,
+    def _step(self, fw: Framework, columnar: ColumnarScores, pod: Pod, cluster: ClusterState,
               attempt: Attempt | None) -> SequenceStep:
         """One pod's turn: policyd decides on the cluster as the earlier turns left it."""
         key = f"{pod.namespace}/{pod.name}"
@@ -291,24 +278,9 @@ class SequenceRunner:
         if attempt.feasible != len(result.feasible):
             step.problems.append(f"kube-scheduler found {attempt.feasible} feasible nodes, "
                                  f"policyd {len(result.feasible)}: {result.feasible}")
-        if step.mix != SCORED:
-            return step
-        ref = schedule_one(fw, pod, cluster, reference=True)
-        if ref.scores is None:
-            step.problems.append(f"policyd's reference path scored nothing: {ref.message}")
-            return step
-        mine = reference_scores(ref.scores)
-        _diff_scores(step, "reference path", mine, "columnar path",
-                     columnar.by_pod.get(key, {}))
-        check_best(step, ref.scores, result.node, "policyd's columnar path")
-        theirs = attempt.scores
-        if not theirs.totals:
-            check_best(step, ref.scores, kube.node, "kube-scheduler")
-            return step
-        step.compared = SCORE_COMPARED
-        _diff_scores(step, "kube-scheduler", {
-            node: {**plugins, TOTAL: theirs.totals.get(node, -1)}
-            for node, plugins in theirs.plugins.items()}, "policyd", mine)
+        if step.mix == SCORED:
+            compare_scores(step, fw, pod, cluster, columnar,
+                           attempt.scores if attempt.scores.totals else None)
         return step
 
     def _order_sensitivity(self, outcomes: Sequence[SequenceOutcome],
@@ -339,7 +311,7 @@ class SequenceRunner:
         above; this compares the daemon's queue, assume and cache against it)."""
         r = self.runner
         queue = [p for c in cases for p in c.queue]
-        r._each(r._delete_pod, queue)
+        r.each(r.delete_pod, queue)
         copies = [{**p, "spec": {**p["spec"], "schedulerName": DAEMON_SCHEDULER_NAME}}
                   for p in queue]
         deadline = time.monotonic() + r.timeout
@@ -348,13 +320,13 @@ class SequenceRunner:
             if time.monotonic() > deadline:
                 raise TimeoutError("the sequence pods were not deleted in time")
             time.sleep(0.05)
-        r._create_pods(copies)
-        cluster, queued = r._read_back(SEQUENCE)
-        pods = {f"{k[0]}/{k[1]}": pod_from_dict(_unbound(p)) for k, p in queued.items()}
+        r.create_pods(copies)
+        cluster, queued = r.read_back(SEQUENCE)
+        pods = {f"{k[0]}/{k[1]}": pod_from_dict(unbound(p)) for k, p in queued.items()}
         decisions = self._daemon_first_tries(set(pods))
         fw = default_framework(seed=self.seed)
         for o in outcomes:
-            keys = [_key(p) for p in o.case.queue]
+            keys = [pod_key(p) for p in o.case.queue]
             if any(k not in pods for k in keys):
                 continue  # reported by _compare
             o.daemon_order = [k for k in decisions if k in keys]

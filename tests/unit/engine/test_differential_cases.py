@@ -29,9 +29,9 @@ from tests.integration.differential.runner import (
     Outcome,
     Tally,
     _alternate,
-    _diff_scores,
     check_best,
     parse_fit_error,
+    record_score_diffs,
     reference_scores,
 )
 
@@ -156,9 +156,9 @@ def _outcome() -> Outcome:
 def test_diff_scores_names_every_difference() -> None:
     o = _outcome()
     same = {"n1": {"A": 1, TOTAL: 1}}
-    _diff_scores(o, "kube", same, "mine", {"n1": {"A": 1, TOTAL: 1}})
+    record_score_diffs(o, "kube", same, "mine", {"n1": {"A": 1, TOTAL: 1}})
     assert o.problems == []
-    _diff_scores(o, "kube", {"n1": {"A": 1, TOTAL: 1}, "n2": {"A": 0, TOTAL: 0}},
+    record_score_diffs(o, "kube", {"n1": {"A": 1, TOTAL: 1}, "n2": {"A": 0, TOTAL: 0}},
                  "mine", {"n1": {"A": 2, "B": 0, TOTAL: 2}})
     assert o.problems == [
         "weighted scores differ (kube vs mine): n1 (total): kube 1, mine 2; "
