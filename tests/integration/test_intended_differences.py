@@ -221,6 +221,15 @@ def test_image_locality_uses_each_nodes_own_image_size(scene: Callable[[str], Sc
     s.create_nodes([s.node("first", images=[(image, 500 * MB)]),
                     s.node("second", images=[(image, 1400 * MB)]),
                     s.node("none")], in_order=True)
+    # kube-scheduler's snapshot counts an image's nodes as of each node's own last change
+    # (ImageStateSummary.Snapshot): had it copied `first` before `second` existed, first
+    # would score as the only holder. Touching both once both exist takes that timing
+    # out, so what remains is the size difference alone.
+    for node in (first, second):
+        s.runner.client.request(
+            "PATCH", f"/api/v1/nodes/{node}",
+            body={"metadata": {"labels": {"policyd.test/touched": "1"}}},
+            content_type="application/merge-patch+json")
     s.barrier()
     s.create_pods([s.pod("app", image=image)])
     assert s.decisions("app")["app"].node is not None
