@@ -7,8 +7,9 @@ block from its JSON; `--check` only compares and exits 1 when README.md differs 
 unit test tests/unit/bench/test_readme_tables.py does the same), so a figure in the
 README is always one a committed result produced.
 
-To add a table (engine, snapshot, soak): a render function `dict -> str` and one entry
-in RENDERERS; then put the two markers in README.md and run this module.
+To add a table: a render function taking the parsed JSON (whatever its shape: the engine
+bench writes a list of rows, the others an object) and returning markdown, one entry in
+RENDERERS, then the two markers in README.md; run this module.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import snapshot_bench, soak
 from bench.e2e import report as e2e_report
+from bench.engine import report as engine_report
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -32,11 +35,14 @@ RESULTS = ROOT / "bench" / "results"
 @dataclass(frozen=True)
 class Renderer:
     results: Path  # the committed JSON the table is made from
-    render: Callable[[dict[str, Any]], str]
+    render: Callable[[Any], str]  # the parsed JSON -> markdown
 
 
 RENDERERS: Mapping[str, Renderer] = {
     "e2e": Renderer(RESULTS / "e2e-small.json", e2e_report.markdown),
+    "engine": Renderer(RESULTS / "engine-latest.json", engine_report.readme),
+    "snapshot": Renderer(RESULTS / "snapshot-latest.json", snapshot_bench.markdown),
+    "soak": Renderer(RESULTS / "soak-latest.json", soak.markdown),
 }
 
 

@@ -13,7 +13,8 @@ the pods are pending, for the default scheduler. Each measurement is a fresh pro
 - simulate: the whole `policyd simulate --cluster FILE --format json` command, wall time
   and peak RSS of the process (it loads the snapshot, then schedules the pending pods).
 
-Prints a markdown table and writes JSON to bench/results/snapshot-latest.json.
+Writes JSON to bench/results/snapshot-latest.json and prints the markdown table that
+`python -m bench.readme_tables` puts in the README from it (`markdown`).
 """
 
 from __future__ import annotations
@@ -209,18 +210,50 @@ def run(sizes: list[tuple[int, int]], runs: int, workdir: Path) -> list[dict[str
         rows.append(row)
         json_path.unlink()
         yaml_path.unlink()
-        print(_row_text(row), flush=True)
+        print(f"progress: {row_line(row)}", file=sys.stderr, flush=True)
     return rows
 
 
-def _row_text(row: dict[str, Any]) -> str:
+COLUMNS = ("cluster", "JSON / YAML file", "JSON load", "YAML load", "YAML / JSON",
+           "simulate, JSON", "simulate, YAML")
+
+
+def _seconds(value: float, digits: int) -> str:
+    return f"{value:.{digits}f}"
+
+
+def _load(fmt: dict[str, Any]) -> str:
+    """Median (min–max) with three significant figures at the median's scale."""
+    digits = 1 if fmt["load_median"] >= 10 else 2
+    return (f"{_seconds(fmt['load_median'], digits)} s ({_seconds(fmt['load_min'], digits)}"
+            f"–{_seconds(fmt['load_max'], digits)})")
+
+
+def _memory(mib: float) -> str:
+    # ru_maxrss and the file sizes are in binary units: say so rather than round to GB.
+    return f"{mib / 1024:.1f} GiB" if mib >= 1024 else f"{mib:.0f} MiB"
+
+
+def _simulate(fmt: dict[str, Any]) -> str:
+    return f"{fmt['simulate_seconds']:.1f} s, {_memory(fmt['simulate_peak_rss_mb'])}"
+
+
+def row_line(row: dict[str, Any]) -> str:
     j, y = row["json"], row["yaml"]
-    return (f"| {row['nodes']} nodes, {row['pods']} pods | {j['file_mb']:.0f} MB / "
-            f"{y['file_mb']:.0f} MB | {j['load_median']:.2f} s ({j['load_min']:.2f}–"
-            f"{j['load_max']:.2f}) | {y['load_median']:.2f} s ({y['load_min']:.2f}–"
-            f"{y['load_max']:.2f}) | {row['yaml_over_json']:.2f}x | "
-            f"{j['simulate_seconds']:.1f} s, {j['simulate_peak_rss_mb']:.0f} MB | "
-            f"{y['simulate_seconds']:.1f} s, {y['simulate_peak_rss_mb']:.0f} MB |")
+    cells = [f"{row['nodes']:,} nodes, {row['pods']:,} pods",
+             f"{j['file_mb']:.0f} / {y['file_mb']:.0f} MiB", _load(j), _load(y),
+             f"{row['yaml_over_json']:.2f}x", _simulate(j), _simulate(y)]
+    return "| " + " | ".join(cells) + " |"
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The README table from bench/results/snapshot-latest.json (what `main` writes)."""
+    lines = [f"Measured {doc['date']}, Python {doc['python']}, {doc['cpus']} CPUs: "
+             f"`{doc['command'].strip()}`; load is the median (min–max) of the runs, "
+             "simulate one run.", "",
+             "| " + " | ".join(COLUMNS) + " |", "|---|" + "---:|" * (len(COLUMNS) - 1)]
+    lines += [row_line(row) for row in doc["rows"]]
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
@@ -235,18 +268,14 @@ def main() -> None:
         _child_load(args.child_load)
         return
     sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",")]
-    print(f"# snapshot load, {platform.python_implementation()} {platform.python_version()}, "
-          f"{os.cpu_count()} cores; median (min–max) of {args.runs} runs, each a fresh process")
-    print("| size | JSON / YAML file | JSON load | YAML load | YAML/JSON | "
-          "simulate JSON (wall, peak RSS) | simulate YAML |")
-    print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         rows = run([(n, p) for n, p in sizes], args.runs, Path(tmp))
+    doc = {"command": "python -m bench.snapshot_bench " + " ".join(sys.argv[1:]),
+           "python": platform.python_version(), "cpus": os.cpu_count(),
+           "date": time.strftime("%Y-%m-%d"), "rows": rows}
     RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps({
-        "command": "python -m bench.snapshot_bench " + " ".join(sys.argv[1:]),
-        "python": platform.python_version(), "cpus": os.cpu_count(),
-        "date": time.strftime("%Y-%m-%d"), "rows": rows}, indent=2) + "\n")
+    RESULTS.write_text(json.dumps(doc, indent=2) + "\n")
+    print(markdown(doc), end="")
 
 
 if __name__ == "__main__":

@@ -726,6 +726,64 @@ def _failed_scheduling(client: KubeClient) -> set[str]:
     return {e["involvedObject"]["name"] for e in items}
 
 
+# -- the report ---------------------------------------------------------------------
+
+# The faults `Soak.note` counts, as the README names them; a kind missing here is shown
+# by its key rather than dropped.
+FAULT_LABELS = {
+    "apiserver_restart": "kube-apiserver killed (SIGKILL) and restarted",
+    "compaction": "of which after an etcd compaction (watches get 410 Gone)",
+    "leader_kill": "lease holder killed (kill -9)",
+    "stale_takeover": "of which a stale takeover (the standby's open connections silent "
+                      "for {stale_seconds:g} s)",
+    "cut": "every proxied connection reset",
+    "freeze": "every proxied connection frozen for {freeze_seconds:g} s",
+}
+# The proxies' injected answers: "bind:429" -> "bind answered 429".
+INJECTED_LABELS = {"timeout": "reply swallowed"}
+
+
+def _injected_label(key: str) -> str:
+    kind, _, answer = key.partition(":")
+    what = "binding create" if kind == "bind" else "other request"
+    return f"{what}: {INJECTED_LABELS.get(answer, f'answered {answer}')}"
+
+
+def failed_binds(doc: Obj) -> int:
+    """Binding creates the proxies failed on purpose (every error kind)."""
+    injected: dict[str, int] = doc["faults"].get("injected_by_proxies", {})
+    return sum(n for k, n in injected.items() if k.startswith("bind:"))
+
+
+def markdown(doc: Obj) -> str:
+    """The README's soak figures from a result JSON (what `main --json` writes)."""
+    cfg, inv = doc["config"], doc["invariants"]
+    marked = inv.get("unfitting_pods_marked_unschedulable", {})
+    marked_count = doc["unschedulable"] - int(marked.get("problem_count", 0))
+    failed = sorted(name for name, v in inv.items() if not v["held"])
+    held = f"{len(inv) - len(failed)} of {len(inv)} held"
+    if failed:
+        held += " (FAILED: " + ", ".join(failed) + ")"
+    # A run that bound nothing has no latencies: a dash, not a crash after the run.
+    lat = {q: f"{v:g}" for q, v in doc["bind_latency_s"].items()}
+    latency = " / ".join(lat.get(q, "–") for q in ("p50", "p99", "max"))
+    lines = [f"Measured on {doc['machine']}: {cfg['pods']} pods created at {cfg['rate']:g}/s "
+             f"on {cfg['nodes']} nodes, seed {cfg['seed']}.", "",
+             "| pods | fit / bound | fit nowhere / marked unschedulable | wall s | "
+             "failed binds | bind latency p50 / p99 / max s | invariants |",
+             "|---:|---:|---:|---:|---:|---:|---|",
+             f"| {doc['pods']} | {doc['fitting']} / {doc['bound']} | {doc['unschedulable']} / "
+             f"{marked_count} | {doc['wall_s']:g} | {failed_binds(doc)} | {latency} | "
+             f"{held} |", "",
+             "| fault | count |", "|---|---:|"]
+    faults: dict[str, int] = {k: v for k, v in doc["faults"].items() if isinstance(v, int)}
+    order = [k for k in FAULT_LABELS if k in faults] + sorted(set(faults) - set(FAULT_LABELS))
+    lines += [f"| {FAULT_LABELS.get(k, k).format(**cfg)} | {faults[k]} |" for k in order]
+    injected = doc["faults"].get("injected_by_proxies", {})
+    lines += [f"| {_injected_label(k)} | {injected[k]} |" for k in sorted(injected)]
+    return "\n".join(lines) + "\n"
+
+
 def run_soak(cfg: SoakConfig, workdir: Path | None = None) -> Result:
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
@@ -750,10 +808,12 @@ def main(argv: list[str] | None = None) -> int:
         if value is not None:
             setattr(cfg, name, value)
     result = run_soak(cfg, args.workdir)
-    text = json.dumps({**asdict(result), "invariants_held": result.held}, indent=2)
+    doc = {**asdict(result), "invariants_held": result.held}
+    text = json.dumps(doc, indent=2)
     print(text)
     if args.json is not None:
         args.json.write_text(text + "\n")
+    print(markdown(doc), file=sys.stderr, end="")  # stdout stays the JSON alone
     return 0 if result.held else 1
 
 
