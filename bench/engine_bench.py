@@ -217,11 +217,15 @@ def main() -> None:
             print(f"  {w} {nodes} nodes: {row['podsPerSecond']} pods/s, "
                   f"{row['podsPerCpuSecond']} pods/CPU-s, {row['placed']}/{row['pods']} "
                   f"placed", file=sys.stderr)
-    print(f"machine: {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} cores, Python {platform.python_version()}")
+    machine = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+               f"Python {platform.python_version()}")
+    print(f"machine: {machine}")
     print(markdown(rows), end="")
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+        doc = {"date": time.strftime("%Y-%m-%d"), "machine": machine,
+               "command": "python -m bench.engine_bench " + " ".join(sys.argv[1:]),
+               "rows": rows}
+        args.json.write_text(json.dumps(doc, indent=2) + "\n")
 
 
 if __name__ == "__main__":

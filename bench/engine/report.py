@@ -63,10 +63,18 @@ FREEZE_NOTE = ("gc.freeze on: the loaded cluster was moved out of the garbage co
                "bench no longer does it by default.")
 
 
-def readme(rows: list[Mapping[str, Any]]) -> str:
-    """The README's engine block: the table, a note when any row ran with gc.freeze (the
-    rows written before the switch existed did), and the per-node-count sentences."""
-    parts = [markdown(rows)]
+def readme(doc: list[Mapping[str, Any]] | Mapping[str, Any]) -> str:
+    """The README's engine block: when and how it was measured (results written before
+    the bench recorded that are a bare list of rows), the table, a note when any row ran
+    with gc.freeze (the rows written before the switch existed did), and the
+    per-node-count sentences."""
+    parts = []
+    if isinstance(doc, Mapping):
+        rows = doc["rows"]
+        parts.append(f"Measured {doc['date']} on {doc['machine']}: `{doc['command']}`\n")
+    else:
+        rows = doc
+    parts.append(markdown(rows))
     if any(r.get("gcFreeze", True) for r in rows):
         parts.append(FREEZE_NOTE + "\n")
     parts.append(" ".join([*cost_by_node_count(rows), peak_rss_at_most_nodes(rows)]) + "\n")

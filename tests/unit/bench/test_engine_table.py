@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.engine.report import FREEZE_NOTE, readme
+from bench.engine.report import FREEZE_NOTE, markdown, readme
 
 # Rows as bench/results/engine-latest.json holds them: written before node churn and the
 # gc.freeze switch, so they carry neither key (the bench froze then).
@@ -46,3 +46,15 @@ def test_old_and_new_rows_are_not_mixed_in_one_sentence() -> None:
     last = readme([*OLD, NEW]).splitlines()[-1]
     assert "gc.freeze on), median time per pod: 0.2 ms at 500 nodes, 0.6 ms at 5000 " \
            "nodes. SchedulingBasic (node churn every 10 s" in last
+
+
+def test_a_results_document_names_when_and_how_it_was_measured() -> None:
+    row = {"workload": "SchedulingBasic", "nodes": 500, "pods": 10, "placed": 10,
+           "churnPeriod": 10, "nodeUpdates": 3, "gcFreeze": False, "podsPerSecond": 1.0,
+           "podsPerCpuSecond": 1.0, "p50ms": 0.2, "p99ms": 0.3, "peakRssMB": 50.0}
+    doc = {"date": "2026-12-01", "machine": "x86_64, 2 cores, Python 3.11.7",
+           "command": "python -m bench.engine_bench --nodes 500", "rows": [row]}
+    text = readme(doc)
+    assert text.startswith("Measured 2026-12-01 on x86_64, 2 cores, Python 3.11.7: "
+                           "`python -m bench.engine_bench --nodes 500`\n")
+    assert text.split("\n", 2)[2].startswith(markdown([row]))
