@@ -102,6 +102,17 @@ class ClusterState:
     # pods
     def upsert_pod(self, pod: Pod) -> None:
         """Record a pod as the API shows it: bound and running pods count on their node."""
+        node_name = self._bound.get(pod.uid)
+        if node_name is not None and node_name == pod.node_name and not pod.finished:
+            # Still counted on the same node (a binding of ours confirmed, a status
+            # update): swap the record in place when the node's sums stay the same.
+            info = self._nodes.get(node_name)
+            if (info is not None
+                    and has_pod_affinity(pod) == (pod.uid in self._affinity_of)
+                    and info.replace_pod(pod)):
+                self._touch(node_name)
+                self.generation += 1
+                return
         self.remove_pod(pod.uid)
         if counts_on_node(pod):
             self._place(pod, pod.node_name)

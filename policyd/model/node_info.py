@@ -5,8 +5,8 @@ aggregates both evaluation paths read, apart from `ClusterState` so that the col
 
 from __future__ import annotations
 
-from policyd.model.records import HostPort, Node, Pod
-from policyd.model.resources import pod_requests
+from policyd.model.records import Container, HostPort, Node, Pod
+from policyd.model.resources import REQUESTS_CACHE_PREFIX, pod_requests
 
 
 class NodeInfo:
@@ -41,6 +41,24 @@ class NodeInfo:
         self._account(existing, -1)
         return True
 
+    def replace_pod(self, pod: Pod) -> bool:
+        """Swap the record of a pod already here for `pod` when it accounts exactly the
+        same (same requests and host ports); False, and nothing changed, otherwise.
+
+        Most updates of a bound pod are of this kind (the watch confirming a binding
+        of ours, status moving to Running): removing and adding it again would
+        recompute its requests for the same sums. The request sums cached on the old
+        record are carried over, since they follow from the fields compared."""
+        old = self.pods.get(pod.uid)
+        if old is None or not accounts_the_same(old, pod):
+            return False
+        for key, value in old.cache.items():
+            if key.startswith(REQUESTS_CACHE_PREFIX):
+                pod.cache.setdefault(key, value)
+        self.pods[pod.uid] = pod
+        self.generation += 1
+        return True
+
     def _account(self, pod: Pod, sign: int) -> None:
         for name, value in pod_requests(pod, use_status=True).items():
             self.requested[name] = self.requested.get(name, 0) + sign * value
@@ -60,3 +78,20 @@ def pod_host_ports(pod: Pod) -> list[HostPort]:
     ports = [p for c in pod.containers for p in c.ports]
     ports.extend(p for c in pod.init_containers if c.restart_policy == "Always" for p in c.ports)
     return ports
+
+
+def accounts_the_same(a: Pod, b: Pod) -> bool:
+    """Whether two records of a pod add the same to a node: every input of
+    `pod_requests` (spec and status) and of `pod_host_ports` equal."""
+    return (a.overhead == b.overhead and a.pod_requests == b.pod_requests
+            and a.resize_infeasible == b.resize_infeasible
+            and _same_containers(a.containers, b.containers)
+            and _same_containers(a.init_containers, b.init_containers))
+
+
+def _same_containers(a: tuple[Container, ...], b: tuple[Container, ...]) -> bool:
+    # Container compares by identity (eq=False): compare what accounting reads.
+    return len(a) == len(b) and all(
+        x.requests == y.requests and x.restart_policy == y.restart_policy
+        and x.ports == y.ports and x.status_requests == y.status_requests
+        and x.allocated == y.allocated for x, y in zip(a, b, strict=True))

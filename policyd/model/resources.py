@@ -92,6 +92,11 @@ def _aggregate(containers: Iterable[Container], init_containers: Iterable[Contai
     return reqs
 
 
+# Pod.cache keys of `pod_requests`' sums: they depend only on the pod's containers,
+# overhead, pod-level requests and resize state.
+REQUESTS_CACHE_PREFIX = "requests."
+
+
 def pod_requests(pod: Pod, *, non_zero: bool = False, use_status: bool = False
                  ) -> dict[str, int]:
     """The pod's effective requests: containers + sidecars vs init max, pod-level, overhead.
@@ -100,7 +105,7 @@ def pod_requests(pod: Pod, *, non_zero: bool = False, use_status: bool = False
     the "non-zero" requests the scheduler's scoring uses. With `use_status` (a bound pod
     counted on its node) in-place resizes count as upstream's UseStatusResources does.
     """
-    cache_key = f"requests.{non_zero}.{use_status}"
+    cache_key = f"{REQUESTS_CACHE_PREFIX}{non_zero}.{use_status}"
     cached = pod.cache.get(cache_key)
     if cached is not None:
         return cached  # type: ignore[no-any-return]

@@ -1,5 +1,10 @@
+from collections.abc import Callable
+
+import pytest
+
 from policyd.model.cluster import ClusterState
-from tests.builders import make_node, make_pod
+from policyd.model.resources import REQUESTS_CACHE_PREFIX
+from tests.builders import PodBuilder, make_node, make_pod
 
 
 def test_bound_pods_count_and_finished_pods_do_not() -> None:
@@ -99,3 +104,83 @@ def test_a_recreated_node_keeps_the_pods_bound_to_its_name() -> None:
     state.upsert_node(make_node("n1").uid("n1-c").obj())
     info = state.get("n1")
     assert info is not None and info.requested.get("cpu", 0) == 0
+
+
+def _counted(state: ClusterState, node: str) -> tuple[object, ...]:
+    info = state.get(node)
+    assert info is not None
+    return (dict(info.requested), dict(info.non_zero_requested), dict(info.used_ports),
+            sorted(info.pods), state.pods_with_affinity)
+
+
+def _resized(builder: PodBuilder) -> PodBuilder:
+    name = builder.obj().containers[0].name
+    return builder.set("status.containerStatuses", [{
+        "name": name, "allocatedResources": {"cpu": "2"},
+        "resources": {"requests": {"cpu": "2"}}}])
+
+
+_AFFINITY = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+    "labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+
+# Updates of a pod bound to n1, from a pod assumed there (requests 1 cpu, port 80):
+# each must leave the node exactly as removing the old record and adding the new does.
+_UPDATES: dict[str, Callable[[PodBuilder], PodBuilder]] = {
+    "confirmed as it was": lambda b: b,
+    "running now": lambda b: b.phase("Running"),
+    "requests changed": lambda b: b.containers({"cpu": "2"}),
+    "a container more": lambda b: b.container("extra").req(memory="1Gi"),
+    "an init container more": lambda b: b.init_container(cpu="3"),
+    "a sidecar more": lambda b: b.init_container(sidecar=True, cpu="3"),
+    "another port": lambda b: b.host_port(81),
+    "overhead": lambda b: b.overhead(cpu="100m"),
+    "pod-level requests": lambda b: b.pod_requests(cpu="4"),
+    "resized in place": _resized,
+    "resize infeasible": lambda b: _resized(b).set("status.conditions", [{
+        "type": "PodResizePending", "status": "True", "reason": "Infeasible"}]),
+    "anti-affinity added": lambda b: b.affinity(_AFFINITY),
+    "finished": lambda b: b.phase("Succeeded"),
+    "bound elsewhere": lambda b: b.node("n2"),
+}
+
+
+@pytest.mark.parametrize("update", list(_UPDATES), ids=list(_UPDATES))
+def test_an_update_of_a_bound_pod_counts_as_remove_and_add(update: str) -> None:
+    def base() -> PodBuilder:
+        return make_pod("p").uid("p").req(cpu="1").host_port(80)
+
+    results = []
+    for slow in (False, True):
+        state = ClusterState([make_node("n1").obj(), make_node("n2").obj()])
+        pending = base().obj()
+        state.upsert_pod(pending)
+        state.assume(pending, "n1")
+        new = _UPDATES[update](base().node("n1")).obj()
+        if slow:
+            state.remove_pod("p")
+        state.upsert_pod(new)
+        info = state.get("n1")
+        assert info is not None
+        if not new.finished and new.node_name == "n1":
+            assert info.pods["p"] is new  # the new record is the one plugins read
+        results.append((_counted(state, "n1"), _counted(state, "n2"),
+                        state.node_of("p"), state.pending_pods()))
+    assert results[0] == results[1]
+
+
+def test_confirming_an_assumed_pod_swaps_its_record_and_keeps_its_sums() -> None:
+    state = ClusterState([make_node("n1").obj()])
+    pending = make_pod("p").uid("p").req(cpu="1").obj()
+    state.upsert_pod(pending)
+    state.assume(pending, "n1")
+    info = state.get("n1")
+    assert info is not None
+    generation, epoch = info.generation, state.epoch
+    bound = make_pod("p").uid("p").req(cpu="1").node("n1").obj()
+    state.upsert_pod(bound)
+    # Swapped, not re-added: the sums computed for the assumed record came along...
+    assert any(key.startswith(REQUESTS_CACHE_PREFIX) for key in bound.cache)
+    assert info.pods == {"p": bound} and info.requested["cpu"] == 1000
+    # ...and views keyed on the node still see that it changed.
+    assert info.generation > generation
+    assert state.changes_since(epoch) == {"n1"}
