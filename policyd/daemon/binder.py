@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from enum import Enum
+from typing import Any
 
 from policyd.clock import Clock
 from policyd.daemon.event_recorder import EventSink
@@ -69,6 +70,9 @@ class Binder:
         self._in_flight_cond = threading.Condition()
         self._abandon = threading.Event()  # the shutdown grace period is over
         self.bound_total = 0
+        # profile -> its "scheduled" metric children: `labels()` takes the metric's
+        # lock and builds a key on every call, once per bound pod otherwise.
+        self._scheduled_metrics: dict[str, tuple[Any, Any, Any]] = {}
 
     # -- in-flight binds ------------------------------------------------------------------
 
@@ -171,10 +175,17 @@ class Binder:
     def _bound(self, qp: QueuedPod, node: str, profile: str, start: float) -> None:
         pod = qp.pod
         self.bound_total += 1
-        self.metrics.schedule_attempts.labels("scheduled", profile).inc()
-        self.metrics.attempt_latency.labels("scheduled", profile).observe(
-            self.clock.now() - start)
-        self.metrics.e2e_latency.labels(profile).observe(self.clock.now() - qp.added)
+        children = self._scheduled_metrics.get(profile)
+        if children is None:
+            m = self.metrics
+            children = self._scheduled_metrics[profile] = (
+                m.schedule_attempts.labels("scheduled", profile),
+                m.attempt_latency.labels("scheduled", profile), m.e2e_latency.labels(profile))
+        attempts, attempt_latency, e2e_latency = children
+        now = self.clock.now()
+        attempts.inc()
+        attempt_latency.observe(now - start)
+        e2e_latency.observe(now - qp.added)
         self.state.throttle.forget(pod.uid)
         if self.verbosity >= 1:
             log.info("bound %s to %s", pod.key, node, extra={"pod": pod.key, "node": node})
