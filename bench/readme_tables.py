@@ -39,7 +39,7 @@ class Renderer:
 
 
 RENDERERS: Mapping[str, Renderer] = {
-    "e2e": Renderer(RESULTS / "e2e-small.json", e2e_report.markdown),
+    "e2e": Renderer(RESULTS / "e2e-latest.json", e2e_report.markdown),
     "engine": Renderer(RESULTS / "engine-latest.json", engine_report.readme),
     "snapshot": Renderer(RESULTS / "snapshot-latest.json", snapshot_bench.markdown),
     "soak": Renderer(RESULTS / "soak-latest.json", soak.markdown),
