@@ -39,7 +39,10 @@ def cost_by_node_count(rows: Iterable[Mapping[str, Any]], workload: str = "Sched
     groups: dict[tuple[str, bool], list[Mapping[str, Any]]] = {}
     for r in rows:
         if r["workload"] == workload:
-            groups.setdefault((churn_label(r), bool(r.get("gcFreeze", True))), []).append(r)
+            # By the churn period, not the label: the update count differs per run.
+            period = r.get("churnPeriod", 0)
+            churn = f"every {period:g} s" if period else "off"
+            groups.setdefault((churn, bool(r.get("gcFreeze", True))), []).append(r)
     sentences = []
     for (churn, freeze), group in groups.items():
         group = sorted(group, key=lambda r: r["nodes"])

@@ -37,7 +37,7 @@ def test_new_rows_alone_have_no_freeze_note_and_one_sentence_per_setting() -> No
     text = readme([NEW])
     assert FREEZE_NOTE not in text
     assert text.splitlines()[-1] == (
-        "SchedulingBasic (node churn every 10 s (50 updates), gc.freeze off), median time "
+        "SchedulingBasic (node churn every 10 s, gc.freeze off), median time "
         "per pod: 0.75 ms at 5000 nodes. Highest peak RSS at 5000 nodes: 95 MB "
         "(SchedulingBasic).")
 
