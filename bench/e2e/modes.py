@@ -194,22 +194,28 @@ def capacity_run(spec: RunSpec) -> RunResult:
             after_warm = [watch.bound[n] for n in names if watch.bound.get(n, 0) > t_warm]
             window = (max(after_warm) - t_warm) if after_warm else 0.0
             counted = len(after_warm)
-            sched_cpu = cpu.between("scheduler", "warm", "last")
             result.figures.update({
                 "synced_s": round(t_warm - t_start, 2),
                 "bound": sum(n in watch.bound for n in names),
                 "bound_before_warm_up": sum(n in watch.bound for n in names) - counted,
                 "window_s": round(window, 2),
                 "pods_per_s": round(counted / window, 1) if window > 0 else 0.0,
-                "cpu_s": round(sched_cpu, 2),
-                "cpu_ms_per_pod": round(sched_cpu * 1000 / counted, 3) if counted else None,
-                "apiserver_cpu_s": round(cpu.between("apiserver", "warm", "last"), 2),
+                **_cpu_figures(cpu, "warm", "last", counted),
             })
             _finish(result, spec, client, sched, before, names)
         finally:
             watch.stop()
             sched.stop()
     return result
+
+
+def _cpu_figures(cpu: CpuMarks, first: str, last: str, pods: int) -> dict[str, Any]:
+    """The scheduler's and the API server's CPU between two marks, and the scheduler's
+    per pod, the same for every mode."""
+    sched_cpu = cpu.between("scheduler", first, last)
+    return {"cpu_s": round(sched_cpu, 2),
+            "cpu_ms_per_pod": round(sched_cpu * 1000 / pods, 3) if pods else None,
+            "apiserver_cpu_s": round(cpu.between("apiserver", first, last), 2)}
 
 
 def rate_run(spec: RunSpec) -> RunResult:
@@ -240,15 +246,10 @@ def rate_run(spec: RunSpec) -> RunResult:
             outcome = pacing.rate_outcome(created, watch.bound, spec.rate, watch.added)
             from_post = pacing.rate_outcome(created, watch.bound)
             bound = sum(n in watch.bound for n in names)
-            sched_cpu = cpu.between("scheduler", "start", "end")
             result.figures.update(vars(outcome))
             result.figures.update({"p50_from_post_ms": from_post.p50_ms,
                                    "p99_from_post_ms": from_post.p99_ms})
-            result.figures.update({
-                "cpu_s": round(sched_cpu, 2),
-                "cpu_ms_per_pod": round(sched_cpu * 1000 / bound, 3) if bound else None,
-                "apiserver_cpu_s": round(cpu.between("apiserver", "start", "end"), 2),
-            })
+            result.figures.update(_cpu_figures(cpu, "start", "end", bound))
             _finish(result, spec, client, sched, before, names)
         finally:
             watch.stop()
