@@ -33,6 +33,8 @@ from urllib.parse import quote
 
 from policyd.errors import PolicydError
 from policyd.kube.backoff import Failure, TokenBucket
+from policyd.kube.http1 import NoReply
+from policyd.kube.keepalive import SharedPool
 
 log = logging.getLogger("policyd.kube.client")
 
@@ -288,7 +290,8 @@ def api_client_from(kubeconfig: str | os.PathLike[str]) -> Any:
 class KubeClient:
     """Raw JSON calls to one API server, rate-limited, each with a timeout."""
 
-    def __init__(self, api_client: Any, settings: ConnectionSettings) -> None:
+    def __init__(self, api_client: Any, settings: ConnectionSettings,
+                 keepalive: SharedPool | None = None) -> None:
         self._api = api_client
         self.settings = settings
         self.limiter = TokenBucket(settings.qps, settings.burst)
@@ -299,12 +302,15 @@ class KubeClient:
         self._pool_of: Any = None
         self._pool: Any = None
         self._pool_prefix = ""
+        # Non-watch calls go through our own keep-alive pool where it can reach the
+        # server as urllib3 would (see policyd.kube.keepalive); watches stay on urllib3.
+        self._keepalive = keepalive if keepalive is not None else SharedPool(POOL_SIZE)
 
     def with_own_limiter(self) -> KubeClient:
         """A client on the same connection pool and credentials with a token bucket of
         its own (same qps/burst): for best-effort writes (events) that must not spend
         the tokens of the calls that matter (binds, the lease)."""
-        return KubeClient(self._api, self.settings)
+        return KubeClient(self._api, self.settings, self._keepalive)
 
     @classmethod
     def connect(cls, settings: ConnectionSettings) -> KubeClient:
@@ -318,6 +324,7 @@ class KubeClient:
         return str(self._api.configuration.host)
 
     def close(self) -> None:
+        self._keepalive.close()
         self._api.close()
 
     def connection_failed(self, exc: ApiError) -> None:
@@ -325,6 +332,7 @@ class KubeClient:
         retries do not each wait out another frozen one."""
         rest = getattr(self._api, "rest_client", None)
         dropped = drop_idle_connections(getattr(rest, "pool_manager", None))
+        dropped += self._keepalive.drop_idle()
         if dropped:
             self.dropped_connections += dropped
             log.info("%s: dropped %d idle connection(s) to the API server", exc, dropped)
@@ -344,19 +352,8 @@ class KubeClient:
         import urllib3
 
         api = self._api
-        headers = dict(api.default_headers)  # User-Agent
-        headers["Accept"] = "application/json"
-        payload = None
-        if body is not None:
-            headers["Content-Type"] = content_type or "application/json"
-            payload = json.dumps(body).encode()
-        # The bearer token (refreshed by the client's hook when it expires); a client
-        # certificate is in the pool's TLS context instead.
-        api.update_params_for_auth(headers, None, ["BearerToken"], path, method, None)
-        params = [f"{k}={quote(_query_value(v))}" for k, v in (query or {}).items()
-                  if v is not None]
-        if params:
-            path += "?" + "&".join(params)
+        headers, payload = self._headers(method, path, body, content_type)
+        path = _with_query(path, query)
         manager = api.rest_client.pool_manager
         pool, prefix = self._direct_pool(manager)
         self.limiter.take()
@@ -376,6 +373,20 @@ class KubeClient:
                 preload_content=False, assert_same_host=False, redirect=False)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise self._no_reply(exc) from exc
+
+    def _headers(self, method: str, path: str, body: Any, content_type: str | None
+                 ) -> tuple[dict[str, str], bytes | None]:
+        """A request's headers and its body as JSON bytes (None without a body)."""
+        headers = dict(self._api.default_headers)  # User-Agent
+        headers["Accept"] = "application/json"
+        payload = None
+        if body is not None:
+            headers["Content-Type"] = content_type or "application/json"
+            payload = json.dumps(body).encode()
+        # The bearer token (refreshed by the client's hook when it expires); a client
+        # certificate is in the pool's TLS context instead.
+        self._api.update_params_for_auth(headers, None, ["BearerToken"], path, method, None)
+        return headers, payload
 
     def _direct_pool(self, manager: Any) -> tuple[Any, str]:
         """The API server's connection pool in `manager` and the path of the host URL,
@@ -397,19 +408,43 @@ class KubeClient:
         return self._pool, self._pool_prefix
 
     def _no_reply(self, exc: BaseException) -> ApiError:
-        error = ApiError(0, type(exc).__name__, str(exc))
+        reason = exc.reason if isinstance(exc, NoReply) else type(exc).__name__
+        error = ApiError(0, reason, str(exc))
         self.connection_failed(error)
         return error
 
-    def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
-                body: Any = None, content_type: str | None = None,
-                timeout: float | None = None) -> dict[str, Any]:
-        """One call; the decoded JSON reply, or ApiError. Never decodes into models."""
+    def _exchange(self, method: str, path: str, query: Mapping[str, Any] | None,
+                  body: Any, content_type: str | None, timeout: float | None
+                  ) -> tuple[int, bytes]:
+        """One non-watch call: its status and whole body; ApiError for a failure or a
+        status other than 2xx."""
+        connect, read = self.settings.request_timeout(timeout)
+        pool, prefix = self._keepalive.get(self._api)
+        if pool is None:
+            return self._exchange_urllib3(method, path, query, body, content_type,
+                                          (connect, read))
+        headers, payload = self._headers(method, path, body, content_type)
+        headers["Accept-Encoding"] = "identity"  # what http.client asked for
+        target = prefix + _with_query(path, query)
+        self.limiter.take()
+        try:
+            reply = pool.request(method, target, headers.items(), payload,
+                                 connect_timeout=connect, read_timeout=read)
+        except NoReply as exc:
+            raise self._no_reply(exc) from exc
+        if not 200 <= reply.status <= 299:
+            retry_after = reply.headers.get("retry-after")
+            raise api_error_from(reply.status, reply.reason, reply.body,
+                                 {"Retry-After": retry_after} if retry_after else None)
+        return reply.status, reply.body
+
+    def _exchange_urllib3(self, method: str, path: str, query: Mapping[str, Any] | None,
+                          body: Any, content_type: str | None,
+                          timeout: tuple[float, float]) -> tuple[int, bytes]:
         # urllib3 (~0.1 s) comes with the client; only needed once one is made.
         import urllib3
 
-        raw = self._send(method, path, query, body, content_type,
-                         self.settings.request_timeout(timeout))
+        raw = self._send(method, path, query, body, content_type, timeout)
         try:
             data = raw.data
         except (urllib3.exceptions.HTTPError, OSError) as exc:
@@ -418,6 +453,21 @@ class KubeClient:
             raw.release_conn()
         if not 200 <= raw.status <= 299:
             raise api_error_from(raw.status, str(raw.reason or ""), data, raw.headers)
+        return int(raw.status), data
+
+    def write(self, method: str, path: str, *, body: Any = None,
+              content_type: str | None = None, timeout: float | None = None) -> int:
+        """A write whose reply nobody reads (a Binding, an Event): the reply is read
+        whole and its status checked, but not decoded. The 2xx status, or ApiError
+        (decoded from the error reply, as `request` does)."""
+        status, _ = self._exchange(method, path, None, body, content_type, timeout)
+        return status
+
+    def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
+                body: Any = None, content_type: str | None = None,
+                timeout: float | None = None) -> dict[str, Any]:
+        """One call; the decoded JSON reply, or ApiError. Never decodes into models."""
+        _, data = self._exchange(method, path, query, body, content_type, timeout)
         if not data:
             return {}
         try:
@@ -439,6 +489,12 @@ class KubeClient:
                 raw.release_conn()
             raise api_error_from(raw.status, str(raw.reason or ""), data, raw.headers)
         return WatchStream(raw, silence=silence, on_failure=self.connection_failed)
+
+
+def _with_query(path: str, query: Mapping[str, Any] | None) -> str:
+    params = [f"{k}={quote(_query_value(v))}" for k, v in (query or {}).items()
+              if v is not None]
+    return f"{path}?{'&'.join(params)}" if params else path
 
 
 def _query_value(value: Any) -> str:
