@@ -64,10 +64,11 @@ def bind_pod(client: KubeClient, namespace: str, name: str, uid: str, node: str,
     `create_namespaced_pod_binding` raises while decoding the server's Status reply to
     a successful bind (kubernetes-client/python issue 547). Transient failures raise
     ApiError; 404 and 409 are outcomes, never retried. The success reply is not even
-    decoded (`KubeClient.write`): nothing in it is used."""
+    decoded (`decode=False`): nothing in it is used."""
     try:
-        client.write("POST", _pod_path(namespace, name, "binding"),
-                     body=binding_body(namespace, name, uid, node), timeout=timeout)
+        client.request("POST", _pod_path(namespace, name, "binding"),
+                       body=binding_body(namespace, name, uid, node), timeout=timeout,
+                       decode=False)
     except ApiError as exc:
         if exc.status == 404:
             return BindOutcome.GONE
@@ -149,7 +150,7 @@ def event_body(ref: ObjectRef, *, event_type: str, reason: str, message: str,
 def post_event(client: KubeClient, body: dict[str, Any]) -> None:
     """Create an Event; the created object the server echoes back is not decoded."""
     ns = quote(body["metadata"]["namespace"], safe="")
-    client.write("POST", f"/api/v1/namespaces/{ns}/events", body=body)
+    client.request("POST", f"/api/v1/namespaces/{ns}/events", body=body, decode=False)
 
 
 # -- PodScheduled condition -----------------------------------------------------------

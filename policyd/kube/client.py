@@ -414,10 +414,9 @@ class KubeClient:
         return error
 
     def _exchange(self, method: str, path: str, query: Mapping[str, Any] | None,
-                  body: Any, content_type: str | None, timeout: float | None
-                  ) -> tuple[int, bytes]:
-        """One non-watch call: its status and whole body; ApiError for a failure or a
-        status other than 2xx."""
+                  body: Any, content_type: str | None, timeout: float | None) -> bytes:
+        """One non-watch call: the whole body of its 2xx reply; ApiError for a failure
+        or any other status."""
         connect, read = self.settings.request_timeout(timeout)
         pool, prefix = self._keepalive.get(self._api)
         if pool is None:
@@ -436,11 +435,11 @@ class KubeClient:
             retry_after = reply.headers.get("retry-after")
             raise api_error_from(reply.status, reply.reason, reply.body,
                                  {"Retry-After": retry_after} if retry_after else None)
-        return reply.status, reply.body
+        return reply.body
 
     def _exchange_urllib3(self, method: str, path: str, query: Mapping[str, Any] | None,
                           body: Any, content_type: str | None,
-                          timeout: tuple[float, float]) -> tuple[int, bytes]:
+                          timeout: tuple[float, float]) -> bytes:
         # urllib3 (~0.1 s) comes with the client; only needed once one is made.
         import urllib3
 
@@ -453,22 +452,17 @@ class KubeClient:
             raw.release_conn()
         if not 200 <= raw.status <= 299:
             raise api_error_from(raw.status, str(raw.reason or ""), data, raw.headers)
-        return int(raw.status), data
-
-    def write(self, method: str, path: str, *, body: Any = None,
-              content_type: str | None = None, timeout: float | None = None) -> int:
-        """A write whose reply nobody reads (a Binding, an Event): the reply is read
-        whole and its status checked, but not decoded. The 2xx status, or ApiError
-        (decoded from the error reply, as `request` does)."""
-        status, _ = self._exchange(method, path, None, body, content_type, timeout)
-        return status
+        return bytes(data)
 
     def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
                 body: Any = None, content_type: str | None = None,
-                timeout: float | None = None) -> dict[str, Any]:
-        """One call; the decoded JSON reply, or ApiError. Never decodes into models."""
-        _, data = self._exchange(method, path, query, body, content_type, timeout)
-        if not data:
+                timeout: float | None = None, decode: bool = True) -> dict[str, Any]:
+        """One call; the decoded JSON reply, or ApiError. Never decodes into models.
+        `decode=False` is for writes whose reply nobody reads (a Binding, an Event):
+        the reply is still read whole and its status checked (errors are decoded into
+        the ApiError as always), but a success returns {} without parsing the body."""
+        data = self._exchange(method, path, query, body, content_type, timeout)
+        if not data or not decode:
             return {}
         try:
             decoded = json.loads(data)
