@@ -1,5 +1,7 @@
-"""What `KubeClient` puts on the wire: the official client's credentials and pool, our
-own request line, headers and JSON body (its request layers are bypassed)."""
+"""What `KubeClient` puts on the wire through urllib3: the official client's credentials
+and pool, our own request line, headers and JSON body (its request layers are bypassed).
+A pool manager that is not urllib3's plain PoolManager (these recording ones, a proxy's)
+keeps every call on urllib3; the keep-alive path is tested in test_http1.py."""
 
 from __future__ import annotations
 
