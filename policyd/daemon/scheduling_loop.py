@@ -116,11 +116,15 @@ class SchedulingLoop:
         self.metrics.schedule_attempts.labels(label, profile).inc()
         self.metrics.attempt_latency.labels(label, profile).observe(self.clock.now() - start)
         plugins = result.diagnosis.unschedulable_plugins if unschedulable else None
-        where = self.state.queue.requeue(qp, unschedulable=unschedulable, plugins=plugins)
         message = result.message
-        if where is None:
-            return
-        post, patch = self.state.throttle.check(pod.uid, message)
+        # Under the state lock, as a delete is handled: a pod deleted between its
+        # requeue and the throttle's entry would otherwise leave that entry behind.
+        with self.state.lock:
+            where = self.state.queue.requeue(qp, unschedulable=unschedulable,
+                                             plugins=plugins)
+            if where is None:
+                return
+            post, patch = self.state.throttle.check(pod.uid, message)
         reason = "Unschedulable" if unschedulable else "SchedulerError"
         # Also decided by the condition the API server last showed: a patch that
         # never landed (403, an outage longer than the retries) is sent again.

@@ -7,6 +7,8 @@ Binding is covered end to end in tests/e2e.
 
 from __future__ import annotations
 
+import threading
+
 from policyd.daemon.coordinator import Scheduler
 from policyd.daemon.queue import ACTIVE, UNSCHEDULABLE
 from tests.builders import make_node, make_pod
@@ -114,3 +116,29 @@ def test_workloads_and_namespaces_feed_the_cluster_state(sched: Scheduler) -> No
     assert sched.cluster.namespace_labels["shop"] == {"team": "a"}
     sched.on_namespace({"metadata": {"name": "shop"}}, deleted=True)
     assert "shop" not in sched.cluster.namespace_labels
+
+
+def test_a_pod_deleted_as_its_failure_is_recorded_leaves_no_throttle_entry(
+        sched: Scheduler) -> None:
+    """The delete arrives on the informer's thread between the failed pod's requeue and
+    its throttle entry: it must wait for both, so the entry it forgets exists."""
+    sched.on_node_add(make_node("small").capacity(cpu="1", memory="1Gi", pods="10").raw())
+    raw = _pod("big", cpu="2")
+    sched.on_pod_add(raw)
+    qp = sched.queue.pop(timeout=0)
+    assert qp is not None
+    requeue = sched.queue.requeue
+    deleter = threading.Thread(target=sched.on_pod_delete, args=(raw,))
+
+    def requeue_then_delete(*args: object, **kw: object) -> str | None:
+        where = requeue(*args, **kw)  # type: ignore[arg-type]
+        deleter.start()
+        deleter.join(0.2)  # it cannot finish before the failure is fully recorded
+        return where
+
+    sched.queue.requeue = requeue_then_delete  # type: ignore[method-assign]
+    sched.schedule(qp)
+    deleter.join(5)
+    assert not deleter.is_alive()
+    assert "uid-big" not in sched.queue
+    assert sched.throttle.last_message("uid-big") is None
