@@ -33,6 +33,9 @@ ABSENT = -1  # label code of a node without the key
 # Generations are drawn from one counter for every table: a result cached against one
 # table can never be mistaken for another table's (or another build's) rows.
 _GENERATIONS = itertools.count(1)
+_WRITTEN_LOG_LIMIT = 4096
+_NO_ROWS: IntArray = np.zeros(0, np.int64)
+_NO_ROWS.flags.writeable = False
 
 
 class NodeSource(Protocol):
@@ -80,6 +83,11 @@ class NodeTable:
         self.generation = 0
         self.stamp = 0
         self.row_stamp: IntArray = np.zeros(0, np.int64)
+        # The rows written since the rebuild, in write order: `_written[k]` was written
+        # at stamp `_written_start + k`. Answers `rows_written_since` without a pass over
+        # every row; trimmed when long (older questions then scan `row_stamp`).
+        self._written: list[int] = []
+        self._written_start = 1
         self.version = 0  # bumped when node labels, annotations or images change
         self._epoch = -1  # the cluster's change-log position this table reflects
         self._structure_epoch = -1
@@ -159,6 +167,8 @@ class NodeTable:
             # Every resource has a column here, so these cannot fail.
             self._write_node(i, info)
             self._write_usage(i, info)
+        self._written = []
+        self._written_start = self.stamp + 1
         self._labels.clear()
         self._images.clear()
         self._image_counts.clear()
@@ -171,8 +181,7 @@ class NodeTable:
         """Write a node's own columns; False when it has a resource without a column."""
         node = info.node
         self._records[i] = node
-        self.stamp += 1
-        self.row_stamp[i] = self.stamp
+        self._stamp_row(i)
         column = self.allocatable[:, i]
         column[:] = 0
         for name, value in node.allocatable.items():
@@ -190,8 +199,7 @@ class NodeTable:
         return True
 
     def _write_usage(self, i: int, info: NodeInfo) -> bool:
-        self.stamp += 1
-        self.row_stamp[i] = self.stamp
+        self._stamp_row(i)
         column = self.requested[:, i]
         column[:] = 0
         for name, value in info.requested.items():
@@ -207,10 +215,23 @@ class NodeTable:
         self.pod_count[i] = len(info.pods)
         return True
 
+    def _stamp_row(self, i: int) -> None:
+        self.stamp += 1
+        self.row_stamp[i] = self.stamp
+        written = self._written
+        written.append(i)
+        if len(written) > _WRITTEN_LOG_LIMIT:
+            drop = len(written) // 2
+            del written[:drop]
+            self._written_start += drop
+
     def rows_written_since(self, stamp: int) -> IntArray:
-        """The rows written after `stamp` (a value of `self.stamp`), in order."""
+        """The rows written after `stamp` (a value of `self.stamp`), ascending, once each."""
         if stamp >= self.stamp:
-            return np.zeros(0, np.int64)
+            return _NO_ROWS
+        k = stamp + 1 - self._written_start
+        if k >= 0 and len(self._written) - k <= len(self.row_stamp) // 8:
+            return np.array(sorted(set(self._written[k:])), np.int64)
         return np.flatnonzero(self.row_stamp > stamp)
 
     # columns

@@ -66,31 +66,42 @@ def prefer_no_schedule_tolerations(pod: Pod) -> tuple[Toleration, ...]:
     return tuple(t for t in pod.tolerations if t.effect in ("", "PreferNoSchedule"))
 
 
+def _per_taint_set(table: NodeTable, rows: IntArray
+                   ) -> tuple[list[tuple[Taint, ...]], IntArray]:
+    """(taint sets, position of each row's set among them) for `rows`: every
+    set of the table when there are no more of them than rows (the usual few), else only
+    the distinct sets of the rows (a cluster with many distinct taint sets)."""
+    sets = table.taint_sets
+    ids = table.taint_set_id[rows]
+    if len(sets) <= rows.size:
+        return sets, ids
+    distinct, inverse = np.unique(ids, return_inverse=True)
+    return [sets[t] for t in distinct.tolist()], inverse.reshape(rows.shape)
+
+
 def _tolerated_rows(table: NodeTable, tolerations: tuple[Toleration, ...],
                     rows: IntArray) -> BoolArray:
     """Whether `tolerations` tolerate every NoSchedule/NoExecute taint of each row,
-    decided once per distinct taint set among the rows."""
-    ids, inverse = np.unique(table.taint_set_id[rows], return_inverse=True)
-    sets = table.taint_sets
+    decided once per taint set."""
+    sets, position = _per_taint_set(table, rows)
     ok = np.fromiter(
-        (all(_tolerated(tolerations, t) for t in sets[tid]
-             if t.effect in ("NoSchedule", "NoExecute")) for tid in ids.tolist()),
-        np.bool_, ids.size)
-    verdicts: BoolArray = ok[inverse.reshape(rows.shape)]
+        (all(_tolerated(tolerations, t) for t in taints
+             if t.effect in ("NoSchedule", "NoExecute")) for taints in sets),
+        np.bool_, len(sets))
+    verdicts: BoolArray = ok[position]
     return verdicts
 
 
 def _untolerated_prefer_rows(table: NodeTable, tolerations: tuple[Toleration, ...],
                              rows: IntArray) -> IntArray:
     """How many PreferNoSchedule taints of each row `tolerations` leave untolerated,
-    counted once per distinct taint set among the rows."""
-    ids, inverse = np.unique(table.taint_set_id[rows], return_inverse=True)
-    sets = table.taint_sets
+    counted once per taint set."""
+    sets, position = _per_taint_set(table, rows)
     counts = np.fromiter(
-        (sum(1 for t in sets[tid] if t.effect == "PreferNoSchedule"
-             and not _tolerated(tolerations, t)) for tid in ids.tolist()),
-        np.int64, ids.size)
-    per_row: IntArray = counts[inverse.reshape(rows.shape)]
+        (sum(1 for t in taints if t.effect == "PreferNoSchedule"
+             and not _tolerated(tolerations, t)) for taints in sets),
+        np.int64, len(sets))
+    per_row: IntArray = counts[position]
     return per_row
 
 
