@@ -8,12 +8,17 @@ mostly the one it computed for the previous pod: a `RowMemo` keeps, per pod-side
 the full-length result and the table stamp it reflects, and on the next use recomputes
 only `table.rows_written_since(stamp)` (everything after a rebuild).
 
+A key is cached from its second use on: the first time, only the rows asked for are
+computed (`idx`, often far fewer than all when filters rejected most nodes), so pods of
+one-off shapes cost what they cost without the memo and do not push recurring shapes out.
+
 The invariant that makes this exact: `compute(table, key, rows)[k]` is a pure function
 of `key` and of row `rows[k]`'s columns (what `_write_node`/`_write_usage` write, and
 the on-demand columns derived from the same node record); it must not read other rows,
 the cycle state, or anything outside the table. Whatever the pod contributes belongs in
 the key. The memo is bounded (least recently used keys are dropped) and per plugin
-instance, so the plugin's configuration is implicitly part of the key.
+instance, so the plugin's configuration is implicitly part of the key. It is not
+thread-safe: the engine runs one cycle at a time (the daemon's single scheduling loop).
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ class RowMemo(Generic[K]):
         self._compute = compute
         self._capacity = capacity
         self._entries: OrderedDict[K, _Entry] = OrderedDict()
+        # Keys used once and not cached (yet): a second use caches them.
+        self._seen: OrderedDict[K, None] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -63,15 +70,24 @@ class RowMemo(Generic[K]):
         """`compute(table, key, idx)`, from the cache where the rows have not changed.
         Always a new array (a copy of all rows costs about a microsecond), so nothing
         outside ever aliases the cache."""
-        values = self._values(table, key)
+        entries = self._entries
+        entry = entries.get(key)
+        if entry is None:
+            if key not in self._seen:
+                self._seen[key] = None
+                if len(self._seen) > 4 * self._capacity:
+                    self._seen.popitem(last=False)
+                return self._compute(table, key, idx)
+            del self._seen[key]
+        values = self._values(table, key, entry)
         if values is None:
             return None
         # `idx` covering every row is 0..n-1 (sorted, complete): see NodeTable.take.
         return values.copy() if idx.size == values.size else values[idx]
 
-    def _values(self, table: NodeTable, key: K) -> Rows | None:
+    def _values(self, table: NodeTable, key: K, entry: _Entry | None) -> Rows | None:
+        """The key's result on every row, brought up to date (None: declined)."""
         entries = self._entries
-        entry = entries.get(key)
         if entry is not None and entry.generation == table.generation:
             rows = table.rows_written_since(entry.stamp)
             if rows.size:
@@ -97,3 +113,4 @@ class RowMemo(Generic[K]):
 
     def clear(self) -> None:
         self._entries.clear()
+        self._seen.clear()
