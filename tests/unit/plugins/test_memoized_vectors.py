@@ -35,8 +35,12 @@ TOLERATIONS: list[list[dict[str, str]]] = [
     [{"operator": "Exists"}]]
 
 
+# Beyond exact vector arithmetic (2**50): the plugins decline their vector form for it.
+HUGE = {"cpu": "4", "memory": "2Pi", "pods": "110"}
+
+
 def gen_node(rng: random.Random, name: str) -> Node:
-    b = make_node(name).capacity(rng.choice(CAPACITIES))
+    b = make_node(name).capacity(HUGE if rng.random() < 0.03 else rng.choice(CAPACITIES))
     for key, value, effect in rng.choice(TAINTS):
         b = b.taint(key, value, effect)
     return b.obj()
@@ -170,4 +174,17 @@ def test_memoized_vectors_equal_fresh_and_reference(seed: int) -> None:
             if values is not None:  # None: the plugin asked for its per-node path
                 assert values == reference[name], f"step {step}: {name}"
     # Several pod shapes took turns, so entries were reused, not only recomputed.
-    assert len(long_lived["fit"]._score_memo) > 1
+    assert len(long_lived["fit"]._fit_memo) > 1
+
+
+def test_a_node_beyond_exact_vector_math_only_declines_where_it_is_asked_for() -> None:
+    state = ClusterState([make_node("a").obj(), make_node("b").capacity(HUGE).obj()])
+    table = state.table()
+    pl = plugins()
+    pod = make_pod("p").req(cpu="1", memory="1Gi").obj()
+    for _ in range(3):  # first use, then from the memo
+        memo, reference = vectors(pl, pod, state, table, np.arange(2))
+        assert memo["fit/score"] is None and memo["balanced/score"] is None
+        memo, reference = vectors(pl, pod, state, table, np.array([0]))
+        assert memo["fit/score"] == reference["fit/score"] is not None
+        assert memo["balanced/score"] == reference["balanced/score"] is not None
