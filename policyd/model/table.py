@@ -9,10 +9,15 @@ incrementally: `sync()` rewrites only the rows of nodes that changed since the l
 Columns built on demand (a label key's values, an image's sizes) are cached until a
 node's labels or images change; `version` counts changes of labels, annotations and
 images, for caches kept outside the table.
+
+Every row write is stamped (`row_stamp`, from the increasing `stamp`), and a rebuild
+starts a new `generation` (unique across tables), so a cache of per-row results
+(`policyd.model.row_memo`) can tell exactly which rows changed since it last looked.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Protocol
 
 import numpy as np
@@ -24,6 +29,13 @@ from policyd.model.records import Node, Taint
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 ABSENT = -1  # label code of a node without the key
+
+# Generations are drawn from one counter for every table: a result cached against one
+# table can never be mistaken for another table's (or another build's) rows.
+_GENERATIONS = itertools.count(1)
+_WRITTEN_LOG_LIMIT = 4096
+_NO_ROWS: IntArray = np.zeros(0, np.int64)
+_NO_ROWS.flags.writeable = False
 
 
 class NodeSource(Protocol):
@@ -65,6 +77,17 @@ class NodeTable:
         self._labels: dict[str, tuple[IntArray, dict[str, int]]] = {}
         self._images: dict[str, IntArray] = {}
         self._groups: dict[tuple[str, ...], tuple[IntArray, list[int]]] = {}
+        self._image_counts: dict[str, int] = {}
+        # Row stamps: `row_stamp[i]` is the `stamp` at which row i was last written (any
+        # column); `generation` changes when the rows are rebuilt (renumbered, new columns).
+        self.generation = 0
+        self.stamp = 0
+        self.row_stamp: IntArray = np.zeros(0, np.int64)
+        # The rows written since the rebuild, in write order: `_written[k]` was written
+        # at stamp `_written_start + k`. Answers `rows_written_since` without a pass over
+        # every row; trimmed when long (older questions then scan `row_stamp`).
+        self._written: list[int] = []
+        self._written_start = 1
         self.version = 0  # bumped when node labels, annotations or images change
         self._epoch = -1  # the cluster's change-log position this table reflects
         self._structure_epoch = -1
@@ -112,6 +135,7 @@ class NodeTable:
             self._groups.clear()
         if images_changed:
             self._images.clear()
+            self._image_counts.clear()
         if labels_changed or images_changed or annotations_changed:
             self.version += 1
 
@@ -137,12 +161,17 @@ class NodeTable:
         self.taint_sets = []
         self._taint_ids = {}
         self._records = [info.node for info in self.infos]
+        self.generation = next(_GENERATIONS)
+        self.row_stamp = np.zeros(n, np.int64)
         for i, info in enumerate(self.infos):
             # Every resource has a column here, so these cannot fail.
             self._write_node(i, info)
             self._write_usage(i, info)
+        self._written = []
+        self._written_start = self.stamp + 1
         self._labels.clear()
         self._images.clear()
+        self._image_counts.clear()
         self._groups.clear()
         self.version += 1
         self._epoch = cluster.epoch
@@ -152,6 +181,7 @@ class NodeTable:
         """Write a node's own columns; False when it has a resource without a column."""
         node = info.node
         self._records[i] = node
+        self._stamp_row(i)
         column = self.allocatable[:, i]
         column[:] = 0
         for name, value in node.allocatable.items():
@@ -169,6 +199,7 @@ class NodeTable:
         return True
 
     def _write_usage(self, i: int, info: NodeInfo) -> bool:
+        self._stamp_row(i)
         column = self.requested[:, i]
         column[:] = 0
         for name, value in info.requested.items():
@@ -183,6 +214,25 @@ class NodeTable:
         self.non_zero_requested[1, i] = nz.get("memory", 0)
         self.pod_count[i] = len(info.pods)
         return True
+
+    def _stamp_row(self, i: int) -> None:
+        self.stamp += 1
+        self.row_stamp[i] = self.stamp
+        written = self._written
+        written.append(i)
+        if len(written) > _WRITTEN_LOG_LIMIT:
+            drop = len(written) // 2
+            del written[:drop]
+            self._written_start += drop
+
+    def rows_written_since(self, stamp: int) -> IntArray:
+        """The rows written after `stamp` (a value of `self.stamp`), ascending, once each."""
+        if stamp >= self.stamp:
+            return _NO_ROWS
+        k = stamp + 1 - self._written_start
+        if k >= 0 and len(self._written) - k <= len(self.row_stamp) // 8:
+            return np.array(sorted(set(self._written[k:])), np.int64)
+        return np.flatnonzero(self.row_stamp > stamp)
 
     # columns
     def resource_column(self, name: str) -> int | None:
@@ -246,4 +296,12 @@ class NodeTable:
                                  np.int64, len(self.infos))
             self._images[image] = cached
         return cached
+
+    def image_count(self, image: str) -> int:
+        """How many nodes hold `image` (cached like `image_sizes`)."""
+        count = self._image_counts.get(image)
+        if count is None:
+            count = self._image_counts[image] = int(
+                np.count_nonzero(self.image_sizes(image) >= 0))
+        return count
 

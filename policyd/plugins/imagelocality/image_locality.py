@@ -85,7 +85,7 @@ def _node_counts(state: CycleState, images: Sequence[str],
     for image in images:
         if image not in counts:
             if table is not None:
-                counts[image] = int(np.count_nonzero(table.image_sizes(image) >= 0))
+                counts[image] = table.image_count(image)
             else:
                 counts[image] = sum(1 for n in all_nodes if image in n.node.images)
     return counts

@@ -27,6 +27,7 @@ import numpy as np
 from policyd.framework import CycleState, PluginError, Status
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
+from policyd.model.row_memo import RowMemo
 from policyd.plugins import names
 from policyd.plugins.noderesources.resource_allocation import (
     DEFAULT_RESOURCES,
@@ -61,6 +62,9 @@ class NodeResourcesBalancedAllocation:
         self.resources = tuple(resources)
         self._names = tuple(r.name for r in self.resources)
         self._kinds = tuple(resource_kind(r.name) for r in self.resources)
+        # Consecutive pods mostly share their requests, and only the rows of the nodes
+        # that changed in between differ: see policyd.model.row_memo.
+        self._memo: RowMemo[tuple[int, ...]] = RowMemo(self._score_rows)
 
     def pre_score(self, state: CycleState, pod: Pod,
                   nodes: Sequence[NodeInfo]) -> Status | None:
@@ -91,7 +95,16 @@ class NodeResourcesBalancedAllocation:
             request = pod_request_list(pod, self.resources, True)
             if not any(request):
                 return np.zeros(idx.size, np.int64)
-        columns = table_allocatable_allocated(table, idx, self._names, self._kinds,
+        key = tuple(request)
+        scores = self._memo.get(table, key, idx)
+        # None: some node's values are too large for exact vector math; the rows asked
+        # for may still be fine.
+        return scores if scores is not None else self._score_rows(table, key, idx)
+
+    def _score_rows(self, table: NodeTable, request: tuple[int, ...],
+                    rows: IntArray) -> IntArray | None:
+        """The scores of the rows `rows` for a pod requesting `request`."""
+        columns = table_allocatable_allocated(table, rows, self._names, self._kinds,
                                               request, True)
         if columns is None:
             return None

@@ -48,6 +48,7 @@ from policyd.framework.status import Code
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod
 from policyd.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, pod_requests
+from policyd.model.row_memo import RowMemo
 from policyd.plugins import names
 from policyd.plugins.noderesources.resource_allocation import (
     DEFAULT_RESOURCES,
@@ -211,6 +212,10 @@ class NodeResourcesFit:
         else:
             self._scorer = least_allocated_scorer(self.resources)
             self._vector_scorer = least_allocated_vector(self.resources)
+        # Consecutive pods mostly share their requests, and only the rows of the nodes
+        # that changed in between differ: see policyd.model.row_memo.
+        self._fit_memo: RowMemo[FitRequest] = RowMemo(self._fit_rows)
+        self._score_memo: RowMemo[tuple[int, ...]] = RowMemo(self._score_rows)
 
     # filter
 
@@ -238,17 +243,24 @@ class NodeResourcesFit:
         # Comparisons only (no products): any request an int64 holds is exact here.
         if any(value > _INT64_MAX for _, value, _ in checks):
             return None
+        return self._fit_memo.get(table, request, idx)
+
+    @staticmethod
+    def _fit_rows(table: NodeTable, request: FitRequest, rows: IntArray) -> BoolArray:
+        """The fit verdict of the rows `rows`: a function of the request and each row's
+        own columns, as RowMemo requires."""
+        checks = () if request.all_zero else request.checks
         allocatable = table.allocatable
         requested = table.requested
         j = table.resource_column(PODS)
         take = table.take
-        allowed = take(allocatable[j], idx) if j is not None else np.zeros(idx.size, np.int64)
-        ok: BoolArray = take(table.pod_count, idx) + 1 <= allowed
+        allowed = take(allocatable[j], rows) if j is not None else np.zeros(rows.size, np.int64)
+        ok: BoolArray = take(table.pod_count, rows) + 1 <= allowed
         for name, value, _ in checks:
             j = table.resource_column(name)
             if j is None:  # no node has it: value > 0 - 0 everywhere
-                return np.zeros(idx.size, np.bool_)
-            ok &= value <= take(allocatable[j], idx) - take(requested[j], idx)
+                return np.zeros(rows.size, np.bool_)
+            ok &= value <= take(allocatable[j], rows) - take(requested[j], rows)
         return ok
 
     # score
@@ -274,14 +286,22 @@ class NodeResourcesFit:
         pod_request = state.get(_PRE_SCORE_KEY)
         if pod_request is None:
             pod_request = pod_request_list(pod, self.resources, False)
-        columns = table_allocatable_allocated(table, idx, self._names, self._kinds,
+        key = tuple(pod_request)
+        scores = self._score_memo.get(table, key, idx)
+        # None: some node's values are too large for exact vector math; the rows asked
+        # for may still be fine.
+        return scores if scores is not None else self._score_rows(table, key, idx)
+
+    def _score_rows(self, table: NodeTable, pod_request: tuple[int, ...],
+                    rows: IntArray) -> IntArray | None:
+        """The scores of the rows `rows` for a pod requesting `pod_request`."""
+        columns = table_allocatable_allocated(table, rows, self._names, self._kinds,
                                               pod_request, False)
         if columns is None:
             return None
         allocatable, allocated = columns
         requested = allocated + np.array(pod_request, np.int64)[:, None]
         return self._vector_scorer(requested, allocated, allocatable)
-
 
     # queueing hints (EventsToRegister with SchedulerQueueingHints on, as in v1.36)
 

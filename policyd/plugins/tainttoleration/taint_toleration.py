@@ -30,6 +30,7 @@ from policyd.framework.events import (
 from policyd.framework.interfaces import default_normalize_score, default_normalize_vector
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod, Taint, Toleration
+from policyd.model.row_memo import RowMemo
 from policyd.model.table import BoolArray, IntArray, NodeTable
 from policyd.plugins import names
 from policyd.problems import field_problem
@@ -65,8 +66,53 @@ def prefer_no_schedule_tolerations(pod: Pod) -> tuple[Toleration, ...]:
     return tuple(t for t in pod.tolerations if t.effect in ("", "PreferNoSchedule"))
 
 
+def _per_taint_set(table: NodeTable, rows: IntArray
+                   ) -> tuple[list[tuple[Taint, ...]], IntArray]:
+    """(taint sets, position of each row's set among them) for `rows`: every
+    set of the table when there are no more of them than rows (the usual few), else only
+    the distinct sets of the rows (a cluster with many distinct taint sets)."""
+    sets = table.taint_sets
+    ids = table.taint_set_id[rows]
+    if len(sets) <= rows.size:
+        return sets, ids
+    distinct, inverse = np.unique(ids, return_inverse=True)
+    return [sets[t] for t in distinct.tolist()], inverse.reshape(rows.shape)
+
+
+def _tolerated_rows(table: NodeTable, tolerations: tuple[Toleration, ...],
+                    rows: IntArray) -> BoolArray:
+    """Whether `tolerations` tolerate every NoSchedule/NoExecute taint of each row,
+    decided once per taint set."""
+    sets, position = _per_taint_set(table, rows)
+    ok = np.fromiter(
+        (all(_tolerated(tolerations, t) for t in taints
+             if t.effect in ("NoSchedule", "NoExecute")) for taints in sets),
+        np.bool_, len(sets))
+    verdicts: BoolArray = ok[position]
+    return verdicts
+
+
+def _untolerated_prefer_rows(table: NodeTable, tolerations: tuple[Toleration, ...],
+                             rows: IntArray) -> IntArray:
+    """How many PreferNoSchedule taints of each row `tolerations` leave untolerated,
+    counted once per taint set."""
+    sets, position = _per_taint_set(table, rows)
+    counts = np.fromiter(
+        (sum(1 for t in taints if t.effect == "PreferNoSchedule"
+             and not _tolerated(tolerations, t)) for taints in sets),
+        np.int64, len(sets))
+    per_row: IntArray = counts[position]
+    return per_row
+
+
 class TaintToleration:
     name = names.TAINT_TOLERATION
+
+    def __init__(self) -> None:
+        # A pod's verdict on a node depends only on its tolerations and the node's taint
+        # set: kept per tolerations between pods (see policyd.model.row_memo).
+        self._filter_memo: RowMemo[tuple[Toleration, ...]] = RowMemo(_tolerated_rows)
+        self._score_memo: RowMemo[tuple[Toleration, ...]] = RowMemo(_untolerated_prefer_rows)
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         hard = _node_taints(node.node)[0]
@@ -80,13 +126,9 @@ class TaintToleration:
 
     def filter_mask(self, state: CycleState, pod: Pod, table: NodeTable,
                     idx: IntArray) -> BoolArray:
-        # Decide once per distinct taint set, then map back to the nodes.
-        tolerations = pod.tolerations
-        ok = np.fromiter(
-            (all(_tolerated(tolerations, t) for t in taints
-                 if t.effect in ("NoSchedule", "NoExecute"))
-             for taints in table.taint_sets), np.bool_, len(table.taint_sets))
-        return ok[table.taint_set_id[idx]]
+        mask = self._filter_memo.get(table, pod.tolerations, idx)
+        assert mask is not None  # _tolerated_rows never declines
+        return mask
 
     def pre_score(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
@@ -110,11 +152,9 @@ class TaintToleration:
         tolerations = state.get(_PRE_SCORE_KEY)
         if tolerations is None:
             tolerations = prefer_no_schedule_tolerations(pod)
-        counts = np.fromiter(
-            (sum(1 for t in taints if t.effect == "PreferNoSchedule"
-                 and not _tolerated(tolerations, t)) for taints in table.taint_sets),
-            np.int64, len(table.taint_sets))
-        return counts[table.taint_set_id[idx]]
+        counts = self._score_memo.get(table, tolerations, idx)
+        assert counts is not None  # _untolerated_prefer_rows never declines
+        return counts
 
     def normalize_vector(self, state: CycleState, pod: Pod, table: NodeTable,
                          idx: IntArray, scores: IntArray) -> IntArray:
