@@ -199,20 +199,27 @@ class NodeTable:
         return True
 
     def _write_usage(self, i: int, info: NodeInfo) -> bool:
-        self._stamp_row(i)
         column = self.requested[:, i]
+        nz = info.non_zero_requested
+        before = (column.tobytes(), int(self.non_zero_requested[0, i]),
+                  int(self.non_zero_requested[1, i]), int(self.pod_count[i]))
         column[:] = 0
         for name, value in info.requested.items():
             j = self.resources.get(name)
             if j is None:
                 if value:
+                    self._stamp_row(i)
                     return False
                 continue
             column[j] = value
-        nz = info.non_zero_requested
         self.non_zero_requested[0, i] = nz.get("cpu", 0)
         self.non_zero_requested[1, i] = nz.get("memory", 0)
         self.pod_count[i] = len(info.pods)
+        # Stamped only when a value changed: the watch confirming a pod the scheduler
+        # assumed there (same requests, same count) leaves every memoized row valid.
+        if (column.tobytes(), int(self.non_zero_requested[0, i]),
+                int(self.non_zero_requested[1, i]), int(self.pod_count[i])) != before:
+            self._stamp_row(i)
         return True
 
     def _stamp_row(self, i: int) -> None:

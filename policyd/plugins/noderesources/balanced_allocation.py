@@ -64,7 +64,8 @@ class NodeResourcesBalancedAllocation:
         self._kinds = tuple(resource_kind(r.name) for r in self.resources)
         # Consecutive pods mostly share their requests, and only the rows of the nodes
         # that changed in between differ: see policyd.model.row_memo.
-        self._memo: RowMemo[tuple[int, ...]] = RowMemo(self._score_rows)
+        self._memo: RowMemo[tuple[int, ...]] = RowMemo(
+            self._score_rows, compute_row=lambda t, k, i: self._score_node(t.infos[i], k))
 
     def pre_score(self, state: CycleState, pod: Pod,
                   nodes: Sequence[NodeInfo]) -> Status | None:
@@ -82,6 +83,9 @@ class NodeResourcesBalancedAllocation:
             request = pod_request_list(pod, self.resources, True)
             if not any(request):
                 return 0
+        return self._score_node(node, request)
+
+    def _score_node(self, node: NodeInfo, request: Sequence[int]) -> int:
         allocatable, allocated = node_allocatable_allocated(
             node, self._names, self._kinds, request, True)
         requested = [allocated[i] + request[i] for i in range(len(allocated))]

@@ -214,8 +214,10 @@ class NodeResourcesFit:
             self._vector_scorer = least_allocated_vector(self.resources)
         # Consecutive pods mostly share their requests, and only the rows of the nodes
         # that changed in between differ: see policyd.model.row_memo.
-        self._fit_memo: RowMemo[FitRequest] = RowMemo(self._fit_rows)
-        self._score_memo: RowMemo[tuple[int, ...]] = RowMemo(self._score_rows)
+        self._fit_memo: RowMemo[FitRequest] = RowMemo(
+            self._fit_rows, compute_row=lambda t, r, i: fits_request(r, t.infos[i]) is None)
+        self._score_memo: RowMemo[tuple[int, ...]] = RowMemo(
+            self._score_rows, compute_row=lambda t, k, i: self._score_node(t.infos[i], k))
 
     # filter
 
@@ -275,6 +277,9 @@ class NodeResourcesFit:
         if pod_request is None:
             # PreScore disabled in the profile: upstream computes it here too.
             pod_request = pod_request_list(pod, self.resources, False)
+        return self._score_node(node, pod_request)
+
+    def _score_node(self, node: NodeInfo, pod_request: Sequence[int]) -> int:
         allocatable, allocated = node_allocatable_allocated(
             node, self._names, self._kinds, pod_request, False)
         requested = [allocated[i] + pod_request[i] for i in range(len(allocated))]

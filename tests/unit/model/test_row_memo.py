@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from policyd.model.cluster import ClusterState
-from policyd.model.row_memo import RowMemo
+from policyd.model.row_memo import FEW_ROWS, RowMemo
 from policyd.model.table import IntArray, NodeTable
 from tests.builders import make_node, make_pod
 
@@ -140,3 +140,38 @@ def test_rows_written_since_matches_a_scan_of_the_stamps() -> None:
         since = recent if rng.random() < 0.8 else rng.choice(seen)
         expected = np.flatnonzero(table.row_stamp > since).tolist()
         assert table.rows_written_since(since).tolist() == expected
+
+
+def test_a_few_changed_rows_go_through_the_per_row_path_and_more_through_the_vector(
+        ) -> None:
+    state = cluster(12)
+    compute = CountingCompute()
+    one_by_one: list[int] = []
+
+    def compute_row(table: NodeTable, key: int, row: int) -> int:
+        one_by_one.append(row)
+        return int(table.infos[row].requested.get("cpu", 0)) + key
+
+    memo: RowMemo[int] = RowMemo(compute, compute_row=compute_row)
+    everything = np.arange(12)
+    memo.get(state.table(), 7, everything)
+    memo.get(state.table(), 7, everything)  # cached from here
+    calls = len(compute.calls)
+    few = [1, 5, 9, 11][:FEW_ROWS]
+    for row in few:
+        state.assume(make_pod(f"p{row}").uid(f"u-p{row}").req(cpu="1").obj(), f"n{row}")
+    got = memo.get(state.table(), 7, everything).tolist()
+    assert sorted(one_by_one) == few and len(compute.calls) == calls
+    assert got == [1007 if i in few else 7 for i in range(12)]
+    # The watch confirming a pod already counted there changes no value: no row to redo.
+    state.upsert_pod(make_pod(f"p{few[0]}").uid(f"u-p{few[0]}").req(cpu="1")
+                     .node(f"n{few[0]}").obj())
+    memo.get(state.table(), 7, everything)
+    assert sorted(one_by_one) == few and len(compute.calls) == calls
+    many = list(range(FEW_ROWS + 1))
+    for row in many:
+        state.assume(make_pod(f"q{row}").req(cpu="2").obj(), f"n{row}")
+    got = memo.get(state.table(), 7, everything).tolist()
+    assert compute.calls[calls:] == [many] and sorted(one_by_one) == few
+    assert got == [sum((2000 if i in many else 0, 1000 if i in few else 0), 7)
+                   for i in range(12)]

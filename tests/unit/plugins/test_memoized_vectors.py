@@ -169,8 +169,12 @@ def test_memoized_vectors_equal_fresh_and_reference(seed: int) -> None:
         pod = gen_pod(rng, f"pod-{step}")
         memoized, reference = vectors(long_lived, pod, state, table, idx)
         fresh, _ = vectors(plugins(), pod, state, table, idx)
-        assert memoized == fresh, f"step {step}"
+        assert memoized.keys() == fresh.keys(), f"step {step}"
         for name, values in memoized.items():
+            # A fresh plugin may decline (None: some row is beyond exact vector math)
+            # where the memo brought a few rows up to date through the per-node path.
+            if fresh[name] is not None:
+                assert values == fresh[name], f"step {step}: {name}"
             if values is not None:  # None: the plugin asked for its per-node path
                 assert values == reference[name], f"step {step}: {name}"
     # Several pod shapes took turns, so entries were reused, not only recomputed.
