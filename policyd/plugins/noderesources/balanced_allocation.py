@@ -41,7 +41,7 @@ from policyd.plugins.noderesources.resource_allocation import (
     parse_resource_specs,
     pod_request_list,
     resource_kind,
-    table_allocatable_allocated,
+    table_scores,
 )
 from policyd.problems import field_problem
 
@@ -108,13 +108,8 @@ class NodeResourcesBalancedAllocation:
     def _score_rows(self, table: NodeTable, request: tuple[int, ...],
                     rows: IntArray) -> IntArray | None:
         """The scores of the rows `rows` for a pod requesting `request`."""
-        columns = table_allocatable_allocated(table, rows, self._names, self._kinds,
-                                              request, True)
-        if columns is None:
-            return None
-        allocatable, allocated = columns
-        requested = allocated + np.array(request, np.int64)[:, None]
-        return balanced_allocation_vector(requested, allocated, allocatable)
+        return table_scores(table, rows, self._names, self._kinds, request, True,
+                            balanced_allocation_vector)
 
 
 def new(args: Mapping[str, Any] | None = None) -> NodeResourcesBalancedAllocation:

@@ -76,7 +76,7 @@ from policyd.plugins.noderesources.resource_allocation import (
     requested_to_capacity_ratio_scorer,
     requested_to_capacity_ratio_vector,
     resource_kind,
-    table_allocatable_allocated,
+    table_scores,
     type_name,
 )
 from policyd.problems import field_problem
@@ -300,13 +300,8 @@ class NodeResourcesFit:
     def _score_rows(self, table: NodeTable, pod_request: tuple[int, ...],
                     rows: IntArray) -> IntArray | None:
         """The scores of the rows `rows` for a pod requesting `pod_request`."""
-        columns = table_allocatable_allocated(table, rows, self._names, self._kinds,
-                                              pod_request, False)
-        if columns is None:
-            return None
-        allocatable, allocated = columns
-        requested = allocated + np.array(pod_request, np.int64)[:, None]
-        return self._vector_scorer(requested, allocated, allocatable)
+        return table_scores(table, rows, self._names, self._kinds, pod_request, False,
+                            self._vector_scorer)
 
     # queueing hints (EventsToRegister with SchedulerQueueingHints on, as in v1.36)
 

@@ -446,6 +446,21 @@ def table_allocatable_allocated(
     return allocatable, allocated
 
 
+def table_scores(table: NodeTable, rows: IntArray, names: Sequence[str],
+                 kinds: Sequence[int], pod_request: Sequence[int], use_requested: bool,
+                 scorer: VectorScorer) -> IntArray | None:
+    """`scorer` over the rows `rows` for a pod requesting `pod_request` (the columnar
+    form of a resource plugin's `score`); None when some value is too large for exact
+    vector math."""
+    columns = table_allocatable_allocated(table, rows, names, kinds, pod_request,
+                                          use_requested)
+    if columns is None:
+        return None
+    allocatable, allocated = columns
+    requested = allocated + np.array(pod_request, np.int64)[:, None]
+    return scorer(requested, allocated, allocatable)
+
+
 def _weighted_vector(weights: Sequence[int],
                      one: Callable[[IntArray, IntArray], IntArray]) -> VectorScorer:
     w = np.array(weights, np.int64)[:, None]

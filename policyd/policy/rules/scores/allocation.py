@@ -28,7 +28,7 @@ from policyd.plugins.noderesources.resource_allocation import (
     most_allocated_scorer,
     most_allocated_vector,
     node_allocatable_allocated,
-    table_allocatable_allocated,
+    table_scores,
 )
 from policyd.policy.rules.base import FloatArray, NodeValue, ScoreRule
 
@@ -78,10 +78,8 @@ class AllocationScore(ScoreRule):
     def values(self, value: NodeValue, pod: Pod, table: NodeTable,
                idx: IntArray) -> FloatArray:
         request = self._pod_request(pod)
-        columns = table_allocatable_allocated(table, idx, self._names, self._kinds,
-                                              request, False)
-        if columns is None:  # values too large for exact int64 arithmetic: per node
+        scores = table_scores(table, idx, self._names, self._kinds, request, False,
+                              self._vector)
+        if scores is None:  # values too large for exact int64 arithmetic: per node
             return super().values(value, pod, table, idx)
-        allocatable, allocated = columns
-        requested = allocated + np.array(request, np.int64).reshape(-1, 1)
-        return self._vector(requested, allocated, allocatable).astype(np.float64)
+        return scores.astype(np.float64)
