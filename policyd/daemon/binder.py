@@ -16,11 +16,10 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from enum import Enum
-from typing import Any
 
 from policyd.clock import Clock
 from policyd.daemon.event_recorder import EventSink
-from policyd.daemon.metrics import Metrics
+from policyd.daemon.metrics import Metrics, label_children
 from policyd.daemon.queue import QueuedPod
 from policyd.daemon.scheduling_state import LOGGER, SchedulingState
 from policyd.framework.events import ASSIGNED_POD_DELETE
@@ -70,9 +69,10 @@ class Binder:
         self._in_flight_cond = threading.Condition()
         self._abandon = threading.Event()  # the shutdown grace period is over
         self.bound_total = 0
-        # profile -> its "scheduled" metric children: `labels()` takes the metric's
-        # lock and builds a key on every call, once per bound pod otherwise.
-        self._scheduled_metrics: dict[str, tuple[Any, Any, Any]] = {}
+        # Looked up once per bound pod otherwise.
+        self._attempts = label_children(metrics.schedule_attempts)
+        self._attempt_latency = label_children(metrics.attempt_latency)
+        self._e2e_latency = label_children(metrics.e2e_latency)
 
     # -- in-flight binds ------------------------------------------------------------------
 
@@ -175,17 +175,10 @@ class Binder:
     def _bound(self, qp: QueuedPod, node: str, profile: str, start: float) -> None:
         pod = qp.pod
         self.bound_total += 1
-        children = self._scheduled_metrics.get(profile)
-        if children is None:
-            m = self.metrics
-            children = self._scheduled_metrics[profile] = (
-                m.schedule_attempts.labels("scheduled", profile),
-                m.attempt_latency.labels("scheduled", profile), m.e2e_latency.labels(profile))
-        attempts, attempt_latency, e2e_latency = children
         now = self.clock.now()
-        attempts.inc()
-        attempt_latency.observe(now - start)
-        e2e_latency.observe(now - qp.added)
+        self._attempts("scheduled", profile).inc()
+        self._attempt_latency("scheduled", profile).observe(now - start)
+        self._e2e_latency(profile).observe(now - qp.added)
         self.state.throttle.forget(pod.uid)
         if self.verbosity >= 1:
             log.info("bound %s to %s", pod.key, node, extra={"pod": pod.key, "node": node})

@@ -311,16 +311,27 @@ def instrument(fw: Framework, metrics: Metrics, *,
     fw.__dict__["_policyd_timed"] = metrics
 
 
+def label_children(metric: Any) -> Callable[..., Any]:
+    """`metric.labels(*values)`, each child looked up once: `labels()` takes the metric's
+    lock and builds a key on every call, which on a per-pod or per-plugin path adds up.
+    Children live as long as the metric, so caching them changes nothing exported."""
+    children: dict[tuple[str, ...], Any] = {}
+
+    def child(*values: str) -> Any:
+        found = children.get(values)
+        if found is None:
+            found = children[values] = metric.labels(*values)
+        return found
+
+    return child
+
+
 def _plugin_timer(metrics: Metrics, profile: str) -> Callable[[str, str, float], None]:
-    """The Framework's per-plugin callback; label children are looked up once each."""
-    children: dict[tuple[str, str], Callable[[float], None]] = {}
+    """The Framework's per-plugin callback."""
+    child = label_children(metrics.plugin_latency)
 
     def observe(point: str, plugin: str, seconds: float) -> None:
-        child = children.get((point, plugin))
-        if child is None:
-            child = children[(point, plugin)] = metrics.plugin_latency.labels(
-                plugin, point, profile).observe
-        child(seconds)
+        child(plugin, point, profile).observe(seconds)
 
     return observe
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from policyd.clock import Clock
 from policyd.daemon.binder import Binder
 from policyd.daemon.event_recorder import EventSink, condition_shown
-from policyd.daemon.metrics import Metrics
+from policyd.daemon.metrics import Metrics, label_children
 from policyd.daemon.queue import FLUSH_UNSCHEDULABLE_PERIOD, QueuedPod
 from policyd.daemon.scheduling_state import LOGGER, SchedulingState
 from policyd.engine.cycle import ScheduleResult, schedule_one
@@ -42,7 +42,7 @@ class SchedulingLoop:
         self.verbosity = verbosity
         self.stopping = threading.Event()
         self.heartbeat = clock.now()  # the loop's last round, for /healthz
-        self._algorithm_latency: dict[str, Callable[[float], None]] = {}
+        self._algorithm_latency = label_children(metrics.algorithm_latency)
 
     def run(self, stop: threading.Event, ready: Callable[[], bool]) -> None:
         """Schedule until `stop` (or `self.stopping`) is set. Waits for the caches and
@@ -84,14 +84,7 @@ class SchedulingLoop:
             # CPU time of the algorithm alone, as upstream's metric: not the clock.
             t0 = time.perf_counter()
             result = schedule_one(fw, pod, s.cluster)
-            elapsed = time.perf_counter() - t0
-            observe = self._algorithm_latency.get(fw.profile_name)
-            if observe is None:
-                # `labels()` locks the metric and builds a key: once per profile, not
-                # once per cycle.
-                observe = self._algorithm_latency[fw.profile_name] = \
-                    self.metrics.algorithm_latency.labels(fw.profile_name).observe
-            observe(elapsed)
+            self._algorithm_latency(fw.profile_name).observe(time.perf_counter() - t0)
             if result.node is not None:
                 s.cluster.assume(pod, result.node)
                 s.assumed[pod.uid] = result.node

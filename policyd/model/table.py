@@ -10,7 +10,8 @@ Columns built on demand (a label key's values, an image's sizes) are cached unti
 node's labels or images change; `version` counts changes of labels, annotations and
 images, for caches kept outside the table.
 
-Every row write is stamped (`row_stamp`, from the increasing `stamp`), and a rebuild
+Every row write that can change a value is stamped (`row_stamp`, from the increasing
+`stamp`; a usage rewrite with the same values is not), and a rebuild
 starts a new `generation` (unique across tables), so a cache of per-row results
 (`policyd.model.row_memo`) can tell exactly which rows changed since it last looked.
 """
@@ -79,7 +80,8 @@ class NodeTable:
         self._groups: dict[tuple[str, ...], tuple[IntArray, list[int]]] = {}
         self._image_counts: dict[str, int] = {}
         # Row stamps: `row_stamp[i]` is the `stamp` at which row i was last written (any
-        # column); `generation` changes when the rows are rebuilt (renumbered, new columns).
+        # column; an unchanged usage rewrite does not count); `generation` changes when
+        # the rows are rebuilt (renumbered, new columns).
         self.generation = 0
         self.stamp = 0
         self.row_stamp: IntArray = np.zeros(0, np.int64)
@@ -201,8 +203,7 @@ class NodeTable:
     def _write_usage(self, i: int, info: NodeInfo) -> bool:
         column = self.requested[:, i]
         nz = info.non_zero_requested
-        before = (column.tobytes(), int(self.non_zero_requested[0, i]),
-                  int(self.non_zero_requested[1, i]), int(self.pod_count[i]))
+        before = self._usage_of(i)
         column[:] = 0
         for name, value in info.requested.items():
             j = self.resources.get(name)
@@ -217,10 +218,14 @@ class NodeTable:
         self.pod_count[i] = len(info.pods)
         # Stamped only when a value changed: the watch confirming a pod the scheduler
         # assumed there (same requests, same count) leaves every memoized row valid.
-        if (column.tobytes(), int(self.non_zero_requested[0, i]),
-                int(self.non_zero_requested[1, i]), int(self.pod_count[i])) != before:
+        if self._usage_of(i) != before:
             self._stamp_row(i)
         return True
+
+    def _usage_of(self, i: int) -> tuple[bytes, int, int, int]:
+        """Row i's usage columns, to tell whether a rewrite changed them."""
+        return (self.requested[:, i].tobytes(), int(self.non_zero_requested[0, i]),
+                int(self.non_zero_requested[1, i]), int(self.pod_count[i]))
 
     def _stamp_row(self, i: int) -> None:
         self.stamp += 1
