@@ -1,6 +1,6 @@
 """Generate policyd/data/k8s_fields.json: the field names of every typed object inside
 the kinds policyd reads (Pod, Node, Namespace, Service, ReplicaSet, StatefulSet,
-ReplicationController), from the kubernetes Python client's models.
+ReplicationController, and the storage kinds the volume plugins read), from the kubernetes Python client's models.
 
 The API server rejects unknown fields (strict field validation); the offline commands
 do the same with this table, without importing the client at run time (it is slow to
@@ -29,6 +29,12 @@ ROOT_KINDS = {
     "ReplicaSet": "V1ReplicaSet",
     "StatefulSet": "V1StatefulSet",
     "ReplicationController": "V1ReplicationController",
+    "PersistentVolume": "V1PersistentVolume",
+    "PersistentVolumeClaim": "V1PersistentVolumeClaim",
+    "StorageClass": "V1StorageClass",
+    "CSINode": "V1CSINode",
+    "CSIDriver": "V1CSIDriver",
+    "CSIStorageCapacity": "V1CSIStorageCapacity",
 }
 OUTPUT = Path(__file__).resolve().parents[1] / "policyd" / "data" / "k8s_fields.json"
 

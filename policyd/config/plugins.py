@@ -21,9 +21,11 @@ from typing import Any, cast
 from policyd.framework.interfaces import (
     FilterPlugin,
     Plugin,
+    PreBindPlugin,
     PreFilterPlugin,
     PreScorePlugin,
     QueueSortPlugin,
+    ReservePlugin,
     ScorePlugin,
 )
 from policyd.framework.runtime import Framework, WeightedScorePlugin
@@ -32,11 +34,10 @@ from policyd.plugins import registry
 from policyd.problems import ERROR, Problem
 from policyd.sourcefile import JsonPath, format_path
 
-POINTS = ("queueSort", "preFilter", "filter", "preScore", "score")
+POINTS = ("queueSort", "preFilter", "filter", "preScore", "score", "reserve", "preBind")
 # Upstream extension points policyd has no plugins for; accepted so that profiles copied
 # from kube-scheduler can disable upstream plugins there.
-OTHER_POINTS = ("preEnqueue", "postFilter", "reserve", "permit", "preBind", "bind",
-                "postBind")
+OTHER_POINTS = ("preEnqueue", "postFilter", "permit", "bind", "postBind")
 
 # Rule ids of the problems found here (the lint rule namespace of `check-config`).
 RULE_UNKNOWN = "plugin-unknown"
@@ -390,6 +391,8 @@ def build_framework(
     scores = [WeightedScorePlugin(cast(ScorePlugin, instances[e.name]),
                                   e.weight or catalog.default_weight(e.name))
               for e in final["score"]]
+    reserve: list[ReservePlugin] = plugins_at("reserve")
+    pre_bind: list[PreBindPlugin] = plugins_at("preBind")
     return Framework(
         resolved.scheduler_name,
         queue_sort=queue_sort[0] if queue_sort else None,
@@ -397,6 +400,8 @@ def build_framework(
         filter=filters,
         pre_score=pre_score,
         score=scores,
+        reserve=reserve,
+        pre_bind=pre_bind,
         seed=seed,
     )
 

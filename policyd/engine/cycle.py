@@ -39,6 +39,8 @@ class ScheduleResult:
     scores: ScoreResult | None = None
     # explain only: node -> plugin -> verdict (None = passed), every plugin run.
     filter_details: dict[str, dict[str, Status | None]] = field(default_factory=dict)
+    # The cycle's state, which Reserve, Unreserve and PreBind read after the decision.
+    cycle_state: CycleState | None = None
 
     @property
     def feasible(self) -> list[str]:
@@ -70,7 +72,7 @@ def schedule_one(
         return _schedule_fast(fw, pod, cluster)
     nodes = cluster.node_infos()
     state = CycleState(nodes, cluster)
-    result = ScheduleResult(pod=pod, node=None, num_nodes=len(nodes))
+    result = ScheduleResult(pod=pod, node=None, num_nodes=len(nodes), cycle_state=state)
     diagnosis = result.diagnosis
     if not nodes:
         # Upstream fails before PreFilter with ErrNoNodesAvailable, not a FitError.
@@ -127,6 +129,30 @@ def schedule_one(
     return result
 
 
+def reserve(fw: Framework, result: ScheduleResult) -> ScheduleResult:
+    """Run Reserve for a decided pod, already assumed on `result.node` by the caller
+    (schedulingCycle's order). On success `result` comes back unchanged. On failure
+    every Reserve plugin has unreserved, and the result says why with no node: a
+    rejection as upstream's FitError over the one chosen node, an error as an error.
+    The caller then forgets the assumption."""
+    node, state = result.node, result.cycle_state
+    if node is None or state is None:
+        return result
+    status = fw.run_reserve(state, result.pod, node)
+    if status is None:
+        return result
+    fw.run_unreserve(state, result.pod, node)
+    result.node = None
+    if not status.is_rejected:
+        return _failed(result, status)
+    result.num_nodes = 1
+    result.diagnosis = Diagnosis(node_to_status={node: status})
+    if status.plugin:
+        result.diagnosis.unschedulable_plugins.add(status.plugin)
+    result.message = fit_error_message(1, result.diagnosis)
+    return result
+
+
 def _failed(result: ScheduleResult, status: Status) -> ScheduleResult:
     result.error = status
     result.message = status.message
@@ -169,7 +195,7 @@ def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleRe
     nodes = table.infos
     state = CycleState(nodes, cluster)
     state.table = table
-    result = ScheduleResult(pod=pod, node=None, num_nodes=len(nodes))
+    result = ScheduleResult(pod=pod, node=None, num_nodes=len(nodes), cycle_state=state)
     if not nodes:
         result.message = NO_NODES_AVAILABLE
         return result

@@ -7,7 +7,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from policyd.engine.cycle import ScheduleResult, schedule_one
+from policyd.engine.cycle import ScheduleResult, reserve, schedule_one
 from policyd.engine.profiles import unserved_reason
 from policyd.framework.runtime import Framework
 from policyd.model.cluster import ClusterState
@@ -88,9 +88,15 @@ def simulate(
     ordered = queue_order(first, queue)
     results = []
     for i, pod in enumerate(ordered):
-        result = schedule_one(frameworks[pod.scheduler_name], pod, cluster)
+        fw = frameworks[pod.scheduler_name]
+        result = schedule_one(fw, pod, cluster)
         if result.node is not None:
             cluster.assume(pod, result.node)
+            # What Reserve takes (VolumeBinding's chosen PVs and provisioning) stays
+            # taken: offline there is no PreBind, the assumption is the outcome.
+            result = reserve(fw, result)
+            if result.node is None:
+                cluster.forget(pod)
         results.append(result)
         if progress is not None:
             progress(i + 1, len(ordered))

@@ -18,8 +18,8 @@ classification for the config's plugin sets. Every method receives plain records
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -28,6 +28,11 @@ from policyd.framework.status import Status
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import BoolArray, IntArray, NodeTable
+
+if TYPE_CHECKING:
+    from policyd.model.cluster import ClusterState
+
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -121,6 +126,53 @@ class ScoreBreakdownPlugin(Plugin, Protocol):
         each of `nodes` got, which explain shows beside the plugin's total."""
 
 
+@runtime_checkable
+class ReservePlugin(Plugin, Protocol):
+    """Called once a node is chosen and the pod assumed there, under the same lock as
+    the cycle (the daemon's state lock): the plugin records what it takes (the volume
+    bindings it chose) in the cluster state, so the next cycle sees it taken."""
+
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        """Take what the pod needs on `node_name`. A rejection fails the pod's cycle,
+        and every Reserve plugin's `unreserve` runs."""
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        """Undo `reserve` (the pod did not bind). Must be idempotent and must not fail:
+        it also runs for plugins whose `reserve` did not run or did not succeed."""
+
+
+class BindingHandle(Protocol):
+    """What a PreBind plugin may do beyond its cycle state, given by whoever binds (the
+    daemon: the API server and its informer-fed state; the offline commands: the
+    snapshot's state alone)."""
+
+    def update(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Replace `obj` (a full object with kind, apiVersion, metadata.resourceVersion)
+        on the API server; returns what the server stored. Raises `BindingApiError`."""
+
+    def locked(self, fn: Callable[[ClusterState], T]) -> T:
+        """`fn(cluster)` under the lock the informers update the cluster state with."""
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to `seconds`; True when the scheduler is stopping (give up now)."""
+
+    def now(self) -> float:
+        """Monotonic seconds, for deadlines."""
+
+
+class BindingApiError(Exception):
+    """A write a PreBind plugin asked for failed (the API server's message)."""
+
+
+@runtime_checkable
+class PreBindPlugin(Plugin, Protocol):
+    def pre_bind(self, state: CycleState, pod: Pod, node_name: str,
+                 handle: BindingHandle) -> Status | None:
+        """Make the node ready for the pod before it is bound (write the volume
+        bindings and wait for them); runs outside the cycle's lock, in the binder. A
+        failure unreserves the pod and sends it back to the queue with the message."""
+
+
 # The config's extension point names and the protocol that puts a plugin there.
 EXTENSION_POINTS: dict[str, type] = {
     "queueSort": QueueSortPlugin,
@@ -128,6 +180,8 @@ EXTENSION_POINTS: dict[str, type] = {
     "filter": FilterPlugin,
     "preScore": PreScorePlugin,
     "score": ScorePlugin,
+    "reserve": ReservePlugin,
+    "preBind": PreBindPlugin,
 }
 
 

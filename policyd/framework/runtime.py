@@ -21,6 +21,7 @@ first rejecting plugin, this gives exactly upstream's node-by-node outcome.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,14 +33,17 @@ from policyd.framework.cycle_state import CycleState
 from policyd.framework.events import ClusterEventWithHint, registrations
 from policyd.framework.fit_error import Diagnosis
 from policyd.framework.interfaces import (
+    BindingHandle,
     ColumnarFilterPlugin,
     ColumnarNormalizePlugin,
     ColumnarScorePlugin,
     FilterPlugin,
     NormalizeScorePlugin,
+    PreBindPlugin,
     PreFilterPlugin,
     PreScorePlugin,
     QueueSortPlugin,
+    ReservePlugin,
     RuleScores,
     ScoreBreakdownPlugin,
     ScorePlugin,
@@ -48,6 +52,8 @@ from policyd.framework.status import Code, Status
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import BoolArray, IntArray, NodeTable
+
+_log = logging.getLogger(__name__)
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0
@@ -142,6 +148,8 @@ class Framework:
         filter: Sequence[FilterPlugin] = (),
         pre_score: Sequence[PreScorePlugin] = (),
         score: Sequence[WeightedScorePlugin] = (),
+        reserve: Sequence[ReservePlugin] = (),
+        pre_bind: Sequence[PreBindPlugin] = (),
         seed: int | None = None,
     ) -> None:
         self.profile_name = profile_name
@@ -150,6 +158,8 @@ class Framework:
         self.filter_plugins = list(filter)
         self.pre_score_plugins = list(pre_score)
         self.score_plugins = list(score)
+        self.reserve_plugins = list(reserve)
+        self.pre_bind_plugins = list(pre_bind)
         # Each plugin's forms, bound once here: the cycle only loops over these.
         self.filters: tuple[BoundFilter, ...] = tuple(map(BoundFilter.of, filter))
         self.scores: tuple[BoundScore, ...] = tuple(map(BoundScore.of, score))
@@ -422,6 +432,50 @@ class Framework:
             out.extend((pl.name, reg) for reg in registrations(pl))
         return out
 
+    # Reserve, Unreserve, PreBind: after a node is chosen (the binding cycle's side).
+    def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        """Every Reserve plugin in order (RunReservePluginsReserve); the first failure
+        is returned (a rejection with its plugin, an error worded as upstream's). The
+        caller then runs `run_unreserve`, as upstream's scheduling cycle does."""
+        for pl in self.reserve_plugins:
+            try:
+                status = pl.reserve(state, pod, node_name)
+            except Exception as exc:
+                return _wrapped_error("Reserve", pl.name, f"{type(exc).__name__}: {exc}")
+            if status is None or status.is_success:
+                continue
+            if status.is_rejected:
+                return status.with_plugin(pl.name)
+            return _wrapped_error("Reserve", pl.name, status.message)
+        return None
+
+    def run_unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        """Every Reserve plugin's `unreserve`, in reverse order; a plugin that raises
+        does not keep the others from cleaning up."""
+        for pl in reversed(self.reserve_plugins):
+            try:
+                pl.unreserve(state, pod, node_name)
+            except Exception:
+                # Upstream's Unreserve cannot fail; a bug in one plugin's must not keep
+                # the others from releasing what they hold.
+                _log.exception("running Unreserve plugin %r", pl.name)
+
+    def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str,
+                     handle: BindingHandle) -> Status | None:
+        """Every PreBind plugin in order (RunPreBindPlugins); the first failure is
+        returned, a rejection with its plugin, an error worded as upstream's."""
+        for pl in self.pre_bind_plugins:
+            try:
+                status = pl.pre_bind(state, pod, node_name, handle)
+            except Exception as exc:
+                return _wrapped_error("PreBind", pl.name, f"{type(exc).__name__}: {exc}")
+            if status is None or status.is_success or status.is_skip:
+                continue
+            if status.is_rejected:
+                return status.with_plugin(pl.name)
+            return _wrapped_error("PreBind", pl.name, status.message)
+        return None
+
     def less(self, a: Pod, b: Pod) -> bool:
         if self.queue_sort is None:
             return a.creation_timestamp < b.creation_timestamp
@@ -431,6 +485,12 @@ class Framework:
 def _error(point: str, plugin: str, exc: Exception) -> Status:
     return Status(Code.ERROR, (f"running {point} plugin {plugin!r}: "
                                f"{type(exc).__name__}: {exc}",), plugin)
+
+
+def _wrapped_error(point: str, plugin: str, message: str) -> Status:
+    """An error of a binding-side extension point, worded as upstream's
+    `running Reserve plugin "VolumeBinding": ...` (Go's %q)."""
+    return Status(Code.ERROR, (f'running {point} plugin "{plugin}": {message}',), plugin)
 
 
 def _error_status(point: str, plugin: str, status: Status) -> Status:

@@ -12,6 +12,7 @@ from typing import Any
 
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod
+from policyd.model.storage import StorageObjects
 from policyd.model.table import NodeTable
 
 
@@ -55,6 +56,12 @@ class ClusterState:
         self.pods_with_affinity = 0
         self._affinity_of: dict[str, int] = {}
         self._table: NodeTable | None = None
+        # PersistentVolumes, claims, StorageClasses and the CSI objects (volume plugins).
+        self.storage = StorageObjects()
+        # "namespace/claim" -> pods on known nodes (assumed included) using the claim in
+        # a persistentVolumeClaim volume: upstream's PVCRefCounts summed over the nodes,
+        # which VolumeRestrictions reads for ReadWriteOncePod claims.
+        self._claim_users: dict[str, int] = {}
         for node in nodes:
             self.upsert_node(node)
         for pod in pods:
@@ -68,6 +75,7 @@ class ClusterState:
             self._nodes[node.name] = info
             for pod in self._orphans.pop(node.name, {}).values():
                 info.add_pod(pod)
+                self._count_claims(pod, +1)
             self.structure_epoch += 1
         else:
             info.node = node
@@ -75,6 +83,19 @@ class ClusterState:
             self._touch(node.name)
         self.generation += 1
         return info
+
+    def claim_in_use(self, key: str) -> bool:
+        """Whether a pod on a node (bound or assumed) uses claim `namespace/name`."""
+        return self._claim_users.get(key, 0) > 0
+
+    def _count_claims(self, pod: Pod, sign: int) -> None:
+        for claim in pod.persistent_claims:
+            key = f"{pod.namespace}/{claim}"
+            count = self._claim_users.get(key, 0) + sign
+            if count > 0:
+                self._claim_users[key] = count
+            else:
+                self._claim_users.pop(key, None)
 
     def remove_node(self, name: str, uid: str = "") -> None:
         """Forget a node; its pods stay counted (as orphans) should it come back, since
@@ -84,6 +105,8 @@ class ClusterState:
         if info is not None and (not uid or info.node.uid == uid):
             del self._nodes[name]
             self._orphans[name] = dict(info.pods)
+            for pod in info.pods.values():
+                self._count_claims(pod, -1)
             self.structure_epoch += 1
             self.generation += 1
 
@@ -127,8 +150,9 @@ class ClusterState:
             self.pods_with_affinity -= self._affinity_of.pop(uid, 0)
             info = self._nodes.get(node_name)
             if info is not None:
-                pod = info.pods.get(uid)
-                info.remove_pod(info.pods[uid])
+                pod = info.pods[uid]
+                info.remove_pod(pod)
+                self._count_claims(pod, -1)
                 self._touch(node_name)
             else:
                 pod = self._orphans.get(node_name, {}).pop(uid, None)
@@ -157,6 +181,7 @@ class ClusterState:
             self._orphans.setdefault(node_name, {})[pod.uid] = pod
         else:
             info.add_pod(pod)
+            self._count_claims(pod, +1)
             self._touch(node_name)
 
     # change log

@@ -1,6 +1,8 @@
 """Load cluster snapshots and pod files: what `kubectl get nodes,pods -A -o yaml|json`
 prints, or a multi-document YAML of Nodes and Pods (plus optional Namespaces, Services,
-ReplicaSets, StatefulSets and ReplicationControllers for affinity and default spread).
+ReplicaSets, StatefulSets and ReplicationControllers for affinity and default spread,
+and PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, CSIDrivers and
+CSIStorageCapacities for the volume plugins).
 
 Every error names the file, the object and the field; nothing half-loads.
 """
@@ -16,6 +18,7 @@ from policyd.model.cluster import ClusterState
 from policyd.model.datafile import iter_objects
 from policyd.model.fieldcheck import check_fields
 from policyd.model.records import Node, Pod, node_from_dict, pod_from_dict
+from policyd.model.storage import STORAGE_KINDS, object_key
 
 WORKLOAD_KINDS = ("Service", "ReplicaSet", "StatefulSet", "ReplicationController")
 
@@ -26,6 +29,8 @@ class Snapshot:
     pods: list[Pod] = field(default_factory=list)
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
     workloads: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # Storage objects by kind, then by `object_key`, raw (see model.storage).
+    storage: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     # Unknown fields found with field_validation="warn" (see model.fieldcheck).
     warnings: list[str] = field(default_factory=list)
 
@@ -34,6 +39,9 @@ class Snapshot:
         state = ClusterState(self.nodes, self.pods)
         state.namespace_labels = dict(self.namespaces)
         state.workloads = {k: list(v) for k, v in self.workloads.items()}
+        for kind, objects in self.storage.items():
+            for obj in objects.values():
+                state.storage.upsert(kind, obj)
         return state
 
     def extend(self, other: Snapshot) -> None:
@@ -43,6 +51,8 @@ class Snapshot:
         self.warnings.extend(other.warnings)
         for k, v in other.workloads.items():
             self.workloads.setdefault(k, []).extend(v)
+        for k, objects in other.storage.items():
+            self.storage.setdefault(k, {}).update(objects)
 
 
 def load_snapshot(*paths: Path, pods_only: bool = False, field_validation: str = "strict"
@@ -77,8 +87,27 @@ def _add(snap: Snapshot, obj: Any, where: str, pods_only: bool,
             snap.namespaces[meta["name"]] = {str(k): str(v) for k, v in labels.items()}
         elif kind in WORKLOAD_KINDS and not pods_only:
             snap.workloads.setdefault(kind, []).append(obj)
+        elif kind in STORAGE_KINDS and not pods_only:
+            _add_storage_object(snap, kind, obj, where)
         else:
-            expected = "Pod" if pods_only else "Node, Pod, Namespace, " + ", ".join(WORKLOAD_KINDS)
+            expected = "Pod" if pods_only else ", ".join(
+                ("Node", "Pod", "Namespace", *WORKLOAD_KINDS, *STORAGE_KINDS))
             raise InputFileError(f"unexpected kind {kind!r}, expected {expected}", where=where)
     except InvalidObjectError as exc:
         raise InputFileError(str(exc), where=where) from None
+
+
+def _add_storage_object(snap: Snapshot, kind: str, obj: dict[str, Any], where: str) -> None:
+    """Keep a storage object once it has a name, once per name. Its fields are the
+    volume plugins' to judge, per object, with a reason naming it: a PV with a bad
+    node affinity fails the pods that need it, not the whole load."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) \
+            or not meta["name"]:
+        raise InputFileError(f"{kind} needs metadata.name", where=where)
+    key = object_key(kind, obj)
+    objects = snap.storage.setdefault(kind, {})
+    if key in objects:
+        raise InputFileError(f"{kind} {key} is defined twice (a cluster has one per name)",
+                             where=where)
+    objects[key] = obj

@@ -100,6 +100,9 @@ class Pod:
     raw: dict[str, Any]
     # The PodResizePending condition says Infeasible: the resize will not happen.
     resize_infeasible: bool = False
+    # The claim names of `persistentVolumeClaim` volumes only (`pvc_names` less the
+    # generic ephemeral ones): what upstream's PVCRefCounts count.
+    persistent_claims: tuple[str, ...] = ()
     # Per-pod memo for plugins (compiled selectors, request sums): filled on first use,
     # so an existing pod's terms are compiled once, not once per scheduling cycle.
     cache: dict[str, Any] = field(default_factory=dict)
@@ -345,6 +348,7 @@ def pod_from_dict(obj: Any) -> Pod:
             r.seq(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints"))
     )
     pvcs = []
+    persistent = []
     for i, v in enumerate(r.seq(spec.get("volumes"), "spec.volumes")):
         vol = r.mapping(v, f"spec.volumes[{i}]")
         claim = vol.get("persistentVolumeClaim")
@@ -352,6 +356,7 @@ def pod_from_dict(obj: Any) -> Pod:
             claim_name = r.mapping(claim, f"spec.volumes[{i}].persistentVolumeClaim").get(
                 "claimName")
             pvcs.append(r.string(claim_name, f"spec.volumes[{i}].persistentVolumeClaim.claimName"))
+            persistent.append(pvcs[-1])
         elif vol.get("ephemeral") is not None:
             pvcs.append(f"{name}-{r.string(vol.get('name'), f'spec.volumes[{i}].name')}")
     claims = _resource_claims(r, spec.get("resourceClaims"), status.get(
@@ -392,6 +397,7 @@ def pod_from_dict(obj: Any) -> Pod:
         pod_requests=r.resources(pod_resources.get("requests"), "spec.resources.requests",
                                  nano=True),
         pvc_names=tuple(pvcs),
+        persistent_claims=tuple(persistent),
         resource_claims=claims,
         scheduling_gates=gates,
         deleting=meta.get("deletionTimestamp") is not None,

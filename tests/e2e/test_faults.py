@@ -271,7 +271,10 @@ def test_sigterm_finishes_in_flight_binds(
             cluster.pod(n, sched)
         wait_for(lambda: all(f"assumed {cluster.ns}/{n} ".encode() in log_path.read_bytes()
                              for n in names), 30, "every pod assumed (binds in flight)")
-        assert not any(cluster.node_of(n) for n in names)  # not bound yet
+        # Under load the first binds may land before the last pod is assumed: what
+        # matters is that some are still in flight when the signal comes.
+        in_flight = [n for n in names if not cluster.node_of(n)]
+        assert in_flight, "every bind landed before SIGTERM: nothing was in flight"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0, log_path.read_text()
         for n in names:
