@@ -60,6 +60,14 @@ POD = "Pod"
 NODE = "Node"
 ASSIGNED_POD = "AssignedPod"
 UNSCHEDULED_POD = "UnschedulablePod"
+# Storage resources (upstream's names); their hints get the raw objects as old/new.
+PERSISTENT_VOLUME = "PersistentVolume"
+PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
+STORAGE_CLASS = "storage.k8s.io/StorageClass"
+CSI_NODE = "storage.k8s.io/CSINode"
+CSI_DRIVER = "storage.k8s.io/CSIDriver"
+CSI_STORAGE_CAPACITY = "storage.k8s.io/CSIStorageCapacity"
+VOLUME_ATTACHMENT = "storage.k8s.io/VolumeAttachment"
 WILDCARD = "*"
 
 

@@ -1,0 +1,124 @@
+"""What the volume plugins share about pods' claims and the stored storage objects
+(component-helpers' storage/volume helpers, read from raw JSON).
+
+Every decode goes through `StorageObjects.decoded`, so a PV's node affinity is compiled
+once per PV version, whichever plugin asks first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from policyd.model.records import Node, Pod
+from policyd.model.selectors import NodeSelector, SelectorError, compile_node_selector
+from policyd.model.storage import StorageObjects
+
+# v1.BetaStorageClassAnnotation: still read before spec.storageClassName, as upstream.
+BETA_STORAGE_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
+
+
+class VolumeObjectError(ValueError):
+    """A stored storage object a plugin cannot read (a malformed field): the message
+    names the object and the field, and becomes the affected pod's reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaim:
+    """One claim a pod's volume refers to."""
+
+    volume: str  # the pod's volume name
+    claim: str  # the claim's name (for generic ephemeral volumes: <pod>-<volume>)
+    ephemeral: bool  # a generic ephemeral volume: the claim must be owned by the pod
+
+    def key(self, pod: Pod) -> str:
+        return f"{pod.namespace}/{self.claim}"
+
+
+_CLAIMS_CACHE = "volumes/claims"
+
+
+def pod_claims(pod: Pod) -> tuple[PodClaim, ...]:
+    """The pod's persistentVolumeClaim and ephemeral volumes, in spec order (the pod
+    decoder has checked their shape already)."""
+    cached: tuple[PodClaim, ...] | None = pod.cache.get(_CLAIMS_CACHE)
+    if cached is not None:
+        return cached
+    out = []
+    spec = pod.raw.get("spec") if isinstance(pod.raw, dict) else None
+    volumes = spec.get("volumes") if isinstance(spec, dict) else None
+    for vol in volumes if isinstance(volumes, list) else ():
+        if not isinstance(vol, dict):
+            continue
+        name = str(vol.get("name") or "")
+        source = vol.get("persistentVolumeClaim")
+        if isinstance(source, dict):
+            out.append(PodClaim(name, str(source.get("claimName") or ""), False))
+        elif vol.get("ephemeral") is not None:
+            out.append(PodClaim(name, f"{pod.name}-{name}", True))
+    claims = tuple(out)
+    pod.cache[_CLAIMS_CACHE] = claims
+    return claims
+
+
+def is_owned_by(claim: dict[str, Any], pod: Pod) -> bool:
+    """Whether `claim` has the pod as its controller owner (ephemeral.VolumeIsForPod)."""
+    for ref in (claim.get("metadata") or {}).get("ownerReferences") or ():
+        if isinstance(ref, dict) and ref.get("controller") and ref.get("uid") == pod.uid:
+            return True
+    return False
+
+
+def claim_storage_class(claim: dict[str, Any]) -> str:
+    """GetPersistentVolumeClaimClass: the beta annotation first, then the spec."""
+    annotations = (claim.get("metadata") or {}).get("annotations") or {}
+    if BETA_STORAGE_CLASS_ANNOTATION in annotations:
+        return str(annotations[BETA_STORAGE_CLASS_ANNOTATION])
+    return str((claim.get("spec") or {}).get("storageClassName") or "")
+
+
+def volume_storage_class(pv: dict[str, Any]) -> str:
+    """GetPersistentVolumeClass: the beta annotation first, then the spec."""
+    annotations = (pv.get("metadata") or {}).get("annotations") or {}
+    if BETA_STORAGE_CLASS_ANNOTATION in annotations:
+        return str(annotations[BETA_STORAGE_CLASS_ANNOTATION])
+    return str((pv.get("spec") or {}).get("storageClassName") or "")
+
+
+def claim_volume_name(claim: dict[str, Any]) -> str:
+    """The PV a claim is bound (or being bound) to; "" when none."""
+    return str((claim.get("spec") or {}).get("volumeName") or "")
+
+
+def _node_affinity(pv: dict[str, Any]) -> NodeSelector | VolumeObjectError | None:
+    affinity = (pv.get("spec") or {}).get("nodeAffinity")
+    if affinity is None:
+        return None
+    name = (pv.get("metadata") or {}).get("name")
+    if not isinstance(affinity, dict):
+        return VolumeObjectError(f"PersistentVolume {name}: spec.nodeAffinity must be an "
+                                 "object")
+    required = affinity.get("required")
+    if required is None:
+        return None
+    try:
+        return compile_node_selector(required, "spec.nodeAffinity.required")
+    except SelectorError as exc:
+        return VolumeObjectError(f"PersistentVolume {name}: {exc}")
+
+
+def volume_node_affinity(storage: StorageObjects, pv: dict[str, Any]) -> NodeSelector | None:
+    """The PV's required node affinity, compiled once; None when it has none. Raises
+    VolumeObjectError when it is malformed (the same error every time asked)."""
+    found = storage.decoded(pv, "nodeAffinity", _node_affinity)
+    if isinstance(found, VolumeObjectError):
+        raise found
+    return found
+
+
+def volume_fits_node(storage: StorageObjects, pv: dict[str, Any], node: Node) -> bool:
+    """CheckNodeAffinity: the PV's required node affinity matches the node's labels.
+    As upstream, only labels are compared (the node is built from them alone), so a
+    `matchFields` term on metadata.name never matches. Raises VolumeObjectError."""
+    selector = volume_node_affinity(storage, pv)
+    return selector is None or selector.matches(node.labels, "")
