@@ -47,3 +47,87 @@ def test_binary_and_missing_files(tmp_path: Path) -> None:
         load_snapshot(tmp_path / "bin")
     with pytest.raises(InputFileError, match="no such file"):
         load_snapshot(tmp_path / "missing.yaml")
+
+
+STORAGE_OBJECTS = """\
+kind: StorageClass
+apiVersion: storage.k8s.io/v1
+metadata: {name: local}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+---
+kind: PersistentVolume
+apiVersion: v1
+metadata: {name: pv-1}
+spec:
+  capacity: {storage: 10Gi}
+  accessModes: [ReadWriteOnce]
+  storageClassName: local
+  local: {path: /mnt/disk1}
+---
+kind: PersistentVolumeClaim
+apiVersion: v1
+metadata: {name: data-db-0, namespace: shop}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: local
+  resources: {requests: {storage: 5Gi}}
+---
+kind: CSINode
+apiVersion: storage.k8s.io/v1
+metadata: {name: n1}
+spec:
+  drivers: [{name: ebs.csi.aws.com, nodeID: i-1, allocatable: {count: 25}}]
+---
+kind: CSIDriver
+apiVersion: storage.k8s.io/v1
+metadata: {name: ebs.csi.aws.com}
+spec: {storageCapacity: true}
+---
+kind: CSIStorageCapacity
+apiVersion: storage.k8s.io/v1
+metadata: {name: cap-1, namespace: kube-system}
+storageClassName: local
+capacity: 100Gi
+"""
+
+
+def test_storage_objects_load_into_the_cluster_state(tmp_path: Path) -> None:
+    path = tmp_path / "storage.yaml"
+    path.write_text(STORAGE_OBJECTS)
+    storage = load_snapshot(path).cluster().storage
+    assert storage.pvs.get("pv-1") is not None
+    pvc = storage.pvcs.get("shop/data-db-0")
+    assert pvc is not None and pvc["spec"]["resources"]["requests"]["storage"] == "5Gi"
+    assert set(storage.storage_classes) == {"local"}
+    assert set(storage.csi_nodes) == {"n1"}
+    assert set(storage.csi_drivers) == {"ebs.csi.aws.com"}
+    assert set(storage.capacities) == {"kube-system/cap-1"}
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("kind: PersistentVolume\nmetadata: {}\nspec: {}\n", "PersistentVolume needs metadata.name"),
+    ("kind: StorageClass\nmetadata: {name: a}\nprovisioner: x\n---\n"
+     "kind: StorageClass\nmetadata: {name: a}\nprovisioner: y\n",
+     "StorageClass a is defined twice"),
+    ("kind: PersistentVolumeClaim\nmetadata: {name: c}\nspec: {storageClasName: x}\n",
+     "storageClasName"),
+])
+def test_bad_storage_objects_name_the_object(tmp_path: Path, content: str,
+                                             message: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    with pytest.raises(InputFileError) as e:
+        load_snapshot(path)
+    assert message in str(e.value)
+    assert "bad.yaml" in str(e.value)
+
+
+def test_claims_in_different_namespaces_are_different_claims(tmp_path: Path) -> None:
+    path = tmp_path / "claims.yaml"
+    path.write_text("kind: PersistentVolumeClaim\nmetadata: {name: data, namespace: a}\n"
+                    "spec: {}\n---\n"
+                    "kind: PersistentVolumeClaim\nmetadata: {name: data, namespace: b}\n"
+                    "spec: {}\n")
+    storage = load_snapshot(path).cluster().storage
+    assert len(storage.pvcs) == 2
