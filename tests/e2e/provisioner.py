@@ -141,15 +141,20 @@ class Provisioner:
     def _run(self, version: str) -> None:
         while not self._stopping.is_set():
             try:
-                version = self._watch(version)
-            except ApiError as exc:
-                if self._stopping.is_set():
-                    return
-                # 410 Gone or a broken stream: list again (catches what was missed).
-                if exc.status not in (0, 410):
-                    self.errors.append(f"watch: {exc}")
+                try:
+                    version = self._watch(version)
+                    continue
+                except ApiError as exc:
+                    if self._stopping.is_set():
+                        return
+                    # 410 Gone or a broken stream: list again (catches what was missed).
+                    if exc.status not in (0, 410):
+                        self.errors.append(f"watch: {exc}")
                 self._stopping.wait(0.2)
                 version = self._list_and_handle()
+            except Exception as exc:  # a bug here must fail the test, not end the thread
+                self.errors.append(f"provisioner: {exc!r}")
+                self._stopping.wait(0.2)
 
     def _list_and_handle(self) -> str:
         listed = self.client.request("GET", "/api/v1/persistentvolumeclaims")
