@@ -1,5 +1,6 @@
 """Fixtures shared by the integration and end-to-end tests: one real control plane
-(etcd + kube-apiserver) for the whole session, and an admin API client for it.
+(etcd + kube-apiserver + kube-controller-manager with the volume controllers, so the
+real PV controller binds claims) for the whole session, and an admin API client for it.
 
 One control plane serves the whole session: starting one takes seconds, building the
 binaries the first time on a fresh machine takes minutes (progress is printed to the
@@ -47,7 +48,8 @@ def terminal(pytestconfig: pytest.Config) -> Callable[[str], None]:
 
 @pytest.fixture(scope="session")
 def control_plane(pytestconfig: pytest.Config) -> Iterator[ControlPlane]:
-    """A running etcd + kube-apiserver for the whole session (built on first use)."""
+    """A running etcd + kube-apiserver + kube-controller-manager for the whole session
+    (built on first use)."""
     # Imported here, not at the top: this conftest is loaded for every test run, and
     # policyd.devcluster pulls in `cryptography` (about half a second) that unit-only
     # runs never need.

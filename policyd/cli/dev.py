@@ -1,4 +1,5 @@
-"""`policyd dev`: a local control plane (etcd + kube-apiserver) for demos and trying policies.
+"""`policyd dev`: a local control plane (etcd + kube-apiserver + kube-controller-manager)
+for demos and trying policies.
 
 `up` returns once the API server is ready and leaves it running in the background, so a
 shell can then use kubectl and policyd against it; `down` stops it. What `up` started
@@ -24,7 +25,8 @@ from policyd.cli.helpformat import PolicydGroup
 from policyd.errors import EXIT_PROBLEMS, EXIT_USAGE, PolicydError
 
 dev_app = typer.Typer(
-    help="Run a local Kubernetes control plane (etcd, kube-apiserver) built from source.",
+    help="Run a local Kubernetes control plane (etcd, kube-apiserver, "
+    "kube-controller-manager) built from source.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -61,7 +63,8 @@ def _fail(err: PolicydError) -> typer.Exit:
 def build(
     force: Annotated[bool, typer.Option("--force", help="Rebuild even if cached.")] = False,
 ) -> None:
-    """Build (or find in the cache) etcd, kube-apiserver, kube-scheduler and kubectl."""
+    """Build (or find in the cache) etcd, kube-apiserver, kube-scheduler,
+    kube-controller-manager and kubectl."""
     from policyd.devcluster.assets import from_env
     from policyd.devcluster.build import build_binaries
     from policyd.devcluster.errors import DevClusterError
@@ -104,6 +107,14 @@ def up(
             "--port", min=1, max=65535, help="API server port on 127.0.0.1 (default: a free one)."
         ),
     ] = None,
+    controller_manager: Annotated[
+        bool,
+        typer.Option(
+            "--controller-manager/--no-controller-manager",
+            help="Start kube-controller-manager with the volume controllers (the PV "
+            "controller binds claims); on by default.",
+        ),
+    ] = True,
 ) -> None:
     """Start the control plane in the background and print the KUBECONFIG to use."""
     from policyd.devcluster.controlplane import ControlPlane, read_scheduler_config
@@ -138,7 +149,8 @@ def up(
 
     workdir = state_dir() / "cluster"
     shutil.rmtree(workdir, ignore_errors=True)
-    cp = ControlPlane(workdir, detach=True, apiserver_port=port, progress=_say)
+    cp = ControlPlane(workdir, detach=True, apiserver_port=port, progress=_say,
+                      controller_manager=controller_manager)
     try:
         cp.start()
         cp.save_state(state)
@@ -192,7 +204,7 @@ def status() -> None:
     typer.echo(f"dev cluster: {'ready' if ready else 'NOT READY'} at {cp.server}")
     for proc in [*cp.processes, *(s.process for s in cp.schedulers)]:
         typer.echo(
-            f"  {proc.name:<15} pid {proc.pid:<8} "
+            f"  {proc.name:<23} pid {proc.pid:<8} "
             f"{'running' if proc.alive() else 'gone'}  log {proc.log_path}"
         )
     typer.echo(f"export KUBECONFIG={cp.kubeconfig_path}")

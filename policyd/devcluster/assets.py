@@ -5,9 +5,14 @@ the repository, keyed by the pinned versions. Users (and CI systems) that alread
 binaries use the envtest convention instead, and then nothing is built:
 
 - ``KUBEBUILDER_ASSETS``: a directory holding ``etcd``, ``kube-apiserver``, ``kubectl``
-  (and, for policyd, optionally ``kube-scheduler``);
-- ``TEST_ASSET_ETCD``, ``TEST_ASSET_KUBE_APISERVER``, ``TEST_ASSET_KUBECTL`` and
-  ``TEST_ASSET_KUBE_SCHEDULER``: single binaries, taking precedence over the directory.
+  (and, for policyd, optionally ``kube-scheduler`` and ``kube-controller-manager``);
+- ``TEST_ASSET_ETCD``, ``TEST_ASSET_KUBE_APISERVER``, ``TEST_ASSET_KUBECTL``,
+  ``TEST_ASSET_KUBE_SCHEDULER`` and ``TEST_ASSET_KUBE_CONTROLLER_MANAGER``: single
+  binaries, taking precedence over the directory.
+
+A cache directory counts only when it holds every binary of `BINARY_NAMES`: one filled
+by an older policyd (before kube-controller-manager was built) is incomplete, so
+`build.resolve_binaries` builds again and completes it instead of using half of it.
 
 This module is pure path logic (no processes) so it is cheap to unit-test; falling back
 to a build is `build.resolve_binaries`.
@@ -33,6 +38,7 @@ ENV_VARS: dict[str, str] = {
     "kube-apiserver": "TEST_ASSET_KUBE_APISERVER",
     "kubectl": "TEST_ASSET_KUBECTL",
     "kube-scheduler": "TEST_ASSET_KUBE_SCHEDULER",
+    "kube-controller-manager": "TEST_ASSET_KUBE_CONTROLLER_MANAGER",
 }
 ASSETS_DIR_VAR = "KUBEBUILDER_ASSETS"
 BINARY_NAMES: tuple[str, ...] = tuple(ENV_VARS)
@@ -44,9 +50,10 @@ Progress = Callable[[str], None]
 class Binaries:
     """Paths of the control-plane binaries and where they were found.
 
-    `kube_scheduler` and `kubectl` may be None only when the binaries come from envtest
-    variables (envtest's asset bundles ship neither scheduler nor, sometimes, kubectl);
-    the features needing them then fail with a clear message.
+    `kube_scheduler`, `kube_controller_manager` and `kubectl` may be None only when the
+    binaries come from envtest variables (envtest's asset bundles ship neither scheduler
+    nor controller manager, sometimes no kubectl); the features needing them then fail
+    with a clear message.
     """
 
     etcd: Path
@@ -54,14 +61,22 @@ class Binaries:
     kube_scheduler: Path | None
     kubectl: Path | None
     source: str  # "env", "cache" or "build": shown to users, useful in bug reports
+    kube_controller_manager: Path | None = None
 
     def require_kube_scheduler(self) -> Path:
-        if self.kube_scheduler is None:
-            raise DevClusterError(
-                "kube-scheduler binary not available: set TEST_ASSET_KUBE_SCHEDULER or put "
-                f"kube-scheduler into ${ASSETS_DIR_VAR}"
-            )
-        return self.kube_scheduler
+        return _required(self.kube_scheduler, "kube-scheduler")
+
+    def require_kube_controller_manager(self) -> Path:
+        return _required(self.kube_controller_manager, "kube-controller-manager")
+
+
+def _required(path: Path | None, name: str) -> Path:
+    if path is None:
+        raise DevClusterError(
+            f"{name} binary not available: set {ENV_VARS[name]} or put {name} into "
+            f"${ASSETS_DIR_VAR}"
+        )
+    return path
 
 
 def cache_root(env: Mapping[str, str] | None = None) -> Path:
@@ -79,7 +94,7 @@ def cache_dir(
     etcd_version: str = ETCD_VERSION,
     env: Mapping[str, str] | None = None,
 ) -> Path:
-    """The directory holding the four binaries built for one pair of versions."""
+    """The directory holding the binaries built for one pair of versions."""
     return cache_root(env) / "controlplane" / f"{k8s_version}-{etcd_version}"
 
 
@@ -88,7 +103,8 @@ def _is_executable(path: Path) -> bool:
 
 
 def binaries_in(directory: Path, source: str) -> Binaries | None:
-    """The binaries of a complete cache directory, or None if any is missing."""
+    """The binaries of a complete cache directory, or None if any is missing (then the
+    caller builds, which fills the directory anew)."""
     paths = {name: directory / name for name in BINARY_NAMES}
     if not all(_is_executable(p) for p in paths.values()):
         return None
@@ -98,6 +114,7 @@ def binaries_in(directory: Path, source: str) -> Binaries | None:
         kube_scheduler=paths["kube-scheduler"],
         kubectl=paths["kubectl"],
         source=source,
+        kube_controller_manager=paths["kube-controller-manager"],
     )
 
 
@@ -141,4 +158,5 @@ def from_env(env: Mapping[str, str] | None = None) -> Binaries | None:
         kube_scheduler=found["kube-scheduler"],
         kubectl=found["kubectl"],
         source="env",
+        kube_controller_manager=found["kube-controller-manager"],
     )

@@ -1,4 +1,5 @@
-"""Build etcd, kube-apiserver, kube-scheduler and kubectl from Go modules, and cache them.
+"""Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kubectl from Go
+modules, and cache them.
 
 Release binaries cannot be downloaded where policyd is developed and tested, but the Go
 module proxy is reachable, so the project builds the control plane itself from two
@@ -87,11 +88,12 @@ def version_ldflags(k8s_version: str) -> str:
 def go_targets(src: Path, k8s_version: str) -> list[GoTarget]:
     return [
         GoTarget(
-            label="kube-apiserver, kube-scheduler, kubectl",
+            label="kube-apiserver, kube-scheduler, kube-controller-manager, kubectl",
             module_dir=src / "kube",
             packages=(
                 "k8s.io/kubernetes/cmd/kube-apiserver",
                 "k8s.io/kubernetes/cmd/kube-scheduler",
+                "k8s.io/kubernetes/cmd/kube-controller-manager",
                 "k8s.io/kubernetes/cmd/kubectl",
             ),
             output_name=None,
@@ -248,7 +250,7 @@ def build_binaries(
     etcd_version: str = ETCD_VERSION,
     force: bool = False,
 ) -> Binaries:
-    """Build the four binaries into the cache (unless already there) and return them."""
+    """Build the binaries into the cache (unless all are already there) and return them."""
     report = progress or _stderr_progress
     base_env = os.environ if env is None else env
     dest = cache_dir(k8s_version, etcd_version, env=base_env)

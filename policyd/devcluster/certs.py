@@ -3,7 +3,9 @@
 kube-apiserver only serves HTTPS, and its real authentication (client certificates,
 ServiceAccount tokens) is what the tests must exercise, so each control plane gets its
 own CA, a serving certificate for 127.0.0.1/localhost, an admin client certificate in
-group ``system:masters`` and a ServiceAccount token signing key. ECDSA P-256 keys are
+group ``system:masters``, a client certificate for kube-controller-manager (user
+``system:kube-controller-manager``, no group: it gets only what RBAC grants it) and a
+ServiceAccount token signing key. ECDSA P-256 keys are
 used because generating them is instant (RSA would add seconds per start) and every
 consumer (Go TLS, Python ssl, the ES256 token signer) accepts them.
 """
@@ -34,6 +36,25 @@ class CertFiles:
     admin_key: Path
     sa_key: Path  # private: signs ServiceAccount tokens
     sa_pub: Path  # public: verifies them
+    controller_manager_cert: Path
+    controller_manager_key: Path
+
+    @classmethod
+    def in_directory(cls, directory: Path) -> CertFiles:
+        """The file names `generate_certs` writes into `directory` (for a cluster
+        started by another process, whose files already exist)."""
+        return cls(
+            ca_cert=directory / "ca.crt",
+            ca_key=directory / "ca.key",
+            serving_cert=directory / "apiserver.crt",
+            serving_key=directory / "apiserver.key",
+            admin_cert=directory / "admin.crt",
+            admin_key=directory / "admin.key",
+            sa_key=directory / "sa.key",
+            sa_pub=directory / "sa.pub",
+            controller_manager_cert=directory / "controller-manager.crt",
+            controller_manager_key=directory / "controller-manager.key",
+        )
 
 
 def _write(path: Path, data: bytes, private: bool = False) -> Path:
@@ -93,18 +114,26 @@ def generate_certs(
         "policyd-admin", "system:masters", ExtendedKeyUsageOID.CLIENT_AUTH, []
     )
 
+    # The user name the bootstrap RBAC policy knows; the controllers' own roles are
+    # bound to it when the controller manager starts (see `controllermanager`).
+    kcm_cert, kcm_key = leaf(
+        "system:kube-controller-manager", None, ExtendedKeyUsageOID.CLIENT_AUTH, []
+    )
+
     sa_key = new_key()
     sa_pub = sa_key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
 
-    return CertFiles(
-        ca_cert=_write(directory / "ca.crt", cert_pem(ca_cert)),
-        ca_key=_write(directory / "ca.key", _key_pem(ca_key), private=True),
-        serving_cert=_write(directory / "apiserver.crt", serving_cert),
-        serving_key=_write(directory / "apiserver.key", serving_key, private=True),
-        admin_cert=_write(directory / "admin.crt", admin_cert),
-        admin_key=_write(directory / "admin.key", admin_key, private=True),
-        sa_key=_write(directory / "sa.key", _key_pem(sa_key), private=True),
-        sa_pub=_write(directory / "sa.pub", sa_pub),
-    )
+    files = CertFiles.in_directory(directory)
+    _write(files.ca_cert, cert_pem(ca_cert))
+    _write(files.ca_key, _key_pem(ca_key), private=True)
+    _write(files.serving_cert, serving_cert)
+    _write(files.serving_key, serving_key, private=True)
+    _write(files.admin_cert, admin_cert)
+    _write(files.admin_key, admin_key, private=True)
+    _write(files.sa_key, _key_pem(sa_key), private=True)
+    _write(files.sa_pub, sa_pub)
+    _write(files.controller_manager_cert, kcm_cert)
+    _write(files.controller_manager_key, kcm_key, private=True)
+    return files

@@ -1,9 +1,12 @@
-"""Run etcd + kube-apiserver (and optionally kube-scheduler) on loopback, and stop them.
+"""Run etcd + kube-apiserver + kube-controller-manager (and optionally kube-scheduler)
+on loopback, and stop them.
 
 This is the project's real Kubernetes API for tests, demos and benchmarks. It is set up
 like a small production control plane where that matters to policyd — TLS, client
-certificate and ServiceAccount token authentication, RBAC authorization, TokenRequest —
-and trimmed where it doesn't: no controller manager, no kubelet, etcd without fsync.
+certificate and ServiceAccount token authentication, RBAC authorization, TokenRequest,
+the real PersistentVolume controller — and trimmed where it doesn't: the controller
+manager runs only the volume controllers (`controllermanager`), no kubelet, etcd
+without fsync.
 
 Lifecycle: ``ControlPlane(...).start()`` / ``.stop()`` or ``with ControlPlane() as cp``.
 Every process is tracked by pid (see `process`), so ``stop()`` leaves nothing behind.
@@ -19,7 +22,6 @@ import json
 import shutil
 import ssl
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -30,9 +32,15 @@ from typing import Any
 from policyd.devcluster.assets import K8S_VERSION, Binaries, Progress
 from policyd.devcluster.build import resolve_binaries
 from policyd.devcluster.certs import CertFiles, generate_certs
+from policyd.devcluster.controllermanager import (
+    KubeControllerManager,
+    controller_manager_args,
+    role_bindings,
+)
 from policyd.devcluster.errors import DevClusterError
 from policyd.devcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
 from policyd.devcluster.ports import LOOPBACK, free_ports, port_is_free
+from policyd.devcluster.probe import http_get, unverified_context, wait_until
 from policyd.devcluster.process import ManagedProcess
 from policyd.kube.client import api_client_from
 from policyd.model.datafile import read_documents
@@ -47,17 +55,6 @@ _SOURCES = {"env": "envtest", "cache": "cached", "build": "freshly built"}
 
 def _quiet(_: str) -> None:
     pass
-
-
-def _http_get(url: str, context: ssl.SSLContext | None, timeout: float = 2.0) -> tuple[int, str]:
-    """(status, body) of a GET; status 0 when nothing answers yet."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout, context=context) as resp:
-            return int(resp.status), resp.read().decode(errors="replace")
-    except urllib.error.HTTPError as err:
-        return int(err.code), err.read().decode(errors="replace")
-    except (OSError, ssl.SSLError):
-        return 0, ""
 
 
 class KubeScheduler:
@@ -80,16 +77,11 @@ class KubeScheduler:
         return self.process.alive()
 
     def ready(self) -> bool:
-        # The scheduler serves a self-signed certificate generated in memory; the check
-        # is about liveness on loopback, not about trusting it.
-        insecure = ssl.create_default_context()
-        insecure.check_hostname = False
-        insecure.verify_mode = ssl.CERT_NONE
-        status, _ = _http_get(f"https://{LOOPBACK}:{self.port}/readyz", insecure)
+        status, _ = http_get(f"https://{LOOPBACK}:{self.port}/readyz", unverified_context())
         return status == 200
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        _wait_until(self.process, self.ready, timeout, "kube-scheduler")
+        wait_until(self.process, self.ready, timeout, "kube-scheduler")
 
     def stop(self, grace: float = 10.0) -> None:
         self.process.stop(grace)
@@ -106,38 +98,16 @@ class KubeScheduler:
         self.stop()
 
 
-def _wait_until(process: ManagedProcess, check: Any, timeout: float, what: str) -> None:
-    """Poll `check()` until true; fail fast (with the log tail) if the process exits."""
-    deadline = time.monotonic() + timeout
-    delay = 0.05
-    while True:
-        if not process.alive():
-            code = process.exit_code()
-            raise DevClusterError(
-                f"{what} exited during startup"
-                + (f" with code {code}" if code is not None else "")
-                + f" (log: {process.log_path})",
-                details=process.log_tail(),
-            )
-        if check():
-            return
-        if time.monotonic() >= deadline:
-            raise DevClusterError(
-                f"{what} not ready after {timeout:.0f}s (log: {process.log_path})",
-                details=process.log_tail(),
-            )
-        time.sleep(delay)
-        delay = min(delay * 2, 0.5)
-
-
 class ControlPlane:
-    """etcd + kube-apiserver on free loopback ports, with an admin kubeconfig.
+    """etcd + kube-apiserver (+ kube-controller-manager) on free loopback ports, with an
+    admin kubeconfig.
 
     `workdir` holds certificates, etcd data, logs and the kubeconfig; when not given, a
     temporary directory is used and removed by `stop()`. `binaries` default to
     `resolve_binaries()` (envtest variables, the cache, or a build). `detach=True` lets
     the processes outlive this Python process (for ``policyd dev up``).
     `apiserver_port` fixes the API server's port instead of picking a free one.
+    `controller_manager=False` leaves kube-controller-manager (the PV controller) off.
     """
 
     def __init__(
@@ -151,6 +121,7 @@ class ControlPlane:
         build_if_missing: bool = True,
         startup_timeout: float = 120.0,
         extra_apiserver_args: Sequence[str] = (),
+        controller_manager: bool = True,
     ) -> None:
         self._own_workdir = workdir is None
         self.workdir = Path(workdir) if workdir is not None else None
@@ -161,6 +132,8 @@ class ControlPlane:
         self._build_if_missing = build_if_missing
         self.startup_timeout = startup_timeout
         self.extra_apiserver_args = tuple(extra_apiserver_args)
+        self.controller_manager = controller_manager
+        self.kube_controller_manager: KubeControllerManager | None = None
         self.etcd_port: int | None = None
         self.processes: list[ManagedProcess] = []
         self.schedulers: list[KubeScheduler] = []
@@ -223,11 +196,19 @@ class ControlPlane:
         if self.apiserver_port is not None and not port_is_free(self.apiserver_port):
             raise DevClusterError(f"port {self.apiserver_port} on {LOOPBACK} is busy")
         binaries = self.binaries  # may build: before any process exists
+        if self.controller_manager and binaries.kube_controller_manager is None:
+            raise DevClusterError(
+                "kube-controller-manager binary not available: set "
+                "TEST_ASSET_KUBE_CONTROLLER_MANAGER or put it into $KUBEBUILDER_ASSETS, "
+                "or start without it (`policyd dev up --no-controller-manager`, "
+                "ControlPlane(controller_manager=False))"
+            )
         if self.workdir is None:
             self.workdir = Path(tempfile.mkdtemp(prefix="policyd-cp-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._progress(
-            f"starting etcd and kube-apiserver {K8S_VERSION} "
+            f"starting etcd, kube-apiserver"
+            f"{', kube-controller-manager' if self.controller_manager else ''} {K8S_VERSION} "
             f"({_SOURCES.get(binaries.source, binaries.source)} binaries) in {self.workdir}"
         )
         fixed_port = self.apiserver_port
@@ -282,10 +263,10 @@ class ControlPlane:
         self.processes.append(etcd)
 
         def etcd_healthy() -> bool:
-            status, body = _http_get(f"{self.etcd_url}/health", None)
+            status, body = http_get(f"{self.etcd_url}/health", None)
             return status == 200 and '"true"' in body
 
-        _wait_until(etcd, etcd_healthy, self.startup_timeout, "etcd")
+        wait_until(etcd, etcd_healthy, self.startup_timeout, "etcd")
 
         apiserver = ManagedProcess.start(
             "kube-apiserver",
@@ -309,11 +290,12 @@ class ControlPlane:
                 # Room for the Services of big snapshots (kind uses the same range).
                 "--service-cluster-ip-range=10.96.0.0/16",
                 "--allow-privileged=true",
-                # No controller manager creates the `default` ServiceAccount of each
-                # namespace, and the ServiceAccount admission plugin would reject every
-                # pod without it (envtest does the same). TaintNodesByCondition taints
-                # each new Node not-ready until the node lifecycle controller, which
-                # does not run here, sees its kubelet: every Node would stay
+                # No serviceaccount controller creates the `default` ServiceAccount of
+                # each namespace (the controller manager runs only the volume
+                # controllers), and the ServiceAccount admission plugin would reject
+                # every pod without it (envtest does the same). TaintNodesByCondition
+                # taints each new Node not-ready until the node lifecycle controller,
+                # which does not run here, sees its kubelet: every Node would stay
                 # unschedulable.
                 "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
                 # The endpoint reconciler would try (and fail validation) to publish
@@ -325,9 +307,66 @@ class ControlPlane:
             detach=self.detach,
         )
         self.processes.append(apiserver)
-        _wait_until(apiserver, self.ready, self.startup_timeout, "kube-apiserver")
+        wait_until(apiserver, self.ready, self.startup_timeout, "kube-apiserver")
         self._write_admin_kubeconfig()
         self._progress(f"kube-apiserver ready at {self.server}")
+        if self.controller_manager:
+            self._start_controller_manager(binaries)
+
+    def _start_controller_manager(self, binaries: Binaries) -> None:
+        """kube-controller-manager with the volume controllers, ready when it returns.
+
+        It runs as its own user (not the admin) with its controllers' bootstrap roles
+        bound to it first, so that a controller never starts with a forbidden write.
+        """
+        certs = self._certs()
+        kdir = self._dir() / "kube-controller-manager"
+        kdir.mkdir(parents=True, exist_ok=True)
+        for binding in role_bindings():
+            self._admin_create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding)
+        kubeconfig = write_kubeconfig(
+            kdir / "kubeconfig",
+            kubeconfig_dict(
+                self.server,
+                certs.ca_cert.read_bytes(),
+                client_cert_pem=certs.controller_manager_cert.read_bytes(),
+                client_key_pem=certs.controller_manager_key.read_bytes(),
+                user="kube-controller-manager",
+            ),
+        )
+        (port,) = free_ports(1)
+        process = ManagedProcess.start(
+            "kube-controller-manager",
+            controller_manager_args(binaries.require_kube_controller_manager(), kubeconfig,
+                                    port),
+            kdir / "kube-controller-manager.log",
+            detach=self.detach,
+        )
+        # In `processes`, after the API server: stopped before it (reverse start order).
+        self.processes.append(process)
+        self.kube_controller_manager = manager = KubeControllerManager(process, port)
+        manager.wait_ready(self.startup_timeout)
+        self._progress(
+            f"kube-controller-manager ready (controllers: {', '.join(manager.controllers)})")
+
+    def _admin_create(self, path: str, body: dict[str, Any]) -> None:
+        """POST an object as the admin; one that exists already is fine (a restart)."""
+        request = urllib.request.Request(
+            self.server + path,
+            method="POST",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10,
+                                        context=self._admin_ssl_context()):
+                pass
+        except urllib.error.HTTPError as err:
+            if err.code != 409:
+                raise DevClusterError(
+                    f"creating {path} failed: HTTP {err.code}",
+                    details=err.read().decode(errors="replace"),
+                ) from err
 
     def _admin_ssl_context(self) -> ssl.SSLContext:
         certs = self._certs()
@@ -342,7 +381,7 @@ class ControlPlane:
 
     def ready(self) -> bool:
         """Whether kube-apiserver answers /readyz with ok (all post-start hooks done)."""
-        status, body = _http_get(f"{self.server}/readyz", self._admin_ssl_context())
+        status, body = http_get(f"{self.server}/readyz", self._admin_ssl_context())
         return status == 200 and body.strip() == "ok"
 
     def _write_admin_kubeconfig(self) -> None:
@@ -423,7 +462,8 @@ class ControlPlane:
         return scheduler
 
     def stop(self, *, remove_workdir: bool | None = None) -> None:
-        """Stop schedulers, kube-apiserver and etcd (in that order); idempotent.
+        """Stop schedulers, kube-controller-manager, kube-apiserver and etcd (in that
+        order); idempotent.
 
         The work dir is removed when it was a temporary one, or when `remove_workdir`.
         """
@@ -443,6 +483,7 @@ class ControlPlane:
                 errors.append(err)
         self.schedulers.clear()
         self.processes.clear()
+        self.kube_controller_manager = None
         if errors:
             raise errors[0]
 
@@ -473,6 +514,9 @@ class ControlPlane:
             "apiserver_port": self.apiserver_port,
             "etcd_port": self.etcd_port,
             "kubeconfig": str(self.kubeconfig_path),
+            "controller_manager_port": (
+                self.kube_controller_manager.port if self.kube_controller_manager else None
+            ),
             "processes": [p.to_state() for p in self.processes]
             + [s.process.to_state() for s in self.schedulers],
         }
@@ -497,23 +541,18 @@ class ControlPlane:
         cp = cls(workdir, detach=True, apiserver_port=int(data["apiserver_port"]))
         cp._own_workdir = False
         cp.etcd_port = int(data["etcd_port"])
-        pki = workdir / "pki"
-        cp.certs = CertFiles(
-            ca_cert=pki / "ca.crt",
-            ca_key=pki / "ca.key",
-            serving_cert=pki / "apiserver.crt",
-            serving_key=pki / "apiserver.key",
-            admin_cert=pki / "admin.crt",
-            admin_key=pki / "admin.key",
-            sa_key=pki / "sa.key",
-            sa_pub=pki / "sa.pub",
-        )
+        cp.certs = CertFiles.in_directory(workdir / "pki")
+        cp.controller_manager = False
         for entry in data["processes"]:
             proc = ManagedProcess.from_state(entry)
             if proc.name == "kube-scheduler":
                 cp.schedulers.append(KubeScheduler(proc, Path(), 0))
-            else:
-                cp.processes.append(proc)
+                continue
+            cp.processes.append(proc)
+            if proc.name == "kube-controller-manager":
+                cp.controller_manager = True
+                cp.kube_controller_manager = KubeControllerManager(
+                    proc, int(data.get("controller_manager_port") or 0))
         return cp
 
     def safe_ready(self) -> bool:

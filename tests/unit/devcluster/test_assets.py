@@ -41,6 +41,9 @@ def test_kubebuilder_assets_dir(tmp_path: Path) -> None:
     assert found.kube_scheduler is None
     with pytest.raises(DevClusterError, match="TEST_ASSET_KUBE_SCHEDULER"):
         found.require_kube_scheduler()
+    assert found.kube_controller_manager is None
+    with pytest.raises(DevClusterError, match="TEST_ASSET_KUBE_CONTROLLER_MANAGER"):
+        found.require_kube_controller_manager()
 
 
 def test_single_variables_take_precedence_over_the_dir(tmp_path: Path) -> None:
@@ -59,6 +62,30 @@ def test_single_variables_take_precedence_over_the_dir(tmp_path: Path) -> None:
     assert found.etcd == own_etcd
     assert found.kube_apiserver == tmp_path / "dir" / "kube-apiserver"
     assert found.kube_scheduler == scheduler
+
+
+def test_controller_manager_from_its_variable_or_the_dir(tmp_path: Path) -> None:
+    for name in ("etcd", "kube-apiserver", "kube-controller-manager"):
+        _exe(tmp_path / "dir" / name)
+    found = from_env({"KUBEBUILDER_ASSETS": str(tmp_path / "dir")})
+    assert found is not None
+    assert found.require_kube_controller_manager() == tmp_path / "dir" / "kube-controller-manager"
+
+    own = _exe(tmp_path / "elsewhere" / "kcm")
+    found = from_env({"KUBEBUILDER_ASSETS": str(tmp_path / "dir"),
+                      "TEST_ASSET_KUBE_CONTROLLER_MANAGER": str(own)})
+    assert found is not None and found.kube_controller_manager == own
+
+
+def test_cache_without_the_controller_manager_is_incomplete(tmp_path: Path) -> None:
+    # What a cache built before kube-controller-manager joined looks like.
+    for name in ("etcd", "kube-apiserver", "kube-scheduler", "kubectl"):
+        _exe(tmp_path / name)
+    assert binaries_in(tmp_path, "cache") is None
+    _exe(tmp_path / "kube-controller-manager")
+    found = binaries_in(tmp_path, "cache")
+    assert found is not None
+    assert found.kube_controller_manager == tmp_path / "kube-controller-manager"
 
 
 def test_only_single_variables(tmp_path: Path) -> None:

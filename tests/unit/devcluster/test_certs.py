@@ -32,3 +32,20 @@ def test_certificates(tmp_path: Path) -> None:
     for key in (files.ca_key, files.serving_key, files.admin_key, files.sa_key):
         assert stat.S_IMODE(key.stat().st_mode) == 0o600
     assert b"PUBLIC KEY" in files.sa_pub.read_bytes()
+
+
+def test_controller_manager_certificate_is_the_bootstrap_user_without_groups(
+    tmp_path: Path,
+) -> None:
+    # RBAC's bootstrap policy names the user system:kube-controller-manager; no
+    # system:masters group, so the controllers get only the roles bound to it.
+    files = generate_certs(tmp_path)
+    ca = x509.load_pem_x509_certificate(files.ca_cert.read_bytes())
+    kcm = x509.load_pem_x509_certificate(files.controller_manager_cert.read_bytes())
+    kcm.verify_directly_issued_by(ca)
+    cn = kcm.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    assert [c.value for c in cn] == ["system:kube-controller-manager"]
+    assert kcm.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME) == []
+    usage = kcm.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert ExtendedKeyUsageOID.CLIENT_AUTH in usage
+    assert stat.S_IMODE(files.controller_manager_key.stat().st_mode) == 0o600

@@ -1,0 +1,145 @@
+"""kube-controller-manager next to the local API server, for the real PV controller.
+
+Volume scheduling is only half the scheduler's work: after PreBind writes a PV's
+claimRef or a claim's selected-node annotation, the PersistentVolume controller of
+kube-controller-manager binds the claim (or asks an external provisioner for a volume).
+Tests of volume scheduling need that real controller, so the local control plane runs
+kube-controller-manager, but only with the controllers volumes need:
+
+- ``persistentvolume-binder-controller``: binds claims and volumes, and marks claims of
+  an external provisioner's StorageClass for it (``volume.kubernetes.io/storage-provisioner``);
+- ``persistentvolume-protection-controller`` and
+  ``persistentvolumeclaim-protection-controller``: the API server's default
+  StorageObjectInUseProtection admission puts finalizers on every PV and PVC, and only
+  these controllers remove them: without them a deleted claim stays Terminating forever;
+- ``ephemeral-volume-controller``: creates the claim of a generic ephemeral volume.
+
+Everything else stays off. The node lifecycle controller above all: the test clusters'
+Nodes have no kubelet, it would mark them all unreachable and taint them, and every
+other test would stop scheduling. Nor the garbage collector (it watches every resource
+type for cascading deletion, which no test relies on), the namespace controller or the
+service account controllers.
+
+Credentials: a client certificate for the user ``system:kube-controller-manager`` with
+``--use-service-account-credentials=false``, so every controller uses that one client.
+The bootstrap role of that user mostly reads; each running controller's own bootstrap
+role (``system:controller:...``, what it would have under its own ServiceAccount) is
+bound to the user when the controller manager starts (`role_bindings`). Nothing more:
+the controllers keep upstream's least privilege, and a missing permission shows up here
+as it would in a real cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from policyd.devcluster.ports import LOOPBACK
+from policyd.devcluster.probe import http_get, unverified_context, wait_until
+from policyd.devcluster.process import ManagedProcess
+
+USER = "system:kube-controller-manager"
+
+# Controller name (v1.36, cmd/kube-controller-manager/names) -> its bootstrap ClusterRole
+# (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/controller_policy.go).
+CONTROLLER_ROLES: dict[str, str] = {
+    "persistentvolume-binder-controller": "system:controller:persistent-volume-binder",
+    "persistentvolume-protection-controller": "system:controller:pv-protection-controller",
+    "persistentvolumeclaim-protection-controller":
+        "system:controller:pvc-protection-controller",
+    "ephemeral-volume-controller": "system:controller:ephemeral-volume-controller",
+}
+VOLUME_CONTROLLERS: tuple[str, ...] = tuple(CONTROLLER_ROLES)
+
+_BINDING_PREFIX = "policyd-dev:kube-controller-manager:"
+
+
+def role_bindings(controllers: Sequence[str] = VOLUME_CONTROLLERS) -> list[dict[str, Any]]:
+    """ClusterRoleBindings granting `USER` the bootstrap role of each controller."""
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": _BINDING_PREFIX + name},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": CONTROLLER_ROLES[name],
+            },
+            "subjects": [
+                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": USER}
+            ],
+        }
+        for name in controllers
+    ]
+
+
+def controller_manager_args(
+    binary: Path, kubeconfig: Path, port: int, controllers: Sequence[str] = VOLUME_CONTROLLERS
+) -> list[str]:
+    """The command line of kube-controller-manager for the local control plane."""
+    return [
+        str(binary),
+        f"--kubeconfig={kubeconfig}",
+        # Only these run; names not given are off, including every default controller.
+        f"--controllers={','.join(controllers)}",
+        "--use-service-account-credentials=false",
+        # One controller manager per control plane: an election would only delay the
+        # start by a lease acquisition.
+        "--leader-elect=false",
+        f"--bind-address={LOOPBACK}",
+        f"--secure-port={port}",
+        # As for kube-scheduler: no delegated authentication of its own endpoints; health
+        # and metrics open to anyone on loopback.
+        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+    ]
+
+
+def controllers_running(healthz_verbose: str, controllers: Sequence[str]) -> bool:
+    """Whether `/healthz?verbose` lists every controller as healthy.
+
+    The controller manager answers /healthz before it has built its controllers (with no
+    checks, so plainly "ok"); each controller adds its named check once it is built, so
+    only the named lines say the controllers are there.
+    """
+    healthy = {
+        line[len("[+]"):].rsplit(" ", 1)[0]
+        for line in healthz_verbose.splitlines()
+        if line.startswith("[+]") and line.endswith(" ok")
+    }
+    return all(name in healthy for name in controllers)
+
+
+class KubeControllerManager:
+    """A kube-controller-manager process started against a `ControlPlane`."""
+
+    def __init__(
+        self, process: ManagedProcess, port: int, controllers: Sequence[str] = VOLUME_CONTROLLERS
+    ) -> None:
+        self.process = process
+        self.port = port
+        self.controllers = tuple(controllers)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def log_path(self) -> Path:
+        return self.process.log_path
+
+    def alive(self) -> bool:
+        return self.process.alive()
+
+    def ready(self) -> bool:
+        status, body = http_get(
+            f"https://{LOOPBACK}:{self.port}/healthz?verbose", unverified_context()
+        )
+        return status == 200 and controllers_running(body, self.controllers)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        wait_until(self.process, self.ready, timeout, "kube-controller-manager")
+
+    def stop(self, grace: float = 10.0) -> None:
+        self.process.stop(grace)

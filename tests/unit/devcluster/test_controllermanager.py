@@ -1,0 +1,58 @@
+"""kube-controller-manager's command line, RBAC grants and readiness check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from policyd.devcluster.controllermanager import (
+    USER,
+    VOLUME_CONTROLLERS,
+    controller_manager_args,
+    controllers_running,
+    role_bindings,
+)
+
+
+def _flags(argv: list[str]) -> dict[str, str]:
+    return dict(a[2:].split("=", 1) for a in argv[1:])
+
+
+def test_only_the_volume_controllers_run() -> None:
+    flags = _flags(controller_manager_args(Path("/bin/kcm"), Path("/kc"), 4242))
+    controllers = flags["controllers"].split(",")
+    assert set(controllers) == {
+        "persistentvolume-binder-controller",
+        "persistentvolume-protection-controller",
+        "persistentvolumeclaim-protection-controller",
+        "ephemeral-volume-controller",
+    }
+    # No "*": that would add every default controller, the node lifecycle one (which
+    # taints kubelet-less Nodes unreachable) among them.
+    assert "*" not in controllers and "node-lifecycle-controller" not in controllers
+    assert flags["use-service-account-credentials"] == "false"
+    assert flags["leader-elect"] == "false"
+    assert flags["bind-address"] == "127.0.0.1" and flags["secure-port"] == "4242"
+    assert flags["kubeconfig"] == "/kc"
+    assert "/healthz" in flags["authorization-always-allow-paths"].split(",")
+
+
+def test_each_controller_gets_its_bootstrap_role_as_the_kcm_user() -> None:
+    bindings = role_bindings()
+    assert len(bindings) == len(VOLUME_CONTROLLERS)
+    assert len({b["metadata"]["name"] for b in bindings}) == len(bindings)
+    roles = {b["roleRef"]["name"] for b in bindings}
+    assert "system:controller:persistent-volume-binder" in roles
+    assert all(r.startswith("system:controller:") for r in roles)
+    for binding in bindings:
+        assert binding["subjects"] == [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": USER}]
+
+
+def test_ready_only_when_every_controller_has_its_check() -> None:
+    # Before the controllers are built, /healthz has no named checks at all.
+    assert not controllers_running("[+]ping ok\nhealthz check passed\n", VOLUME_CONTROLLERS)
+    body = "[+]leaderElection ok\n" + "".join(f"[+]{c} ok\n" for c in VOLUME_CONTROLLERS)
+    assert controllers_running(body + "healthz check passed\n", VOLUME_CONTROLLERS)
+    failing = body.replace(f"[+]{VOLUME_CONTROLLERS[0]} ok",
+                           f"[-]{VOLUME_CONTROLLERS[0]} failed: reason withheld")
+    assert not controllers_running(failing, VOLUME_CONTROLLERS)
