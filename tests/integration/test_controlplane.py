@@ -307,7 +307,8 @@ def test_stop_leaves_no_process_behind() -> None:
     try:
         scheduler = cp.start_kube_scheduler()
         pids = cp.pids
-        assert len(pids) == 3 and scheduler.pid in pids
+        # etcd, kube-apiserver, kube-controller-manager and the scheduler.
+        assert len(pids) == 4 and scheduler.pid in pids
         assert not _gone(pids)
         workdir = cp.workdir
     finally:
@@ -345,7 +346,7 @@ def test_interrupted_owner_leaves_no_process_behind(sig: signal.Signals) -> None
         assert child.stdout is not None
         line = child.stdout.readline()
         pids = [int(p) for p in line.split()]
-        assert len(pids) == 3, f"child printed {line!r}"
+        assert len(pids) == 4, f"child printed {line!r}"
         child.send_signal(sig)
         child.wait(timeout=30)
         wait_for(lambda: _gone(pids), 15, f"processes {pids} to end")

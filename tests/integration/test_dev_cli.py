@@ -47,7 +47,8 @@ def test_up_status_down(tmp_path: Path) -> None:
         pids = [p["pid"] for p in state["processes"]]
         # The command returned; the cluster keeps running without it.
         names = [p["name"] for p in state["processes"]]
-        assert names == ["etcd", "kube-apiserver", "kube-scheduler"]
+        assert names == ["etcd", "kube-apiserver", "kube-controller-manager",
+                         "kube-scheduler"]
         assert all(proc_start_time(pid) is not None for pid in pids)
         kubeconfig = up.stdout.strip().removeprefix("export KUBECONFIG=")
         assert up.stdout.startswith("export KUBECONFIG=") and Path(kubeconfig).is_file()
