@@ -43,7 +43,7 @@ ISCSI_1 = {"iscsi": {"targetPortal": "127.0.0.1:3260", "lun": 0, "fsType": "ext4
                      "iqn": "iqn.2016-12.server:storage.target01"}}
 ISCSI_2 = {"iscsi": {"targetPortal": "127.0.0.1:3260", "lun": 0, "fsType": "ext4",
                      "iqn": "iqn.2017-12.server:storage.target01"}}
-EMPTY_DIR = {"emptyDir": {}}
+EMPTY_DIR: dict[str, Any] = {"emptyDir": {}}
 
 
 def with_volumes(*sources: dict[str, Any], name: str = "pod", ns: str = "default",
