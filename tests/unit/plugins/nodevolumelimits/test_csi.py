@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from policyd.engine.cycle import schedule_one
 from policyd.framework import Code, CycleState, PluginError, Status
 from policyd.framework.events import (
     CSI_NODE,
@@ -19,6 +20,7 @@ from policyd.framework.events import (
     VOLUME_ATTACHMENT,
     ActionType,
 )
+from policyd.framework.runtime import Framework
 from policyd.model.cluster import ClusterState
 from policyd.model.records import Pod
 from policyd.plugins.nodevolumelimits.csi import (
@@ -30,6 +32,8 @@ from policyd.plugins.nodevolumelimits.csi import (
     after_pod_deleted,
     new,
 )
+from policyd.plugins.volumerestrictions import volume_restrictions
+from policyd.plugins.volumezone import volume_zone
 from tests.builders import make_node, make_pod
 from tests.plugin_harness import run_filter
 
@@ -534,3 +538,37 @@ def test_factory() -> None:
     assert new(None).name == NAME == "NodeVolumeLimits"
     with pytest.raises(PluginError):
         new({"x": 1})
+
+
+# -- the whole cycle, with the other volume plugins ---------------------------------------
+
+def test_whole_cycle_counts_reasons_on_both_paths() -> None:
+    zone = "topology.kubernetes.io/zone"
+    # In the default profile's filter order (VolumeBinding would sit between the last two).
+    plugins = [volume_restrictions.new(), new(), volume_zone.new()]
+    fw = Framework("p", pre_filter=plugins, filter=plugins)
+    c = ClusterState([make_node(n).labels({zone: z}).obj()
+                      for n, z in (("full", "a"), ("other-zone", "b"), ("free", "a"))])
+    for kind, obj in BASE:
+        c.storage.upsert(kind, obj)
+    zonal = csi_pv("zonal", EBS)
+    zonal["metadata"]["labels"] = {zone: "a"}
+    c.storage.upsert("PersistentVolume", zonal)
+    c.storage.upsert("PersistentVolumeClaim", claim("zonal", "zonal"))
+    for n in ("full", "other-zone", "free"):
+        c.storage.upsert("CSINode", csi_node(n, {EBS: 1}))
+    c.upsert_pod(claims_pod(ebs(1), name="holder", node="full"))
+    pod = claims_pod("zonal")
+    for reference in (False, True):
+        r = schedule_one(fw, pod, c, reference=reference)
+        assert r.node == "free"
+    c.upsert_pod(claims_pod(ebs(2), name="holder-2", node="free"))
+    for reference in (False, True):
+        r = schedule_one(fw, pod, c, reference=reference)
+        assert r.node is None
+        assert r.message == ("0/3 nodes are available: 1 node(s) had no available volume "
+                             "zone, 2 node(s) exceed max volume count.")
+    missing = claims_pod("nowhere")
+    r = schedule_one(fw, missing, c)
+    assert r.message == ('0/3 nodes are available: persistentvolumeclaim "nowhere" not '
+                         "found.")
