@@ -545,7 +545,7 @@ def test_factory() -> None:
 def test_whole_cycle_counts_reasons_on_both_paths() -> None:
     zone = "topology.kubernetes.io/zone"
     # In the default profile's filter order (VolumeBinding would sit between the last two).
-    plugins = [volume_restrictions.new(), new(), volume_zone.new()]
+    plugins: list[Any] = [volume_restrictions.new(), new(), volume_zone.new()]
     fw = Framework("p", pre_filter=plugins, filter=plugins)
     c = ClusterState([make_node(n).labels({zone: z}).obj()
                       for n, z in (("full", "a"), ("other-zone", "b"), ("free", "a"))])
