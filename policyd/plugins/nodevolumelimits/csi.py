@@ -75,6 +75,7 @@ ERR_REASON_MAX_VOLUME_COUNT = "node(s) exceed max volume count"
 
 _REJECT = Status.unschedulable(ERR_REASON_MAX_VOLUME_COUNT)
 _NEEDS_CHECK_CACHE = "NodeVolumeLimits/needs-check"
+_CYCLE_KEY = "NodeVolumeLimits/new-volumes"
 
 # driver/volumeHandle -> driver
 Volumes = dict[str, str]
@@ -230,14 +231,9 @@ class CSILimits:
         storage = cycle_storage(state)
         csi_node = storage.csi_nodes.get(node.name)
         migrating = csi_node is not None  # isCSIMigrationOn needs a CSINode
-        try:
-            new_volumes = self.attachable(storage, pod, migrating, new_pod=True)
-        except ClaimMissing as exc:
-            return Status.unresolvable(str(exc))
-        except AttachError as exc:
-            return Status.error(str(exc))
-        except VolumeObjectError as exc:
-            return Status.unresolvable(str(exc))
+        new_volumes = self._new_volumes(state, storage, pod, migrating)
+        if isinstance(new_volumes, Status):
+            return new_volumes
         if not new_volumes or csi_node is None:
             return None  # nothing to count, or no limits without a CSINode
         limits = storage.decoded(csi_node, "NodeVolumeLimits/limits", _decoded_limits)
@@ -262,6 +258,25 @@ class CSILimits:
             if limit is not None and used[driver] + count > limit:
                 return _REJECT
         return None
+
+    def _new_volumes(self, state: CycleState, storage: StorageObjects, pod: Pod,
+                     migrating: bool) -> Volumes | Status:
+        """The pod's own volumes, or its rejection; computed once per cycle for nodes
+        with a CSINode and once for nodes without (the stored objects do not change
+        during a cycle)."""
+        key = f"{_CYCLE_KEY}/{migrating}"
+        found: Volumes | Status | None = state.get(key)
+        if found is None:
+            try:
+                found = self.attachable(storage, pod, migrating, new_pod=True)
+            except ClaimMissing as exc:
+                found = Status.unresolvable(str(exc))
+            except AttachError as exc:
+                found = Status.error(str(exc))
+            except VolumeObjectError as exc:
+                found = Status.unresolvable(str(exc))
+            state.write(key, found)
+        return found
 
     # -- counting a pod's volumes (filterAttachableVolumes)
 
