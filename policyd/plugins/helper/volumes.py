@@ -7,9 +7,11 @@ once per PV version, whichever plugin asks first.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
+from policyd.framework.cycle_state import CycleState
 from policyd.model.records import Node, Pod
 from policyd.model.selectors import NodeSelector, SelectorError, compile_node_selector
 from policyd.model.storage import StorageObjects
@@ -122,3 +124,46 @@ def volume_fits_node(storage: StorageObjects, pv: dict[str, Any], node: Node) ->
     `matchFields` term on metadata.name never matches. Raises VolumeObjectError."""
     selector = volume_node_affinity(storage, pv)
     return selector is None or selector.matches(node.labels, "")
+
+
+# -- what a lister says about a missing object, and the cycle's storage objects
+
+# GroupResource.String() of the kinds the volume plugins look up by name.
+PVC_RESOURCE = "persistentvolumeclaim"
+PV_RESOURCE = "persistentvolume"
+STORAGE_CLASS_RESOURCE = "storageclass.storage.k8s.io"
+
+
+def not_found(resource: str, name: str) -> str:
+    """apimachinery's NewNotFound message, which the volume plugins pass on as their
+    reason when a lister does not have the object: `persistentvolumeclaim "data" not
+    found`. The name is quoted as Go's %q quotes it (JSON's escapes agree for every
+    name the API server accepts)."""
+    return f"{resource} {json.dumps(name, ensure_ascii=False)} not found"
+
+
+_NO_STORAGE = StorageObjects()  # never written: the storage of a cycle without a cluster
+
+
+def cycle_storage(state: CycleState) -> StorageObjects:
+    """The storage objects of the cluster the cycle runs on (none without a cluster, as
+    in a test that builds a bare CycleState)."""
+    return state.cluster.storage if state.cluster is not None else _NO_STORAGE
+
+
+def object_name(kind: str, obj: dict[str, Any]) -> str:
+    """`Kind namespace/name` (or `Kind name`) for a stored object, as reasons name it."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    ns = meta.get("namespace")
+    return f"{kind} {ns}/{meta.get('name')}" if ns else f"{kind} {meta.get('name')}"
+
+
+def object_spec(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """The object's spec; VolumeObjectError naming the object when it has none or it
+    is not an object (the API server never stores such a PV, claim or CSINode: only a
+    malformed snapshot file has one)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        raise VolumeObjectError(f"{object_name(kind, obj)}: spec must be an object")
+    return spec
