@@ -35,6 +35,7 @@ ROOT_KINDS = {
     "CSINode": "V1CSINode",
     "CSIDriver": "V1CSIDriver",
     "CSIStorageCapacity": "V1CSIStorageCapacity",
+    "VolumeAttachment": "V1VolumeAttachment",
 }
 OUTPUT = Path(__file__).resolve().parents[1] / "policyd" / "data" / "k8s_fields.json"
 

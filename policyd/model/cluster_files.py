@@ -1,8 +1,8 @@
 """Load cluster snapshots and pod files: what `kubectl get nodes,pods -A -o yaml|json`
 prints, or a multi-document YAML of Nodes and Pods (plus optional Namespaces, Services,
 ReplicaSets, StatefulSets and ReplicationControllers for affinity and default spread,
-and PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, CSIDrivers and
-CSIStorageCapacities for the volume plugins).
+and PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, CSIDrivers,
+CSIStorageCapacities and VolumeAttachments for the volume plugins).
 
 Every error names the file, the object and the field; nothing half-loads.
 """

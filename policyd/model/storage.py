@@ -26,8 +26,9 @@ STORAGE_CLASS = "StorageClass"
 CSI_NODE = "CSINode"
 CSI_DRIVER = "CSIDriver"
 CSI_STORAGE_CAPACITY = "CSIStorageCapacity"
+VOLUME_ATTACHMENT = "VolumeAttachment"
 STORAGE_KINDS = (PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM, STORAGE_CLASS, CSI_NODE,
-                 CSI_DRIVER, CSI_STORAGE_CAPACITY)
+                 CSI_DRIVER, CSI_STORAGE_CAPACITY, VOLUME_ATTACHMENT)
 NAMESPACED_KINDS = frozenset({PERSISTENT_VOLUME_CLAIM, CSI_STORAGE_CAPACITY})
 
 
@@ -156,7 +157,7 @@ class StaleObjectError(Exception):
 
 class StorageObjects:
     """PersistentVolumes and claims (assume caches), StorageClasses, CSINodes,
-    CSIDrivers and CSIStorageCapacities, each by `object_key`."""
+    CSIDrivers, CSIStorageCapacities and VolumeAttachments, each by `object_key`."""
 
     def __init__(self) -> None:
         self._memo = DecodeMemo()
@@ -166,8 +167,11 @@ class StorageObjects:
         self.csi_nodes: dict[str, dict[str, Any]] = {}
         self.csi_drivers: dict[str, dict[str, Any]] = {}
         self.capacities: dict[str, dict[str, Any]] = {}
+        # Attachments no pod on the node may account for count against its CSI limits.
+        self.volume_attachments: dict[str, dict[str, Any]] = {}
         self._plain = {STORAGE_CLASS: self.storage_classes, CSI_NODE: self.csi_nodes,
-                       CSI_DRIVER: self.csi_drivers, CSI_STORAGE_CAPACITY: self.capacities}
+                       CSI_DRIVER: self.csi_drivers, CSI_STORAGE_CAPACITY: self.capacities,
+                       VOLUME_ATTACHMENT: self.volume_attachments}
         self._plain_generation = 0
 
     @property

@@ -202,11 +202,8 @@ def _attachment_volume(storage: StorageObjects, va: Any) -> tuple[str, str, str]
 
 
 def _stored_attachments(storage: StorageObjects) -> Mapping[str, Any]:
-    """The cluster's VolumeAttachments by name. StorageObjects does not hold them yet
-    (no informer for them in policyd): until it has a `volume_attachments` dict, none
-    are counted, and a node's attached volumes come from its pods alone."""
-    found = getattr(storage, "volume_attachments", None)
-    return found if isinstance(found, Mapping) else {}
+    """The cluster's VolumeAttachments by name."""
+    return storage.volume_attachments
 
 
 class CSILimits:

@@ -385,10 +385,8 @@ def test_pre_filter(pod: Pod, skips: bool) -> None:
 # -- VolumeAttachments -------------------------------------------------------------------------
 
 def with_attachments(c: ClusterState, *vas: dict[str, Any]) -> ClusterState:
-    # StorageObjects has no VolumeAttachments yet; the plugin reads them from a
-    # `volume_attachments` dict once there is one.
-    setattr(c.storage, "volume_attachments", {v["metadata"]["name"]: v for v in vas})  # noqa: B010
-    c.storage.upsert("StorageClass", storage_class("bump", "x"))  # a storage change
+    for va in vas:
+        c.storage.upsert("VolumeAttachment", va)
     return c
 
 
