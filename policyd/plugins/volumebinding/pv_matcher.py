@@ -18,13 +18,18 @@ the candidates' `ignored`, for explain.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+import heapq
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from policyd.model.records import Node
 from policyd.model.storage import StorageObjects
-from policyd.plugins.helper.volumes import VolumeObjectError, volume_fits_node
+from policyd.plugins.helper.volumes import (
+    VolumeObjectError,
+    volume_fits_node,
+    volume_node_affinity,
+)
 from policyd.plugins.volumebinding.objects import (
     ClaimInfo,
     VolumeInfo,
@@ -44,6 +49,23 @@ class Candidates:
     free: tuple[dict[str, Any], ...]
     # "PersistentVolume NAME: what is wrong" for PVs of the class that do not decode.
     ignored: tuple[str, ...] = ()
+    # Positions in `free` by a label their node affinity requires (key -> value ->
+    # positions, ascending), and the positions of the others: a node need only try
+    # the PVs its own labels can match. Local PVs each pin one hostname, so without
+    # this every node would walk every PV (quadratic in the cluster's size).
+    by_label: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    unindexed: tuple[int, ...] = ()
+
+    def free_for(self, labels: dict[str, str]) -> Iterator[int]:
+        """Positions in `free` that may fit a node with `labels`, ascending."""
+        if not self.by_label:
+            return iter(self.unindexed)
+        lists: list[Iterable[int]] = [self.unindexed]
+        for key, by_value in self.by_label.items():
+            value = labels.get(key)
+            if value is not None and value in by_value:
+                lists.append(by_value[value])
+        return heapq.merge(*lists)
 
 
 def candidates(storage: StorageObjects, claim: ClaimInfo,
@@ -70,8 +92,36 @@ def candidates(storage: StorageObjects, claim: ClaimInfo,
             free.append((info.capacity_nanos, info.name, pv))
     prebound.sort(key=lambda t: t[0])
     free.sort(key=lambda t: (t[0], t[1]))
-    return Candidates(tuple(pv for _, pv in prebound), tuple(pv for _, _, pv in free),
-                      tuple(sorted(ignored)))
+    free_pvs = tuple(pv for _, _, pv in free)
+    by_label: dict[str, dict[str, list[int]]] = {}
+    unindexed: list[int] = []
+    for i, pv in enumerate(free_pvs):
+        required = _required_label(storage, pv)
+        if required is None:
+            unindexed.append(i)
+            continue
+        key, values = required
+        for value in values:
+            by_label.setdefault(key, {}).setdefault(value, []).append(i)
+    return Candidates(tuple(pv for _, pv in prebound), free_pvs, tuple(sorted(ignored)),
+                      by_label, tuple(unindexed))
+
+
+def _required_label(storage: StorageObjects, pv: dict[str, Any]
+                    ) -> tuple[str, frozenset[str]] | None:
+    """A label every node the PV's affinity admits has, with its admitted values: the
+    first `In` requirement of its only term; None when there is no such requirement
+    (or the affinity does not decode: `fits_node` says no to it anyway)."""
+    try:
+        selector = volume_node_affinity(storage, pv)
+    except VolumeObjectError:
+        return None
+    if selector is None or len(selector.terms) != 1:
+        return None
+    for req in selector.terms[0].label_requirements:
+        if req.operator == "In":
+            return req.key, req.values
+    return None
 
 
 def _fits_claim(pv: VolumeInfo, claim: ClaimInfo) -> bool:
@@ -107,7 +157,9 @@ def find_matching_volume(storage: StorageObjects, found: Candidates, node: Node,
         if _name(pv) in excluded:
             continue
         return pv if fits_node(storage, pv, node) else None
-    for pv in found.free:
+    free = found.free
+    for i in found.free_for(node.labels):
+        pv = free[i]
         if _name(pv) not in excluded and fits_node(storage, pv, node):
             return pv
     return None
