@@ -369,3 +369,36 @@ def test_immediate_claim_message_replaces_the_node_list() -> None:
     result = schedule_one(framework(new()), make_pod("p").pvc("a").obj(), state)
     assert result.message == ("0/2 nodes are available: pod has unbound immediate "
                               "PersistentVolumeClaims.")
+
+
+@pytest.mark.parametrize(("pools", "fits"), [
+    ((), False),  # the driver tracks capacity and reports none
+    ((capacity("c", "other", "a", "100Gi"),), False),  # another class's pool
+    ((capacity("c", "wait", "b", "100Gi"),), False),  # a pool the node does not reach
+    ((capacity("c", "wait", "a", None),), False),  # neither capacity nor maximum
+    ((capacity("c", "wait", "a", "0"),), False),
+    ((capacity("c", "wait", "a", None, maximum="0"),), False),
+    ((capacity("c", "wait", "a", "1Gi", maximum="1Mi"),), False),
+    ((capacity("c", "wait", "a", "10Gi"),), True),  # exactly enough
+    ((capacity("c1", "wait", "a", "1Gi"), capacity("c2", "wait", "a", "20Gi")), True),
+])
+def test_capacity_pools(pools: tuple[dict[str, Any], ...], fits: bool) -> None:
+    objects = (pvc("a", size="10Gi"), csi_driver("csi.example.com", True), *pools)
+    _, verdicts, _ = run(provisioning(*objects), make_pod("p").pvc("a").obj())
+    assert verdicts["n1"] == (None if fits else rejected(ERR_REASON_NOT_ENOUGH_SPACE))
+
+
+def test_claim_without_a_request_skips_the_capacity_check() -> None:
+    objects = (pvc("a", size=None), csi_driver("csi.example.com", True))
+    _, verdicts, _ = run(provisioning(*objects), make_pod("p").pvc("a").obj())
+    assert verdicts == {"n1": None, "n2": None}
+
+
+def test_binding_beside_a_claim_already_selected_for_the_node() -> None:
+    selected = pvc("b")
+    selected["metadata"]["annotations"] = {"volume.kubernetes.io/selected-node": "n1"}
+    objects = (pvc("a"), selected, pv("v1", node="n1"))
+    _, verdicts, data = run(provisioning(*objects), make_pod("p").pvc("a").pvc("b").obj())
+    assert verdicts["n1"] is None
+    assert chosen(data, "n1") == {"a": "v1"}
+    assert [p.pvc["metadata"]["name"] for p in data.by_node["n1"].dynamic_provisions] == ["b"]
