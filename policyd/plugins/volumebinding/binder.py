@@ -28,9 +28,9 @@ from policyd.plugins.helper.volumes import (
     claim_storage_class,
     is_owned_by,
     pod_claims,
-    volume_fits_node,
     volume_storage_class,
 )
+from policyd.plugins.volumebinding.csi_translation import bound_volume_fits_node
 from policyd.plugins.volumebinding.objects import (
     ANN_BOUND_BY_CONTROLLER,
     ANN_SELECTED_NODE,
@@ -280,7 +280,7 @@ def check_bound_claims(storage: StorageObjects, bound: tuple[dict[str, Any], ...
         if pv is None:
             return True, False, None
         try:
-            fits = volume_fits_node(storage, pv, node)
+            fits = bound_volume_fits_node(storage, pv, node)
         except VolumeObjectError as exc:
             return False, True, str(exc)
         if not fits:

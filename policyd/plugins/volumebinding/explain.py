@@ -14,8 +14,9 @@ from typing import Any
 
 from policyd.model.records import Node
 from policyd.model.storage import StorageObjects
-from policyd.plugins.helper.volumes import VolumeObjectError, volume_fits_node
+from policyd.plugins.helper.volumes import VolumeObjectError
 from policyd.plugins.volumebinding.binder import PodVolumeClaims, PodVolumes, UnboundClaim
+from policyd.plugins.volumebinding.csi_translation import bound_volume_fits_node
 from policyd.plugins.volumebinding.objects import (
     ANN_SELECTED_NODE,
     NOT_SUPPORTED_PROVISIONER,
@@ -67,7 +68,7 @@ def _bound_verdict(storage: StorageObjects, claim: dict[str, Any], node: Node
         return ClaimVerdict(key, False, f"is bound to PersistentVolume {pv_name}, which "
                                         "does not exist")
     try:
-        fits = volume_fits_node(storage, pv, node)
+        fits = bound_volume_fits_node(storage, pv, node)
     except VolumeObjectError as exc:
         return ClaimVerdict(key, False, str(exc))
     if not fits:

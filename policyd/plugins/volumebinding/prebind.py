@@ -21,13 +21,14 @@ from policyd.framework.interfaces import BindingApiError, BindingHandle
 from policyd.model.cluster import ClusterState
 from policyd.model.records import Pod
 from policyd.model.storage import StaleObjectError, StorageObjects
-from policyd.plugins.helper.volumes import VolumeObjectError, volume_fits_node
+from policyd.plugins.helper.volumes import VolumeObjectError
 from policyd.plugins.volumebinding.binder import (
     DynamicProvision,
     PodVolumes,
     StaticBinding,
     revert_assumed,
 )
+from policyd.plugins.volumebinding.csi_translation import bound_volume_fits_node
 from policyd.plugins.volumebinding.objects import (
     ANN_SELECTED_NODE,
     claim_key,
@@ -176,7 +177,7 @@ def check_bindings(cluster: ClusterState, pod: Pod, node_name: str,
 
 def _check_affinity(storage: StorageObjects, pv: dict[str, Any], node: Any) -> None:
     try:
-        fits = volume_fits_node(storage, pv, node)
+        fits = bound_volume_fits_node(storage, pv, node)
         detail = "no matching NodeSelectorTerms"
     except VolumeObjectError as exc:
         fits, detail = False, str(exc)
