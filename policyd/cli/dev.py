@@ -25,8 +25,8 @@ from policyd.cli.helpformat import PolicydGroup
 from policyd.errors import EXIT_PROBLEMS, EXIT_USAGE, PolicydError
 
 dev_app = typer.Typer(
-    help="Run a local Kubernetes control plane (etcd, kube-apiserver, "
-    "kube-controller-manager) built from source.",
+    help="Run a local Kubernetes control plane built from source (etcd, API server, "
+    "controller manager).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -63,8 +63,7 @@ def _fail(err: PolicydError) -> typer.Exit:
 def build(
     force: Annotated[bool, typer.Option("--force", help="Rebuild even if cached.")] = False,
 ) -> None:
-    """Build (or find in the cache) etcd, kube-apiserver, kube-scheduler,
-    kube-controller-manager and kubectl."""
+    """Build the control plane's five binaries, or find them in the cache."""
     from policyd.devcluster.assets import from_env
     from policyd.devcluster.build import build_binaries
     from policyd.devcluster.errors import DevClusterError

@@ -18,9 +18,10 @@ NODE_RESOURCES_BALANCED_ALLOCATION = "NodeResourcesBalancedAllocation"
 IMAGE_LOCALITY = "ImageLocality"
 INTER_POD_AFFINITY = "InterPodAffinity"
 POD_TOPOLOGY_SPREAD = "PodTopologySpread"
-# Not upstream: rejects pods with PersistentVolumeClaims, since policyd has no volume
-# plugins yet and placing such a pod blindly could strand it away from its volume.
-VOLUME_UNSUPPORTED = "VolumeUnsupported"
+VOLUME_RESTRICTIONS = "VolumeRestrictions"
+NODE_VOLUME_LIMITS = "NodeVolumeLimits"
+VOLUME_BINDING = "VolumeBinding"
+VOLUME_ZONE = "VolumeZone"
 # Not upstream: rejects pods with DRA ResourceClaims until policyd has DynamicResources;
 # bound with its claims unallocated, such a pod could never start.
 RESOURCE_CLAIM_UNSUPPORTED = "ResourceClaimUnsupported"
@@ -32,11 +33,7 @@ UPSTREAM_NOT_IMPLEMENTED = frozenset({
     "DynamicResources",
     "GangScheduling",
     "NodeDeclaredFeatures",
-    "NodeVolumeLimits",
     "PodGroupPodsCount",
     "SchedulingGates",
     "TopologyPlacementGenerator",
-    "VolumeBinding",
-    "VolumeRestrictions",
-    "VolumeZone",
 })

@@ -23,7 +23,10 @@ _MODULES = {
     names.NODE_AFFINITY: "nodeaffinity.node_affinity",
     names.NODE_PORTS: "nodeports.node_ports",
     names.NODE_RESOURCES_FIT: "noderesources.fit",
-    names.VOLUME_UNSUPPORTED: "volumeunsupported.volume_unsupported",
+    names.VOLUME_RESTRICTIONS: "volumerestrictions.volume_restrictions",
+    names.NODE_VOLUME_LIMITS: "nodevolumelimits.csi",
+    names.VOLUME_BINDING: "volumebinding.plugin",
+    names.VOLUME_ZONE: "volumezone.volume_zone",
     names.POD_TOPOLOGY_SPREAD: "podtopologyspread.plugin",
     names.INTER_POD_AFFINITY: "interpodaffinity.plugin",
     names.RESOURCE_CLAIM_UNSUPPORTED: "resourceclaimunsupported.resource_claim_unsupported",
@@ -32,8 +35,7 @@ _MODULES = {
 }
 
 # kube-scheduler's default profile, in its order (getDefaultPlugins, v1.36), restricted
-# to the plugins policyd has; VolumeUnsupported stands where the volume plugins stand,
-# ResourceClaimUnsupported where DynamicResources does.
+# to the plugins policyd has; ResourceClaimUnsupported stands where DynamicResources does.
 DEFAULT_PROFILE_ORDER = tuple(_MODULES)
 
 # Upstream plugins policyd does not implement. A profile may disable them (configs are

@@ -48,6 +48,7 @@ from policyd.framework.events import (
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.storage import StorageObjects
+from policyd.plugins import names
 from policyd.plugins.helper.volumes import (
     PVC_RESOURCE,
     VolumeObjectError,
@@ -68,7 +69,7 @@ from policyd.plugins.nodevolumelimits.csi_translation import (
 )
 from policyd.problems import field_problem
 
-NAME = "NodeVolumeLimits"
+NAME = names.NODE_VOLUME_LIMITS
 DEFAULT_WEIGHT: int | None = None
 
 ERR_REASON_MAX_VOLUME_COUNT = "node(s) exceed max volume count"

@@ -7,6 +7,6 @@ upstream's FindMatchingVolume; `provisioning.py` the dynamic provisioning checks
 `objects.py` the claim and PV fields read from raw JSON; `hints.py` the queueing hints.
 """
 
-# Upstream's plugin name. It moves to `policyd.plugins.names` (VOLUME_BINDING) when the
-# plugin is registered; until then names.py lists it as not implemented.
-NAME = "VolumeBinding"
+from policyd.plugins import names
+
+NAME = names.VOLUME_BINDING

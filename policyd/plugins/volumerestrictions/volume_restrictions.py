@@ -38,6 +38,7 @@ from policyd.framework.events import (
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.storage import StorageObjects
+from policyd.plugins import names
 from policyd.plugins.helper.volumes import (
     PVC_RESOURCE,
     VolumeObjectError,
@@ -48,7 +49,7 @@ from policyd.plugins.helper.volumes import (
 )
 from policyd.problems import field_problem
 
-NAME = "VolumeRestrictions"
+NAME = names.VOLUME_RESTRICTIONS
 DEFAULT_WEIGHT: int | None = None
 
 ERR_REASON_DISK_CONFLICT = "node(s) had no available disk"

@@ -38,6 +38,7 @@ from policyd.framework.events import (
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.storage import StorageObjects
+from policyd.plugins import names
 from policyd.plugins.helper.volumes import (
     PV_RESOURCE,
     PVC_RESOURCE,
@@ -52,7 +53,7 @@ from policyd.plugins.helper.volumes import (
 )
 from policyd.problems import field_problem
 
-NAME = "VolumeZone"
+NAME = names.VOLUME_ZONE
 DEFAULT_WEIGHT: int | None = None
 
 ERR_REASON_CONFLICT = "node(s) had no available volume zone"

@@ -23,7 +23,7 @@ from policyd.policy import load_policies
 from tests.unit.config.conftest import ROOT
 
 DEFAULT_SCORES = [("TaintToleration", 3), ("NodeAffinity", 2), ("NodeResourcesFit", 1),
-                  ("PodTopologySpread", 2), ("InterPodAffinity", 2),
+                  ("VolumeBinding", 1), ("PodTopologySpread", 2), ("InterPodAffinity", 2),
                   ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1)]
 
 
@@ -47,7 +47,8 @@ def test_default_profile_is_upstreams() -> None:
     assert fw.queue_sort is not None and fw.queue_sort.name == "PrioritySort"
     assert names(fw.filter_plugins) == [
         "NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts",
-        "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity"]
+        "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding",
+        "VolumeZone", "PodTopologySpread", "InterPodAffinity"]
     assert scores(fw) == DEFAULT_SCORES
 
 
@@ -56,7 +57,7 @@ def test_default_profile_is_upstreams() -> None:
     # (expandMultiPointPlugins: overrides, then multiPoint, then the rest).
     ({"score": {"enabled": [{"name": "NodeAffinity", "weight": 5}]}},
      [("NodeAffinity", 5), ("TaintToleration", 3), ("NodeResourcesFit", 1),
-      ("PodTopologySpread", 2), ("InterPodAffinity", 2),
+      ("VolumeBinding", 1), ("PodTopologySpread", 2), ("InterPodAffinity", 2),
       ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1)]),
     ({"score": {"disabled": [{"name": "*"}], "enabled": [{"name": "ImageLocality",
                                                            "weight": 4}]}},

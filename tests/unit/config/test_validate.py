@@ -42,10 +42,10 @@ CASES = [
         profiles:
           - plugins:
               multiPoint:
-                enabled: [{name: VolumeBinding}]
-                disabled: [{name: DefaultPreemption}]
+                enabled: [{name: DefaultPreemption}]
+                disabled: [{name: DynamicResources}]
         """, [(7, 26, "plugin-not-implemented")],
-     'policyd has no plugin "VolumeBinding" (a kube-scheduler plugin policyd does not '
+     'policyd has no plugin "DefaultPreemption" (a kube-scheduler plugin policyd does not '
      "implement)"),
     ("upstream-only-plugin-at-one-point", """\
         profiles:

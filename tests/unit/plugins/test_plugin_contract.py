@@ -57,6 +57,7 @@ def _compiled(doc: dict[str, Any]) -> CompiledPolicy | None:
 # option, not only the defaults. A plugin that takes args must have a variant here
 # (`test_every_plugin_with_args_has_a_variant`).
 ARGS: dict[str, list[dict[str, Any]]] = {
+    names.VOLUME_BINDING: [{"bindTimeoutSeconds": 30}],
     names.NODE_RESOURCES_FIT: [
         {"scoringStrategy": {"type": "MostAllocated", "resources": [
             {"name": "cpu", "weight": 3}, {"name": "memory", "weight": 1}]}},

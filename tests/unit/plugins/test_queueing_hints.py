@@ -24,7 +24,6 @@ from policyd.plugins.noderesources import fit as node_resources_fit
 from policyd.plugins.nodeunschedulable import node_unschedulable
 from policyd.plugins.podtopologyspread import plugin as pod_topology_spread
 from policyd.plugins.tainttoleration import taint_toleration
-from policyd.plugins.volumeunsupported import volume_unsupported
 from tests.builders import make_node, make_pod
 from tests.cluster_events import (
     NODE_ADD,
@@ -161,14 +160,11 @@ def test_node_ports_only_a_conflicting_port_freed() -> None:
     assert hint(pl, NODE_ADD, pod, None, make_node("n").obj()) is QUEUE
 
 
-def test_node_name_and_volume_unsupported() -> None:
+def test_node_name() -> None:
     pod = make_pod("p").obj()
     assert hint(node_name.new(), NODE_ADD, pod, None, make_node("n").obj()) is QUEUE
     assert hint(node_name.new(), NODE_LABEL, pod, make_node("n").obj(),
                 make_node("n").obj()) is None
-    # Nothing policyd watches can help a PVC pod: only the periodic flush retries it.
-    for event in (NODE_ADD, NODE_LABEL, POD_DELETE, POD_ADD):
-        assert hint(volume_unsupported.new(), event, pod, None, None) is None
 
 
 SPREAD = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
@@ -193,7 +189,7 @@ def test_pod_topology_spread_hints() -> None:
 
 @pytest.mark.parametrize("module", [
     inter_pod_affinity, node_affinity, node_name, node_ports, node_resources_fit,
-    node_unschedulable, pod_topology_spread, taint_toleration, volume_unsupported,
+    node_unschedulable, pod_topology_spread, taint_toleration,
 ])
 def test_every_filtering_builtin_registers_its_events(module: Any) -> None:
     # None may fall back to the wildcard: that would retry its pods on every event.
@@ -214,8 +210,7 @@ def test_every_rejecting_builtin_plugin_declares_its_events() -> None:
             assert isinstance(spec.factory(None), EnqueueExtensions), name
 
 
-@pytest.mark.parametrize("module", ["volumeunsupported.volume_unsupported",
-                                    "resourceclaimunsupported.resource_claim_unsupported"])
+@pytest.mark.parametrize("module", ["resourceclaimunsupported.resource_claim_unsupported"])
 def test_stand_ins_for_missing_plugins_wait_for_the_flush(module: str) -> None:
     import importlib
 

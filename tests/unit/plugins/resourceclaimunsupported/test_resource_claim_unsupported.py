@@ -70,11 +70,13 @@ def test_the_cycle_refuses_it_on_every_node(reference: bool) -> None:
     assert r.diagnosis.unschedulable_plugins == {names.RESOURCE_CLAIM_UNSUPPORTED}
 
 
-def test_a_pvc_and_a_claim_name_the_volume_first_as_upstream_orders_them() -> None:
+def test_a_missing_pvc_is_named_before_the_claim_as_upstream_orders_the_plugins() -> None:
     state = ClusterState([make_node("n1").obj()])
     pod = make_pod().pvc("data").resource_claim("gpu", claim="c1").obj()
     r = schedule_one(default_framework([]), pod, state)
-    assert 'PersistentVolumeClaim "data"' in r.message
+    # The volume plugins' PreFilters run before DynamicResources' place.
+    assert r.message == '0/1 nodes are available: persistentvolumeclaim "data" not found.'
+
 
 
 def test_factory() -> None:
