@@ -15,6 +15,7 @@ import numpy as np
 
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.fit_error import NO_NODES_AVAILABLE, Diagnosis, fit_error_message
+from policyd.framework.interfaces import Verdict
 from policyd.framework.runtime import Framework, ScoreResult
 from policyd.framework.status import Code, Status
 from policyd.model.cluster import ClusterState
@@ -39,6 +40,9 @@ class ScheduleResult:
     scores: ScoreResult | None = None
     # explain only: node -> plugin -> verdict (None = passed), every plugin run.
     filter_details: dict[str, dict[str, Status | None]] = field(default_factory=dict)
+    # explain only: node -> plugin -> its verdict on each part of the pod it judges
+    # separately (VolumeBinding: each claim).
+    verdicts: dict[str, dict[str, Sequence[Verdict]]] = field(default_factory=dict)
     # The cycle's state, which Reserve, Unreserve and PreBind read after the decision.
     cycle_state: CycleState | None = None
 
@@ -104,6 +108,8 @@ def schedule_one(
     if explain:
         for n in candidates:
             result.filter_details[n.name] = fw.filter_details(state, pod, n)
+            if verdicts := fw.verdicts(state, pod, n):
+                result.verdicts[n.name] = verdicts
         for n in nodes:
             if names is not None and n.name not in names:
                 assert diagnosis.absent_nodes_status is not None

@@ -67,6 +67,9 @@ def explain_json(result: ScheduleResult) -> dict[str, Any]:
             "rejectedBy": (result.diagnosis.node_to_status[name].plugin
                            if name in result.diagnosis.node_to_status else None),
             "filters": {plugin: _verdict(st) for plugin, st in details.items()},
+            "verdicts": {plugin: [{"subject": v.subject, "fits": v.fits,
+                                   "verdict": v.verdict} for v in found]
+                         for plugin, found in result.verdicts.get(name, {}).items()},
             "scores": score_by_node.get(name, {}),
             "total": totals.get(name),
         })
@@ -119,6 +122,7 @@ def explain_text(result: ScheduleResult) -> str:
         lines += ["", _table(rows)]
     if rejected:
         lines += ["", "Why nodes were rejected (every filter, not only the first):", *rejected]
+    lines += _verdicts_text(result)
     skipped = sorted({pl for d in result.filter_details.values() for pl, st in d.items()
                       if st is not None and st.is_skip})
     if skipped:
@@ -129,6 +133,21 @@ def explain_text(result: ScheduleResult) -> str:
                   f"random. Weights: {weights}."]
         lines += _policy_rules_text(result)
     return "\n".join(lines)
+
+
+def _verdicts_text(result: ScheduleResult) -> list[str]:
+    """Per node, the verdict on each part a plugin judges separately: which PV each
+    claim takes, or why it cannot have one there."""
+    by_plugin: dict[str, list[str]] = {}
+    for name, per_plugin in result.verdicts.items():
+        for plugin, found in per_plugin.items():
+            by_plugin.setdefault(plugin, []).extend(
+                f"  {name}  {v.subject}: {'ok, ' if v.fits else 'no, '}{v.verdict}"
+                for v in found)
+    out = []
+    for plugin, lines in by_plugin.items():
+        out += ["", f"{plugin}, per claim on each node:", *lines]
+    return out
 
 
 def _policy_rules_text(result: ScheduleResult) -> list[str]:

@@ -19,6 +19,7 @@ classification for the config's plugin sets. Every method receives plain records
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
@@ -171,6 +172,23 @@ class PreBindPlugin(Plugin, Protocol):
         """Make the node ready for the pod before it is bound (write the volume
         bindings and wait for them); runs outside the cycle's lock, in the binder. A
         failure unreserves the pod and sends it back to the queue with the message."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One thing a filter judged on a node, for explain: a claim of the pod, whether it
+    fits there, and in words how (the PV it takes) or why not."""
+
+    subject: str
+    fits: bool
+    verdict: str
+
+
+@runtime_checkable
+class VerdictsPlugin(Plugin, Protocol):
+    def verdicts(self, state: CycleState, pod: Pod, node: NodeInfo) -> Sequence[Verdict]:
+        """After `filter` ran on `node`: the verdict on each part of the pod the plugin
+        judges separately (VolumeBinding: each claim). Only explain asks."""
 
 
 # The config's extension point names and the protocol that puts a plugin there.

@@ -47,6 +47,8 @@ from policyd.framework.interfaces import (
     RuleScores,
     ScoreBreakdownPlugin,
     ScorePlugin,
+    Verdict,
+    VerdictsPlugin,
 )
 from policyd.framework.status import Code, Status
 from policyd.model.node_info import NodeInfo
@@ -251,6 +253,21 @@ class Framework:
                 out[bf.name] = bf.filter(state, pod, node)
             except Exception as exc:
                 out[bf.name] = _error("Filter", bf.name, exc)
+        return out
+
+    def verdicts(self, state: CycleState, pod: Pod, node: NodeInfo
+                 ) -> dict[str, Sequence[Verdict]]:
+        """After `filter_details` on `node`: the per-part verdicts of the filters that
+        judge parts of the pod separately (VolumeBinding's claims), for explain."""
+        out: dict[str, Sequence[Verdict]] = {}
+        for pl in self.filter_plugins:
+            if isinstance(pl, VerdictsPlugin) and pl.name not in state.skip_filter:
+                try:
+                    found = pl.verdicts(state, pod, node)
+                except Exception as exc:
+                    found = [Verdict("", False, _error("Filter", pl.name, exc).message)]
+                if found:
+                    out[pl.name] = found
         return out
 
     # PreScore and Score, reference form

@@ -9,12 +9,12 @@ says which claim is the problem without changing the decision.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from policyd.framework.interfaces import Verdict
 from policyd.model.records import Node
 from policyd.model.storage import StorageObjects
-from policyd.plugins.helper.volumes import VolumeObjectError
+from policyd.plugins.helper.volumes import VolumeObjectError, volume_node_affinity
 from policyd.plugins.volumebinding.binder import PodVolumeClaims, PodVolumes, UnboundClaim
 from policyd.plugins.volumebinding.csi_translation import bound_volume_fits_node
 from policyd.plugins.volumebinding.objects import (
@@ -32,15 +32,8 @@ from policyd.plugins.volumebinding.provisioning import (
 from policyd.plugins.volumebinding.pv_matcher import find_matching_volume
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimVerdict:
-    claim: str  # namespace/name
-    fits: bool
-    verdict: str
-
-
 def claim_verdicts(storage: StorageObjects, claims: PodVolumeClaims, node: Node,
-                   decided: PodVolumes | None) -> tuple[ClaimVerdict, ...]:
+                   decided: PodVolumes | None) -> tuple[Verdict, ...]:
     out = [_bound_verdict(storage, claim, node) for claim in claims.bound]
     chosen = {claim_key(b.pvc): name_of(b.pv) for b in decided.static_bindings} \
         if decided else {}
@@ -48,61 +41,73 @@ def claim_verdicts(storage: StorageObjects, claims: PodVolumeClaims, node: Node,
     for uc in claims.unbound_delay:
         key = uc.info.key
         if key in chosen:
-            out.append(ClaimVerdict(key, True, f"binds PersistentVolume {chosen[key]}"))
+            out.append(Verdict(key, True, f"binds PersistentVolume {chosen[key]}"))
         elif key in provisioned:
-            out.append(ClaimVerdict(key, True, "is provisioned on this node (StorageClass "
+            out.append(Verdict(key, True, "is provisioned on this node (StorageClass "
                                                f"{uc.info.storage_class})"))
         else:
             out.append(_unbound_verdict(storage, uc, node))
     for claim in claims.unbound_immediate:
-        out.append(ClaimVerdict(claim_key(claim), False,
+        out.append(Verdict(claim_key(claim), False,
                                 "is unbound and its StorageClass binds Immediate"))
     return tuple(out)
 
 
 def _bound_verdict(storage: StorageObjects, claim: dict[str, Any], node: Node
-                   ) -> ClaimVerdict:
+                   ) -> Verdict:
     key, pv_name = claim_key(claim), claim_volume(claim)
     pv = storage.pvs.get(pv_name)
     if pv is None:
-        return ClaimVerdict(key, False, f"is bound to PersistentVolume {pv_name}, which "
+        return Verdict(key, False, f"is bound to PersistentVolume {pv_name}, which "
                                         "does not exist")
     try:
         fits = bound_volume_fits_node(storage, pv, node)
     except VolumeObjectError as exc:
-        return ClaimVerdict(key, False, str(exc))
+        return Verdict(key, False, str(exc))
     if not fits:
-        return ClaimVerdict(key, False, f"is bound to PersistentVolume {pv_name}, whose "
+        return Verdict(key, False, f"is bound to PersistentVolume {pv_name}, whose "
                                         "node affinity does not match the node")
-    return ClaimVerdict(key, True, f"is bound to PersistentVolume {pv_name}")
+    return Verdict(key, True, f"is bound to PersistentVolume {pv_name}")
 
 
-def _unbound_verdict(storage: StorageObjects, uc: UnboundClaim, node: Node) -> ClaimVerdict:
+def _unbound_verdict(storage: StorageObjects, uc: UnboundClaim, node: Node) -> Verdict:
     key, info = uc.info.key, uc.info
     selected = annotations_of(uc.claim).get(ANN_SELECTED_NODE)
     if selected is not None and selected != node.name:
-        return ClaimVerdict(key, False, f"is being provisioned for node {selected}")
+        return Verdict(key, False, f"is being provisioned for node {selected}")
     if selected is None:
         pv = find_matching_volume(storage, uc.candidates, node, set())
         if pv is not None:
-            return ClaimVerdict(key, True, f"can bind PersistentVolume {name_of(pv)}")
-    ignored = f" (ignored: {'; '.join(uc.candidates.ignored)})" if uc.candidates.ignored \
-        else ""
+            return Verdict(key, True, f"can bind PersistentVolume {name_of(pv)}")
+    unreadable = [*uc.candidates.ignored, *_unreadable_affinities(storage, uc)]
+    ignored = f" (ignored: {'; '.join(unreadable)})" if unreadable else ""
     none_left = "no available PersistentVolume fits the claim and the node" + ignored
     storage_class = storage.storage_classes.get(info.storage_class)
     if not info.storage_class or storage_class is None:
-        return ClaimVerdict(key, False, f"{none_left}, and StorageClass "
+        return Verdict(key, False, f"{none_left}, and StorageClass "
                                         f'"{info.storage_class}" does not exist')
     provisioner = str(storage_class.get("provisioner") or "")
     if not provisioner or provisioner == NOT_SUPPORTED_PROVISIONER:
-        return ClaimVerdict(key, False, f"{none_left}, and StorageClass "
+        return Verdict(key, False, f"{none_left}, and StorageClass "
                                         f"{info.storage_class} does not provision")
     if not matches_allowed_topologies(storage_class.get("allowedTopologies"), node.labels):
-        return ClaimVerdict(key, False, f"{none_left}, and the node is outside StorageClass "
+        return Verdict(key, False, f"{none_left}, and the node is outside StorageClass "
                                         f"{info.storage_class}'s allowedTopologies")
     enough, _ = has_enough_capacity(storage, provisioner, info, info.storage_class, node)
     if not enough:
-        return ClaimVerdict(key, False, f"can be provisioned only with {info.request_bytes} "
+        return Verdict(key, False, f"can be provisioned only with {info.request_bytes} "
                                         "bytes of free storage the node does not reach")
-    return ClaimVerdict(key, True, f"can be provisioned on this node (StorageClass "
+    return Verdict(key, True, f"can be provisioned on this node (StorageClass "
                                    f"{info.storage_class})")
+
+
+def _unreadable_affinities(storage: StorageObjects, uc: UnboundClaim) -> list[str]:
+    """The claim's free PVs whose node affinity does not decode: they count as fitting
+    no node (as upstream), and explain says which and why."""
+    out = []
+    for pv in uc.candidates.free:
+        try:
+            volume_node_affinity(storage, pv)
+        except VolumeObjectError as exc:
+            out.append(str(exc))
+    return out

@@ -24,7 +24,7 @@ from typing import Any
 
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.events import ClusterEventWithHint
-from policyd.framework.interfaces import BindingHandle
+from policyd.framework.interfaces import BindingHandle, Verdict
 from policyd.framework.status import Status
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
@@ -42,7 +42,7 @@ from policyd.plugins.volumebinding.binder import (
     pod_volume_claims,
     revert_assumed,
 )
-from policyd.plugins.volumebinding.explain import ClaimVerdict, claim_verdicts
+from policyd.plugins.volumebinding.explain import claim_verdicts
 from policyd.plugins.volumebinding.prebind import bind_pod_volumes
 
 # Upstream's default profile gives VolumeBinding no weight: a Score plugin without
@@ -157,8 +157,7 @@ class VolumeBinding:
         return None if problem is None else Status.error(problem)
 
     # explain
-    def claim_verdicts(self, state: CycleState, pod: Pod, node: NodeInfo
-                       ) -> tuple[ClaimVerdict, ...]:
+    def verdicts(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[Verdict, ...]:
         """Each of the pod's claims judged on `node`, for explain (after Filter)."""
         data = _state(state)
         claims = None if data is None else data.claims

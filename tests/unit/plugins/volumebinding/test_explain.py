@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from policyd.plugins.volumebinding.explain import ClaimVerdict
+from policyd.framework.interfaces import Verdict
 from policyd.plugins.volumebinding.plugin import new
 from tests.builders import make_pod
 from tests.unit.plugins.volumebinding.storage import (
@@ -32,18 +32,18 @@ def test_verdicts_name_the_claim_at_fault() -> None:
     n1, n2 = info(state, "n1"), info(state, "n2")
     assert plugin.filter(cs, pod, n1) is None
     assert plugin.filter(cs, pod, n2) is not None
-    assert plugin.claim_verdicts(cs, pod, n1) == (
-        ClaimVerdict("default/bound", True, "is bound to PersistentVolume v0"),
-        ClaimVerdict("default/local", True, "binds PersistentVolume v1"),
-        ClaimVerdict("default/dyn", True, "is provisioned on this node (StorageClass csi)"),
+    assert plugin.verdicts(cs, pod, n1) == (
+        Verdict("default/bound", True, "is bound to PersistentVolume v0"),
+        Verdict("default/local", True, "binds PersistentVolume v1"),
+        Verdict("default/dyn", True, "is provisioned on this node (StorageClass csi)"),
     )
-    assert plugin.claim_verdicts(cs, pod, n2) == (
-        ClaimVerdict("default/bound", False, "is bound to PersistentVolume v0, whose node "
+    assert plugin.verdicts(cs, pod, n2) == (
+        Verdict("default/bound", False, "is bound to PersistentVolume v0, whose node "
                                              "affinity does not match the node"),
-        ClaimVerdict("default/local", False, "no available PersistentVolume fits the claim "
+        Verdict("default/local", False, "no available PersistentVolume fits the claim "
                                              "and the node, and StorageClass wait does not "
                                              "provision"),
-        ClaimVerdict("default/dyn", False, "no available PersistentVolume fits the claim and "
+        Verdict("default/dyn", False, "no available PersistentVolume fits the claim and "
                                            "the node, and the node is outside StorageClass "
                                            "csi's allowedTopologies"),
     )
@@ -55,4 +55,4 @@ def test_no_verdicts_for_a_pod_without_claims() -> None:
     plugin = new()
     pod = make_pod("p").obj()
     plugin.pre_filter(cs, pod, cs.all_nodes)
-    assert plugin.claim_verdicts(cs, pod, info(state, "n1")) == ()
+    assert plugin.verdicts(cs, pod, info(state, "n1")) == ()
