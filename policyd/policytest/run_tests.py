@@ -33,6 +33,7 @@ from policyd.model.fieldcheck import unknown_field_paths
 from policyd.model.node_metrics import StaticMetrics
 from policyd.model.records import node_from_dict, pod_from_dict
 from policyd.model.spelling import show_value
+from policyd.model.storage import STORAGE_KINDS, object_key
 from policyd.nodemetrics.values import clean_value
 from policyd.policy import policy_schema as policy_schema
 from policyd.policy.from_paths import (
@@ -71,6 +72,10 @@ SCHEMA: dict[str, Any] = _obj({
         ]}},
         "nodes": {"type": "array", "items": {"type": "object"}},
         "pods": {"type": "array", "items": {"type": "object"}},
+        # PersistentVolumes, claims, StorageClasses and CSI objects, as full objects:
+        # what the volume plugins read.
+        "storage": {"type": "array", "items": {"type": "object",
+                                               "required": ["kind", "metadata"]}},
         # Node metric values for `metric` score rules: metric -> node -> number, as the
         # daemon's cache would hold them (they never age here).
         "metrics": {"type": "object", "additionalProperties": {
@@ -172,6 +177,7 @@ class _Suite:
     nodes: list[Any]  # Node
     pods: dict[str, Any]  # name -> Pod (the pods under test and existing ones)
     bound: list[Any]  # Pods with a nodeName: the cluster's existing pods
+    storage: list[tuple[str, dict[str, Any]]]  # (kind, object) for cluster.storage
 
 
 def run_tests(paths: Iterable[str | Path]) -> RunResult:
@@ -236,6 +242,7 @@ def _load_suite(doc: SourceDocument, base_dir: Path, problems: list[Problem]) ->
                                             f"pod {pod.name!r} is bound to unknown node "
                                             f"{pod.node_name!r}"))
             bound.append(pod)
+    storage = _load_storage(doc, spec.get("storage") or [], problems)
     _use_metrics(doc, spec.get("metrics") or {}, policies, node_names, problems)
     plugin_names = {p.name for p in policies}
     for i, case in enumerate(spec["tests"]):
@@ -265,7 +272,41 @@ def _load_suite(doc: SourceDocument, base_dir: Path, problems: list[Problem]) ->
     if any(p.level == ERROR and p.file == doc.file and p.document == doc.index
            for p in problems):
         raise _Bad
-    return _Suite(doc, name, policies, nodes, pods, bound)
+    return _Suite(doc, name, policies, nodes, pods, bound, storage)
+
+
+def _load_storage(doc: SourceDocument, entries: list[Any], problems: list[Problem]
+                  ) -> list[tuple[str, dict[str, Any]]]:
+    """spec.storage: full objects of the storage kinds, each once per name, with no
+    field the API server would refuse."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    seen: set[tuple[str, str]] = set()
+    for i, raw in enumerate(entries):
+        path: JsonPath = ("spec", "storage", i)
+        kind = raw.get("kind")
+        if kind not in STORAGE_KINDS:
+            problems.append(doc.problem((*path, "kind"), "invalid-object",
+                                        f"kind {kind!r} is not a storage kind (one of "
+                                        f"{', '.join(STORAGE_KINDS)})"))
+            continue
+        found = unknown_field_paths(kind, raw)
+        if found:
+            problems.extend(doc.problem((*path, *sub), "unknown-field", message, key=True)
+                            for sub, message in found)
+            continue
+        meta = raw.get("metadata")
+        if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) \
+                or not meta["name"]:
+            problems.append(doc.problem((*path, "metadata"), "invalid-object",
+                                        f"{kind} needs metadata.name"))
+            continue
+        key = (kind, object_key(kind, raw))
+        if key in seen:
+            problems.append(doc.problem(path, "duplicate-name",
+                                        f"{kind} {key[1]!r} is defined twice"))
+        seen.add(key)
+        out.append((kind, dict(raw)))
+    return out
 
 
 def _use_metrics(doc: SourceDocument, metrics: Mapping[str, Mapping[str, Any]],
@@ -437,8 +478,10 @@ def _run_suite(suite: _Suite) -> list[CaseResult]:
 
 
 def _cluster(suite: _Suite, pod: Any) -> Any:
-
-    return ClusterState(suite.nodes, [p for p in suite.bound if p.uid != pod.uid])
+    cluster = ClusterState(suite.nodes, [p for p in suite.bound if p.uid != pod.uid])
+    for kind, obj in suite.storage:
+        cluster.storage.upsert(kind, obj)
+    return cluster
 
 
 def _run_case(suite: _Suite, case: Mapping[str, Any], result: CaseResult) -> None:
