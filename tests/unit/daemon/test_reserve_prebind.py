@@ -102,6 +102,7 @@ class VolumeLike:
         self.journal.calls.append((self.name, "reserve"))
         if self.reject_reserve:
             return Status.unschedulable("node(s) volume went elsewhere")
+        assert state.cluster is not None
         pvs = state.cluster.storage.pvs
         current = pvs.get(PV)
         if current is not None and self.name == "Volumes":
@@ -113,7 +114,7 @@ class VolumeLike:
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         self.journal.calls.append((self.name, "unreserve"))
-        if self.name == "Volumes":
+        if self.name == "Volumes" and state.cluster is not None:
             state.cluster.storage.pvs.restore(PV)
 
     def pre_bind(self, state: CycleState, pod: Pod, node_name: str,
@@ -169,11 +170,17 @@ def rig() -> Iterator[Callable[..., Rig]]:
         leader = [True]
         metrics = Metrics()
         sink = EventSink(cast(KubeClient, api), metrics, "test")  # never started
-        sink.failed = lambda ns, name, uid, message, component, *, post_event, \
-            patch_condition, reason="Unschedulable": told.failed.append(  # type: ignore[method-assign]
-                (message, reason, patch_condition))
-        sink.scheduled = lambda ns, name, uid, node, *a: (  # type: ignore[method-assign]
-            told.scheduled.append(node))
+
+        def failed(ns: str, name: str, uid: str, message: str, component: str, *,
+                   post_event: bool, patch_condition: bool,
+                   reason: str = "Unschedulable") -> None:
+            told.failed.append((message, reason, patch_condition))
+
+        def scheduled(ns: str, name: str, uid: str, node: str, *_: Any) -> None:
+            told.scheduled.append(node)
+
+        setattr(sink, "failed", failed)  # noqa: B010 (the writer is never started)
+        setattr(sink, "scheduled", scheduled)  # noqa: B010
         # Two plugins, to see the order: Reserve and PreBind forwards, Unreserve back.
         first = VolumeLike("Volumes", journal, then=then)
         second = VolumeLike("Other", journal, reject_reserve=reject_reserve)
