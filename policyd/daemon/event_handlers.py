@@ -52,6 +52,7 @@ STORAGE_EVENT_RESOURCES = {
     storage.CSI_NODE: events.CSI_NODE,
     storage.CSI_DRIVER: events.CSI_DRIVER,
     storage.CSI_STORAGE_CAPACITY: events.CSI_STORAGE_CAPACITY,
+    storage.VOLUME_ATTACHMENT: events.VOLUME_ATTACHMENT,
 }
 
 

@@ -65,14 +65,15 @@ WORKLOAD_PATHS = (("/api/v1/services", "Service"),
                   ("/apis/apps/v1/replicasets", "ReplicaSet"),
                   ("/apis/apps/v1/statefulsets", "StatefulSet"))
 # What the volume plugins read (kept in `cluster.storage`, changes become cluster
-# events): the same six kinds kube-scheduler watches for them.
+# events): the same kinds kube-scheduler watches for them.
 STORAGE_PATHS = (("/api/v1/persistentvolumes", storage.PERSISTENT_VOLUME),
                  ("/api/v1/persistentvolumeclaims", storage.PERSISTENT_VOLUME_CLAIM),
                  ("/apis/storage.k8s.io/v1/storageclasses", storage.STORAGE_CLASS),
                  ("/apis/storage.k8s.io/v1/csinodes", storage.CSI_NODE),
                  ("/apis/storage.k8s.io/v1/csidrivers", storage.CSI_DRIVER),
                  ("/apis/storage.k8s.io/v1/csistoragecapacities",
-                  storage.CSI_STORAGE_CAPACITY))
+                  storage.CSI_STORAGE_CAPACITY),
+                 ("/apis/storage.k8s.io/v1/volumeattachments", storage.VOLUME_ATTACHMENT))
 
 Obj = dict[str, Any]
 

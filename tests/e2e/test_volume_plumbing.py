@@ -1,6 +1,7 @@
 """The daemon's volume plumbing on the real API server, before any volume plugin: the
 storage informers keep `cluster.storage` current (PVs, claims, StorageClasses, CSINodes,
-CSIDrivers, CSIStorageCapacities created, changed and deleted through the API), and a
+CSIDrivers, CSIStorageCapacities, VolumeAttachments created, changed and deleted
+through the API), and a
 PreBind plugin of this file's own writes a PersistentVolume through the daemon's
 BindingHandle: the write lands on the API server before the Binding, and a write the
 server refuses fails PreBind with the server's message in the FailedScheduling event,
@@ -88,12 +89,14 @@ class WritesPV:
 def storage_names(cluster: Cluster) -> Iterator[dict[str, str]]:
     """Unique names for the cluster-scoped objects a test creates, deleted after it."""
     suffix = uuid.uuid4().hex[:6]
-    names = {kind: f"e2e-{kind}-{suffix}" for kind in ("pv", "sc", "csinode", "csidriver")}
+    names = {kind: f"e2e-{kind}-{suffix}"
+             for kind in ("pv", "sc", "csinode", "csidriver", "attachment")}
     yield names
     for path in (f"/api/v1/persistentvolumes/{names['pv']}",
                  f"/apis/storage.k8s.io/v1/storageclasses/{names['sc']}",
                  f"/apis/storage.k8s.io/v1/csinodes/{names['csinode']}",
-                 f"/apis/storage.k8s.io/v1/csidrivers/{names['csidriver']}"):
+                 f"/apis/storage.k8s.io/v1/csidrivers/{names['csidriver']}",
+                 f"/apis/storage.k8s.io/v1/volumeattachments/{names['attachment']}"):
         with contextlib.suppress(ApiError):  # a test deleted it already
             cluster.client.request("DELETE", path)
 
@@ -109,7 +112,8 @@ def _stored(d: Daemon, what: str, key: str) -> Obj | None:
         st = d.scheduler.cluster.storage
         holder: Any = {"pv": st.pvs, "pvc": st.pvcs, "sc": st.storage_classes,
                        "csinode": st.csi_nodes, "csidriver": st.csi_drivers,
-                       "capacity": st.capacities}[what]
+                       "capacity": st.capacities,
+                       "attachment": st.volume_attachments}[what]
         return holder.get(key)  # type: ignore[no-any-return]
 
 
@@ -140,10 +144,15 @@ def test_storage_informers_follow_the_api_server(cluster: Cluster, daemons: Daem
                 body={"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
                       "metadata": {"name": "cap"}, "storageClassName": n["sc"],
                       "capacity": "10Gi"})
+    api.request("POST", "/apis/storage.k8s.io/v1/volumeattachments", body={
+        "apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment",
+        "metadata": {"name": n["attachment"]},
+        "spec": {"attacher": n["csidriver"], "nodeName": "node-1",
+                 "source": {"persistentVolumeName": n["pv"]}}})
 
     expected = {"sc": n["sc"], "pv": n["pv"], "pvc": f"{ns}/data",
                 "csinode": n["csinode"], "csidriver": n["csidriver"],
-                "capacity": f"{ns}/cap"}
+                "capacity": f"{ns}/cap", "attachment": n["attachment"]}
     for what, key in expected.items():
         obj = wait_for(lambda w=what, k=key: _stored(d, w, k), 10, f"{what} {key} seen")
         assert obj["kind"]  # a PreBind plugin may write it back as it is

@@ -478,6 +478,8 @@ CAN = [
     ("watch", "csinodes.storage.k8s.io", []),
     ("list", "csidrivers.storage.k8s.io", []),
     ("watch", "csistoragecapacities.storage.k8s.io", ["-A"]),
+    ("list", "volumeattachments.storage.k8s.io", []),
+    ("watch", "volumeattachments.storage.k8s.io", []),
     # VolumeBinding's PreBind: a PV's claimRef, a claim's selected-node annotation.
     ("update", "persistentvolumes", []),
     ("update", "persistentvolumeclaims", ["-n", "default"]),
@@ -545,7 +547,8 @@ CANNOT = [
     ("update", "persistentvolumes", ["--subresource=status"]),
     ("update", "storageclasses.storage.k8s.io", []),
     ("update", "csinodes.storage.k8s.io", []),
-    ("list", "volumeattachments.storage.k8s.io", []),
+    ("update", "volumeattachments.storage.k8s.io", []),
+    ("get", "volumeattachments.storage.k8s.io", []),
     # Its own /metrics is for scrapers, not for policyd.
     ("get", "/metrics", []),
     ("get", "/debug/queue", []),

@@ -177,6 +177,10 @@ STORAGE_OBJECTS = [
     ("CSIStorageCapacity", "storage.k8s.io/CSIStorageCapacity",
      {"apiVersion": "storage.k8s.io/v1", "metadata": {"name": "cap", "namespace": "kube"},
       "storageClassName": "local"}, "kube/cap"),
+    ("VolumeAttachment", "storage.k8s.io/VolumeAttachment",
+     {"apiVersion": "storage.k8s.io/v1", "metadata": {"name": "csi-123"},
+      "spec": {"attacher": "ebs.csi.aws.com", "nodeName": "n1",
+               "source": {"persistentVolumeName": "pv-a"}}}, "csi-123"),
 ]
 
 
@@ -184,7 +188,8 @@ def _stored(sched: Scheduler, kind: str, key: str) -> object:
     st = sched.cluster.storage
     holders = {"PersistentVolume": st.pvs.get, "PersistentVolumeClaim": st.pvcs.get,
                "StorageClass": st.storage_classes.get, "CSINode": st.csi_nodes.get,
-               "CSIDriver": st.csi_drivers.get, "CSIStorageCapacity": st.capacities.get}
+               "CSIDriver": st.csi_drivers.get, "CSIStorageCapacity": st.capacities.get,
+               "VolumeAttachment": st.volume_attachments.get}
     return holders[kind](key)
 
 
@@ -206,8 +211,7 @@ def test_storage_changes_are_stored_and_moved_as_their_kinds_events(
     sched.queue.set_hints({"policyd": [
         ("Volumes", ClusterEventWithHint(ClusterEvent(resource, A.ADD | A.UPDATE | A.DELETE),
                                          hint)),
-        ("Other", ClusterEventWithHint(ClusterEvent("storage.k8s.io/VolumeAttachment",
-                                                    A.ALL))),
+        ("Other", ClusterEventWithHint(ClusterEvent("Node", A.ALL))),
     ]})
     # Moved pods sit out a long backoff: each pop below gets the pod just added.
     sched.queue.set_backoff(300, 300)
@@ -252,4 +256,5 @@ def test_storage_event_labels_are_upstreams() -> None:
     assert labels == {"PersistentVolumeUpdate", "PersistentVolumeClaimUpdate",
                       "storage.k8s.io/StorageClassUpdate", "storage.k8s.io/CSINodeUpdate",
                       "storage.k8s.io/CSIDriverUpdate",
-                      "storage.k8s.io/CSIStorageCapacityUpdate"}
+                      "storage.k8s.io/CSIStorageCapacityUpdate",
+                      "storage.k8s.io/VolumeAttachmentUpdate"}
