@@ -1,11 +1,19 @@
 """Bindings out: each assumed pod bound in a bounded pool, retried, confirmed, or undone.
 
-A pod is never bound twice: it is dropped from the queue once assumed, the loop skips
-pods that are assumed or bound, the Binding carries the pod's uid as a precondition,
-and a 409 is never retried (when an earlier attempt that timed out had in fact
-succeeded, the pod is read back to confirm it is on our node). Temporary failures are
-retried under `BIND_RETRIES` (at least the server's Retry-After); a permanent one, a
-deadline passed, lost leadership or a shutdown undo the assumption and requeue the pod.
+The binding cycle of upstream, per pod: PreBind (the profile's PreBind plugins, e.g.
+VolumeBinding writing the volume bindings it reserved and waiting for the PV
+controller), then the Binding itself. A pod is never bound twice: it is dropped from
+the queue once assumed, the loop skips pods that are assumed or bound, the Binding
+carries the pod's uid as a precondition, and a 409 is never retried (when an earlier
+attempt that timed out had in fact succeeded, the pod is read back to confirm it is on
+our node). Temporary bind failures are retried under `BIND_RETRIES` (at least the
+server's Retry-After); a failed PreBind, a permanent failure, a deadline passed, lost
+leadership or a shutdown undo the assumption and requeue the pod.
+
+Whenever the pod ends up not bound by us (any of those, or the pod deleted or bound by
+someone else while in flight), the Reserve plugins' `unreserve` runs exactly once,
+under the state lock, before the assumption goes: nothing a Reserve plugin assumed (a
+PV's claimRef, a claim's selected node) outlives the attempt.
 """
 
 from __future__ import annotations
@@ -15,14 +23,19 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from enum import Enum
 
 from policyd.clock import Clock
+from policyd.daemon.binding_handle import DaemonBindingHandle
 from policyd.daemon.event_recorder import EventSink
 from policyd.daemon.metrics import Metrics, label_children
 from policyd.daemon.queue import QueuedPod
 from policyd.daemon.scheduling_state import LOGGER, SchedulingState
+from policyd.framework.cycle_state import CycleState
 from policyd.framework.events import ASSIGNED_POD_DELETE
+from policyd.framework.runtime import Framework
+from policyd.framework.status import Status
 from policyd.kube import api
 from policyd.kube.backoff import GiveUp, RetryPolicy
 from policyd.kube.client import ApiError, KubeClient
@@ -38,6 +51,7 @@ class BindFailure(Enum):
     """Why a bind was given up; the value starts the log line (and the event)."""
 
     REJECTED = "binding rejected"
+    PRE_BIND = "PreBind failed"  # the event carries the PreBind status's message alone
     INTERNAL_ERROR = "internal error"
     LOST_LEADERSHIP = "lost leadership before binding"
     STOPPING = "scheduler stopping"
@@ -47,6 +61,23 @@ class BindFailure(Enum):
         """Whether the pod gets a FailedScheduling event: not when this replica is
         stepping down or stopping, which says nothing about the pod."""
         return self not in (BindFailure.LOST_LEADERSHIP, BindFailure.STOPPING)
+
+
+@dataclass(slots=True)
+class BindRequest:
+    """One assumed pod on its way to `node`: the Framework (profile) and the cycle
+    state its Reserve ran with, which PreBind and Unreserve need."""
+
+    qp: QueuedPod
+    node: str
+    fw: Framework
+    state: CycleState | None
+    start: float  # when its scheduling cycle began, for the attempt latency
+    unreserved: bool = False  # Unreserve has run: it never runs twice
+
+    @property
+    def profile(self) -> str:
+        return self.fw.profile_name
 
 
 class Binder:
@@ -102,44 +133,86 @@ class Binder:
         self._abandon.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def submit(self, qp: QueuedPod, node: str, profile: str, start: float) -> None:
-        """Bind `qp` to `node` in the pool (after `reserve()`); `start` is when its
-        cycle began, for the attempt latency."""
+    def submit(self, req: BindRequest) -> None:
+        """Run `req`'s binding cycle in the pool (after `reserve()`)."""
         try:
-            self._pool.submit(self._bind, qp, node, profile, start)
+            self._pool.submit(self._bind, req)
         except RuntimeError:  # pool shut down: we are stopping
             self._release()
-            self._failed(qp, node, profile, BindFailure.STOPPING)
+            self._failed(req, BindFailure.STOPPING)
 
     # -- one bind -------------------------------------------------------------------------
 
-    def _bind(self, qp: QueuedPod, node: str, profile: str, start: float) -> None:
+    def _bind(self, req: BindRequest) -> None:
         try:
-            self._bind_with_retries(qp, node, profile, start)
+            self._bind_with_retries(req)
         except Exception:
-            log.exception("binding %s failed", qp.pod.key)
-            self._failed(qp, node, profile, BindFailure.INTERNAL_ERROR)
+            log.exception("binding %s failed", req.qp.pod.key)
+            self._failed(req, BindFailure.INTERNAL_ERROR)
         finally:
             self._release()
 
-    def _bind_with_retries(self, qp: QueuedPod, node: str, profile: str, start: float
-                           ) -> None:
+    def _still_assumed(self, req: BindRequest) -> bool:
+        """Under the lock: the assumption this bind serves is still in place."""
+        return self.state.assumed.get(req.qp.pod.uid) == req.node
+
+    def _pre_bind(self, req: BindRequest) -> bool:
+        """The profile's PreBind plugins; True when the bind may go ahead. On failure
+        the pod is undone and requeued (with PreBind's message, as upstream's
+        handleBindingCycleError explains it)."""
+        pod = req.qp.pod
+        s = self.state
+        with s.lock:
+            if not self._still_assumed(req):
+                self._unreserve(req)  # deleted, or bound by someone else
+                return False
+        if not self.is_leader():
+            self._failed(req, BindFailure.LOST_LEADERSHIP)
+            return False
+
+        def worth_waiting() -> bool:
+            if not self.is_leader():
+                return False
+            with s.lock:
+                return self._still_assumed(req)
+
+        handle = DaemonBindingHandle(self.client, s, self.clock, abandon=self._abandon,
+                                     worth_waiting=worth_waiting)
+        assert req.state is not None
+        status = req.fw.run_pre_bind(req.state, pod, req.node, handle)
+        if status is None:
+            return True
+        # Why it failed, as far as the pod is concerned: a replica stopping or stepping
+        # down gave up on it, which says nothing about the pod.
+        if self._abandon.is_set():
+            self._failed(req, BindFailure.STOPPING, status.message)
+        elif not self.is_leader():
+            self._failed(req, BindFailure.LOST_LEADERSHIP, status.message)
+        else:
+            self._failed(req, BindFailure.PRE_BIND, status.message, status=status)
+        return False
+
+    def _bind_with_retries(self, req: BindRequest) -> None:
+        qp, node = req.qp, req.node
         pod = qp.pod
         s = self.state
+        if req.fw.pre_bind_plugins and req.state is not None and not self._pre_bind(req):
+            return
         retries = self.retries.begin(self.clock.now)
         t0 = self.clock.now()
         attempted = False
         while True:
             with s.lock:
-                if s.assumed.get(pod.uid) != node:
+                if not self._still_assumed(req):
                     # The informer replaced the assumption: deleted, bound by someone
                     # else, or bound here by an earlier attempt whose reply was lost.
                     if not (attempted and s.api_shows_bound(pod, node)):
+                        self._unreserve(req)
                         return
                     outcome = api.BindOutcome.BOUND
                     break
             if not self.is_leader():
-                self._failed(qp, node, profile, BindFailure.LOST_LEADERSHIP)
+                self._failed(req, BindFailure.LOST_LEADERSHIP)
                 return
             try:
                 attempted = True
@@ -149,36 +222,37 @@ class Binder:
                 self.metrics.bind_errors.labels(str(exc.status or exc.reason)).inc()
                 delay = retries.after(exc)
                 if isinstance(delay, GiveUp):
-                    self._failed(qp, node, profile, BindFailure.REJECTED, str(exc))
+                    self._failed(req, BindFailure.REJECTED, str(exc))
                     return
                 log.warning("binding %s to %s: attempt %d failed: %s; retrying in %.1fs",
                             pod.key, node, retries.attempts, exc, delay)
                 # Retries go on during a graceful stop, until its grace period is over.
                 if self.clock.wait(self._abandon, delay):
-                    self._failed(qp, node, profile, BindFailure.STOPPING)
+                    self._failed(req, BindFailure.STOPPING)
                     return
         self.metrics.binding_latency.observe(self.clock.now() - t0)
         if outcome is api.BindOutcome.ALREADY_BOUND:
             outcome = self._confirm(pod, node)
         if outcome is api.BindOutcome.BOUND:
-            self._bound(qp, node, profile, start)
+            self._bound(req)
             return
         # Gone, or bound elsewhere: the informer brings the truth; drop the assumption
         # only if it is still ours (the informer may already have replaced it).
         with s.lock:
-            if s.assumed.get(pod.uid) == node:
+            self._unreserve(req)
+            if self._still_assumed(req):
                 del s.assumed[pod.uid]
                 s.cluster.remove_pod(pod.uid)
         log.info("not binding %s: %s", pod.key,
                  "deleted" if outcome is api.BindOutcome.GONE else "already bound")
 
-    def _bound(self, qp: QueuedPod, node: str, profile: str, start: float) -> None:
-        pod = qp.pod
+    def _bound(self, req: BindRequest) -> None:
+        pod, node, profile = req.qp.pod, req.node, req.profile
         self.bound_total += 1
         now = self.clock.now()
         self._attempts("scheduled", profile).inc()
-        self._attempt_latency("scheduled", profile).observe(now - start)
-        self._e2e_latency(profile).observe(now - qp.added)
+        self._attempt_latency("scheduled", profile).observe(now - req.start)
+        self._e2e_latency(profile).observe(now - req.qp.added)
         self.state.throttle.forget(pod.uid)
         if self.verbosity >= 1:
             log.info("bound %s to %s", pod.key, node, extra={"pod": pod.key, "node": node})
@@ -200,24 +274,44 @@ class Binder:
             return api.BindOutcome.BOUND
         return api.BindOutcome.ALREADY_BOUND
 
-    def _failed(self, qp: QueuedPod, node: str, profile: str, why: BindFailure,
-                detail: str = "") -> None:
-        """Undo the assumption and retry the pod after a backoff."""
-        pod = qp.pod
+    def _unreserve(self, req: BindRequest) -> None:
+        """Under the lock: the Reserve plugins release what they took for this pod,
+        once whatever path gets here first (upstream's unreserveAndForget)."""
+        if req.unreserved or req.state is None:
+            return
+        req.unreserved = True
+        if req.fw.reserve_plugins:
+            req.fw.run_unreserve(req.state, req.qp.pod, req.node)
+
+    def _failed(self, req: BindRequest, why: BindFailure, detail: str = "", *,
+                status: Status | None = None) -> None:
+        """Unreserve, undo the assumption and retry the pod after a backoff. `status`:
+        the failed PreBind's, whose message the pod is told as upstream tells it (the
+        FailedScheduling event and the PodScheduled condition)."""
+        pod, node, profile = req.qp.pod, req.node, req.profile
         s = self.state
+        rejected = status is not None and status.is_rejected
         with s.lock:
-            if s.assumed.get(pod.uid) != node:
-                return  # deleted or bound meanwhile: nothing to undo
+            self._unreserve(req)
+            if not self._still_assumed(req):
+                return  # deleted or bound meanwhile: nothing else to undo
             del s.assumed[pod.uid]
             s.cluster.forget(pod)
-            self.metrics.schedule_attempts.labels("error", profile).inc()
-            where = s.queue.requeue(qp, unschedulable=False)
+            self.metrics.schedule_attempts.labels(
+                "unschedulable" if rejected else "error", profile).inc()
+            where = s.queue.requeue(req.qp, unschedulable=False)
             # The room it held is free again (upstream moves pods on this too).
             s.move(ASSIGNED_POD_DELETE, dataclasses.replace(pod, node_name=node, cache={}),
                    None)
-        message = f"{why.value}: {detail}" if detail else why.value
-        log.warning("binding %s to %s failed: %s; requeued (%s)", pod.key, node, message,
+        logged = f"{why.value}: {detail}" if detail else why.value
+        log.warning("binding %s to %s failed: %s; requeued (%s)", pod.key, node, logged,
                     where)
-        if why.explained_to_the_pod:
-            self.events.failed(pod.namespace, pod.name, pod.uid, message, profile,
+        if not why.explained_to_the_pod:
+            return
+        if status is None:
+            self.events.failed(pod.namespace, pod.name, pod.uid, logged, profile,
                                post_event=True, patch_condition=False)
+            return
+        self.events.failed(pod.namespace, pod.name, pod.uid, status.message, profile,
+                           post_event=True, patch_condition=True,
+                           reason="Unschedulable" if rejected else "SchedulerError")

@@ -66,6 +66,8 @@ class Scheduler:
             h.on_node_add, h.on_node_update, h.on_node_delete)
         self.on_namespace = h.on_namespace
         self.on_workload, self.on_workload_update = h.on_workload, h.on_workload_update
+        self.on_storage, self.on_storage_update, self.on_storage_delete = (
+            h.on_storage, h.on_storage_update, h.on_storage_delete)
         self.run = self.loop.run
         self.schedule = self.loop.schedule
         # The shared state, as tests and the e2e helpers reach for it.

@@ -2,7 +2,8 @@
 
 Requeueing follows upstream's queueing hints: every informer change that can matter is
 turned into a cluster event (a bound pod added, confirmed, updated or deleted; a node
-added, updated in the fields it changed, or deleted) and handed to the queue, which
+added, updated in the fields it changed, or deleted; a storage object added, updated
+or deleted, with the raw objects for the hints) and handed to the queue, which
 moves only the unschedulable pods whose rejecting plugins registered that event and
 whose hints say it may help (see `policyd.framework.events`). At `-v 4` every event
 that finds unschedulable pods logs how many it moved, and which.
@@ -22,20 +23,41 @@ from policyd.daemon.event_recorder import EventSink
 from policyd.daemon.metrics import Metrics
 from policyd.daemon.scheduling_state import LOGGER, SchedulingState
 from policyd.errors import InvalidObjectError
+from policyd.framework import events
 from policyd.framework.events import (
     ASSIGNED_POD_ADD,
     ASSIGNED_POD_DELETE,
     NODE_ADD,
     NODE_DELETE,
+    ActionType,
+    ClusterEvent,
     node_update_events,
     pod_update_events,
 )
 from policyd.kube import api
+from policyd.model import storage
 from policyd.model.records import Pod, node_from_dict, pod_from_dict
 
 log = logging.getLogger(LOGGER)
 
 Obj = dict[str, Any]
+
+# The cluster event resource (upstream's name) each storage kind's changes are reported
+# as. Upstream's eventhandlers.go turns every add, update and delete of these into one
+# plain Add/Update/Delete event; the plugins' hints look at the objects themselves.
+STORAGE_EVENT_RESOURCES = {
+    storage.PERSISTENT_VOLUME: events.PERSISTENT_VOLUME,
+    storage.PERSISTENT_VOLUME_CLAIM: events.PERSISTENT_VOLUME_CLAIM,
+    storage.STORAGE_CLASS: events.STORAGE_CLASS,
+    storage.CSI_NODE: events.CSI_NODE,
+    storage.CSI_DRIVER: events.CSI_DRIVER,
+    storage.CSI_STORAGE_CAPACITY: events.CSI_STORAGE_CAPACITY,
+    storage.VOLUME_ATTACHMENT: events.VOLUME_ATTACHMENT,
+}
+
+
+def _storage_event(kind: str, action: ActionType) -> ClusterEvent:
+    return ClusterEvent(STORAGE_EVENT_RESOURCES[kind], action)
 
 
 class EventHandlers:
@@ -205,3 +227,31 @@ class EventHandlers:
 
     def on_workload_update(self, kind: str, old: Obj, new: Obj) -> None:
         self.on_workload(kind, new)
+
+    # -- storage --------------------------------------------------------------------------
+
+    def on_storage(self, kind: str, obj: Obj) -> None:
+        """A PersistentVolume, claim, StorageClass, CSINode, CSIDriver or
+        CSIStorageCapacity added: into `cluster.storage`, then its Add event."""
+        self._storage_changed(kind, None, obj)
+
+    def on_storage_update(self, kind: str, old: Obj, new: Obj) -> None:
+        self._storage_changed(kind, old, new)
+
+    def _storage_changed(self, kind: str, old: Obj | None, new: Obj) -> None:
+        if not new.get("kind"):
+            # A listed item carries no kind and the informer fills in only the kinds it
+            # knows; a PreBind plugin writes a copy of this object back with a PUT,
+            # whose path and body need it. Filled before anyone else holds the object.
+            new["kind"] = kind
+        s = self.state
+        with s.lock:
+            s.cluster.storage.upsert(kind, new)
+            action = ActionType.ADD if old is None else ActionType.UPDATE
+            s.move(_storage_event(kind, action), old, new)
+
+    def on_storage_delete(self, kind: str, obj: Obj) -> None:
+        s = self.state
+        with s.lock:
+            s.cluster.storage.delete(kind, storage.object_key(kind, obj))
+            s.move(_storage_event(kind, ActionType.DELETE), obj, None)

@@ -271,7 +271,8 @@ _TIMED_METHODS: dict[Callable[..., Any], str] = {
     Framework.run_pre_filter: "PreFilter", Framework.run_filters: "Filter",
     Framework.run_filters_fast: "Filter", Framework.run_filter_diagnosis: "Filter",
     Framework.run_pre_score: "PreScore", Framework.run_score: "Score",
-    Framework.run_score_fast: "Score",
+    Framework.run_score_fast: "Score", Framework.run_reserve: "Reserve",
+    Framework.run_unreserve: "Unreserve", Framework.run_pre_bind: "PreBind",
 }
 
 

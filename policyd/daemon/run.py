@@ -55,6 +55,7 @@ from policyd.kube.client import (
 )
 from policyd.kube.informer import Informer
 from policyd.kube.leaderelection import LeaderElector
+from policyd.model import storage
 from policyd.nodemetrics import attach_metrics
 
 log = logging.getLogger("policyd.daemon")
@@ -63,6 +64,16 @@ WORKLOAD_PATHS = (("/api/v1/services", "Service"),
                   ("/api/v1/replicationcontrollers", "ReplicationController"),
                   ("/apis/apps/v1/replicasets", "ReplicaSet"),
                   ("/apis/apps/v1/statefulsets", "StatefulSet"))
+# What the volume plugins read (kept in `cluster.storage`, changes become cluster
+# events): the same kinds kube-scheduler watches for them.
+STORAGE_PATHS = (("/api/v1/persistentvolumes", storage.PERSISTENT_VOLUME),
+                 ("/api/v1/persistentvolumeclaims", storage.PERSISTENT_VOLUME_CLAIM),
+                 ("/apis/storage.k8s.io/v1/storageclasses", storage.STORAGE_CLASS),
+                 ("/apis/storage.k8s.io/v1/csinodes", storage.CSI_NODE),
+                 ("/apis/storage.k8s.io/v1/csidrivers", storage.CSI_DRIVER),
+                 ("/apis/storage.k8s.io/v1/csistoragecapacities",
+                  storage.CSI_STORAGE_CAPACITY),
+                 ("/apis/storage.k8s.io/v1/volumeattachments", storage.VOLUME_ATTACHMENT))
 
 Obj = dict[str, Any]
 
@@ -181,6 +192,14 @@ class Daemon:
                 partial(sch.on_workload, kind, deleted=True)),
                 name=kind, watch_timeout=options.watch_timeout,
                 on_skip=self._skip_counter(path.rsplit("/", 1)[-1])))
+        for path, kind in STORAGE_PATHS:
+            resource = path.rsplit("/", 1)[-1]
+            self.extra_informers.append(Informer(self.client, path, _Handler(
+                partial(sch.on_storage, kind), partial(sch.on_storage_update, kind),
+                partial(sch.on_storage_delete, kind)),
+                name=kind, watch_timeout=options.watch_timeout,
+                on_error=partial(self._watch_error, resource),
+                on_skip=self._skip_counter(resource)))
         # Node metrics for policy `metric` scores: providers refresh a cache in the
         # background; compiled policies only read it.
         self.node_metrics = _metrics_manager(self.scheduler.nodes_snapshot, self.metrics,
@@ -240,6 +259,10 @@ class Daemon:
             if stuck:
                 problems.append(f"policyd-leader: {stuck}")
         return problems
+
+    def _watch_error(self, resource: str, exc: ApiError) -> None:
+        """An informer's `on_error`: policyd_watch_errors_total{resource}."""
+        self.metrics.watch_errors.labels(resource).inc()
 
     def _skip_counter(self, resource: str) -> Callable[[str], None]:
         """An informer's `on_skip`: policyd_objects_skipped_total{resource, reason}."""

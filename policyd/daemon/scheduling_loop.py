@@ -1,5 +1,6 @@
-"""The scheduling loop: pop a pod, run one cycle, assume it and hand it to the binder,
-or requeue it and explain why (FailedScheduling, the PodScheduled condition).
+"""The scheduling loop: pop a pod, run one cycle, assume it, run Reserve and hand it to
+the binder, or requeue it and explain why (FailedScheduling, the PodScheduled
+condition).
 
 It drives the same engine as the offline commands (`policyd.engine.cycle.schedule_one`)
 over the shared `ClusterState`, and never starts a cycle before the caches are ready
@@ -14,12 +15,12 @@ import time
 from collections.abc import Callable
 
 from policyd.clock import Clock
-from policyd.daemon.binder import Binder
+from policyd.daemon.binder import Binder, BindRequest
 from policyd.daemon.event_recorder import EventSink, condition_shown
 from policyd.daemon.metrics import Metrics, label_children
 from policyd.daemon.queue import FLUSH_UNSCHEDULABLE_PERIOD, QueuedPod
 from policyd.daemon.scheduling_state import LOGGER, SchedulingState
-from policyd.engine.cycle import ScheduleResult, schedule_one
+from policyd.engine.cycle import ScheduleResult, reserve, schedule_one
 
 log = logging.getLogger(LOGGER)
 
@@ -87,6 +88,14 @@ class SchedulingLoop:
             self._algorithm_latency(fw.profile_name).observe(time.perf_counter() - t0)
             if result.node is not None:
                 s.cluster.assume(pod, result.node)
+                if fw.reserve_plugins:
+                    # Under the same lock as the decision and the assumption
+                    # (schedulingCycle's order), so the next cycle sees what Reserve
+                    # took. On failure every Reserve plugin has unreserved already.
+                    result = reserve(fw, result)
+                    if result.node is None:
+                        s.cluster.forget(pod)
+            if result.node is not None:
                 s.assumed[pod.uid] = result.node
                 s.queue.done(pod.uid)
                 self.binder.reserve()
@@ -95,7 +104,8 @@ class SchedulingLoop:
             if self.verbosity >= 2:
                 log.info("assumed %s on %s", pod.key, result.node,
                          extra={"pod": pod.key, "node": result.node})
-            self.binder.submit(qp, result.node, profile, start)
+            # The cycle state goes with it: PreBind and Unreserve read what Reserve kept.
+            self.binder.submit(BindRequest(qp, result.node, fw, result.cycle_state, start))
             return result
         self._failed(qp, result, profile, start)
         return result

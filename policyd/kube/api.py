@@ -1,4 +1,5 @@
-"""The scheduler's writes: bindings, events, the PodScheduled condition, Leases.
+"""The scheduler's writes: bindings, events, the PodScheduled condition, Leases, and
+the volume bindings a PreBind plugin writes (a full PersistentVolume or claim, PUT).
 
 Request bodies are built by pure functions (tested without a cluster); the calls are
 single attempts that return an outcome or raise `ApiError` — the daemon decides what
@@ -85,6 +86,42 @@ def get_pod(client: KubeClient, namespace: str, name: str) -> dict[str, Any] | N
         if exc.status == 404:
             return None
         raise
+
+
+# -- volume bindings (PreBind) ------------------------------------------------------------
+
+# Where a full object of each kind a PreBind plugin may write is PUT: exactly the kinds
+# upstream's volume binder updates (and deploy/rbac.yaml grants `update` on).
+_UPDATABLE = {"PersistentVolume": ("persistentvolumes", False),
+              "PersistentVolumeClaim": ("persistentvolumeclaims", True)}
+
+
+def object_path(obj: dict[str, Any]) -> str:
+    """The API path of `obj` by its kind, name and (for claims) namespace. Raises
+    ValueError for a kind the scheduler never writes or an object without a name."""
+    kind = obj.get("kind")
+    spec = _UPDATABLE.get(kind) if isinstance(kind, str) else None
+    if spec is None:
+        raise ValueError(f"the scheduler does not write objects of kind {kind!r}")
+    resource, namespaced = spec
+    meta = obj.get("metadata") or {}
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{kind} without metadata.name")
+    if not namespaced:
+        return f"/api/v1/{resource}/{quote(name, safe='')}"
+    ns = meta.get("namespace")
+    if not isinstance(ns, str) or not ns:
+        raise ValueError(f"{kind} {name} without metadata.namespace")
+    return f"/api/v1/namespaces/{quote(ns, safe='')}/{resource}/{quote(name, safe='')}"
+
+
+def update_object(client: KubeClient, obj: dict[str, Any], *,
+                  timeout: float | None = None) -> dict[str, Any]:
+    """PUT `obj` (carrying its resourceVersion: a concurrent writer makes this a 409)
+    and return what the server stored. One attempt; ApiError on any failure, as
+    upstream's binder makes one Update call and lets the caller retry the pod."""
+    return client.request("PUT", object_path(obj), body=obj, timeout=timeout)
 
 
 # -- events ---------------------------------------------------------------------------

@@ -15,7 +15,10 @@ so no other test sees them:
 - two `policyd run` replicas, started with the Deployment's exact command and flags,
   in-cluster configuration (KUBERNETES_SERVICE_HOST/PORT, the token from TokenRequest,
   the CA) and the ConfigMap's data laid out as the kubelet mounts it. They elect a
-  leader, place the example workload on the hw-encrypt node, explain an unschedulable
+  leader, place the example workload on the hw-encrypt node, place a pod with two
+  claims there (VolumeBinding writes a PV's claimRef and a claim's selected node; the
+  control plane's PV controller binds both; the test provisions the second volume, as
+  an external provisioner would), explain an unschedulable
   pod, reload a changed policy, and serve /metrics over HTTPS only to a token bound to
   ClusterRole policyd-metrics-reader (TokenReview and SubjectAccessReview through
   `system:auth-delegator`); the audit log then shows no refused request and every
@@ -467,6 +470,19 @@ CAN = [
     ("watch", "replicationcontrollers", ["-A"]),
     ("list", "replicasets.apps", ["-A"]),
     ("watch", "statefulsets.apps", ["-A"]),
+    ("list", "persistentvolumes", []),
+    ("watch", "persistentvolumes", []),
+    ("list", "persistentvolumeclaims", ["-A"]),
+    ("watch", "persistentvolumeclaims", ["-A"]),
+    ("list", "storageclasses.storage.k8s.io", []),
+    ("watch", "csinodes.storage.k8s.io", []),
+    ("list", "csidrivers.storage.k8s.io", []),
+    ("watch", "csistoragecapacities.storage.k8s.io", ["-A"]),
+    ("list", "volumeattachments.storage.k8s.io", []),
+    ("watch", "volumeattachments.storage.k8s.io", []),
+    # VolumeBinding's PreBind: a PV's claimRef, a claim's selected-node annotation.
+    ("update", "persistentvolumes", []),
+    ("update", "persistentvolumeclaims", ["-n", "default"]),
     ("create", "pods", ["--subresource=binding", "-n", "default"]),
     ("patch", "pods", ["--subresource=status", "-n", "default"]),
     ("create", "events", ["-n", "default"]),
@@ -520,6 +536,19 @@ CANNOT = [
     ("update", "namespaces", []),
     ("create", "namespaces", []),
     ("patch", "replicasets.apps", ["-n", "default"]),
+    # Volumes: read through informers, written only by a full update of a binding.
+    ("get", "persistentvolumes", []),
+    ("patch", "persistentvolumes", []),
+    ("create", "persistentvolumes", []),
+    ("delete", "persistentvolumes", []),
+    ("patch", "persistentvolumeclaims", ["-n", "default"]),
+    ("create", "persistentvolumeclaims", ["-n", "default"]),
+    ("delete", "persistentvolumeclaims", ["-n", "default"]),
+    ("update", "persistentvolumes", ["--subresource=status"]),
+    ("update", "storageclasses.storage.k8s.io", []),
+    ("update", "csinodes.storage.k8s.io", []),
+    ("update", "volumeattachments.storage.k8s.io", []),
+    ("get", "volumeattachments.storage.k8s.io", []),
     # Its own /metrics is for scrapers, not for policyd.
     ("get", "/metrics", []),
     ("get", "/debug/queue", []),
@@ -761,6 +790,10 @@ def test_daemon_schedules_with_its_service_account(installed: Kube, tmp_path: Pa
         assert scheduled[0]["source"]["component"] == "policyd"
         assert scheduled[0]["message"] == f"Successfully assigned {ns}/payments-1 to hw-node"
 
+        # A pod with volumes lands where they are; the daemon's writes of the bindings
+        # (`update` on PVs and claims) are what the audit below wants to see used.
+        _place_pod_with_volumes(kube, workload, logs)
+
         # One that fits nowhere (it also insists on the plain node): a FailedScheduling
         # event and the PodScheduled condition.
         plain_only = {"kubernetes.io/hostname": "plain-node"}
@@ -825,6 +858,66 @@ def test_daemon_schedules_with_its_service_account(installed: Kube, tmp_path: Pa
     _check_audit(kube)
     for n in range(len(replicas)):
         _check_modules(tmp_path / f"modules-{n}.json", context)
+
+
+def _place_pod_with_volumes(kube: Kube, workload: Obj, logs: Callable[[], str]) -> None:
+    """A pod of the example workload with two WaitForFirstConsumer claims: `data`,
+    which only a local PV on hw-node matches (VolumeBinding's PreBind writes that PV's
+    claimRef), and `scratch`, which is provisioned (PreBind writes the claim's
+    selected-node annotation; the test then creates the volume on that node, as an
+    external provisioner does). The control plane's PV controller binds both claims,
+    PreBind sees them bound, and the pod is bound to hw-node."""
+    ns = workload["metadata"]["namespace"]
+    claims = f"/api/v1/namespaces/{ns}/persistentvolumeclaims"
+    hw_node = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["hw-node"]}]}]}}
+    for name, provisioner in (("hw-local", "kubernetes.io/no-provisioner"),
+                              ("hw-provisioned", "hw-disk.example.com")):
+        kube.admin.request("POST", "/apis/storage.k8s.io/v1/storageclasses", body={
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": name}, "provisioner": provisioner,
+            "volumeBindingMode": "WaitForFirstConsumer"})
+    kube.admin.request("POST", "/api/v1/persistentvolumes", body={
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "hw-data"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "storageClassName": "hw-local", "local": {"path": "/mnt/data"},
+                 "nodeAffinity": hw_node}})
+    for claim, sc in (("payments-data", "hw-local"), ("payments-scratch", "hw-provisioned")):
+        kube.admin.request("POST", claims, body={
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": sc,
+                     "resources": {"requests": {"storage": "1Gi"}}}})
+    pod = _pod_from_template(workload, "payments-vol")
+    pod["spec"]["volumes"] = [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "payments-data"}},
+        {"name": "scratch", "persistentVolumeClaim": {"claimName": "payments-scratch"}}]
+    kube.admin.request("POST", f"/api/v1/namespaces/{ns}/pods", body=pod)
+
+    # The provisioner's part: a volume on the node the scheduler selected.
+    selected = "volume.kubernetes.io/selected-node"
+    scratch = wait_for(lambda: ((kube.get(f"{claims}/payments-scratch") or {})
+                                .get("metadata", {}).get("annotations") or {}).get(selected)
+                       and kube.get(f"{claims}/payments-scratch"),
+                       f"payments-scratch annotated {selected}\n{logs()}", 60)
+    node = scratch["metadata"]["annotations"][selected]
+    assert node == "hw-node", scratch
+    kube.admin.request("POST", "/api/v1/persistentvolumes", body={
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": "hw-scratch"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "storageClassName": "hw-provisioned", "local": {"path": "/mnt/scratch"},
+                 "nodeAffinity": hw_node,
+                 "claimRef": {"namespace": ns, "name": "payments-scratch",
+                              "uid": scratch["metadata"]["uid"]}}})
+
+    bound = wait_for(lambda: (kube.get(f"/api/v1/namespaces/{ns}/pods/payments-vol") or {})
+                     .get("spec", {}).get("nodeName"), f"payments-vol bound\n{logs()}", 90)
+    assert bound == "hw-node", logs()
+    for claim, volume in (("payments-data", "hw-data"), ("payments-scratch", "hw-scratch")):
+        got = kube.get(f"{claims}/{claim}") or {}
+        assert got.get("status", {}).get("phase") == "Bound", got
+        assert got["spec"]["volumeName"] == volume, got
 
 
 def _granted(kube: Kube) -> set[tuple[str, str, str]]:

@@ -7,10 +7,22 @@ Binding is covered end to end in tests/e2e.
 
 from __future__ import annotations
 
+import copy
 import threading
+from typing import Any
+
+import pytest
 
 from policyd.daemon.coordinator import Scheduler
 from policyd.daemon.queue import ACTIVE, UNSCHEDULABLE
+from policyd.framework.events import (
+    QUEUE,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    QueueingHint,
+)
+from policyd.model.records import Pod
 from tests.builders import make_node, make_pod
 
 
@@ -142,3 +154,107 @@ def test_a_pod_deleted_as_its_failure_is_recorded_leaves_no_throttle_entry(
     assert not deleter.is_alive()
     assert "uid-big" not in sched.queue
     assert sched.throttle.last_message("uid-big") is None
+
+
+# -- storage objects ------------------------------------------------------------------
+
+STORAGE_OBJECTS = [
+    # (model kind, event resource, a listed object without kind, its key)
+    ("PersistentVolume", "PersistentVolume",
+     {"apiVersion": "v1", "metadata": {"name": "pv-a", "resourceVersion": "3"}}, "pv-a"),
+    ("PersistentVolumeClaim", "PersistentVolumeClaim",
+     {"apiVersion": "v1", "metadata": {"name": "data", "namespace": "db",
+                                       "resourceVersion": "4"}}, "db/data"),
+    ("StorageClass", "storage.k8s.io/StorageClass",
+     {"apiVersion": "storage.k8s.io/v1", "metadata": {"name": "local"},
+      "provisioner": "kubernetes.io/no-provisioner"}, "local"),
+    ("CSINode", "storage.k8s.io/CSINode",
+     {"apiVersion": "storage.k8s.io/v1", "metadata": {"name": "n1"},
+      "spec": {"drivers": []}}, "n1"),
+    ("CSIDriver", "storage.k8s.io/CSIDriver",
+     {"apiVersion": "storage.k8s.io/v1", "metadata": {"name": "ebs.csi.aws.com"}},
+     "ebs.csi.aws.com"),
+    ("CSIStorageCapacity", "storage.k8s.io/CSIStorageCapacity",
+     {"apiVersion": "storage.k8s.io/v1", "metadata": {"name": "cap", "namespace": "kube"},
+      "storageClassName": "local"}, "kube/cap"),
+    ("VolumeAttachment", "storage.k8s.io/VolumeAttachment",
+     {"apiVersion": "storage.k8s.io/v1", "metadata": {"name": "csi-123"},
+      "spec": {"attacher": "ebs.csi.aws.com", "nodeName": "n1",
+               "source": {"persistentVolumeName": "pv-a"}}}, "csi-123"),
+]
+
+
+def _stored(sched: Scheduler, kind: str, key: str) -> object:
+    st = sched.cluster.storage
+    holders = {"PersistentVolume": st.pvs.get, "PersistentVolumeClaim": st.pvcs.get,
+               "StorageClass": st.storage_classes.get, "CSINode": st.csi_nodes.get,
+               "CSIDriver": st.csi_drivers.get, "CSIStorageCapacity": st.capacities.get,
+               "VolumeAttachment": st.volume_attachments.get}
+    return holders[kind](key)
+
+
+@pytest.mark.parametrize("kind, resource, listed, key", STORAGE_OBJECTS,
+                         ids=[o[0] for o in STORAGE_OBJECTS])
+def test_storage_changes_are_stored_and_moved_as_their_kinds_events(
+        sched: Scheduler, kind: str, resource: str, listed: dict[str, Any], key: str
+        ) -> None:
+    """Each change lands in cluster.storage and is handed to the queue as an
+    Add/Update/Delete of the kind's resource, the hint seeing the raw objects; a pod
+    rejected by a plugin that registered another resource stays where it is."""
+    seen: list[tuple[str, object, object]] = []
+
+    def hint(pod: Pod, old: object, new: object) -> QueueingHint:
+        seen.append((pod.name, old, new))
+        return QUEUE
+
+    A = ActionType
+    sched.queue.set_hints({"policyd": [
+        ("Volumes", ClusterEventWithHint(ClusterEvent(resource, A.ADD | A.UPDATE | A.DELETE),
+                                         hint)),
+        ("Other", ClusterEventWithHint(ClusterEvent("Node", A.ALL))),
+    ]})
+    # Moved pods sit out a long backoff: each pop below gets the pod just added.
+    sched.queue.set_backoff(300, 300)
+
+    def park(name: str, plugin: str) -> None:
+        sched.on_pod_add(_pod(name))
+        qp = sched.queue.pop(timeout=0)
+        assert qp is not None and qp.pod.name == name
+        assert sched.queue.requeue(qp, unschedulable=True, plugins={plugin}) == UNSCHEDULABLE
+
+    park("waits-for-other", "Other")
+    park("add", "Volumes")
+
+    obj = copy.deepcopy(listed)
+    obj["kind"] = ""  # as the informer leaves a listed item of a kind it does not know
+    sched.on_storage(kind, obj)
+    assert _stored(sched, kind, key) is obj and obj["kind"] == kind
+    assert seen == [("add", None, obj)]
+    assert sched.queue.where("uid-add") != UNSCHEDULABLE
+
+    park("update", "Volumes")
+    newer = copy.deepcopy(obj)
+    newer["metadata"]["labels"] = {"changed": "yes"}
+    sched.on_storage_update(kind, obj, newer)
+    assert _stored(sched, kind, key) is newer
+    assert seen[-1] == ("update", obj, newer)
+    assert sched.queue.where("uid-update") != UNSCHEDULABLE
+
+    park("delete", "Volumes")
+    sched.on_storage_delete(kind, newer)
+    assert _stored(sched, kind, key) is None
+    assert seen[-1] == ("delete", newer, None) and len(seen) == 3
+    assert sched.queue.where("uid-delete") != UNSCHEDULABLE
+    # Another plugin's rejection is not undone by any of these.
+    assert sched.queue.where("uid-waits-for-other") == UNSCHEDULABLE
+
+
+def test_storage_event_labels_are_upstreams() -> None:
+    from policyd.daemon.event_handlers import STORAGE_EVENT_RESOURCES
+    labels = {ClusterEvent(r, ActionType.UPDATE).label for r in
+              STORAGE_EVENT_RESOURCES.values()}
+    assert labels == {"PersistentVolumeUpdate", "PersistentVolumeClaimUpdate",
+                      "storage.k8s.io/StorageClassUpdate", "storage.k8s.io/CSINodeUpdate",
+                      "storage.k8s.io/CSIDriverUpdate",
+                      "storage.k8s.io/CSIStorageCapacityUpdate",
+                      "storage.k8s.io/VolumeAttachmentUpdate"}

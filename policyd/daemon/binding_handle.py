@@ -1,0 +1,60 @@
+"""What a PreBind plugin may do in the daemon: write a volume binding to the API server,
+read the informer-fed state under its lock, and wait without blocking a shutdown.
+
+One handle per bind. Its waits end early ("give up now") when the shutdown grace
+period is over, and also when waiting cannot lead to a bind any more: the pod was
+deleted (or bound by someone else) meanwhile, or this replica no longer leads. The
+plugin then fails its PreBind, and the binder undoes the reservation once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from policyd.clock import Clock
+from policyd.daemon.scheduling_state import SchedulingState
+from policyd.framework.interfaces import BindingApiError
+from policyd.kube import api
+from policyd.kube.client import ApiError, KubeClient
+from policyd.model.cluster import ClusterState
+
+T = TypeVar("T")
+
+
+class DaemonBindingHandle:
+    """`policyd.framework.interfaces.BindingHandle` over the daemon's client, state
+    lock and clock. `abandon` is the binder's "grace period over" event; `worth_waiting`
+    says whether the bind this handle serves can still happen."""
+
+    def __init__(self, client: KubeClient, state: SchedulingState, clock: Clock, *,
+                 abandon: threading.Event, worth_waiting: Callable[[], bool]) -> None:
+        self._client = client
+        self._state = state
+        self._clock = clock
+        self._abandon = abandon
+        self._worth_waiting = worth_waiting
+
+    def update(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """PUT `obj`; what the server stored. The server's own message on failure
+        (a 409 reads "Operation cannot be fulfilled on persistentvolumes ...", as
+        upstream's binder reports it)."""
+        try:
+            return api.update_object(self._client, obj)
+        except ApiError as exc:
+            raise BindingApiError(exc.message or str(exc)) from exc
+        except ValueError as exc:  # a kind the scheduler never writes
+            raise BindingApiError(str(exc)) from exc
+
+    def locked(self, fn: Callable[[ClusterState], T]) -> T:
+        with self._state.lock:
+            return fn(self._state.cluster)
+
+    def wait(self, seconds: float) -> bool:
+        if self._clock.wait(self._abandon, seconds):
+            return True
+        return not self._worth_waiting()
+
+    def now(self) -> float:
+        return self._clock.now()
