@@ -239,11 +239,6 @@ class EventHandlers:
         self._storage_changed(kind, old, new)
 
     def _storage_changed(self, kind: str, old: Obj | None, new: Obj) -> None:
-        if not new.get("kind"):
-            # A listed item carries no kind and the informer fills in only the kinds it
-            # knows; a PreBind plugin writes a copy of this object back with a PUT,
-            # whose path and body need it. Filled before anyone else holds the object.
-            new["kind"] = kind
         s = self.state
         with s.lock:
             s.cluster.storage.upsert(kind, new)

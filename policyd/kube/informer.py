@@ -466,7 +466,12 @@ class Informer:
 
 _KINDS = {"pods": "Pod", "nodes": "Node", "namespaces": "Namespace", "services": "Service",
           "replicationcontrollers": "ReplicationController", "replicasets": "ReplicaSet",
-          "statefulsets": "StatefulSet", "leases": "Lease"}
+          "statefulsets": "StatefulSet", "leases": "Lease",
+          "persistentvolumes": "PersistentVolume",
+          "persistentvolumeclaims": "PersistentVolumeClaim", "storageclasses": "StorageClass",
+          "csinodes": "CSINode", "csidrivers": "CSIDriver",
+          "csistoragecapacities": "CSIStorageCapacity",
+          "volumeattachments": "VolumeAttachment"}
 
 
 def _item_kind(path: str) -> str:
