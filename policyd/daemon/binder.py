@@ -291,10 +291,16 @@ class Binder:
         pod, node, profile = req.qp.pod, req.node, req.profile
         s = self.state
         rejected = status is not None and status.is_rejected
+        logged = f"{why.value}: {detail}" if detail else why.value
         with s.lock:
             self._unreserve(req)
             if not self._still_assumed(req):
-                return  # deleted or bound meanwhile: nothing else to undo
+                # Deleted or bound meanwhile: nothing else to undo, nobody to tell, but
+                # said in the log: a pod deleted during a long PreBind wait (volumes)
+                # would otherwise leave no trace of what became of its bind.
+                log.info("binding %s to %s given up: %s; the pod was deleted or bound "
+                         "elsewhere meanwhile", pod.key, node, logged)
+                return
             del s.assumed[pod.uid]
             s.cluster.forget(pod)
             self.metrics.schedule_attempts.labels(
@@ -303,7 +309,6 @@ class Binder:
             # The room it held is free again (upstream moves pods on this too).
             s.move(ASSIGNED_POD_DELETE, dataclasses.replace(pod, node_name=node, cache={}),
                    None)
-        logged = f"{why.value}: {detail}" if detail else why.value
         log.warning("binding %s to %s failed: %s; requeued (%s)", pod.key, node, logged,
                     where)
         if not why.explained_to_the_pod:

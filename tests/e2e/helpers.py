@@ -51,12 +51,77 @@ def pod_body(name: str, scheduler: str, *, cpu: str = "100m", memory: str = "64M
     }
 
 
+# Storage objects (issue 16). Raw bodies as kubectl would send them; names are the
+# caller's (tests use unique class names so objects of one test never match another's).
+NO_PROVISIONER = "kubernetes.io/no-provisioner"
+WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
+
+
+def storage_class_body(name: str, provisioner: str = NO_PROVISIONER,
+                       binding_mode: str = WAIT_FOR_FIRST_CONSUMER) -> Obj:
+    # Retain: nothing in the test cluster deletes volumes, and a released PV that
+    # waits for a deleter would keep its finalizer.
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": name}, "provisioner": provisioner,
+            "volumeBindingMode": binding_mode, "reclaimPolicy": "Retain"}
+
+
+def pv_body(name: str, storage_class: str, *, size: str = "1Gi",
+            access_modes: tuple[str, ...] = ("ReadWriteOnce",), node: str | None = None,
+            labels: dict[str, str] | None = None, csi_driver: str | None = None) -> Obj:
+    """A PV of `storage_class`: a `local` volume pinned to `node` by hostname affinity
+    when `node` is given, a `csi` volume of `csi_driver`, else a hostPath one."""
+    spec: Obj = {"capacity": {"storage": size}, "accessModes": list(access_modes),
+                 "storageClassName": storage_class,
+                 "persistentVolumeReclaimPolicy": "Retain"}
+    if csi_driver:
+        spec["csi"] = {"driver": csi_driver, "volumeHandle": name}
+    elif node:
+        spec["local"] = {"path": f"/mnt/disks/{name}"}
+    else:
+        spec["hostPath"] = {"path": f"/tmp/{name}"}
+    if node:
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}
+    return {"apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": name, "labels": labels or {}}, "spec": spec}
+
+
+def pvc_body(name: str, storage_class: str, *, size: str = "1Gi",
+             access_modes: tuple[str, ...] = ("ReadWriteOnce",),
+             volume_name: str | None = None) -> Obj:
+    """A claim; `volume_name` pre-binds it to that PV (the PV controller completes it)."""
+    spec: Obj = {"accessModes": list(access_modes), "storageClassName": storage_class,
+                 "resources": {"requests": {"storage": size}}}
+    if volume_name:
+        spec["volumeName"] = volume_name
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name}, "spec": spec}
+
+
+def csinode_body(node: str, limits: dict[str, int]) -> Obj:
+    """The CSINode of `node`: each driver with its attachable volume count."""
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+            "metadata": {"name": node},
+            "spec": {"drivers": [{"name": driver, "nodeID": node,
+                                  "allocatable": {"count": count}}
+                                 for driver, count in limits.items()]}}
+
+
+def claim_volumes(*claims: str) -> list[Obj]:
+    """Pod `volumes` mounting each claim (a pod_body keyword: volumes=...)."""
+    return [{"name": f"vol-{i}", "persistentVolumeClaim": {"claimName": claim}}
+            for i, claim in enumerate(claims)]
+
+
 class Cluster:
     """The test's view of the API server: one namespace, the nodes it creates."""
 
     def __init__(self, client: KubeClient, namespace: str) -> None:
         self.client = client
         self.ns = namespace
+        # Cluster-scoped objects a test created (API paths), deleted by cleanup().
+        self.created: list[str] = []
 
     # namespaces, nodes, pods
     def create_namespace(self) -> None:
@@ -127,6 +192,52 @@ class Cluster:
                 return dict(c)
         return None
 
+    # storage objects: claims live in the namespace, the rest is cluster-scoped and
+    # deleted by cleanup()
+    def _create_cluster_object(self, path: str, body: Obj) -> Obj:
+        created = self.client.request("POST", path, body=body)
+        self.created.append(f"{path}/{body['metadata']['name']}")
+        return created
+
+    def storage_class(self, name: str, **kw: Any) -> Obj:
+        return self._create_cluster_object("/apis/storage.k8s.io/v1/storageclasses",
+                                           storage_class_body(name, **kw))
+
+    def pv(self, name: str, storage_class: str, **kw: Any) -> Obj:
+        return self._create_cluster_object("/api/v1/persistentvolumes",
+                                           pv_body(name, storage_class, **kw))
+
+    def csinode(self, node: str, limits: dict[str, int]) -> Obj:
+        return self._create_cluster_object("/apis/storage.k8s.io/v1/csinodes",
+                                           csinode_body(node, limits))
+
+    def pvc(self, name: str, storage_class: str, **kw: Any) -> Obj:
+        return self.client.request(
+            "POST", f"/api/v1/namespaces/{self.ns}/persistentvolumeclaims",
+            body=pvc_body(name, storage_class, **kw))
+
+    def _get(self, path: str) -> Obj | None:
+        try:
+            return self.client.request("GET", path)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def get_pvc(self, name: str) -> Obj | None:
+        return self._get(f"/api/v1/namespaces/{self.ns}/persistentvolumeclaims/{name}")
+
+    def get_pv(self, name: str) -> Obj | None:
+        return self._get(f"/api/v1/persistentvolumes/{name}")
+
+    def claim_bound(self, name: str) -> Obj | None:
+        """The claim, once the API shows it Bound (None before)."""
+        claim = self.get_pvc(name) or {}
+        return claim if (claim.get("status") or {}).get("phase") == "Bound" else None
+
+    def wait_claim_bound(self, name: str, timeout: float = 30.0) -> Obj:
+        return dict(wait_for(lambda: self.claim_bound(name), timeout, f"claim {name} Bound"))
+
     def lease(self, name: str, namespace: str = "default") -> Obj | None:
         try:
             return self.client.request(
@@ -140,9 +251,20 @@ class Cluster:
         try:
             self.client.request("DELETE", f"/api/v1/namespaces/{self.ns}/pods",
                                 query={"gracePeriodSeconds": 0})
+            # No namespace controller runs: the claims go explicitly (their PVs are
+            # released then, and the PV protection controller lets them go).
+            self.client.request("DELETE",
+                                f"/api/v1/namespaces/{self.ns}/persistentvolumeclaims")
             self.client.request("DELETE", f"/api/v1/namespaces/{self.ns}")
         except ApiError:
             pass
+        for path in reversed(self.created):
+            try:
+                self.client.request("DELETE", path)
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+        self.created.clear()
         self.delete_all_nodes()
 
 
