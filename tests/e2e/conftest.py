@@ -4,7 +4,8 @@ from tests/conftest.py).
 
 Isolation: every test gets its own namespace and scheduler name, and starts and ends
 with no Nodes, so FailedScheduling messages (`0/N nodes ...`) are exact. The control
-plane runs no controller-manager, so pods are deleted explicitly with grace 0.
+plane's kube-controller-manager runs only the volume controllers (no garbage collector,
+no namespace controller, no kubelet), so pods are deleted explicitly with grace 0.
 """
 
 from __future__ import annotations

@@ -228,8 +228,9 @@ def test_an_unbound_immediate_claim_waits_for_the_pv_controller(
     assert entry["unschedulablePlugins"] == ["VolumeBinding"]
 
     # A PV that matches: the PV controller binds the claim on its next periodic claim
-    # sync (every 15 s: a new PV does not wake it), and the claim's update brings the
-    # pod back at once, not the five-minute flush of unschedulable pods.
+    # sync (every 2 s in the dev control plane: a new PV does not wake it), and the
+    # claim's update brings the pod back at once, not the five-minute flush of
+    # unschedulable pods.
     started = time.monotonic()
     cluster.pv(f"pv-{names}", sc)
     claim = cluster.wait_claim_bound("data", 20)

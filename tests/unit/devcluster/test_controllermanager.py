@@ -33,6 +33,8 @@ def test_only_the_volume_controllers_run() -> None:
     assert flags["leader-elect"] == "false"
     assert flags["bind-address"] == "127.0.0.1" and flags["secure-port"] == "4242"
     assert flags["kubeconfig"] == "/kc"
+    # Claims whose PV comes later bind within seconds, not on the 15 s default sync.
+    assert flags["pvclaimbinder-sync-period"] == "2s"
     assert "/healthz" in flags["authorization-always-allow-paths"].split(",")
 
 
