@@ -10,6 +10,7 @@ bound by us runs Unreserve exactly once and leaves nothing assumed: no pod in
 from __future__ import annotations
 
 import copy
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -324,7 +325,8 @@ def test_lost_leadership_in_pre_bind_unreserves_once_and_tells_nobody(rig: Any) 
     assert r.s.queue.get("uid-p") is not None
 
 
-def test_a_pod_deleted_while_in_pre_bind_leaves_nothing_assumed(rig: Any) -> None:
+def test_a_pod_deleted_while_in_pre_bind_leaves_nothing_assumed(
+        rig: Any, caplog: pytest.LogCaptureFixture) -> None:
     waits: list[bool] = []
 
     def deleted_meanwhile(handle: BindingHandle) -> Status | None:
@@ -334,9 +336,13 @@ def test_a_pod_deleted_while_in_pre_bind_leaves_nothing_assumed(rig: Any) -> Non
         return Status.error("timed out waiting for volumes") if waits[-1] else None
 
     r = rig(then=deleted_meanwhile)
-    r.schedule()
-    _undone(r)
+    with caplog.at_level(logging.INFO):
+        r.schedule()
+        _undone(r)
     assert waits == [True]
+    # Nobody to tell, but the log says what became of the bind.
+    assert any("given up" in m and "timed out waiting for volumes" in m
+               and "deleted or bound elsewhere" in m for m in caplog.messages)
     assert r.journal.count("Volumes", "unreserve") == 1
     assert r.journal.count("Other", "unreserve") == 1
     assert r.api.binds == 0 and r.told.failed == []
