@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policyd.framework.cycle_state import CycleState
+from policyd.framework.events import QUEUE, QUEUE_SKIP, QueueingHint
 from policyd.model.records import Node, Pod
 from policyd.model.selectors import NodeSelector, SelectorError, compile_node_selector
 from policyd.model.storage import StorageObjects
@@ -167,3 +168,25 @@ def object_spec(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(spec, dict):
         raise VolumeObjectError(f"{object_name(kind, obj)}: spec must be an object")
     return spec
+
+
+def _claim_hint(pod: Pod, claim: Any, names: tuple[str, ...]) -> QueueingHint:
+    if not isinstance(claim, dict):
+        return QUEUE  # not a claim we can read: do not risk stranding the pod
+    meta = claim.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    if (meta.get("namespace") or "default") != pod.namespace:
+        return QUEUE_SKIP
+    return QUEUE if meta.get("name") in names else QUEUE_SKIP
+
+
+def after_own_claim_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    """A PVC hint: QUEUE when the claim added or changed is one the pod's
+    persistentVolumeClaim volumes name (VolumeZone, VolumeRestrictions)."""
+    return _claim_hint(pod, new, pod.persistent_claims)
+
+
+def after_own_or_ephemeral_claim_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    """A PVC hint: QUEUE when the claim is one of the pod's, generic ephemeral volumes'
+    claims included (VolumeBinding, NodeVolumeLimits)."""
+    return _claim_hint(pod, new, pod.pvc_names)

@@ -52,6 +52,7 @@ from policyd.plugins import names
 from policyd.plugins.helper.volumes import (
     PVC_RESOURCE,
     VolumeObjectError,
+    after_own_or_ephemeral_claim_change,
     claim_storage_class,
     claim_volume_name,
     cycle_storage,
@@ -406,7 +407,7 @@ class CSILimits:
                                  after_csi_node_updated),
             ClusterEventWithHint(ClusterEvent(POD, ActionType.DELETE), after_pod_deleted),
             ClusterEventWithHint(ClusterEvent(PERSISTENT_VOLUME_CLAIM, ActionType.ADD),
-                                 after_claim_added),
+                                 after_own_or_ephemeral_claim_change),
             ClusterEventWithHint(ClusterEvent(VOLUME_ATTACHMENT, ActionType.DELETE),
                                  after_attachment_deleted),
         )
@@ -455,17 +456,6 @@ def after_pod_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
     if not old.node_name and not nominated:
         return QUEUE_SKIP
     return QUEUE if any(_is_counted_kind(v) for v in volumes) else QUEUE_SKIP
-
-
-def after_claim_added(pod: Pod, old: Any, new: Any) -> QueueingHint:
-    """Queue when the new claim is one of the pod's (a claim or an ephemeral volume's)."""
-    if not isinstance(new, dict):
-        return QUEUE
-    meta = new.get("metadata")
-    meta = meta if isinstance(meta, dict) else {}
-    if (meta.get("namespace") or "default") != pod.namespace:
-        return QUEUE_SKIP
-    return QUEUE if meta.get("name") in pod.pvc_names else QUEUE_SKIP
 
 
 def after_attachment_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:

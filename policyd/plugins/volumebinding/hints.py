@@ -25,7 +25,7 @@ from policyd.framework.events import (
     QueueingHint,
 )
 from policyd.model.records import Pod
-from policyd.plugins.helper.volumes import pod_claims
+from policyd.plugins.helper.volumes import after_own_or_ephemeral_claim_change
 from policyd.plugins.volumebinding.objects import capacity_limit, metadata, spec
 
 # v1.MigratedPluginsAnnotationKey
@@ -41,7 +41,7 @@ def events() -> tuple[ClusterEventWithHint, ...]:
                              after_storage_class_change),
         # A claim of the pod created or changed (bound, annotated, ...).
         ClusterEventWithHint(ClusterEvent(PERSISTENT_VOLUME_CLAIM, _ADD_OR_UPDATE),
-                             after_claim_change),
+                             after_own_or_ephemeral_claim_change),
         ClusterEventWithHint(ClusterEvent(PERSISTENT_VOLUME, _ADD_OR_UPDATE)),
         # A node's labels decide PV node affinity and allowedTopologies.
         ClusterEventWithHint(ClusterEvent(NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)),
@@ -52,17 +52,6 @@ def events() -> tuple[ClusterEventWithHint, ...]:
         ClusterEventWithHint(ClusterEvent(CSI_STORAGE_CAPACITY, _ADD_OR_UPDATE),
                              after_capacity_change),
     )
-
-
-def after_claim_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
-    """Queue when the claim is one of the pod's (persistentVolumeClaim or ephemeral)."""
-    if not isinstance(new, dict):
-        return QUEUE
-    meta = metadata(new)
-    if (meta.get("namespace") or "default") != pod.namespace:
-        return QUEUE_SKIP
-    name = meta.get("name")
-    return QUEUE if any(pc.claim == name for pc in pod_claims(pod)) else QUEUE_SKIP
 
 
 def after_storage_class_change(pod: Pod, old: Any, new: Any) -> QueueingHint:

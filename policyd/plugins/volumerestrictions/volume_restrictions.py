@@ -42,6 +42,7 @@ from policyd.plugins import names
 from policyd.plugins.helper.volumes import (
     PVC_RESOURCE,
     VolumeObjectError,
+    after_own_claim_change,
     cycle_storage,
     not_found,
     object_name,
@@ -218,7 +219,7 @@ class VolumeRestrictions:
             ClusterEventWithHint(ClusterEvent(POD, ActionType.DELETE), after_pod_deleted),
             ClusterEventWithHint(NODE_ADD),
             ClusterEventWithHint(ClusterEvent(PERSISTENT_VOLUME_CLAIM, ActionType.ADD),
-                                 after_claim_added),
+                                 after_own_claim_change),
         )
 
 
@@ -233,16 +234,6 @@ def after_pod_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
         return QUEUE
     mine = set(pod.persistent_claims)
     return QUEUE if any(c in mine for c in old.persistent_claims) else QUEUE_SKIP
-
-
-def after_claim_added(pod: Pod, old: Any, new: Any) -> QueueingHint:
-    """Queue when the new claim is one of the pod's persistentVolumeClaim volumes."""
-    if not isinstance(new, dict):
-        return QUEUE
-    meta = _mapping(new.get("metadata"))
-    if (meta.get("namespace") or "default") != pod.namespace:
-        return QUEUE_SKIP
-    return QUEUE if meta.get("name") in pod.persistent_claims else QUEUE_SKIP
 
 
 def new(args: Mapping[str, Any] | None = None) -> VolumeRestrictions:

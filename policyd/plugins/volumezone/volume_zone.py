@@ -44,6 +44,7 @@ from policyd.plugins.helper.volumes import (
     PVC_RESOURCE,
     STORAGE_CLASS_RESOURCE,
     VolumeObjectError,
+    after_own_claim_change,
     claim_storage_class,
     claim_volume_name,
     cycle_storage,
@@ -212,7 +213,7 @@ class VolumeZone:
                 ClusterEvent(NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)),
             ClusterEventWithHint(
                 ClusterEvent(PERSISTENT_VOLUME_CLAIM, ActionType.ADD | ActionType.UPDATE),
-                after_claim_changed),
+                after_own_claim_change),
             ClusterEventWithHint(
                 ClusterEvent(PERSISTENT_VOLUME, ActionType.ADD | ActionType.UPDATE),
                 after_volume_changed),
@@ -224,18 +225,6 @@ def after_storage_class_added(pod: Pod, old: Any, new: Any) -> QueueingHint:
     if not isinstance(new, dict):
         return QUEUE
     return QUEUE if new.get("volumeBindingMode") == WAIT_FOR_FIRST_CONSUMER else QUEUE_SKIP
-
-
-def after_claim_changed(pod: Pod, old: Any, new: Any) -> QueueingHint:
-    """A claim of the pod's (same namespace, one of its persistentVolumeClaim volumes)
-    was created or changed, e.g. bound."""
-    if not isinstance(new, dict):
-        return QUEUE
-    meta = new.get("metadata")
-    meta = meta if isinstance(meta, dict) else {}
-    if (meta.get("namespace") or "default") != pod.namespace:
-        return QUEUE_SKIP
-    return QUEUE if meta.get("name") in pod.persistent_claims else QUEUE_SKIP
 
 
 def after_volume_changed(pod: Pod, old: Any, new: Any) -> QueueingHint:

@@ -23,11 +23,11 @@ from policyd.framework.events import (
 from policyd.framework.runtime import Framework
 from policyd.model.cluster import ClusterState
 from policyd.model.records import Pod
+from policyd.plugins.helper.volumes import after_own_or_ephemeral_claim_change
 from policyd.plugins.nodevolumelimits.csi import (
     ERR_REASON_MAX_VOLUME_COUNT,
     NAME,
     after_attachment_deleted,
-    after_claim_added,
     after_csi_node_updated,
     after_pod_deleted,
     new,
@@ -502,7 +502,7 @@ def test_hint_after_pod_deleted(deleted: Pod, want: object) -> None:
     (make_pod().obj(), claim("c"), QUEUE_SKIP),
 ])
 def test_hint_after_claim_added(pod: Pod, added: dict[str, Any], want: object) -> None:
-    assert after_claim_added(pod, None, added) is want
+    assert after_own_or_ephemeral_claim_change(pod, None, added) is want
 
 
 @pytest.mark.parametrize(("pod", "attacher", "want"), [

@@ -15,6 +15,7 @@ from policyd.framework.events import (
     ActionType,
     ClusterEvent,
 )
+from policyd.plugins.helper.volumes import after_own_or_ephemeral_claim_change
 from policyd.plugins.volumebinding import hints
 from policyd.plugins.volumebinding.plugin import new
 from tests.builders import make_pod
@@ -43,12 +44,12 @@ def test_claim_hint_queues_only_for_the_pods_own_claims() -> None:
     pod = make_pod("p").pvc("a").set(
         "spec.volumes", [{"name": "a", "persistentVolumeClaim": {"claimName": "a"}},
                          {"name": "data", "ephemeral": {}}]).obj()
-    assert hints.after_claim_change(pod, None, pvc("a")) is QUEUE
-    assert hints.after_claim_change(pod, pvc("p-data"), pvc("p-data")) is QUEUE
-    assert hints.after_claim_change(pod, None, pvc("b")) is QUEUE_SKIP
-    assert hints.after_claim_change(pod, None, pvc("a", namespace="other")) is QUEUE_SKIP
-    assert hints.after_claim_change(make_pod("q").obj(), None, pvc("a")) is QUEUE_SKIP
-    assert hints.after_claim_change(pod, None, "not an object") is QUEUE
+    assert after_own_or_ephemeral_claim_change(pod, None, pvc("a")) is QUEUE
+    assert after_own_or_ephemeral_claim_change(pod, pvc("p-data"), pvc("p-data")) is QUEUE
+    assert after_own_or_ephemeral_claim_change(pod, None, pvc("b")) is QUEUE_SKIP
+    assert after_own_or_ephemeral_claim_change(pod, None, pvc("a", namespace="other")) is QUEUE_SKIP
+    assert after_own_or_ephemeral_claim_change(make_pod("q").obj(), None, pvc("a")) is QUEUE_SKIP
+    assert after_own_or_ephemeral_claim_change(pod, None, "not an object") is QUEUE
 
 
 def test_storage_class_hint() -> None:

@@ -19,11 +19,11 @@ from policyd.framework.events import (
 from policyd.model.cluster import ClusterState
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
+from policyd.plugins.helper.volumes import after_own_claim_change
 from policyd.plugins.volumerestrictions.volume_restrictions import (
     ERR_REASON_DISK_CONFLICT,
     ERR_REASON_READ_WRITE_ONCE_POD_CONFLICT,
     NAME,
-    after_claim_added,
     after_pod_deleted,
     new,
 )
@@ -290,7 +290,7 @@ def test_hint_after_pod_deleted(pod: Pod, deleted: Pod, want: object) -> None:
     ],
 )
 def test_hint_after_claim_added(pod: Pod, added: dict[str, Any], want: object) -> None:
-    assert after_claim_added(pod, None, added) is want
+    assert after_own_claim_change(pod, None, added) is want
 
 
 def test_factory() -> None:

@@ -20,6 +20,7 @@ from policyd.framework.events import (
 from policyd.model.cluster import ClusterState
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
+from policyd.plugins.helper.volumes import after_own_claim_change
 from policyd.plugins.volumezone.volume_zone import (
     ERR_REASON_CONFLICT,
     NAME,
@@ -27,7 +28,6 @@ from policyd.plugins.volumezone.volume_zone import (
     REGION_BETA,
     ZONE,
     ZONE_BETA,
-    after_claim_changed,
     after_storage_class_added,
     after_volume_changed,
     label_zones_to_set,
@@ -304,7 +304,7 @@ def test_events() -> None:
     ],
 )
 def test_hint_after_claim_changed(old: Any, new_: Any, want: object) -> None:
-    assert after_claim_changed(pod_with("PVC_1"), old, new_) is want
+    assert after_own_claim_change(pod_with("PVC_1"), old, new_) is want
 
 
 @pytest.mark.parametrize(("sc", "want"), [
