@@ -71,6 +71,12 @@ class Case:
     notes: list[str] = field(default_factory=list)
     # Services and ReplicaSets: the selectors of PodTopologySpread's default constraints.
     workloads: list[dict[str, Any]] = field(default_factory=list)
+    # Volume cases (`tests.gen.volumes`): StorageClasses, PVs, claims and CSINodes in
+    # creation order; the claims (`namespace/name`) the PV controller must have bound
+    # before the pod under test is created; what the case exercises.
+    storage: list[dict[str, Any]] = field(default_factory=list)
+    bind_first: list[str] = field(default_factory=list)
+    volume_kinds: tuple[str, ...] = ()
 
     @property
     def node_names(self) -> list[str]:
@@ -100,7 +106,7 @@ def gen_case(seed: int, index: int, prefix: str) -> Case:
                 rng, f"p{i}", home if rng.random() < mix.same_namespace
                 else rng.choice(ns_names), names, mix, bound_to=rng.choice(names.nodes)))
             for i in range(rng.randint(0, mix.existing_per_node * n_nodes))]
-    pod = _isolated(gen_pod_dict(rng, "under-test", home, names, mix), prefix)
+    pod = isolated(gen_pod_dict(rng, "under-test", home, names, mix), prefix)
     _drop_shared_ports_of_finished(pods)
     workloads = gen_workloads(rng, home, mix, [*pods, pod])
     pod["metadata"]["labels"][UNDER_TEST_LABEL] = "true"
@@ -182,7 +188,7 @@ def gen_sequence_case(seed: int, index: int, prefix: str) -> SequenceCase:
             # Most pods could go anywhere: then only the others and the space left decide.
             pod["spec"].pop("nodeSelector", None)
             pod["spec"].get("affinity", {}).pop("nodeAffinity", None)
-        pod = _isolated(pod, prefix, SEQUENCE_SCHEDULER_NAME)
+        pod = isolated(pod, prefix, SEQUENCE_SCHEDULER_NAME)
         if rng.random() < 0.7:
             _enlarge(pod, rng.choice(_BIG_CPU[mix.roomy]))
         if rng.random() < 0.2 + 0.6 * i / (n_queue - 1):
@@ -214,7 +220,7 @@ def _held_while_terminating(pod: dict[str, Any]) -> dict[str, Any]:
     return pod
 
 
-def _isolated(pod: dict[str, Any], prefix: str, scheduler: str = SCHEDULER_NAME
+def isolated(pod: dict[str, Any], prefix: str, scheduler: str = SCHEDULER_NAME
               ) -> dict[str, Any]:
     """The pod under test, for the comparison's scheduler and this case's nodes only."""
     spec = pod["spec"]

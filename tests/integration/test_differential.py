@@ -38,6 +38,9 @@ Environment:
   POLICYD_DIFF_SEQUENCES        number of sequence cases (default 32)
   POLICYD_DIFF_SEQUENCE_FIRST   index of the first sequence case (default 0)
   POLICYD_DIFF_SEQUENCE_BATCH   sequence cases per kube-scheduler started (default 16)
+  POLICYD_DIFF_VOLUME_CASES     number of volume cases (default 72)
+  POLICYD_DIFF_VOLUME_FIRST     index of the first volume case (default 0)
+  POLICYD_DIFF_VOLUME_BATCH     volume cases on the API server at once (default 24)
 
 A failure prints the seed and a one-line command replaying the failing batch.
 """
@@ -56,7 +59,9 @@ import pytest
 from policyd.daemon.run import Daemon, RunOptions, load_config
 from policyd.devcluster import ControlPlane
 from policyd.kube.client import ConnectionSettings, KubeClient
+from tests.e2e.provisioner import Provisioner
 from tests.gen.differential import gen_case, gen_sequence_case
+from tests.gen.volumes import DRIVER, VOLUME_KINDS, gen_volume_case
 from tests.integration.differential.runner import (
     MIN_SCORE_COMPARED_CASES,
     Outcome,
@@ -90,6 +95,12 @@ DEFAULT_SEQUENCES = 32
 SEQUENCES = _env_int("POLICYD_DIFF_SEQUENCES", DEFAULT_SEQUENCES)
 SEQUENCE_FIRST = _env_int("POLICYD_DIFF_SEQUENCE_FIRST", 0)
 SEQUENCE_BATCH = max(1, _env_int("POLICYD_DIFF_SEQUENCE_BATCH", 16))
+DEFAULT_VOLUME_CASES = 72
+VOLUME_CASES = _env_int("POLICYD_DIFF_VOLUME_CASES", DEFAULT_VOLUME_CASES)
+VOLUME_FIRST = _env_int("POLICYD_DIFF_VOLUME_FIRST", 0)
+VOLUME_BATCH = max(1, _env_int("POLICYD_DIFF_VOLUME_BATCH", 24))
+# A run of the default size must have had each kind of volume case this often.
+MIN_PER_VOLUME_KIND = 5
 
 
 @pytest.fixture(scope="module")
@@ -232,5 +243,58 @@ def test_sequences_match_kube_scheduler(runner: Runner, control_plane: ControlPl
             report.append(outcome.describe())
             report.append("  replay: " + _replay_sequences(outcome.case.index, 1)
                           + f"   (whole batch: {_replay_sequences(first, SEQUENCE_BATCH)})")
+    if report:
+        pytest.fail("\n".join(report), pytrace=False)
+
+
+def _replay_volumes(first: int, count: int) -> str:
+    return (f"POLICYD_DIFF_SEED={SEED} POLICYD_DIFF_VOLUME_FIRST={first} "
+            f"POLICYD_DIFF_VOLUME_CASES={count} POLICYD_DIFF_VOLUME_BATCH={VOLUME_BATCH} "
+            ".venv/bin/pytest tests/integration/test_differential.py::"
+            "test_volume_cases_match_kube_scheduler")
+
+
+@pytest.mark.timeout(max(300, VOLUME_CASES * 4))
+def test_volume_cases_match_kube_scheduler(runner: Runner,
+                                           terminal: Callable[[str], None]) -> None:
+    """Pods with claims (`tests.gen.volumes`) on clusters with StorageClasses, PVs,
+    claims the real PV controller bound and CSINodes: the same verdict, message and
+    scores as kube-scheduler with its four volume plugins, whose bindings the PV
+    controller and a provisioner complete (`differential.volumes`)."""
+    token = f"{SEED:x}"[-5:]
+    print(f"seed {SEED}; replay the run: {_replay_volumes(VOLUME_FIRST, VOLUME_CASES)}")
+    started = time.monotonic()
+    failures: list[tuple[int, Outcome]] = []
+    tally = Tally()
+    last = VOLUME_FIRST + VOLUME_CASES
+    with Provisioner(runner.client, DRIVER) as provisioner:
+        for first in range(VOLUME_FIRST, last, VOLUME_BATCH):
+            cases = [gen_volume_case(SEED, i, f"v{token}-{i}")
+                     for i in range(first, min(first + VOLUME_BATCH, last))]
+            for outcome in runner.run_batch(cases):
+                tally.add(outcome)
+                if not outcome.ok:
+                    failures.append((first, outcome))
+    elapsed = time.monotonic() - started
+    summary = (f"{VOLUME_CASES} volume cases (seed {SEED}) in {elapsed:.1f}s: "
+               f"{tally.summary()}; {len(provisioner.provisioned)} claims provisioned")
+    print(summary)
+    terminal(f"differential: {summary}")
+    report = []
+    if provisioner.errors:
+        report.append(f"the provisioner failed: {provisioner.errors[:5]}")
+    switched_off = tally.too_few_score_compared()
+    if switched_off is not None:
+        report.append(f"{switched_off}\n{summary}")
+    rare = [k for k in VOLUME_KINDS if tally.volume_kinds.get(k, 0) < MIN_PER_VOLUME_KIND]
+    if VOLUME_CASES >= DEFAULT_VOLUME_CASES and rare:
+        report.append(f"volume kinds in fewer than {MIN_PER_VOLUME_KIND} cases: {rare} "
+                      f"(tests/gen/volumes.py no longer draws them often enough): {summary}")
+    if failures:
+        report.append(f"{len(failures)} of {summary} differ:")
+        for first, outcome in failures[:20]:
+            report.append(outcome.describe())
+            report.append("  replay: " + _replay_volumes(outcome.case.index, 1)
+                          + f"   (whole batch: {_replay_volumes(first, VOLUME_BATCH)})")
     if report:
         pytest.fail("\n".join(report), pytrace=False)

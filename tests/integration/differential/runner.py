@@ -42,10 +42,20 @@ from tests.gen.differential import (
     Case,
     pinned_copy,
 )
+from tests.gen.volumes import VOLUME_KINDS
 from tests.integration.differential.score_log import (
     SCORE_LOG_ARGS,
     KubeScores,
     read_score_lines,
+)
+from tests.integration.differential.volumes import (
+    StorageLists,
+    attach,
+    cleanup_storage,
+    ensure_driver,
+    put_storage,
+    read_storage,
+    storage_barrier,
 )
 
 T = TypeVar("T")
@@ -63,16 +73,21 @@ class Scene(Protocol):
 
 # Upstream's default plugins that policyd does not implement (or that need objects the
 # cases never have): all disabled so the two profiles are the same. Names that are not
-# enabled in v1.36 (alpha features) are ignored by kube-scheduler.
+# enabled in v1.36 (alpha features) are ignored by kube-scheduler. The four volume
+# plugins stay enabled, as in policyd's default profile.
 UPSTREAM_ONLY_PLUGINS = (
-    "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone",
     "DefaultPreemption", "DynamicResources", "NodeDeclaredFeatures", "GangScheduling",
 )
+# VolumeBinding's PreBind waits this long for the PV controller to bind a pod's claims
+# (upstream's default is 600 s): a binding that cannot complete fails the case within
+# the runner's patience instead of hanging it.
+BIND_TIMEOUT_SECONDS = 30
 
 
 def kube_scheduler_config(scheduler_name: str = SCHEDULER_NAME) -> dict[str, Any]:
     """The KubeSchedulerConfiguration of the comparison: the default profile minus the
-    plugins policyd lacks, scoring every node (policyd always does)."""
+    plugins policyd lacks, scoring every node (policyd always does), VolumeBinding
+    waiting BIND_TIMEOUT_SECONDS for bindings."""
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -86,6 +101,8 @@ def kube_scheduler_config(scheduler_name: str = SCHEDULER_NAME) -> dict[str, Any
             "percentageOfNodesToScore": 100,
             "plugins": {"multiPoint": {"disabled": [
                 {"name": n} for n in UPSTREAM_ONLY_PLUGINS]}},
+            "pluginConfig": [{"name": "VolumeBinding", "args": {
+                "bindTimeoutSeconds": BIND_TIMEOUT_SECONDS}}],
         }],
     }
 
@@ -202,9 +219,16 @@ class Tally:
         ("probes on rejected nodes", "probes on accepted nodes"), 0))
     daemon: int = 0
     sequences: dict[str, int] = field(default_factory=dict)
+    # Volume cases by what they exercise (`tests.gen.volumes.VOLUME_KINDS`; a case has
+    # several), and how many volume cases there were.
+    volume_kinds: dict[str, int] = field(default_factory=dict)
+    volume_cases: int = 0
 
     def add(self, o: Outcome) -> None:
         self.add_decision(o)
+        self.volume_cases += bool(o.case.storage)
+        for kind in o.case.volume_kinds:
+            self.volume_kinds[kind] = self.volume_kinds.get(kind, 0) + 1
         feasible = o.policyd.feasible if o.policyd is not None else []
         for node, _ in o.probes:
             self.probes["probes on accepted nodes" if node in feasible
@@ -219,6 +243,9 @@ class Tally:
     def summary(self) -> str:
         parts = [", ".join(f"{n} {what}" for what, n in counts.items())
                  for counts in (self.sequences, self.mix, self.compared) if counts]
+        if self.volume_cases:
+            parts.append(f"{self.volume_cases} volume cases: " + ", ".join(
+                f"{self.volume_kinds.get(what, 0)} {what}" for what in VOLUME_KINDS))
         if not self.sequences:
             parts.append(", ".join(f"{n} {what}" for what, n in self.probes.items())
                          + f", {self.daemon} decisions of policyd run")
@@ -416,10 +443,25 @@ class Runner:
         self.each(self.delete_pod, [p for p in existing if _held(p)])
 
     def run_batch(self, cases: Sequence[Case]) -> list[Outcome]:
+        """Both schedulers' decisions on each case's pod, compared.
+
+        Volume cases (`tests.gen.volumes`) get their storage objects and a storage
+        barrier too, and their storage is read back before the pods under test exist
+        (`differential.volumes` says why); they are not given to the `policyd run`
+        daemon nor probed with pinned copies, since kube-scheduler's decision has bound
+        their claims (the copies would meet another cluster)."""
         namespaces = [ns for c in cases for ns in c.namespaces]
+        volume_cases = [c for c in cases if c.storage]
+        storage: StorageLists = {}
         try:
             self.put_scenes(cases)
+            if volume_cases:
+                ensure_driver(self)
+                put_storage(self, volume_cases)
             self.barrier(cases[0].prefix)
+            if volume_cases:
+                storage_barrier(self, self._barriers[-1], BARRIER_NAMESPACE)
+                storage = read_storage(self)
             self.create_pods([c.pod for c in cases])
             keys = {(c.pod["metadata"]["namespace"], c.pod["metadata"]["name"])
                     for c in cases}
@@ -427,6 +469,7 @@ class Runner:
             outcomes = [Outcome(c, decisions[(c.pod["metadata"]["namespace"],
                                               c.pod["metadata"]["name"])]) for c in cases]
             cluster, test_pods = self.read_back()
+            attach(storage, cluster.storage)
             fw = default_framework(seed=self.seed)
             columnar = ColumnarScores(fw)
             scored: list[tuple[Outcome, dict[str, Any]]] = []
@@ -441,12 +484,13 @@ class Runner:
                 if o.ok and o.mix == SCORED:
                     scored.append((o, pod))
             self._compare_scores(scored, fw, cluster, columnar)
+            plain = [o for o in outcomes if not o.case.storage]
             if self.daemon_scheduler is not None:
-                self._daemon_round(outcomes, fw, cluster)
-            self._probe(outcomes, cluster)
+                self._daemon_round(plain, fw, cluster)
+            self._probe(plain, cluster)
             return outcomes
         finally:
-            self.cleanup(cases, namespaces)
+            self.cleanup(cases, namespaces, volume_cases)
 
     def _kube_scores(self, keys: set[str]) -> dict[str, KubeScores]:
         """kube-scheduler's scores per pod (see `score_log`), waiting briefly for `keys`
@@ -629,10 +673,13 @@ class Runner:
             if err.status != 404:
                 raise
 
-    def cleanup(self, cases: Sequence[Scene], namespaces: list[str]) -> None:
+    def cleanup(self, cases: Sequence[Scene], namespaces: list[str],
+                volume_cases: Sequence[Case] = ()) -> None:
         """Delete every pod of `namespaces` and of the barrier namespace (releasing the
         cases' HOLD_FINALIZER pods first), the cases' nodes (by their CASE_LABEL prefix)
-        and the barrier nodes made since the last clean-up. Namespaces stay."""
+        and the barrier nodes made since the last clean-up; then the storage of
+        `volume_cases` and of the storage barriers (`volumes.cleanup_storage`).
+        Namespaces stay."""
         self.each(self._release, [p for c in cases for p in c.pods if _held(p)])
         self.each(lambda ns: self.client.request(
             "DELETE", f"/api/v1/namespaces/{ns}/pods", query={"gracePeriodSeconds": 0}),
@@ -640,6 +687,9 @@ class Runner:
         self.client.request("DELETE", f"/api/v1/namespaces/{BARRIER_NAMESPACE}/pods",
                             query={"gracePeriodSeconds": 0})
         prefixes = ",".join([c.prefix for c in cases] + self._barriers)
+        if volume_cases:
+            cleanup_storage(self, volume_cases, [*namespaces, BARRIER_NAMESPACE],
+                            self._barriers)
         self._barriers.clear()
         self.client.request("DELETE", "/api/v1/nodes",
                             query={"labelSelector": f"{CASE_LABEL} in ({prefixes})"})

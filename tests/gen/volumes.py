@@ -1,0 +1,360 @@
+"""Seeded volume cases for the differential test: `tests.gen.differential`'s cases
+(a few nodes, pods bound to them, one pod to place) with storage around them.
+
+A volume case adds StorageClasses, PersistentVolumes, claims and CSINodes, and gives
+the pod under test zero to three claims. The scene is built for the real PV controller
+(kube-controller-manager) and a dynamic provisioner to act on, as in a cluster:
+
+- three classes per case: `<prefix>-local` (no provisioner, WaitForFirstConsumer:
+  static local PVs, node or zone affinity), `<prefix>-imm` (no provisioner, Immediate:
+  the PV controller binds its claims before anything is scheduled) and `<prefix>-dyn`
+  (DRIVER's provisioner, WaitForFirstConsumer, sometimes with allowedTopologies);
+- claims the PV controller is to bind before the pod is created (`Case.bind_first`):
+  Immediate claims with a PV of their own (pre-bound through claimRef or not), and
+  WaitForFirstConsumer claims a PV is pre-bound to (the PV controller binds those at
+  once too, whatever the binding mode);
+- an Immediate claim no PV can take (`unbound-immediate`), claims in the
+  WaitForFirstConsumer classes (`static`, `dynamic`), ReadWriteOncePod claims, some
+  used by a pod already on a node (`rwop`);
+- CSINodes giving DRIVER an allocatable count (`limits`): CSI volumes of pods on the
+  node count against it, as do the pod's own (bound CSI PVs, or dynamic claims, which
+  NodeVolumeLimits counts through the class's provisioner);
+- PVs labelled with a zone or with zone node affinity, and classes whose
+  allowedTopologies name zones (`zone`).
+
+Isolation from other cases on the same API server, beyond what `tests.gen.differential`
+does: cluster-scoped objects (classes, PVs, CSINodes) carry the prefix in their names
+(CSINodes are named after the case's nodes) and the CASE_LABEL, so clean-up finds them
+by label; a claim can only match PVs of its own class. DRIVER and its CSIDriver object
+are shared by every case: one provisioner serves them all, and a CSIDriver is named
+after its driver.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from typing import Any
+
+from tests.gen.clusters import HOSTNAME, ZONE, Mix, Names, gen_node, gen_pod_dict
+from tests.gen.differential import (
+    CASE_LABEL,
+    UNDER_TEST_LABEL,
+    Case,
+    isolated,
+)
+
+# The CSI driver of every case: its provisioner (tests/e2e/provisioner.py, run by the
+# test) provisions the `-dyn` classes, and CSINodes limit how many of its volumes a
+# node takes.
+DRIVER = "csi.diff.policyd.io"
+NO_PROVISIONER = "kubernetes.io/no-provisioner"
+
+# What a volume case exercises (`Case.volume_kinds`), by what the pod under test uses.
+STATIC = "static"  # an unbound claim of the static WaitForFirstConsumer class
+DYNAMIC = "dynamic"  # a claim of the provisioned class
+ZONE_KIND = "zone"  # a PV with a zone label or zone affinity, or zone allowedTopologies
+LIMITS = "limits"  # a CSI volume, with CSINodes giving the driver a count
+RWOP = "rwop"  # a ReadWriteOncePod claim (sometimes in use by a pod on a node)
+BOUND = "bound"  # a claim the PV controller bound before the pod was created
+UNBOUND_IMMEDIATE = "unbound-immediate"  # an Immediate claim no PV matches
+VOLUME_KINDS = (STATIC, DYNAMIC, ZONE_KIND, LIMITS, RWOP, BOUND, UNBOUND_IMMEDIATE)
+
+# Clean, roomy nodes and few constraints besides the volumes: a pod every node rejects
+# for a taint never reaches the volume filters.
+VOLUME_MIX = Mix("volumes", taints=0.05, roomy=True, spread=0.2, affinity=0.1,
+                 existing_per_node=1, apps=2, same_namespace=0.5)
+
+RWO, RWX, RWOP_MODE = "ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod"
+# No PV is ever this big: an Immediate claim asking for it stays unbound.
+TOO_BIG = "50Gi"
+# The size of every Immediate claim and its PV, so that the PV controller, which takes
+# the smallest PV that fits, can give any of them to any claim of the same modes.
+IMMEDIATE_SIZE = "1Gi"
+# One case in this many has an Immediate claim no PV can take.
+UNBOUND_IMMEDIATE_EVERY = 9
+
+
+def gen_volume_case(seed: int, index: int, prefix: str) -> Case:
+    """The volume case number `index` of the run with `seed`; names start with
+    `prefix` (a DNS label)."""
+    rng = random.Random(f"{seed}/volume/{index}")
+    scene = _Scene(rng, prefix)
+    scene.classes()
+    scene.csi_nodes()
+    scene.existing_claim_users()
+    claims = scene.claims_of_pod_under_test()
+    if index % UNBOUND_IMMEDIATE_EVERY == UNBOUND_IMMEDIATE_EVERY - 1:
+        # Any such claim fails the pod in PreFilter, whatever else it has: drawn by
+        # index, so that a run has them but not too many.
+        claims.insert(rng.randint(0, len(claims)), scene.unbound_immediate_claim())
+    pod = gen_pod_dict(rng, "under-test", scene.namespace, scene.names, VOLUME_MIX)
+    if rng.random() < 0.7:
+        # Mostly no node selection but the case's: the volumes choose the nodes.
+        pod["spec"].pop("nodeSelector", None)
+        pod["spec"].get("affinity", {}).pop("nodeAffinity", None)
+    pod = isolated(pod, prefix)
+    if claims:
+        pod["spec"]["volumes"] = [
+            {"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}}
+            for i, c in enumerate(claims)]
+    pod["metadata"]["labels"][UNDER_TEST_LABEL] = "true"
+    kinds = sorted(scene.kinds_of(claims), key=VOLUME_KINDS.index)
+    return Case(seed, index, prefix, scene.namespaces, scene.nodes, scene.pods, pod,
+                notes=["volumes", *kinds, f"claims {claims}"],
+                storage=scene.objects, bind_first=scene.bind_first,
+                volume_kinds=tuple(kinds))
+
+
+class _Scene:
+    """One volume case being drawn: its objects so far and what each claim is."""
+
+    def __init__(self, rng: random.Random, prefix: str) -> None:
+        self.rng = rng
+        self.prefix = prefix
+        self.namespaces = {f"{prefix}-a": {CASE_LABEL: prefix, "team": "a"},
+                           f"{prefix}-b": {CASE_LABEL: prefix, "team": "b"}}
+        self.namespace = f"{prefix}-a"
+        zones = [f"{prefix}-z{z}" for z in "abc"][: rng.randint(1, 3)]
+        names = Names(zones=zones, racks=[f"{prefix}-R1", f"{prefix}-R2"],
+                      namespaces=list(self.namespaces),
+                      namespace_labels={CASE_LABEL: prefix})
+        self.nodes = [gen_node(rng, f"{prefix}-n{i}", names, VOLUME_MIX,
+                               labels={HOSTNAME: f"{prefix}-n{i}", CASE_LABEL: prefix})
+                      for i in range(rng.randint(3, 8))]
+        self.names = replace(names, nodes=[n["metadata"]["name"] for n in self.nodes])
+        self.zones = zones
+        self.pods: list[dict[str, Any]] = []
+        # Creation order: CSINodes, classes, PVs, claims (`tests.integration.
+        # differential.volumes` creates them kind by kind in this order).
+        self.objects: list[dict[str, Any]] = []
+        self.bind_first: list[str] = []
+        # claim name -> the kinds using it adds to the case
+        self.claim_kinds: dict[str, set[str]] = {}
+        self.csi_limited = False
+        self._pvs = 0
+        self._claims = 0
+
+    # -- objects ------------------------------------------------------------------------
+
+    def _meta(self, name: str, namespaced: bool = False) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": name, "labels": {CASE_LABEL: self.prefix}}
+        if namespaced:
+            meta["namespace"] = self.namespace
+        return meta
+
+    def _node_zone(self, node: dict[str, Any]) -> str | None:
+        zone = node["metadata"]["labels"].get(ZONE)
+        return str(zone) if zone is not None else None
+
+    def classes(self) -> None:
+        p = self.prefix
+        dyn: dict[str, Any] = {
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": self._meta(f"{p}-dyn"), "provisioner": DRIVER,
+            "volumeBindingMode": "WaitForFirstConsumer", "reclaimPolicy": "Delete"}
+        self.dyn_topology = self.rng.random() < 0.4
+        if self.dyn_topology:
+            if self.rng.random() < 0.6:
+                key, values = ZONE, self.rng.sample(self.zones,
+                                                    self.rng.randint(1, len(self.zones)))
+            else:
+                key, values = HOSTNAME, self.rng.sample(
+                    list(self.names.nodes), self.rng.randint(1, len(self.names.nodes)))
+            dyn["allowedTopologies"] = [{"matchLabelExpressions": [
+                {"key": key, "values": sorted(values)}]}]
+            self.dyn_zone = key == ZONE
+        else:
+            self.dyn_zone = False
+        self.objects += [
+            {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+             "metadata": self._meta(f"{p}-local"), "provisioner": NO_PROVISIONER,
+             "volumeBindingMode": "WaitForFirstConsumer"},
+            {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+             "metadata": self._meta(f"{p}-imm"), "provisioner": NO_PROVISIONER,
+             "volumeBindingMode": "Immediate"},
+            dyn]
+
+    def csi_nodes(self) -> None:
+        """CSINodes for some of the nodes, most giving DRIVER a small count."""
+        if self.rng.random() < 0.45:
+            return
+        for node in self.nodes:
+            name = node["metadata"]["name"]
+            r = self.rng.random()
+            if r < 0.15:
+                continue  # no CSINode: no limit on this node
+            drivers: list[dict[str, Any]] = []
+            if r < 0.25:
+                drivers = []  # a CSINode without the driver: no limit either
+            else:
+                driver: dict[str, Any] = {"name": DRIVER, "nodeID": name}
+                if r < 0.9:
+                    driver["allocatable"] = {"count": self.rng.choice([0, 1, 1, 2, 2, 3])}
+                    self.csi_limited = True
+                drivers = [driver]
+            self.objects.append({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+                                 "metadata": self._meta(name), "spec": {"drivers": drivers}})
+
+    def _source(self, csi: bool) -> dict[str, Any]:
+        handle = f"{self.prefix}-h{self._pvs}"
+        if csi:
+            return {"csi": {"driver": DRIVER, "volumeHandle": handle}}
+        return {"local": {"path": f"/mnt/disks/{handle}"}}
+
+    def _pv(self, storage_class: str, size: str, modes: list[str], *, csi: bool,
+            affinity: tuple[str, str] | None, zone_label: str | None = None,
+            claim: str | None = None) -> dict[str, Any]:
+        meta = self._meta(f"{self.prefix}-pv{self._pvs}")
+        if zone_label is not None:
+            meta["labels"][ZONE] = zone_label
+        spec: dict[str, Any] = {
+            "capacity": {"storage": size}, "accessModes": modes,
+            "storageClassName": storage_class, "persistentVolumeReclaimPolicy": "Retain",
+            **self._source(csi)}
+        if affinity is not None:
+            key, value = affinity
+            spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": key, "operator": "In", "values": [value]}]}]}}
+        if claim is not None:
+            spec["claimRef"] = {"namespace": self.namespace, "name": claim}
+        self._pvs += 1
+        pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": meta, "spec": spec}
+        self.objects.append(pv)
+        return pv
+
+    def _claim(self, storage_class: str, size: str, modes: list[str], kinds: set[str]
+               ) -> str:
+        name = f"c{self._claims}"
+        self._claims += 1
+        self.objects.append({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": self._meta(name, namespaced=True),
+            "spec": {"accessModes": modes, "storageClassName": storage_class,
+                     "resources": {"requests": {"storage": size}}}})
+        self.claim_kinds[name] = set(kinds)
+        return name
+
+    def _affinity(self) -> tuple[tuple[str, str] | None, str | None]:
+        """A PV's node affinity (hostname or zone) and zone label, and whether either
+        involves a zone."""
+        node = self.rng.choice(self.nodes)
+        zone = self._node_zone(node) or self.rng.choice(self.zones)
+        r = self.rng.random()
+        if r < 0.55:
+            return (HOSTNAME, node["metadata"]["name"]), None
+        if r < 0.8:
+            return (ZONE, zone), zone
+        return None, zone  # no affinity; VolumeZone reads the label
+
+    def bound_claim(self, modes: list[str]) -> str:
+        """An Immediate claim with a PV of its own, which the PV controller binds."""
+        csi = self.rng.random() < 0.6
+        affinity, zone = self._affinity()
+        if affinity is None and not csi:
+            affinity = (HOSTNAME, self.rng.choice(self.names.nodes))  # local needs one
+        kinds = {BOUND}
+        if zone is not None or (affinity is not None and affinity[0] == ZONE):
+            kinds.add(ZONE_KIND)
+        if csi:
+            kinds.add("csi")
+        if RWOP_MODE in modes:
+            kinds.add(RWOP)
+        name = self._claim(f"{self.prefix}-imm", IMMEDIATE_SIZE, modes, kinds)
+        prebound = self.rng.random() < 0.4
+        self._pv(f"{self.prefix}-imm", IMMEDIATE_SIZE, modes, csi=csi, affinity=affinity,
+                 zone_label=zone if (zone and self.rng.random() < 0.7) else None,
+                 claim=name if prebound else None)
+        self.bind_first.append(f"{self.namespace}/{name}")
+        return name
+
+    def existing_claim_users(self) -> None:
+        """Pods already on nodes, some using bound claims (CSI volumes count against
+        the node's limit; a ReadWriteOncePod claim in use blocks other users)."""
+        self.shared_rwop: str | None = None
+        for i in range(self.rng.randint(0, len(self.nodes))):
+            pod = gen_pod_dict(self.rng, f"p{i}", self.namespace, self.names, VOLUME_MIX,
+                               bound_to=self.rng.choice(self.names.nodes))
+            # A claim user still running: finished and terminating pods are the
+            # plain cases' business.
+            pod["status"].pop("phase", None)
+            pod["metadata"].pop("deletionTimestamp", None)
+            if self.rng.random() < 0.6:
+                modes = [RWOP_MODE] if self.rng.random() < 0.35 else [RWO]
+                claim = self.bound_claim(modes)
+                if modes == [RWOP_MODE] and self.shared_rwop is None:
+                    self.shared_rwop = claim
+                pod["spec"]["volumes"] = [{"name": "data",
+                                           "persistentVolumeClaim": {"claimName": claim}}]
+            self.pods.append(pod)
+
+    def claims_of_pod_under_test(self) -> list[str]:
+        rng = self.rng
+        claims: list[str] = []
+        for _ in range(rng.choice([0, 1, 1, 1, 2, 2, 3])):
+            r = rng.random()
+            if r < 0.3:
+                claims.append(self.static_claim())
+            elif r < 0.55:
+                claims.append(self.dynamic_claim())
+            elif r < 0.8:
+                claims.append(self.bound_claim(
+                    [rng.choice([RWO, RWO, RWOP_MODE])]))
+            elif r < 0.93 and self.shared_rwop is not None and self.shared_rwop not in claims:
+                claims.append(self.shared_rwop)
+        return claims
+
+    def unbound_immediate_claim(self) -> str:
+        return self._claim(f"{self.prefix}-imm", TOO_BIG, [RWO], {UNBOUND_IMMEDIATE})
+
+    def static_claim(self) -> str:
+        """A WaitForFirstConsumer claim and zero to three local PVs of its class on
+        some nodes (any of them may suit it, or another claim of the pod); now and
+        then a PV pre-bound to it, which the PV controller binds at once."""
+        rng = self.rng
+        modes = rng.choice([[RWO], [RWO], [RWX], [RWOP_MODE]])
+        size = rng.choice(["1Gi", "2Gi", "3Gi"])
+        kinds = {STATIC}
+        if RWOP_MODE in modes:
+            kinds.add(RWOP)
+        prebind = rng.random() < 0.12
+        if prebind:
+            # A PV pre-bound to the claim, and able to take it: the PV controller binds
+            # the two at once (before the pod exists), whatever the binding mode.
+            kinds = {BOUND} | (kinds - {STATIC})
+        name = self._claim(f"{self.prefix}-local", size, modes, kinds)
+        for i in range(int(prebind) + rng.randint(0, 3)):
+            affinity, zone = self._affinity()
+            if affinity is None:
+                affinity = (HOSTNAME, rng.choice(self.names.nodes))
+            if affinity[0] == ZONE:
+                kinds.add(ZONE_KIND)
+            csi = rng.random() < 0.3
+            if csi:
+                kinds.add("csi")
+            first = prebind and i == 0
+            pv_modes = modes if first else rng.choice(
+                [[RWO], [RWO, RWX], [RWX], [RWOP_MODE], modes])
+            self._pv(f"{self.prefix}-local", "5Gi" if first else rng.choice(
+                ["1Gi", "2Gi", "5Gi"]), pv_modes, csi=csi, affinity=affinity,
+                zone_label=zone, claim=name if first else None)
+        if prebind:
+            self.bind_first.append(f"{self.namespace}/{name}")
+        self.claim_kinds[name] = kinds
+        return name
+
+    def dynamic_claim(self) -> str:
+        kinds = {DYNAMIC, "csi"}
+        if self.dyn_zone:
+            kinds.add(ZONE_KIND)
+        return self._claim(f"{self.prefix}-dyn", self.rng.choice(["1Gi", "4Gi"]), [RWO],
+                           kinds)
+
+    def kinds_of(self, claims: list[str]) -> set[str]:
+        kinds: set[str] = set()
+        for claim in claims:
+            kinds |= self.claim_kinds[claim]
+        if "csi" in kinds and self.csi_limited:
+            kinds.add(LIMITS)
+        kinds.discard("csi")
+        return kinds
