@@ -1,0 +1,161 @@
+"""The volume cases of the differential test (`tests.gen.volumes`) without an API server:
+deterministic, isolated from other cases, valid for the API server, settled as the
+runner expects (every claim it waits for can be bound, the unbound Immediate one
+cannot), and drawing every kind often enough for the test's own minimum."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from policyd.model.quantity import parse_quantity
+from tests.gen.clusters import HOSTNAME, ZONE
+from tests.gen.differential import CASE_LABEL, SCHEDULER_NAME
+from tests.gen.volumes import (
+    DRIVER,
+    LIMITS,
+    UNBOUND_IMMEDIATE,
+    VOLUME_KINDS,
+    gen_volume_case,
+)
+from tests.integration.differential.runner import KubeDecision, Outcome, Tally
+from tests.integration.test_differential import DEFAULT_VOLUME_CASES, MIN_PER_VOLUME_KIND
+
+Obj = dict[str, Any]
+
+
+def _of(case_storage: list[Obj], kind: str) -> list[Obj]:
+    return [o for o in case_storage if o["kind"] == kind]
+
+
+def _claim_volumes(pod: Obj) -> list[str]:
+    return [v["persistentVolumeClaim"]["claimName"] for v in pod["spec"].get("volumes", [])
+            if "persistentVolumeClaim" in v]
+
+
+def test_volume_cases_are_a_function_of_seed_and_index() -> None:
+    a, b = gen_volume_case(5, 3, "x"), gen_volume_case(5, 3, "x")
+    assert json.dumps([a.storage, a.pods, a.pod, a.bind_first], sort_keys=True) == \
+        json.dumps([b.storage, b.pods, b.pod, b.bind_first], sort_keys=True)
+    c = gen_volume_case(5, 4, "x")
+    assert json.dumps(c.storage, sort_keys=True) != json.dumps(a.storage, sort_keys=True)
+
+
+@pytest.mark.parametrize("index", range(40))
+def test_volume_cases_stay_inside_their_prefix(index: int) -> None:
+    prefix = f"v{index}"
+    case = gen_volume_case(17, index, prefix)
+    nodes = set(case.node_names)
+    case_zones = {f"{prefix}-z{z}" for z in "abc"}
+    assert {n["metadata"]["labels"].get(ZONE) for n in case.nodes} - {None} <= case_zones
+    classes = {o["metadata"]["name"] for o in _of(case.storage, "StorageClass")}
+    assert classes == {f"{prefix}-local", f"{prefix}-imm", f"{prefix}-dyn"}
+    for obj in case.storage:
+        meta = obj["metadata"]
+        # Clean-up deletes cluster-scoped objects by this label.
+        assert meta["labels"][CASE_LABEL] == prefix
+        if obj["kind"] == "PersistentVolumeClaim":
+            assert meta["namespace"] in case.namespaces
+            assert obj["spec"]["storageClassName"] in classes
+        else:
+            assert "namespace" not in meta
+            assert meta["name"].startswith(f"{prefix}-")
+    for node in _of(case.storage, "CSINode"):
+        assert node["metadata"]["name"] in nodes
+        assert all(d["name"] == DRIVER for d in node["spec"]["drivers"])
+    for pv in _of(case.storage, "PersistentVolume"):
+        assert pv["spec"]["storageClassName"] in classes
+        assert pv["metadata"]["labels"].get(ZONE, f"{prefix}-za") in case_zones
+        for term in (pv["spec"].get("nodeAffinity") or {}).get("required", {}).get(
+                "nodeSelectorTerms", []):
+            for expr in term["matchExpressions"]:
+                assert set(expr["values"]) <= (nodes if expr["key"] == HOSTNAME
+                                               else case_zones)
+    claims = {o["metadata"]["name"] for o in _of(case.storage, "PersistentVolumeClaim")}
+    for pod in [*case.pods, case.pod]:
+        assert set(_claim_volumes(pod)) <= claims
+    assert case.pod["spec"]["schedulerName"] == SCHEDULER_NAME
+    assert case.pod["spec"]["nodeSelector"][CASE_LABEL] == prefix
+
+
+@pytest.mark.parametrize("index", range(60))
+def test_volume_cases_are_valid_and_settle(index: int) -> None:
+    """What the API server's validation requires, and what `differential.volumes.settle`
+    waits for: each claim of `bind_first` has a PV that can take it, which no other
+    claim can take first (pre-bound to it, or one of as many interchangeable Immediate
+    PVs as there are such claims); an unbound Immediate claim has none."""
+    case = gen_volume_case(23, index, f"s{index}")
+    pvs = _of(case.storage, "PersistentVolume")
+    claims = {f"{c['metadata']['namespace']}/{c['metadata']['name']}": c
+              for c in _of(case.storage, "PersistentVolumeClaim")}
+    for obj in [*pvs, *claims.values()]:
+        modes = obj["spec"]["accessModes"]
+        assert modes and ("ReadWriteOncePod" not in modes or modes == ["ReadWriteOncePod"])
+    for pv in pvs:
+        if "local" in pv["spec"]:
+            assert pv["spec"]["nodeAffinity"]  # required for local volumes
+
+    def can_take(pv: Obj, claim: Obj) -> bool:
+        return (pv["spec"]["storageClassName"] == claim["spec"]["storageClassName"]
+                and set(claim["spec"]["accessModes"]) <= set(pv["spec"]["accessModes"])
+                and parse_quantity(pv["spec"]["capacity"]["storage"])
+                >= parse_quantity(claim["spec"]["resources"]["requests"]["storage"]))
+
+    prebound = {f"{p['spec']['claimRef']['namespace']}/{p['spec']['claimRef']['name']}": p
+                for p in pvs if "claimRef" in p["spec"]}
+    free = [p for p in pvs if "claimRef" not in p["spec"]]
+    wanting: Counter[tuple[str, ...]] = Counter()
+    for key in case.bind_first:
+        claim = claims[key]
+        if key in prebound:
+            assert can_take(prebound[key], claim)
+        else:
+            assert claim["spec"]["storageClassName"].endswith("-imm")
+            wanting[tuple(claim["spec"]["accessModes"])] += 1
+    for modes, n in wanting.items():
+        suits = [p for p in free if p["spec"]["storageClassName"].endswith("-imm")
+                 and tuple(p["spec"]["accessModes"]) == modes]
+        assert len(suits) == n
+    for key, claim in claims.items():
+        if claim["spec"]["storageClassName"].endswith("-imm") and key not in case.bind_first:
+            assert not any(can_take(p, claim) for p in pvs)
+
+
+def test_every_volume_kind_is_drawn_often_enough_for_the_test() -> None:
+    # The integration test fails a default-sized run that has a kind fewer than
+    # MIN_PER_VOLUME_KIND times; the generator must not make that a matter of luck.
+    for seed in range(20):
+        kinds: Counter[str] = Counter()
+        for i in range(DEFAULT_VOLUME_CASES):
+            kinds.update(gen_volume_case(seed, i, f"k{i}").volume_kinds)
+        assert min(kinds[k] for k in VOLUME_KINDS) >= MIN_PER_VOLUME_KIND + 2, (seed, kinds)
+
+
+def test_kinds_say_what_the_pod_uses() -> None:
+    for i in range(80):
+        case = gen_volume_case(29, i, f"w{i}")
+        used = set(_claim_volumes(case.pod))
+        if not used:
+            assert case.volume_kinds == ()
+        if UNBOUND_IMMEDIATE in case.volume_kinds:
+            big = {c["metadata"]["name"] for c in _of(case.storage, "PersistentVolumeClaim")
+                   if c["spec"]["resources"]["requests"]["storage"] == "50Gi"}
+            assert used & big
+        if LIMITS in case.volume_kinds:
+            assert any("count" in d.get("allocatable", {})
+                       for n in _of(case.storage, "CSINode") for d in n["spec"]["drivers"])
+
+
+def test_tally_counts_volume_kinds() -> None:
+    tally = Tally()
+    for i in range(3):
+        case = gen_volume_case(31, i, f"t{i}")
+        tally.add(Outcome(case, KubeDecision(node=case.node_names[0])))
+    summary = tally.summary()
+    assert "3 volume cases: " in summary
+    assert all(kind in summary for kind in VOLUME_KINDS)
+    assert sum(tally.volume_kinds.values()) == sum(
+        len(gen_volume_case(31, i, f"t{i}").volume_kinds) for i in range(3))
