@@ -223,9 +223,11 @@ class Tally:
     # several), and how many volume cases there were.
     volume_kinds: dict[str, int] = field(default_factory=dict)
     volume_cases: int = 0
+    cases: int = 0
 
     def add(self, o: Outcome) -> None:
         self.add_decision(o)
+        self.cases += 1
         self.volume_cases += bool(o.case.storage)
         for kind in o.case.volume_kinds:
             self.volume_kinds[kind] = self.volume_kinds.get(kind, 0) + 1
@@ -246,7 +248,8 @@ class Tally:
         if self.volume_cases:
             parts.append(f"{self.volume_cases} volume cases: " + ", ".join(
                 f"{self.volume_kinds.get(what, 0)} {what}" for what in VOLUME_KINDS))
-        if not self.sequences:
+        # Volume cases are neither probed nor given to the daemon (`Runner.run_batch`).
+        if not self.sequences and self.cases > self.volume_cases:
             parts.append(", ".join(f"{n} {what}" for what, n in self.probes.items())
                          + f", {self.daemon} decisions of policyd run")
         return "; ".join(parts)
