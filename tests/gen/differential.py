@@ -77,6 +77,10 @@ class Case:
     storage: list[dict[str, Any]] = field(default_factory=list)
     bind_first: list[str] = field(default_factory=list)
     volume_kinds: tuple[str, ...] = ()
+    # The same scene under another prefix, its pod for the `policyd run` daemon: a
+    # volume case's own claims are bound by kube-scheduler's decision, so the daemon
+    # gets a copy of the scene rather than the scene after it (`Runner.run_batch`).
+    twin: Case | None = None
 
     @property
     def node_names(self) -> list[str]:

@@ -39,6 +39,7 @@ from typing import Any
 from tests.gen.clusters import HOSTNAME, ZONE, Mix, Names, gen_node, gen_pod_dict
 from tests.gen.differential import (
     CASE_LABEL,
+    SCHEDULER_NAME,
     UNDER_TEST_LABEL,
     Case,
     isolated,
@@ -75,9 +76,11 @@ IMMEDIATE_SIZE = "1Gi"
 UNBOUND_IMMEDIATE_EVERY = 9
 
 
-def gen_volume_case(seed: int, index: int, prefix: str) -> Case:
+def gen_volume_case(seed: int, index: int, prefix: str, scheduler: str = SCHEDULER_NAME,
+                    twin: tuple[str, str] | None = None) -> Case:
     """The volume case number `index` of the run with `seed`; names start with
-    `prefix` (a DNS label)."""
+    `prefix` (a DNS label); its pod is for `scheduler`. `twin` = (prefix, scheduler)
+    adds the same case under that prefix for that scheduler as `Case.twin`."""
     rng = random.Random(f"{seed}/volume/{index}")
     scene = _Scene(rng, prefix)
     scene.classes()
@@ -93,7 +96,7 @@ def gen_volume_case(seed: int, index: int, prefix: str) -> Case:
         # Mostly no node selection but the case's: the volumes choose the nodes.
         pod["spec"].pop("nodeSelector", None)
         pod["spec"].get("affinity", {}).pop("nodeAffinity", None)
-    pod = isolated(pod, prefix)
+    pod = isolated(pod, prefix, scheduler)
     if claims:
         pod["spec"]["volumes"] = [
             {"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}}
@@ -103,7 +106,8 @@ def gen_volume_case(seed: int, index: int, prefix: str) -> Case:
     return Case(seed, index, prefix, scene.namespaces, scene.nodes, scene.pods, pod,
                 notes=["volumes", *kinds, f"claims {claims}"],
                 storage=scene.objects, bind_first=scene.bind_first,
-                volume_kinds=tuple(kinds))
+                volume_kinds=tuple(kinds),
+                twin=gen_volume_case(seed, index, *twin) if twin is not None else None)
 
 
 class _Scene:

@@ -269,7 +269,8 @@ def test_volume_cases_match_kube_scheduler(runner: Runner,
     last = VOLUME_FIRST + VOLUME_CASES
     with Provisioner(runner.client, DRIVER) as provisioner:
         for first in range(VOLUME_FIRST, last, VOLUME_BATCH):
-            cases = [gen_volume_case(SEED, i, f"v{token}-{i}")
+            cases = [gen_volume_case(SEED, i, f"v{token}-{i}", twin=(
+                         f"w{token}-{i}", DAEMON_SCHEDULER) if DAEMON else None)
                      for i in range(first, min(first + VOLUME_BATCH, last))]
             for outcome in runner.run_batch(cases):
                 tally.add(outcome)

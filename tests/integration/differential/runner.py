@@ -252,6 +252,8 @@ class Tally:
         if not self.sequences and self.cases > self.volume_cases:
             parts.append(", ".join(f"{n} {what}" for what, n in self.probes.items())
                          + f", {self.daemon} decisions of policyd run")
+        elif self.volume_cases:
+            parts.append(f"{self.daemon} decisions of policyd run (on twins)")
         return "; ".join(parts)
 
     def too_few_score_compared(self, at_least: int = 0) -> str | None:
@@ -355,9 +357,7 @@ class Runner:
             "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"},
                        "capacity": {"cpu": "1", "memory": "1Gi", "pods": "10"}}})
         self._barriers.append(name)
-        schedulers = [SCHEDULER_NAME]
-        if self.daemon_scheduler is not None:
-            schedulers.append(self.daemon_scheduler)
+        schedulers = self._schedulers()
         pods: list[dict[str, Any]] = [
             {"apiVersion": "v1", "kind": "Pod",
              "metadata": {"name": f"{name}-{i}", "namespace": BARRIER_NAMESPACE,
@@ -375,6 +375,12 @@ class Runner:
                     raise TimeoutError(f"{pod['spec']['schedulerName']} did not bind the "
                                        f"barrier pod {pod['metadata']['name']}")
                 time.sleep(0.02)
+
+    def _schedulers(self) -> list[str]:
+        """kube-scheduler's schedulerName, and the daemon's when it is compared."""
+        if self.daemon_scheduler is None:
+            return [SCHEDULER_NAME]
+        return [SCHEDULER_NAME, self.daemon_scheduler]
 
     def _set_phase(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
@@ -453,21 +459,24 @@ class Runner:
         (`differential.volumes` says why); they are not given to the `policyd run`
         daemon nor probed with pinned copies, since kube-scheduler's decision has bound
         their claims (the copies would meet another cluster)."""
-        namespaces = [ns for c in cases for ns in c.namespaces]
-        volume_cases = [c for c in cases if c.storage]
+        twins = [c.twin for c in cases if c.twin is not None]
+        scenes = [*cases, *twins]
+        namespaces = [ns for c in scenes for ns in c.namespaces]
+        volume_cases = [c for c in scenes if c.storage]
         storage: StorageLists = {}
         try:
-            self.put_scenes(cases)
+            self.put_scenes(scenes)
             if volume_cases:
                 ensure_driver(self)
                 put_storage(self, volume_cases)
             self.barrier(cases[0].prefix)
             if volume_cases:
-                storage_barrier(self, self._barriers[-1], BARRIER_NAMESPACE)
+                storage_barrier(self, self._barriers[-1], BARRIER_NAMESPACE,
+                                self._schedulers())
                 storage = read_storage(self)
-            self.create_pods([c.pod for c in cases])
+            self.create_pods([c.pod for c in scenes])
             keys = {(c.pod["metadata"]["namespace"], c.pod["metadata"]["name"])
-                    for c in cases}
+                    for c in scenes}
             decisions = self.wait(keys)
             outcomes = [Outcome(c, decisions[(c.pod["metadata"]["namespace"],
                                               c.pod["metadata"]["name"])]) for c in cases]
@@ -490,10 +499,11 @@ class Runner:
             plain = [o for o in outcomes if not o.case.storage]
             if self.daemon_scheduler is not None:
                 self._daemon_round(plain, fw, cluster)
+                self._twin_round(outcomes, decisions, fw, cluster)
             self._probe(plain, cluster)
             return outcomes
         finally:
-            self.cleanup(cases, namespaces, volume_cases)
+            self.cleanup(scenes, namespaces, volume_cases)
 
     def _kube_scores(self, keys: set[str]) -> dict[str, KubeScores]:
         """kube-scheduler's scores per pod (see `score_log`), waiting briefly for `keys`
@@ -580,23 +590,47 @@ class Runner:
         self.create_pods(copies)
         decisions = self.wait({(c["metadata"]["namespace"], "daemon") for c in copies})
         for o, pod in zip(todo, copies, strict=True):
-            d = decisions[(pod["metadata"]["namespace"], "daemon")]
-            o.daemon = d
-            k = o.kube
-            if not d.decided:
-                o.problems.append("policyd run decided nothing in time")
-            elif d.reason and d.reason != "Unschedulable":
-                o.problems.append(f"policyd run failed: {d.reason}: {d.message}")
-            elif (d.node is None) != (k.node is None):
-                o.problems.append(f"policyd run: node={d.node} {d.message}; kube-scheduler: "
-                                  f"node={k.node} {k.message}")
-            elif d.node is None and d.message != k.message:
-                o.problems.append("policyd run's FailedScheduling differs:\n      "
-                                  f"kube-scheduler: {k.message}\n      policyd run:    "
-                                  f"{d.message}")
-            elif d.node is not None:
-                self._check_daemon_node(o, d.node, fw, cluster)
+            self._judge_daemon(o, decisions[(pod["metadata"]["namespace"], "daemon")],
+                               fw, cluster)
         self.each(self.delete_pod, copies)
+
+    def _judge_daemon(self, o: Outcome, d: KubeDecision, fw: Framework,
+                      cluster: ClusterState, node: str | None = None) -> None:
+        """Record in `o` how `policyd run`'s decision `d` differs from kube-scheduler's;
+        `node` is the node of `o`'s case that `d.node` stands for (a twin's)."""
+        o.daemon = d
+        k = o.kube
+        if not d.decided:
+            o.problems.append("policyd run decided nothing in time")
+        elif d.reason and d.reason != "Unschedulable":
+            o.problems.append(f"policyd run failed: {d.reason}: {d.message}")
+        elif (d.node is None) != (k.node is None):
+            o.problems.append(f"policyd run: node={d.node} {d.message}; kube-scheduler: "
+                              f"node={k.node} {k.message}")
+        elif d.node is None and d.message != k.message:
+            o.problems.append("policyd run's FailedScheduling differs:\n      "
+                              f"kube-scheduler: {k.message}\n      policyd run:    "
+                              f"{d.message}")
+        elif d.node is not None:
+            self._check_daemon_node(o, node or d.node, fw, cluster)
+
+    def _twin_round(self, outcomes: Sequence[Outcome],
+                    decisions: Mapping[tuple[str, str], KubeDecision], fw: Framework,
+                    cluster: ClusterState) -> None:
+        """`policyd run`'s decisions on the volume cases' twins (`Case.twin`), each
+        judged against kube-scheduler's decision on the case itself, as `_daemon_round`
+        judges a copy: the twin is the same scene under another prefix, on the API
+        server in the same batch (so both count the same nodes), its pod placed by the
+        daemon while kube-scheduler places the case's."""
+        for o in outcomes:
+            twin = o.case.twin
+            if twin is None or not o.ok or o.policyd is None:
+                continue
+            d = decisions[(twin.pod["metadata"]["namespace"], twin.pod["metadata"]["name"])]
+            node = d.node
+            if node is not None and node.startswith(f"{twin.prefix}-"):
+                node = f"{o.case.prefix}-{node[len(twin.prefix) + 1:]}"
+            self._judge_daemon(o, d, fw, cluster, node)
 
     def _check_daemon_node(self, o: Outcome, node: str, fw: Framework,
                            cluster: ClusterState) -> None:

@@ -40,7 +40,7 @@ from policyd.model.storage import (
     StorageObjects,
 )
 from tests.gen.clusters import HOSTNAME
-from tests.gen.differential import CASE_LABEL, SCHEDULER_NAME, UNDER_TEST_LABEL, Case
+from tests.gen.differential import CASE_LABEL, UNDER_TEST_LABEL, Case
 from tests.gen.volumes import DRIVER, NO_PROVISIONER
 
 if TYPE_CHECKING:
@@ -124,49 +124,60 @@ def settle(runner: Runner, cases: Sequence[Case], *, claims: bool = True) -> Non
         time.sleep(0.05)
 
 
-def storage_barrier(runner: Runner, node: str, namespace: str) -> None:
-    """Return once kube-scheduler has seen every PV, claim and StorageClass created so
-    far, by the argument of `Runner.barrier` (each kind is a separate watch, delivered
-    in order): a claim of a WaitForFirstConsumer class whose only PV is on the barrier
-    node, all three created last, and a pod using the claim that kube-scheduler binds
-    only once it has all three (and the PV controller has bound the claim to the PV
-    kube-scheduler chose). CSINodes have no such proof (a CSINode only ever rejects):
-    they are created first of all, before the PV controller's binding is waited for.
-    `cleanup_storage` removes the barrier's objects."""
+def storage_barrier(runner: Runner, node: str, namespace: str, schedulers: Sequence[str]
+                    ) -> None:
+    """Return once each of `schedulers` has seen every PV, claim and StorageClass
+    created so far, by the argument of `Runner.barrier` (each kind is a separate
+    watch, delivered in order): per scheduler a claim of a WaitForFirstConsumer class
+    whose only PV is on the barrier node, all three created last, and a pod using the
+    claim that the scheduler binds only once it has all three (and the PV controller
+    has bound the claim to the PV the scheduler chose). CSINodes have no such proof (a
+    CSINode only ever rejects): they are created first of all, before the PV
+    controller's binding is waited for. `cleanup_storage` removes the barrier's
+    objects."""
+    names = [f"{node}-volume-{i}" for i in range(len(schedulers))]
+    runner.each(lambda item: _barrier_volume(runner, node, namespace, *item),
+                list(zip(names, schedulers, strict=True)))
+    # PreBind polls for the PV controller's binding once a second.
+    deadline = time.monotonic() + runner.timeout + 5
+    for name, scheduler in zip(names, schedulers, strict=True):
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        while not runner.client.request("GET", path)["spec"].get("nodeName"):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{scheduler} did not bind the volume barrier pod {name}")
+            time.sleep(0.05)
+
+
+def _barrier_volume(runner: Runner, node: str, namespace: str, name: str, scheduler: str
+                    ) -> None:
+    """A class, a PV on `node` and a claim, all called `name`, and a pod for
+    `scheduler` using the claim (`storage_barrier`)."""
     labels = {CASE_LABEL: node}
     runner.post(_PATHS[STORAGE_CLASS][1], {
         "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-        "metadata": {"name": node, "labels": labels}, "provisioner": NO_PROVISIONER,
+        "metadata": {"name": name, "labels": labels}, "provisioner": NO_PROVISIONER,
         "volumeBindingMode": "WaitForFirstConsumer"})
     runner.post(_PATHS[PERSISTENT_VOLUME][1], {
         "apiVersion": "v1", "kind": "PersistentVolume",
-        "metadata": {"name": node, "labels": labels},
+        "metadata": {"name": name, "labels": labels},
         "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
-                 "storageClassName": node, "persistentVolumeReclaimPolicy": "Retain",
+                 "storageClassName": name, "persistentVolumeReclaimPolicy": "Retain",
                  "local": {"path": "/mnt/barrier"},
                  "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
                      {"key": HOSTNAME, "operator": "In", "values": [node]}]}]}}}})
     runner.post(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims", {
         "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-        "metadata": {"name": node, "labels": labels},
-        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": node,
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": name,
                  "resources": {"requests": {"storage": "1Gi"}}}})
-    name = f"{node}-volumes"
     runner.create_pods([{
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace,
                      "labels": {UNDER_TEST_LABEL: "barrier"}},
-        "spec": {"schedulerName": SCHEDULER_NAME, "nodeSelector": {HOSTNAME: node},
+        "spec": {"schedulerName": scheduler, "nodeSelector": {HOSTNAME: node},
                  "terminationGracePeriodSeconds": 0,
                  "containers": [{"name": "c", "image": "registry/app:1"}],
-                 "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": node}}]}}])
-    # PreBind polls for the PV controller's binding once a second.
-    deadline = time.monotonic() + runner.timeout + 5
-    path = f"/api/v1/namespaces/{namespace}/pods/{name}"
-    while not runner.client.request("GET", path)["spec"].get("nodeName"):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"kube-scheduler did not bind the volume barrier pod {name}")
-        time.sleep(0.05)
+                 "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": name}}]}}])
 
 
 def read_storage(runner: Runner) -> StorageLists:
