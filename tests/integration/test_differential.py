@@ -42,6 +42,14 @@ Environment:
   POLICYD_DIFF_VOLUME_FIRST     index of the first volume case (default 0)
   POLICYD_DIFF_VOLUME_BATCH     volume cases on the API server at once (default 24)
 
+Volume cases (`test_volume_cases_match_kube_scheduler`, `tests.gen.volumes`,
+`differential.volumes`): the same comparison with StorageClasses, PVs, claims and
+CSINodes around the pod (static and dynamic provisioning, zones, CSI limits,
+ReadWriteOncePod, bound and unbound claims), kube-scheduler running its four volume
+plugins, the real PV controller (kube-controller-manager) and a provisioner completing
+the bindings; `policyd run` places a twin of each case. A run of the default size fails
+when a kind of volume case occurred fewer than 5 times.
+
 A failure prints the seed and a one-line command replaying the failing batch.
 """
 
@@ -260,7 +268,8 @@ def test_volume_cases_match_kube_scheduler(runner: Runner,
     """Pods with claims (`tests.gen.volumes`) on clusters with StorageClasses, PVs,
     claims the real PV controller bound and CSINodes: the same verdict, message and
     scores as kube-scheduler with its four volume plugins, whose bindings the PV
-    controller and a provisioner complete (`differential.volumes`)."""
+    controller and a provisioner complete (`differential.volumes`); with the daemon,
+    `policyd run`'s decision on each case's twin too."""
     token = f"{SEED:x}"[-5:]
     print(f"seed {SEED}; replay the run: {_replay_volumes(VOLUME_FIRST, VOLUME_CASES)}")
     started = time.monotonic()

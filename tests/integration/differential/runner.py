@@ -456,9 +456,10 @@ class Runner:
 
         Volume cases (`tests.gen.volumes`) get their storage objects and a storage
         barrier too, and their storage is read back before the pods under test exist
-        (`differential.volumes` says why); they are not given to the `policyd run`
-        daemon nor probed with pinned copies, since kube-scheduler's decision has bound
-        their claims (the copies would meet another cluster)."""
+        (`differential.volumes` says why). kube-scheduler's decision binds their
+        claims, so a copy of the pod made afterwards would meet another cluster: they
+        are not probed with pinned copies, and the `policyd run` daemon places their
+        twins (`Case.twin`, `_twin_round`) at the same time instead of a copy later."""
         twins = [c.twin for c in cases if c.twin is not None]
         scenes = [*cases, *twins]
         namespaces = [ns for c in scenes for ns in c.namespaces]
