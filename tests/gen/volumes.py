@@ -69,9 +69,11 @@ VOLUME_MIX = Mix("volumes", taints=0.05, roomy=True, spread=0.2, affinity=0.1,
 RWO, RWX, RWOP_MODE = "ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod"
 # No PV is ever this big: an Immediate claim asking for it stays unbound.
 TOO_BIG = "50Gi"
-# The size of every Immediate claim and its PV, so that the PV controller, which takes
-# the smallest PV that fits, can give any of them to any claim of the same modes.
-IMMEDIATE_SIZE = "1Gi"
+# Immediate claims and their PVs are 1Gi plus a MiB per pair before them, each claim
+# asking for exactly its PV's size: the PV controller, which gives a claim the smallest
+# PV that fits, then gives every claim its own PV, whichever claim it binds first. (The
+# PVs differ in node affinity: a case and its twin must get the same pairs.)
+IMMEDIATE_MIB = 1024
 # One case in this many has an Immediate claim no PV can take.
 UNBOUND_IMMEDIATE_EVERY = 9
 
@@ -264,9 +266,10 @@ class _Scene:
             kinds.add("csi")
         if RWOP_MODE in modes:
             kinds.add(RWOP)
-        name = self._claim(f"{self.prefix}-imm", IMMEDIATE_SIZE, modes, kinds)
+        size = f"{IMMEDIATE_MIB + len(self.bind_first)}Mi"
+        name = self._claim(f"{self.prefix}-imm", size, modes, kinds)
         prebound = self.rng.random() < 0.4
-        self._pv(f"{self.prefix}-imm", IMMEDIATE_SIZE, modes, csi=csi, affinity=affinity,
+        self._pv(f"{self.prefix}-imm", size, modes, csi=csi, affinity=affinity,
                  zone_label=zone if (zone and self.rng.random() < 0.7) else None,
                  claim=name if prebound else None)
         self.bind_first.append(f"{self.namespace}/{name}")

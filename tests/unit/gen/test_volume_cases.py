@@ -85,8 +85,8 @@ def test_volume_cases_stay_inside_their_prefix(index: int) -> None:
 def test_volume_cases_are_valid_and_settle(index: int) -> None:
     """What the API server's validation requires, and what `differential.volumes.settle`
     waits for: each claim of `bind_first` has a PV that can take it, which no other
-    claim can take first (pre-bound to it, or one of as many interchangeable Immediate
-    PVs as there are such claims); an unbound Immediate claim has none."""
+    claim can take first (pre-bound to it, or the one Immediate PV of its exact size);
+    an unbound Immediate claim has none."""
     case = gen_volume_case(23, index, f"s{index}")
     pvs = _of(case.storage, "PersistentVolume")
     claims = {f"{c['metadata']['namespace']}/{c['metadata']['name']}": c
@@ -106,19 +106,27 @@ def test_volume_cases_are_valid_and_settle(index: int) -> None:
 
     prebound = {f"{p['spec']['claimRef']['namespace']}/{p['spec']['claimRef']['name']}": p
                 for p in pvs if "claimRef" in p["spec"]}
-    free = [p for p in pvs if "claimRef" not in p["spec"]]
-    wanting: Counter[tuple[str, ...]] = Counter()
+    free = [p for p in pvs if "claimRef" not in p["spec"]
+            and p["spec"]["storageClassName"].endswith("-imm")]
+    unbound = [claims[k] for k in case.bind_first if k not in prebound]
     for key in case.bind_first:
-        claim = claims[key]
         if key in prebound:
-            assert can_take(prebound[key], claim)
+            assert can_take(prebound[key], claims[key])
         else:
-            assert claim["spec"]["storageClassName"].endswith("-imm")
-            wanting[tuple(claim["spec"]["accessModes"])] += 1
-    for modes, n in wanting.items():
-        suits = [p for p in free if p["spec"]["storageClassName"].endswith("-imm")
-                 and tuple(p["spec"]["accessModes"]) == modes]
-        assert len(suits) == n
+            assert claims[key]["spec"]["storageClassName"].endswith("-imm")
+    # The PV controller gives a claim the smallest free PV that can take it, in no set
+    # order of claims: each claim's smallest must be a PV no smaller claim wants, so
+    # that every order binds the same pairs (a case and its twin alike).
+    def size(obj: Obj) -> Any:
+        spec = obj["spec"]
+        return parse_quantity(spec["capacity"]["storage"] if "capacity" in spec
+                              else spec["resources"]["requests"]["storage"])
+
+    assert len(free) == len(unbound)
+    for claim in unbound:
+        fits = sorted((p for p in free if can_take(p, claim)), key=size)
+        assert fits and size(fits[0]) == size(claim)
+        assert len({size(p) for p in free}) == len(free)
     for key, claim in claims.items():
         if claim["spec"]["storageClassName"].endswith("-imm") and key not in case.bind_first:
             assert not any(can_take(p, claim) for p in pvs)
