@@ -248,7 +248,8 @@ class Tally:
         if self.volume_cases:
             parts.append(f"{self.volume_cases} volume cases: " + ", ".join(
                 f"{self.volume_kinds.get(what, 0)} {what}" for what in VOLUME_KINDS))
-        # Volume cases are neither probed nor given to the daemon (`Runner.run_batch`).
+        # Volume cases are not probed, and the daemon places their twins instead of
+        # copies (`Runner.run_batch`).
         if not self.sequences and self.cases > self.volume_cases:
             parts.append(", ".join(f"{n} {what}" for what, n in self.probes.items())
                          + f", {self.daemon} decisions of policyd run")

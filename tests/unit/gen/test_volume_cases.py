@@ -44,6 +44,24 @@ def test_volume_cases_are_a_function_of_seed_and_index() -> None:
     assert json.dumps(c.storage, sort_keys=True) != json.dumps(a.storage, sort_keys=True)
 
 
+@pytest.mark.parametrize("index", range(20))
+def test_a_twin_is_its_case_under_another_prefix(index: int) -> None:
+    # The daemon's decision on the twin is judged against kube-scheduler's on the case:
+    # the two scenes must differ in nothing but names and the pod's scheduler.
+    case = gen_volume_case(19, index, f"a{index}", twin=(f"b{index}", "other"))
+    twin = case.twin
+    assert twin is not None and twin.twin is None
+    assert twin.pod["spec"]["schedulerName"] == "other"
+    twin.pod["spec"]["schedulerName"] = SCHEDULER_NAME
+    mine = json.dumps([case.nodes, case.pods, case.pod, case.storage, case.bind_first,
+                       case.namespaces], sort_keys=True)
+    theirs = json.dumps([twin.nodes, twin.pods, twin.pod, twin.storage, twin.bind_first,
+                         twin.namespaces], sort_keys=True)
+    assert theirs == mine.replace(f'"a{index}-', f'"b{index}-').replace(
+        f'"a{index}"', f'"b{index}"').replace(f'/a{index}-', f'/b{index}-')
+    assert twin.volume_kinds == case.volume_kinds
+
+
 @pytest.mark.parametrize("index", range(40))
 def test_volume_cases_stay_inside_their_prefix(index: int) -> None:
     prefix = f"v{index}"
