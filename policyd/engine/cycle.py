@@ -78,6 +78,7 @@ def schedule_one(
         return _schedule_fast(fw, pod, cluster)
     nodes = cluster.node_infos()
     state = CycleState(nodes, cluster)
+    state.framework = fw
     result = ScheduleResult(pod=pod, node=None, num_nodes=len(nodes), cycle_state=state)
     diagnosis = result.diagnosis
     if not nodes:
@@ -214,6 +215,7 @@ def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleRe
     table = cluster.table()
     nodes = table.infos
     state = CycleState(nodes, cluster)
+    state.framework = fw
     state.table = table
     result = ScheduleResult(pod=pod, node=None, num_nodes=len(nodes), cycle_state=state)
     if not nodes:
