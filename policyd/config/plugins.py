@@ -21,6 +21,7 @@ from typing import Any, cast
 from policyd.framework.interfaces import (
     FilterPlugin,
     Plugin,
+    PostFilterPlugin,
     PreBindPlugin,
     PreFilterPlugin,
     PreScorePlugin,
@@ -34,10 +35,11 @@ from policyd.plugins import registry
 from policyd.problems import ERROR, Problem
 from policyd.sourcefile import JsonPath, format_path
 
-POINTS = ("queueSort", "preFilter", "filter", "preScore", "score", "reserve", "preBind")
+POINTS = ("queueSort", "preFilter", "filter", "postFilter", "preScore", "score", "reserve",
+          "preBind")
 # Upstream extension points policyd has no plugins for; accepted so that profiles copied
 # from kube-scheduler can disable upstream plugins there.
-OTHER_POINTS = ("preEnqueue", "postFilter", "permit", "bind", "postBind")
+OTHER_POINTS = ("preEnqueue", "permit", "bind", "postBind")
 
 # Rule ids of the problems found here (the lint rule namespace of `check-config`).
 RULE_UNKNOWN = "plugin-unknown"
@@ -391,6 +393,7 @@ def build_framework(
     scores = [WeightedScorePlugin(cast(ScorePlugin, instances[e.name]),
                                   e.weight or catalog.default_weight(e.name))
               for e in final["score"]]
+    post_filter: list[PostFilterPlugin] = plugins_at("postFilter")
     reserve: list[ReservePlugin] = plugins_at("reserve")
     pre_bind: list[PreBindPlugin] = plugins_at("preBind")
     return Framework(
@@ -400,6 +403,7 @@ def build_framework(
         filter=filters,
         pre_score=pre_score,
         score=scores,
+        post_filter=post_filter,
         reserve=reserve,
         pre_bind=pre_bind,
         seed=seed,

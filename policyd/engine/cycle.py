@@ -15,7 +15,7 @@ import numpy as np
 
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.fit_error import NO_NODES_AVAILABLE, Diagnosis, fit_error_message
-from policyd.framework.interfaces import Verdict
+from policyd.framework.interfaces import PostFilterResult, Verdict
 from policyd.framework.runtime import Framework, ScoreResult
 from policyd.framework.status import Code, Status
 from policyd.model.cluster import ClusterState
@@ -45,6 +45,8 @@ class ScheduleResult:
     verdicts: dict[str, dict[str, Sequence[Verdict]]] = field(default_factory=dict)
     # The cycle's state, which Reserve, Unreserve and PreBind read after the decision.
     cycle_state: CycleState | None = None
+    # Unschedulable: what PostFilter found can make the pod fit (preemption), if any.
+    post_filter: PostFilterResult | None = None
 
     @property
     def feasible(self) -> list[str]:
@@ -76,6 +78,7 @@ def schedule_one(
         return _schedule_fast(fw, pod, cluster)
     nodes = cluster.node_infos()
     state = CycleState(nodes, cluster)
+    state.framework = fw
     result = ScheduleResult(pod=pod, node=None, num_nodes=len(nodes), cycle_state=state)
     diagnosis = result.diagnosis
     if not nodes:
@@ -90,7 +93,7 @@ def schedule_one(
             return _failed(result, status)
         diagnosis.pre_filter_message = status.message
         diagnosis.absent_nodes_status = status
-        result.message = fit_error_message(len(nodes), diagnosis)
+        _post_filter(fw, state, pod, result)
         if explain:
             for n in nodes:
                 result.filter_details[n.name] = {status.plugin or "PreFilter": status}
@@ -116,7 +119,7 @@ def schedule_one(
                 result.filter_details[n.name] = {"PreFilter": diagnosis.absent_nodes_status}
     result.feasible = [n.name for n in feasible]
     if not feasible:
-        result.message = fit_error_message(len(nodes), diagnosis)
+        _post_filter(fw, state, pod, result)
         return result
 
     if len(feasible) == 1 and not explain:
@@ -157,6 +160,18 @@ def reserve(fw: Framework, result: ScheduleResult) -> ScheduleResult:
         result.diagnosis.unschedulable_plugins.add(status.plugin)
     result.message = fit_error_message(1, result.diagnosis)
     return result
+
+
+def _post_filter(fw: Framework, state: CycleState, pod: Pod, result: ScheduleResult
+                 ) -> None:
+    """No node fits: run PostFilter (when the profile has such plugins) and write the
+    FailedScheduling message, PostFilter's part included, as upstream's schedulePod
+    does; an erring PostFilter's message goes into it too."""
+    diagnosis = result.diagnosis
+    if fw.post_filter_plugins:
+        result.post_filter, status = fw.run_post_filter(state, pod, diagnosis)
+        diagnosis.post_filter_message = status.message
+    result.message = fit_error_message(result.num_nodes, diagnosis)
 
 
 def _failed(result: ScheduleResult, status: Status) -> ScheduleResult:
@@ -200,6 +215,7 @@ def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleRe
     table = cluster.table()
     nodes = table.infos
     state = CycleState(nodes, cluster)
+    state.framework = fw
     state.table = table
     result = ScheduleResult(pod=pod, node=None, num_nodes=len(nodes), cycle_state=state)
     if not nodes:
@@ -247,5 +263,5 @@ def _diagnose(fw: Framework, state: CycleState, pod: Pod, table: NodeTable, idx:
     if status is not None:
         return _failed(result, status)
     result._feasible_idx = (table.name_array, left)  # empty unless a mask lied
-    result.message = fit_error_message(result.num_nodes, diagnosis)
+    _post_filter(fw, state, pod, result)
     return result

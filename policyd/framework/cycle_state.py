@@ -18,7 +18,8 @@ class CycleState:
     `skip_filter` / `skip_score` hold the plugins whose PreFilter/PreScore said Skip.
     """
 
-    __slots__ = ("_data", "all_nodes", "cluster", "skip_filter", "skip_score", "table")
+    __slots__ = ("_data", "all_nodes", "cluster", "framework", "skip_filter", "skip_score",
+                 "table")
 
     def __init__(
         self, all_nodes: Sequence[NodeInfo] = (), cluster: ClusterState | None = None
@@ -32,6 +33,9 @@ class CycleState:
         self.cluster = cluster
         # The columnar view of `all_nodes` when the cycle runs on the fast path, else None.
         self.table: NodeTable | None = None
+        # The Framework running the cycle (a `policyd.framework.runtime.Framework`), for
+        # plugins that run other plugins: preemption's dry runs filter with it.
+        self.framework: Any = None
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()
 

@@ -2,7 +2,8 @@
 
 `0/N nodes are available: ` + either the PreFilter rejection message or, for every
 reason of every rejected node, `"<count> <reason>"` sorted as plain strings (so `10 x`
-sorts before `2 x`) and joined by `, `; then `.`.
+sorts before `2 x`) and joined by `, `; then `.`; then, when PostFilter plugins ran,
+a space and their message (e.g. `no new claims to deallocate, preemption: ...`).
 
 With no nodes at all there is no FitError: upstream's `schedulePod` returns
 `ErrNoNodesAvailable` before any plugin runs, and its text is the whole message.
@@ -30,14 +31,17 @@ class Diagnosis:
     absent_nodes_status: Status | None = None
     pre_filter_message: str = ""
     unschedulable_plugins: set[str] = field(default_factory=set)
+    # What the PostFilter plugins said (upstream's PostFilterMsg), "" when none ran.
+    post_filter_message: str = ""
 
 
 def fit_error_message(num_all_nodes: int, diagnosis: Diagnosis) -> str:
     if num_all_nodes == 0:
         return NO_NODES_AVAILABLE
     message = f"0/{num_all_nodes} nodes are available:"
+    post = f" {diagnosis.post_filter_message}" if diagnosis.post_filter_message else ""
     if diagnosis.pre_filter_message:
-        return f"{message} {diagnosis.pre_filter_message}."
+        return f"{message} {diagnosis.pre_filter_message}.{post}"
     reasons: Counter[str] = Counter()
     for status in diagnosis.node_to_status.values():
         reasons.update(status.reasons)
@@ -48,7 +52,7 @@ def fit_error_message(num_all_nodes: int, diagnosis: Diagnosis) -> str:
     histogram = sorted(f"{count} {reason}" for reason, count in reasons.items())
     if histogram:
         message += f" {', '.join(histogram)}."
-    return message
+    return message + post
 
 
 def reason_counts(node_to_status: Mapping[str, Status]) -> dict[str, int]:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 import numpy as np
 
 from policyd.framework.cycle_state import CycleState
+from policyd.framework.fit_error import Diagnosis
 from policyd.framework.status import Status
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
@@ -175,6 +176,27 @@ class PreBindPlugin(Plugin, Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class PostFilterResult:
+    """What a PostFilter plugin found that can make the pod fit later (upstream's
+    PostFilterResult with its NominatingInfo): the node to nominate, the pods to evict
+    there, and the pods whose nomination to that node must be cleared. Whoever runs
+    the cycle acts on it (the daemon: the API writes; offline: the cluster copy)."""
+
+    nominated_node: str
+    victims: tuple[Pod, ...] = ()
+    clear_nominations: tuple[Pod, ...] = ()
+
+
+@runtime_checkable
+class PostFilterPlugin(Plugin, Protocol):
+    def post_filter(self, state: CycleState, pod: Pod, diagnosis: Diagnosis
+                    ) -> tuple[PostFilterResult | None, Status]:
+        """Runs when no node fits. A Success status comes with a result (the pod
+        will fit once it is acted on); a rejection's message becomes the part of the
+        FailedScheduling message after the filters' reasons."""
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
     """One thing a filter judged on a node, for explain: a claim of the pod, whether it
     fits there, and in words how (the PV it takes) or why not."""
@@ -198,6 +220,7 @@ EXTENSION_POINTS: dict[str, type] = {
     "filter": FilterPlugin,
     "preScore": PreScorePlugin,
     "score": ScorePlugin,
+    "postFilter": PostFilterPlugin,
     "reserve": ReservePlugin,
     "preBind": PreBindPlugin,
 }

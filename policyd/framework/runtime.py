@@ -39,6 +39,8 @@ from policyd.framework.interfaces import (
     ColumnarScorePlugin,
     FilterPlugin,
     NormalizeScorePlugin,
+    PostFilterPlugin,
+    PostFilterResult,
     PreBindPlugin,
     PreFilterPlugin,
     PreScorePlugin,
@@ -150,6 +152,7 @@ class Framework:
         filter: Sequence[FilterPlugin] = (),
         pre_score: Sequence[PreScorePlugin] = (),
         score: Sequence[WeightedScorePlugin] = (),
+        post_filter: Sequence[PostFilterPlugin] = (),
         reserve: Sequence[ReservePlugin] = (),
         pre_bind: Sequence[PreBindPlugin] = (),
         seed: int | None = None,
@@ -160,6 +163,7 @@ class Framework:
         self.filter_plugins = list(filter)
         self.pre_score_plugins = list(pre_score)
         self.score_plugins = list(score)
+        self.post_filter_plugins = list(post_filter)
         self.reserve_plugins = list(reserve)
         self.pre_bind_plugins = list(pre_bind)
         # Each plugin's forms, bound once here: the cycle only loops over these.
@@ -448,6 +452,33 @@ class Framework:
             seen.add(pl.name)
             out.extend((pl.name, reg) for reg in registrations(pl))
         return out
+
+    # PostFilter: when no node fits.
+    def run_post_filter(self, state: CycleState, pod: Pod, diagnosis: Diagnosis
+                        ) -> tuple[PostFilterResult | None, Status]:
+        """Every PostFilter plugin in order until one succeeds, one says
+        UnschedulableAndUnresolvable or one errs (RunPostFilterPlugins); rejections'
+        reasons accumulate, so the status's message is every plugin's in order, and
+        the result is the last one a rejecting plugin returned."""
+        result: PostFilterResult | None = None
+        reasons: list[str] = []
+        rejector = ""
+        for pl in self.post_filter_plugins:
+            try:
+                r, status = pl.post_filter(state, pod, diagnosis)
+            except Exception as exc:
+                return None, _error("PostFilter", pl.name, exc)
+            if status.is_success:
+                return r, status
+            if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return r, status.with_plugin(pl.name)
+            if not status.is_rejected:
+                return None, Status(Code.ERROR, status.reasons, pl.name)
+            if r is not None:
+                result = r
+            reasons.extend(status.reasons)
+            rejector = rejector or pl.name
+        return result, Status(Code.UNSCHEDULABLE, tuple(reasons), rejector)
 
     # Reserve, Unreserve, PreBind: after a node is chosen (the binding cycle's side).
     def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:

@@ -8,6 +8,7 @@ pods of every scheduler count on their nodes; finished pods do not.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from policyd.model.node_info import NodeInfo
@@ -219,3 +220,43 @@ class ClusterState:
 
     def node_of(self, uid: str) -> str | None:
         return self._bound.get(uid)
+
+    @contextmanager
+    def what_if(self, *, remove: Iterable[Pod] = (),
+                place: Iterable[tuple[Pod, str]] = ()) -> Iterator[ClusterState]:
+        """The state with `remove` gone from their nodes and each (pod, node) of `place`
+        counted there, until the block ends; then exactly as before (pending pods
+        pending again, bound and assumed pods on their nodes). Preemption's dry runs
+        (victims removed) and nominated pods (counted on their nominated node) ask the
+        plugins about such a state; their views follow the change log both ways."""
+        removed: list[tuple[Pod, str]] = []
+        placed: list[tuple[Pod, str | None, bool]] = []
+        try:
+            for pod in remove:
+                node = self._bound.get(pod.uid)
+                if node is not None:
+                    current = self.remove_pod(pod.uid)
+                    removed.append((current or pod, node))
+            for pod, node in place:
+                before = self._bound.get(pod.uid)
+                was_pending = pod.uid in self._pending
+                if before is not None:
+                    current = self.remove_pod(pod.uid)
+                    pod = current or pod
+                self._pending.pop(pod.uid, None)
+                self._place(pod, node)
+                self.generation += 1
+                placed.append((pod, before, was_pending))
+            yield self
+        finally:
+            for pod, before, was_pending in reversed(placed):
+                self.remove_pod(pod.uid)
+                if before is not None:
+                    self._place(pod, before)
+                elif was_pending:
+                    self._pending[pod.uid] = pod
+                self.generation += 1
+            for pod, node in reversed(removed):
+                self._pending.pop(pod.uid, None)
+                self._place(pod, node)
+                self.generation += 1

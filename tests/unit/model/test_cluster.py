@@ -184,3 +184,43 @@ def test_confirming_an_assumed_pod_swaps_its_record_and_keeps_its_sums() -> None
     # ...and views keyed on the node still see that it changed.
     assert info.generation > generation
     assert state.changes_since(epoch) == {"n1"}
+
+
+def test_what_if_removes_and_places_pods_and_restores_them_exactly() -> None:
+    from tests.builders import make_node as _node
+    from tests.builders import make_pod as _pod
+
+    bound = _pod("bound").uid("b").node("n1").req(cpu="1").obj()
+    assumed = _pod("assumed").uid("a").req(cpu="1").obj()
+    pending = _pod("pending").uid("p").req(cpu="2").obj()
+    cluster = ClusterState([_node("n1").obj(), _node("n2").obj()], [bound, pending])
+    cluster.assume(assumed, "n1")
+    n1, n2 = cluster.get("n1"), cluster.get("n2")
+    assert n1 is not None and n2 is not None
+    def sums() -> tuple[dict[str, int], dict[str, int], list[str]]:
+        return ({k: v for k, v in n1.requested.items() if v},
+                {k: v for k, v in n2.requested.items() if v},
+                [p.uid for p in cluster.pending_pods()])
+
+    before = sums()
+    with cluster.what_if(remove=[bound, assumed], place=[(pending, "n2")]) as view:
+        assert view.node_of("b") is None and view.node_of("a") is None
+        assert view.node_of("p") == "n2" and view.pending_pods() == []
+        assert n1.requested.get("cpu", 0) == 0 and n2.requested["cpu"] == 2000
+    assert sums() == before and before[2] == ["p"]
+    assert cluster.node_of("a") == "n1" and cluster.node_of("b") == "n1"
+    assert cluster.node_of("p") is None
+
+
+def test_what_if_restores_even_when_the_block_raises() -> None:
+    from tests.builders import make_node as _node
+    from tests.builders import make_pod as _pod
+
+    bound = _pod("bound").uid("b").node("n1").obj()
+    cluster = ClusterState([_node("n1").obj()], [bound])
+    try:
+        with cluster.what_if(remove=[bound]):
+            raise KeyError("x")
+    except KeyError:
+        pass
+    assert cluster.node_of("b") == "n1"
