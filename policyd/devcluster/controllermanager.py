@@ -88,6 +88,10 @@ def controller_manager_args(
         # sync (a new PV does not wake it): every 2 s here, not 15 s, so tests and
         # demos see claims bind in seconds.
         "--pvclaimbinder-sync-period=2s",
+        # Its client's default 20 requests/s (bindings and events share them) would
+        # make the PV controller the slowest part of a test that binds many claims.
+        "--kube-api-qps=200",
+        "--kube-api-burst=400",
         "--use-service-account-credentials=false",
         # One controller manager per control plane: an election would only delay the
         # start by a lease acquisition.

@@ -35,6 +35,7 @@ def test_only_the_volume_controllers_run() -> None:
     assert flags["kubeconfig"] == "/kc"
     # Claims whose PV comes later bind within seconds, not on the 15 s default sync.
     assert flags["pvclaimbinder-sync-period"] == "2s"
+    assert flags["kube-api-qps"] == "200" and flags["kube-api-burst"] == "400"
     assert "/healthz" in flags["authorization-always-allow-paths"].split(",")
 
 
