@@ -30,6 +30,7 @@ _MODULES = {
     names.POD_TOPOLOGY_SPREAD: "podtopologyspread.plugin",
     names.INTER_POD_AFFINITY: "interpodaffinity.plugin",
     names.RESOURCE_CLAIM_UNSUPPORTED: "resourceclaimunsupported.resource_claim_unsupported",
+    names.DEFAULT_PREEMPTION: "defaultpreemption.plugin",
     names.NODE_RESOURCES_BALANCED_ALLOCATION: "noderesources.balanced_allocation",
     names.IMAGE_LOCALITY: "imagelocality.image_locality",
 }

@@ -10,5 +10,6 @@ The plugin decides and never acts: whoever runs the cycle evicts the victims, no
 the pod and clears the nominations the result lists (see `PostFilterResult`).
 """
 
-# kube-scheduler's name for the plugin (names.DefaultPreemption upstream).
-NAME = "DefaultPreemption"
+from policyd.plugins import names
+
+NAME = names.DEFAULT_PREEMPTION

@@ -70,7 +70,10 @@ def test_explain_json_shows_the_reason_per_node(files: list[str]) -> None:
     r = policyd("explain", *files, "--pod", "ml/gpu-job", "--format", "json")
     out = json.loads(r.stdout)
     reason = f'pod uses ResourceClaim "gpu" (from ResourceClaimTemplate "single-gpu"): {TAIL}'
-    assert out["node"] is None and out["message"] == f"0/2 nodes are available: {reason}."
+    # The claim's rejection is final: preemption cannot help on any node.
+    assert out["node"] is None and out["message"] == (
+        f"0/2 nodes are available: {reason}. preemption: 0/2 nodes are available: "
+        "2 Preemption is not helpful for scheduling.")
     assert [n["filters"] for n in out["nodes"]] == [{"ResourceClaimUnsupported": reason}] * 2
 
 

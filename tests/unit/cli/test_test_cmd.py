@@ -75,7 +75,9 @@ PASSING = """\
       unschedulable: false
     - name: too big
       pod: huge
-      unschedulable: "0/3 nodes are available: 1 node(s) had no GPU, 2 Insufficient cpu."
+      unschedulable: >-
+        0/3 nodes are available: 1 node(s) had no GPU, 2 Insufficient cpu. preemption:
+        0/3 nodes are available: 3 Preemption is not helpful for scheduling.
 """
 
 FAILING = """\

@@ -42,24 +42,24 @@ CASES = [
         profiles:
           - plugins:
               multiPoint:
-                enabled: [{name: DefaultPreemption}]
-                disabled: [{name: DynamicResources}]
+                enabled: [{name: DefaultBinder}]
+                disabled: [{name: GangScheduling}]
         """, [(7, 26, "plugin-not-implemented")],
-     'policyd has no plugin "DefaultPreemption" (a kube-scheduler plugin policyd does not '
+     'policyd has no plugin "DefaultBinder" (a kube-scheduler plugin policyd does not '
      "implement)"),
     ("upstream-only-plugin-at-one-point", """\
         profiles:
           - plugins:
               preFilter:
-                enabled: [{name: DynamicResources}]
-        """, [(7, 26, "plugin-not-implemented")], 'policyd has no plugin "DynamicResources"'),
+                enabled: [{name: NodeDeclaredFeatures}]
+        """, [(7, 26, "plugin-not-implemented")], 'policyd has no plugin "NodeDeclaredFeatures"'),
     ("upstream-only-plugin-config", """\
         profiles:
           - pluginConfig:
-              - name: DefaultPreemption
-                args: {minCandidateNodesPercentage: 10}
+              - name: NodeDeclaredFeatures
+                args: {}
         """, [(6, 15, "plugin-not-implemented")],
-     'policyd has no plugin "DefaultPreemption" (a kube-scheduler plugin policyd does '
+     'policyd has no plugin "NodeDeclaredFeatures" (a kube-scheduler plugin policyd does '
      "not implement)"),
     ("upstream-only-plugin-config-v136", """\
         profiles:

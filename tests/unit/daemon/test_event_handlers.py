@@ -64,7 +64,9 @@ def test_unschedulable_pod_waits_and_a_new_node_brings_it_back(sched: Scheduler)
     assert qp is not None
     result = sched.schedule(qp)
     assert result is not None and result.node is None
-    assert result.message == "0/1 nodes are available: 1 Insufficient cpu."
+    assert result.message == ("0/1 nodes are available: 1 Insufficient cpu. preemption: "
+                              "0/1 nodes are available: 1 Preemption is not helpful for "
+                              "scheduling.")
     assert sched.queue.where("uid-big") == UNSCHEDULABLE
     # A heartbeat-only update does not move it; a new node does.
     node = make_node("small").capacity(cpu="1", memory="1Gi", pods="10").raw()

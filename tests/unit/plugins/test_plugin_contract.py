@@ -58,6 +58,9 @@ def _compiled(doc: dict[str, Any]) -> CompiledPolicy | None:
 # (`test_every_plugin_with_args_has_a_variant`).
 ARGS: dict[str, list[dict[str, Any]]] = {
     names.VOLUME_BINDING: [{"bindTimeoutSeconds": 30}],
+    # Few candidates wanted: the dry runs stop early, after the first node with victims.
+    names.DEFAULT_PREEMPTION: [{"minCandidateNodesPercentage": 0,
+                                "minCandidateNodesAbsolute": 1}],
     names.NODE_RESOURCES_FIT: [
         {"scoringStrategy": {"type": "MostAllocated", "resources": [
             {"name": "cpu", "weight": 3}, {"name": "memory", "weight": 1}]}},

@@ -270,7 +270,7 @@ def test_every_kube_scheduler_plugin_name_is_reserved(name: str) -> None:
 
 
 def test_a_reserved_upstream_name_says_why() -> None:
-    result = check_docs(make_policy("p", "DefaultPreemption", filters=[f(maxPodsPerNode=1)]))
+    result = check_docs(make_policy("p", "DefaultBinder", filters=[f(maxPodsPerNode=1)]))
     [problem] = result.problems
     assert "kube-scheduler plugin" in problem.message and "another name" in problem.message
 

@@ -14,7 +14,6 @@ from policyd.framework.runtime import Framework
 from policyd.framework.status import Code, Status
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod
-from policyd.plugins.defaultpreemption.plugin import new
 from tests.builders import make_node
 from tests.unit.plugins.defaultpreemption.scene import (
     HIGH,
@@ -198,8 +197,8 @@ def test_the_seeded_framework_decides_the_offset() -> None:
 
 @pytest.mark.parametrize("reference", [False, True])
 def test_the_whole_failed_scheduling_message_on_both_paths(reference: bool) -> None:
+    # The default profile runs DefaultPreemption as kube-scheduler's does.
     fw = framework(seed=3)
-    fw.post_filter_plugins.append(new())
     full = cluster_of([node("n1", cpu="2"), node("n2", cpu="2"),
                        make_node("tainted").capacity(cpu="8").taint("k", "v").obj()],
                       [running("a", "n1", HIGH, cpu="2"), running("b", "n2", HIGH, cpu="2")])

@@ -977,8 +977,11 @@ def test_engine_spreads_replicas_then_reports_anti_affinity() -> None:
             else:
                 messages.append(r.message)
         assert placed == {"n0", "n1", "n2"}
+        # The replicas share one priority, so preemption finds no victims.
         assert messages == [
-            "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."]
+            "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules. "
+            "preemption: 0/3 nodes are available: 3 No preemption victims found for "
+            "incoming pod."]
 
 
 @pytest.mark.parametrize("seed", range(10))

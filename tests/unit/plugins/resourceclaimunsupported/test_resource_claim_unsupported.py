@@ -66,7 +66,9 @@ def test_the_cycle_refuses_it_on_every_node(reference: bool) -> None:
     pod = make_pod("gpu-job").resource_claim("gpu", claim="c1").obj()
     r = schedule_one(default_framework([]), pod, state, reference=reference)
     assert r.node is None and r.unschedulable
-    assert r.message == f'0/2 nodes are available: pod uses ResourceClaim "c1": {TAIL}.'
+    assert r.message == (f'0/2 nodes are available: pod uses ResourceClaim "c1": {TAIL}. '
+                         "preemption: 0/2 nodes are available: 2 Preemption is not "
+                         "helpful for scheduling.")
     assert r.diagnosis.unschedulable_plugins == {names.RESOURCE_CLAIM_UNSUPPORTED}
 
 
@@ -75,7 +77,9 @@ def test_a_missing_pvc_is_named_before_the_claim_as_upstream_orders_the_plugins(
     pod = make_pod().pvc("data").resource_claim("gpu", claim="c1").obj()
     r = schedule_one(default_framework([]), pod, state)
     # The volume plugins' PreFilters run before DynamicResources' place.
-    assert r.message == '0/1 nodes are available: persistentvolumeclaim "data" not found.'
+    assert r.message == ('0/1 nodes are available: persistentvolumeclaim "data" not found. '
+                         "preemption: 0/1 nodes are available: 1 Preemption is not "
+                         "helpful for scheduling.")
 
 
 
