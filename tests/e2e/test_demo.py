@@ -24,7 +24,9 @@ def test_policyd_demo_schedules_the_demo_pods_live() -> None:
     # EnvProd: the lowercase env=prod label; node-b1 has `Env` and must not be chosen.
     assert placed["shop/orders-api"] in ("node-a1", "node-a2")
     assert placed["jobs/huge"] == "(pending)"
+    # The pod is bigger than any node: evicting cannot help anywhere.
     assert ("FailedScheduling: 0/6 nodes are available: 1 node(s) had untolerated taint(s), "
-            "1 node(s) were unschedulable, 2 Insufficient memory, 4 Insufficient cpu."
-            ) in r.stdout
+            "1 node(s) were unschedulable, 2 Insufficient memory, 4 Insufficient cpu. "
+            "preemption: 0/6 nodes are available: 6 Preemption is not helpful for "
+            "scheduling.") in r.stdout
     assert "Scheduled: Successfully assigned data/payments-db to " in r.stdout

@@ -40,7 +40,8 @@ def test_claim_pods_stay_pending_with_the_reason(cluster: Cluster, daemons: Daem
                    f'"single-gpu"): {TAIL}',
         "shared": f'pod uses ResourceClaim "shared-accelerator": {TAIL}'}
     for name, reason in expected.items():
-        message = f"0/1 nodes are available: {reason}."
+        message = (f"0/1 nodes are available: {reason}. preemption: 0/1 nodes are "
+                   "available: 1 Preemption is not helpful for scheduling.")
         events = wait_for(lambda n=name: cluster.events(pod=n, reason="FailedScheduling"),
                           15, f"FailedScheduling for {name}")
         assert [(e["type"], e["message"]) for e in events] == [("Warning", message)]

@@ -121,6 +121,17 @@ def _condition_message(cluster: Cluster, pod: str) -> str:
     return str((cluster.condition(pod) or {}).get("message") or "")
 
 
+def not_helpful(n: int) -> str:
+    """DefaultPreemption's part of the message when every node's rejection is final."""
+    return f"preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling."
+
+
+def no_victims(n: int) -> str:
+    """DefaultPreemption's part when evicting could help but no pod has a lower priority."""
+    return (f"preemption: 0/{n} nodes are available: {n} No preemption victims found for "
+            "incoming pod.")
+
+
 def assert_unschedulable(cluster: Cluster, pod: str, message: str, *,
                          reason: str = "Unschedulable", timeout: float = 20.0) -> None:
     """The pod's PodScheduled condition comes to say exactly `message` (False, with
@@ -221,7 +232,8 @@ def test_an_unbound_immediate_claim_waits_for_the_pv_controller(
     cluster.pvc("data", sc)
     pod = cluster.pod("app", VOL, volumes=claim_volumes("data"))
     assert_unschedulable(cluster, "app",
-                         f"0/2 nodes are available: {UNBOUND_IMMEDIATE}.")
+                         f"0/2 nodes are available: {UNBOUND_IMMEDIATE}. "
+                         f"{not_helpful(2)}")
     # Parked until an event can help, not retried on a timer.
     entry = wait_for(lambda: (e := policyd.queued(pod["metadata"]["uid"]))
                      and e["queue"] == "unschedulable" and e, 10, "app unschedulable")
@@ -254,8 +266,8 @@ def test_a_zonal_volume_keeps_its_pod_in_its_zone(
     cluster.node("a1", labels={ZONE: "zone-a"})
     cluster.node("a2", labels={ZONE: "zone-a"})
     cluster.pod("app", VOL, volumes=claim_volumes("data"))
-    assert_unschedulable(cluster, "app", f"0/2 nodes are available: 2 {NO_VOLUME_ZONE}.",
-                         reason="Unschedulable")
+    assert_unschedulable(cluster, "app", f"0/2 nodes are available: 2 {NO_VOLUME_ZONE}. "
+                         f"{not_helpful(2)}", reason="Unschedulable")
     cluster.node("b1", labels={ZONE: "zone-b"})
     assert cluster.wait_bound("app", 15) == "b1"
 
@@ -274,7 +286,9 @@ def test_a_read_write_once_pod_claim_has_one_user(
     cluster.pod("first", VOL, volumes=claim_volumes("data"))
     cluster.wait_bound("first", 20)
     cluster.pod("second", VOL, volumes=claim_volumes("data"))
-    assert_unschedulable(cluster, "second", f"0/2 nodes are available: 2 {RWOP_IN_USE}.")
+    # The claim's user has the pod's own priority: no victim anywhere.
+    assert_unschedulable(cluster, "second", f"0/2 nodes are available: 2 {RWOP_IN_USE}. "
+                         f"{no_victims(2)}")
     # Its user gone, the claim is free (VolumeRestrictions listens to pod deletes).
     cluster.delete_pod("first")
     assert cluster.wait_bound("second", 15) in ("n1", "n2")
@@ -298,7 +312,8 @@ def test_a_node_at_its_csi_volume_limit_takes_no_more(
     for claim in claims:
         cluster.wait_claim_bound(claim)
     cluster.pod("new", VOL, volumes=claim_volumes("new"))
-    assert_unschedulable(cluster, "new", f"0/1 nodes are available: 1 {MAX_VOLUME_COUNT}.")
+    assert_unschedulable(cluster, "new", f"0/1 nodes are available: 1 {MAX_VOLUME_COUNT}. "
+                         f"{no_victims(1)}")
 
     cluster.node("roomy")
     cluster.csinode("roomy", {driver: 5})

@@ -71,6 +71,13 @@ SAMPLING_SCHEDULER = "policyd-intended-sampling"
 
 NODE_PORTS = "node(s) didn't have free ports for the requested pod ports"
 NODE_SELECTOR = "node(s) didn't match Pod's node affinity/selector"
+
+
+def _ports_preemption(n_nodes: int) -> str:
+    """DefaultPreemption's part for a pod pinned to a node whose port is taken by pods
+    of its own priority: no victims there, and another node's selector is final."""
+    return (f"preemption: 0/{n_nodes} nodes are available: 1 No preemption victims found "
+            f"for incoming pod, {n_nodes - 1} Preemption is not helpful for scheduling.")
 MB = 1024 * 1024
 
 # A random tag per run, so that a rerun on the same API server (whose namespaces are
@@ -164,7 +171,7 @@ def test_host_port_stays_taken_when_one_of_two_holders_leaves(
     back = s.read_back()
     n_nodes = len(back.cluster.node_infos())
     refused = (f"0/{n_nodes} nodes are available: 1 {NODE_PORTS}, "
-               f"{n_nodes - 1} {NODE_SELECTOR}.")
+               f"{n_nodes - 1} {NODE_SELECTOR}. {_ports_preemption(n_nodes)}")
     assert (before.node, before.message) == (None, refused)
     assert s.policyd(back, "before").message == refused
     s.delete_pod("before")
@@ -183,7 +190,8 @@ def test_host_port_stays_taken_when_one_of_two_holders_leaves(
     mine = s.policyd(back, "after")
     n_nodes = len(back.cluster.node_infos())
     assert (mine.node, mine.message) == (None, f"0/{n_nodes} nodes are available: "
-                                         f"1 {NODE_PORTS}, {n_nodes - 1} {NODE_SELECTOR}.")
+                                         f"1 {NODE_PORTS}, {n_nodes - 1} {NODE_SELECTOR}. "
+                                         f"{_ports_preemption(n_nodes)}")
     s.delete_pod("after")  # kube-scheduler's set forgets 8080 again, as before
 
     # (b) A pod free to go anywhere: kube-scheduler finds a, b, c feasible, policyd
@@ -527,4 +535,6 @@ def test_invalid_affinity_or_spread_only_in_snapshots(
     assert status is not None and status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert len(status.reasons) == 1 and _INVALID_FIELD[what] in status.reasons[0]
     assert "not a label value!" in status.reasons[0] or "got 0" in status.reasons[0]
-    assert result.message == f"0/1 nodes are available: {status.reasons[0]}."
+    assert result.message == (f"0/1 nodes are available: {status.reasons[0]}. preemption: "
+                              "0/1 nodes are available: 1 Preemption is not helpful for "
+                              "scheduling.")

@@ -74,9 +74,10 @@ class Scene(Protocol):
 # Upstream's default plugins that policyd does not implement (or that need objects the
 # cases never have): all disabled so the two profiles are the same. Names that are not
 # enabled in v1.36 (alpha features) are ignored by kube-scheduler. The four volume
-# plugins stay enabled, as in policyd's default profile.
+# plugins and DefaultPreemption stay enabled, as in policyd's default profile, so the
+# FailedScheduling messages compared are the whole text, PostFilter's part included.
 UPSTREAM_ONLY_PLUGINS = (
-    "DefaultPreemption", "DynamicResources", "NodeDeclaredFeatures", "GangScheduling",
+    "DynamicResources", "NodeDeclaredFeatures", "GangScheduling",
 )
 # VolumeBinding's PreBind waits this long for the PV controller to bind a pod's claims
 # (upstream's default is 600 s): a binding that cannot complete fails the case within
@@ -85,9 +86,9 @@ BIND_TIMEOUT_SECONDS = 30
 
 
 def kube_scheduler_config(scheduler_name: str = SCHEDULER_NAME) -> dict[str, Any]:
-    """The KubeSchedulerConfiguration of the comparison: the default profile minus the
-    plugins policyd lacks, scoring every node (policyd always does), VolumeBinding
-    waiting BIND_TIMEOUT_SECONDS for bindings."""
+    """The KubeSchedulerConfiguration of the comparison: the default profile
+    (DefaultPreemption included) minus the plugins policyd lacks, scoring every node
+    (policyd always does), VolumeBinding waiting BIND_TIMEOUT_SECONDS for bindings."""
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -118,14 +119,28 @@ def start_kube_scheduler(control_plane: ControlPlane, config: dict[str, Any], pa
 
 _FIT_HEAD = re.compile(r"^0/(\d+) nodes are available:")
 _FIT_ENTRY = re.compile(r"(\d+) (.+?)(?=, \d+ |\.$)")
+# The filters' part ends at the first period followed by a space (PostFilter's part,
+# e.g. `preemption: 0/N nodes are available: ...`, comes after it) or by the end.
+_FILTERS_END = re.compile(r"\.(?: |$)")
+
+
+def split_fit_error(message: str) -> tuple[str, str]:
+    """A FailedScheduling message's filters' part (up to its period) and PostFilter's
+    part after it ("" when there is none), as FitError.Error() joins them."""
+    end = _FILTERS_END.search(message)
+    if end is None:
+        return message, ""
+    return message[:end.start() + 1], message[end.end():]
 
 
 def parse_fit_error(message: str) -> tuple[int, dict[str, int]] | None:
-    """`0/N nodes are available: 2 A, 1 B.` -> (N, {A: 2, B: 1}); None if not that."""
-    head = _FIT_HEAD.match(message)
+    """`0/N nodes are available: 2 A, 1 B.` -> (N, {A: 2, B: 1}), the filters' part
+    only (PostFilter's part after it is left out); None if not that."""
+    filters, _ = split_fit_error(message)
+    head = _FIT_HEAD.match(filters)
     if head is None:
         return None
-    rest = message[head.end():].strip()
+    rest = filters[head.end():].strip()
     return int(head.group(1)), {m.group(2): int(m.group(1)) for m in _FIT_ENTRY.finditer(rest)}
 
 

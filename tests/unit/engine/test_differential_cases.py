@@ -33,6 +33,7 @@ from tests.integration.differential.runner import (
     parse_fit_error,
     record_score_diffs,
     reference_scores,
+    split_fit_error,
 )
 
 
@@ -118,6 +119,20 @@ def test_parse_fit_error_reads_fit_error_message() -> None:
         3, {"node(s) didn't satisfy plugin(s) [NodeAffinity]": 3})
     assert parse_fit_error("0/0 nodes are available:") == (0, {})
     assert parse_fit_error("something else") is None
+
+
+def test_the_post_filter_part_is_split_off_and_not_counted() -> None:
+    message = ("0/3 nodes are available: 1 Insufficient example.com/gpu, 2 node(s) had "
+               "untolerated taint(s). preemption: 0/3 nodes are available: 1 No preemption "
+               "victims found for incoming pod, 2 Preemption is not helpful for scheduling.")
+    filters, post_filter = split_fit_error(message)
+    assert filters == ("0/3 nodes are available: 1 Insufficient example.com/gpu, "
+                       "2 node(s) had untolerated taint(s).")
+    assert post_filter.startswith("preemption: 0/3 nodes are available: 1 No preemption")
+    assert parse_fit_error(message) == (3, {"Insufficient example.com/gpu": 1,
+                                            "node(s) had untolerated taint(s)": 2})
+    assert split_fit_error("0/1 nodes are available: 1 Insufficient cpu.") == (
+        "0/1 nodes are available: 1 Insufficient cpu.", "")
 
 
 def _cluster(case_seed: int, index: int) -> tuple[ClusterState, dict[str, Any]]:
