@@ -716,7 +716,8 @@ class Runner:
                 o.problems += [f"pinned to {node}: {problem}" for problem in probe.problems]
             self.each(self.delete_pod, copies)
 
-    def _release(self, pod: dict[str, Any]) -> None:
+    def release(self, pod: dict[str, Any]) -> None:
+        """Remove every finalizer of `pod` (a held pod then goes); gone already is fine."""
         meta = pod["metadata"]
         try:
             self.client.request(
@@ -734,7 +735,7 @@ class Runner:
         and the barrier nodes made since the last clean-up; then the storage of
         `volume_cases` and of the storage barriers (`volumes.cleanup_storage`).
         Namespaces stay."""
-        self.each(self._release, [p for c in cases for p in c.pods if _held(p)])
+        self.each(self.release, [p for c in cases for p in c.pods if _held(p)])
         self.each(lambda ns: self.client.request(
             "DELETE", f"/api/v1/namespaces/{ns}/pods", query={"gracePeriodSeconds": 0}),
             namespaces)

@@ -1,0 +1,191 @@
+"""Seeded preemption cases for the differential test: full nodes of pods with distinct
+priorities, PodDisruptionBudgets over some of them, and one to three preemptors tried
+one after another, so that both schedulers' victims, nominated node and message are
+compared, and a later preemptor meets an earlier one's nomination.
+
+Isolated from other cases as `tests.gen.differential` describes (prefixed names, the
+case label on every node and in every preemptor's nodeSelector, one namespace of its
+own). What keeps kube-scheduler's choice free of chance:
+
+- every pod of a case has its own priority (a PriorityClass per value), so victims are
+  ordered without a tie and no two nodes' candidates tie on "the highest victim's
+  priority" (upstream's second criterion, before start times and the random offset);
+- at most five nodes: every node preemption might help is dry-run (upstream tries all
+  of them below 100 potential nodes), so where the dry runs start does not matter;
+- preemptors go in strictly falling priority: a later one never clears an earlier one's
+  nomination, so nothing a step leaves changes behind the runner's back;
+- every existing pod holds VICTIM_FINALIZER: a victim stays, terminating (with the
+  DisruptionTarget condition), after kube-scheduler deletes it, so the runner reads
+  which pods went, and the nominated preemptor waits on its node ("not eligible due to
+  a terminating pod on the nominated node") instead of racing the next step. The runner
+  releases them when the batch is done.
+
+No disruption controller runs in the dev control plane: a budget's status
+(disruptionsAllowed) is what the disruption controller would write for pods that are
+all healthy, and the runner writes it through the status subresource.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.gen.clusters import HOSTNAME
+from tests.gen.differential import CASE_LABEL, UNDER_TEST_LABEL, isolated
+
+# Keeps a victim around, terminating, until the runner releases it.
+VICTIM_FINALIZER = "diff.policyd.io/victim"
+# UNDER_TEST_LABEL's value on a case's preemptor of step `k` (`step_label`).
+STEP_PREFIX = "preempt-"
+# The PriorityClasses cases use: one per value, cluster-wide, shared by every case.
+MAX_PRIORITY = 99
+NEVER_SUFFIX = "-never"
+# Node sizes: small enough that a few pods fill a node.
+NODE_CPU = "4"
+NODE_MEMORY = "16Gi"
+_POD_CPUS = ("500m", "1", "1500m", "2")
+_PREEMPTOR_CPUS = ("1", "1500m", "2", "3", "3500m")
+# The label a case's budget selects, on some of its pods.
+BUDGET_LABEL = "app"
+BUDGET_APP = "db"
+
+
+def priority_class_name(value: int, never: bool = False) -> str:
+    return f"diff-prio-{value}{NEVER_SUFFIX if never else ''}"
+
+
+def priority_class(value: int, never: bool = False) -> dict[str, Any]:
+    """The PriorityClass of `value` (preemptionPolicy Never for `never`)."""
+    obj: dict[str, Any] = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                           "metadata": {"name": priority_class_name(value, never)},
+                           "value": value}
+    if never:
+        obj["preemptionPolicy"] = "Never"
+    return obj
+
+
+def step_label(step: int) -> str:
+    return f"{STEP_PREFIX}{step}"
+
+
+@dataclass
+class PreemptionCase:
+    """Nodes full of prioritised pods, budgets over some of them, and `steps`: the
+    preemptors, one per step, in falling priority. Has the fields of a runner `Scene`."""
+
+    seed: int
+    index: int
+    prefix: str
+    namespaces: dict[str, dict[str, str]]
+    nodes: list[dict[str, Any]]
+    pods: list[dict[str, Any]]
+    steps: list[dict[str, Any]]
+    budgets: list[dict[str, Any]] = field(default_factory=list)
+    priority_classes: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    workloads: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def node_names(self) -> list[str]:
+        return [n["metadata"]["name"] for n in self.nodes]
+
+
+def gen_preemption_case(seed: int, index: int, prefix: str) -> PreemptionCase:
+    """The preemption case number `index` of the run with `seed`, names starting with
+    `prefix`."""
+    rng = random.Random(f"{seed}/preemption/{index}")
+    namespace = f"{prefix}-a"
+    nodes = [_node(f"{prefix}-n{i}", prefix) for i in range(rng.randint(2, 5))]
+    fills = [_fill(rng) for _ in nodes]
+    n_steps = rng.choice((1, 1, 2, 2, 3))
+    n_pods = sum(len(f) for f in fills)
+    # Distinct priorities for every pod of the case; the preemptors' are drawn from the
+    # same values, so some existing pods outrank them.
+    values = rng.sample(range(1, MAX_PRIORITY + 1), n_pods + n_steps)
+    # Preemptors from the upper two thirds: most find victims, some meet higher pods.
+    upper = sorted(values)[len(values) // 3:]
+    step_values = sorted(rng.sample(upper, n_steps), reverse=True)
+    pod_values = [v for v in values if v not in step_values]
+    rng.shuffle(pod_values)
+    pods = []
+    for node, cpus in zip(nodes, fills, strict=True):
+        for cpu in cpus:
+            i = len(pods)
+            labels = {BUDGET_LABEL: BUDGET_APP} if rng.random() < 0.35 else {"app": "web"}
+            pods.append(_pod(f"p{i}", namespace, labels, cpu, pod_values[i],
+                             node=node["metadata"]["name"]))
+    steps = []
+    classes = {priority_class_name(v): priority_class(v) for v in pod_values}
+    for k, value in enumerate(step_values):
+        never = rng.random() < 0.15
+        classes[priority_class_name(value, never)] = priority_class(value, never)
+        pod = isolated(_pod(f"s{k}", namespace, {"app": "web"},
+                            rng.choice(_PREEMPTOR_CPUS), value, never=never), prefix)
+        pod["metadata"]["labels"][UNDER_TEST_LABEL] = step_label(k)
+        steps.append(pod)
+    budgets = []
+    covered = [p for p in pods if p["metadata"]["labels"].get(BUDGET_LABEL) == BUDGET_APP]
+    if covered and rng.random() < 0.7:
+        budgets.append(_budget(rng, f"{prefix}-pdb", namespace, len(covered)))
+    notes = [f"{len(nodes)} nodes", f"{len(pods)} pods", f"{n_steps} preemptor(s)"]
+    if budgets:
+        notes.append("budget " + str(budgets[0]["spec"]))
+    return PreemptionCase(seed, index, prefix, {namespace: {CASE_LABEL: prefix}}, nodes,
+                          pods, steps, budgets, list(classes.values()), notes)
+
+
+def _node(name: str, prefix: str) -> dict[str, Any]:
+    resources = {"cpu": NODE_CPU, "memory": NODE_MEMORY, "pods": "110"}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {HOSTNAME: name, CASE_LABEL: prefix}},
+            "status": {"capacity": dict(resources), "allocatable": dict(resources)}}
+
+
+def _fill(rng: random.Random) -> list[str]:
+    """The cpu requests of one node's pods: 0 to 4 cores in all, often (nearly) full."""
+    cpus: list[str] = []
+    used = 0.0
+    target = rng.choice((0.0, 2.5, 3.0, 3.5, 4.0, 4.0))
+    while True:
+        cpu = rng.choice(_POD_CPUS)
+        size = float(cpu[:-1]) / 1000 if cpu.endswith("m") else float(cpu)
+        if used + size > target:
+            return cpus
+        cpus.append(cpu)
+        used += size
+
+
+def _pod(name: str, namespace: str, labels: dict[str, str], cpu: str, priority: int, *,
+         node: str | None = None, never: bool = False) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "priorityClassName": priority_class_name(priority, never),
+        # Deleted at once (no kubelet runs), kept only by the victim finalizer.
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "c", "image": "registry/app:1", "resources": {
+            "requests": {"cpu": cpu, "memory": "256Mi"}}}]}
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": dict(labels)}
+    if node is not None:
+        spec["nodeName"] = node
+        meta["finalizers"] = [VICTIM_FINALIZER]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {}}
+
+
+def _budget(rng: random.Random, name: str, namespace: str, covered: int
+            ) -> dict[str, Any]:
+    """A budget over the case's BUDGET_APP pods, by minAvailable or maxUnavailable, with
+    the status the disruption controller would give it (all its pods healthy)."""
+    spec: dict[str, Any] = {"selector": {"matchLabels": {BUDGET_LABEL: BUDGET_APP}}}
+    if rng.random() < 0.5:
+        spec["minAvailable"] = rng.randint(max(0, covered - 1), covered)
+        allowed = covered - spec["minAvailable"]
+        desired = spec["minAvailable"]
+    else:
+        spec["maxUnavailable"] = rng.randint(0, 1)
+        allowed = spec["maxUnavailable"]
+        desired = covered - spec["maxUnavailable"]
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": namespace}, "spec": spec,
+            "status": {"disruptionsAllowed": allowed, "currentHealthy": covered,
+                       "desiredHealthy": max(0, desired), "expectedPods": covered,
+                       "observedGeneration": 1}}
