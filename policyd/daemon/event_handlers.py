@@ -122,6 +122,12 @@ class EventHandlers:
             confirmed = s.assumed.pop(uid, None) is not None
             before = s.counted_pod(uid) if was_on else None
             s.cluster.upsert_pod(pod)
+            if s.responsible(pod) and not pod.deleting:
+                # The nominator holds the pending pods of our profiles only, as
+                # upstream's lives in the scheduling queue.
+                s.cluster.sync_nomination(pod, None if old is None else _nominated(old))
+            else:
+                s.cluster.clear_nomination(uid)
             if pod.node_name or pod.finished:
                 # Bound (by us or anyone) or finished: nothing left to schedule.
                 s.queue.delete(uid)
@@ -149,6 +155,7 @@ class EventHandlers:
         with s.lock:
             assumed_on = s.assumed.pop(uid, None)
             removed = s.cluster.remove_pod(uid)
+            s.cluster.clear_nomination(uid)
             s.throttle.forget(uid)
             self._bad_objects.pop(uid, None)
             s.queue.delete(uid)
@@ -250,3 +257,10 @@ class EventHandlers:
         with s.lock:
             s.cluster.storage.delete(kind, storage.object_key(kind, obj))
             s.move(_storage_event(kind, ActionType.DELETE), obj, None)
+
+
+def _nominated(obj: Obj) -> str:
+    """status.nominatedNodeName of a raw pod ("" when absent)."""
+    status = obj.get("status")
+    value = status.get("nominatedNodeName") if isinstance(status, dict) else None
+    return value if isinstance(value, str) else ""

@@ -13,12 +13,12 @@ from typing import Any, overload
 
 import numpy as np
 
+from policyd.engine.nominated import NominatedRejections, first_pass
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.fit_error import NO_NODES_AVAILABLE, Diagnosis, fit_error_message
 from policyd.framework.interfaces import PostFilterResult, Verdict
 from policyd.framework.runtime import Framework, ScoreResult
 from policyd.framework.status import Code, Status
-from policyd.engine.nominated import NominatedRejections, first_pass
 from policyd.model.cluster import ClusterState, nominated_node_name
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
