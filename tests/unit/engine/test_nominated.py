@@ -227,3 +227,41 @@ def test_fast_and_reference_paths_agree_with_nominations(seed: int) -> None:
         return out
 
     assert run(False) == run(True)
+
+
+# -- simulate acts on a PostFilterResult as the daemon would ------------------------------
+
+def test_simulate_evicts_the_victims_and_places_the_preemptor_on_its_node() -> None:
+    from policyd.engine.report import simulate_json, simulate_text
+    from policyd.engine.simulate import simulate
+    from tests.unit.daemon.fixed_preemption import PreemptOn
+
+    victim = make_pod("victim").uid("victim").priority(1).node("n1").req(cpu="3").obj()
+    keep = make_pod("keep").uid("keep").priority(1000).node("n1").req(cpu="500m").obj()
+    cluster = cluster_with(victim, keep, nodes=("n1",))
+    fw = default_framework(seed=1)
+    fw.post_filter_plugins = [PreemptOn("n1")]
+    high = make_pod("high").uid("high").priority(100).req(cpu="3").obj()
+    after = make_pod("after").uid("after").priority(0).req(cpu="1").obj()
+    sim = simulate({"default-scheduler": fw}, cluster, [high, after])
+    assert [(r.pod.name, r.node) for r in sim.results] == [("high", "n1"), ("after", None)]
+    assert [(p.pod.name, p.node, [v.name for v in p.victims]) for p in sim.preemptions] \
+        == [("high", "n1", ["victim"])]
+    assert cluster.node_of("victim") is None and cluster.node_of("keep") == "n1"
+    text = simulate_text(sim)
+    assert "default/high on n1: evicted default/victim" in text
+    assert "1 scheduled, 1 unschedulable, 1 preempted" in text
+    assert simulate_json(sim)["preemptions"] == [
+        {"pod": "default/high", "node": "n1", "evicted": ["default/victim"]}]
+
+
+def test_simulate_counts_nominations_from_its_input() -> None:
+    from policyd.engine.simulate import simulate
+
+    cluster = cluster_with(nodes=("n1",))
+    waiting = nominee(cpu="3")  # nominated by an earlier preemption, priority 10
+    low = make_pod("low").uid("low").priority(5).req(cpu="2").obj()
+    # Queue order puts the nominee first; it binds to its node, the other cannot fit.
+    sim = simulate({"default-scheduler": default_framework(seed=1)}, cluster, [low, waiting])
+    assert [(r.pod.name, r.node) for r in sim.results] == [("nominee", "n1"), ("low", None)]
+    assert sim.preemptions == []
