@@ -1,6 +1,8 @@
 """Generate policyd/data/k8s_fields.json: the field names of every typed object inside
 the kinds policyd reads (Pod, Node, Namespace, Service, ReplicaSet, StatefulSet,
-ReplicationController, and the storage kinds the volume plugins read), from the kubernetes Python client's models.
+ReplicationController, the storage kinds the volume plugins read, and the
+PodDisruptionBudgets and PriorityClasses preemption reads), from the kubernetes Python
+client's models.
 
 The API server rejects unknown fields (strict field validation); the offline commands
 do the same with this table, without importing the client at run time (it is slow to
@@ -36,6 +38,8 @@ ROOT_KINDS = {
     "CSIDriver": "V1CSIDriver",
     "CSIStorageCapacity": "V1CSIStorageCapacity",
     "VolumeAttachment": "V1VolumeAttachment",
+    "PodDisruptionBudget": "V1PodDisruptionBudget",
+    "PriorityClass": "V1PriorityClass",
 }
 OUTPUT = Path(__file__).resolve().parents[1] / "policyd" / "data" / "k8s_fields.json"
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from policyd.model.disruption import DisruptionBudgets
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod
 from policyd.model.storage import StorageObjects
@@ -66,6 +67,8 @@ class ClusterState:
         self._table: NodeTable | None = None
         # PersistentVolumes, claims, StorageClasses and the CSI objects (volume plugins).
         self.storage = StorageObjects()
+        # PodDisruptionBudgets and PriorityClasses (DefaultPreemption's victim choice).
+        self.disruption_budgets = DisruptionBudgets()
         # "namespace/claim" -> pods on known nodes (assumed included) using the claim in
         # a persistentVolumeClaim volume: upstream's PVCRefCounts summed over the nodes,
         # which VolumeRestrictions reads for ReadWriteOncePod claims.

@@ -2,13 +2,15 @@
 prints, or a multi-document YAML of Nodes and Pods (plus optional Namespaces, Services,
 ReplicaSets, StatefulSets and ReplicationControllers for affinity and default spread,
 and PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, CSIDrivers,
-CSIStorageCapacities and VolumeAttachments for the volume plugins).
+CSIStorageCapacities and VolumeAttachments for the volume plugins, and
+PodDisruptionBudgets and PriorityClasses for preemption).
 
 Every error names the file, the object and the field; nothing half-loads.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from typing import Any
 from policyd.errors import InputFileError, InvalidObjectError
 from policyd.model.cluster import ClusterState
 from policyd.model.datafile import iter_objects
+from policyd.model.disruption import DISRUPTION_KINDS, disruption_key
 from policyd.model.fieldcheck import check_fields
 from policyd.model.records import Node, Pod, node_from_dict, pod_from_dict
 from policyd.model.storage import STORAGE_KINDS, object_key
@@ -31,6 +34,8 @@ class Snapshot:
     workloads: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # Storage objects by kind, then by `object_key`, raw (see model.storage).
     storage: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    # PodDisruptionBudgets and PriorityClasses by kind, then by key, raw (model.disruption).
+    disruption: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     # Unknown fields found with field_validation="warn" (see model.fieldcheck).
     warnings: list[str] = field(default_factory=list)
 
@@ -42,6 +47,9 @@ class Snapshot:
         for kind, objects in self.storage.items():
             for obj in objects.values():
                 state.storage.upsert(kind, obj)
+        for kind, objects in self.disruption.items():
+            for obj in objects.values():
+                state.disruption_budgets.upsert(kind, obj)
         return state
 
     def extend(self, other: Snapshot) -> None:
@@ -53,6 +61,8 @@ class Snapshot:
             self.workloads.setdefault(k, []).extend(v)
         for k, objects in other.storage.items():
             self.storage.setdefault(k, {}).update(objects)
+        for k, objects in other.disruption.items():
+            self.disruption.setdefault(k, {}).update(objects)
 
 
 def load_snapshot(*paths: Path, pods_only: bool = False, field_validation: str = "strict"
@@ -88,25 +98,31 @@ def _add(snap: Snapshot, obj: Any, where: str, pods_only: bool,
         elif kind in WORKLOAD_KINDS and not pods_only:
             snap.workloads.setdefault(kind, []).append(obj)
         elif kind in STORAGE_KINDS and not pods_only:
-            _add_storage_object(snap, kind, obj, where)
+            _add_named_object(snap.storage, kind, obj, where, object_key)
+        elif kind in DISRUPTION_KINDS and not pods_only:
+            _add_named_object(snap.disruption, kind, obj, where, disruption_key)
         else:
             expected = "Pod" if pods_only else ", ".join(
-                ("Node", "Pod", "Namespace", *WORKLOAD_KINDS, *STORAGE_KINDS))
+                ("Node", "Pod", "Namespace", *WORKLOAD_KINDS, *STORAGE_KINDS,
+                 *DISRUPTION_KINDS))
             raise InputFileError(f"unexpected kind {kind!r}, expected {expected}", where=where)
     except InvalidObjectError as exc:
         raise InputFileError(str(exc), where=where) from None
 
 
-def _add_storage_object(snap: Snapshot, kind: str, obj: dict[str, Any], where: str) -> None:
-    """Keep a storage object once it has a name, once per name. Its fields are the
-    volume plugins' to judge, per object, with a reason naming it: a PV with a bad
-    node affinity fails the pods that need it, not the whole load."""
+def _add_named_object(into: dict[str, dict[str, dict[str, Any]]], kind: str,
+                      obj: dict[str, Any], where: str,
+                      key_of: Callable[[str, dict[str, Any]], str]) -> None:
+    """Keep a storage or disruption object once it has a name, once per `key_of` key.
+    Its fields are its readers' to judge, per object: a PV with a bad node affinity
+    fails the pods that need it, a budget with a bad selector protects nothing; neither
+    fails the whole load."""
     meta = obj.get("metadata")
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) \
             or not meta["name"]:
         raise InputFileError(f"{kind} needs metadata.name", where=where)
-    key = object_key(kind, obj)
-    objects = snap.storage.setdefault(kind, {})
+    key = key_of(kind, obj)
+    objects = into.setdefault(kind, {})
     if key in objects:
         raise InputFileError(f"{kind} {key} is defined twice (a cluster has one per name)",
                              where=where)

@@ -1,0 +1,266 @@
+"""Upstream's preemption Evaluator (pkg/scheduler/framework/preemption, v1.36) for one
+pod: which nodes preemption might help, the dry run on each (SelectVictimsOnNode),
+the cut after enough candidates (DryRunPreemption), and the choice among them
+(pickOneNodeForPreemption).
+
+A dry run asks the profile's own PreFilter and Filter plugins about the node with pods
+taken off it, through `ClusterState.what_if`: the state is changed for the block and
+restored exactly, and every plugin's view (NodeTable, indexes) follows the change log.
+Upstream instead updates a cloned PreFilter state with each plugin's AddPod/RemovePod;
+rerunning PreFilter inside `what_if` gives the same answer for any plugin, at the cost
+of one PreFilter per check (preemption is rare; see the plugin's README entry).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from policyd.framework.cycle_state import CycleState
+from policyd.framework.fit_error import Diagnosis
+from policyd.framework.runtime import Framework
+from policyd.framework.status import Code, Status
+from policyd.model.cluster import ClusterState
+from policyd.model.disruption import Budget
+from policyd.model.node_info import NodeInfo
+from policyd.model.records import Pod
+from policyd.plugins.defaultpreemption.pdb import split_by_pdb_violation
+from policyd.plugins.defaultpreemption.pod_fields import (
+    PREEMPT_NEVER,
+    importance_key,
+    nominated_node_name,
+    preemption_policy,
+    start_time,
+    terminating_by_preemption,
+)
+
+# Upstream's words, exactly (default_preemption.go, preemption.go).
+NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
+NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
+NO_VICTIMS = "No preemption victims found for incoming pod"
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+
+# Upstream adds MaxInt32+1 to every victim priority before summing, so that a node with
+# a few negative-priority victims is not preferred to one with fewer of them.
+_PRIORITY_OFFSET = 2**31
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A node where evicting `victims` (most important first) makes the pod fit."""
+
+    node: str
+    victims: tuple[Pod, ...]
+    num_pdb_violations: int
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    """One node's dry run: the candidate it gave, or why it gave none."""
+
+    node: str
+    candidate: Candidate | None
+    status: Status | None  # None when `candidate` is set
+
+
+def ineligibility(pod: Pod, cluster: ClusterState, diagnosis: Diagnosis) -> str:
+    """PodEligibleToPreemptOthers: "" when `pod` may preempt, else upstream's reason.
+
+    A pod already nominated may not preempt again while a lower-priority pod on its
+    nominated node is terminating because of a preemption (its own, most likely),
+    unless the filters now rule that node out for good (UnschedulableAndUnresolvable)."""
+    if preemption_policy(pod) == PREEMPT_NEVER:
+        return NOT_ELIGIBLE_NEVER
+    nominated = nominated_node_name(pod)
+    if nominated:
+        if node_status(diagnosis, nominated).code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+            return ""
+        info = cluster.get(nominated)
+        if info is not None and any(p.priority < pod.priority and terminating_by_preemption(p)
+                                    for p in info.pods.values()):
+            return NOT_ELIGIBLE_TERMINATING
+    return ""
+
+
+_DEFAULT_ABSENT = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+
+def node_status(diagnosis: Diagnosis, node: str) -> Status:
+    """NodeToStatus.Get: the node's status, else the status of absent nodes (by
+    default UnschedulableAndUnresolvable)."""
+    status = diagnosis.node_to_status.get(node)
+    if status is not None:
+        return status
+    return diagnosis.absent_nodes_status or _DEFAULT_ABSENT
+
+
+def nodes_preemption_might_help(diagnosis: Diagnosis, nodes: Sequence[NodeInfo]
+                                ) -> list[NodeInfo]:
+    """NodesForStatusCode(Unschedulable): the nodes whose rejection removing pods may
+    undo, in the cluster's node order. Upstream lists them in snapshot order when the
+    absent nodes' status matches and in map order (random) otherwise; policyd uses one
+    stable order, which the random offset then rotates."""
+    return [n for n in nodes if node_status(diagnosis, n.name).code is Code.UNSCHEDULABLE]
+
+
+def nominated_pods_by_node(cluster: ClusterState) -> dict[str, list[Pod]]:
+    """Pending pods by the node in their status.nominatedNodeName.
+
+    Stands in for the nominator (`ClusterState.nominated_pods`) until it is on main:
+    the same pods, read from the pending pods' status."""
+    out: dict[str, list[Pod]] = {}
+    for pod in cluster.pending_pods():
+        node = nominated_node_name(pod)
+        if node:
+            out.setdefault(node, []).append(pod)
+    return out
+
+
+class Evaluator:
+    """Dry runs of one pod's preemption on one cluster, with one profile's plugins."""
+
+    def __init__(self, framework: Framework, pod: Pod, cluster: ClusterState,
+                 budgets: Sequence[Budget], nominated: Mapping[str, Sequence[Pod]]) -> None:
+        self.framework = framework
+        self.pod = pod
+        self.cluster = cluster
+        self.budgets = budgets
+        self.nominated = nominated
+
+    def dry_run(self, potential: Sequence[NodeInfo], offset: int, num_candidates: int
+                ) -> tuple[list[Candidate], dict[str, Status], list[Trial]]:
+        """DryRunPreemption, one node after another from `offset` (wrapping around):
+        stops once it has a candidate without PDB violations and `num_candidates` in
+        all. Each kind of candidate is kept up to `num_candidates`; those without
+        violations come first. Returns the candidates, the status of every node that
+        gave none, and every trial in order (for explain)."""
+        clean: list[Candidate] = []
+        violating: list[Candidate] = []
+        statuses: dict[str, Status] = {}
+        trials: list[Trial] = []
+        n = len(potential)
+        for i in range(n):
+            info = potential[(offset + i) % n]
+            victims, violations, status = self.select_victims_on_node(info)
+            if status is None and victims:
+                candidate = Candidate(info.name, victims, violations)
+                kept = clean if violations == 0 else violating
+                if len(kept) < num_candidates:
+                    kept.append(candidate)
+                trials.append(Trial(info.name, candidate, None))
+                if clean and len(clean) + len(violating) >= num_candidates:
+                    break
+                continue
+            if status is None:
+                status = Status.error(f'expected at least one victim pod on node "{info.name}"')
+            statuses[info.name] = status
+            trials.append(Trial(info.name, None, status))
+        return clean + violating, statuses, trials
+
+    def select_victims_on_node(self, info: NodeInfo
+                               ) -> tuple[tuple[Pod, ...], int, Status | None]:
+        """SelectVictimsOnNode: (victims most important first, how many of them break a
+        PodDisruptionBudget, None) or ((), 0, why the node is no candidate).
+
+        Every lower-priority pod on the node (bound or assumed) goes; if the pod then
+        fits, victims are given back one by one, most important first, those whose
+        eviction would break a budget before the others, as long as the pod still
+        fits."""
+        pod = self.pod
+        potential = [p for p in info.pods.values() if p.priority < pod.priority]
+        if not potential:
+            return (), 0, Status.unresolvable(NO_VICTIMS)
+        status = self.fits_without(info.name, potential)
+        if status is not None:
+            return (), 0, status
+        potential.sort(key=importance_key)
+        violating, clean = split_by_pdb_violation(potential, self.budgets)
+        out = {p.uid: p for p in potential}
+        victims: list[Pod] = []
+        violations = 0
+        for group, breaks_budget in ((violating, True), (clean, False)):
+            for p in group:
+                del out[p.uid]
+                if self.fits_without(info.name, list(out.values())) is None:
+                    continue  # reprieved: it stays
+                out[p.uid] = p
+                victims.append(p)
+                violations += breaks_budget
+        if violating and clean:
+            victims.sort(key=importance_key)
+        return tuple(victims), violations, None
+
+    def fits_without(self, node: str, removed: Sequence[Pod]) -> Status | None:
+        """RunFilterPluginsWithNominatedPods on `node` with `removed` off the cluster:
+        None when the pod fits. Nominated pods of at least the pod's priority count on
+        their node first; when there are any, the pod must also fit without them (a
+        nominated pod may land elsewhere, and pod affinity may need it absent)."""
+        pod = self.pod
+        with self.cluster.what_if(remove=removed):
+            ahead = [p for p in self.nominated.get(node, ())
+                     if p.priority >= pod.priority and p.uid != pod.uid]
+            if ahead:
+                with self.cluster.what_if(place=[(p, node) for p in ahead]):
+                    status = self._filters(node)
+                if status is not None:
+                    return status
+            return self._filters(node)
+
+    def _filters(self, node: str) -> Status | None:
+        """PreFilter over the current state, then the filters on `node`."""
+        fw = self.framework
+        cluster = self.cluster
+        info = cluster.get(node)
+        if info is None:
+            return Status.unresolvable(f'node "{node}" not found')
+        state = CycleState(cluster.node_infos(), cluster)
+        state.framework = fw
+        _, status, _ = fw.run_pre_filter(state, self.pod)
+        if status is not None:
+            return status
+        diagnosis = Diagnosis()
+        feasible, error = fw.run_filters(state, self.pod, [info], diagnosis)
+        if error is not None:
+            return error
+        return None if feasible else diagnosis.node_to_status[node]
+
+
+def _latest_start(c: Candidate) -> float:
+    """The earliest start among the victims of the highest priority (bigger wins)."""
+    top = c.victims[0].priority
+    return min(start_time(p) for p in c.victims if p.priority == top)
+
+
+# pickOneNodeForPreemption's criteria in order; each scores a candidate, highest wins,
+# and the next one only runs among those tied on the best score.
+CRITERIA: tuple[tuple[str, Callable[[Candidate], float]], ...] = (
+    ("fewest PodDisruptionBudget violations", lambda c: -c.num_pdb_violations),
+    ("lowest highest-priority victim", lambda c: -c.victims[0].priority),
+    ("lowest sum of victim priorities",
+     lambda c: -sum(p.priority + _PRIORITY_OFFSET for p in c.victims)),
+    ("fewest victims", lambda c: -len(c.victims)),
+    ("latest start of the highest-priority victims", _latest_start),
+)
+FIRST = "first in dry-run order"
+
+
+def pick_one_node(candidates: Sequence[Candidate]) -> tuple[Candidate, dict[str, str]]:
+    """The chosen candidate, and for every other one the criterion it lost on.
+    With ties on every criterion the first candidate wins (upstream: the first in map
+    iteration order, i.e. an unspecified one)."""
+    if not candidates:
+        raise ValueError("no candidates to choose from")
+    lost: dict[str, str] = {}
+    remaining = list(candidates)
+    for criterion, score in CRITERIA:
+        if len(remaining) == 1:
+            break
+        scores = [score(c) for c in remaining]
+        best = max(scores)
+        for c, s in zip(remaining, scores, strict=True):
+            if s != best:
+                lost[c.node] = criterion
+        remaining = [c for c, s in zip(remaining, scores, strict=True) if s == best]
+    for c in remaining[1:]:
+        lost[c.node] = FIRST
+    return remaining[0], lost
