@@ -36,6 +36,7 @@ from policyd.framework.events import (
 )
 from policyd.kube import api
 from policyd.model import storage
+from policyd.model.disruption import disruption_key
 from policyd.model.records import Pod, node_from_dict, pod_from_dict
 
 log = logging.getLogger(LOGGER)
@@ -257,6 +258,24 @@ class EventHandlers:
         with s.lock:
             s.cluster.storage.delete(kind, storage.object_key(kind, obj))
             s.move(_storage_event(kind, ActionType.DELETE), obj, None)
+
+
+    # -- what preemption reads ----------------------------------------------------------
+
+    def on_disruption(self, kind: str, obj: Obj) -> None:
+        """A PodDisruptionBudget or PriorityClass added or updated: into
+        `cluster.disruption_budgets`. No cluster event: no plugin registers one for
+        these kinds (upstream's DefaultPreemption reads them when it runs, and a
+        budget's change cannot make a pod fit)."""
+        with self.state.lock:
+            self.state.cluster.disruption_budgets.upsert(kind, obj)
+
+    def on_disruption_update(self, kind: str, old: Obj, new: Obj) -> None:
+        self.on_disruption(kind, new)
+
+    def on_disruption_delete(self, kind: str, obj: Obj) -> None:
+        with self.state.lock:
+            self.state.cluster.disruption_budgets.delete(kind, disruption_key(kind, obj))
 
 
 def _nominated(obj: Obj) -> str:

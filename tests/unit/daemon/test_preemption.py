@@ -310,3 +310,27 @@ def test_status_patches() -> None:
     assert (cond["type"], cond["status"], cond["reason"], cond["message"]) == (
         "DisruptionTarget", "True", "PreemptionByScheduler",
         "policyd: preempting to accommodate a higher priority pod")
+
+
+def test_budgets_and_priority_classes_are_kept_from_their_informers(setup: Any) -> None:
+    from policyd.model.disruption import POD_DISRUPTION_BUDGET, PRIORITY_CLASS
+
+    s, _, _, _ = setup
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+           "metadata": {"name": "guard", "namespace": "shop"},
+           "spec": {"selector": {"matchLabels": {"app": "web"}}},
+           "status": {"disruptionsAllowed": 0}}
+    s.handlers.on_disruption(POD_DISRUPTION_BUDGET, pdb)
+    allowed = copy.deepcopy(pdb)
+    allowed["status"]["disruptionsAllowed"] = 1
+    s.handlers.on_disruption_update(POD_DISRUPTION_BUDGET, pdb, allowed)
+    [budget] = s.cluster.disruption_budgets.budgets()
+    assert (budget.namespace, budget.name, budget.disruptions_allowed) == ("shop", "guard", 1)
+    pc = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+          "metadata": {"name": "urgent"}, "value": 1000}
+    s.handlers.on_disruption(PRIORITY_CLASS, pc)
+    assert s.cluster.disruption_budgets.priority_value("urgent") == 1000
+    s.handlers.on_disruption_delete(POD_DISRUPTION_BUDGET, allowed)
+    s.handlers.on_disruption_delete(PRIORITY_CLASS, pc)
+    assert s.cluster.disruption_budgets.budgets() == []
+    assert s.cluster.disruption_budgets.priority_value("urgent") is None
