@@ -18,9 +18,18 @@ from typing import Any
 import pytest
 
 from policyd.plugins import registry
-from tests.e2e.helpers import Cluster, ProcessFactory, wait_for, write_profile
+from tests.e2e.helpers import (
+    Cluster,
+    DaemonFactory,
+    ProcessFactory,
+    wait_for,
+    write_profile,
+)
+from tests.unit.daemon.fixed_preemption import PreemptOn
 
-pytestmark = pytest.mark.skipif(
+# The scenarios need the real plugin; the first test (the daemon's API actions on a
+# fixed decision) does not.
+needs_default_preemption = pytest.mark.skipif(
     "DefaultPreemption" not in registry.builtin_names(),
     reason="DefaultPreemption is not registered yet (branch preempt)")
 
@@ -84,6 +93,53 @@ def scene(cluster: Cluster, processes: ProcessFactory, tmp_path: Path) -> Scene:
     return Scene(cluster, processes, tmp_path)
 
 
+def test_the_daemon_acts_on_a_fixed_decision_on_the_real_api_server(
+        scene: Scene, daemons: DaemonFactory, tmp_path: Path) -> None:
+    """Every API write of a preemption, with a test PostFilter plugin that always
+    picks n1: the preemptor's nomination in its status patch, the victim's
+    DisruptionTarget then its deletion (uid precondition) and Preempted event, a
+    lower-priority nomination on n1 cleared; the preemptor bound once the victim is
+    gone."""
+    c = scene.c
+    c.node("n1", cpu="2")
+    scene.priority_class("low", 10)
+    scene.priority_class("high", 1000)
+    daemon = daemons.start(write_profile(tmp_path, scene.sched, policies=None))
+    fw = daemon.scheduler.frameworks[scene.sched]
+    fw.post_filter_plugins = [PreemptOn("n1")]
+    scene.pod("victim", "low", "1500m", grace=GRACE)
+    assert c.wait_bound("victim", 30) == "n1"
+    # A pending low-priority pod an earlier preemption nominated to n1 (the test
+    # writes the status as the scheduler would); it fits nowhere.
+    scene.pod("waiting", "low", "8")
+    c.client.request("PATCH", f"/api/v1/namespaces/{c.ns}/pods/waiting/status",
+                     body={"status": {"nominatedNodeName": "n1"}},
+                     content_type="application/strategic-merge-patch+json")
+    wait_for(lambda: daemon.scheduler.cluster.nominated_node(
+        (c.get_pod("waiting") or {})["metadata"]["uid"]) == "n1", 15, "waiting nominated")
+
+    high = scene.pod("high", "high", "1500m")
+    wait_for(lambda: scene.nominated("high") == "n1", 30, "high nominated to n1")
+    cond = c.condition("high")
+    assert cond is not None and cond["reason"] == "Unschedulable"
+    assert cond["message"].startswith("0/1 nodes are available: 1 Insufficient cpu.")
+    wait_for(lambda: scene.terminating("victim"), 30, "the victim's deletion started")
+    target = c.condition("victim", "DisruptionTarget")
+    assert target is not None and (target["status"], target["reason"]) == (
+        "True", "PreemptionByScheduler")
+    preempted = wait_for(lambda: c.events("victim", "Preempted"), 15, "Preempted event")
+    assert preempted[0]["message"] == (f"Preempted by pod {high['metadata']['uid']} "
+                                       "on node n1")
+    assert preempted[0]["related"]["name"] == "high"
+    wait_for(lambda: scene.nominated("waiting") is None, 15, "waiting's nomination cleared")
+    assert c.node_of("high") is None  # the victim is still Terminating
+
+    scene.finish_deletion("victim")
+    assert c.wait_bound("high", 30) == "n1"
+    assert c.node_of("waiting") is None
+
+
+@needs_default_preemption
 def test_a_high_priority_pod_preempts_the_right_victim_is_nominated_then_bound(
         scene: Scene) -> None:
     c = scene.c
@@ -124,6 +180,7 @@ def test_a_high_priority_pod_preempts_the_right_victim_is_nominated_then_bound(
     assert c.node_of("mid-1") == other
 
 
+@needs_default_preemption
 def test_a_pod_disruption_budget_steers_the_choice(scene: Scene) -> None:
     c = scene.c
     c.node("n1", cpu="2")
@@ -150,6 +207,7 @@ def test_a_pod_disruption_budget_steers_the_choice(scene: Scene) -> None:
     assert scene.gone("plain") and c.node_of("guarded") == guarded_on
 
 
+@needs_default_preemption
 def test_preemption_policy_never_waits(scene: Scene) -> None:
     c = scene.c
     c.node("n1", cpu="2")
@@ -170,6 +228,7 @@ def test_preemption_policy_never_waits(scene: Scene) -> None:
     assert c.wait_bound("polite", 30) == "n1", scene.log()
 
 
+@needs_default_preemption
 def test_two_preemptors_do_not_pick_the_same_space(scene: Scene) -> None:
     c = scene.c
     c.node("n1", cpu="2")
@@ -194,6 +253,7 @@ def test_two_preemptors_do_not_pick_the_same_space(scene: Scene) -> None:
     assert bound == {"n1", "n2"}, scene.log()
 
 
+@needs_default_preemption
 def test_the_daemon_killed_between_victim_deletion_and_bind_recovers(
         scene: Scene) -> None:
     c = scene.c
