@@ -14,6 +14,7 @@ of one PreFilter per check (preemption is rare; see the plugin's README entry).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 from policyd.framework.cycle_state import CycleState
@@ -126,6 +127,8 @@ class Evaluator:
         self.cluster = cluster
         self.budgets = budgets
         self.nominated = nominated
+        # The set of nodes does not change during dry runs, only their pods.
+        self.all_nodes = cluster.node_infos()
 
     def dry_run(self, potential: Sequence[NodeInfo], offset: int, num_candidates: int
                 ) -> tuple[list[Candidate], dict[str, Status], list[Trial]]:
@@ -167,44 +170,54 @@ class Evaluator:
         eviction would break a budget before the others, as long as the pod still
         fits."""
         pod = self.pod
+        node = info.name
         potential = [p for p in info.pods.values() if p.priority < pod.priority]
         if not potential:
             return (), 0, Status.unresolvable(NO_VICTIMS)
-        status = self.fits_without(info.name, potential)
-        if status is not None:
-            return (), 0, status
         potential.sort(key=importance_key)
         violating, clean = split_by_pdb_violation(potential, self.budgets)
-        out = {p.uid: p for p in potential}
         victims: list[Pod] = []
         violations = 0
-        for group, breaks_budget in ((violating, True), (clean, False)):
-            for p in group:
-                del out[p.uid]
-                if self.fits_without(info.name, list(out.values())) is None:
-                    continue  # reprieved: it stays
-                out[p.uid] = p
-                victims.append(p)
-                violations += breaks_budget
+        # Every potential victim leaves for the whole block; a reprieved one comes back
+        # for the rest of it (its own what_if, kept open), a victim's is closed at once:
+        # each pod moves once or twice, not once per later check.
+        with self.cluster.what_if(remove=potential), ExitStack() as reprieved:
+            status = self.filters_with_nominated_pods(node)
+            if status is not None:
+                return (), 0, status
+            for group, breaks_budget in ((violating, True), (clean, False)):
+                for p in group:
+                    back = self.cluster.what_if(place=[(p, node)])
+                    back.__enter__()
+                    try:
+                        fits = self.filters_with_nominated_pods(node) is None
+                    except BaseException:
+                        back.__exit__(None, None, None)
+                        raise
+                    if fits:
+                        reprieved.push(back)
+                        continue
+                    back.__exit__(None, None, None)
+                    victims.append(p)
+                    violations += breaks_budget
         if violating and clean:
             victims.sort(key=importance_key)
         return tuple(victims), violations, None
 
-    def fits_without(self, node: str, removed: Sequence[Pod]) -> Status | None:
-        """RunFilterPluginsWithNominatedPods on `node` with `removed` off the cluster:
-        None when the pod fits. Nominated pods of at least the pod's priority count on
-        their node first; when there are any, the pod must also fit without them (a
+    def filters_with_nominated_pods(self, node: str) -> Status | None:
+        """RunFilterPluginsWithNominatedPods on `node` as the cluster is now: None when
+        the pod fits. Nominated pods of at least the pod's priority count on their
+        node first; when there are any, the pod must also fit without them (a
         nominated pod may land elsewhere, and pod affinity may need it absent)."""
         pod = self.pod
-        with self.cluster.what_if(remove=removed):
-            ahead = [p for p in self.nominated.get(node, ())
-                     if p.priority >= pod.priority and p.uid != pod.uid]
-            if ahead:
-                with self.cluster.what_if(place=[(p, node) for p in ahead]):
-                    status = self._filters(node)
-                if status is not None:
-                    return status
-            return self._filters(node)
+        ahead = [p for p in self.nominated.get(node, ())
+                 if p.priority >= pod.priority and p.uid != pod.uid]
+        if ahead:
+            with self.cluster.what_if(place=[(p, node) for p in ahead]):
+                status = self._filters(node)
+            if status is not None:
+                return status
+        return self._filters(node)
 
     def _filters(self, node: str) -> Status | None:
         """PreFilter over the current state, then the filters on `node`."""
@@ -213,7 +226,8 @@ class Evaluator:
         info = cluster.get(node)
         if info is None:
             return Status.unresolvable(f'node "{node}" not found')
-        state = CycleState(cluster.node_infos(), cluster)
+        # The same NodeInfo objects as before the what_if: it changes them in place.
+        state = CycleState(self.all_nodes, cluster)
         state.framework = fw
         _, status, _ = fw.run_pre_filter(state, self.pod)
         if status is not None:

@@ -12,7 +12,7 @@ The plugin decides; whoever runs the cycle acts on its `PostFilterResult`:
   its last preemption's victims are still terminating); leave its nomination alone.
 
 Why each node won or lost is kept in the cycle state (`preemption_report`), for
-explain.
+explain; `PreemptionReport.lines` says it in words.
 """
 
 from __future__ import annotations
@@ -67,6 +67,34 @@ class PreemptionReport:
     # The chosen candidate, and for each other candidate the criterion it lost on.
     chosen: Candidate | None = None
     lost: dict[str, str] = field(default_factory=dict)
+
+
+    def lines(self) -> list[str]:
+        """The report in words, one line per fact, for explain's text output."""
+        if self.ineligible:
+            return [f"the pod may not preempt: {self.ineligible}"]
+        if not self.potential_nodes:
+            return ["no node rejected the pod for a reason evicting pods can undo"]
+        out = []
+        if self.chosen is not None:
+            out.append(f"would evict {len(self.chosen.victims)} pod(s) on "
+                       f"{self.chosen.node} and nominate the pod there")
+        else:
+            out.append("evicting lower-priority pods makes room on no node")
+        for trial in self.trials:
+            c = trial.candidate
+            if c is None:
+                reason = trial.status.message if trial.status is not None else ""
+                out.append(f"  {trial.node}: no candidate: {reason}")
+                continue
+            verdict = ("chosen" if self.chosen is not None and c.node == self.chosen.node
+                       else f"lost on {self.lost.get(c.node, 'not kept')}")
+            victims = ", ".join(f"{p.key} (priority {p.priority})" for p in c.victims)
+            out.append(f"  {c.node}: {verdict}; victims {victims}; "
+                       f"{c.num_pdb_violations} PodDisruptionBudget violation(s)")
+        out.append(f"  {len(self.trials)} of {self.potential_nodes} node(s) tried from "
+                   f"offset {self.offset}, {self.num_candidates} candidate(s) wanted")
+        return out
 
 
 def preemption_report(state: CycleState) -> PreemptionReport | None:

@@ -170,8 +170,10 @@ def test_nominated_pods_of_at_least_the_pods_priority_keep_their_space() -> None
     # A pending pod nominated to n1 at the preemptor's priority takes 2 cpu there.
     ahead = pending("ahead", MID, cpu="2").set("status.nominatedNodeName", "n1").obj()
     cluster = cluster_of([node("n1", cpu="4")], [*pods, ahead])
+    before = snapshot(cluster)
     assert victims_on(cluster, preemptor, "n1")[0] == ["l1", "l2"]
     assert [p.name for p in cluster.pending_pods()] == ["ahead"]  # still pending after
+    assert snapshot(cluster) == before
     # One of lower priority does not: the preemptor may take what was freed for it.
     behind = pending("behind", LOW, cpu="2").set("status.nominatedNodeName", "n1").obj()
     cluster = cluster_of([node("n1", cpu="4")], [*pods, behind])

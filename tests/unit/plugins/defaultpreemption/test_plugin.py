@@ -219,3 +219,30 @@ def test_the_whole_failed_scheduling_message_on_both_paths(reference: bool) -> N
     assert result.post_filter.nominated_node in ("n1", "n2")
     assert len(result.post_filter.victims) == 1
     assert result.post_filter.victims[0].node_name == result.post_filter.nominated_node
+
+
+def test_the_report_in_words() -> None:
+    cluster = cluster_of([one_pod_node("node1"), one_pod_node("node2"),
+                          one_pod_node("node3")],
+                         [running("p1", "node1", MID), running("p2", "node2", LOW),
+                          running("p3", "node3", HIGH)])
+    _, _, report = post_filter(cluster, pending("p", HIGH).obj(),
+                               {"node1": U, "node2": U, "node3": U})
+    assert report is not None
+    lines = report.lines()
+    assert lines[0] == "would evict 1 pod(s) on node2 and nominate the pod there"
+    assert sorted(lines[1:4]) == [
+        "  node1: lost on lowest highest-priority victim; victims default/p1 (priority 100);"
+        " 0 PodDisruptionBudget violation(s)",
+        "  node2: chosen; victims default/p2 (priority 0); 0 PodDisruptionBudget violation(s)",
+        "  node3: no candidate: No preemption victims found for incoming pod",
+    ]
+    assert lines[4] == (f"  3 of 3 node(s) tried from offset {report.offset}, "
+                        "3 candidate(s) wanted")
+    never = pending("p", HIGH).set("spec.preemptionPolicy", "Never").obj()
+    _, _, report = post_filter(cluster, never, {"node1": U})
+    assert report is not None and report.lines() == [
+        "the pod may not preempt: not eligible due to preemptionPolicy=Never."]
+    _, _, report = post_filter(cluster, pending("p", HIGH).obj(), {})
+    assert report is not None and report.lines() == [
+        "no node rejected the pod for a reason evicting pods can undo"]
