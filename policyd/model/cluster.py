@@ -160,6 +160,11 @@ class ClusterState:
             self._place(pod, pod.node_name)
         elif not pod.node_name and not pod.finished:
             self._pending[pod.uid] = pod
+            # The nomination the API shows counts from the start (a snapshot's pods,
+            # a restarted daemon's first list); the daemon's informer handler then
+            # keeps it in step with sync_nomination.
+            if shown := nominated_node_name(pod):
+                self.nominate(pod, shown)
         self.generation += 1
 
     def remove_pod(self, uid: str) -> Pod | None:
