@@ -39,6 +39,7 @@ from policyd.framework.status import Status
 from policyd.kube import api
 from policyd.kube.backoff import GiveUp, RetryPolicy
 from policyd.kube.client import ApiError, KubeClient
+from policyd.model.cluster import nominated_node_name
 from policyd.model.records import Pod
 
 log = logging.getLogger(LOGGER)
@@ -313,10 +314,14 @@ class Binder:
                     where)
         if not why.explained_to_the_pod:
             return
+        # Upstream's binding-cycle failure clears the pod's nomination (the room it
+        # was nominated to went unused); sent only when the API shows one.
+        cleared = {"nominated_node": ""} if nominated_node_name(pod) else {}
         if status is None:
             self.events.failed(pod.namespace, pod.name, pod.uid, logged, profile,
-                               post_event=True, patch_condition=False)
+                               post_event=True, patch_condition=False, **cleared)
             return
         self.events.failed(pod.namespace, pod.name, pod.uid, status.message, profile,
                            post_event=True, patch_condition=True,
-                           reason="Unschedulable" if rejected else "SchedulerError")
+                           reason="Unschedulable" if rejected else "SchedulerError",
+                           **cleared)

@@ -19,6 +19,7 @@ from policyd.daemon.binder import Binder
 from policyd.daemon.event_handlers import EventHandlers
 from policyd.daemon.event_recorder import EventSink
 from policyd.daemon.metrics import Metrics, instrument
+from policyd.daemon.preemption import PreemptionActions
 from policyd.daemon.scheduling_loop import SchedulingLoop
 from policyd.daemon.scheduling_state import SchedulingState
 from policyd.framework.runtime import Framework
@@ -57,8 +58,10 @@ class Scheduler:
         self.binder = Binder(client, state, metrics=metrics, events=events,
                              is_leader=is_leader, clock=clock, workers=binders,
                              verbosity=verbosity)
+        self.preemption = PreemptionActions(client, state, events)
         self.loop = SchedulingLoop(state, self.binder, metrics=metrics, events=events,
-                                   is_leader=is_leader, clock=clock, verbosity=verbosity)
+                                   is_leader=is_leader, clock=clock, verbosity=verbosity,
+                                   preemption=self.preemption)
         h = self.handlers
         self.on_pod_add, self.on_pod_update, self.on_pod_delete = (
             h.on_pod_add, h.on_pod_update, h.on_pod_delete)
@@ -114,4 +117,7 @@ class Scheduler:
         self.state.queue.close()
         finished = self.binder.wait(grace)
         self.binder.shutdown()
+        # Victims' deletions in flight finish or are cut off with the process; what
+        # they leave undone a restarted daemon redoes from the nomination on the API.
+        self.preemption.wait(min(grace, 1.0))
         return finished

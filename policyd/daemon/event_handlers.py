@@ -36,6 +36,7 @@ from policyd.framework.events import (
 )
 from policyd.kube import api
 from policyd.model import storage
+from policyd.model.disruption import disruption_key
 from policyd.model.records import Pod, node_from_dict, pod_from_dict
 
 log = logging.getLogger(LOGGER)
@@ -122,6 +123,12 @@ class EventHandlers:
             confirmed = s.assumed.pop(uid, None) is not None
             before = s.counted_pod(uid) if was_on else None
             s.cluster.upsert_pod(pod)
+            if s.responsible(pod) and not pod.deleting:
+                # The nominator holds the pending pods of our profiles only, as
+                # upstream's lives in the scheduling queue.
+                s.cluster.sync_nomination(pod, None if old is None else _nominated(old))
+            else:
+                s.cluster.clear_nomination(uid)
             if pod.node_name or pod.finished:
                 # Bound (by us or anyone) or finished: nothing left to schedule.
                 s.queue.delete(uid)
@@ -149,6 +156,7 @@ class EventHandlers:
         with s.lock:
             assumed_on = s.assumed.pop(uid, None)
             removed = s.cluster.remove_pod(uid)
+            s.cluster.clear_nomination(uid)
             s.throttle.forget(uid)
             self._bad_objects.pop(uid, None)
             s.queue.delete(uid)
@@ -250,3 +258,28 @@ class EventHandlers:
         with s.lock:
             s.cluster.storage.delete(kind, storage.object_key(kind, obj))
             s.move(_storage_event(kind, ActionType.DELETE), obj, None)
+
+
+    # -- what preemption reads ----------------------------------------------------------
+
+    def on_disruption(self, kind: str, obj: Obj) -> None:
+        """A PodDisruptionBudget or PriorityClass added or updated: into
+        `cluster.disruption_budgets`. No cluster event: no plugin registers one for
+        these kinds (upstream's DefaultPreemption reads them when it runs, and a
+        budget's change cannot make a pod fit)."""
+        with self.state.lock:
+            self.state.cluster.disruption_budgets.upsert(kind, obj)
+
+    def on_disruption_update(self, kind: str, old: Obj, new: Obj) -> None:
+        self.on_disruption(kind, new)
+
+    def on_disruption_delete(self, kind: str, obj: Obj) -> None:
+        with self.state.lock:
+            self.state.cluster.disruption_budgets.delete(kind, disruption_key(kind, obj))
+
+
+def _nominated(obj: Obj) -> str:
+    """status.nominatedNodeName of a raw pod ("" when absent)."""
+    status = obj.get("status")
+    value = status.get("nominatedNodeName") if isinstance(status, dict) else None
+    return value if isinstance(value, str) else ""

@@ -195,10 +195,11 @@ class EventSink:
     # -- what the scheduler records ---------------------------------------------------
 
     def event(self, ref: api.ObjectRef, event_type: str, reason: str, message: str,
-              action: str, component: str) -> None:
+              action: str, component: str, related: api.ObjectRef | None = None) -> None:
         body = api.event_body(ref, event_type=event_type, reason=reason,
                               message=truncate_event_message(message), action=action,
-                              component=component, instance=self.instance)
+                              component=component, instance=self.instance,
+                              related=related)
 
         def post() -> None:
             try:
@@ -218,15 +219,18 @@ class EventSink:
 
     def failed(self, namespace: str, name: str, uid: str, message: str, component: str,
                *, post_event: bool, patch_condition: bool,
-               reason: str = "Unschedulable") -> None:
+               reason: str = "Unschedulable", nominated_node: str | None = None) -> None:
+        """FailedScheduling and the PodScheduled condition; `nominated_node` (set, or
+        "" to clear) goes into the same status patch, as upstream's updatePod."""
         if post_event:
             self.event(api.pod_ref(namespace, name, uid), "Warning", "FailedScheduling",
                        message, "Scheduling", component)
-        if patch_condition:
+        if patch_condition or nominated_node is not None:
             def patch() -> None:
                 try:
                     api.patch_pod_scheduled_false(self.client, namespace, name, message,
-                                                  reason)
+                                                  reason, condition=patch_condition,
+                                                  nominated_node=nominated_node)
                 except ApiError as exc:
                     if exc.status != 404:  # deleted meanwhile: nothing to explain
                         raise

@@ -396,6 +396,16 @@ class SchedulingQueue:
         else:
             self._push_active(qp)
 
+    def activate(self, uid: str) -> bool:
+        """Move a waiting pod (unschedulable or backing off) straight to activeQ
+        (upstream's Activate). True if it was waiting."""
+        with self._cond:
+            qp = self._pods.get(uid)
+            if qp is None or qp.where not in (UNSCHEDULABLE, BACKOFF):
+                return False
+            self._push_active(qp)
+            return True
+
     def flush(self) -> None:
         """Periodic housekeeping: expired backoffs to activeQ, pods unschedulable for
         longer than `max_in_unschedulable` back into circulation."""

@@ -55,7 +55,7 @@ from policyd.kube.client import (
 )
 from policyd.kube.informer import Informer
 from policyd.kube.leaderelection import LeaderElector
-from policyd.model import storage
+from policyd.model import disruption, storage
 from policyd.nodemetrics import attach_metrics
 
 log = logging.getLogger("policyd.daemon")
@@ -74,6 +74,9 @@ STORAGE_PATHS = (("/api/v1/persistentvolumes", storage.PERSISTENT_VOLUME),
                  ("/apis/storage.k8s.io/v1/csistoragecapacities",
                   storage.CSI_STORAGE_CAPACITY),
                  ("/apis/storage.k8s.io/v1/volumeattachments", storage.VOLUME_ATTACHMENT))
+# What preemption reads (kept in `cluster.disruption_budgets`; no cluster events).
+DISRUPTION_PATHS = (("/apis/policy/v1/poddisruptionbudgets", disruption.POD_DISRUPTION_BUDGET),
+                    ("/apis/scheduling.k8s.io/v1/priorityclasses", disruption.PRIORITY_CLASS))
 
 Obj = dict[str, Any]
 
@@ -197,6 +200,14 @@ class Daemon:
             self.extra_informers.append(Informer(self.client, path, _Handler(
                 partial(sch.on_storage, kind), partial(sch.on_storage_update, kind),
                 partial(sch.on_storage_delete, kind)),
+                name=kind, watch_timeout=options.watch_timeout,
+                on_error=partial(self._watch_error, resource),
+                on_skip=self._skip_counter(resource)))
+        for path, kind in DISRUPTION_PATHS:
+            resource = path.rsplit("/", 1)[-1]
+            self.extra_informers.append(Informer(self.client, path, _Handler(
+                partial(sch.on_disruption, kind), partial(sch.on_disruption_update, kind),
+                partial(sch.on_disruption_delete, kind)),
                 name=kind, watch_timeout=options.watch_timeout,
                 on_error=partial(self._watch_error, resource),
                 on_skip=self._skip_counter(resource)))

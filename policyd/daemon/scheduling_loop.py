@@ -18,9 +18,13 @@ from policyd.clock import Clock
 from policyd.daemon.binder import Binder, BindRequest
 from policyd.daemon.event_recorder import EventSink, condition_shown
 from policyd.daemon.metrics import Metrics, label_children
+from policyd.daemon.preemption import PreemptionActions
 from policyd.daemon.queue import FLUSH_UNSCHEDULABLE_PERIOD, QueuedPod
 from policyd.daemon.scheduling_state import LOGGER, SchedulingState
 from policyd.engine.cycle import ScheduleResult, reserve, schedule_one
+from policyd.framework.runtime import Framework
+from policyd.model.cluster import nominated_node_name
+from policyd.model.records import Pod
 
 log = logging.getLogger(LOGGER)
 
@@ -33,8 +37,9 @@ POP_WAIT = 0.2
 class SchedulingLoop:
     def __init__(self, state: SchedulingState, binder: Binder, *, metrics: Metrics,
                  events: EventSink, is_leader: Callable[[], bool], clock: Clock,
-                 verbosity: int) -> None:
+                 verbosity: int, preemption: PreemptionActions | None = None) -> None:
         self.state = state
+        self.preemption = preemption
         self.binder = binder
         self.metrics = metrics
         self.events = events
@@ -82,10 +87,17 @@ class SchedulingLoop:
                     or s.cluster.node_of(pod.uid) is not None):
                 s.queue.done(pod.uid)
                 return None
+            if self.preemption is not None and self.preemption.running(pod.uid):
+                # DefaultPreemption's PreEnqueue: not tried while its victims are
+                # still being preempted; it waits for the next event that moves it.
+                s.queue.requeue(qp, unschedulable=True, plugins=qp.unschedulable_plugins)
+                return None
             # CPU time of the algorithm alone, as upstream's metric: not the clock.
             t0 = time.perf_counter()
             result = schedule_one(fw, pod, s.cluster)
             self._algorithm_latency(fw.profile_name).observe(time.perf_counter() - t0)
+            post_filter_ran = result.node is None and _post_filter_ran(fw, result)
+            nominating: str | None = None
             if result.node is not None:
                 s.cluster.assume(pod, result.node)
                 if fw.reserve_plugins:
@@ -99,6 +111,8 @@ class SchedulingLoop:
                 s.assumed[pod.uid] = result.node
                 s.queue.done(pod.uid)
                 self.binder.reserve()
+            else:
+                nominating = self._act_on_post_filter(fw, pod, result, post_filter_ran)
         profile = fw.profile_name
         if result.node is not None:
             if self.verbosity >= 2:
@@ -107,11 +121,31 @@ class SchedulingLoop:
             # The cycle state goes with it: PreBind and Unreserve read what Reserve kept.
             self.binder.submit(BindRequest(qp, result.node, fw, result.cycle_state, start))
             return result
-        self._failed(qp, result, profile, start)
+        self._failed(qp, result, profile, start, nominating)
         return result
 
-    def _failed(self, qp: QueuedPod, result: ScheduleResult, profile: str, start: float
-                ) -> None:
+    def _act_on_post_filter(self, fw: Framework, pod: Pod, result: ScheduleResult,
+                            post_filter_ran: bool) -> str | None:
+        """Under the lock, for a pod that did not get a node: the nomination upstream's
+        cycle hands its failure handler, set in the nominator now (AddNominatedPod) and
+        returned for the status patch; None leaves it as it is. A preemption's API
+        work starts in the background (see `policyd.daemon.preemption`)."""
+        if not post_filter_ran:
+            # An error, no nodes, no PostFilter plugins, a failed Reserve: upstream's
+            # clearNominatedNode.
+            nominating: str | None = ""
+        elif result.post_filter is None:
+            nominating = None  # PostFilter found nothing: ModeNoop
+        else:
+            nominating = result.post_filter.nominated_node
+            if nominating and self.preemption is not None:
+                self.preemption.start(pod, result.post_filter, fw.profile_name)
+        if nominating is not None:
+            self.state.cluster.nominate(pod, nominating)
+        return nominating
+
+    def _failed(self, qp: QueuedPod, result: ScheduleResult, profile: str, start: float,
+                nominating: str | None = None) -> None:
         """Requeue a pod no node fits (or whose cycle erred), and explain it."""
         pod = qp.pod
         unschedulable = result.error is None
@@ -141,5 +175,17 @@ class SchedulingLoop:
         elif self.verbosity >= 2:
             log.info("%s: %s (-> %s queue)", pod.key, message, where,
                      extra={"pod": pod.key, "queue": where, "reason": message})
+        # The nomination goes in the same status patch, when the API shows another.
+        nominated = ({"nominated_node": nominating}
+                     if nominating is not None and nominating != nominated_node_name(pod)
+                     else {})
         self.events.failed(pod.namespace, pod.name, pod.uid, message, profile,
-                           post_event=post, patch_condition=patch, reason=reason)
+                           post_event=post, patch_condition=patch, reason=reason,
+                           **nominated)
+
+
+def _post_filter_ran(fw: Framework, result: ScheduleResult) -> bool:
+    """Whether this cycle ran PostFilter (a FitError with PostFilter plugins), the
+    only case in which upstream's cycle does not clear the pod's nomination."""
+    return (result.error is None and result.num_nodes > 0
+            and bool(fw.post_filter_plugins))

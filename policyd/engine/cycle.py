@@ -13,12 +13,13 @@ from typing import Any, overload
 
 import numpy as np
 
+from policyd.engine.nominated import NominatedRejections, first_pass
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.fit_error import NO_NODES_AVAILABLE, Diagnosis, fit_error_message
 from policyd.framework.interfaces import PostFilterResult, Verdict
 from policyd.framework.runtime import Framework, ScoreResult
 from policyd.framework.status import Code, Status
-from policyd.model.cluster import ClusterState
+from policyd.model.cluster import ClusterState, nominated_node_name
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import IntArray, NodeTable
@@ -77,6 +78,9 @@ def schedule_one(
     if not explain and not reference:
         return _schedule_fast(fw, pod, cluster)
     nodes = cluster.node_infos()
+    # Before this cycle's own state exists: the first pass places nominated pods in
+    # the cluster for a moment, and nothing computed for this cycle may see that.
+    rejections = _nominated_first_pass(fw, pod, cluster)
     state = CycleState(nodes, cluster)
     state.framework = fw
     result = ScheduleResult(pod=pod, node=None, num_nodes=len(nodes), cycle_state=state)
@@ -99,11 +103,37 @@ def schedule_one(
                 result.filter_details[n.name] = {status.plugin or "PreFilter": status}
         return result
 
+    if rejections.error is not None:
+        return _failed(result, rejections.error)
+    # A pod nominated by an earlier preemption tries that node first, and alone
+    # (evaluateNominatedNode): it is likely the only one that fits.
+    own = nominated_node_name(pod)
+    own_info = cluster.get(own) if own else None
+    nominated_fit: str | None = None
+    if own_info is not None:
+        if own in rejections.node_to_status:
+            _note_rejection(diagnosis, rejections, own)
+        else:
+            fits, status = fw.run_filters(state, pod, [own_info], diagnosis)
+            if status is not None:
+                return _failed(result, status)
+            if fits:
+                nominated_fit = own
+                if not explain:
+                    result.feasible = [own]
+                    result.node = own
+                    return result
+
     candidates = nodes
     if names is not None:
         candidates = [n for n in nodes if n.name in names]
         diagnosis.absent_nodes_status = Status.unresolvable(
             f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(rejected_by))}]")
+    if rejections.node_to_status:
+        for n in candidates:
+            if n.name in rejections.node_to_status:
+                _note_rejection(diagnosis, rejections, n.name)
+        candidates = [n for n in candidates if n.name not in rejections.node_to_status]
 
     feasible, status = fw.run_filters(state, pod, candidates, diagnosis)
     if status is not None:
@@ -118,6 +148,10 @@ def schedule_one(
                 assert diagnosis.absent_nodes_status is not None
                 result.filter_details[n.name] = {"PreFilter": diagnosis.absent_nodes_status}
     result.feasible = [n.name for n in feasible]
+    if nominated_fit is not None:
+        # explain: every node's verdicts as usual, the decision as the cycle makes it.
+        result.node = nominated_fit
+        return result
     if not feasible:
         _post_filter(fw, state, pod, result)
         return result
@@ -174,6 +208,26 @@ def _post_filter(fw: Framework, state: CycleState, pod: Pod, result: ScheduleRes
     result.message = fit_error_message(result.num_nodes, diagnosis)
 
 
+def _nominated_first_pass(fw: Framework, pod: Pod, cluster: ClusterState
+                          ) -> NominatedRejections:
+    if not cluster.has_nominations:
+        return _NO_REJECTIONS
+    return first_pass(fw, pod, cluster)
+
+
+# Shared and never written to: a cycle without nominations allocates nothing for them.
+_NO_REJECTIONS = NominatedRejections()
+
+
+def _note_rejection(diagnosis: Diagnosis, rejections: NominatedRejections, node: str
+                    ) -> None:
+    """A node the nominated pods' pass rejected: its status is the node's reason."""
+    status = rejections.node_to_status[node]
+    diagnosis.node_to_status[node] = status
+    if status.plugin:
+        diagnosis.unschedulable_plugins.add(status.plugin)
+
+
 def _failed(result: ScheduleResult, status: Status) -> ScheduleResult:
     result.error = status
     result.message = status.message
@@ -212,6 +266,7 @@ class _IndexedNodes(Sequence[NodeInfo]):
 
 
 def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleResult:
+    rejections = _nominated_first_pass(fw, pod, cluster)
     table = cluster.table()
     nodes = table.infos
     state = CycleState(nodes, cluster)
@@ -225,14 +280,41 @@ def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleRe
     if status is not None:
         # Rare: let the reference path build the diagnosis and message.
         return schedule_one(fw, pod, cluster, reference=True)
+    if rejections.error is not None:
+        return _failed(result, rejections.error)
+    own = nominated_node_name(pod)
+    own_row = table.index.get(own) if own else None
+    if own_row is not None and own not in rejections.node_to_status:
+        fits, status = fw.run_filters_fast(state, pod, table, np.array([own_row], np.int64))
+        if status is not None:
+            return _failed(result, status)
+        if fits.size:
+            result._feasible_idx = (table.name_array, fits)
+            result.node = own
+            return result
     if names is None:
         idx = np.arange(len(nodes))
     else:
         idx = np.array(sorted(table.index[n] for n in names if n in table.index), np.int64)
+    candidates = idx
+    if rejections.node_to_status:
+        rows = [table.index[n] for n in rejections.node_to_status if n in table.index]
+        idx = idx[~np.isin(idx, np.array(rows, np.int64))]
     feasible, status = fw.run_filters_fast(state, pod, table, idx)
     if status is not None:
         return _failed(result, status)
     if feasible.size == 0:
+        # The reasons of the nodes the nominated pods' pass rejected (of the
+        # candidates, and the pod's own nominated node), then every other node's.
+        for n in rejections.node_to_status:
+            row = table.index.get(n)
+            if row is not None and (n == own or bool(np.isin(row, candidates))):
+                _note_rejection(result.diagnosis, rejections, n)
+        if own_row is not None and own not in rejections.node_to_status and not bool(
+                np.isin(own_row, idx)):
+            # Tried alone first and failed, though PreFilter narrowed it away:
+            # upstream keeps that node's own reason.
+            idx = np.union1d(idx, np.array([own_row], np.int64))
         return _diagnose(fw, state, pod, table, idx, names, rejected_by, result)
     result._feasible_idx = (table.name_array, feasible)
     if feasible.size == 1:

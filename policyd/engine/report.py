@@ -184,6 +184,8 @@ def simulate_json(sim: SimulationResult, *, notes: Sequence[str] = (),
         ],
         "gated": [p.key for p in sim.gated],
         "skipped": [{"pod": s.pod.key, "reason": s.reason} for s in sim.skipped],
+        "preemptions": [{"pod": p.pod.key, "node": p.node,
+                         "evicted": [v.key for v in p.victims]} for p in sim.preemptions],
         "notes": list(notes),
         "warnings": list(warnings),
     }
@@ -194,6 +196,11 @@ def simulate_text(sim: SimulationResult, *, notes: Sequence[str] = ()) -> str:
     for r in sim.results:
         rows.append([r.pod.key, r.node or "<none>", r.message if r.node is None else ""])
     out = [_table(rows)] if sim.results else ["no pending pods to schedule"]
+    if sim.preemptions:
+        out += ["", "Preemptions (pods evicted to make room, as the scheduler would):"]
+        out += [f"  {p.pod.key} on {p.node}: evicted "
+                f"{', '.join(v.key for v in p.victims) or 'nothing'}"
+                for p in sim.preemptions]
     if sim.gated:
         out += ["", "Held by scheduling gates (not tried until every gate is removed):"]
         out += [f"  {p.key}: {', '.join(p.scheduling_gates)}" for p in sim.gated]
@@ -205,6 +212,7 @@ def simulate_text(sim: SimulationResult, *, notes: Sequence[str] = ()) -> str:
     out.append("")
     unsched = sum(1 for r in sim.results if r.node is None)
     out.append(f"{sim.scheduled} scheduled, {unsched} unschedulable"
+               + (f", {len(sim.preemptions)} preempted" if sim.preemptions else "")
                + (f", {len(sim.skipped)} skipped" if sim.skipped else "")
                + (f", {len(sim.gated)} held by scheduling gates" if sim.gated else ""))
     return "\n".join(out)

@@ -3,14 +3,17 @@ next: the answer to "will these 300 pods fit, and where?"."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from policyd.engine.cycle import ScheduleResult, reserve, schedule_one
 from policyd.engine.profiles import unserved_reason
+from policyd.framework.interfaces import PostFilterResult
 from policyd.framework.runtime import Framework
-from policyd.model.cluster import ClusterState
+from policyd.model.cluster import ClusterState, nominated_node_name
 from policyd.model.records import Pod
 
 
@@ -22,11 +25,21 @@ class SkippedPod:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """A pod that preempted: the node it was nominated to, the pods evicted there."""
+
+    pod: Pod
+    node: str
+    victims: tuple[Pod, ...]
+
+
 @dataclass(slots=True)
 class SimulationResult:
     results: list[ScheduleResult]
     gated: list[Pod]  # pods held back by spec.schedulingGates, as upstream holds them
     skipped: list[SkippedPod]  # pods no cycle would run for (see `skip_reason`)
+    preemptions: list[Preemption] = field(default_factory=list)
 
     @property
     def scheduled(self) -> int:
@@ -86,18 +99,53 @@ def simulate(
     # requires every profile to use the same QueueSort plugin.
     first = next(iter(frameworks.values()))
     ordered = queue_order(first, queue)
-    results = []
+    # Pods an earlier preemption nominated (status.nominatedNodeName in the input)
+    # are held in the nominator, as the daemon's informer would put them there.
+    for pod in ordered:
+        if node := nominated_node_name(pod):
+            cluster.nominate(pod, node)
+    results: list[ScheduleResult] = []
+    preemptions: list[Preemption] = []
     for i, pod in enumerate(ordered):
         fw = frameworks[pod.scheduler_name]
-        result = schedule_one(fw, pod, cluster)
-        if result.node is not None:
-            cluster.assume(pod, result.node)
-            # What Reserve takes (VolumeBinding's chosen PVs and provisioning) stays
-            # taken: offline there is no PreBind, the assumption is the outcome.
-            result = reserve(fw, result)
-            if result.node is None:
-                cluster.forget(pod)
+        result = _attempt(fw, pod, cluster)
+        post = result.post_filter
+        if result.unschedulable and post is not None and post.nominated_node:
+            # As the daemon: the victims go, the pod is nominated there, and it is
+            # tried again once they are gone (here at once, and once only).
+            preemptions.append(Preemption(pod, post.nominated_node, post.victims))
+            retry = preempt(cluster, pod, post)
+            result = _attempt(fw, retry, cluster)
         results.append(result)
         if progress is not None:
             progress(i + 1, len(ordered))
-    return SimulationResult(results, gated, skipped)
+    return SimulationResult(results, gated, skipped, preemptions)
+
+
+def _attempt(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleResult:
+    result = schedule_one(fw, pod, cluster)
+    if result.node is not None:
+        cluster.assume(pod, result.node)
+        # What Reserve takes (VolumeBinding's chosen PVs and provisioning) stays
+        # taken: offline there is no PreBind, the assumption is the outcome.
+        result = reserve(fw, result)
+        if result.node is None:
+            cluster.forget(pod)
+    return result
+
+
+def preempt(cluster: ClusterState, pod: Pod, post: PostFilterResult) -> Pod:
+    """What the daemon's API writes do, done to the cluster copy: the victims deleted,
+    lower-priority nominations to that node cleared, the pod nominated there. Returns
+    the pod as the API would show it next (status.nominatedNodeName set), so its
+    retry tries that node first."""
+    for victim in post.victims:
+        cluster.remove_pod(victim.uid)
+        cluster.clear_nomination(victim.uid)
+    for other in post.clear_nominations:
+        cluster.clear_nomination(other.uid)
+    raw = copy.copy(pod.raw)
+    raw["status"] = {**(raw.get("status") or {}), "nominatedNodeName": post.nominated_node}
+    nominated = dataclasses.replace(pod, raw=raw, cache={})
+    cluster.nominate(nominated, post.nominated_node)
+    return nominated

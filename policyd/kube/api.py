@@ -154,7 +154,8 @@ def lease_ref(namespace: str, name: str, uid: str = "") -> ObjectRef:
 
 def event_body(ref: ObjectRef, *, event_type: str, reason: str, message: str,
                action: str, component: str, instance: str,
-               now: datetime | None = None) -> dict[str, Any]:
+               now: datetime | None = None, related: ObjectRef | None = None
+               ) -> dict[str, Any]:
     """A core v1 Event, the form `kubectl describe` and `kubectl get events` show (the
     `From` column is `source.component`, the scheduler's name as upstream reports it)."""
     nanos = time.time_ns() if now is None else int(now.timestamp() * 1e9)
@@ -181,7 +182,7 @@ def event_body(ref: ObjectRef, *, event_type: str, reason: str, message: str,
         "firstTimestamp": t,
         "lastTimestamp": t,
         "count": 1,
-    }
+    } | ({"related": related.as_dict()} if related is not None else {})
 
 
 def post_event(client: KubeClient, body: dict[str, Any]) -> None:
@@ -193,18 +194,81 @@ def post_event(client: KubeClient, body: dict[str, Any]) -> None:
 # -- PodScheduled condition -----------------------------------------------------------
 
 def pod_scheduled_patch(message: str, reason: str = "Unschedulable",
-                        now: datetime | None = None) -> dict[str, Any]:
+                        now: datetime | None = None, *, condition: bool = True,
+                        nominated_node: str | None = None) -> dict[str, Any]:
     """A strategic merge patch of status.conditions (merged by `type`): PodScheduled
-    False with the full FitError message, as `kubectl describe pod` shows it."""
-    return {"status": {"conditions": [{
-        "type": "PodScheduled", "status": "False", "reason": reason, "message": message,
-        "lastProbeTime": None, "lastTransitionTime": now_rfc3339(now=now)}]}}
+    False with the full FitError message, as `kubectl describe pod` shows it. With
+    `nominated_node`, the same patch sets status.nominatedNodeName (an empty name
+    removes it), as upstream's updatePod writes both in one call; `condition=False`
+    leaves the condition out (only the nomination changes)."""
+    status: dict[str, Any] = {}
+    if condition:
+        status["conditions"] = [{
+            "type": "PodScheduled", "status": "False", "reason": reason,
+            "message": message, "lastProbeTime": None,
+            "lastTransitionTime": now_rfc3339(now=now)}]
+    if nominated_node is not None:
+        status["nominatedNodeName"] = nominated_node or None
+    return {"status": status}
 
 
 def patch_pod_scheduled_false(client: KubeClient, namespace: str, name: str, message: str,
-                              reason: str = "Unschedulable") -> None:
+                              reason: str = "Unschedulable", *, condition: bool = True,
+                              nominated_node: str | None = None) -> None:
     client.request("PATCH", _pod_path(namespace, name, "status"),
-                   body=pod_scheduled_patch(message, reason), content_type=STRATEGIC_MERGE)
+                   body=pod_scheduled_patch(message, reason, condition=condition,
+                                            nominated_node=nominated_node),
+                   content_type=STRATEGIC_MERGE)
+
+
+# -- preemption ---------------------------------------------------------------------
+
+def preemption_message(scheduler_name: str) -> str:
+    """The DisruptionTarget condition's message upstream's preemption writes on a
+    victim (a single pod preempting, not a pod group)."""
+    return f"{scheduler_name}: preempting to accommodate a higher priority pod"
+
+
+def disruption_target_patch(scheduler_name: str, now: datetime | None = None
+                            ) -> dict[str, Any]:
+    """Status patch adding DisruptionTarget=True, reason PreemptionByScheduler, to a
+    victim before it is deleted: what tells its owner (and PDB accounting) why."""
+    return {"status": {"conditions": [{
+        "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+        "message": preemption_message(scheduler_name),
+        "lastTransitionTime": now_rfc3339(now=now)}]}}
+
+
+def patch_disruption_target(client: KubeClient, namespace: str, name: str,
+                            scheduler_name: str, *, timeout: float | None = None) -> None:
+    client.request("PATCH", _pod_path(namespace, name, "status"),
+                   body=disruption_target_patch(scheduler_name),
+                   content_type=STRATEGIC_MERGE, timeout=timeout, decode=False)
+
+
+def clear_nominated_node(client: KubeClient, namespace: str, name: str, *,
+                         timeout: float | None = None) -> None:
+    """Remove status.nominatedNodeName (a pod preemption took the node from)."""
+    client.request("PATCH", _pod_path(namespace, name, "status"),
+                   body={"status": {"nominatedNodeName": None}},
+                   content_type=STRATEGIC_MERGE, timeout=timeout, decode=False)
+
+
+def delete_pod(client: KubeClient, namespace: str, name: str, uid: str = "", *,
+               timeout: float | None = None) -> bool:
+    """DELETE a pod with its own grace period (upstream's DeletePod sends no options).
+    With `uid`, a pod re-created under the same name is not deleted (the server
+    answers 409). False when the pod was already gone (404) or replaced (409)."""
+    body = {"apiVersion": "v1", "kind": "DeleteOptions",
+            "preconditions": {"uid": uid}} if uid else None
+    try:
+        client.request("DELETE", _pod_path(namespace, name), body=body, timeout=timeout,
+                       decode=False)
+    except ApiError as exc:
+        if exc.status in (404, 409):
+            return False
+        raise
+    return True
 
 
 # -- Leases ---------------------------------------------------------------------------

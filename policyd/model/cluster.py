@@ -23,6 +23,13 @@ def has_pod_affinity(pod: Pod) -> bool:
     return bool(a) and bool(a.get("podAffinity") or a.get("podAntiAffinity"))
 
 
+def nominated_node_name(pod: Pod) -> str:
+    """The pod's `status.nominatedNodeName` as the API server last showed it."""
+    status = pod.raw.get("status")
+    value = status.get("nominatedNodeName") if isinstance(status, dict) else None
+    return value if isinstance(value, str) else ""
+
+
 def counts_on_node(pod: Pod) -> bool:
     """Whether a pod occupies its node's resources: bound and not finished."""
     return bool(pod.node_name) and not pod.finished
@@ -66,6 +73,11 @@ class ClusterState:
         # a persistentVolumeClaim volume: upstream's PVCRefCounts summed over the nodes,
         # which VolumeRestrictions reads for ReadWriteOncePod claims.
         self._claim_users: dict[str, int] = {}
+        # The nominator (upstream's queue/nominator.go): pending pods that preemption
+        # nominated to a node, by node and by uid. They are not counted on the node;
+        # the cycle counts those of priority >= the pod's when it filters that node.
+        self._nominated: dict[str, dict[str, Pod]] = {}
+        self._nominated_on: dict[str, str] = {}
         for node in nodes:
             self.upsert_node(node)
         for pod in pods:
@@ -128,7 +140,10 @@ class ClusterState:
 
     # pods
     def upsert_pod(self, pod: Pod) -> None:
-        """Record a pod as the API shows it: bound and running pods count on their node."""
+        """Record a pod as the API shows it: bound and running pods count on their node.
+        A bound or finished pod leaves the nominator (its nomination is spent)."""
+        if pod.node_name or pod.finished:
+            self.clear_nomination(pod.uid)
         node_name = self._bound.get(pod.uid)
         if node_name is not None and node_name == pod.node_name and not pod.finished:
             # Still counted on the same node (a binding of ours confirmed, a status
@@ -145,6 +160,11 @@ class ClusterState:
             self._place(pod, pod.node_name)
         elif not pod.node_name and not pod.finished:
             self._pending[pod.uid] = pod
+            # The nomination the API shows counts from the start (a snapshot's pods,
+            # a restarted daemon's first list); the daemon's informer handler then
+            # keeps it in step with sync_nomination.
+            if shown := nominated_node_name(pod):
+                self.nominate(pod, shown)
         self.generation += 1
 
     def remove_pod(self, uid: str) -> Pod | None:
@@ -164,7 +184,9 @@ class ClusterState:
         return pod
 
     def assume(self, pod: Pod, node_name: str) -> None:
-        """Count `pod` on `node_name` now, before the binding is confirmed."""
+        """Count `pod` on `node_name` now, before the binding is confirmed; a
+        nomination it had is spent (upstream's assume deletes it from the nominator)."""
+        self.clear_nomination(pod.uid)
         self._pending.pop(pod.uid, None)
         self._place(pod, node_name)
         self.generation += 1
@@ -223,6 +245,53 @@ class ClusterState:
 
     def node_of(self, uid: str) -> str | None:
         return self._bound.get(uid)
+
+    # nominator
+    @property
+    def has_nominations(self) -> bool:
+        """Whether any pod is nominated: while none is, cycles skip the nominator."""
+        return bool(self._nominated_on)
+
+    def nominated_pods(self, node_name: str) -> list[Pod]:
+        """The pods nominated to `node_name`, in the order they were nominated."""
+        return list(self._nominated.get(node_name, {}).values())
+
+    def nominated_node(self, uid: str) -> str | None:
+        """Where the nominator holds pod `uid` nominated (memory, maybe ahead of the API)."""
+        return self._nominated_on.get(uid)
+
+    def nominations(self) -> dict[str, list[Pod]]:
+        """Node name -> pods nominated there."""
+        return {node: list(pods.values()) for node, pods in self._nominated.items()}
+
+    def nominate(self, pod: Pod, node_name: str) -> None:
+        """Hold `pod` nominated to `node_name` (upstream's AddNominatedPod in Override
+        mode), an empty name clears it. A pod already bound is never nominated."""
+        self.clear_nomination(pod.uid)
+        if not node_name or pod.node_name or pod.uid in self._bound:
+            return
+        self._nominated_on[pod.uid] = node_name
+        self._nominated.setdefault(node_name, {})[pod.uid] = pod
+
+    def clear_nomination(self, uid: str) -> None:
+        node_name = self._nominated_on.pop(uid, None)
+        if node_name is None:
+            return
+        pods = self._nominated[node_name]
+        pods.pop(uid, None)
+        if not pods:
+            del self._nominated[node_name]
+
+    def sync_nomination(self, pod: Pod, old_nominated_node: str | None) -> None:
+        """A pending pod as the informer shows it now (`old_nominated_node`: its
+        nominatedNodeName before this update, None for an add), as upstream's
+        addNominatedPod/UpdateNominatedPod: the API's nomination wins; when neither
+        the old nor the new object carries one, a nomination made in memory (ahead of
+        the API's copy of our own status patch) is kept, with the newer pod record."""
+        node_name = nominated_node_name(pod)
+        if not node_name and old_nominated_node == "":
+            node_name = self._nominated_on.get(pod.uid, "")
+        self.nominate(pod, node_name)
 
     @contextmanager
     def what_if(self, *, remove: Iterable[Pod] = (),

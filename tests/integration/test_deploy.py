@@ -480,6 +480,12 @@ CAN = [
     ("watch", "csistoragecapacities.storage.k8s.io", ["-A"]),
     ("list", "volumeattachments.storage.k8s.io", []),
     ("watch", "volumeattachments.storage.k8s.io", []),
+    # Preemption: what it reads, and its victims deleted.
+    ("list", "poddisruptionbudgets.policy", ["-A"]),
+    ("watch", "poddisruptionbudgets.policy", ["-A"]),
+    ("list", "priorityclasses.scheduling.k8s.io", []),
+    ("watch", "priorityclasses.scheduling.k8s.io", []),
+    ("delete", "pods", ["-n", "default"]),
     # VolumeBinding's PreBind: a PV's claimRef, a claim's selected-node annotation.
     ("update", "persistentvolumes", []),
     ("update", "persistentvolumeclaims", ["-n", "default"]),
@@ -500,7 +506,6 @@ CANNOT = [
     ("get", "secrets", ["-n", NAMESPACE]),
     ("list", "secrets", ["-A"]),
     ("watch", "secrets", ["-n", "default"]),
-    ("delete", "pods", ["-n", "default"]),
     ("create", "pods", ["-n", "default"]),
     ("update", "pods", ["-n", "default"]),
     ("patch", "pods", ["-n", "default"]),
@@ -549,6 +554,13 @@ CANNOT = [
     ("update", "csinodes.storage.k8s.io", []),
     ("update", "volumeattachments.storage.k8s.io", []),
     ("get", "volumeattachments.storage.k8s.io", []),
+    # Preemption reads budgets and classes through informers and changes neither.
+    ("get", "poddisruptionbudgets.policy", ["-n", "default"]),
+    ("update", "poddisruptionbudgets.policy", ["-n", "default"]),
+    ("update", "poddisruptionbudgets.policy", ["--subresource=status", "-n", "default"]),
+    ("create", "priorityclasses.scheduling.k8s.io", []),
+    ("delete", "priorityclasses.scheduling.k8s.io", []),
+    ("deletecollection", "pods", ["-n", "default"]),
     # Its own /metrics is for scrapers, not for policyd.
     ("get", "/metrics", []),
     ("get", "/debug/queue", []),
@@ -794,6 +806,10 @@ def test_daemon_schedules_with_its_service_account(installed: Kube, tmp_path: Pa
         # (`update` on PVs and claims) are what the audit below wants to see used.
         _place_pod_with_volumes(kube, workload, logs)
 
+        # A high-priority pod preempts a low-priority one: the audit below wants the
+        # victim's deletion (and its DisruptionTarget status patch) seen.
+        _preempt_for_a_high_priority_pod(kube, workload, logs)
+
         # One that fits nowhere (it also insists on the plain node): a FailedScheduling
         # event and the PodScheduled condition.
         plain_only = {"kubernetes.io/hostname": "plain-node"}
@@ -918,6 +934,37 @@ def _place_pod_with_volumes(kube: Kube, workload: Obj, logs: Callable[[], str]) 
         got = kube.get(f"{claims}/{claim}") or {}
         assert got.get("status", {}).get("phase") == "Bound", got
         assert got["spec"]["volumeName"] == volume, got
+
+
+def _preempt_for_a_high_priority_pod(kube: Kube, workload: Obj, logs: Callable[[], str]
+                                     ) -> None:
+    """Needs DefaultPreemption in the default profile. A low-priority pod takes most of
+    hw-node (the only node the example workload may use); a high-priority one that
+    needs the same room preempts it: the daemon patches the victim's DisruptionTarget
+    condition, deletes it (its grace period is 0: this control plane has no kubelet to
+    finish a graceful deletion), nominates the preemptor and binds it there."""
+    ns = workload["metadata"]["namespace"]
+    pods = f"/api/v1/namespaces/{ns}/pods"
+    for name, value in (("payments-low", 10), ("payments-high", 1000)):
+        kube.admin.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", body={
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value})
+
+    def big(name: str, priority_class: str) -> Obj:
+        pod = _pod_from_template(workload, name)
+        pod["spec"]["priorityClassName"] = priority_class
+        pod["spec"]["terminationGracePeriodSeconds"] = 0
+        pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "3"
+        return pod
+
+    kube.admin.request("POST", pods, body=big("payments-filler", "payments-low"))
+    wait_for(lambda: (kube.get(f"{pods}/payments-filler") or {}).get("spec", {})
+             .get("nodeName"), f"payments-filler bound\n{logs()}", 30)
+    kube.admin.request("POST", pods, body=big("payments-urgent", "payments-high"))
+    node = wait_for(lambda: (kube.get(f"{pods}/payments-urgent") or {}).get("spec", {})
+                    .get("nodeName"), f"payments-urgent bound by preemption\n{logs()}", 60)
+    assert node == "hw-node", logs()
+    assert kube.get(f"{pods}/payments-filler") is None, "the victim is still there"
 
 
 def _granted(kube: Kube) -> set[tuple[str, str, str]]:

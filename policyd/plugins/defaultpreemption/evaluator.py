@@ -21,7 +21,7 @@ from policyd.framework.cycle_state import CycleState
 from policyd.framework.fit_error import Diagnosis
 from policyd.framework.runtime import Framework
 from policyd.framework.status import Code, Status
-from policyd.model.cluster import ClusterState
+from policyd.model.cluster import ClusterState, nominated_node_name
 from policyd.model.disruption import Budget
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
@@ -29,7 +29,6 @@ from policyd.plugins.defaultpreemption.pdb import split_by_pdb_violation
 from policyd.plugins.defaultpreemption.pod_fields import (
     PREEMPT_NEVER,
     importance_key,
-    nominated_node_name,
     preemption_policy,
     start_time,
     terminating_by_preemption,
@@ -102,19 +101,6 @@ def nodes_preemption_might_help(diagnosis: Diagnosis, nodes: Sequence[NodeInfo]
     absent nodes' status matches and in map order (random) otherwise; policyd uses one
     stable order, which the random offset then rotates."""
     return [n for n in nodes if node_status(diagnosis, n.name).code is Code.UNSCHEDULABLE]
-
-
-def nominated_pods_by_node(cluster: ClusterState) -> dict[str, list[Pod]]:
-    """Pending pods by the node in their status.nominatedNodeName.
-
-    Stands in for the nominator (`ClusterState.nominated_pods`) until it is on main:
-    the same pods, read from the pending pods' status."""
-    out: dict[str, list[Pod]] = {}
-    for pod in cluster.pending_pods():
-        node = nominated_node_name(pod)
-        if node:
-            out.setdefault(node, []).append(pod)
-    return out
 
 
 class Evaluator:

@@ -36,7 +36,6 @@ from policyd.plugins.defaultpreemption.evaluator import (
     Trial,
     ineligibility,
     nodes_preemption_might_help,
-    nominated_pods_by_node,
     pick_one_node,
 )
 
@@ -123,7 +122,9 @@ class DefaultPreemption:
 
         all_nodes = state.all_nodes or cluster.node_infos()
         potential = nodes_preemption_might_help(diagnosis, all_nodes)
-        nominated = nominated_pods_by_node(cluster)
+        # The nominator, which may be ahead of the API (a nomination of ours whose
+        # status patch has not come back yet).
+        nominated = cluster.nominations()
         candidates: list[Candidate] = []
         statuses: dict[str, Status] = {}
         if potential:

@@ -35,11 +35,6 @@ def preemption_policy(pod: Pod) -> str:
     return value if isinstance(value, str) else ""
 
 
-def nominated_node_name(pod: Pod) -> str:
-    value = _status(pod).get("nominatedNodeName")
-    return value if isinstance(value, str) else ""
-
-
 def start_time(pod: Pod) -> float:
     """status.startTime in seconds since the epoch; +inf when unset. Upstream reads an
     unset start time (an assumed pod, a pod bound but not started) as "now", later

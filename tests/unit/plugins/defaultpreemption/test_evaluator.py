@@ -20,7 +20,6 @@ from policyd.plugins.defaultpreemption.evaluator import (
     Evaluator,
     ineligibility,
     nodes_preemption_might_help,
-    nominated_pods_by_node,
     pick_one_node,
 )
 from tests.unit.plugins.defaultpreemption.scene import (
@@ -39,7 +38,7 @@ from tests.unit.plugins.defaultpreemption.scene import (
 
 def evaluator(cluster: ClusterState, pod: Pod) -> Evaluator:
     return Evaluator(framework(), pod, cluster, cluster.disruption_budgets.budgets(),
-                     nominated_pods_by_node(cluster))
+                     cluster.nominations())
 
 
 def victims_on(cluster: ClusterState, pod: Pod, node_name: str
