@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from policyd.plugins import registry
 from tests.e2e.helpers import (
     Cluster,
     DaemonFactory,
@@ -26,12 +25,6 @@ from tests.e2e.helpers import (
     write_profile,
 )
 from tests.unit.daemon.fixed_preemption import PreemptOn
-
-# The scenarios need the real plugin; the first test (the daemon's API actions on a
-# fixed decision) does not.
-needs_default_preemption = pytest.mark.skipif(
-    "DefaultPreemption" not in registry.builtin_names(),
-    reason="DefaultPreemption is not registered yet (branch preempt)")
 
 Obj = dict[str, Any]
 GRACE = 120  # a victim's grace period when the test wants to see it Terminating
@@ -139,7 +132,6 @@ def test_the_daemon_acts_on_a_fixed_decision_on_the_real_api_server(
     assert c.node_of("waiting") is None
 
 
-@needs_default_preemption
 def test_a_high_priority_pod_preempts_the_right_victim_is_nominated_then_bound(
         scene: Scene) -> None:
     c = scene.c
@@ -180,7 +172,6 @@ def test_a_high_priority_pod_preempts_the_right_victim_is_nominated_then_bound(
     assert c.node_of("mid-1") == other
 
 
-@needs_default_preemption
 def test_a_pod_disruption_budget_steers_the_choice(scene: Scene) -> None:
     c = scene.c
     c.node("n1", cpu="2")
@@ -207,7 +198,6 @@ def test_a_pod_disruption_budget_steers_the_choice(scene: Scene) -> None:
     assert scene.gone("plain") and c.node_of("guarded") == guarded_on
 
 
-@needs_default_preemption
 def test_preemption_policy_never_waits(scene: Scene) -> None:
     c = scene.c
     c.node("n1", cpu="2")
@@ -228,7 +218,6 @@ def test_preemption_policy_never_waits(scene: Scene) -> None:
     assert c.wait_bound("polite", 30) == "n1", scene.log()
 
 
-@needs_default_preemption
 def test_two_preemptors_do_not_pick_the_same_space(scene: Scene) -> None:
     c = scene.c
     c.node("n1", cpu="2")
@@ -253,7 +242,6 @@ def test_two_preemptors_do_not_pick_the_same_space(scene: Scene) -> None:
     assert bound == {"n1", "n2"}, scene.log()
 
 
-@needs_default_preemption
 def test_the_daemon_killed_between_victim_deletion_and_bind_recovers(
         scene: Scene) -> None:
     c = scene.c
