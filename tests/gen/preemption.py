@@ -49,6 +49,7 @@ _PREEMPTOR_CPUS = ("1", "1500m", "2", "3", "3500m")
 # The label a case's budget selects, on some of its pods.
 BUDGET_LABEL = "app"
 BUDGET_APP = "db"
+IMAGE = "registry/app:1"
 
 
 def priority_class_name(value: int, never: bool = False) -> str:
@@ -96,7 +97,8 @@ def gen_preemption_case(seed: int, index: int, prefix: str) -> PreemptionCase:
     `prefix`."""
     rng = random.Random(f"{seed}/preemption/{index}")
     namespace = f"{prefix}-a"
-    nodes = [_node(f"{prefix}-n{i}", prefix) for i in range(rng.randint(2, 5))]
+    nodes = [_node(f"{prefix}-n{i}", prefix, rng.random() < 0.5)
+             for i in range(rng.randint(2, 5))]
     fills = [_fill(rng) for _ in nodes]
     n_steps = rng.choice((1, 1, 2, 2, 3))
     n_pods = sum(len(f) for f in fills)
@@ -135,11 +137,16 @@ def gen_preemption_case(seed: int, index: int, prefix: str) -> PreemptionCase:
                           pods, steps, budgets, list(classes.values()), notes)
 
 
-def _node(name: str, prefix: str) -> dict[str, Any]:
+def _node(name: str, prefix: str, has_image: bool) -> dict[str, Any]:
     resources = {"cpu": NODE_CPU, "memory": NODE_MEMORY, "pods": "110"}
+    status: dict[str, Any] = {"capacity": dict(resources), "allocatable": dict(resources)}
+    if has_image:
+        # The pods' image on some nodes: ImageLocality scores (policyd skips it when no
+        # node has an image the pod uses, which kube-scheduler logs as 0 everywhere).
+        status["images"] = [{"names": [IMAGE], "sizeBytes": 300 * 1024 * 1024}]
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": {HOSTNAME: name, CASE_LABEL: prefix}},
-            "status": {"capacity": dict(resources), "allocatable": dict(resources)}}
+            "status": status}
 
 
 def _fill(rng: random.Random) -> list[str]:
@@ -162,8 +169,8 @@ def _pod(name: str, namespace: str, labels: dict[str, str], cpu: str, priority: 
         "priorityClassName": priority_class_name(priority, never),
         # Deleted at once (no kubelet runs), kept only by the victim finalizer.
         "terminationGracePeriodSeconds": 0,
-        "containers": [{"name": "c", "image": "registry/app:1", "resources": {
-            "requests": {"cpu": cpu, "memory": "256Mi"}}}]}
+        "containers": [{"name": "c", "resources": {
+            "requests": {"cpu": cpu, "memory": "256Mi"}}, "image": IMAGE}]}
     meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": dict(labels)}
     if node is not None:
         spec["nodeName"] = node

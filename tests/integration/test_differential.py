@@ -69,7 +69,14 @@ from policyd.devcluster import ControlPlane
 from policyd.kube.client import ConnectionSettings, KubeClient
 from tests.e2e.provisioner import Provisioner
 from tests.gen.differential import gen_case, gen_sequence_case
+from tests.gen.preemption import gen_preemption_case
 from tests.gen.volumes import DRIVER, VOLUME_KINDS, gen_volume_case
+from tests.integration.differential.preemption import (
+    AFTER_NOMINATION,
+    NOMINATED,
+    PreemptionOutcome,
+    PreemptionRunner,
+)
 from tests.integration.differential.runner import (
     MIN_SCORE_COMPARED_CASES,
     Outcome,
@@ -109,6 +116,14 @@ VOLUME_FIRST = _env_int("POLICYD_DIFF_VOLUME_FIRST", 0)
 VOLUME_BATCH = max(1, _env_int("POLICYD_DIFF_VOLUME_BATCH", 24))
 # A run of the default size must have had each kind of volume case this often.
 MIN_PER_VOLUME_KIND = 5
+DEFAULT_PREEMPTION_CASES = 48
+PREEMPTION_CASES = _env_int("POLICYD_DIFF_PREEMPTION_CASES", DEFAULT_PREEMPTION_CASES)
+PREEMPTION_FIRST = _env_int("POLICYD_DIFF_PREEMPTION_FIRST", 0)
+PREEMPTION_BATCH = max(1, _env_int("POLICYD_DIFF_PREEMPTION_BATCH", 16))
+# A run of the default size must have had this many preemptors nominated by both, and
+# this many steps that met an earlier preemptor's nomination.
+MIN_NOMINATED = 10
+MIN_AFTER_NOMINATION = 5
 
 
 @pytest.fixture(scope="module")
@@ -308,5 +323,57 @@ def test_volume_cases_match_kube_scheduler(runner: Runner,
             report.append(outcome.describe())
             report.append("  replay: " + _replay_volumes(outcome.case.index, 1)
                           + f"   (whole batch: {_replay_volumes(first, VOLUME_BATCH)})")
+    if report:
+        pytest.fail("\n".join(report), pytrace=False)
+
+
+def _replay_preemption(first: int, count: int) -> str:
+    return (f"POLICYD_DIFF_SEED={SEED} POLICYD_DIFF_PREEMPTION_FIRST={first} "
+            f"POLICYD_DIFF_PREEMPTION_CASES={count} "
+            f"POLICYD_DIFF_PREEMPTION_BATCH={PREEMPTION_BATCH} .venv/bin/pytest "
+            "tests/integration/test_differential.py::test_preemption_cases_match_kube_scheduler")
+
+
+@pytest.mark.timeout(max(300, PREEMPTION_CASES * 4))
+def test_preemption_cases_match_kube_scheduler(runner: Runner,
+                                               terminal: Callable[[str], None]) -> None:
+    """Full nodes of pods with distinct priorities, budgets, and one to three preemptors
+    in a row (`tests.gen.preemption`, `differential.preemption`): each preemptor's
+    first try gets the same message, the same nominated node and the same victims from
+    policyd as from kube-scheduler's default profile, on the cluster the earlier
+    preemptors left (their nominations and terminating victims included)."""
+    token = f"{SEED:x}"[-5:]
+    print(f"seed {SEED}; replay the run: "
+          f"{_replay_preemption(PREEMPTION_FIRST, PREEMPTION_CASES)}")
+    assert runner.score_log is not None
+    preemption = PreemptionRunner(runner, runner.score_log)
+    started = time.monotonic()
+    failures: list[tuple[int, PreemptionOutcome]] = []
+    tally = Tally()
+    last = PREEMPTION_FIRST + PREEMPTION_CASES
+    for first in range(PREEMPTION_FIRST, last, PREEMPTION_BATCH):
+        cases = [gen_preemption_case(SEED, i, f"x{token}-{i}")
+                 for i in range(first, min(first + PREEMPTION_BATCH, last))]
+        for outcome in preemption.run_batch(cases):
+            outcome.count(tally)
+            if not outcome.ok:
+                failures.append((first, outcome))
+    elapsed = time.monotonic() - started
+    summary = (f"{PREEMPTION_CASES} preemption cases (seed {SEED}) in {elapsed:.1f}s: "
+               f"{tally.summary()}")
+    print(summary)
+    terminal(f"differential: {summary}")
+    report = []
+    if PREEMPTION_CASES >= DEFAULT_PREEMPTION_CASES and (
+            tally.preemption.get(NOMINATED, 0) < MIN_NOMINATED
+            or tally.preemption.get(AFTER_NOMINATION, 0) < MIN_AFTER_NOMINATION):
+        report.append(f"too few preemptions to compare (at least {MIN_NOMINATED} nominated "
+                      f"and {MIN_AFTER_NOMINATION} steps after a nomination): {summary}")
+    if failures:
+        report.append(f"{len(failures)} of {summary} differ:")
+        for first, outcome in failures[:20]:
+            report.append(outcome.describe())
+            report.append("  replay: " + _replay_preemption(outcome.case.index, 1)
+                          + f"   (whole batch: {_replay_preemption(first, PREEMPTION_BATCH)})")
     if report:
         pytest.fail("\n".join(report), pytrace=False)

@@ -234,6 +234,8 @@ class Tally:
         ("probes on rejected nodes", "probes on accepted nodes"), 0))
     daemon: int = 0
     sequences: dict[str, int] = field(default_factory=dict)
+    # Preemption cases' own counts (`differential.preemption.PreemptionOutcome.count`).
+    preemption: dict[str, int] = field(default_factory=dict)
     # Volume cases by what they exercise (`tests.gen.volumes.VOLUME_KINDS`; a case has
     # several), and how many volume cases there were.
     volume_kinds: dict[str, int] = field(default_factory=dict)
@@ -259,13 +261,14 @@ class Tally:
 
     def summary(self) -> str:
         parts = [", ".join(f"{n} {what}" for what, n in counts.items())
-                 for counts in (self.sequences, self.mix, self.compared) if counts]
+                 for counts in (self.sequences, self.preemption, self.mix, self.compared)
+                 if counts]
         if self.volume_cases:
             parts.append(f"{self.volume_cases} volume cases: " + ", ".join(
                 f"{self.volume_kinds.get(what, 0)} {what}" for what in VOLUME_KINDS))
         # Volume cases are not probed, and the daemon places their twins instead of
         # copies (`Runner.run_batch`).
-        if not self.sequences and self.cases > self.volume_cases:
+        if not self.sequences and self.cases > self.volume_cases and not self.preemption:
             parts.append(", ".join(f"{n} {what}" for what, n in self.probes.items())
                          + f", {self.daemon} decisions of policyd run")
         elif self.volume_cases:
