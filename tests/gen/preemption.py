@@ -45,7 +45,7 @@ NEVER_SUFFIX = "-never"
 NODE_CPU = "4"
 NODE_MEMORY = "16Gi"
 _POD_CPUS = ("500m", "1", "1500m", "2")
-_PREEMPTOR_CPUS = ("1", "1500m", "2", "3", "3500m")
+_PREEMPTOR_CPUS = ("1500m", "2", "2500m", "3", "3500m")
 # The label a case's budget selects, on some of its pods.
 BUDGET_LABEL = "app"
 BUDGET_APP = "db"
@@ -100,7 +100,7 @@ def gen_preemption_case(seed: int, index: int, prefix: str) -> PreemptionCase:
     nodes = [_node(f"{prefix}-n{i}", prefix, rng.random() < 0.5)
              for i in range(rng.randint(2, 5))]
     fills = [_fill(rng) for _ in nodes]
-    n_steps = rng.choice((1, 1, 2, 2, 3))
+    n_steps = rng.choice((1, 2, 2, 3, 3))
     n_pods = sum(len(f) for f in fills)
     # Distinct priorities for every pod of the case; the preemptors' are drawn from the
     # same values, so some existing pods outrank them.
@@ -150,10 +150,10 @@ def _node(name: str, prefix: str, has_image: bool) -> dict[str, Any]:
 
 
 def _fill(rng: random.Random) -> list[str]:
-    """The cpu requests of one node's pods: 0 to 4 cores in all, often (nearly) full."""
+    """The cpu requests of one node's pods: 2 to 4 cores in all, most often full."""
     cpus: list[str] = []
     used = 0.0
-    target = rng.choice((0.0, 2.5, 3.0, 3.5, 4.0, 4.0))
+    target = rng.choice((2.0, 3.0, 3.5, 4.0, 4.0, 4.0))
     while True:
         cpu = rng.choice(_POD_CPUS)
         size = float(cpu[:-1]) / 1000 if cpu.endswith("m") else float(cpu)
