@@ -16,7 +16,9 @@ back as stored). Then step by step, each case's preemptor of that step at once:
    later tries of a nominated pod say "not eligible due to a terminating pod on the
    nominated node") and its nomination and victims from the API server: the pods of the
    case that came to be terminating in this step, each with the DisruptionTarget
-   condition;
+   condition (a pod an earlier step's preemption left terminating can be a victim
+   again, for both schedulers, but shows no new deletion: policyd's victims are
+   compared without the pods terminating before the step);
 4. policyd's cycle on the cluster of 1 (the engine, as the daemon runs it): `compare`'s
    verdict and message, then the same nominated node and the same victims; and once
    the victims are gone (the cluster copy without them, the pod nominated), the pod
@@ -198,7 +200,7 @@ class PreemptionRunner:
                     victims = {v for v in now_terminating - terminating
                                if v.split("/", 1)[0] in o.case.namespaces}
                     step = self._judge(key, stored[key], decisions[key], attempts.get(key),
-                                       victims, cluster, fw, columnar)
+                                       victims, terminating, cluster, fw, columnar)
                     o.steps.append(step)
                     check_disruption_targets(r, step)
                 r.each(r.delete_pod, [d.pod for d in decisions.values()
@@ -299,8 +301,9 @@ class PreemptionRunner:
     # -- the comparison --------------------------------------------------------------------
 
     def _judge(self, key: str, stored: dict[str, Any], d: KubeDecision,
-               attempt: Attempt | None, victims: set[str], cluster: ClusterState,
-               fw: Framework, columnar: ColumnarScores) -> PreemptionStep:
+               attempt: Attempt | None, victims: set[str], terminating: set[str],
+               cluster: ClusterState, fw: Framework, columnar: ColumnarScores
+               ) -> PreemptionStep:
         kube = KubeDecision(node=d.node, reason=d.reason, pod=d.pod)
         # The first try's message: a nominated pod's later tries say something else.
         kube.message = attempt.message if attempt is not None and attempt.message else d.message
@@ -321,9 +324,13 @@ class PreemptionRunner:
         if step.kube_nominated != mine:
             step.problems.append(f"nominated node differs: kube-scheduler "
                                  f"{step.kube_nominated}, policyd {mine}")
-        if step.kube_victims != step.policyd_victims():
+        # A victim already terminating (an earlier step's) is a victim again for both,
+        # but only new deletions show on the API server.
+        mine_new = step.policyd_victims() - terminating
+        if step.kube_victims != mine_new:
             step.problems.append(f"victims differ: kube-scheduler {sorted(step.kube_victims)}, "
-                                 f"policyd {sorted(step.policyd_victims())}")
+                                 f"policyd {sorted(step.policyd_victims())} "
+                                 f"({sorted(mine_new)} not yet terminating)")
         if mine is not None and step.ok:
             self._check_fits_after(step, cluster, fw)
         return step
