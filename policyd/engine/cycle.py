@@ -44,6 +44,9 @@ class ScheduleResult:
     # explain only: node -> plugin -> its verdict on each part of the pod it judges
     # separately (VolumeBinding: each claim).
     verdicts: dict[str, dict[str, Sequence[Verdict]]] = field(default_factory=dict)
+    # explain only: each PostFilter plugin's account (preemption: node, victims, why
+    # other candidates lost).
+    post_filter_notes: dict[str, list[str]] = field(default_factory=dict)
     # The cycle's state, which Reserve, Unreserve and PreBind read after the decision.
     cycle_state: CycleState | None = None
     # Unschedulable: what PostFilter found can make the pod fit (preemption), if any.
@@ -99,6 +102,7 @@ def schedule_one(
         diagnosis.absent_nodes_status = status
         _post_filter(fw, state, pod, result)
         if explain:
+            result.post_filter_notes = fw.post_filter_notes(state)
             for n in nodes:
                 result.filter_details[n.name] = {status.plugin or "PreFilter": status}
         return result
@@ -154,6 +158,8 @@ def schedule_one(
         return result
     if not feasible:
         _post_filter(fw, state, pod, result)
+        if explain:
+            result.post_filter_notes = fw.post_filter_notes(state)
         return result
 
     if len(feasible) == 1 and not explain:

@@ -81,6 +81,7 @@ def explain_json(result: ScheduleResult) -> dict[str, Any]:
         "feasibleNodes": result.feasible,
         "reasonCounts": reason_counts(result.diagnosis.node_to_status),
         "nodes": nodes,
+        "postFilter": result.post_filter_notes,
     }
 
 
@@ -123,6 +124,8 @@ def explain_text(result: ScheduleResult) -> str:
     if rejected:
         lines += ["", "Why nodes were rejected (every filter, not only the first):", *rejected]
     lines += _verdicts_text(result)
+    for plugin, notes in result.post_filter_notes.items():
+        lines += ["", f"{plugin}:", *(f"  {n}" for n in notes)]
     skipped = sorted({pl for d in result.filter_details.values() for pl, st in d.items()
                       if st is not None and st.is_skip})
     if skipped:

@@ -196,6 +196,14 @@ class PostFilterPlugin(Plugin, Protocol):
         FailedScheduling message after the filters' reasons."""
 
 
+@runtime_checkable
+class PostFilterNotesPlugin(Plugin, Protocol):
+    def post_filter_notes(self, state: CycleState) -> list[str]:
+        """After `post_filter` ran in this cycle: what it did or would do, in lines
+        (preemption: the node, the victims, why other candidates lost); [] when it did
+        not run. Only explain asks."""
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """One thing a filter judged on a node, for explain: a claim of the pod, whether it

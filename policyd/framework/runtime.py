@@ -39,6 +39,7 @@ from policyd.framework.interfaces import (
     ColumnarScorePlugin,
     FilterPlugin,
     NormalizeScorePlugin,
+    PostFilterNotesPlugin,
     PostFilterPlugin,
     PostFilterResult,
     PreBindPlugin,
@@ -479,6 +480,19 @@ class Framework:
             reasons.extend(status.reasons)
             rejector = rejector or pl.name
         return result, Status(Code.UNSCHEDULABLE, tuple(reasons), rejector)
+
+    def post_filter_notes(self, state: CycleState) -> dict[str, list[str]]:
+        """Each PostFilter plugin's account of what it did in this cycle, for explain."""
+        out: dict[str, list[str]] = {}
+        for pl in self.post_filter_plugins:
+            if isinstance(pl, PostFilterNotesPlugin):
+                try:
+                    notes = pl.post_filter_notes(state)
+                except Exception as exc:
+                    notes = [_error("PostFilter", pl.name, exc).message]
+                if notes:
+                    out[pl.name] = notes
+        return out
 
     # Reserve, Unreserve, PreBind: after a node is chosen (the binding cycle's side).
     def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:

@@ -105,6 +105,11 @@ def preemption_report(state: CycleState) -> PreemptionReport | None:
 class DefaultPreemption:
     name = NAME
 
+    def post_filter_notes(self, state: CycleState) -> list[str]:
+        """What preemption did or would do in this cycle, for explain."""
+        report = preemption_report(state)
+        return report.lines() if report is not None else []
+
     def __init__(self, args: DefaultPreemptionArgs) -> None:
         self.args = args
 
