@@ -51,8 +51,8 @@ CASES = [
         profiles:
           - plugins:
               preFilter:
-                enabled: [{name: DynamicResources}]
-        """, [(7, 26, "plugin-not-implemented")], 'policyd has no plugin "DynamicResources"'),
+                enabled: [{name: GangScheduling}]
+        """, [(7, 26, "plugin-not-implemented")], 'policyd has no plugin "GangScheduling"'),
     ("upstream-only-plugin-config", """\
         profiles:
           - pluginConfig:
