@@ -23,14 +23,11 @@ NODE_VOLUME_LIMITS = "NodeVolumeLimits"
 VOLUME_BINDING = "VolumeBinding"
 VOLUME_ZONE = "VolumeZone"
 DEFAULT_PREEMPTION = "DefaultPreemption"
-# Not upstream: rejects pods with DRA ResourceClaims until policyd has DynamicResources;
-# bound with its claims unallocated, such a pod could never start.
-RESOURCE_CLAIM_UNSUPPORTED = "ResourceClaimUnsupported"
+DYNAMIC_RESOURCES = "DynamicResources"
 
 # kube-scheduler v1.36's in-tree plugins that policyd does not implement.
 UPSTREAM_NOT_IMPLEMENTED = frozenset({
     "DefaultBinder",
-    "DynamicResources",
     "GangScheduling",
     "NodeDeclaredFeatures",
     "PodGroupPodsCount",

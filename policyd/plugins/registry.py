@@ -29,14 +29,14 @@ _MODULES = {
     names.VOLUME_ZONE: "volumezone.volume_zone",
     names.POD_TOPOLOGY_SPREAD: "podtopologyspread.plugin",
     names.INTER_POD_AFFINITY: "interpodaffinity.plugin",
-    names.RESOURCE_CLAIM_UNSUPPORTED: "resourceclaimunsupported.resource_claim_unsupported",
+    names.DYNAMIC_RESOURCES: "dynamicresources.plugin",
     names.DEFAULT_PREEMPTION: "defaultpreemption.plugin",
     names.NODE_RESOURCES_BALANCED_ALLOCATION: "noderesources.balanced_allocation",
     names.IMAGE_LOCALITY: "imagelocality.image_locality",
 }
 
 # kube-scheduler's default profile, in its order (getDefaultPlugins, v1.36), restricted
-# to the plugins policyd has; ResourceClaimUnsupported stands where DynamicResources does.
+# to the plugins policyd has.
 DEFAULT_PROFILE_ORDER = tuple(_MODULES)
 
 # Upstream plugins policyd does not implement. A profile may disable them (configs are

@@ -69,8 +69,8 @@ def test_memory_headroom_keeps_ten_percent_free(cluster: Cluster, daemons: Daemo
     # Headroom is a resource limit (Unschedulable): preemption tries, and finds no pod.
     assert events[0]["message"] == (
         "0/1 nodes are available: 1 node(s) would have less than 10% memory free. "
-        "preemption: 0/1 nodes are available: 1 No preemption victims found for "
-        "incoming pod.")
+        "no new claims to deallocate, preemption: 0/1 nodes are available: 1 No "
+        "preemption victims found for incoming pod.")
     cluster.pod("fits", sched, memory="9Gi")  # leaves exactly 10%
     assert cluster.wait_bound("fits") == "small"
 
@@ -101,8 +101,9 @@ def test_impossible_pod_is_explained_then_bound_when_a_node_fits(
     cluster.pod("secure", sched, annotations=HW)
     # A label policy and a taint are final (UnschedulableAndUnresolvable).
     message = ("0/2 nodes are available: 1 node(s) didn't offer hardware encryption, "
-               "1 node(s) had untolerated taint(s). preemption: 0/2 nodes are available: "
-               "2 Preemption is not helpful for scheduling.")
+               "1 node(s) had untolerated taint(s). no new claims to deallocate, "
+               "preemption: 0/2 nodes are available: 2 Preemption is not helpful for "
+               "scheduling.")
     events = wait_for(lambda: cluster.events(pod="secure", reason="FailedScheduling"), 15,
                       "a FailedScheduling event")
     assert [(e["type"], e["message"]) for e in events] == [("Warning", message)]
@@ -188,8 +189,9 @@ def test_invalid_policy_reload_keeps_the_old_policies(
     events = wait_for(lambda: cluster.events(pod="secure-late", reason="FailedScheduling"),
                       10, "FailedScheduling with the new message")
     assert events[0]["message"] == (
-        "0/1 nodes are available: 1 node(s) lack hardware encryption. preemption: 0/1 "
-        "nodes are available: 1 Preemption is not helpful for scheduling.")
+        "0/1 nodes are available: 1 node(s) lack hardware encryption. no new claims to "
+        "deallocate, preemption: 0/1 nodes are available: 1 Preemption is not helpful "
+        "for scheduling.")
 
 
 def test_deep_jmespath_reload_is_rejected_and_reported(

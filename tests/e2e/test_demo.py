@@ -27,6 +27,6 @@ def test_policyd_demo_schedules_the_demo_pods_live() -> None:
     # The pod is bigger than any node: evicting cannot help anywhere.
     assert ("FailedScheduling: 0/6 nodes are available: 1 node(s) had untolerated taint(s), "
             "1 node(s) were unschedulable, 2 Insufficient memory, 4 Insufficient cpu. "
-            "preemption: 0/6 nodes are available: 6 Preemption is not helpful for "
-            "scheduling.") in r.stdout
+            "no new claims to deallocate, preemption: 0/6 nodes are available: 6 Preemption "
+            "is not helpful for scheduling.") in r.stdout
     assert "Scheduled: Successfully assigned data/payments-db to " in r.stdout

@@ -11,7 +11,12 @@ from pathlib import Path
 from policyd.daemon.queue import UNSCHEDULABLE
 from tests.e2e.helpers import Cluster, DaemonFactory, wait_for, write_profile
 
-TAIL = "policyd has no DynamicResources plugin yet (see README, known limits)"
+TAIL = "policyd does not allocate DRA devices yet (see README, known limits)"
+# What follows the refusal: DynamicResources' PostFilter, then DefaultPreemption's
+# (preemption cannot help a pod refused as unresolvable), as kube-scheduler v1.36.3
+# words it for a pod its own DynamicResources refuses in PreFilter.
+POST_FILTER = ("no new claims to deallocate, preemption: 0/1 nodes are available: "
+               "1 Preemption is not helpful for scheduling.")
 
 
 def test_claim_pods_stay_pending_with_the_reason(cluster: Cluster, daemons: DaemonFactory,
@@ -40,8 +45,7 @@ def test_claim_pods_stay_pending_with_the_reason(cluster: Cluster, daemons: Daem
                    f'"single-gpu"): {TAIL}',
         "shared": f'pod uses ResourceClaim "shared-accelerator": {TAIL}'}
     for name, reason in expected.items():
-        message = (f"0/1 nodes are available: {reason}. preemption: 0/1 nodes are "
-                   "available: 1 Preemption is not helpful for scheduling.")
+        message = f"0/1 nodes are available: {reason}. {POST_FILTER}"
         events = wait_for(lambda n=name: cluster.events(pod=n, reason="FailedScheduling"),
                           15, f"FailedScheduling for {name}")
         assert [(e["type"], e["message"]) for e in events] == [("Warning", message)]

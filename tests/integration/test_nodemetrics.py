@@ -577,8 +577,9 @@ def test_daemon_prometheus_provider_places_pods_and_serves_debug_pages(
         entry = wait_for(queued, 15, "the unschedulable pod in /debug/queue")
         # 64 cpus on 4-cpu nodes: no eviction can make room.
         assert entry["lastFailure"] == (
-            "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are "
-            "available: 3 Preemption is not helpful for scheduling.")
+            "0/3 nodes are available: 3 Insufficient cpu. no new claims to deallocate, "
+            "preemption: 0/3 nodes are available: 3 Preemption is not helpful for "
+            "scheduling.")
         assert entry["queue"] in ("unschedulable", "backoff", "active")
         assert entry["attempts"] >= 1
 

@@ -74,10 +74,11 @@ class Scene(Protocol):
 # Upstream's default plugins that policyd does not implement (or that need objects the
 # cases never have): all disabled so the two profiles are the same. Names that are not
 # enabled in v1.36 (alpha features) are ignored by kube-scheduler. The four volume
-# plugins and DefaultPreemption stay enabled, as in policyd's default profile, so the
-# FailedScheduling messages compared are the whole text, PostFilter's part included.
+# plugins, DynamicResources and DefaultPreemption stay enabled, as in policyd's default
+# profile, so the FailedScheduling messages compared are the whole text, PostFilter's
+# part included.
 UPSTREAM_ONLY_PLUGINS = (
-    "DynamicResources", "NodeDeclaredFeatures", "GangScheduling",
+    "NodeDeclaredFeatures", "GangScheduling",
 )
 # VolumeBinding's PreBind waits this long for the PV controller to bind a pod's claims
 # (upstream's default is 600 s): a binding that cannot complete fails the case within

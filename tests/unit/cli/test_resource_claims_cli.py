@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-TAIL = "policyd has no DynamicResources plugin yet (see README, known limits)"
+TAIL = "policyd does not allocate DRA devices yet (see README, known limits)"
+# DynamicResources' PostFilter, then DefaultPreemption's, after the refusal.
+POST_FILTER = ("no new claims to deallocate, preemption: 0/2 nodes are available: "
+               "2 Preemption is not helpful for scheduling.")
 
 CLUSTER = """\
 apiVersion: v1
@@ -62,19 +65,17 @@ def test_explain_names_the_claim_and_the_plugin(files: list[str]) -> None:
     r = policyd("explain", *files, "--pod", "ml/shared")
     assert r.returncode == 1, r.stderr
     assert (f'0/2 nodes are available: pod uses ResourceClaim "shared-accelerator": '
-            f"{TAIL}.") in r.stdout
-    assert "rejected by ResourceClaimUnsupported" in r.stdout
+            f"{TAIL}. {POST_FILTER}") in r.stdout
+    assert "rejected by DynamicResources" in r.stdout
 
 
 def test_explain_json_shows_the_reason_per_node(files: list[str]) -> None:
     r = policyd("explain", *files, "--pod", "ml/gpu-job", "--format", "json")
     out = json.loads(r.stdout)
     reason = f'pod uses ResourceClaim "gpu" (from ResourceClaimTemplate "single-gpu"): {TAIL}'
-    # The claim's rejection is final: preemption cannot help on any node.
-    assert out["node"] is None and out["message"] == (
-        f"0/2 nodes are available: {reason}. preemption: 0/2 nodes are available: "
-        "2 Preemption is not helpful for scheduling.")
-    assert [n["filters"] for n in out["nodes"]] == [{"ResourceClaimUnsupported": reason}] * 2
+    assert out["node"] is None
+    assert out["message"] == f"0/2 nodes are available: {reason}. {POST_FILTER}"
+    assert [n["filters"] for n in out["nodes"]] == [{"DynamicResources": reason}] * 2
 
 
 def test_simulate_leaves_claim_pods_unplaced_and_places_the_rest(files: list[str]) -> None:

@@ -76,8 +76,9 @@ PASSING = """\
     - name: too big
       pod: huge
       unschedulable: >-
-        0/3 nodes are available: 1 node(s) had no GPU, 2 Insufficient cpu. preemption:
-        0/3 nodes are available: 3 Preemption is not helpful for scheduling.
+        0/3 nodes are available: 1 node(s) had no GPU, 2 Insufficient cpu. no new claims
+        to deallocate, preemption: 0/3 nodes are available: 3 Preemption is not helpful
+        for scheduling.
 """
 
 FAILING = """\

@@ -120,7 +120,8 @@ def test_simulate_does_not_give_one_pv_to_two_claims(tmp_path: Path) -> None:
     assert placed == ["n1", "n2"]  # each PV taken once
     [left] = [p for p in placements.values() if not p["node"]]
     assert left["message"] == ("0/2 nodes are available: 2 node(s) didn't find "
-                               "available persistent volumes to bind. preemption: 0/2 "
+                               "available persistent volumes to bind. "
+                               "no new claims to deallocate, preemption: 0/2 "
                                "nodes are available: 2 Preemption is not helpful for "
                                "scheduling.")
 

@@ -24,6 +24,7 @@ from tests.unit.config.conftest import ROOT
 
 DEFAULT_SCORES = [("TaintToleration", 3), ("NodeAffinity", 2), ("NodeResourcesFit", 1),
                   ("VolumeBinding", 1), ("PodTopologySpread", 2), ("InterPodAffinity", 2),
+                  ("DynamicResources", 2),
                   ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1)]
 
 
@@ -48,7 +49,7 @@ def test_default_profile_is_upstreams() -> None:
     assert names(fw.filter_plugins) == [
         "NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts",
         "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding",
-        "VolumeZone", "PodTopologySpread", "InterPodAffinity"]
+        "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources"]
     assert scores(fw) == DEFAULT_SCORES
 
 
@@ -58,7 +59,7 @@ def test_default_profile_is_upstreams() -> None:
     ({"score": {"enabled": [{"name": "NodeAffinity", "weight": 5}]}},
      [("NodeAffinity", 5), ("TaintToleration", 3), ("NodeResourcesFit", 1),
       ("VolumeBinding", 1), ("PodTopologySpread", 2), ("InterPodAffinity", 2),
-      ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1)]),
+      ("DynamicResources", 2), ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1)]),
     ({"score": {"disabled": [{"name": "*"}], "enabled": [{"name": "ImageLocality",
                                                            "weight": 4}]}},
      [("ImageLocality", 4)]),

@@ -64,7 +64,8 @@ def test_unschedulable_pod_waits_and_a_new_node_brings_it_back(sched: Scheduler)
     assert qp is not None
     result = sched.schedule(qp)
     assert result is not None and result.node is None
-    assert result.message == ("0/1 nodes are available: 1 Insufficient cpu. preemption: "
+    assert result.message == ("0/1 nodes are available: 1 Insufficient cpu. "
+                              "no new claims to deallocate, preemption: "
                               "0/1 nodes are available: 1 Preemption is not helpful for "
                               "scheduling.")
     assert sched.queue.where("uid-big") == UNSCHEDULABLE

@@ -22,7 +22,8 @@ from policyd.kube.client import ConnectionSettings, KubeClient
 from tests.builders import make_node, make_pod
 from tests.clocks import ManualClock
 
-MESSAGE = ("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are "
+MESSAGE = ("0/1 nodes are available: 1 Insufficient cpu. "
+           "no new claims to deallocate, preemption: 0/1 nodes are "
            "available: 1 Preemption is not helpful for scheduling.")
 
 

@@ -67,7 +67,8 @@ def test_a_pod_that_fits_nowhere_is_logged_from_v2(
     caplog.set_level(logging.DEBUG, "policyd")
     _fail_once(scheduler(verbosity))
     lines = [m for m in _lines(caplog, "policyd.daemon.scheduler") if "Insufficient" in m]
-    expected = ["default/big: 0/1 nodes are available: 1 Insufficient cpu. preemption: "
+    expected = ["default/big: 0/1 nodes are available: 1 Insufficient cpu. "
+                "no new claims to deallocate, preemption: "
                 "0/1 nodes are available: 1 Preemption is not helpful for scheduling. "
                 "(-> unschedulable queue)"]
     assert lines == (expected if shown else [])

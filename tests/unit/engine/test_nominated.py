@@ -41,7 +41,8 @@ def test_a_lower_priority_pod_does_not_take_the_space_freed_for_a_nominee(
     r = schedule_one(default_framework(seed=1), pod, cluster, reference=reference)
     assert r.node is None
     # The nominee is not on the node: preemption finds nothing to evict there.
-    assert r.message == ("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 "
+    assert r.message == ("0/1 nodes are available: 1 Insufficient cpu. "
+                         "no new claims to deallocate, preemption: 0/1 "
                          "nodes are available: 1 No preemption victims found for incoming "
                          "pod.")
     assert "NodeResourcesFit" in r.diagnosis.unschedulable_plugins
@@ -118,8 +119,8 @@ def test_both_passes_must_pass_pod_affinity_counts_only_real_pods(
     assert r.node is None
     # Required affinity's failure is final (UnschedulableAndUnresolvable upstream).
     assert r.message == ("0/2 nodes are available: 2 node(s) didn't match pod affinity "
-                         "rules. preemption: 0/2 nodes are available: 2 Preemption is not "
-                         "helpful for scheduling.")
+                         "rules. no new claims to deallocate, preemption: 0/2 nodes are "
+                         "available: 2 Preemption is not helpful for scheduling.")
 
 
 def test_the_first_pass_leaves_the_cluster_exactly_as_it_was() -> None:

@@ -58,6 +58,7 @@ def _compiled(doc: dict[str, Any]) -> CompiledPolicy | None:
 # (`test_every_plugin_with_args_has_a_variant`).
 ARGS: dict[str, list[dict[str, Any]]] = {
     names.VOLUME_BINDING: [{"bindTimeoutSeconds": 30}],
+    names.DYNAMIC_RESOURCES: [{"filterTimeout": "0", "bindingTimeout": "1m"}],
     # Few candidates wanted: the dry runs stop early, after the first node with victims.
     names.DEFAULT_PREEMPTION: [{"minCandidateNodesPercentage": 0,
                                 "minCandidateNodesAbsolute": 1}],

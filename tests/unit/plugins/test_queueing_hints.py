@@ -210,8 +210,8 @@ def test_every_rejecting_builtin_plugin_declares_its_events() -> None:
             assert isinstance(spec.factory(None), EnqueueExtensions), name
 
 
-@pytest.mark.parametrize("module", ["resourceclaimunsupported.resource_claim_unsupported"])
-def test_stand_ins_for_missing_plugins_wait_for_the_flush(module: str) -> None:
+@pytest.mark.parametrize("module", ["dynamicresources.plugin"])
+def test_pods_refused_for_what_policyd_lacks_wait_for_the_flush(module: str) -> None:
     import importlib
 
     plugin = importlib.import_module(f"policyd.plugins.{module}").new(None)

@@ -206,8 +206,8 @@ def test_the_whole_failed_scheduling_message_on_both_paths(reference: bool) -> N
     assert result.node is None and result.post_filter == PostFilterResult("")
     assert result.message == (
         "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu. "
-        "preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
-        "2 No preemption victims found for incoming pod.")
+        "no new claims to deallocate, preemption: 0/3 nodes are available: 1 Preemption "
+        "is not helpful for scheduling, 2 No preemption victims found for incoming pod.")
     result = schedule_one(fw, pending("q", VERY_HIGH, cpu="1").obj(), full,
                           reference=reference)
     # Preemption found a node: the message is the filters' alone (upstream's Success

@@ -980,8 +980,8 @@ def test_engine_spreads_replicas_then_reports_anti_affinity() -> None:
         # The replicas share one priority, so preemption finds no victims.
         assert messages == [
             "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules. "
-            "preemption: 0/3 nodes are available: 3 No preemption victims found for "
-            "incoming pod."]
+            "no new claims to deallocate, preemption: 0/3 nodes are available: 3 No "
+            "preemption victims found for incoming pod."]
 
 
 @pytest.mark.parametrize("seed", range(10))

@@ -1,0 +1,38 @@
+"""Go durations (`time.ParseDuration`), as Kubernetes configuration writes them.
+
+Here, below both, because the profile (`config`) and plugin args (DynamicResourcesArgs'
+`filterTimeout`) read them, and plugins may not import the config layer.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from policyd.model.spelling import show_value
+
+_DURATION = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0,
+                 "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a Go duration ("15s", "1m30s", "500ms", "-2s", "0"); ValueError when
+    `text` is not one."""
+    if not isinstance(text, str):
+        raise ValueError(f"not a duration: {show_value(text)}")
+    body = text[1:] if text[:1] in "+-" else text
+    sign = -1.0 if text.startswith("-") else 1.0
+    if body == "0":
+        return 0.0
+    if len(body) > 64:  # Go's durations end at about 290 years: a few dozen characters
+        raise ValueError(f"not a duration: {show_value(text)}")
+    # Anchored matches, one after another: scanning for matches anywhere would retry
+    # the digit run from every position (quadratic on a long string of digits).
+    pos, total = 0, 0.0
+    while pos < len(body) and (m := _DURATION.match(body, pos)) is not None:
+        total += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+        pos = m.end()
+    if not body or pos != len(body) or not math.isfinite(total):
+        raise ValueError(f"not a duration: {show_value(text)}")
+    return sign * total
