@@ -120,9 +120,12 @@ def gen_case(seed: int, index: int, prefix: str) -> Case:
 
 # Sequence cases: pods queued together for a scheduler that starts only once they all
 # exist, so both schedulers order them (PrioritySort) and carry each placement into
-# the next decision. The classes' values, by name; a pod without one has priority 0.
+# the next decision. The classes' values, by name; every queued pod has one ("diff-zero"
+# stands for no priority), and every class says preemptionPolicy: Never: a preemption
+# in the middle of a sequence would change what the later pods see in a way the
+# sequence comparison does not replay (preemption has cases of its own).
 SEQUENCE_SCHEDULER_NAME = "policyd-differential-queue"
-PRIORITY_CLASSES = {"diff-low": -10, "diff-mid": 100, "diff-high": 1000}
+PRIORITY_CLASSES = {"diff-low": -10, "diff-zero": 0, "diff-mid": 100, "diff-high": 1000}
 # Mostly clean, roomy nodes: a pod every node rejects for a taint or a label teaches
 # nothing about order; one mix in three is a general one.
 SEQUENCE_MIXES = (
@@ -196,7 +199,10 @@ def gen_sequence_case(seed: int, index: int, prefix: str) -> SequenceCase:
         if rng.random() < 0.7:
             _enlarge(pod, rng.choice(_BIG_CPU[mix.roomy]))
         if rng.random() < 0.2 + 0.6 * i / (n_queue - 1):
-            pod["spec"]["priorityClassName"] = rng.choice(sorted(PRIORITY_CLASSES))
+            pod["spec"]["priorityClassName"] = rng.choice(
+                sorted(c for c in PRIORITY_CLASSES if c != "diff-zero"))
+        else:
+            pod["spec"]["priorityClassName"] = "diff-zero"
         pod["metadata"]["labels"][UNDER_TEST_LABEL] = SEQUENCE
         queue.append(pod)
     workloads = gen_workloads(rng, home, mix, [*pods, *queue])

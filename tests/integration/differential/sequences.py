@@ -182,7 +182,7 @@ class SequenceRunner:
         for name, value in PRIORITY_CLASSES.items():
             runner.ensure("/apis/scheduling.k8s.io/v1/priorityclasses", {
                 "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                "metadata": {"name": name}, "value": value})
+                "metadata": {"name": name}, "value": value, "preemptionPolicy": "Never"})
 
     def run_batch(self, cases: Sequence[SequenceCase]) -> list[SequenceOutcome]:
         r = self.runner

@@ -60,7 +60,7 @@ def test_queued_pods_stay_inside_their_case(index: int) -> None:
         assert pod["metadata"]["labels"][UNDER_TEST_LABEL] == SEQUENCE
         assert pod["spec"]["schedulerName"] == SEQUENCE_SCHEDULER_NAME
         assert pod["spec"]["nodeSelector"][CASE_LABEL] == f"q{index}"
-        assert pod["spec"].get("priorityClassName", "diff-mid") in PRIORITY_CLASSES
+        assert pod["spec"]["priorityClassName"] in PRIORITY_CLASSES
         assert "nodeName" not in pod["spec"]
     for node in case.nodes:
         assert node["metadata"]["labels"][CASE_LABEL] == f"q{index}"
@@ -69,7 +69,8 @@ def test_queued_pods_stay_inside_their_case(index: int) -> None:
 def _as_admitted(pod: dict[str, Any], index: int) -> Pod:
     """The pod as the API server stores it: priority from its class, a uid."""
     out = copy.deepcopy(pod)
-    out["spec"]["priority"] = PRIORITY_CLASSES.get(out["spec"].get("priorityClassName", ""), 0)
+    out["spec"]["priority"] = PRIORITY_CLASSES[out["spec"]["priorityClassName"]]
+    out["spec"]["preemptionPolicy"] = "Never"  # as every sequence class says
     out["metadata"]["uid"] = f"uid-{index}"
     return pod_from_dict(out)
 
