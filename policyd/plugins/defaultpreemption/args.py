@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from policyd.framework.status import PluginError
 from policyd.plugins.defaultpreemption import NAME
-from policyd.plugins.noderesources.resource_allocation import check_unknown_fields, parse_int
+from policyd.plugins.helper.plugin_args import check_envelope, parse_int
 from policyd.problems import Problem, field_problem
 
 ARGS_KIND = "DefaultPreemptionArgs"
@@ -45,11 +44,7 @@ def parse_args(args: Mapping[str, Any] | None) -> DefaultPreemptionArgs:
     """The args with defaults applied; raises PluginError listing every problem."""
     raw = dict(args or {})
     problems: list[Problem] = []
-    check_unknown_fields(raw, _FIELDS, "", problems)
-    kind = raw.get("kind")
-    if kind is not None and kind != ARGS_KIND:
-        problems.append(field_problem("kind", f"must be {ARGS_KIND!r}, not "
-                                              f"{json.dumps(kind, default=str)}"))
+    check_envelope(raw, _FIELDS, ARGS_KIND, problems)
     percentage = _int32(raw, "minCandidateNodesPercentage",
                         DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE, problems)
     absolute = _int32(raw, "minCandidateNodesAbsolute",

@@ -18,7 +18,7 @@ from typing import Any
 from policyd.framework.status import PluginError
 from policyd.model.duration import parse_duration
 from policyd.plugins.dynamicresources import NAME
-from policyd.plugins.noderesources.resource_allocation import check_unknown_fields, type_name
+from policyd.plugins.helper.plugin_args import check_envelope, type_name
 from policyd.problems import Problem, field_problem
 
 ARGS_KIND = "DynamicResourcesArgs"
@@ -44,11 +44,7 @@ def parse_args(args: Mapping[str, Any] | None) -> DynamicResourcesArgs:
     """The args with defaults applied; raises PluginError listing every problem."""
     raw = dict(args or {})
     problems: list[Problem] = []
-    check_unknown_fields(raw, _FIELDS, "", problems)
-    kind = raw.get("kind")
-    if kind is not None and kind != ARGS_KIND:
-        problems.append(field_problem("kind", f"must be {ARGS_KIND!r}, not "
-                                              f"{json.dumps(kind, default=str)}"))
+    check_envelope(raw, _FIELDS, ARGS_KIND, problems)
     filter_timeout = _duration(raw, "filterTimeout", DEFAULT_FILTER_TIMEOUT, problems)
     if filter_timeout is not None and filter_timeout < 0:
         problems.append(_invalid(raw, "filterTimeout", NEGATIVE_FILTER_TIMEOUT))

@@ -18,7 +18,6 @@ Mirrors kube-scheduler v1.36 `noderesources/balanced_allocation.go`:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -29,14 +28,13 @@ from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.row_memo import RowMemo
 from policyd.plugins import names
+from policyd.plugins.helper.plugin_args import Problems, check_envelope
 from policyd.plugins.noderesources.resource_allocation import (
     DEFAULT_RESOURCES,
     IntArray,
-    Problems,
     ResourceSpec,
     balanced_allocation_score,
     balanced_allocation_vector,
-    check_unknown_fields,
     node_allocatable_allocated,
     parse_resource_specs,
     pod_request_list,
@@ -117,11 +115,7 @@ def new(args: Mapping[str, Any] | None = None) -> NodeResourcesBalancedAllocatio
     ValidateNodeResourcesBalancedAllocationArgs: no duplicate names, every weight 1)."""
     problems: Problems = []
     args = dict(args or {})
-    check_unknown_fields(args, ("apiVersion", "kind", "resources"), "", problems)
-    kind = args.get("kind")
-    if kind is not None and kind != ARGS_KIND:
-        got = json.dumps(kind, default=str)
-        problems.append(field_problem("kind", f"must be {ARGS_KIND!r}, not {got}"))
+    check_envelope(args, ("apiVersion", "kind", "resources"), ARGS_KIND, problems)
     resources = parse_resource_specs(args.get("resources"), "resources", problems)
     seen: set[str] = set()
     for i, spec in enumerate(resources):

@@ -50,17 +50,22 @@ from policyd.model.records import Node, Pod
 from policyd.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, pod_requests
 from policyd.model.row_memo import RowMemo
 from policyd.plugins import names
+from policyd.plugins.helper.plugin_args import (
+    Problems,
+    check_envelope,
+    check_unknown_fields,
+    parse_int,
+    type_name,
+)
 from policyd.plugins.noderesources.resource_allocation import (
     DEFAULT_RESOURCES,
     MAX_CUSTOM_PRIORITY_SCORE,
     MAX_UTILIZATION,
     IntArray,
-    Problems,
     ResourceSpec,
     Scorer,
     ShapePoint,
     VectorScorer,
-    check_unknown_fields,
     check_weights,
     is_extended_resource_name,
     is_scalar_resource_name,
@@ -69,7 +74,6 @@ from policyd.plugins.noderesources.resource_allocation import (
     most_allocated_scorer,
     most_allocated_vector,
     node_allocatable_allocated,
-    parse_int,
     parse_resource_specs,
     pod_request_list,
     qualified_name_errors,
@@ -77,7 +81,6 @@ from policyd.plugins.noderesources.resource_allocation import (
     requested_to_capacity_ratio_vector,
     resource_kind,
     table_scores,
-    type_name,
 )
 from policyd.problems import field_problem
 
@@ -413,12 +416,8 @@ def new(args: Mapping[str, Any] | None = None) -> NodeResourcesFit:
     ValidateNodeResourcesFitArgs); raises PluginError listing every problem."""
     problems: Problems = []
     args = dict(args or {})
-    check_unknown_fields(args, ("apiVersion", "kind", "ignoredResources",
-                                "ignoredResourceGroups", "scoringStrategy"), "", problems)
-    kind = args.get("kind")
-    if kind is not None and kind != ARGS_KIND:
-        got = json.dumps(kind, default=str)
-        problems.append(field_problem("kind", f"must be {ARGS_KIND!r}, not {got}"))
+    check_envelope(args, ("apiVersion", "kind", "ignoredResources", "ignoredResourceGroups",
+                          "scoringStrategy"), ARGS_KIND, problems)
 
     ignored = _string_list(args.get("ignoredResources"), "ignoredResources", problems)
     for i, name in enumerate(ignored):

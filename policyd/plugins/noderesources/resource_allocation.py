@@ -13,7 +13,7 @@ Python's `//` floors and `round` rounds halves to even, so both are spelled out 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,13 @@ from policyd.model import k8snames
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, pod_requests
-from policyd.problems import Problem, field_problem
+from policyd.plugins.helper.plugin_args import (
+    Problems,
+    check_unknown_fields,
+    parse_int,
+    type_name,
+)
+from policyd.problems import field_problem
 
 if TYPE_CHECKING:
     from policyd.model.table import NodeTable
@@ -107,30 +113,6 @@ class ResourceSpec:
 
 DEFAULT_RESOURCES = (ResourceSpec(CPU, 1), ResourceSpec(MEMORY, 1))
 
-Problems = list[Problem]
-
-
-def type_name(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
-            int: "an integer", float: "a number", type(None): "null"}.get(type(value),
-                                                                          "a value")
-
-
-def check_unknown_fields(obj: Mapping[str, Any], known: Sequence[str], path: str,
-                         problems: Problems) -> None:
-    """Upstream decodes plugin args strictly: an unknown field is an error."""
-    for key in obj:
-        if key not in known:
-            where = f"{path}.{key}" if path else str(key)
-            problems.append(field_problem(where, f"unknown field {key!r}; known fields: "
-                                    + ", ".join(known)))
-
-
-def parse_int(value: Any, path: str, problems: Problems) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        problems.append(field_problem(path, f"must be an integer, not {type_name(value)}"))
-        return None
-    return value
 
 
 def parse_resource_specs(value: Any, path: str, problems: Problems) -> tuple[ResourceSpec, ...]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policyd.framework.status import PluginError
-from policyd.plugins.noderesources.resource_allocation import check_unknown_fields, type_name
+from policyd.plugins.helper.plugin_args import check_envelope, type_name
 from policyd.plugins.volumebinding import NAME
 from policyd.problems import Problem, field_problem
 
@@ -40,11 +40,7 @@ def parse_args(args: Mapping[str, Any] | None) -> VolumeBindingArgs:
     """The args with defaults applied; raises PluginError listing every problem."""
     raw = dict(args or {})
     problems: list[Problem] = []
-    check_unknown_fields(raw, _FIELDS, "", problems)
-    kind = raw.get("kind")
-    if kind is not None and kind != ARGS_KIND:
-        problems.append(field_problem("kind", f"must be {ARGS_KIND!r}, not "
-                                              f"{json.dumps(kind, default=str)}"))
+    check_envelope(raw, _FIELDS, ARGS_KIND, problems)
     timeout = raw.get("bindTimeoutSeconds")
     if timeout is None:
         timeout = DEFAULT_BIND_TIMEOUT_SECONDS
