@@ -265,6 +265,13 @@ class Informer:
             stream.interrupt()
         return token
 
+    @property
+    def watching(self) -> bool:
+        """Whether a watch stream is open (its response began): only then can
+        `request_relist` interrupt it at once. A watch request still waiting for its
+        response ends at the silence bound at the latest."""
+        return self._stream is not None
+
     def listed_since(self, token: int) -> bool:
         """Whether a list that started after `request_relist()` returned `token` has
         been delivered."""

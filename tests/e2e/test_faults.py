@@ -363,6 +363,10 @@ def test_a_new_leader_with_a_frozen_watch_schedules_on_fresh_caches(
         cluster.pod("waiting", sched, cpu="3")
         wait_for(lambda: any((o.get("metadata") or {}).get("name") == "waiting"
                              for o in d.pods.cache.values()), 15, "the standby sees the pod")
+        # Every informer's watch open before the freeze: a watch request frozen before
+        # its response began cannot be interrupted for the relist, and would hold the
+        # new leader back until its silence bound (the test is about stuck streams).
+        wait_for(lambda: all(i.watching for i in d.informers()), 15, "every watch open")
         proxy.freeze()
         # The previous leader binds a pod the standby never hears of, and steps down.
         cluster.pod("placed", "someone-else", cpu="3")
