@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from policyd.devcluster.ports import LOOPBACK
-from policyd.devcluster.probe import http_get, unverified_context, wait_until
+from policyd.devcluster.probe import Component, http_get, unverified_context
 from policyd.devcluster.process import ManagedProcess
 
 USER = "system:kube-controller-manager"
@@ -119,35 +119,19 @@ def controllers_running(healthz_verbose: str, controllers: Sequence[str]) -> boo
     return all(name in healthy for name in controllers)
 
 
-class KubeControllerManager:
+class KubeControllerManager(Component):
     """A kube-controller-manager process started against a `ControlPlane`."""
+
+    name = "kube-controller-manager"
 
     def __init__(
         self, process: ManagedProcess, port: int, controllers: Sequence[str] = VOLUME_CONTROLLERS
     ) -> None:
-        self.process = process
-        self.port = port
+        super().__init__(process, port)
         self.controllers = tuple(controllers)
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    @property
-    def log_path(self) -> Path:
-        return self.process.log_path
-
-    def alive(self) -> bool:
-        return self.process.alive()
 
     def ready(self) -> bool:
         status, body = http_get(
             f"https://{LOOPBACK}:{self.port}/healthz?verbose", unverified_context()
         )
         return status == 200 and controllers_running(body, self.controllers)
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        wait_until(self.process, self.ready, timeout, "kube-controller-manager")
-
-    def stop(self, grace: float = 10.0) -> None:
-        self.process.stop(grace)

@@ -40,7 +40,7 @@ from policyd.devcluster.controllermanager import (
 from policyd.devcluster.errors import DevClusterError
 from policyd.devcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
 from policyd.devcluster.ports import LOOPBACK, free_ports, port_is_free
-from policyd.devcluster.probe import http_get, unverified_context, wait_until
+from policyd.devcluster.probe import Component, http_get, unverified_context, wait_until
 from policyd.devcluster.process import ManagedProcess
 from policyd.kube.client import api_client_from
 from policyd.model.datafile import read_documents
@@ -57,34 +57,18 @@ def _quiet(_: str) -> None:
     pass
 
 
-class KubeScheduler:
+class KubeScheduler(Component):
     """A kube-scheduler process started against a `ControlPlane` (the comparison peer)."""
 
+    name = "kube-scheduler"
+
     def __init__(self, process: ManagedProcess, config_path: Path, port: int) -> None:
-        self.process = process
+        super().__init__(process, port)
         self.config_path = config_path
-        self.port = port
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    @property
-    def log_path(self) -> Path:
-        return self.process.log_path
-
-    def alive(self) -> bool:
-        return self.process.alive()
 
     def ready(self) -> bool:
         status, _ = http_get(f"https://{LOOPBACK}:{self.port}/readyz", unverified_context())
         return status == 200
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        wait_until(self.process, self.ready, timeout, "kube-scheduler")
-
-    def stop(self, grace: float = 10.0) -> None:
-        self.process.stop(grace)
 
     def __enter__(self) -> KubeScheduler:
         return self

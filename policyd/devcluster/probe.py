@@ -12,6 +12,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 
 from policyd.devcluster.errors import DevClusterError
 from policyd.devcluster.process import ManagedProcess
@@ -62,3 +63,34 @@ def wait_until(
             )
         time.sleep(delay)
         delay = min(delay * 2, 0.5)
+
+
+class Component:
+    """A control-plane process beside the API server (kube-scheduler,
+    kube-controller-manager): its process, and readiness through `ready()`."""
+
+    name = "component"
+
+    def __init__(self, process: ManagedProcess, port: int) -> None:
+        self.process = process
+        self.port = port
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def log_path(self) -> Path:
+        return self.process.log_path
+
+    def alive(self) -> bool:
+        return self.process.alive()
+
+    def ready(self) -> bool:
+        raise NotImplementedError
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        wait_until(self.process, self.ready, timeout, self.name)
+
+    def stop(self, grace: float = 10.0) -> None:
+        self.process.stop(grace)
