@@ -30,6 +30,7 @@ from policyd.framework.status import Code, Status
 from policyd.model.node_info import NodeInfo
 from policyd.model.node_metrics import MetricsReader
 from policyd.model.records import Pod
+from policyd.policy.policy_schema import ENFORCE
 from policyd.policy.requeue import policy_events
 from policyd.policy.rules.applies_to import AppliesTo
 from policyd.policy.rules.base import FilterRule, NodeCheck, ScoreRule
@@ -66,6 +67,8 @@ class CompiledPolicy:
         self.source = source
         self.document: Mapping[str, Any] = doc
         self.default_weight: int = int(spec.get("weight", 1))
+        # Audit: evaluated and reported, never rejecting nor scoring (spec.mode).
+        self.mode: str = spec.get("mode", ENFORCE)
         self.applies_to = AppliesTo(spec.get("appliesTo"))
         self.filter_rules: tuple[FilterRule, ...] = tuple(
             _filter_rule(r) for r in spec.get("filters") or ())

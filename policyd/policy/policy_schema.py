@@ -31,6 +31,9 @@ FILTER_KINDS = ("annotationToNodeLabel", "nodeLabels", "headroom",
 SCORE_KINDS = ("labelValue", "numeric", "allocation", "jmespath", "metric")
 METRIC_NAME_PATTERN = "^[a-zA-Z_][a-zA-Z0-9_]*$"  # as in the profile's metricsProviders
 NORMALIZE = ("minmax", "max", "none")
+# spec.mode: how a policy takes effect (Enforce unless it says otherwise).
+ENFORCE, AUDIT = "Enforce", "Audit"
+MODES = (ENFORCE, AUDIT)
 
 RULE_ID_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 PLUGIN_NAME_PATTERN = "^[A-Z][A-Za-z0-9]*$"
@@ -205,6 +208,11 @@ def build_schema() -> dict[str, Any]:
                 "weight": {"type": "integer", "minimum": 1, "maximum": 100,
                            "description": "The plugin's score weight in the default "
                                           "profile (default 1); a profile may override."},
+                "mode": {"enum": list(MODES), "description":
+                         "Enforce (the default): the filters reject nodes and the scores "
+                         "count. Audit: the filters are evaluated for every pod the policy "
+                         "applies to but reject nothing (each would-be rejection is counted "
+                         "and reported), and the scores do not count."},
                 "appliesTo": applies_to,
                 "filters": {"type": "array", "items": filter_rule},
                 "scores": {"type": "array", "items": score_rule},
