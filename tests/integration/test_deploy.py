@@ -188,7 +188,9 @@ def test_bundle_is_the_kustomize_base() -> None:
         "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
         "RoleBinding", "ConfigMap", "Deployment", "PodDisruptionBudget", "Service",
         # Secure serving: the auth-delegator binding, the scrapers' ClusterRole.
-        "ClusterRoleBinding", "ClusterRole"])
+        "ClusterRoleBinding", "ClusterRole",
+        # SchedulingPolicy objects (deploy/crd.yaml, generated from the policy schema).
+        "CustomResourceDefinition"])
     assert all(ns in ("", NAMESPACE) for _, ns, _ in bundle())
 
 
