@@ -2,7 +2,7 @@
 updated and deleted while `policyd run` schedules, their status, and the CRD missing
 at start.
 
-The CRD is cluster-wide and so are the objects: each test names its own objects and
+The CRD (`policyd.policy.crd`) is cluster-wide and so are the objects: each test names its own objects and
 deletes them, and the test that needs the CRD absent deletes it first.
 """
 
@@ -20,40 +20,13 @@ from policyd.devcluster import ControlPlane
 from policyd.devcluster.build import resolve_binaries
 from policyd.kube.api import SCHEDULING_POLICIES
 from policyd.kube.client import ApiError, KubeClient
+from policyd.policy.crd import build_crd
 from tests.e2e.helpers import Cluster, DaemonFactory, write_profile
 from tests.polling import wait_for
 
 Obj = dict[str, Any]
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 CRD_NAME = "schedulingpolicies.policyd.io"
-
-
-def crd_body() -> Obj:
-    """The project's CRD (policyd.policy.crd) when it is there, else the least one the
-    daemon needs: the resource, its status subresource and the Accepted column."""
-    try:
-        from policyd.policy.crd import build_crd  # type: ignore[import-not-found]
-    except ImportError:
-        pass
-    else:
-        return dict(build_crd())
-    accepted = '.status.conditions[?(@.type=="Accepted")].status'
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": CRD_NAME},
-        "spec": {"group": "policyd.io", "scope": "Cluster",
-                 "names": {"plural": "schedulingpolicies", "singular": "schedulingpolicy",
-                           "kind": "SchedulingPolicy", "listKind": "SchedulingPolicyList"},
-                 "versions": [{
-                     "name": "v1alpha1", "served": True, "storage": True,
-                     "subresources": {"status": {}},
-                     "additionalPrinterColumns": [
-                         {"name": "Accepted", "type": "string", "jsonPath": accepted}],
-                     "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                         "spec": {"type": "object",
-                                  "x-kubernetes-preserve-unknown-fields": True},
-                         "status": {"type": "object",
-                                    "x-kubernetes-preserve-unknown-fields": True}}}}}]}}
 
 
 def crd_served(client: KubeClient) -> bool:
@@ -68,7 +41,7 @@ def crd_served(client: KubeClient) -> bool:
 
 def install_crd(client: KubeClient) -> None:
     try:
-        client.request("POST", CRDS, body=crd_body())
+        client.request("POST", CRDS, body=build_crd())
     except ApiError as exc:
         if exc.status != 409:
             raise
