@@ -69,7 +69,9 @@ class ConfigWatcher:
     def __init__(self, current: LoadedConfig, *, apply: Callable[[LoadedConfig], None],
                  rejected: Callable[[str], None], interval: float = 2.0,
                  extra_policies: list[Path] | None = None, clock: Clock = REAL_CLOCK,
-                 cluster: ClusterPolicies | None = None) -> None:
+                 cluster: ClusterPolicies | None = None,
+                 apply_cluster: Callable[[LoadedConfig], None] | None = None,
+                 cluster_rejected: Callable[[str], None] | None = None) -> None:
         self.current = current
         self.clock = clock
         self.apply = apply
@@ -77,6 +79,10 @@ class ConfigWatcher:
         self.interval = interval
         self.extra_policies = extra_policies or []
         self.cluster = cluster
+        # A rebuild for cluster policies is not a reload of the files: the daemon
+        # reports it apart (its own log lines and event, not the reload metric).
+        self.apply_cluster = apply_cluster or apply
+        self.cluster_rejected = cluster_rejected or rejected
         # File reloads and cluster-policy rebuilds, one at a time.
         self._lock = threading.RLock()
         self._sig = signature(current.files)
@@ -138,14 +144,18 @@ class ConfigWatcher:
                 return self._check() is True
             try:
                 loaded = self._load()
-                self.apply(loaded)
+                self.apply_cluster(loaded)
             except Exception as exc:
                 if not isinstance(exc, PolicydError):
                     log.exception("rebuilding with the changed cluster policies failed")
                 problem = str(exc) if isinstance(exc, PolicydError) \
                     else f"{type(exc).__name__}: {exc}"
                 self.cluster.refused(" ".join(line.strip() for line in problem.splitlines()))
-                return self._reject(change, problem)
+                message = f"{change}: {problem}"
+                log.error("cluster policy change not applied; the running policies keep "
+                          "scheduling: %s", message)
+                self.cluster_rejected(message)
+                return False
             self.cluster.applied()
             self.current = loaded
             log.info("cluster policies applied (%s; profiles: %s)", change,

@@ -241,7 +241,9 @@ class Daemon:
                                      rejected=self._config_rejected,
                                      interval=options.reload_interval,
                                      extra_policies=options.policies, clock=clock,
-                                     cluster=self.cluster)
+                                     cluster=self.cluster,
+                                     apply_cluster=self._apply_cluster_policies,
+                                     cluster_rejected=self._cluster_policies_rejected)
         self.policy_status: StatusWriter | None = None
         self.policy_sync: PolicySync | None = None
         if self.cluster is not None:
@@ -423,6 +425,23 @@ class Daemon:
                    "their running values until policyd restarts: " + ", ".join(pending))
         log.warning("%s", message)
         self._config_event("RestartRequired", message)
+
+    def _apply_cluster_policies(self, loaded: daemon_config.LoadedConfig) -> None:
+        """Switch to frameworks rebuilt for changed cluster policies (the files and
+        settings are the running ones); back to the running ones if a step fails."""
+        previous = self.loaded
+        try:
+            self._switch_config(loaded)
+        except Exception:
+            self._switch_config(previous)
+            raise
+        self.loaded = loaded
+
+    def _cluster_policies_rejected(self, message: str) -> None:
+        self._config_event("ClusterPoliciesNotApplied",
+                           "cluster policy change not applied, the running policies keep "
+                           "scheduling: " + " ".join(
+                               line.strip() for line in message.splitlines()))
 
     def _switch_config(self, loaded: daemon_config.LoadedConfig) -> None:
         if self.node_metrics is not None:

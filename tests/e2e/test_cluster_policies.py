@@ -2,8 +2,9 @@
 updated and deleted while `policyd run` schedules, their status, and the CRD missing
 at start.
 
-The CRD (`policyd.policy.crd`) is cluster-wide and so are the objects: each test names its own objects and
-deletes them, and the test that needs the CRD absent deletes it first.
+The CRD (`policyd.policy.crd`) is cluster-wide and so are the objects: each test names
+its own objects and deletes them, and the test that needs the CRD absent deletes it
+first.
 """
 
 from __future__ import annotations
