@@ -50,11 +50,12 @@ class AuditFinding:
 
     def describe(self, chosen: str | None = None) -> str:
         """One line for people: `policy hw-encrypt (Audit), rule hw-encrypt-node: would
-        not fit on 7 of 12 feasible nodes, including the chosen node n3: node(s) ...`."""
+        not fit on 7 of 12 feasible nodes (the chosen node n3 among them): node(s)
+        didn't offer hardware encryption`; `chosen` names the node the pod was given."""
         where = ""
         if chosen is not None and self.chosen_violates is not None:
-            where = (f", including the chosen node {chosen}" if self.chosen_violates
-                     else f", not the chosen node {chosen}")
+            where = (f" (the chosen node {chosen} among them)" if self.chosen_violates
+                     else f" (the chosen node {chosen} passes)")
         return (f"policy {self.policy} (Audit), rule {self.rule}: would not fit on "
                 f"{self.rejected} of {self.considered} feasible nodes{where}: "
                 f"{self.reason}")

@@ -63,7 +63,8 @@ def nodes() -> list[Node]:
 
 
 def encrypted_pod(name: str = "web") -> Pod:
-    return make_pod(name).annotation(ENCRYPT, "true").req(cpu="500m").obj()
+    return make_pod(name).annotation(ENCRYPT, "true").req(cpu="500m").scheduler(
+        "policyd").obj()
 
 
 def run(policies: list[Any], pod: Pod, *, seed: int = 3, **kw: Any) -> ScheduleResult:
@@ -141,10 +142,12 @@ def test_findings_count_each_rule_over_the_feasible_nodes(reference: bool) -> No
     if reference:
         assert hw.rejected_nodes == ("n3", "n5")
         assert zone.rejected_nodes == ("n1", "n2", "n5")
-    text = hw.describe(chosen)
-    assert text.startswith("policy hw-encrypt (Audit), rule hw-node: would not fit on "
-                           "2 of 5 feasible nodes, ")
-    assert text.endswith(f": {REASON_HW}")
+    among = "among them" if hw.chosen_violates else "passes"
+    assert hw.describe(chosen) == (
+        f"policy hw-encrypt (Audit), rule hw-node: would not fit on 2 of 5 feasible "
+        f"nodes (the chosen node {chosen} {among}): {REASON_HW}")
+    assert hw.describe() == ("policy hw-encrypt (Audit), rule hw-node: would not fit on "
+                             f"2 of 5 feasible nodes: {REASON_HW}")
 
 
 def test_no_finding_when_the_policy_does_not_apply_or_nothing_fits() -> None:
@@ -221,3 +224,56 @@ def test_generated_clusters_same_placements_and_both_forms_agree(seed: int) -> N
             [(a.rule, a.rejected, a.considered, a.chosen_violates) for a in r]
         for a in r:
             assert len(a.rejected_nodes) == a.rejected
+
+
+def test_explain_shows_audited_rules_apart_from_the_tables() -> None:
+    from policyd.engine.report import explain_json, explain_text
+
+    result = run([compile_policy(policy_doc("Audit"))], encrypted_pod(), explain=True)
+    text = explain_text(result)
+    head, _, audit = text.partition("\nAudited (not enforced): judged on the 5 feasible "
+                                    "node(s); they rejected and scored nothing:\n")
+    assert audit, text
+    # Not a column of the score table, not a rejecting filter.
+    assert "HwEncrypt" not in head and "hw-encrypt" not in head
+    assert "  policy hw-encrypt (Audit), rule hw-node: would not fit on 2 of 5" in audit
+    assert "    would reject: n3, n5\n" in audit
+    assert "    would reject: n1, n2, n5" in audit
+    doc = explain_json(result)
+    assert [(a["rule"], a["rejected"], a["considered"], a["rejectedNodes"])
+            for a in doc["audit"]] == [("hw-node", 2, 5, ["n3", "n5"]),
+                                      ("zone-a", 3, 5, ["n1", "n2", "n5"])]
+    assert doc["audit"][0]["chosenViolates"] == (result.node in ("n3", "n5"))
+    assert all("HwEncrypt" not in n["filters"] and "HwEncrypt" not in n["scores"]
+               for n in doc["nodes"])
+    plain = explain_json(run([compile_policy(policy_doc("Audit"))],
+                             make_pod("plain").req(cpu="500m").obj(), explain=True))
+    assert plain["audit"] == []
+
+
+def test_explain_lists_a_rule_that_passes_every_node() -> None:
+    from policyd.engine.report import explain_text
+
+    pod = make_pod("one").annotation(ENCRYPT, "true").req(cpu="500m").node_selector(
+        {"kubernetes.io/hostname": "n0"}).obj()
+    text = explain_text(run([compile_policy(policy_doc("Audit"))], pod, explain=True))
+    assert "  policy hw-encrypt (Audit), rule zone-a: passes all 1 feasible node(s)" in text
+
+
+def test_simulate_lists_findings_per_pod() -> None:
+    from policyd.engine.report import simulate_json, simulate_text
+    from policyd.engine.simulate import simulate
+
+    fw = default_framework([compile_policy(policy_doc("Audit"))], seed=1)
+    pods = [encrypted_pod("a"), make_pod("plain").req(cpu="500m").scheduler("policyd").obj(),
+            encrypted_pod("b")]
+    sim = simulate({"policyd": fw}, ClusterState(nodes(), []), pods)
+    doc = simulate_json(sim)
+    by_pod = {p["pod"]: p for p in doc["placements"]}
+    assert "audit" not in by_pod["default/plain"]
+    assert [(f["policy"], f["rule"]) for f in by_pod["default/a"]["audit"]] == [
+        ("hw-encrypt", "hw-node"), ("hw-encrypt", "zone-a")]
+    assert by_pod["default/a"]["audit"][0]["considered"] == 5
+    assert "rejectedNodes" not in by_pod["default/a"]["audit"][0]
+    assert "3 scheduled, 0 unschedulable, 2 violating a policy in Audit mode" in \
+        simulate_text(sim)
