@@ -277,3 +277,14 @@ def test_simulate_lists_findings_per_pod() -> None:
     assert "rejectedNodes" not in by_pod["default/a"]["audit"][0]
     assert "3 scheduled, 0 unschedulable, 2 violating a policy in Audit mode" in \
         simulate_text(sim)
+
+
+def test_lint_warns_that_an_audited_policys_scores_do_not_count() -> None:
+    from tests.unit.policy.conftest import check_docs
+
+    audited = check_docs(policy_doc("Audit"))
+    assert [(p.rule, p.path, p.level) for p in audited.problems] == [
+        ("audit-scores", "spec.scores", "warning")]
+    assert len(audited.compiled) == 1
+    assert check_docs(policy_doc("Audit", scores=False)).problems == []
+    assert check_docs(policy_doc("Enforce")).problems == []
