@@ -12,7 +12,9 @@ decisions, they do not make them.
 Flood control: a pod that keeps failing with the same message gets its condition
 patched once (it is state, not news) and a FailedScheduling event when the message
 changes or after a growing interval (`FailureThrottle`), in the spirit of client-go's
-event correlator.
+event correlator. A violation of a policy in Audit mode is news once: the throttle also
+remembers which (policy, rule) each pod was told of, so a pod retried in a loop gets
+one `PolicyViolation` event, not one per attempt.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +34,12 @@ from policyd.kube.backoff import GiveUp, RetryPolicy
 from policyd.kube.client import ApiError, KubeClient
 
 log = logging.getLogger("policyd.daemon.event_recorder")
+
+# The reason of the event that reports violations of policies in Audit mode: the word
+# Kyverno's audit mode uses for its events, and the metric's
+# (policyd_policy_violations_total), so one search finds both. Type Normal: nothing
+# failed.
+POLICY_VIOLATION = "PolicyViolation"
 
 REPEAT_INITIAL = 60.0
 # How long a transient failure (no connection, 429, 5xx) is retried before an event or
@@ -65,7 +73,9 @@ def condition_shown(pod: Mapping[str, Any], reason: str, message: str) -> bool:
 
 
 class FailureThrottle:
-    """Decides, per pod, whether a failure needs a new event and/or condition patch."""
+    """Decides, per pod, whether a failure needs a new event and/or condition patch,
+    and which audited violations are news. What it remembers of a pod goes with
+    `forget`, which runs when the pod is bound or deleted, so it stays bounded."""
 
     def __init__(self, clock: Callable[[], float] = REAL_CLOCK.now,
                  initial: float = REPEAT_INITIAL, maximum: float = REPEAT_MAX) -> None:
@@ -73,6 +83,7 @@ class FailureThrottle:
         self.initial = initial
         self.maximum = maximum
         self._seen: dict[str, _Seen] = {}
+        self._audited: dict[str, set[tuple[str, str]]] = {}
         self._lock = threading.Lock()
 
     def check(self, uid: str, message: str) -> tuple[bool, bool]:
@@ -89,9 +100,20 @@ class FailureThrottle:
                 return True, False
             return False, False
 
+    def audit_news(self, uid: str, violations: Iterable[tuple[str, str]]
+                   ) -> list[tuple[str, str]]:
+        """Of pod `uid`'s `violations` (policy, rule), those it has not been told of
+        yet, in order; from now on they are no longer news."""
+        with self._lock:
+            told = self._audited.setdefault(uid, set())
+            news = [v for v in dict.fromkeys(violations) if v not in told]
+            told.update(news)
+            return news
+
     def forget(self, uid: str) -> None:
         with self._lock:
             self._seen.pop(uid, None)
+            self._audited.pop(uid, None)
 
     def last_message(self, uid: str) -> str | None:
         """The pod's last failure message (for /debug/queue), None if it never failed."""
@@ -100,7 +122,9 @@ class FailureThrottle:
             return seen.message if seen is not None else None
 
     def __len__(self) -> int:
-        return len(self._seen)
+        """Pods it remembers anything about."""
+        with self._lock:
+            return len(self._seen.keys() | self._audited.keys())
 
 
 class EventSink:
@@ -216,6 +240,14 @@ class EventSink:
                   component: str) -> None:
         self.event(api.pod_ref(namespace, name, uid), "Normal", "Scheduled",
                    f"Successfully assigned {namespace}/{name} to {node}", "Binding", component)
+
+    def policy_violation(self, namespace: str, name: str, uid: str, message: str,
+                         component: str) -> None:
+        """A Normal `PolicyViolation` event: what policies in Audit mode would have
+        rejected for this pod (news, not a failure: the pod was scheduled as if they
+        were absent)."""
+        self.event(api.pod_ref(namespace, name, uid), "Normal", POLICY_VIOLATION, message,
+                   "Scheduling", component)
 
     def failed(self, namespace: str, name: str, uid: str, message: str, component: str,
                *, post_event: bool, patch_condition: bool,

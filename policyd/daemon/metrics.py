@@ -113,6 +113,13 @@ class Metrics:
             "not decode), hostile_labels (too many labels, or keys/values the API "
             "server would never accept).", ["resource", "reason"], registry=r)
 
+        self.policy_violations = Counter(
+            "policyd_policy_violations_total",
+            "Would-be rejections by policies in Audit mode, by policy (metadata.name) and "
+            "rule (its id): counted once per pod and rule, however often the pod is "
+            "retried, when the rule would have rejected at least one of the nodes the "
+            "enforced filters left feasible.", ["policy", "rule"], registry=r)
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
@@ -271,7 +278,8 @@ _TIMED_METHODS: dict[Callable[..., Any], str] = {
     Framework.run_pre_filter: "PreFilter", Framework.run_filters: "Filter",
     Framework.run_filters_fast: "Filter", Framework.run_filter_diagnosis: "Filter",
     Framework.run_pre_score: "PreScore", Framework.run_score: "Score",
-    Framework.run_score_fast: "Score", Framework.run_reserve: "Reserve",
+    Framework.run_score_fast: "Score", Framework.run_audits_fast: "Audit",
+    Framework.run_reserve: "Reserve",
     Framework.run_unreserve: "Unreserve", Framework.run_pre_bind: "PreBind",
 }
 

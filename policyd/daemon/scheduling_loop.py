@@ -49,6 +49,7 @@ class SchedulingLoop:
         self.stopping = threading.Event()
         self.heartbeat = clock.now()  # the loop's last round, for /healthz
         self._algorithm_latency = label_children(metrics.algorithm_latency)
+        self._violations = label_children(metrics.policy_violations)
 
     def run(self, stop: threading.Event, ready: Callable[[], bool]) -> None:
         """Schedule until `stop` (or `self.stopping`) is set. Waits for the caches and
@@ -114,6 +115,10 @@ class SchedulingLoop:
             else:
                 nominating = self._act_on_post_filter(fw, pod, result, post_filter_ran)
         profile = fw.profile_name
+        if result.audits:
+            # Before the bind is handed over: a bind that completes at once forgets
+            # the pod in the throttle, which must not be undone by recording it after.
+            self._report_violations(pod, result, profile)
         if result.node is not None:
             if self.verbosity >= 2:
                 log.info("assumed %s on %s", pod.key, result.node,
@@ -123,6 +128,24 @@ class SchedulingLoop:
             return result
         self._failed(qp, result, profile, start, nominating)
         return result
+
+    def _report_violations(self, pod: Pod, result: ScheduleResult, profile: str) -> None:
+        """Policies in Audit mode that would have rejected nodes for this pod: each
+        (policy, rule) counted in `policyd_policy_violations_total` and told in one
+        Normal event the first time this pod shows it, never again on a retry, so the
+        metric counts pods that violate a rule, not attempts."""
+        findings = {(f.policy, f.rule): f for f in result.findings}
+        if not findings:
+            return
+        news = self.state.throttle.audit_news(pod.uid, findings)
+        if not news:
+            return
+        for policy, rule in news:
+            self._violations(policy, rule).inc()
+        message = "; ".join(findings[v].describe(result.node) for v in news)
+        if self.verbosity >= 2:
+            log.info("%s: %s", pod.key, message, extra={"pod": pod.key})
+        self.events.policy_violation(pod.namespace, pod.name, pod.uid, message, profile)
 
     def _act_on_post_filter(self, fw: Framework, pod: Pod, result: ScheduleResult,
                             post_filter_ran: bool) -> str | None:

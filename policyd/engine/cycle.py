@@ -3,6 +3,11 @@
 The offline commands and the daemon call the same `schedule_one`; `explain=True` also
 keeps every plugin's verdict on every node, which costs more and changes nothing in
 the decision.
+
+Policies in Audit mode run after Filter, on the nodes the enforced filters left
+feasible, and change nothing either: each audited rule's would-be rejections become
+an `AuditFinding` on the result (none when no node is feasible: there is nothing to
+count). A profile without audited policies pays nothing for them.
 """
 
 from __future__ import annotations
@@ -17,12 +22,43 @@ from policyd.engine.nominated import NominatedRejections, first_pass
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.fit_error import NO_NODES_AVAILABLE, Diagnosis, fit_error_message
 from policyd.framework.interfaces import PostFilterResult, Verdict
-from policyd.framework.runtime import Framework, ScoreResult
+from policyd.framework.runtime import AuditOutcome, Framework, ScoreResult
 from policyd.framework.status import Code, Status
 from policyd.model.cluster import ClusterState, nominated_node_name
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import IntArray, NodeTable
+
+
+@dataclass(frozen=True, slots=True)
+class AuditFinding:
+    """One filter rule of a policy in Audit mode, judged in one cycle on the nodes the
+    enforced filters left feasible: it would have rejected `rejected` of those
+    `considered` nodes, with `reason`; `chosen_violates` says whether the node the pod
+    was given is one of them (None: no node was chosen)."""
+
+    policy: str  # metadata.name
+    plugin: str  # spec.pluginName
+    rule: str  # the rule's id
+    rejected: int
+    considered: int
+    reason: str
+    chosen_violates: bool | None
+    # The rejected nodes' names, on the reference path and explain only (the fast path
+    # counts them without building names).
+    rejected_nodes: tuple[str, ...] = ()
+
+    def describe(self, chosen: str | None = None) -> str:
+        """One line for people: `policy hw-encrypt (Audit), rule hw-encrypt-node: would
+        not fit on 7 of 12 feasible nodes (the chosen node n3 among them): node(s)
+        didn't offer hardware encryption`; `chosen` names the node the pod was given."""
+        where = ""
+        if chosen is not None and self.chosen_violates is not None:
+            where = (f" (the chosen node {chosen} among them)" if self.chosen_violates
+                     else f" (the chosen node {chosen} passes)")
+        return (f"policy {self.policy} (Audit), rule {self.rule}: would not fit on "
+                f"{self.rejected} of {self.considered} feasible nodes{where}: "
+                f"{self.reason}")
 
 
 @dataclass(slots=True)
@@ -51,6 +87,9 @@ class ScheduleResult:
     cycle_state: CycleState | None = None
     # Unschedulable: what PostFilter found can make the pod fit (preemption), if any.
     post_filter: PostFilterResult | None = None
+    # Every rule of the profile's audited policies that was judged in this cycle, those
+    # that would have rejected no node included (see `findings`).
+    audits: list[AuditFinding] = field(default_factory=list)
 
     @property
     def feasible(self) -> list[str]:
@@ -69,6 +108,11 @@ class ScheduleResult:
     @property
     def unschedulable(self) -> bool:
         return self.node is None and self.error is None
+
+    @property
+    def findings(self) -> list[AuditFinding]:
+        """The audited rules that would have rejected at least one feasible node."""
+        return [a for a in self.audits if a.rejected]
 
 
 def schedule_one(
@@ -126,6 +170,8 @@ def schedule_one(
                 if not explain:
                     result.feasible = [own]
                     result.node = own
+                    if fw.audits:
+                        _settle(result, fw.run_audits(state, pod, fits), 1, 0, [own])
                     return result
 
     candidates = nodes
@@ -151,11 +197,19 @@ def schedule_one(
             if names is not None and n.name not in names:
                 assert diagnosis.absent_nodes_status is not None
                 result.filter_details[n.name] = {"PreFilter": diagnosis.absent_nodes_status}
-    result.feasible = [n.name for n in feasible]
+    result.feasible = names_feasible = [n.name for n in feasible]
+    audits = fw.run_audits(state, pod, feasible) if fw.audits and feasible else []
+
+    def settle(chosen: str | None) -> ScheduleResult:
+        if audits:
+            at = names_feasible.index(chosen) if chosen in names_feasible else None
+            _settle(result, audits, len(feasible), at, names_feasible)
+        return result
+
     if nominated_fit is not None:
         # explain: every node's verdicts as usual, the decision as the cycle makes it.
         result.node = nominated_fit
-        return result
+        return settle(nominated_fit)
     if not feasible:
         _post_filter(fw, state, pod, result)
         if explain:
@@ -165,17 +219,17 @@ def schedule_one(
     if len(feasible) == 1 and not explain:
         # Upstream skips scoring when only one node fits: nothing to choose between.
         result.node = feasible[0].name
-        return result
+        return settle(result.node)
     status = fw.run_pre_score(state, pod, feasible)
     if status is not None:
-        return _failed(result, status)
+        return settle(_failed(result, status).node)
     scores, status = fw.run_score(state, pod, feasible)
     result.scores = scores
     if status is not None:
-        return _failed(result, status)
+        return settle(_failed(result, status).node)
     chosen: NodeInfo = feasible[0] if len(feasible) == 1 else fw.select_host(scores)
     result.node = chosen.name
-    return result
+    return settle(result.node)
 
 
 def reserve(fw: Framework, result: ScheduleResult) -> ScheduleResult:
@@ -232,6 +286,22 @@ def _note_rejection(diagnosis: Diagnosis, rejections: NominatedRejections, node:
     diagnosis.node_to_status[node] = status
     if status.plugin:
         diagnosis.unschedulable_plugins.add(status.plugin)
+
+
+def _settle(result: ScheduleResult, audits: Sequence[AuditOutcome], considered: int,
+            chosen: int | None, names: Sequence[str] | None = None) -> None:
+    """The audited rules' outcomes over the `considered` feasible nodes as findings on
+    `result`; `chosen` is the chosen node's position among them (None: none), `names`
+    their names when the rejected ones should be named (the reference path)."""
+    for a in audits:
+        rejected = a.rejected
+        violates = None
+        if chosen is not None:
+            at = int(np.searchsorted(rejected, chosen))
+            violates = at < rejected.size and int(rejected[at]) == chosen
+        result.audits.append(AuditFinding(
+            a.policy, a.plugin, a.rule, int(rejected.size), considered, a.reason, violates,
+            tuple(names[i] for i in rejected.tolist()) if names is not None else ()))
 
 
 def _failed(result: ScheduleResult, status: Status) -> ScheduleResult:
@@ -297,6 +367,8 @@ def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleRe
         if fits.size:
             result._feasible_idx = (table.name_array, fits)
             result.node = own
+            if fw.audits:
+                _settle(result, fw.run_audits_fast(state, pod, table, fits), 1, 0)
             return result
     if names is None:
         idx = np.arange(len(nodes))
@@ -323,17 +395,25 @@ def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleRe
             idx = np.union1d(idx, np.array([own_row], np.int64))
         return _diagnose(fw, state, pod, table, idx, names, rejected_by, result)
     result._feasible_idx = (table.name_array, feasible)
+    # Judged before scoring, settled once the chosen node is known.
+    audits = fw.run_audits_fast(state, pod, table, feasible) if fw.audits else None
     if feasible.size == 1:
         result.node = table.names[int(feasible[0])]
+        if audits:
+            _settle(result, audits, 1, 0)
         return result
     feasible_infos = _IndexedNodes(nodes, feasible)
     status = fw.run_pre_score(state, pod, feasible_infos)
+    if status is None:
+        totals, status = fw.run_score_fast(state, pod, table, feasible, feasible_infos)
     if status is not None:
+        if audits:
+            _settle(result, audits, int(feasible.size), None)
         return _failed(result, status)
-    totals, status = fw.run_score_fast(state, pod, table, feasible, feasible_infos)
-    if status is not None:
-        return _failed(result, status)
-    result.node = table.names[int(feasible[fw.select_index(totals)])]
+    at = fw.select_index(totals)
+    result.node = table.names[int(feasible[at])]
+    if audits:
+        _settle(result, audits, int(feasible.size), at)
     return result
 
 

@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from policyd.engine.cycle import ScheduleResult
+from policyd.engine.cycle import AuditFinding, ScheduleResult
 from policyd.engine.simulate import SimulationResult
 from policyd.framework.fit_error import reason_counts
 from policyd.framework.runtime import PluginScores
@@ -82,7 +82,17 @@ def explain_json(result: ScheduleResult) -> dict[str, Any]:
         "reasonCounts": reason_counts(result.diagnosis.node_to_status),
         "nodes": nodes,
         "postFilter": result.post_filter_notes,
+        "audit": [_finding_json(a) for a in result.audits],
     }
+
+
+def _finding_json(a: AuditFinding, *, nodes: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {"policy": a.policy, "plugin": a.plugin, "rule": a.rule,
+                           "reason": a.reason, "rejected": a.rejected,
+                           "considered": a.considered, "chosenViolates": a.chosen_violates}
+    if nodes:
+        out["rejectedNodes"] = list(a.rejected_nodes)
+    return out
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -124,6 +134,7 @@ def explain_text(result: ScheduleResult) -> str:
     if rejected:
         lines += ["", "Why nodes were rejected (every filter, not only the first):", *rejected]
     lines += _verdicts_text(result)
+    lines += _audit_text(result)
     for plugin, notes in result.post_filter_notes.items():
         lines += ["", f"{plugin}:", *(f"  {n}" for n in notes)]
     skipped = sorted({pl for d in result.filter_details.values() for pl, st in d.items()
@@ -136,6 +147,32 @@ def explain_text(result: ScheduleResult) -> str:
                   f"random. Weights: {weights}."]
         lines += _policy_rules_text(result)
     return "\n".join(lines)
+
+
+# Rejected nodes named per audited rule in text; json names them all.
+_NODES_LISTED = 20
+
+
+def _audit_text(result: ScheduleResult) -> list[str]:
+    """Policies in Audit mode, apart from the tables above (they filtered and scored
+    nothing): each audited rule's verdict over the feasible nodes, and the nodes it
+    would have rejected."""
+    if not result.audits:
+        return []
+    considered = result.audits[0].considered
+    out = ["", f"Audited (not enforced): judged on the {considered} feasible node(s); "
+           "they rejected and scored nothing:"]
+    for a in result.audits:
+        if a.rejected:
+            out.append(f"  {a.describe(result.node)}")
+            shown = a.rejected_nodes[:_NODES_LISTED]
+            more = len(a.rejected_nodes) - len(shown)
+            out.append(f"    would reject: {', '.join(shown)}"
+                       + (f" (+{more} more: --format json lists them)" if more else ""))
+        else:
+            out.append(f"  policy {a.policy} (Audit), rule {a.rule}: passes all "
+                       f"{a.considered} feasible node(s)")
+    return out
 
 
 def _verdicts_text(result: ScheduleResult) -> list[str]:
@@ -174,6 +211,16 @@ def _policy_rules_text(result: ScheduleResult) -> list[str]:
     return ["", "Policy score rules, raw value -> 0..100 on each node:", _table(rows)]
 
 
+def _placement_json(r: ScheduleResult) -> dict[str, Any]:
+    """One pod's outcome; `audit` only for a pod an audited policy would have
+    rejected somewhere (the findings, without node names: see explain)."""
+    out: dict[str, Any] = {"pod": r.pod.key, "node": r.node,
+                           "message": r.message if r.node is None else ""}
+    if findings := r.findings:
+        out["audit"] = [_finding_json(a, nodes=False) for a in findings]
+    return out
+
+
 def simulate_json(sim: SimulationResult, *, notes: Sequence[str] = (),
                   warnings: Sequence[str] = ()) -> dict[str, Any]:
     return {
@@ -181,9 +228,7 @@ def simulate_json(sim: SimulationResult, *, notes: Sequence[str] = (),
         "unschedulable": sum(1 for r in sim.results if r.unschedulable),
         "errors": sum(1 for r in sim.results if r.error is not None),
         "placements": [
-            {"pod": r.pod.key, "node": r.node,
-             "message": r.message if r.node is None else ""}
-            for r in sim.results
+            _placement_json(r) for r in sim.results
         ],
         "gated": [p.key for p in sim.gated],
         "skipped": [{"pod": s.pod.key, "reason": s.reason} for s in sim.skipped],
@@ -214,7 +259,10 @@ def simulate_text(sim: SimulationResult, *, notes: Sequence[str] = ()) -> str:
         out += ["", *(f"note: {n}" for n in notes)]
     out.append("")
     unsched = sum(1 for r in sim.results if r.node is None)
+    audited = sum(1 for r in sim.results if r.findings)
     out.append(f"{sim.scheduled} scheduled, {unsched} unschedulable"
+               + (f", {audited} violating a policy in Audit mode (not enforced; "
+                  "--format json lists the findings)" if audited else "")
                + (f", {len(sim.preemptions)} preempted" if sim.preemptions else "")
                + (f", {len(sim.skipped)} skipped" if sim.skipped else "")
                + (f", {len(sim.gated)} held by scheduling gates" if sim.gated else ""))

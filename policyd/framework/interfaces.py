@@ -221,6 +221,44 @@ class VerdictsPlugin(Plugin, Protocol):
         judges separately (VolumeBinding: each claim). Only explain asks."""
 
 
+@dataclass(frozen=True, slots=True)
+class AuditedRule:
+    """One filter rule of an audited policy, bound to a pod: its id and the reason a
+    node it rejects would have been given (the rule's `filter` reason)."""
+
+    rule: str
+    reason: str
+
+
+@runtime_checkable
+class AuditPlugin(Plugin, Protocol):
+    """A policy in Audit mode (`spec.mode: Audit`): its filter rules are judged, rule by
+    rule, on the nodes the enforced filters left feasible, and reject nothing; its
+    scores count nowhere. It is neither a Filter nor a Score plugin, so the runner can
+    never let it reject or score; the Framework keeps it in its own `audits`.
+
+    `audited_points` are the extension points its Enforce form has: a profile may name
+    it wherever it may name that form (switching the mode never invalidates a
+    profile), and where the profile enables it at `filter`, it is audited."""
+
+    policy_name: str
+    audited_points: frozenset[str]
+
+    def audit_bind(self, state: CycleState, pod: Pod) -> Sequence[AuditedRule]:
+        """Bind the policy's filter rules to `pod`, once per cycle: the rules active for
+        it, in order ([] when the policy does not apply: nothing to audit)."""
+
+    def audit_filter(self, state: CycleState, pod: Pod, node: NodeInfo
+                     ) -> Sequence[bool]:
+        """After `audit_bind`, the reference form: whether `node` passes each bound
+        rule, aligned with them."""
+
+    def audit_mask(self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray
+                   ) -> Sequence[BoolArray]:
+        """After `audit_bind`, the columnar form: per bound rule, which of the nodes
+        `table.infos[idx]` pass (True = passes). Must agree with `audit_filter`."""
+
+
 # The config's extension point names and the protocol that puts a plugin there.
 EXTENSION_POINTS: dict[str, type] = {
     "queueSort": QueueSortPlugin,
@@ -235,7 +273,10 @@ EXTENSION_POINTS: dict[str, type] = {
 
 
 def extension_points(plugin: object) -> frozenset[str]:
-    """The extension points `plugin` implements."""
+    """The extension points `plugin` implements; an audited policy's are those of its
+    Enforce form (where a profile may name it; the Framework audits it instead)."""
+    if isinstance(plugin, AuditPlugin):
+        return plugin.audited_points
     return frozenset(point for point, protocol in EXTENSION_POINTS.items()
                      if isinstance(plugin, protocol))
 

@@ -15,6 +15,11 @@ Which form produces what:
 - `run_filters`, `run_score`: the reference form only (`schedule_one(reference=True)`,
   explain), which the columnar form is tested against.
 
+Policies in Audit mode are neither filters nor scores here: they are sorted into
+`audits` when the Framework is built (whatever extension points the profile named them
+at), and `run_audits`/`run_audits_fast` judge their rules on the feasible nodes after
+Filter, rejecting nothing.
+
 Filters run plugin by plugin over the still-feasible nodes: since a node's result is its
 first rejecting plugin, this gives exactly upstream's node-by-node outcome.
 """
@@ -26,6 +31,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter
+from typing import TypeVar, cast
 
 import numpy as np
 
@@ -33,6 +39,8 @@ from policyd.framework.cycle_state import CycleState
 from policyd.framework.events import ClusterEventWithHint, registrations
 from policyd.framework.fit_error import Diagnosis
 from policyd.framework.interfaces import (
+    AuditedRule,
+    AuditPlugin,
     BindingHandle,
     ColumnarFilterPlugin,
     ColumnarNormalizePlugin,
@@ -59,6 +67,8 @@ from policyd.model.records import Pod
 from policyd.model.table import BoolArray, IntArray, NodeTable
 
 _log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0
@@ -120,6 +130,44 @@ class BoundScore:
         )
 
 
+AuditBindFn = Callable[[CycleState, Pod], Sequence[AuditedRule]]
+AuditFilterFn = Callable[[CycleState, Pod, NodeInfo], Sequence[bool]]
+AuditMaskFn = Callable[[CycleState, Pod, NodeTable, IntArray], Sequence[BoolArray]]
+
+
+@dataclass(frozen=True, slots=True)
+class BoundAudit:
+    """An audited policy's forms, bound once."""
+
+    name: str
+    policy: str
+    bind: AuditBindFn
+    filter: AuditFilterFn
+    mask: AuditMaskFn
+
+    @classmethod
+    def of(cls, plugin: AuditPlugin) -> BoundAudit:
+        return cls(plugin.name, plugin.policy_name, plugin.audit_bind, plugin.audit_filter,
+                   plugin.audit_mask)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditOutcome:
+    """One audited rule over the nodes it was given: `rejected` holds the positions
+    (into those nodes, ascending) of the nodes it would have rejected."""
+
+    plugin: str
+    policy: str
+    rule: str
+    reason: str
+    rejected: IntArray
+
+
+def _enforced(plugins: Sequence[T]) -> list[T]:
+    """`plugins` without the audited policies a profile named at that point."""
+    return [p for p in plugins if not isinstance(p, AuditPlugin)]
+
+
 @dataclass(slots=True)
 class PluginScores:
     """One score plugin's scores over the feasible nodes, aligned with them."""
@@ -150,7 +198,7 @@ class Framework:
         *,
         queue_sort: QueueSortPlugin | None = None,
         pre_filter: Sequence[PreFilterPlugin] = (),
-        filter: Sequence[FilterPlugin] = (),
+        filter: Sequence[FilterPlugin | AuditPlugin] = (),
         pre_score: Sequence[PreScorePlugin] = (),
         score: Sequence[WeightedScorePlugin] = (),
         post_filter: Sequence[PostFilterPlugin] = (),
@@ -160,15 +208,23 @@ class Framework:
     ) -> None:
         self.profile_name = profile_name
         self.queue_sort = queue_sort
-        self.pre_filter_plugins = list(pre_filter)
-        self.filter_plugins = list(filter)
-        self.pre_score_plugins = list(pre_score)
+        # An audited policy goes wherever the profile puts its Enforce form; it is
+        # audited where that form would filter, and nowhere else: not a PreFilter
+        # (it binds its rules itself), not a Filter (it rejects nothing), not a
+        # PreScore or Score (its scores do not count).
+        self.audits: tuple[BoundAudit, ...] = tuple(
+            BoundAudit.of(p) for p in filter if isinstance(p, AuditPlugin))
+        filters = cast(list[FilterPlugin], _enforced(filter))
+        score = [wp for wp in score if not isinstance(wp.plugin, AuditPlugin)]
+        self.pre_filter_plugins = _enforced(pre_filter)
+        self.filter_plugins = filters
+        self.pre_score_plugins = _enforced(pre_score)
         self.score_plugins = list(score)
         self.post_filter_plugins = list(post_filter)
         self.reserve_plugins = list(reserve)
         self.pre_bind_plugins = list(pre_bind)
         # Each plugin's forms, bound once here: the cycle only loops over these.
-        self.filters: tuple[BoundFilter, ...] = tuple(map(BoundFilter.of, filter))
+        self.filters: tuple[BoundFilter, ...] = tuple(map(BoundFilter.of, filters))
         self.scores: tuple[BoundScore, ...] = tuple(map(BoundScore.of, score))
         self.rng = random.Random(seed)
         # Called with (extension point, plugin, seconds) after each plugin call when set:
@@ -451,6 +507,46 @@ class Framework:
         # turning thousands of tied indices (identical nodes) into a list.
         return int(tied[self.rng.randrange(tied.size)])
 
+    # Audit: policies in Audit mode, after Filter, over the feasible nodes.
+    def run_audits(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+                   ) -> list[AuditOutcome]:
+        """Each audited rule's verdict on `nodes`, from the reference `audit_filter`
+        (what the columnar form is tested against, and explain's answer)."""
+        out: list[AuditOutcome] = []
+        for ba in self.audits:
+            try:
+                rules = ba.bind(state, pod)
+                if not rules:
+                    continue
+                f = ba.filter
+                verdicts = [f(state, pod, n) for n in nodes]
+            except Exception:
+                _audit_failed(ba.name, pod)
+                continue
+            for j, r in enumerate(rules):
+                rejected = np.array([i for i, v in enumerate(verdicts) if not v[j]], np.int64)
+                out.append(AuditOutcome(ba.name, ba.policy, r.rule, r.reason, rejected))
+        return out
+
+    def run_audits_fast(self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray
+                        ) -> list[AuditOutcome]:
+        """`run_audits` over the NodeTable rows `idx`: one mask per rule."""
+        out: list[AuditOutcome] = []
+        timer = self.plugin_timer
+        for ba in self.audits:
+            try:
+                t0 = perf_counter()
+                rules = ba.bind(state, pod)
+                masks = ba.mask(state, pod, table, idx) if rules else ()
+                if timer is not None:
+                    timer("Audit", ba.name, perf_counter() - t0)
+            except Exception:
+                _audit_failed(ba.name, pod)
+                continue
+            out.extend(AuditOutcome(ba.name, ba.policy, r.rule, r.reason, np.flatnonzero(~m))
+                       for r, m in zip(rules, masks, strict=True))
+        return out
+
     def queueing_hints(self) -> list[tuple[str, ClusterEventWithHint]]:
         """Every (plugin, registered event) of the plugins that can reject a pod
         (PreFilter and Filter), each plugin once: what the scheduling queue consults
@@ -552,6 +648,13 @@ class Framework:
         if self.queue_sort is None:
             return a.creation_timestamp < b.creation_timestamp
         return self.queue_sort.less(a, b)
+
+
+def _audit_failed(plugin: str, pod: Pod) -> None:
+    """An audited policy that raises is a bug to report, never a reason to fail the
+    cycle: the point of Audit mode is that the policy cannot disturb scheduling."""
+    _log.exception("auditing plugin %r for pod %s failed; its rules are not audited in "
+                   "this cycle", plugin, pod.key)
 
 
 def _error(point: str, plugin: str, exc: Exception) -> Status:

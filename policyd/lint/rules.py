@@ -94,6 +94,8 @@ RULES: tuple[Rule, ...] = (
     Rule("score-range", _W, "points that `none` will clamp; normalization that stretches "
                             "allocation scores"),
     Rule("useless-policy", _W, "neither filters nor scores"),
+    Rule("audit-scores", _W, "scores on a policy in Audit mode: they do not count (only "
+                             "its filters are audited) until it is enforced"),
     Rule("message", (ERROR, WARNING), "a filter `message` with a line break (error), with "
                                       "`\", \"` or leading/trailing whitespace (warnings): "
                                       "each breaks the one-line FailedScheduling text"),

@@ -8,7 +8,8 @@ the pod's requests, the annotation value to look for). The per-node Filter/Score
 only read node fields and compare.
 
 A plugin only has the extension points its policy uses: a filter-only policy has no
-Score methods, so profiles and the runner see exactly what it does.
+Score methods, so profiles and the runner see exactly what it does. A policy in Audit
+mode has none of them: it compiles to an `AuditedPolicy`, which the Framework audits.
 
 What each rule kind does with missing data is in its module's docstring (and in
 docs/policy-language.md); `rules/normalization.py` says how missing score values
@@ -26,11 +27,12 @@ import numpy as np
 
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.events import ClusterEventWithHint
+from policyd.framework.interfaces import AuditedRule
 from policyd.framework.status import Code, Status
 from policyd.model.node_info import NodeInfo
 from policyd.model.node_metrics import MetricsReader
 from policyd.model.records import Pod
-from policyd.policy.policy_schema import ENFORCE
+from policyd.policy.policy_schema import AUDIT, ENFORCE
 from policyd.policy.requeue import policy_events
 from policyd.policy.rules.applies_to import AppliesTo
 from policyd.policy.rules.base import FilterRule, NodeCheck, ScoreRule
@@ -122,16 +124,10 @@ class _Filters:
 
     def pre_filter(self, state: CycleState, pod: Pod,
                    nodes: Sequence[NodeInfo]) -> tuple[set[str] | None, Status | None]:
-        if not self.applies(pod):
-            return None, Status.skip()
-        bound = []
-        for rule in self.filter_rules:
-            check = rule.bind(self, pod)  # type: ignore[arg-type]
-            if check is not None:
-                bound.append((check, rule))
+        bound = _bind_filters(self, pod)  # type: ignore[arg-type]
         if not bound:
             return None, Status.skip()
-        state.write(self._filter_key, tuple(bound))
+        state.write(self._filter_key, bound)
         return None, None
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
@@ -261,6 +257,58 @@ class _Scores:
                                                     strict=True)}
 
 
+BoundFilters = tuple[tuple[NodeCheck, FilterRule], ...]
+
+
+def _bind_filters(policy: CompiledPolicy, pod: Pod) -> BoundFilters:
+    """The policy's filter rules active for `pod`, each with its per-node check; none
+    when the policy does not apply to it."""
+    if not policy.applies(pod):
+        return ()
+    bound = []
+    for rule in policy.filter_rules:
+        check = rule.bind(policy, pod)
+        if check is not None:
+            bound.append((check, rule))
+    return tuple(bound)
+
+
+class AuditedPolicy(CompiledPolicy):
+    """A policy in Audit mode (spec.mode: Audit): an `AuditPlugin`, not a Filter or a
+    Score plugin, so the Framework audits its filter rules and never lets it reject
+    or score. Its `audited_points` are those its Enforce form would have, so a
+    profile that names the policy stays valid whichever mode it is in."""
+
+    def __init__(self, doc: Mapping[str, Any], source: str = "") -> None:
+        super().__init__(doc, source)
+        self.audited_points: frozenset[str] = (
+            (_FILTER_POINTS if self.filter_rules else frozenset())
+            | (_SCORE_POINTS if self.score_rules else frozenset()))
+        self._audit_key = f"{self.name}/audit"
+
+    def audit_bind(self, state: CycleState, pod: Pod) -> Sequence[AuditedRule]:
+        bound = _bind_filters(self, pod)
+        state.write(self._audit_key, bound)
+        return [AuditedRule(rule.id, rule.message) for _, rule in bound]
+
+    def audit_filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> list[bool]:
+        bound: BoundFilters = state.read(self._audit_key)
+        return [check(node) for check, _ in bound]
+
+    def audit_mask(self, state: CycleState, pod: Pod, table: NodeTable,
+                   idx: IntArray) -> list[BoolArray]:
+        """Each rule over all of `idx` (not only the nodes earlier rules passed, as
+        `filter_mask` does): each rule's count is its own."""
+        bound: BoundFilters = state.read(self._audit_key)
+        return [rule.mask(check, self, pod, table, idx) for check, rule in bound]
+
+
+# The extension points of the Enforce form of a policy with filter rules, with score
+# rules (what `_Filters` and `_Scores` implement; tests hold the two in step).
+_FILTER_POINTS = frozenset({"preFilter", "filter"})
+_SCORE_POINTS = frozenset({"preScore", "score"})
+
+
 class FilterPolicy(_Filters, CompiledPolicy):
     """A policy with filter rules only."""
 
@@ -276,6 +324,8 @@ class FilterScorePolicy(_Filters, _Scores, CompiledPolicy):
 def compile_policy(doc: Mapping[str, Any], source: str = "") -> CompiledPolicy:
     """Compile a policy document that passed validation (schema and semantics)."""
     spec = doc["spec"]
+    if spec.get("mode", ENFORCE) == AUDIT:
+        return AuditedPolicy(doc, source)
     has_filters = bool(spec.get("filters"))
     has_scores = bool(spec.get("scores"))
     cls: type[CompiledPolicy]

@@ -19,6 +19,7 @@ skips what the schema already reports. Each check yields `Problem`s with a rule 
   that stretches values already in 0..100;
 - `number`: infinities and NaN (`.inf`, `.nan`);
 - `useless-policy` (warning): neither filters nor scores;
+- `audit-scores` (warning): scores on a policy in Audit mode, which never count;
 - `message`: a filter message with a line break (error), with ", " or leading or
   trailing whitespace (warnings): each breaks the one-line FailedScheduling text.
 """
@@ -36,6 +37,7 @@ from policyd.model.quantity import parse_quantity
 from policyd.model.spelling import show_value
 from policyd.plugins import names as builtin
 from policyd.policy import jmes
+from policyd.policy.policy_schema import AUDIT
 from policyd.problems import ERROR, WARNING, Problem
 from policyd.sourcefile import JsonPath, SourceDocument
 
@@ -204,6 +206,12 @@ class _Checker:
                 if isinstance(rule, Mapping):
                     self.rule_id(("spec", "scores", i), rule, ids)
                     self.score_rule(("spec", "scores", i), rule)
+        if spec.get("mode") == AUDIT and isinstance(scores, list) and scores:
+            # Audit mode judges filters only: weights and rules here change nothing
+            # until the policy is enforced, which a reader of the file would not guess.
+            self.add(("spec", "scores"), "audit-scores",
+                     "the policy is in Audit mode: its scores do not count (only its "
+                     "filters are audited) until spec.mode is Enforce", level=WARNING)
         if not filters and not scores and "filters" not in spec and "scores" not in spec:
             self.add(("spec",), "useless-policy",
                      "the policy has neither filters nor scores, so it does nothing",
