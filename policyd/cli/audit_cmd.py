@@ -177,8 +177,7 @@ def audit_text(result: AuditResult) -> str:
     for v in result.violations:
         by_policy.setdefault(v.policy, []).append(
             f"  {v.pod} on {v.node}: rule {v.rule}: {v.message}")
-    for name, entries in sorted(by_policy.items(),
-                                key=lambda kv: _policy_order(result, kv[0])):
+    for name, entries in by_policy.items():  # violations are sorted by policy
         checks = modes[name]
         lines.append(f"policy {name} ({checks.mode}, plugin {checks.plugin}):")
         lines.extend(entries)
@@ -193,13 +192,19 @@ def audit_text(result: AuditResult) -> str:
         kinds: dict[str, int] = {}
         for s in result.skipped:
             kinds[s.kind] = kinds.get(s.kind, 0) + 1
-        lines.append(f"{len(result.skipped)} bound pods not audited: "
-                     + ", ".join(f"{n} {kind}" for kind, n in kinds.items()))
+        n = len(result.skipped)
+        lines.append(f"{n} bound pod{'s' if n != 1 else ''} not audited: "
+                     + ", ".join(f"{count} {_SKIP_WORDS.get(kind, kind)}"
+                                 for kind, count in kinds.items()))
     return "\n".join(lines)
 
 
-def _policy_order(result: AuditResult, name: str) -> int:
-    return next(i for i, p in enumerate(result.policies) if p.policy == name)
+_SKIP_WORDS = {
+    "finished": "finished",
+    "terminating": "terminating",
+    "node-missing": "on a node not in the cluster read",
+    "not-served": "of schedulers no profile serves (--all-schedulers audits them)",
+}
 
 
 def audit_json(result: AuditResult, *, warnings: Sequence[str] = ()) -> dict[str, Any]:

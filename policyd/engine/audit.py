@@ -108,14 +108,16 @@ class AuditResult:
     violations: list[Violation]
     skipped: list[SkippedPod]
     checked: int  # bound pods audited (whether or not a policy applies to them)
-    policies: list[PolicyChecks]  # every policy audited, in the order first met
+    policies: list[PolicyChecks]  # every policy that applied to a pod, by name
 
     def violating_pods(self) -> dict[str, int]:
-        """metadata.name -> number of distinct pods violating the policy, in policy order."""
-        pods: dict[str, set[str]] = {p.policy: set() for p in self.policies}
+        """metadata.name -> number of distinct pods violating the policy, most first
+        (then by name)."""
+        pods: dict[str, set[str]] = {}
         for v in self.violations:
             pods.setdefault(v.policy, set()).add(v.pod)
-        return {name: len(keys) for name, keys in pods.items() if keys}
+        return dict(sorted(((name, len(keys)) for name, keys in pods.items()),
+                           key=lambda kv: (-kv[1], kv[0])))
 
 
 # Which policies judge a pod: the pod's profile's, or None when the pod is not audited.
@@ -135,7 +137,8 @@ def audit(cluster: ClusterState, pods: Iterable[Pod], choose: PolicyChooser) -> 
     """Audit each bound pod of `pods` (pending ones are ignored) on `cluster`, which
     holds them on their nodes and is left exactly as it was."""
     result = AuditResult([], [], 0, [])
-    checks: dict[int, PolicyChecks] = {}  # by id(policy): one entry per policy object
+    # By metadata.name: profiles that load the same policy file share one entry.
+    checks: dict[str, PolicyChecks] = {}
     by_node: dict[str, list[tuple[Pod, Sequence[AuditedPolicy]]]] = {}
     for pod in pods:
         if not pod.node_name:
@@ -153,7 +156,7 @@ def audit(cluster: ClusterState, pods: Iterable[Pod], choose: PolicyChooser) -> 
         for pod, policies in placed:
             result.checked += 1
             _audit_pod(cluster, info, pod, policies, checks, result.violations)
-    result.policies = list(checks.values())
+    result.policies = sorted(checks.values(), key=lambda c: c.policy)
     result.violations.sort(key=lambda v: (v.policy, v.pod, v.rule))
     return result
 
@@ -178,15 +181,15 @@ def _skip(pod: Pod, cluster: ClusterState,
 
 
 def _audit_pod(cluster: ClusterState, info: NodeInfo, pod: Pod,
-               policies: Sequence[AuditedPolicy], checks: dict[int, PolicyChecks],
+               policies: Sequence[AuditedPolicy], checks: dict[str, PolicyChecks],
                violations: list[Violation]) -> None:
     asked: list[tuple[AuditedPolicy, AuditedRule, Callable[[NodeInfo], bool]]] = []
     for policy in policies:
         if not policy.filter_rules or not policy.applies(pod):
             continue
-        entry = checks.get(id(policy))
+        entry = checks.get(policy.policy_name)
         if entry is None:
-            entry = checks[id(policy)] = PolicyChecks(policy.policy_name, policy.name,
+            entry = checks[policy.policy_name] = PolicyChecks(policy.policy_name, policy.name,
                                                       policy.mode)
         entry.pods.append((pod.key, info.name))
         for rule in policy.filter_rules:
