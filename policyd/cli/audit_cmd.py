@@ -31,6 +31,7 @@ from policyd.errors import EXIT_OK, EXIT_PROBLEMS, PolicydError
 if TYPE_CHECKING:  # the engine loads only when the command runs
     from policyd.engine.audit import AuditResult, PolicyChooser
     from policyd.framework.runtime import Framework
+    from policyd.lint.reporters.junit_xml import Suite
     from policyd.model.cluster_files import Snapshot
     from policyd.policy.compiler import CompiledPolicy
 
@@ -231,7 +232,7 @@ def audit_json(result: AuditResult, *, warnings: Sequence[str] = ()) -> dict[str
     }
 
 
-def junit_suites(result: AuditResult) -> list[Any]:
+def junit_suites(result: AuditResult) -> list[Suite]:
     """A suite per policy audited, a case per pod it applies to, a failure per
     violated rule."""
     from policyd.lint.reporters.junit_xml import Case, Failure, Suite
