@@ -5,7 +5,15 @@ from __future__ import annotations
 import typer
 
 from policyd import KUBERNETES_VERSION, __version__
-from policyd.cli import check_config_cmd, demo_cmd, lint_cmd, run_cmd, schedule_cmds, test_cmd
+from policyd.cli import (
+    audit_cmd,
+    check_config_cmd,
+    demo_cmd,
+    lint_cmd,
+    run_cmd,
+    schedule_cmds,
+    test_cmd,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -16,6 +24,7 @@ def register(app: typer.Typer) -> None:
     app.command("test")(test_cmd.test)
     app.command("explain")(schedule_cmds.explain)
     app.command("simulate")(schedule_cmds.simulate)
+    app.command("audit")(audit_cmd.audit)
     app.command("run")(run_cmd.run)
     app.command("demo")(demo_cmd.demo)
 

@@ -1,0 +1,252 @@
+"""`policyd audit`: which bound pods run on a node their policies' filters reject now.
+
+The CI gate for a policy change: run the new policies against the cluster's real
+placement and fail when a pod already there would violate them. The policies are found
+as explain and simulate find them (`frameworks_for`): with --config, each profile's
+Framework is what the daemon runs, so a pod is judged by exactly the policies its
+profile filters with (a policy the profile disables is not audited); the policy
+plugins are taken from the Framework rather than loaded a second time.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from policyd.cli.schedule_cmds import (
+    ClusterOpt,
+    ConfigOpt,
+    FieldValidation,
+    PoliciesOpt,
+    ValidateOpt,
+)
+from policyd.errors import EXIT_OK, EXIT_PROBLEMS, PolicydError
+
+if TYPE_CHECKING:  # the engine loads only when the command runs
+    from policyd.engine.audit import AuditResult, PolicyChooser
+    from policyd.framework.runtime import Framework
+    from policyd.lint.reporters.junit_xml import Suite
+    from policyd.model.cluster_files import Snapshot
+    from policyd.policy.compiler import CompiledPolicy
+
+# The version of the JSON output's shape; bumped only on an incompatible change.
+JSON_VERSION = 1
+
+
+class AuditFormat(StrEnum):
+    text = "text"
+    json = "json"
+    junit = "junit"
+
+
+class FailOn(StrEnum):
+    """Which violations make the exit code 1."""
+
+    any = "any"
+    enforce = "enforce"
+
+
+def audit(
+    cluster: ClusterOpt,
+    # --- the lead adds --kubeconfig/--context here after the live helper's merge; the
+    # only other change is in `_read_snapshot` below ---
+    policies: PoliciesOpt = None,
+    config: ConfigOpt = None,
+    namespace: Annotated[str | None, typer.Option(
+        "--namespace", "-n", help="Audit only the pods of this namespace (the others "
+        "still count on their nodes).")] = None,
+    all_schedulers: Annotated[bool, typer.Option(
+        "--all-schedulers", help="With --config: also audit pods no profile serves "
+        "(other schedulers'), against every policy of every profile.")] = False,
+    output: Annotated[AuditFormat, typer.Option("--format", "-o",
+                                                help="Output format.")] = AuditFormat.text,
+    fail_on: Annotated[FailOn, typer.Option(
+        "--fail-on", help="Violations that fail the run: any, or only those of "
+        "Enforce-mode policies (Audit-mode ones are still reported).")] = FailOn.any,
+    validate: ValidateOpt = FieldValidation.strict,
+) -> None:
+    """Audit bound pods: for each, which filter rules of the policies that apply to it
+    reject the node it runs on now (after a policy change or a node's labels drifted).
+
+    Each rule is asked about the node as it is, with the pod itself taken off it, as
+    the scheduler saw it before placing the pod: a headroom or maxPodsPerNode rule does
+    not count a pod against itself. Policies in both modes are audited; each violation
+    names the policy's mode. Scores are not audited (a score ranks nodes, it cannot be
+    violated). Without --config every bound pod is audited against the --policies;
+    with --config a pod is audited against the policies of the profile its
+    schedulerName names, and pods of other schedulers are skipped unless
+    --all-schedulers. Finished and terminating pods, and pods on a node the snapshot
+    does not hold, are listed as skipped.
+
+    Exit 0 when no pod violates a policy, 1 when one does (see --fail-on), 2 for bad
+    input (including unknown fields, unless --validate says otherwise)."""
+    from policyd.cli.schedule_cmds import frameworks_for
+    from policyd.engine.audit import audit as run
+    from policyd.policy.policy_schema import ENFORCE
+
+    if config is None and not policies:
+        raise PolicydError("nothing to audit: give the policies with --policies PATH "
+                         "and/or a profile with --config")
+    snap = _read_snapshot(cluster, validate)
+    frameworks = frameworks_for(config, policies or [], None)
+    choose = _policy_chooser(frameworks, by_profile=config is not None,
+                             all_schedulers=all_schedulers)
+    pods = [p for p in snap.pods if namespace is None or p.namespace == namespace]
+    result = run(snap.cluster(), pods, choose)
+    for w in snap.warnings:
+        print(f"policyd: warning: {w}", file=sys.stderr)
+    if output is AuditFormat.json:
+        typer.echo(json.dumps(audit_json(result, warnings=snap.warnings), indent=2))
+    elif output is AuditFormat.junit:
+        from policyd.lint.reporters import junit_xml
+
+        sys.stdout.write(junit_xml.render("policyd audit", junit_suites(result)))
+    else:
+        typer.echo(audit_text(result))
+    failing = [v for v in result.violations
+               if fail_on is FailOn.any or v.mode == ENFORCE]
+    raise typer.Exit(EXIT_PROBLEMS if failing else EXIT_OK)
+
+
+def _read_snapshot(cluster: Path, validate: FieldValidation) -> Snapshot:
+    """What is audited, as one Snapshot. The lead's live-read merge adds the
+    --kubeconfig branch here (the live helper's cluster read), nothing else changes."""
+    from policyd.cli.schedule_cmds import _load_cluster
+
+    return _load_cluster(cluster, validate)
+
+
+def profile_policies(fw: Framework) -> tuple[CompiledPolicy, ...]:
+    """The compiled policies a profile filters with, in the profile's order: what the
+    daemon asks about every node for the profile's pods."""
+    from policyd.policy.compiler import CompiledPolicy
+
+    # An Audit-mode policy is a filter plugin on main today; once the Framework keeps
+    # audited policies apart (audit mode's own tuple), they must be added here.
+    return tuple(p for p in fw.filter_plugins if isinstance(p, CompiledPolicy))
+
+
+def _policy_chooser(frameworks: Mapping[str, Framework], *, by_profile: bool,
+                    all_schedulers: bool) -> PolicyChooser:
+    """Without a profile file the policies judge every pod (no profile says whose
+    pods they are: the CI question is "does anything running violate them?"). With
+    one, a pod gets its profile's policies, as the daemon would have filtered it."""
+    from policyd.engine.audit import by_scheduler
+
+    per_profile = {name: profile_policies(fw) for name, fw in frameworks.items()}
+    union: dict[str, CompiledPolicy] = {}
+    for found in per_profile.values():
+        for p in found:
+            union.setdefault(p.policy_name, p)
+    everything = tuple(union.values())
+    if not by_profile:
+        return by_scheduler({}, everything)
+    return by_scheduler(per_profile, everything if all_schedulers else None)
+
+
+# ---- output ----------------------------------------------------------------------
+
+def summary_line(result: AuditResult) -> str:
+    """`3 pods violate 2 policies (hw-encrypt: 2, env-prod: 1); 120 pods checked`."""
+    per_policy = result.violating_pods()
+    checked = f"{result.checked} pod{'s' if result.checked != 1 else ''} checked"
+    if not per_policy:
+        return f"no violations; {checked}"
+    pods = len({v.pod for v in result.violations})
+    counts = ", ".join(f"{name}: {n}" for name, n in per_policy.items())
+    return (f"{pods} pod{'s' if pods != 1 else ''} violate{'s' if pods == 1 else ''} "
+            f"{len(per_policy)} polic{'ies' if len(per_policy) != 1 else 'y'} "
+            f"({counts}); {checked}")
+
+
+# Skipped pods listed one per line in text; the other kinds are counted (a cluster
+# holds many finished pods, and other schedulers' pods are not this profile's business).
+_LISTED_SKIPS = ("node-missing", "terminating")
+_MAX_LISTED = 20
+
+
+def audit_text(result: AuditResult) -> str:
+    lines: list[str] = []
+    modes = {p.policy: p for p in result.policies}
+    by_policy: dict[str, list[str]] = {}
+    for v in result.violations:
+        by_policy.setdefault(v.policy, []).append(
+            f"  {v.pod} on {v.node}: rule {v.rule}: {v.message}")
+    for name, entries in by_policy.items():  # violations are sorted by policy
+        checks = modes[name]
+        lines.append(f"policy {name} ({checks.mode}, plugin {checks.plugin}):")
+        lines.extend(entries)
+    listed = [s for s in result.skipped if s.kind in _LISTED_SKIPS]
+    for s in listed[:_MAX_LISTED]:
+        lines.append(f"skipped {s.pod}: {s.reason}")
+    if len(listed) > _MAX_LISTED:
+        lines.append(f"... and {len(listed) - _MAX_LISTED} more skipped pods "
+                     "(--format json lists them all)")
+    lines.append(summary_line(result))
+    if result.skipped:
+        kinds: dict[str, int] = {}
+        for s in result.skipped:
+            kinds[s.kind] = kinds.get(s.kind, 0) + 1
+        n = len(result.skipped)
+        lines.append(f"{n} bound pod{'s' if n != 1 else ''} not audited: "
+                     + ", ".join(f"{count} {_SKIP_WORDS.get(kind, kind)}"
+                                 for kind, count in kinds.items()))
+    return "\n".join(lines)
+
+
+_SKIP_WORDS = {
+    "finished": "finished",
+    "terminating": "terminating",
+    "node-missing": "on a node not in the cluster read",
+    "not-served": "of schedulers no profile serves (--all-schedulers audits them)",
+}
+
+
+def audit_json(result: AuditResult, *, warnings: Sequence[str] = ()) -> dict[str, Any]:
+    """The documented shape (version 1): `violations` sorted by policy, pod, rule;
+    `policies` with each one's mode and the number of pods it applies to (`checked`)
+    and violates (`violating`); `skipped` with a stable `kind`; `summary`."""
+    violating = result.violating_pods()
+    return {
+        "version": JSON_VERSION,
+        "violations": [{"pod": v.pod, "node": v.node, "policy": v.policy,
+                        "plugin": v.plugin, "rule": v.rule, "mode": v.mode,
+                        "message": v.message} for v in result.violations],
+        "policies": [{"policy": p.policy, "plugin": p.plugin, "mode": p.mode,
+                      "checked": len(p.pods), "violating": violating.get(p.policy, 0)}
+                     for p in result.policies],
+        "skipped": [{"pod": s.pod, "node": s.node, "kind": s.kind, "reason": s.reason}
+                    for s in result.skipped],
+        "summary": {"checked": result.checked,
+                    "violatingPods": len({v.pod for v in result.violations}),
+                    "violations": len(result.violations),
+                    "violatedPolicies": len(violating),
+                    "skipped": len(result.skipped)},
+        "warnings": list(warnings),
+    }
+
+
+def junit_suites(result: AuditResult) -> list[Suite]:
+    """A suite per policy audited, a case per pod it applies to, a failure per
+    violated rule."""
+    from policyd.lint.reporters.junit_xml import Case, Failure, Suite
+
+    found: dict[tuple[str, str], list[Failure]] = {}
+    for v in result.violations:
+        found.setdefault((v.policy, v.pod), []).append(Failure(
+            f"rule {v.rule}: {v.message}",
+            f"pod {v.pod} on node {v.node}: policy {v.policy} ({v.mode}), "
+            f"rule {v.rule}: {v.message}"))
+    return [Suite(f"policy {p.policy} ({p.mode})",
+                  [Case(f"{pod} on {node}", p.policy, tuple(found.get((p.policy, pod), ())))
+                   for pod, node in p.pods])
+            for p in result.policies]
+
+
+__all__ = ["audit"]

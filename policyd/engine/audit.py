@@ -1,0 +1,208 @@
+"""Which bound pods sit on a node that their policies' filter rules reject now.
+
+A policy change or a node's label drift can leave pods on nodes the scheduler would no
+longer pick for them; nothing evicts them, so nothing says so. `audit` asks each filter
+RULE of each policy that applies to a bound pod about the pod's node as it is now, with
+the pod itself taken off that node for the question (`ClusterState.what_if`): the
+scheduler asked the same question with the pod not yet there, so a headroom or
+maxPodsPerNode rule never counts the pod against itself, and a pod that fitted when it
+was placed, on a node that did not change, still passes.
+
+Capacity rules (headroom, maxPodsPerNode) judge the node with all its other pods: when a
+node is over such a limit, every pod the policy applies to there is reported, since
+which one arrived last is not in the snapshot and removing any one of them is what
+the rule asks for. Scores are not audited: a score ranks nodes, it cannot be violated.
+
+Rules are asked through their per-node reference form (`bind`, then the check per
+node), the form every rejection reason comes from; pods are grouped by node so each
+node's record is looked up once.
+
+The engine does not import the policy package (the layers contract): a policy is
+anything with the shape of `AuditedPolicy`, as `CompiledPolicy` has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from policyd.engine.profiles import scheduler_name_words
+from policyd.model.cluster import ClusterState
+from policyd.model.node_info import NodeInfo
+from policyd.model.records import Pod
+
+# Why a bound pod was not audited (SkippedPod.kind), stable for JSON consumers.
+FINISHED = "finished"
+TERMINATING = "terminating"
+NODE_MISSING = "node-missing"
+NOT_SERVED = "not-served"
+
+
+class AuditedRule(Protocol):
+    """A filter rule as the audit asks it (`policyd.policy.rules.base.FilterRule`)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def message(self) -> str: ...
+
+    def bind(self, policy: Any, pod: Pod) -> Callable[[NodeInfo], bool] | None: ...
+
+
+class AuditedPolicy(Protocol):
+    """A compiled policy as the audit reads it (`policyd.policy.compiler.CompiledPolicy`)."""
+
+    @property
+    def name(self) -> str: ...  # spec.pluginName
+
+    @property
+    def policy_name(self) -> str: ...  # metadata.name
+
+    @property
+    def mode(self) -> str: ...  # Enforce | Audit
+
+    @property
+    def filter_rules(self) -> Sequence[AuditedRule]: ...
+
+    def applies(self, pod: Pod) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """A filter rule of a policy that rejects the node a bound pod runs on."""
+
+    pod: str  # namespace/name
+    node: str
+    policy: str  # metadata.name
+    plugin: str  # spec.pluginName
+    rule: str  # the rule's id
+    mode: str  # the policy's spec.mode: Enforce or Audit
+    message: str  # the rule's rejection message, as the scheduler would say it
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedPod:
+    """A bound pod that was not audited; `kind` is one of the constants above."""
+
+    pod: str
+    node: str
+    kind: str
+    reason: str
+
+
+@dataclass(slots=True)
+class PolicyChecks:
+    """One policy's part of an audit: the bound pods it applies to, each with its node
+    (every one was checked; its violations are in the result's `violations`)."""
+
+    policy: str
+    plugin: str
+    mode: str
+    pods: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class AuditResult:
+    violations: list[Violation]
+    skipped: list[SkippedPod]
+    checked: int  # bound pods audited (whether or not a policy applies to them)
+    policies: list[PolicyChecks]  # every policy that applied to a pod, by name
+
+    def violating_pods(self) -> dict[str, int]:
+        """metadata.name -> number of distinct pods violating the policy, most first
+        (then by name)."""
+        pods: dict[str, set[str]] = {}
+        for v in self.violations:
+            pods.setdefault(v.policy, set()).add(v.pod)
+        return dict(sorted(((name, len(keys)) for name, keys in pods.items()),
+                           key=lambda kv: (-kv[1], kv[0])))
+
+
+# Which policies judge a pod: the pod's profile's, or None when the pod is not audited.
+PolicyChooser = Callable[[Pod], Sequence[AuditedPolicy] | None]
+
+
+def by_scheduler(profiles: Mapping[str, Sequence[AuditedPolicy]],
+                 others: Sequence[AuditedPolicy] | None = None) -> PolicyChooser:
+    """The policies of the profile whose schedulerName the pod names; `others` for a
+    pod no profile serves (None: such pods are skipped)."""
+    def choose(pod: Pod) -> Sequence[AuditedPolicy] | None:
+        return profiles.get(pod.scheduler_name, others)
+    return choose
+
+
+def audit(cluster: ClusterState, pods: Iterable[Pod], choose: PolicyChooser) -> AuditResult:
+    """Audit each bound pod of `pods` (pending ones are ignored) on `cluster`, which
+    holds them on their nodes and is left exactly as it was."""
+    result = AuditResult([], [], 0, [])
+    # By metadata.name: profiles that load the same policy file share one entry.
+    checks: dict[str, PolicyChecks] = {}
+    by_node: dict[str, list[tuple[Pod, Sequence[AuditedPolicy]]]] = {}
+    for pod in pods:
+        if not pod.node_name:
+            continue
+        policies = choose(pod)
+        skip = _skip(pod, cluster, policies)
+        if skip is not None:
+            result.skipped.append(skip)
+            continue
+        assert policies is not None  # _skip says why otherwise
+        by_node.setdefault(pod.node_name, []).append((pod, policies))
+    for node_name, placed in by_node.items():
+        info = cluster.get(node_name)
+        assert info is not None  # _skip reported pods whose node is missing
+        for pod, policies in placed:
+            result.checked += 1
+            _audit_pod(cluster, info, pod, policies, checks, result.violations)
+    result.policies = sorted(checks.values(), key=lambda c: c.policy)
+    result.violations.sort(key=lambda v: (v.policy, v.pod, v.rule))
+    return result
+
+
+def _skip(pod: Pod, cluster: ClusterState,
+          policies: Sequence[AuditedPolicy] | None) -> SkippedPod | None:
+    if pod.finished:
+        return SkippedPod(pod.key, pod.node_name, FINISHED,
+                          f"finished (status.phase is {pod.phase})")
+    if pod.deleting:
+        return SkippedPod(pod.key, pod.node_name, TERMINATING,
+                          "being deleted (metadata.deletionTimestamp is set)")
+    if cluster.get(pod.node_name) is None:
+        return SkippedPod(pod.key, pod.node_name, NODE_MISSING,
+                          f"bound to node {pod.node_name}, which is not in the cluster "
+                          "read (a node deleted, or a partial snapshot)")
+    if policies is None:
+        return SkippedPod(pod.key, pod.node_name, NOT_SERVED,
+                          f"schedulerName {scheduler_name_words(pod)} is not served by "
+                          "the profile")
+    return None
+
+
+def _audit_pod(cluster: ClusterState, info: NodeInfo, pod: Pod,
+               policies: Sequence[AuditedPolicy], checks: dict[str, PolicyChecks],
+               violations: list[Violation]) -> None:
+    asked: list[tuple[AuditedPolicy, AuditedRule, Callable[[NodeInfo], bool]]] = []
+    for policy in policies:
+        if not policy.filter_rules or not policy.applies(pod):
+            continue
+        entry = checks.get(policy.policy_name)
+        if entry is None:
+            entry = checks[policy.policy_name] = PolicyChecks(policy.policy_name, policy.name,
+                                                      policy.mode)
+        entry.pods.append((pod.key, info.name))
+        for rule in policy.filter_rules:
+            check = rule.bind(policy, pod)
+            if check is not None:  # None: the rule does not apply to this pod
+                asked.append((policy, rule, check))
+    if not asked:
+        return
+    # The node as the scheduler saw it before placing the pod: every other pod on it.
+    # The record in the state is the one removed, whatever copy `pod` is.
+    with cluster.what_if(remove=[pod]):
+        failed = [(policy, rule) for policy, rule, check in asked if not check(info)]
+    violations.extend(
+        Violation(pod.key, info.name, policy.policy_name, policy.name, rule.id,
+                  policy.mode, rule.message)
+        for policy, rule in failed)

@@ -1,0 +1,246 @@
+"""`policyd audit` as CI runs it: exit codes, the text summary, the JSON shape, JUnit
+that parses, and which pods a profile's audit covers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from policyd.cli import audit_cmd
+from policyd.errors import PolicydError
+
+ROOT = Path(__file__).resolve().parents[3]
+
+NODES = """\
+apiVersion: v1
+kind: Node
+metadata: {name: n1, labels: {env: prod, hw: "true"}}
+status: {allocatable: {cpu: "4", memory: 8Gi, pods: "110"}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: n2, labels: {env: staging}}
+status: {allocatable: {cpu: "4", memory: 8Gi, pods: "110"}}
+"""
+
+ENV_PROD = """\
+apiVersion: policyd.io/v1alpha1
+kind: SchedulingPolicy
+metadata: {name: env-prod}
+spec:
+  pluginName: EnvProd
+  appliesTo: {labelSelector: {matchLabels: {tier: prod}}}
+  filters:
+    - id: prod-nodes-only
+      message: node(s) are not production nodes
+      nodeLabels:
+        matchExpressions: [{key: env, operator: In, values: [prod]}]
+"""
+HW_AUDIT = """\
+apiVersion: policyd.io/v1alpha1
+kind: SchedulingPolicy
+metadata: {name: hw-encrypt}
+spec:
+  pluginName: HwEncrypt
+  mode: Audit
+  appliesTo: {annotationSelector: {matchAnnotations: {hw: "true"}}}
+  filters:
+    - id: hw-node
+      message: node(s) didn't offer hardware encryption
+      annotationToNodeLabel: {annotation: hw, value: "true", label: hw, labelValue: "true"}
+"""
+PROFILE = """\
+apiVersion: policyd.io/v1alpha1
+kind: PolicydConfiguration
+policies: [policies]
+profiles:
+  - schedulerName: policyd
+"""
+
+
+def pod(name: str, node: str, *, namespace: str = "shop", scheduler: str = "policyd",
+        labels: str = "{}", annotations: str = "{}") -> str:
+    return (f"---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: "
+            f"{namespace}, labels: {labels}, annotations: {annotations}}}\n"
+            f"spec:\n  schedulerName: {scheduler}\n  nodeName: {node}\n"
+            "  containers: [{name: c, image: i, resources: {requests: {cpu: 100m}}}]\n"
+            "status: {phase: Running}\n")
+
+
+PODS = (pod("web-1", "n1", labels="{tier: prod}")
+        + pod("web-2", "n2", labels="{tier: prod}")  # env-prod: n2 is staging
+        + pod("db", "n2", namespace="data", annotations='{hw: "true"}')  # hw-encrypt
+        + pod("batch", "n1", namespace="default", scheduler="default-scheduler")  # no policy
+        + pod("legacy", "n2", scheduler="other", labels="{tier: prod}")  # env-prod
+        + pod("ghost", "n9", labels="{tier: prod}"))  # n9 is not in the snapshot
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    (tmp_path / "cluster.yaml").write_text(NODES + PODS)
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "env-prod.yaml").write_text(ENV_PROD)
+    (tmp_path / "policies" / "hw.yaml").write_text(HW_AUDIT)
+    (tmp_path / "profile.yaml").write_text(PROFILE)
+    return tmp_path
+
+
+@pytest.fixture
+def app() -> typer.Typer:
+    a = typer.Typer()
+    a.command("audit")(audit_cmd.audit)
+    a.command("unused")(lambda: None)  # two commands: the command name is an argument
+    return a
+
+
+def run(app: typer.Typer, *args: str | Path) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) as `policyd` gives them: a PolicydError is its exit
+    code with its one line, as the real error boundary prints it."""
+    r = CliRunner().invoke(app, ["audit", *map(str, args)])
+    if isinstance(r.exception, PolicydError):
+        return r.exception.exit_code, r.stdout, str(r.exception)
+    if r.exception is not None and not isinstance(r.exception, SystemExit):
+        raise r.exception
+    return r.exit_code, r.stdout, r.stderr
+
+
+def test_violations_exit_1_grouped_by_policy_with_a_summary(app: typer.Typer,
+                                                            files: Path) -> None:
+    code, out, _ = run(app, "--cluster", files / "cluster.yaml",
+                       "--policies", files / "policies")
+    assert code == 1
+    assert out.splitlines() == [
+        "policy env-prod (Enforce, plugin EnvProd):",
+        "  shop/legacy on n2: rule prod-nodes-only: node(s) are not production nodes",
+        "  shop/web-2 on n2: rule prod-nodes-only: node(s) are not production nodes",
+        "policy hw-encrypt (Audit, plugin HwEncrypt):",
+        "  data/db on n2: rule hw-node: node(s) didn't offer hardware encryption",
+        "skipped shop/ghost: bound to node n9, which is not in the cluster read (a node "
+        "deleted, or a partial snapshot)",
+        "3 pods violate 2 policies (env-prod: 2, hw-encrypt: 1); 5 pods checked",
+        "1 bound pod not audited: 1 on a node not in the cluster read",
+    ]
+
+
+def test_no_violations_exit_0(app: typer.Typer, files: Path) -> None:
+    code, out, _ = run(app, "--cluster", files / "cluster.yaml", "--policies",
+                       files / "policies", "-n", "default")
+    assert code == 0
+    assert out.strip() == "no violations; 1 pod checked"
+
+
+def test_fail_on_enforce_ignores_audit_mode_violations(app: typer.Typer,
+                                                       files: Path) -> None:
+    args = ("--cluster", files / "cluster.yaml", "--policies", files / "policies" / "hw.yaml")
+    code, out, _ = run(app, *args)
+    assert code == 1 and "data/db on n2" in out
+    code, out, _ = run(app, *args, "--fail-on", "enforce")
+    assert code == 0 and "data/db on n2" in out  # reported, not failing
+
+
+@pytest.mark.parametrize("bad", ["missing-cluster", "no-policies", "broken-policy",
+                                 "unknown-field", "bad-format"])
+def test_bad_input_exits_2(app: typer.Typer, files: Path, bad: str) -> None:
+    cluster, policies = files / "cluster.yaml", files / "policies"
+    extra: list[str | Path] = ["--policies", policies]
+    if bad == "missing-cluster":
+        cluster = files / "nope.yaml"
+    elif bad == "no-policies":
+        extra = []
+    elif bad == "broken-policy":
+        (policies / "env-prod.yaml").write_text(ENV_PROD.replace("nodeLabels", "nodeLabelz"))
+    elif bad == "unknown-field":
+        cluster.write_text(NODES + PODS.replace("nodeName", "nodeNam", 1))
+    else:
+        extra += ["-o", "xml"]
+    code, _, err = run(app, "--cluster", cluster, *extra)
+    assert code == 2, err
+
+
+def test_json_shape(app: typer.Typer, files: Path) -> None:
+    code, out, _ = run(app, "--cluster", files / "cluster.yaml", "--policies",
+                       files / "policies", "-o", "json")
+    assert code == 1
+    doc = json.loads(out)
+    assert set(doc) == {"version", "violations", "policies", "skipped", "summary",
+                        "warnings"}
+    assert doc["version"] == 1
+    assert doc["violations"][0] == {
+        "pod": "shop/legacy", "node": "n2", "policy": "env-prod", "plugin": "EnvProd",
+        "rule": "prod-nodes-only", "mode": "Enforce",
+        "message": "node(s) are not production nodes"}
+    assert [(v["pod"], v["mode"]) for v in doc["violations"]] == [
+        ("shop/legacy", "Enforce"), ("shop/web-2", "Enforce"), ("data/db", "Audit")]
+    assert doc["policies"] == [
+        {"policy": "env-prod", "plugin": "EnvProd", "mode": "Enforce", "checked": 3,
+         "violating": 2},
+        {"policy": "hw-encrypt", "plugin": "HwEncrypt", "mode": "Audit", "checked": 1,
+         "violating": 1}]
+    assert doc["skipped"] == [{"pod": "shop/ghost", "node": "n9", "kind": "node-missing",
+                               "reason": doc["skipped"][0]["reason"]}]
+    assert doc["summary"] == {"checked": 5, "violatingPods": 3, "violations": 3,
+                              "violatedPolicies": 2, "skipped": 1}
+
+
+def test_junit_parses_with_a_suite_per_policy_and_a_failure_per_violation(
+        app: typer.Typer, files: Path) -> None:
+    code, out, _ = run(app, "--cluster", files / "cluster.yaml", "--policies",
+                       files / "policies", "--format", "junit")
+    assert code == 1
+    root = ET.fromstring(out.encode())
+    assert root.tag == "testsuites"
+    assert (root.get("tests"), root.get("failures")) == ("4", "3")
+    suites = {s.get("name"): s for s in root.iter("testsuite")}
+    assert set(suites) == {"policy env-prod (Enforce)", "policy hw-encrypt (Audit)"}
+    env = suites["policy env-prod (Enforce)"]
+    assert (env.get("tests"), env.get("failures")) == ("3", "2")
+    cases = {c.get("name"): c.findall("failure") for c in env.iter("testcase")}
+    assert set(cases) == {"shop/web-1 on n1", "shop/web-2 on n2", "shop/legacy on n2"}
+    assert cases["shop/web-1 on n1"] == []
+    [failure] = cases["shop/web-2 on n2"]
+    assert failure.get("message") == "rule prod-nodes-only: node(s) are not production nodes"
+    assert len(root.findall(".//failure")) == 3
+
+
+def test_a_profile_audits_its_own_pods_unless_all_schedulers(app: typer.Typer,
+                                                             files: Path) -> None:
+    base = ("--cluster", files / "cluster.yaml", "--config", files / "profile.yaml",
+            "-o", "json")
+    code, out, _ = run(app, *base)
+    doc = json.loads(out)
+    assert code == 1
+    assert [v["pod"] for v in doc["violations"]] == ["shop/web-2", "data/db"]
+    not_served = {s["pod"] for s in doc["skipped"] if s["kind"] == "not-served"}
+    assert not_served == {"default/batch", "shop/legacy"}
+    assert doc["summary"]["checked"] == 3
+    # The Audit-mode policy is audited from the profile too, with its mode.
+    assert {(p["policy"], p["mode"]) for p in doc["policies"]} == {
+        ("env-prod", "Enforce"), ("hw-encrypt", "Audit")}
+    code, out, _ = run(app, *base, "--all-schedulers")
+    doc = json.loads(out)
+    assert [v["pod"] for v in doc["violations"]] == ["shop/legacy", "shop/web-2", "data/db"]
+    assert [s["kind"] for s in doc["skipped"]] == ["node-missing"]
+    assert doc["summary"]["checked"] == 5
+
+
+def test_the_command_is_registered_and_its_help_says_scores_are_not_audited() -> None:
+    r = subprocess.run([sys.executable, "-m", "policyd", "audit", "--help"],
+                       capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert "Scores are not audited" in " ".join(r.stdout.split())
+
+
+def test_every_skip_kind_has_words_in_the_text_summary() -> None:
+    from policyd.engine import audit as engine_audit
+
+    kinds = {engine_audit.FINISHED, engine_audit.TERMINATING, engine_audit.NODE_MISSING,
+             engine_audit.NOT_SERVED}
+    assert set(audit_cmd._SKIP_WORDS) == kinds
+    assert set(audit_cmd._LISTED_SKIPS) <= kinds
