@@ -127,9 +127,10 @@ def profile_policies(fw: Framework) -> tuple[CompiledPolicy, ...]:
     daemon asks about every node for the profile's pods."""
     from policyd.policy.compiler import CompiledPolicy
 
-    # An Audit-mode policy is a filter plugin on main today; once the Framework keeps
-    # audited policies apart (audit mode's own tuple), they must be added here.
-    return tuple(p for p in fw.filter_plugins if isinstance(p, CompiledPolicy))
+    # Audit-mode policies are kept apart from the filters (they reject nothing while
+    # scheduling) but are judged here like the others, each finding with its mode.
+    return tuple(p for p in (*fw.filter_plugins, *fw.audit_plugins)
+                 if isinstance(p, CompiledPolicy))
 
 
 def _policy_chooser(frameworks: Mapping[str, Framework], *, by_profile: bool,

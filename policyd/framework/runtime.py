@@ -212,8 +212,9 @@ class Framework:
         # audited where that form would filter, and nowhere else: not a PreFilter
         # (it binds its rules itself), not a Filter (it rejects nothing), not a
         # PreScore or Score (its scores do not count).
+        self.audit_plugins = [p for p in filter if isinstance(p, AuditPlugin)]
         self.audits: tuple[BoundAudit, ...] = tuple(
-            BoundAudit.of(p) for p in filter if isinstance(p, AuditPlugin))
+            BoundAudit.of(p) for p in self.audit_plugins)
         filters = cast(list[FilterPlugin], _enforced(filter))
         score = [wp for wp in score if not isinstance(wp.plugin, AuditPlugin)]
         self.pre_filter_plugins = _enforced(pre_filter)
