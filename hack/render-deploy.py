@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Render the generated files of deploy/ from their sources, so they never drift.
 
+- `deploy/crd.yaml`: the SchedulingPolicy CustomResourceDefinition, from the policy
+  schema (`python -m policyd.policy.crd`, the policyd of this checkout).
 - `deploy/configmap.yaml`: the ConfigMap policyd-config, whose keys become the files of
   /etc/policyd in the pod: `profile.yaml` (from deploy/config/profile.yaml) and every
   policy of policies/*.yaml under its own file name (policies/tests/ is not shipped).
@@ -29,7 +31,7 @@ CONFIGMAP = "policyd-config"
 PROFILE_KEY = "profile.yaml"
 # Keys of a ConfigMap (and so file names in the pod), as the API server validates them.
 _KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
-GENERATED = ("configmap.yaml", "policyd.yaml")
+GENERATED = ("crd.yaml", "configmap.yaml", "policyd.yaml")
 
 
 class RenderError(Exception):
@@ -104,6 +106,16 @@ def _check_reads_back(text: str, expected: dict[str, str]) -> None:
         raise RenderError(f"rendered ConfigMap does not read back as its sources: {bad}")
 
 
+def render_crd() -> str:
+    """deploy/crd.yaml, from the policyd package of this checkout (not whichever one
+    happens to be installed: the CRD must match the schema next to it)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from policyd.policy import crd
+
+    return crd.render()
+
+
 def kustomization_resources(root: Path = ROOT) -> list[str]:
     from ruamel.yaml import YAML
 
@@ -114,7 +126,8 @@ def kustomization_resources(root: Path = ROOT) -> list[str]:
     return list(resources)
 
 
-def render_bundle(root: Path = ROOT, configmap: str | None = None) -> str:
+def render_bundle(root: Path = ROOT, configmap: str | None = None,
+                  crd: str | None = None) -> str:
     """Every resource of the kustomize base, in its order, as one multi-document file."""
     parts = [
         "# policyd: everything to run it in a cluster, in one file.\n"
@@ -127,6 +140,8 @@ def render_bundle(root: Path = ROOT, configmap: str | None = None) -> str:
     for name in kustomization_resources(root):
         if name == "configmap.yaml" and configmap is not None:
             text = configmap
+        elif name == "crd.yaml" and crd is not None:
+            text = crd
         else:
             text = (root / "deploy" / name).read_text(encoding="utf-8")
         text = re.sub(r"\A---[ \t]*\n", "", text)
@@ -137,8 +152,10 @@ def render_bundle(root: Path = ROOT, configmap: str | None = None) -> str:
 def render(root: Path = ROOT) -> dict[str, str]:
     """Generated file (relative to the repository) -> its content."""
     configmap = render_configmap(root)
-    return {"deploy/configmap.yaml": configmap,
-            "deploy/policyd.yaml": render_bundle(root, configmap)}
+    crd = render_crd()
+    return {"deploy/crd.yaml": crd,
+            "deploy/configmap.yaml": configmap,
+            "deploy/policyd.yaml": render_bundle(root, configmap, crd)}
 
 
 def stale(root: Path = ROOT) -> list[str]:

@@ -162,6 +162,8 @@ class PolicydConfig:
     watch for reloads."""
     metrics_providers: tuple[MetricsProviderConfig, ...] = ()
     """`metricsProviders`: the node metric sources score rules (`metric`) read."""
+    cluster_policies: bool = False
+    """`clusterPolicies`: also run the cluster's SchedulingPolicy objects (watched)."""
 
 
 def _int(v: Any, default: int, ok: Any = lambda v: True) -> int:
@@ -261,6 +263,7 @@ def config_from_dict(raw: Any, path: Path, policy_files: tuple[Path, ...] = ()
                        if isinstance(p, str) and p) if isinstance(raw_policies, list) else (),
         policy_files=policy_files,
         metrics_providers=metrics_providers_from(doc.get("metricsProviders"), base),
+        cluster_policies=doc.get("clusterPolicies") is True,
     )
 
 

@@ -270,6 +270,13 @@ def build_schema() -> dict[str, Any]:
             "metricsProviders": {"type": "array", "items": {"$ref": "#/$defs/metricsProvider"},
                                  "description": "Node metric sources for `metric` score "
                                                 "rules (see docs/policy-language.md)."},
+            "clusterPolicies": {"type": "boolean", "default": False, "description":
+                                "Also run every SchedulingPolicy object of the cluster "
+                                "(schedulingpolicies.policyd.io) that policyd accepts, "
+                                "watched and applied without a restart, its verdict in "
+                                "the object's status. Each is a plugin enabled by default "
+                                "like a policy file's; a name or pluginName a policy file "
+                                "already uses is refused on the object. Default false."},
         },
         "required": ["apiVersion", "kind"],
         "additionalProperties": False,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -36,6 +36,12 @@ from policyd.sourcefile.schema_problems import schema_problems
 if TYPE_CHECKING:  # the framework (numpy) is imported only when profiles are built
     from policyd.framework.runtime import Framework
 
+# The daemon's cluster policies (SchedulingPolicy objects, `clusterPolicies: true`):
+# given the documents of the file policies just loaded, the policies compiled from the
+# objects that run beside them, by pluginName. A callable rather than a mapping because
+# which objects may run depends on those files (a name or pluginName a file uses is
+# refused on the object: `policyd.policy.objects.check_objects`).
+ClusterPolicies = Callable[[Sequence[SourceDocument]], Mapping[str, Any]]
 
 # Upstream's wording for numbers out of range, by field name (field.Invalid messages of
 # ValidateKubeSchedulerConfiguration and component-base's validators).
@@ -75,6 +81,10 @@ class ValidatedConfig:
     # Each profile with its JSON path (the default profile's is the document root).
     profiles: list[tuple[JsonPath, Mapping[str, Any]]] = field(default_factory=list)
     policies: dict[str, Any] = field(default_factory=dict)  # CompiledPolicy by pluginName
+    # The file policies' documents (what cluster policies are checked against).
+    policy_documents: list[SourceDocument] = field(default_factory=list)
+    # Of `policies`, the pluginNames that came from cluster policies.
+    cluster_plugins: tuple[str, ...] = ()
 
     @property
     def valid(self) -> bool:
@@ -86,6 +96,7 @@ def validate_config_file(
     *,
     extra_policies: Sequence[Path] = (),
     seed: int | None = None,
+    cluster_policies: ClusterPolicies | None = None,
 ) -> tuple[PolicydConfig, dict[str, Framework], list[Problem]]:
     """Check the profile at `path` and the policies it names, then build it if valid.
 
@@ -94,16 +105,23 @@ def validate_config_file(
     profile's first in file order, then the policies'. `frameworks` is complete only
     when no problem is an error; with any error it is empty, so a caller can never run
     half a configuration. `extra_policies` (paths given on a command line) are loaded
-    as if listed in `policies`; `seed` seeds each framework's tie-breaking.
+    as if listed in `policies`; `seed` seeds each framework's tie-breaking;
+    `cluster_policies` adds already-compiled policies (see `validate`).
     """
-    checked = validate(path, extra_policies=extra_policies)
+    checked = validate(path, extra_policies=extra_policies,
+                       cluster_policies=cluster_policies)
     frameworks = build_frameworks(checked, seed=seed) if checked.valid else {}
     return checked.config, frameworks, checked.problems
 
 
-def validate(path: Path, *, extra_policies: Sequence[Path] = ()) -> ValidatedConfig:
+def validate(path: Path, *, extra_policies: Sequence[Path] = (),
+             cluster_policies: ClusterPolicies | None = None) -> ValidatedConfig:
     """Every problem of the profile at `path` and of the policies it names; builds
     nothing.
+
+    `cluster_policies` (the daemon's, already checked and compiled) are asked for once
+    the policy files are loaded and join them as plugins the profiles may name and
+    that are enabled by default, exactly as a file policy is.
 
     The steps run in this order, each skipping what an earlier one reported: the file
     (YAML, exactly one mapping document), the schema, the top-level settings, the
@@ -130,12 +148,14 @@ def validate(path: Path, *, extra_policies: Sequence[Path] = ()) -> ValidatedCon
     check.settings()
     check.metrics_providers()
     check.policies(extra_policies)
+    check.cluster_policies(cluster_policies)
     check.metric_references()
     check.profiles()
     problems = sorted([*problems, *check.problems], key=lambda p: p.sort_key())
     problems.extend(sorted(check.policy_problems, key=lambda p: p.sort_key()))
     return ValidatedConfig(config_from_dict(doc.data, path, tuple(check.policy_files)),
-                           problems, check.profile_list, check.compiled)
+                           problems, check.profile_list, check.compiled,
+                           check.policy_documents, check.cluster_plugins)
 
 
 class _Check:
@@ -153,6 +173,7 @@ class _Check:
         self.compiled: dict[str, Any] = {}  # CompiledPolicy by pluginName
         self.profile_list: list[tuple[JsonPath, Mapping[str, Any]]] = []
         self.policy_documents: list[SourceDocument] = []
+        self.cluster_plugins: tuple[str, ...] = ()
         self.metric_names: dict[str, JsonPath] = {}  # metric -> where a provider defines it
         # Values the schema already found wrong: later checks skip them and everything
         # under them, so each mistake is reported once.
@@ -432,6 +453,17 @@ class _Check:
         self.failed_policy_files = len({p.file for p in result.problems
                                         if p.level == ERROR})
         self.compiled = compiled
+
+    def cluster_policies(self, source: ClusterPolicies | None) -> None:
+        """Add the cluster policies to `compiled`, after the files' (so the default
+        profile lists file policies first). They never replace a file policy: the
+        source refuses a pluginName a file uses, and this keeps the file's if not."""
+        if source is None:
+            return
+        extra = {name: p for name, p in source(self.policy_documents).items()
+                 if name not in self.compiled}
+        self.cluster_plugins = tuple(extra)
+        self.compiled = {**self.compiled, **extra}
 
     # profiles -----------------------------------------------------------------------
     def profiles(self) -> None:

@@ -3,7 +3,8 @@
 Validation runs before anything touches the API server (and again on every reload):
 `load(path)` returns the frameworks and settings, or raises `InvalidConfig` listing
 every problem as `file:line:column: message [rule]`. It is exactly `policyd
-check-config`'s validation (`policyd.config.validate.validate_config_file`).
+check-config`'s validation (`policyd.config.validate.validate_config_file`), with the
+daemon's cluster policies (`clusterPolicies: true`) added as already-compiled policies.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from policyd.config.validate import is_unreadable, validate_config_file
+from policyd.config.plugins import RULE_UNKNOWN
+from policyd.config.validate import ClusterPolicies, is_unreadable, validate_config_file
 from policyd.errors import EXIT_PROBLEMS, InputFileError, PolicydError
 from policyd.framework.runtime import Framework
 from policyd.kube.leaderelection import LeaderElectionSettings
@@ -49,6 +51,7 @@ class RuntimeSettings:
     retry_period: float = 2.0
     lease_name: str = "policyd"
     lease_namespace: str = "kube-system"
+    cluster_policies: bool = False
 
     def leader_election(self, identity: str | None = None,
                         namespace: str | None = None) -> LeaderElectionSettings:
@@ -73,10 +76,11 @@ PROFILE_FIELDS = {
     "retry_period": "leaderElection.retryPeriod",
     "lease_name": "leaderElection.resourceName",
     "lease_namespace": "leaderElection.resourceNamespace",
+    "cluster_policies": "clusterPolicies",
 }
 # What a reload applies to the running daemon: the queue's backoff for pods that fail
 # from then on. The rest shapes objects built once at start-up (the API connection,
-# the binder pool, the leader elector and its Lease).
+# the binder pool, the leader elector and its Lease, the SchedulingPolicy watch).
 LIVE_SETTINGS = frozenset({"pod_initial_backoff", "pod_max_backoff"})
 
 
@@ -110,6 +114,9 @@ class LoadedConfig:
     files: list[Path] = field(default_factory=list)  # every file a reload must watch
     # The profile's `metricsProviders` (policyd.config.model.MetricsProviderConfig).
     metrics_providers: tuple[Any, ...] = ()
+    # False: loaded by `load(..., cluster_pending=True)` for its settings only (the
+    # profile names plugins only cluster policies can provide); no frameworks.
+    complete: bool = True
 
 
 def policy_files(paths: Iterable[Path]) -> list[Path]:
@@ -120,13 +127,24 @@ def policy_files(paths: Iterable[Path]) -> list[Path]:
     return [*(f for f, _ in found.files), *(Path(p.path) for p in found.problems)]
 
 
-def load(path: Path, extra_policies: list[Path] | None = None) -> LoadedConfig:
+def load(path: Path, extra_policies: list[Path] | None = None,
+         cluster_policies: ClusterPolicies | None = None, *,
+         cluster_pending: bool = False) -> LoadedConfig:
     """Validate the profile and its policies and build the frameworks, or raise
-    InvalidConfig (every problem; exit 1) / InputFileError (unreadable file; exit 2)."""
+    InvalidConfig (every problem; exit 1) / InputFileError (unreadable file; exit 2).
+
+    `cluster_policies`: the daemon's cluster policies, run beside the files.
+    `cluster_pending`: the start-up check before the cluster's policies are listed:
+    when the profile has `clusterPolicies: true` and its only errors are plugin names
+    not registered (which a SchedulingPolicy object may provide), the result is
+    incomplete (`complete` False, no frameworks) instead of an error; every other
+    problem is raised, before any request."""
     config, frameworks, found = validate_config_file(
-        path, extra_policies=tuple(extra_policies or ()))
+        path, extra_policies=tuple(extra_policies or ()), cluster_policies=cluster_policies)
     errors = [p for p in found if p.level == "error"]
-    if errors:
+    unresolved = cluster_pending and config.cluster_policies \
+        and all(p.rule == RULE_UNKNOWN for p in errors)
+    if errors and not unresolved:
         if is_unreadable(errors):  # the profile or a policy: exit 2, like lint
             first = next(p for p in errors if is_unreadable([p]))
             raise InputFileError(first.message, where=first.file)
@@ -140,7 +158,10 @@ def load(path: Path, extra_policies: list[Path] | None = None) -> LoadedConfig:
         parallelism=int(config.parallelism),
         leader_elect=bool(le.leader_elect), lease_duration=float(le.lease_duration),
         renew_deadline=float(le.renew_deadline), retry_period=float(le.retry_period),
-        lease_name=str(le.resource_name), lease_namespace=str(le.resource_namespace))
+        lease_name=str(le.resource_name), lease_namespace=str(le.resource_namespace),
+        cluster_policies=config.cluster_policies)
     files = [path, *config.policies, *config.policy_files, *(extra_policies or [])]
     return LoadedConfig(path, dict(frameworks), settings, list(dict.fromkeys(files)),
-                        tuple(getattr(config, "metrics_providers", ()) or ()))
+                        tuple(getattr(config, "metrics_providers", ()) or ()),
+                        complete=not errors)
+

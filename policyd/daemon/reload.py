@@ -10,6 +10,13 @@ the policyd Lease and counted as a rejected reload, and the running version keep
 scheduling. Every log line and event of a reload names the files that changed, and a
 file that was deleted is said to be gone: its absence is usually the real cause of
 whatever problem the new version has (a plugin no longer registered, say).
+
+With cluster policies (`clusterPolicies: true`) a reload combines the files with the
+SchedulingPolicy objects in effect (checked against the new files: an object whose
+name or pluginName a file now takes is refused), and a change of the objects
+(`recombine`) rebuilds through the same path, one at a time with file reloads. When a
+combination cannot be built, the running one keeps scheduling, and the objects whose
+new version could not run say why in their status.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from policyd.clock import REAL_CLOCK, Clock
+from policyd.daemon.cluster_policies import ClusterPolicies
 from policyd.daemon.loaded_profile import LoadedConfig, load, policy_files
 from policyd.errors import PolicydError
 
@@ -60,14 +68,23 @@ def describe_change(before: Signature, after: Signature) -> str:
 class ConfigWatcher:
     def __init__(self, current: LoadedConfig, *, apply: Callable[[LoadedConfig], None],
                  rejected: Callable[[str], None], interval: float = 2.0,
-                 extra_policies: list[Path] | None = None, clock: Clock = REAL_CLOCK
-                 ) -> None:
+                 extra_policies: list[Path] | None = None, clock: Clock = REAL_CLOCK,
+                 cluster: ClusterPolicies | None = None,
+                 apply_cluster: Callable[[LoadedConfig], None] | None = None,
+                 cluster_rejected: Callable[[str], None] | None = None) -> None:
         self.current = current
         self.clock = clock
         self.apply = apply
         self.rejected = rejected
         self.interval = interval
         self.extra_policies = extra_policies or []
+        self.cluster = cluster
+        # A rebuild for cluster policies is not a reload of the files: the daemon
+        # reports it apart (its own log lines and event, not the reload metric).
+        self.apply_cluster = apply_cluster or apply
+        self.cluster_rejected = cluster_rejected or rejected
+        # File reloads and cluster-policy rebuilds, one at a time.
+        self._lock = threading.RLock()
         self._sig = signature(current.files)
         self.reloads = 0
         self.failures = 0
@@ -81,6 +98,10 @@ class ConfigWatcher:
         unexpected exception while loading or applying. The previous configuration
         keeps scheduling in each case.
         """
+        with self._lock:
+            return self._check()
+
+    def _check(self) -> bool | None:
         sig = signature(self.current.files)
         if sig == self._sig:
             return None
@@ -88,7 +109,7 @@ class ConfigWatcher:
         self.last_change = change = describe_change(self._sig, sig)
         self._sig = sig
         try:
-            loaded = load(self.current.path, self.extra_policies)
+            loaded = self._load()
         except PolicydError as exc:  # InvalidConfig, unreadable files
             return self._reject(change, str(exc))
         except Exception as exc:  # a bug must not leave the change unreported
@@ -101,6 +122,8 @@ class ConfigWatcher:
             log.exception("applying the changed configuration failed")
             return self._reject(change, f"cannot apply {loaded.path}: "
                                         f"{type(exc).__name__}: {exc}")
+        if self.cluster is not None:
+            self.cluster.applied()
         # The new config may name other policy files: watch those from now on.
         self._sig = signature(loaded.files)
         self.current = loaded
@@ -108,6 +131,41 @@ class ConfigWatcher:
         log.info("configuration reloaded from %s (%s; profiles: %s)", loaded.path, change,
                  ", ".join(loaded.frameworks))
         return True
+
+    def recombine(self, change: str) -> bool:
+        """Rebuild from the running files and the cluster policies now (after
+        `change`, which names the objects that changed): True applied, False refused
+        (the running frameworks stay; the cluster policies say why). A file change
+        not yet picked up is reloaded instead, with the objects."""
+        if self.cluster is None:
+            return False
+        with self._lock:
+            if signature(self.current.files) != self._sig:
+                return self._check() is True
+            try:
+                loaded = self._load()
+                self.apply_cluster(loaded)
+            except Exception as exc:
+                if not isinstance(exc, PolicydError):
+                    log.exception("rebuilding with the changed cluster policies failed")
+                problem = str(exc) if isinstance(exc, PolicydError) \
+                    else f"{type(exc).__name__}: {exc}"
+                self.cluster.refused(" ".join(line.strip() for line in problem.splitlines()))
+                message = f"{change}: {problem}"
+                log.error("cluster policy change not applied; the running policies keep "
+                          "scheduling: %s", message)
+                self.cluster_rejected(message)
+                return False
+            self.cluster.applied()
+            self.current = loaded
+            log.info("cluster policies applied (%s; profiles: %s)", change,
+                     ", ".join(loaded.frameworks))
+            return True
+
+    def _load(self) -> LoadedConfig:
+        if self.cluster is not None:
+            self.cluster.proposed = None
+        return load(self.current.path, self.extra_policies, self.cluster)
 
     def _reject(self, change: str, problem: str) -> bool:
         self.failures += 1

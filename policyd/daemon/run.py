@@ -1,7 +1,12 @@
 """Assemble and run the daemon: validate, connect, watch, elect, schedule, shut down.
 
 Order matters: the profile and policies are validated completely before a connection
-is even configured, so an invalid configuration never sends a request. Shutdown (stop
+is even configured, so an invalid configuration never sends a request. With
+`clusterPolicies: true` one request may come first: the profile is checked, and only
+when every problem is a plugin name no file provides (a SchedulingPolicy object may)
+or there is none, the cluster's SchedulingPolicy objects are listed once and the
+profile validated again with them, so a profile may name cluster policies and starts
+with them in effect (see `_start_cluster_policies`). Shutdown (stop
 event, set by SIGTERM in the CLI): stop taking pods, finish in-flight binds within the
 grace period, release the lease, stop the watches, return 0.
 """
@@ -24,6 +29,7 @@ from typing import Any
 from policyd.clock import REAL_CLOCK, Clock
 from policyd.daemon import debug
 from policyd.daemon import loaded_profile as daemon_config
+from policyd.daemon.cluster_policies import ClusterPolicies, PolicySync
 from policyd.daemon.coordinator import Scheduler
 from policyd.daemon.event_recorder import EventSink
 from policyd.daemon.freshness import CacheFreshness
@@ -34,6 +40,7 @@ from policyd.daemon.metrics import (
     HealthServer,
     Metrics,
 )
+from policyd.daemon.policy_status import StatusWriter
 from policyd.daemon.reload import ConfigWatcher
 from policyd.daemon.serving import (
     DEFAULT_ALWAYS_ALLOW_PATHS,
@@ -46,6 +53,7 @@ from policyd.daemon.serving import (
 from policyd.errors import EXIT_OK, PolicydError, RuntimeFailure
 from policyd.framework.runtime import Framework
 from policyd.kube import api
+from policyd.kube.backoff import Backoff
 from policyd.kube.client import (
     REQUEST_READ_TIMEOUT,
     WATCH_SILENCE_TIMEOUT,
@@ -86,6 +94,10 @@ LEADER_HEALTH_TIMEOUT = 20.0
 # ... or when the scheduling loop has not come round for this long (a cycle takes
 # milliseconds to seconds; the loop otherwise wakes every 0.2 s).
 SCHEDULING_STALL_LIMIT = 120.0
+# Without the SchedulingPolicy CRD, how often the daemon asks whether it is installed.
+CRD_POLL_INTERVAL = 10.0
+# The start-up list of SchedulingPolicy objects: attempts on a transient failure.
+STARTUP_LIST_ATTEMPTS = 4
 
 
 @dataclass(slots=True)
@@ -123,8 +135,11 @@ class RunOptions:
 class Daemon:
     """The running scheduler. `start()` after `load_config()`; `stop()` from any thread."""
 
+    # The SchedulingPolicy watch, with `clusterPolicies: true` only.
+    policy_informer: Informer | None = None
+
     def __init__(self, options: RunOptions, loaded: daemon_config.LoadedConfig,
-                 clock: Clock = REAL_CLOCK) -> None:
+                 clock: Clock = REAL_CLOCK, client: KubeClient | None = None) -> None:
         self.options = options
         # Every loop below reads and waits on this one clock.
         self.clock = clock
@@ -136,12 +151,18 @@ class Daemon:
         # The pod this daemon runs in (downward API), for events when there is no Lease.
         self.own_pod = own_pod_ref(os.environ)
         self.metrics = Metrics()
-        self.client = KubeClient.connect(ConnectionSettings(
+        self.client = client or KubeClient.connect(ConnectionSettings(
             kubeconfig=options.kubeconfig or s.kubeconfig, context=options.context,
             qps=options.qps if options.qps is not None else s.qps,
             burst=options.burst if options.burst is not None else s.burst,
             timeout=s.timeout, read_timeout=options.request_read_timeout,
             watch_silence=options.watch_silence))
+        # Cluster policies: listed once now, so the first frameworks run them.
+        self.cluster: ClusterPolicies | None = None
+        self.crd_served = False
+        if s.cluster_policies:
+            self.cluster = ClusterPolicies()
+            loaded = self.loaded = self._start_cluster_policies(loaded)
         le_settings = s.leader_election(options.identity, options.lease_namespace)
         if options.lease_name:
             le_settings = replace(le_settings, name=options.lease_name)
@@ -219,7 +240,24 @@ class Daemon:
         self.watcher = ConfigWatcher(loaded, apply=self._apply_config,
                                      rejected=self._config_rejected,
                                      interval=options.reload_interval,
-                                     extra_policies=options.policies, clock=clock)
+                                     extra_policies=options.policies, clock=clock,
+                                     cluster=self.cluster,
+                                     apply_cluster=self._apply_cluster_policies,
+                                     cluster_rejected=self._cluster_policies_rejected)
+        self.policy_status: StatusWriter | None = None
+        self.policy_sync: PolicySync | None = None
+        if self.cluster is not None:
+            self.policy_status = StatusWriter(self.client, self.events, self.is_leader,
+                                              clock=clock)
+            self.policy_sync = PolicySync(self.cluster, recombine=self.watcher.recombine,
+                                          submit=self.policy_status.submit,
+                                          is_leader=self.is_leader, clock=clock)
+            resource = api.SCHEDULING_POLICIES.rsplit("/", 1)[-1]
+            self.policy_informer = Informer(
+                self.client, api.SCHEDULING_POLICIES, self.policy_sync, name=resource,
+                watch_timeout=options.watch_timeout,
+                on_error=partial(self._watch_error, resource),
+                on_skip=self._skip_counter(resource))
         self.http: HealthServer | None = None  # plain HTTP (--metrics-bind-address)
         self.https: HealthServer | None = None  # secure serving (--secure-port)
         self._auth_client: KubeClient | None = None
@@ -239,6 +277,10 @@ class Daemon:
         assert self.elector is not None
         self.metrics.leader.set(1)
         self.freshness.begin(self.elector.term)
+        if self.policy_informer is not None:
+            # A standby's watch may lag: the statuses a new leader writes come from
+            # a fresh list.
+            self.policy_informer.request_relist()
 
     def ready_to_schedule(self) -> bool:
         """The scheduling loop's gate: caches synced and, with leader election,
@@ -279,6 +321,76 @@ class Daemon:
         """An informer's `on_skip`: policyd_objects_skipped_total{resource, reason}."""
         return lambda reason: self.metrics.objects_skipped.labels(resource, reason).inc()
 
+    # -- cluster policies -------------------------------------------------------------
+
+    def _start_cluster_policies(self, loaded: daemon_config.LoadedConfig
+                                ) -> daemon_config.LoadedConfig:
+        """List the SchedulingPolicy objects once and validate the profile again with
+        them (InvalidConfig: exit 1). Without the CRD (404), or when the list keeps
+        failing, the daemon starts with its policy files alone — unless the profile
+        names plugins only cluster policies can provide — and the watch picks the
+        objects up later."""
+        assert self.cluster is not None
+        backoff = Backoff(initial=0.5, maximum=4.0)
+        objects: list[Obj] | None = None
+        for attempt in range(1, STARTUP_LIST_ATTEMPTS + 1):
+            try:
+                objects = api.list_scheduling_policies(self.client)
+                break
+            except ApiError as exc:
+                if attempt == STARTUP_LIST_ATTEMPTS or not exc.transient:
+                    if not loaded.complete:
+                        raise RuntimeFailure(
+                            f"cannot list SchedulingPolicy objects ({exc}), and the "
+                            "profile names plugins no policy file provides") from None
+                    log.warning("cannot list SchedulingPolicy objects (%s); starting "
+                                "with the policy files only, the watch retries", exc)
+                    return loaded
+                self.clock.sleep(backoff.next_delay(exc.retry_after))
+        if objects is None:
+            self._crd_missing()
+        else:
+            self.crd_served = True
+            self.cluster.replace_all(objects)
+        result = daemon_config.load(self.options.config, self.options.policies,
+                                    self.cluster)
+        self.cluster.applied()
+        if self.cluster.running:
+            log.info("cluster policies in effect: %s", ", ".join(
+                f"schedulingpolicy/{n} (generation {v.generation}, plugin {v.plugin})"
+                for n, v in self.cluster.running.items()))
+        return result
+
+    def _crd_missing(self) -> None:
+        log.warning("the SchedulingPolicy resource (%s) is not served: its CRD "
+                    "schedulingpolicies.policyd.io is not installed; scheduling with the "
+                    "policy files only, and checking every %.0fs for the CRD",
+                    api.SCHEDULING_POLICIES, CRD_POLL_INTERVAL)
+
+    def _watch_cluster_policies(self, stop: threading.Event) -> None:
+        """The SchedulingPolicy informer, once the resource is served: without the
+        CRD, ask every CRD_POLL_INTERVAL (logged once, not on every attempt). Not part
+        of `synced`/readiness: scheduling never waits for cluster policies (those
+        listed at start-up already run)."""
+        assert self.policy_informer is not None
+        said_missing = not self.crd_served  # start-up has said it
+        while not stop.is_set() and not self.crd_served:
+            try:
+                served = api.list_scheduling_policies(self.client, page_size=1) is not None
+            except ApiError as exc:
+                log.debug("checking for the SchedulingPolicy resource: %s", exc)
+                served = False
+            if served:
+                self.crd_served = True
+                log.info("the SchedulingPolicy resource is served now: watching it")
+                break
+            if not said_missing:
+                self._crd_missing()
+                said_missing = True
+            self.clock.wait(stop, CRD_POLL_INTERVAL)
+        if not stop.is_set():
+            self.policy_informer.run(stop)
+
     # -- reload -------------------------------------------------------------------------
 
     def _bind_node_metrics(self, frameworks: dict[str, Framework]) -> None:
@@ -313,6 +425,23 @@ class Daemon:
                    "their running values until policyd restarts: " + ", ".join(pending))
         log.warning("%s", message)
         self._config_event("RestartRequired", message)
+
+    def _apply_cluster_policies(self, loaded: daemon_config.LoadedConfig) -> None:
+        """Switch to frameworks rebuilt for changed cluster policies (the files and
+        settings are the running ones); back to the running ones if a step fails."""
+        previous = self.loaded
+        try:
+            self._switch_config(loaded)
+        except Exception:
+            self._switch_config(previous)
+            raise
+        self.loaded = loaded
+
+    def _cluster_policies_rejected(self, message: str) -> None:
+        self._config_event("ClusterPoliciesNotApplied",
+                           "cluster policy change not applied, the running policies keep "
+                           "scheduling: " + " ".join(
+                               line.strip() for line in message.splitlines()))
 
     def _switch_config(self, loaded: daemon_config.LoadedConfig) -> None:
         if self.node_metrics is not None:
@@ -411,6 +540,11 @@ class Daemon:
         self._thread(self.scheduler.run, "policyd-scheduler", self._scheduler_stop,
                      self.ready_to_schedule)
         self._thread(self.watcher.run, "policyd-reload", self.stop_event)
+        if self.policy_sync is not None and self.policy_status is not None:
+            self._thread(self._watch_cluster_policies, "policyd-watch-schedulingpolicies",
+                         self.stop_event)
+            self._thread(self.policy_sync.run, "policyd-cluster-policies", self.stop_event)
+            self._thread(self.policy_status.run, "policyd-policy-status", self.stop_event)
 
     def wait(self) -> None:
         self.stop_event.wait()
@@ -433,6 +567,8 @@ class Daemon:
                 t.join(10.0)
         for inf in self.informers():
             inf.stop()
+        if self.policy_informer is not None:
+            self.policy_informer.stop()
         if self.node_metrics is not None:
             self.node_metrics.stop()
         self.events.stop(5.0)
@@ -527,8 +663,10 @@ class _Handler:
 
 
 def load_config(options: RunOptions) -> daemon_config.LoadedConfig:
-    """Validate everything before any connection exists (raises InvalidConfig)."""
-    return daemon_config.load(options.config, options.policies)
+    """Validate everything before any connection exists (raises InvalidConfig). With
+    `clusterPolicies: true`, plugin names no file provides are left for the Daemon,
+    which lists the cluster's policies and validates again."""
+    return daemon_config.load(options.config, options.policies, cluster_pending=True)
 
 
 def run(options: RunOptions, stop: threading.Event | None = None) -> int:

@@ -179,12 +179,17 @@ class Framework:
     def run_pre_filter(
         self, state: CycleState, pod: Pod
     ) -> tuple[set[str] | None, Status | None, set[str]]:
-        """Returns (node names to restrict to or None, failure status, rejecting plugins).
+        """Returns (node names to restrict to or None, failure status, rejecting plugins),
+        as RunPreFilterPlugins does.
 
-        A Skip marks the plugin so its Filter does not run; the first rejection or error
-        ends PreFilter (RunPreFilterPlugins)."""
+        A Skip marks the plugin so its Filter does not run. UnschedulableAndUnresolvable
+        or an error ends PreFilter at once. A plain Unschedulable does not: preemption may
+        still help, and it needs every plugin's PreFilter state, so the others run and
+        the last such status is the answer (upstream issue 119770). Node sets of the
+        plugins that narrow are intersected; an empty intersection is unresolvable."""
         result: set[str] | None = None
-        narrowing: list[str] = []
+        narrowing: set[str] = set()
+        rejected: Status | None = None
         nodes = state.all_nodes
         timer = self.plugin_timer
         for pl in self.pre_filter_plugins:
@@ -200,20 +205,25 @@ class Framework:
                     state.skip_filter.add(pl.name)
                     continue
                 if not status.is_success:
+                    if status.code is Code.UNSCHEDULABLE:
+                        rejected = status.with_plugin(pl.name)
+                        continue
                     if not status.is_rejected:
                         return None, _error_status("PreFilter", pl.name, status), {pl.name}
                     return None, status.with_plugin(pl.name), {pl.name}
             if names is not None:
-                narrowing.append(pl.name)
+                narrowing.add(pl.name)
                 result = set(names) if result is None else result & names
                 if not result:
-                    if len(narrowing) == 1:
-                        msg = f"node(s) didn't satisfy plugin {narrowing[0]}"
-                    else:
-                        msg = f"node(s) didn't satisfy plugin(s) [{' '.join(narrowing)}] " \
-                              "simultaneously"
-                    return None, Status.unschedulable(msg), set(narrowing)
-        return result, None, set(narrowing)
+                    # Upstream lists the plugins as a sorted set.
+                    which = sorted(narrowing)
+                    msg = (f"node(s) didn't satisfy plugin {which[0]}" if len(which) == 1 else
+                           f"node(s) didn't satisfy plugin(s) [{' '.join(which)}] "
+                           "simultaneously")
+                    return None, Status.unresolvable(msg), narrowing
+        if rejected is not None:
+            return None, rejected, narrowing | {rejected.plugin}
+        return result, None, narrowing
 
     # Filter, reference form
     def run_filters(

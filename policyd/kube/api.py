@@ -303,3 +303,61 @@ def update_lease(client: KubeClient, lease: dict[str, Any], spec: dict[str, Any]
     return client.request("PUT", f"{LEASES.format(ns=quote(meta['namespace'], safe=''))}/"
                                  f"{quote(meta['name'], safe='')}", body=body,
                           timeout=timeout)
+
+
+# -- SchedulingPolicy objects (clusterPolicies: true) ---------------------------------
+
+SCHEDULING_POLICIES = "/apis/policyd.io/v1alpha1/schedulingpolicies"
+
+
+def scheduling_policy_path(name: str) -> str:
+    return f"{SCHEDULING_POLICIES}/{quote(name, safe='')}"
+
+
+def list_scheduling_policies(client: KubeClient, page_size: int = 500
+                             ) -> list[dict[str, Any]] | None:
+    """Every SchedulingPolicy (paged), or None when the API server does not serve the
+    resource (404: the CRD is not installed)."""
+    items: list[dict[str, Any]] = []
+    token = ""
+    while True:
+        query: dict[str, Any] = {"limit": page_size}
+        if token:
+            query["continue"] = token
+        try:
+            page = client.request("GET", SCHEDULING_POLICIES, query=query)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            if exc.status == 410 and token:  # the continue token expired: start again
+                items, token = [], ""
+                continue
+            raise
+        items.extend(o for o in page.get("items") or [] if isinstance(o, dict))
+        token = str((page.get("metadata") or {}).get("continue") or "")
+        if not token:
+            return items
+
+
+def get_scheduling_policy(client: KubeClient, name: str) -> dict[str, Any] | None:
+    """The object as stored now, or None if it is gone."""
+    try:
+        return client.request("GET", scheduling_policy_path(name))
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def update_scheduling_policy_status(client: KubeClient, obj: dict[str, Any]
+                                    ) -> dict[str, Any]:
+    """PUT the status subresource (`obj` carries its resourceVersion: a concurrent
+    writer makes this a 409). One attempt."""
+    name = obj["metadata"]["name"]
+    return client.request("PUT", f"{scheduling_policy_path(name)}/status", body=obj)
+
+
+def scheduling_policy_ref(name: str, uid: str = "") -> ObjectRef:
+    """A cluster-scoped object: its events go to the `default` namespace, as client-go's
+    recorder puts them (`event_body` does so for an empty namespace)."""
+    return ObjectRef("policyd.io/v1alpha1", "SchedulingPolicy", "", name, uid)

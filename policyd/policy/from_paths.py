@@ -16,7 +16,7 @@ from policyd.model.spelling import show_value
 from policyd.policy import policy_schema, semantics
 from policyd.policy.files import PathProblem, find_yaml_files
 from policyd.problems import ERROR, Problem
-from policyd.sourcefile import SourceDocument, SourceFile, load_file
+from policyd.sourcefile import SourceDocument, SourceFile, SubDocument, load_file
 
 if TYPE_CHECKING:
     from policyd.policy.compiler import CompiledPolicy
@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 # Kinds that may sit next to policies (in policies/tests/) and that lint leaves to
 # their own command.
 OTHER_KINDS = ("PolicyTest",)
+# Lists whose items are loaded one by one: what `kubectl get schedulingpolicies -o yaml`
+# prints (`kind: List`), and the typed list the API server returns.
+LIST_KINDS = ("List", f"{policy_schema.KIND}List")
 # The rule of everything that is there but cannot be read; exit 2 wherever it appears.
 UNREADABLE_RULE = "file-unreadable"
 
@@ -62,8 +65,7 @@ def load_policy_set(paths: Iterable[str | Path], *, compile: bool = True) -> Pol
         if source.unreadable:
             result.bad_paths.append(f"{display}: {source.problems[0].message}")
         for doc in source.documents:
-            if is_policy_document(doc, result.problems):
-                result.documents.append(doc)
+            result.documents.extend(policy_documents(doc, result.problems))
     check_documents(result, compile=compile)
     return result
 
@@ -71,6 +73,32 @@ def load_policy_set(paths: Iterable[str | Path], *, compile: bool = True) -> Pol
 def path_problem(p: PathProblem) -> Problem:
     """A walker's problem as a lint problem: rule `file-unreadable`, at the path."""
     return Problem(p.path, 0, 0, UNREADABLE_RULE, ERROR, p.message)
+
+
+def policy_documents(doc: SourceDocument, problems: list[Problem]) -> list[SourceDocument]:
+    """The SchedulingPolicies in one YAML document: itself, or each item of a list of
+    them (at the item's lines); reports what is neither."""
+    items = list_items(doc, problems)
+    if items is None:
+        return [doc] if is_policy_document(doc, problems) else []
+    return [item for item in items if is_policy_document(item, problems)]
+
+
+def list_items(doc: SourceDocument, problems: list[Problem]) -> list[SourceDocument] | None:
+    """The items of a `kind: List` or SchedulingPolicyList document, each a document of
+    its own; None when `doc` is not such a list."""
+    data = doc.data
+    if not isinstance(data, Mapping) or data.get("kind") not in LIST_KINDS:
+        return None
+    items = data.get("items")
+    if items is None:
+        return []  # kubectl prints `items: []` for no objects; YAML may say null
+    if not isinstance(items, list):
+        problems.append(doc.problem(("items",), "not-a-policy",
+                                    f"items of a {data['kind']} must be a list of "
+                                    f"{policy_schema.KIND} objects"))
+        return []
+    return [SubDocument(doc, ("items", i), item) for i, item in enumerate(items)]
 
 
 def is_policy_document(doc: SourceDocument, problems: list[Problem]) -> bool:
@@ -104,7 +132,7 @@ def check_documents(result: PolicySet, *, compile: bool = True) -> None:
     cross = semantics.check_cross(result.documents, key_uses)
     for doc, problems in zip(result.documents, per_doc, strict=True):
         result.problems.extend(problems)
-        doc_cross = [p for p in cross if p.file == doc.file and p.document == doc.index]
+        doc_cross = [p for p in cross if doc.owns(p)]
         if not compile or any(p.level == ERROR for p in (*problems, *doc_cross)):
             continue
         # Imported here: lint never compiles, and the compiler pulls in the framework.

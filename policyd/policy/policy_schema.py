@@ -36,6 +36,10 @@ ENFORCE, AUDIT = "Enforce", "Audit"
 MODES = (ENFORCE, AUDIT)
 
 RULE_ID_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+RULE_ID_MAX_LENGTH = 63  # a DNS label's length
+# Bounds on the rule lists: far above any real policy, and what lets the API server's
+# CEL cost estimate admit the CRD's per-object uniqueness rules (policyd.policy.crd).
+MAX_RULES = 64
 PLUGIN_NAME_PATTERN = "^[A-Z][A-Za-z0-9]*$"
 DNS_SUBDOMAIN_PATTERN = (
     "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -76,6 +80,74 @@ _QUANTITY = {"type": ["string", "number"],
              "description": "A Kubernetes quantity: 100m, 1Gi, 2, 1e3."}
 
 
+# Metadata the API server sets. Allowed so that a file of objects as
+# `kubectl get schedulingpolicies -o yaml` prints them lints as the objects themselves
+# (the same document whether applied or mounted); policyd ignores all of it.
+_SERVER_SET = "Set by the API server; ignored by policyd."
+_OWNER_REFERENCE = schema_object({
+    "apiVersion": {"type": "string"},
+    "kind": {"type": "string"},
+    "name": {"type": "string"},
+    "uid": {"type": "string"},
+    "controller": {"type": "boolean"},
+    "blockOwnerDeletion": {"type": "boolean"},
+}, ("apiVersion", "kind", "name", "uid"))
+_MANAGED_FIELDS_ENTRY = schema_object({
+    "apiVersion": {"type": "string"},
+    "fieldsType": {"type": "string"},
+    "fieldsV1": {"type": "object", "description": "The managed field set (free-form)."},
+    "manager": {"type": "string"},
+    "operation": {"type": "string"},
+    "subresource": {"type": "string"},
+    "time": {"type": "string"},
+})
+SERVER_METADATA: dict[str, Any] = {
+    "generateName": {"type": "string", "description": _SERVER_SET},
+    "uid": {"type": "string", "description": _SERVER_SET},
+    "resourceVersion": {"type": "string", "description": _SERVER_SET},
+    "generation": {"type": "integer", "description": _SERVER_SET},
+    "creationTimestamp": {"type": "string", "description": _SERVER_SET},
+    "deletionTimestamp": {"type": "string", "description": _SERVER_SET},
+    "deletionGracePeriodSeconds": {"type": "integer", "description": _SERVER_SET},
+    "finalizers": {**_STRINGS, "description": _SERVER_SET},
+    "ownerReferences": {"type": "array", "items": _OWNER_REFERENCE,
+                        "description": _SERVER_SET},
+    "managedFields": {"type": "array", "items": _MANAGED_FIELDS_ENTRY,
+                      "description": _SERVER_SET},
+}
+
+# The condition policyd writes on each object it checked (True: the policy runs).
+ACCEPTED_CONDITION = "Accepted"
+# metav1.Condition's shape and the API server's own validation of it.
+_CONDITION_TYPE_PATTERN = (
+    "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")
+_CONDITION_REASON_PATTERN = "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+
+
+def policy_status() -> dict[str, Any]:
+    """`status`: what policyd found when it checked the object in the cluster (written
+    through the status subresource; in a file it is allowed and ignored)."""
+    condition = schema_object({
+        "type": {"type": "string", "maxLength": 316, "pattern": _CONDITION_TYPE_PATTERN,
+                 "description": f"{ACCEPTED_CONDITION}: whether policyd runs the policy."},
+        "status": {"enum": ["True", "False", "Unknown"]},
+        "observedGeneration": {"type": "integer", "minimum": 0, "description":
+                               "The metadata.generation the condition was set for."},
+        "lastTransitionTime": {"type": "string", "format": "date-time"},
+        "reason": {"type": "string", "minLength": 1, "maxLength": 1024,
+                   "pattern": _CONDITION_REASON_PATTERN},
+        "message": {"type": "string", "maxLength": 32768},
+    }, ("type", "status", "lastTransitionTime", "reason", "message"))
+    return schema_object({
+        "observedGeneration": {"type": "integer", "minimum": 0, "description":
+                               "The metadata.generation policyd last checked."},
+        "conditions": {"type": "array", "items": condition, "description":
+                       "One condition per type (metav1.Condition)."},
+    }, description="Written by policyd through the status subresource; ignored when "
+                   "checking a policy.")
+
+
 def build_schema() -> dict[str, Any]:
     label_selector = schema_object({
         "matchLabels": _STRING_MAP,
@@ -99,6 +171,7 @@ def build_schema() -> dict[str, Any]:
 
     filter_rule = schema_object({
         "id": {"type": "string", "pattern": RULE_ID_PATTERN,
+               "maxLength": RULE_ID_MAX_LENGTH,
                "description": "Rule id, unique in the policy (lowercase DNS label)."},
         "message": {"type": "string", "minLength": 1,
                     "description": "The Unschedulable reason shown for rejected nodes."},
@@ -136,7 +209,10 @@ def build_schema() -> dict[str, Any]:
     }, ("id", "message"), oneOf=_one_of_required(FILTER_KINDS))
 
     score_rule = schema_object({
-        "id": {"type": "string", "pattern": RULE_ID_PATTERN},
+        "id": {"type": "string", "pattern": RULE_ID_PATTERN,
+               "maxLength": RULE_ID_MAX_LENGTH,
+               "description": "Rule id, unique in the policy across filters and scores "
+                              "(lowercase DNS label)."},
         "description": {"type": "string"},
         "weight": {"type": "integer", "minimum": 1, "maximum": 100,
                    "description": "Weight of this rule inside the policy's score."},
@@ -195,6 +271,7 @@ def build_schema() -> dict[str, Any]:
                              "pattern": DNS_SUBDOMAIN_PATTERN},
                     "labels": _STRING_MAP,
                     "annotations": _STRING_MAP,
+                    **SERVER_METADATA,
                 },
                 "required": ["name"],
                 "additionalProperties": False,
@@ -208,15 +285,16 @@ def build_schema() -> dict[str, Any]:
                 "weight": {"type": "integer", "minimum": 1, "maximum": 100,
                            "description": "The plugin's score weight in the default "
                                           "profile (default 1); a profile may override."},
-                "mode": {"enum": list(MODES), "description":
+                "mode": {"enum": list(MODES), "default": ENFORCE, "description":
                          "Enforce (the default): the filters reject nodes and the scores "
                          "count. Audit: the filters are evaluated for every pod the policy "
                          "applies to but reject nothing (each would-be rejection is counted "
                          "and reported), and the scores do not count."},
                 "appliesTo": applies_to,
-                "filters": {"type": "array", "items": filter_rule},
-                "scores": {"type": "array", "items": score_rule},
+                "filters": {"type": "array", "maxItems": MAX_RULES, "items": filter_rule},
+                "scores": {"type": "array", "maxItems": MAX_RULES, "items": score_rule},
             }, ("pluginName",)),
+            "status": policy_status(),
         },
         "required": ["apiVersion", "kind", "metadata", "spec"],
         "additionalProperties": False,

@@ -41,9 +41,10 @@ from policyd.policy.from_paths import (
     check_documents,
     collect_files,
     is_policy_document,
+    policy_documents,
 )
 from policyd.problems import ERROR, Problem
-from policyd.sourcefile import JsonPath, SourceDocument, format_path, load_file
+from policyd.sourcefile import JsonPath, SourceDocument, SubDocument, load_file
 from policyd.sourcefile.schema_problems import schema_problems
 
 KIND = "PolicyTest"
@@ -359,39 +360,16 @@ def _load_policies(doc: SourceDocument, entries: list[Any], base_dir: Path,
                 result.files.append(source)
                 problems.extend(source.problems)
                 for d in source.documents:
-                    if is_policy_document(d, problems):
-                        result.documents.append(d)
+                    result.documents.extend(policy_documents(d, problems))
         else:
             # An inline document: positions are those of the test file, paths relative
             # to the entry, so problems point into the test file.
-            inline = _Subdocument(doc, ("spec", "policies", i), entry)
+            inline = SubDocument(doc, ("spec", "policies", i), entry)
             if is_policy_document(inline, problems):
                 result.documents.append(inline)
     check_documents(result)
     problems.extend(result.problems)
     return result.compiled
-
-
-class _Subdocument(SourceDocument):
-    """A document nested inside another: paths are relative to `base` in the parent."""
-
-    def __init__(self, parent: SourceDocument, base: JsonPath, data: Any) -> None:
-        super().__init__(parent.file, parent.index, data, parent.line, parent.values,
-                         parent.keys, parent.styles)
-        self._base = base
-
-    def position(self, path: JsonPath, *, key: bool = False) -> tuple[int, int]:
-        return SourceDocument.position(self, (*self._base, *path), key=key)
-
-    def column_in_scalar(self, path: JsonPath, offset: int) -> tuple[int, int] | None:
-        return SourceDocument.column_in_scalar(self, (*self._base, *path), offset)
-
-    def problem(self, path: JsonPath, rule: str, message: str, *, level: str = ERROR,
-                key: bool = False, detail: tuple[str, ...] = (),
-                at: tuple[int, int] | None = None) -> Problem:
-        line, col = at if at is not None else self.position(path, key=key)
-        return Problem(self.file, line, col, rule, level,  # type: ignore[arg-type]
-                       message, format_path((*self._base, *path)), detail, self.index)
 
 
 def _decode(doc: SourceDocument, path: JsonPath, raw: Any, what: str,

@@ -106,6 +106,47 @@ class SourceDocument:
                        message, format_path(path), detail, self.index)
 
 
+    def owns(self, problem: Problem) -> bool:
+        """Whether `problem` was found in this document."""
+        return problem.file == self.file and problem.document == self.index
+
+
+class SubDocument(SourceDocument):
+    """A document nested inside another (an item of a `kind: List`): its data is the
+    node at `base` in the parent, positions are the parent's (problems point at the
+    item's own lines) and problem paths are full paths in the parent
+    (`items[1].spec.weight`), so a reader finds the field in the file."""
+
+    def __init__(self, parent: SourceDocument, base: JsonPath, data: Any) -> None:
+        super().__init__(parent.file, parent.index, data, parent.position(base)[0],
+                         parent.values, parent.keys, parent.styles)
+        self.base = tuple(base)
+
+    def position(self, path: JsonPath, *, key: bool = False) -> tuple[int, int]:
+        return SourceDocument.position(self, (*self.base, *path), key=key)
+
+    def column_in_scalar(self, path: JsonPath, offset: int) -> tuple[int, int] | None:
+        return SourceDocument.column_in_scalar(self, (*self.base, *path), offset)
+
+    def problem(self, path: JsonPath, rule: str, message: str, *, level: str = ERROR,
+                key: bool = False, detail: tuple[str, ...] = (),
+                at: tuple[int, int] | None = None) -> Problem:
+        # Placed here (relative path), named in full: the base class would place the
+        # full path through this class's position() and add the base twice.
+        where = at if at is not None else self.position(path, key=key)
+        return SourceDocument.problem(self, (*self.base, *path), rule, message,
+                                      level=level, detail=detail, at=where)
+
+    def owns(self, problem: Problem) -> bool:
+        # The items of one list share the file and the YAML document: the path tells
+        # them apart (`items[1]` must not claim `items[10]`'s problems).
+        if not SourceDocument.owns(self, problem):
+            return False
+        prefix = format_path(self.base)
+        return problem.path == prefix or (problem.path.startswith(prefix)
+                                          and problem.path[len(prefix)] in ".[")
+
+
 @dataclass(slots=True)
 class SourceFile:
     path: str

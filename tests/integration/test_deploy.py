@@ -188,7 +188,9 @@ def test_bundle_is_the_kustomize_base() -> None:
         "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
         "RoleBinding", "ConfigMap", "Deployment", "PodDisruptionBudget", "Service",
         # Secure serving: the auth-delegator binding, the scrapers' ClusterRole.
-        "ClusterRoleBinding", "ClusterRole"])
+        "ClusterRoleBinding", "ClusterRole",
+        # SchedulingPolicy objects (deploy/crd.yaml, generated from the policy schema).
+        "CustomResourceDefinition"])
     assert all(ns in ("", NAMESPACE) for _, ns, _ in bundle())
 
 
@@ -486,6 +488,11 @@ CAN = [
     ("list", "priorityclasses.scheduling.k8s.io", []),
     ("watch", "priorityclasses.scheduling.k8s.io", []),
     ("delete", "pods", ["-n", "default"]),
+    # Cluster policies: the SchedulingPolicy objects read, their status written.
+    ("get", "schedulingpolicies.policyd.io", []),
+    ("list", "schedulingpolicies.policyd.io", []),
+    ("watch", "schedulingpolicies.policyd.io", []),
+    ("update", "schedulingpolicies.policyd.io", ["--subresource=status"]),
     # VolumeBinding's PreBind: a PV's claimRef, a claim's selected-node annotation.
     ("update", "persistentvolumes", []),
     ("update", "persistentvolumeclaims", ["-n", "default"]),
@@ -561,6 +568,13 @@ CANNOT = [
     ("create", "priorityclasses.scheduling.k8s.io", []),
     ("delete", "priorityclasses.scheduling.k8s.io", []),
     ("deletecollection", "pods", ["-n", "default"]),
+    # A SchedulingPolicy is the platform team's: policyd writes only its status.
+    ("create", "schedulingpolicies.policyd.io", []),
+    ("update", "schedulingpolicies.policyd.io", []),
+    ("patch", "schedulingpolicies.policyd.io", []),
+    ("delete", "schedulingpolicies.policyd.io", []),
+    ("patch", "schedulingpolicies.policyd.io", ["--subresource=status"]),
+    ("create", "customresourcedefinitions.apiextensions.k8s.io", []),
     # Its own /metrics is for scrapers, not for policyd.
     ("get", "/metrics", []),
     ("get", "/debug/queue", []),
@@ -802,6 +816,11 @@ def test_daemon_schedules_with_its_service_account(installed: Kube, tmp_path: Pa
         assert scheduled[0]["source"]["component"] == "policyd"
         assert scheduled[0]["message"] == f"Successfully assigned {ns}/payments-1 to hw-node"
 
+        # A SchedulingPolicy applied while the replicas run (deploy/config/profile.yaml:
+        # clusterPolicies: true): listed at start-up, watched, read fresh and its
+        # status written by the leader: every permission deploy/rbac.yaml grants on it.
+        _apply_cluster_policy(kube, logs)
+
         # A pod with volumes lands where they are; the daemon's writes of the bindings
         # (`update` on PVs and claims) are what the audit below wants to see used.
         _place_pod_with_volumes(kube, workload, logs)
@@ -874,6 +893,28 @@ def test_daemon_schedules_with_its_service_account(installed: Kube, tmp_path: Pa
     _check_audit(kube)
     for n in range(len(replicas)):
         _check_modules(tmp_path / f"modules-{n}.json", context)
+
+
+def _apply_cluster_policy(kube: Kube, logs: Callable[[], str]) -> None:
+    """A SchedulingPolicy for pods annotated example.io/gpu (none here: it changes no
+    placement below), accepted by the leader in its status."""
+    path = "/apis/policyd.io/v1alpha1/schedulingpolicies"
+    kube.admin.request("POST", path, body={
+        "apiVersion": "policyd.io/v1alpha1", "kind": "SchedulingPolicy",
+        "metadata": {"name": "gpu-nodes"},
+        "spec": {"pluginName": "GpuNodes",
+                 "appliesTo": {"annotationSelector": {
+                     "matchAnnotations": {"example.io/gpu": "true"}}},
+                 "filters": [{"id": "gpu", "message": "node(s) had no gpu",
+                              "nodeLabels": {"matchLabels": {"example.io/gpu": "true"}}}]}})
+
+    def accepted() -> Obj | None:
+        obj = kube.get(f"{path}/gpu-nodes") or {}
+        return next((c for c in (obj.get("status") or {}).get("conditions") or []
+                     if c["type"] == "Accepted" and c["status"] == "True"), None)
+
+    cond = wait_for(accepted, "gpu-nodes Accepted", 30)
+    assert cond["observedGeneration"] == 1, logs()
 
 
 def _place_pod_with_volumes(kube: Kube, workload: Obj, logs: Callable[[], str]) -> None:

@@ -125,6 +125,52 @@ def test_prefilter_disjoint_sets_reject_the_pod() -> None:
     assert r.message == "0/2 nodes are available: node(s) didn't satisfy plugin A."
 
 
+class PreReject:
+    """A PreFilter that rejects the pod with `code`, counting its calls."""
+
+    def __init__(self, name: str, code: Code, reason: str) -> None:
+        self.name = name
+        self.code = code
+        self.reason = reason
+        self.calls = 0
+
+    def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+                   ) -> tuple[set[str] | None, Status | None]:
+        self.calls += 1
+        return None, Status(self.code, (self.reason,))
+
+
+def test_prefilter_keeps_running_after_a_plain_unschedulable_and_the_last_one_answers() -> None:
+    first = PreReject("First", Code.UNSCHEDULABLE, "first says no")
+    last = PreReject("Last", Code.UNSCHEDULABLE, "last says no")
+    fw = Framework("p", pre_filter=[first, Narrow("Narrower", {"n1"}), last])
+    state = CycleState(cluster("n1", "n2").node_infos())
+    names, status, plugins = fw.run_pre_filter(state, make_pod().obj())
+    assert (first.calls, last.calls) == (1, 1)  # preemption needs every plugin's state
+    assert status is not None and status.plugin == "Last"
+    assert status.reasons == ("last says no",) and names is None
+    assert plugins == {"Narrower", "Last"}
+
+
+def test_prefilter_unresolvable_after_unschedulable_ends_prefilter_with_its_answer() -> None:
+    after = PreReject("After", Code.UNSCHEDULABLE, "never asked")
+    fw = Framework("p", pre_filter=[PreReject("Soft", Code.UNSCHEDULABLE, "soft"),
+                                    PreReject("Hard", Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                              "hard"), after])
+    r = schedule_one(fw, make_pod().obj(), cluster("n1", "n2"))
+    assert r.message == "0/2 nodes are available: hard."
+    assert after.calls == 0
+
+
+def test_prefilter_disjoint_sets_are_unresolvable_and_named_in_sorted_order() -> None:
+    fw = Framework("p", pre_filter=[Narrow("Zeta", {"n1"}), Narrow("Alpha", {"n2"})])
+    state = CycleState(cluster("n1", "n2").node_infos())
+    _, status, plugins = fw.run_pre_filter(state, make_pod().obj())
+    assert status is not None and status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert status.reasons == ("node(s) didn't satisfy plugin(s) [Alpha Zeta] simultaneously",)
+    assert plugins == {"Alpha", "Zeta"}
+
+
 def test_weighted_sum_picks_highest_total() -> None:
     s1 = FixedScore("S1", {"n1": 10, "n2": 50, "n3": 100}, normalize=True)
     s2 = FixedScore("S2", {"n1": 100, "n2": 0, "n3": 0})
