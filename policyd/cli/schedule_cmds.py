@@ -129,30 +129,27 @@ def frameworks_for(config: Path | None, policies: list[Path], seed: int | None,
     from policyd.config.validate import validate
     from policyd.problems import format_problem
 
-    checked = validate(config, extra_policies=policies)
+    # The cluster's policies are offered to the validation, since the profile may name
+    # them (as the daemon's); a profile that does not enable them is validated again
+    # without, so that naming one there is the error it is for the daemon.
+    offered: list[str] = []
+    source = None if not cluster_objects else (
+        lambda docs: {p.name: p for p in _cluster_policies(cluster_objects, list(docs),
+                                                           offered)})
+    checked = validate(config, extra_policies=policies, cluster_policies=source)
+    if source is not None and not checked.config.cluster_policies:
+        checked = validate(config, extra_policies=policies)
+        said.append(f"{len(cluster_objects or ())} SchedulingPolicy object(s) in the "
+                    f"cluster not run: {config} does not set clusterPolicies: true")
+    else:
+        said += offered
     errors = [p for p in checked.problems if p.is_error]
     if errors:
         shown = "\n  ".join(format_problem(p, with_level=False) for p in errors[:50])
         more = f"\n  ... and {len(errors) - 50} more" if len(errors) > 50 else ""
         raise InputFileError(f"invalid configuration ({len(errors)} problem(s); run "
                              f"`policyd check-config {config}`):\n  {shown}{more}")
-    if cluster_objects:
-        # TODO(issue 18, clusterpol): read PolicydConfig.cluster_policies directly once
-        # the daemon's option lands; until then a profile without it has it off.
-        if getattr(checked.config, "cluster_policies", False):
-            # Checked against the profile's own files, as the daemon checks them.
-            docs = _policy_documents(list(checked.config.policy_files))
-            checked.policies.update(
-                (p.name, p) for p in _cluster_policies(cluster_objects, docs, said))
-        else:
-            said.append(f"{len(cluster_objects)} SchedulingPolicy object(s) in the cluster "
-                        f"not run: {config} does not set clusterPolicies: true")
-    try:
-        return build_frameworks(checked, seed=seed)
-    except ProfileError as exc:  # a cluster policy the profile cannot take
-        raise InputFileError(f"invalid configuration with the cluster's policies "
-                             f"({len(exc.problems)} problem(s)):\n  "
-                             + "\n  ".join(exc.lines()), where=str(config)) from None
+    return build_frameworks(checked, seed=seed)
 
 
 def _policy_documents(paths: list[Path]) -> list[SourceDocument]:

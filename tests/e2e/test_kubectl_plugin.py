@@ -10,7 +10,6 @@ running `python -m policyd.cli.kubectl_plugin`.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import subprocess
@@ -25,6 +24,12 @@ from policyd.devcluster import ControlPlane
 from policyd.kube.client import ConnectionSettings, KubeClient
 from policyd.kube.cluster_read import SNAPSHOT_RESOURCES, list_all
 from tests.e2e.helpers import Cluster, DaemonFactory, write_profile
+from tests.e2e.test_cluster_policies import (
+    SCHEDULING_POLICIES,
+    install_crd,
+    policy,
+    remove_crd,
+)
 from tests.polling import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -183,56 +188,31 @@ def test_lists_are_paged_and_items_get_their_kind(control_plane: ControlPlane,
     assert {(o["kind"], o["apiVersion"]) for o in items} == {("Node", "v1")}
 
 
-def _install_test_crd(cluster: Cluster) -> None:
-    """A SchedulingPolicy CRD that accepts any spec (deploy/'s CRD, with its schema, is
-    the crd helper's): enough for the read to find objects where the daemon does."""
-    path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-    name = "schedulingpolicies.policyd.io"
-    cluster.client.request("POST", path, body={
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": name},
-        "spec": {"group": "policyd.io", "scope": "Cluster",
-                 "names": {"plural": "schedulingpolicies", "singular": "schedulingpolicy",
-                           "kind": "SchedulingPolicy"},
-                 "versions": [{"name": "v1alpha1", "served": True, "storage": True,
-                               "subresources": {"status": {}},
-                               "schema": {"openAPIV3Schema": {
-                                   "type": "object",
-                                   "x-kubernetes-preserve-unknown-fields": True}}}]}})
-    cluster.created.append(f"{path}/{name}")
-
-    def established() -> bool:
-        crd = cluster.client.request("GET", f"{path}/{name}")
-        return any(c.get("type") == "Established" and c.get("status") == "True"
-                   for c in (crd.get("status") or {}).get("conditions") or [])
-
-    wait_for(established, 30, "the CRD established")
-
-
 def test_the_clusters_scheduling_policies_run_in_a_live_explain(
-        cluster: Cluster, control_plane: ControlPlane, tmp_path: Path) -> None:
+        cluster: Cluster, control_plane: ControlPlane, tmp_path: Path,
+        request: pytest.FixtureRequest) -> None:
+    """With deploy/'s CRD (policyd.policy.crd), as tests/e2e/test_cluster_policies.py
+    installs it for the daemon."""
     kubeconfig = str(control_plane.kubeconfig_path)
+    remove_crd(cluster.client)  # no CRD: no cluster policies, and no error
     cluster.node("plain-node", cpu="4")
     cluster.pod("secret-db", "policyd", cpu="1",
                 annotations={"myorg.io/require-hw-encrypt": "true"})
-    # No CRD: no cluster policies, and no error.
     r = kubectl_policyd(tmp_path, "explain", "secret-db", "-n", cluster.ns,
                         "--kubeconfig", kubeconfig, "-o", "json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["node"] == "plain-node"
 
-    _install_test_crd(cluster)
-    policy: dict[str, Any] = YAML(typ="safe").load(
+    install_crd(cluster.client)
+    request.addfinalizer(lambda: remove_crd(cluster.client))
+    hw: dict[str, Any] = YAML(typ="safe").load(
         (ROOT / "policies" / "hw-encrypt.yaml").read_text())
-    policy["metadata"]["name"] = f"hw-encrypt-{cluster.ns}"
-    broken = copy.deepcopy(policy)
-    broken["metadata"]["name"] = f"broken-{cluster.ns}"
-    broken["spec"]["pluginName"] = "Broken"
-    broken["spec"]["filters"][0]["jmespath"] = "labels.["  # not JMESPath, nor the schema's
-    objects = "/apis/policyd.io/v1alpha1/schedulingpolicies"
-    for obj in (policy, broken):
-        cluster.client.request("POST", objects, body=obj)
-        cluster.created.append(f"{objects}/{obj['metadata']['name']}")
+    hw["metadata"] = {"name": f"hw-encrypt-{cluster.ns}"}
+    # Admitted by the CRD's schema (JMESPath is left to policyd), refused by policyd.
+    broken = policy(f"broken-{cluster.ns}", "Broken", "never", jmespath="labels.[")
+    for obj in (hw, broken):
+        cluster.client.request("POST", SCHEDULING_POLICIES, body=obj)
+        cluster.created.append(f"{SCHEDULING_POLICIES}/{obj['metadata']['name']}")
 
     r = kubectl_policyd(tmp_path, "explain", "secret-db", "-n", cluster.ns,
                         "--kubeconfig", kubeconfig, "-o", "json")

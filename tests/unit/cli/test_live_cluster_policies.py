@@ -9,9 +9,11 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import pytest
 from ruamel.yaml import YAML
 
 from policyd.cli.schedule_cmds import frameworks_for
+from policyd.errors import PolicydError
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -62,3 +64,31 @@ def test_a_profile_without_cluster_policies_does_not_run_them(tmp_path: Path) ->
     assert "TeamA" not in _filter_names(frameworks)
     assert warnings == [f"1 SchedulingPolicy object(s) in the cluster not run: {profile} "
                         "does not set clusterPolicies: true"]
+
+
+def test_a_profile_with_cluster_policies_runs_them_and_may_name_them(tmp_path: Path) -> None:
+    profile = tmp_path / "profile.yaml"
+    profile.write_text("apiVersion: policyd.io/v1alpha1\nkind: PolicydConfiguration\n"
+                       "clusterPolicies: true\n"
+                       "profiles:\n- schedulerName: team\n"
+                       "  plugins:\n    filter:\n      disabled: [{name: TeamB}]\n")
+    bad = _object("broken", "Broken")
+    bad["spec"]["filters"][0]["annotationToNodeLabel"]["label"] = 7
+    warnings: list[str] = []
+    frameworks = frameworks_for(profile, [], None,
+                                [_object("team-a", "TeamA"), _object("team-b", "TeamB"), bad],
+                                warnings)
+    names = _filter_names(frameworks)
+    assert "TeamA" in names and "TeamB" not in names and "Broken" not in names
+    assert len(warnings) == 1 and warnings[0].startswith("schedulingpolicy/broken left out")
+
+
+def test_naming_a_cluster_policy_without_enabling_them_is_the_daemons_error(
+        tmp_path: Path) -> None:
+    profile = tmp_path / "profile.yaml"
+    profile.write_text("apiVersion: policyd.io/v1alpha1\nkind: PolicydConfiguration\n"
+                       "profiles:\n- schedulerName: team\n"
+                       "  plugins:\n    filter:\n      disabled: [{name: TeamA}]\n")
+    with pytest.raises(PolicydError) as caught:
+        frameworks_for(profile, [], None, [_object("team-a", "TeamA")], [])
+    assert "TeamA" in str(caught.value) and caught.value.exit_code == 2
