@@ -48,9 +48,14 @@ def register_commands() -> typer.Typer:
 
 
 def main() -> None:
-    register_commands()
+    run_with_boundary(register_commands())
+
+
+def run_with_boundary(typer_app: typer.Typer, prog_name: str | None = None) -> None:
+    """Run a typer app behind the error boundary (`policyd`, and `kubectl policyd`,
+    whose errors are said the same way)."""
     try:
-        app(standalone_mode=True)
+        typer_app(standalone_mode=True, prog_name=prog_name)
     except PolicydError as exc:
         print(f"policyd: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)

@@ -1,7 +1,12 @@
-"""`policyd explain` and `policyd simulate`: the scheduler's decisions, offline.
+"""`policyd explain` and `policyd simulate`: the scheduler's decisions, offline or live.
 
-Both run the same engine as the daemon on a snapshot file, so what they say is what the
-scheduler would do.
+Both run the same engine as the daemon, on a snapshot file (`--cluster FILE`) or, when no
+file is given, on the live cluster kubectl's credentials reach (`--kubeconfig`,
+`--context`, else $KUBECONFIG, in-cluster, ~/.kube/config): one read-only list of what a
+snapshot holds, decoded by the snapshot loader, so what they say is what the scheduler
+would do, about the cluster as it is. Live, the cluster's SchedulingPolicy objects run
+too: always without --config, and with --config when the profile says
+`clusterPolicies: true`, as the daemon does.
 """
 
 from __future__ import annotations
@@ -9,9 +14,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,11 +29,13 @@ if TYPE_CHECKING:  # the engine (and numpy) load only when a command here runs
     from policyd.framework.runtime import Framework
     from policyd.model.cluster_files import Snapshot
     from policyd.model.records import Pod
+    from policyd.sourcefile import SourceDocument
 
 
 class OutputFormat(StrEnum):
     text = "text"
     json = "json"
+    yaml = "yaml"  # the json document, for kubectl users used to `-o yaml`
 
 
 class FieldValidation(StrEnum):
@@ -38,14 +46,20 @@ class FieldValidation(StrEnum):
     ignore = "ignore"
 
 
-ClusterOpt = Annotated[Path, typer.Option("--cluster", help="Snapshot: `kubectl get "
-                                          "nodes,pods -A -o yaml` output, or Nodes and Pods.")]
+ClusterOpt = Annotated[Path | None, typer.Option(
+    "--cluster", help="Snapshot: `kubectl get nodes,pods -A -o yaml` output, or Nodes and "
+    "Pods. Without it, the live cluster is read (--kubeconfig, --context).")]
+KubeconfigOpt = Annotated[str | None, typer.Option(
+    "--kubeconfig", help="Read the live cluster through this kubeconfig (default as "
+    "kubectl: $KUBECONFIG, in-cluster, then ~/.kube/config). Not with --cluster.")]
+ContextOpt = Annotated[str | None, typer.Option(
+    "--context", help="The kubeconfig context to use (default: its current context).")]
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="PolicydConfiguration "
                                                 "profile (default: kube-scheduler's default "
                                                 "plugins plus the given policies).")]
 PoliciesOpt = Annotated[list[Path] | None, typer.Option("--policies", help="Policy file or "
                                                         "directory (repeatable).")]
-FormatOpt = Annotated[OutputFormat, typer.Option("--format", help="Output format.")]
+FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-o", help="Output format.")]
 ValidateOpt = Annotated[FieldValidation, typer.Option(
     "--validate", help="Unknown fields in the snapshot and pod files (a typo such as "
     "nodeSelectr): strict = exit 2 naming the field, as the API server rejects them; "
@@ -86,50 +100,164 @@ def load_policy_plugins(paths: list[Path]) -> list[Plugin]:
     return list(compiled)
 
 
-def frameworks_for(config: Path | None, policies: list[Path], seed: int | None
-                   ) -> dict[str, Framework]:
+def frameworks_for(config: Path | None, policies: list[Path], seed: int | None,
+                   cluster_objects: list[dict[str, Any]] | None = None,
+                   warnings: list[str] | None = None) -> dict[str, Framework]:
     """The profile's frameworks after the full validation `policyd check-config` runs
     (any error: exit 2 with every problem at file:line:column), or the default profile
-    plus `policies` when no profile is given."""
+    plus `policies` when no profile is given.
+
+    `cluster_objects` are the live cluster's SchedulingPolicy objects (None: not read,
+    or no CRD). They join the file policies without a profile, and with one only when
+    it says `clusterPolicies: true`, as the daemon runs them; an object with errors is
+    left out with a line in `warnings`."""
     from policyd.config.plugins import ProfileError, default_framework
     from policyd.config.profile_schema import DEFAULT_SCHEDULER_NAME
 
+    said = warnings if warnings is not None else []
     if config is None:
         plugins = load_policy_plugins(policies)
+        if cluster_objects:
+            plugins += _cluster_policies(cluster_objects, _policy_documents(policies), said)
         try:
             return {DEFAULT_SCHEDULER_NAME: default_framework(plugins, seed=seed)}
         except ProfileError as exc:  # lint rejects what could cause it; never a traceback
             raise InputFileError(f"invalid configuration ({len(exc.problems)} problem(s)):"
                                  "\n  " + "\n  ".join(f"<default profile>: {exc_line}"
                                                       for exc_line in exc.lines())) from None
-    from policyd.config.validate import validate_config_file
+    from policyd.config.frameworks import build_frameworks
+    from policyd.config.validate import validate
     from policyd.problems import format_problem
 
-    _, frameworks, problems = validate_config_file(config, extra_policies=policies, seed=seed)
-    errors = [p for p in problems if p.is_error]
+    # The cluster's policies are offered to the validation, since the profile may name
+    # them (as the daemon's); a profile that does not enable them is validated again
+    # without, so that naming one there is the error it is for the daemon.
+    offered: list[str] = []
+    source = None if not cluster_objects else (
+        lambda docs: {p.name: p for p in _cluster_policies(cluster_objects, list(docs),
+                                                           offered)})
+    checked = validate(config, extra_policies=policies, cluster_policies=source)
+    if source is not None and not checked.config.cluster_policies:
+        checked = validate(config, extra_policies=policies)
+        said.append(f"{len(cluster_objects or ())} SchedulingPolicy object(s) in the "
+                    f"cluster not run: {config} does not set clusterPolicies: true")
+    else:
+        said += offered
+    errors = [p for p in checked.problems if p.is_error]
     if errors:
         shown = "\n  ".join(format_problem(p, with_level=False) for p in errors[:50])
         more = f"\n  ... and {len(errors) - 50} more" if len(errors) > 50 else ""
         raise InputFileError(f"invalid configuration ({len(errors)} problem(s); run "
                              f"`policyd check-config {config}`):\n  {shown}{more}")
-    return frameworks
+    return build_frameworks(checked, seed=seed)
 
 
-def _pick_pod(pod_arg: str, candidates: list[Pod], from_file: PodFile | None) -> Pod:
-    """`--pod` is a file holding one Pod, or NAMESPACE/NAME (or NAME in default) of a pod
-    in the snapshot or in the `--pods` files."""
+def _policy_documents(paths: list[Path]) -> list[SourceDocument]:
+    """The policy documents of `paths` (already checked and compiled by the caller),
+    for the checks of the cluster's objects against them."""
+    if not paths:
+        return []
+    from policyd.policy.from_paths import load_policy_set
+
+    return list(load_policy_set(paths, compile=False).documents)
+
+
+def _cluster_policies(objects: list[dict[str, Any]], file_documents: list[SourceDocument],
+                      warnings: list[str]) -> list[Plugin]:
+    """The accepted SchedulingPolicy objects, compiled as the daemon compiles them; each
+    refused one is a warning naming it and its first error."""
+    from policyd.policy.objects import OBJECT_PREFIX, check_objects, describe
+
+    accepted: list[Plugin] = []
+    for verdict in check_objects(objects, file_documents):
+        if verdict.compiled is not None:
+            accepted.append(verdict.compiled)
+            continue
+        first = describe(verdict.errors[0]) if verdict.errors else "not accepted"
+        warnings.append(f"{OBJECT_PREFIX}{verdict.name} left out: {first} (the daemon may "
+                        "still run an older accepted version of it; explain cannot see "
+                        "which: kubectl get schedulingpolicies shows its status)")
+    return accepted
+
+
+# kubectl's TYPE/NAME prefixes that name a pod (`pod/web-0`).
+POD_TYPES = ("pod", "pods", "po")
+
+
+def pod_key(ref: str, namespace: str | None) -> str:
+    """NAMESPACE/NAME of the pod `ref` names the ways kubectl does: NAME (in `namespace`,
+    else default), pod/NAME (also pods/, po/), or NAMESPACE/NAME, which a different
+    `namespace` contradicts (a usage error, exit 2)."""
+    first, sep, rest = ref.partition("/")
+    if sep and first.lower() in POD_TYPES:
+        first, sep, rest = "", "", rest
+    elif not sep:
+        first, rest = "", first
+    if not rest or "/" in rest or (sep and not first):
+        raise PolicydError(f"{ref!r} is not a pod: expected NAME, pod/NAME or NAMESPACE/NAME")
+    if first and namespace and namespace != first:
+        raise PolicydError(f"pod {ref!r} is in namespace {first!r}, but -n says {namespace!r}")
+    return f"{first or namespace or 'default'}/{rest}"
+
+
+def _pick_pod(key: str, candidates: list[Pod], from_file: PodFile | None, where: str) -> Pod:
+    """The pod `--pod FILE` holds (exactly one), or the candidate whose key is `key`."""
     if from_file is not None:
         if len(from_file.pods) != 1:
             raise InputFileError(
                 f"expected exactly one Pod, found {len(from_file.pods)}; to pick one, pass "
-                "the file with --pods and the pod with --pod NAMESPACE/NAME", where=pod_arg)
+                "the file with --pods and the pod with --pod NAMESPACE/NAME",
+                where=from_file.path)
         return from_file.pods[0]
-    ns, _, name = pod_arg.rpartition("/")
-    key = f"{ns or 'default'}/{name}"
     for p in candidates:
         if p.key == key:
             return p
-    raise InputFileError(f"no such file, and no pod {key} in the snapshot or --pods files")
+    raise InputFileError(f"no pod {key} in {where}")
+
+
+@dataclass(slots=True)
+class ClusterInput:
+    """What explain and simulate run on: a snapshot, where it came from, and (live) the
+    cluster's SchedulingPolicy objects."""
+
+    snapshot: Snapshot
+    where: str
+    """The snapshot file, or the API server's address."""
+    live: bool
+    policies: list[dict[str, Any]] | None = None
+    """Live only: the SchedulingPolicy objects; None when the CRD is not installed."""
+    namespace: str | None = None
+    """Live only: the kubeconfig context's namespace (kubectl's default for -n)."""
+
+
+def load_input(cluster: Path | None, kubeconfig: str | None, context: str | None,
+               validate: FieldValidation) -> ClusterInput:
+    """The snapshot file, or the live cluster when none is given: exactly one. A live
+    read uses kubectl's credentials (--kubeconfig, else $KUBECONFIG, in-cluster,
+    ~/.kube/config); none found is a usage error (exit 2)."""
+    if cluster is not None:
+        if kubeconfig is not None or context is not None:
+            raise PolicydError("--cluster FILE reads a snapshot, --kubeconfig/--context the "
+                               "live cluster: give one or the other, not both")
+        return ClusterInput(_load_cluster(cluster, validate), str(cluster), live=False)
+    from policyd.kube.client import ConnectionSettings, KubeClient, KubeConfigError
+    from policyd.kube.cluster_read import context_namespace, read_cluster
+    from policyd.model.cluster_files import snapshot_from_objects
+
+    try:
+        client = KubeClient.connect(ConnectionSettings(kubeconfig=kubeconfig, context=context))
+    except KubeConfigError as exc:
+        raise PolicydError(f"{exc} (or give a snapshot file with --cluster FILE)") from None
+    try:
+        read = read_cluster(client)
+    finally:
+        client.close()
+    # The API server has validated these objects; a field our list does not know is a
+    # newer server's, not a typo, so unknown fields are not checked here.
+    snap = snapshot_from_objects(read.objects, read.host, field_validation="ignore")
+    snap.warnings += read.warnings
+    return ClusterInput(snap, read.host, live=True, policies=read.policies,
+                        namespace=context_namespace(kubeconfig, context))
 
 
 def _load_cluster(path: Path, validate: FieldValidation) -> Snapshot:
@@ -169,6 +297,18 @@ def _warn(warnings: list[str]) -> None:
         print(f"policyd: warning: {w}", file=sys.stderr)
 
 
+def _emit(document: dict[str, Any], output: OutputFormat) -> None:
+    """The JSON document, as JSON or as YAML (`-o yaml`)."""
+    if output is OutputFormat.yaml:
+        from ruamel.yaml import YAML
+
+        yaml = YAML(typ="safe", pure=True)
+        yaml.default_flow_style = False
+        yaml.dump(document, sys.stdout)
+    else:
+        typer.echo(json.dumps(document, indent=2))
+
+
 def _explain_profile(target: Pod, frameworks: dict[str, Framework], notes: list[str]
                      ) -> Framework:
     """The profile for `target`: the one its schedulerName names or, when none does and
@@ -197,10 +337,20 @@ def _explain_profile(target: Pod, frameworks: dict[str, Framework], notes: list[
     return fw
 
 
+PodArg = Annotated[str | None, typer.Argument(
+    metavar="POD", show_default=False,
+    help="The pod to explain: NAME (in -n, else the context's namespace live, else "
+    "default), pod/NAME, or NAMESPACE/NAME.")]
+NamespaceOpt = Annotated[str | None, typer.Option(
+    "--namespace", "-n", help="Namespace of a POD given by NAME (as kubectl's -n).")]
+
+
 def explain(
-    cluster: ClusterOpt,
-    pod: Annotated[str, typer.Option("--pod", help="A Pod file, or NAMESPACE/NAME of a "
-                                     "pod in the snapshot or the --pods files.")],
+    pod_ref: PodArg = None,
+    cluster: ClusterOpt = None,
+    pod: Annotated[str | None, typer.Option("--pod", help="A Pod file, or NAMESPACE/NAME "
+                                            "of a pod in the cluster or the --pods files "
+                                            "(instead of POD).")] = None,
     pods: Annotated[list[Path] | None, typer.Option("--pods", help="Pod files to pick "
                                                      "--pod from (repeatable).")] = None,
     config: ConfigOpt = None,
@@ -209,31 +359,45 @@ def explain(
     seed: SeedOpt = None,
     metrics: MetricsOpt = None,
     validate: ValidateOpt = FieldValidation.strict,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+    namespace: NamespaceOpt = None,
 ) -> None:
     """Explain where one pod would go and why: every plugin's verdict and score per node.
 
-    The profile is the one whose schedulerName the pod names (without --config the
-    default profile also takes default-scheduler pods); with a single profile that does
-    not serve the pod, it is used anyway, with a note. A pod in the --pod/--pods files
-    replaces the snapshot's copy. Exit 0 when the pod fits a node, 1 when it fits none,
-    2 for bad input (including unknown fields, unless --validate says otherwise)."""
+    Reads the snapshot --cluster FILE or, without it, the live cluster (listed once,
+    nothing written; its SchedulingPolicy objects run too, see --config). The profile
+    is the one whose schedulerName the pod names (without --config the default profile
+    also takes default-scheduler pods); with a single profile that does not serve the
+    pod, it is used anyway, with a note. A pod in the --pod/--pods files replaces the
+    cluster's copy. Exit 0 when the pod fits a node, 1 when it fits none, 2 for bad input
+    (including unknown fields, unless --validate says otherwise)."""
     from policyd.engine.cycle import schedule_one
     from policyd.engine.inputs import check_unique_pods, merge_pods
     from policyd.engine.profiles import serving_profiles
     from policyd.engine.report import explain_json, explain_text
 
-    snap = _load_cluster(cluster, validate)
-    pod_path = Path(pod)
-    is_file = pod_path.is_file()
+    if (pod_ref is None) == (pod is None):
+        raise PolicydError("name the pod to explain: POD or --pod (one of them)")
+    source = load_input(cluster, kubeconfig, context, validate)
+    snap = source.snapshot
+    pod_path = Path(pod) if pod is not None else None
+    is_file = pod_path is not None and pod_path.is_file()
     # The --pod file is read like a --pods file (last, once even if also given there).
     paths = [p for p in pods or []
-             if not (is_file and os.path.realpath(p) == os.path.realpath(pod_path))]
-    files, warnings = _load_pod_files([*paths, pod_path] if is_file else paths, validate)
+             if not (pod_path and is_file and os.path.realpath(p) == os.path.realpath(pod_path))]
+    files, warnings = _load_pod_files([*paths, pod_path] if pod_path and is_file else paths,
+                                      validate)
     from_file = files[-1] if is_file else None
     check_unique_pods(files)
     merged = merge_pods(snap.pods, files)
-    target = _pick_pod(pod, merged.extra + merged.snapshot, from_file)
-    frameworks = frameworks_for(config, policies or [], seed)
+    key = "" if from_file else pod_key(pod_ref if pod_ref is not None else str(pod),
+                                       namespace or source.namespace)
+    where = f"the cluster at {source.where}" if source.live else "the snapshot"
+    where += " or the --pods files" if paths else ""
+    target = _pick_pod(key, merged.extra + merged.snapshot, from_file,
+                       where if pod_ref is not None else f"{where} (and no such file)")
+    frameworks = frameworks_for(config, policies or [], seed, source.policies, warnings)
     attach_metrics_file(frameworks, metrics)
     served = serving_profiles(frameworks, default_profile=config is None)
     notes = list(merged.notes)
@@ -244,17 +408,17 @@ def explain(
     result = schedule_one(fw, target, state, explain=True)
     warnings = snap.warnings + warnings
     _warn(warnings)
-    if output is OutputFormat.json:
+    if output is OutputFormat.text:
+        typer.echo(explain_text(result) + "".join(f"\nnote: {n}" for n in notes))
+    else:
         out = explain_json(result)
         out.update(profile=fw.profile_name, notes=notes, warnings=warnings)
-        typer.echo(json.dumps(out, indent=2))
-    else:
-        typer.echo(explain_text(result) + "".join(f"\nnote: {n}" for n in notes))
+        _emit(out, output)
     raise typer.Exit(EXIT_OK if result.node is not None else EXIT_PROBLEMS)
 
 
 def simulate(
-    cluster: ClusterOpt,
+    cluster: ClusterOpt = None,
     pods: Annotated[list[Path] | None, typer.Option("--pods", help="Extra pods to schedule "
                                                      "(repeatable).")] = None,
     config: ConfigOpt = None,
@@ -263,14 +427,18 @@ def simulate(
     seed: SeedOpt = None,
     metrics: MetricsOpt = None,
     validate: ValidateOpt = FieldValidation.strict,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
 ) -> None:
-    """Schedule every pending pod of the snapshot plus the --pods, in queue order, each
+    """Schedule every pending pod of the cluster plus the --pods, in queue order, each
     placement counted before the next.
 
-    A profile takes the pods whose schedulerName it has; without --config the default
-    profile also takes default-scheduler pods (and pods with no schedulerName). Pods no
-    cycle would run for (another scheduler's, being deleted, already bound) are listed as
-    skipped, gated pods as held. A --pods pod replaces the snapshot's copy of it.
+    Reads the snapshot --cluster FILE or, without it, the live cluster (listed once,
+    nothing written; its SchedulingPolicy objects run too, see --config). A profile
+    takes the pods whose schedulerName it has; without --config the default profile
+    also takes default-scheduler pods (and pods with no schedulerName). Pods no cycle
+    would run for (another scheduler's, being deleted, already bound) are listed as
+    skipped, gated pods as held. A --pods pod replaces the cluster's copy.
 
     Exit 0 when every pod tried was placed; 1 when some could not be, or a pending pod
     given with --pods was skipped or is held by scheduling gates; 2 for bad input
@@ -281,17 +449,18 @@ def simulate(
     from policyd.engine.report import simulate_json, simulate_text
     from policyd.engine.simulate import simulate as run
 
-    snap = _load_cluster(cluster, validate)
+    source = load_input(cluster, kubeconfig, context, validate)
+    snap = source.snapshot
     files, warnings = _load_pod_files(list(pods or []), validate)
     check_unique_pods(files)
     merged = merge_pods(snap.pods, files)
-    frameworks = frameworks_for(config, policies or [], seed)
+    frameworks = frameworks_for(config, policies or [], seed, source.policies, warnings)
     attach_metrics_file(frameworks, metrics)
     served = serving_profiles(frameworks, default_profile=config is None)
     snap.pods = merged.snapshot + merged.extra
     state = snap.cluster()
-    # The snapshot's pending pods, then every --pods pod (bound ones count on their node
-    # like the snapshot's, and are listed as skipped).
+    # The cluster's pending pods, then every --pods pod (bound ones count on their node
+    # like the cluster's, and are listed as skipped).
     pending = [p for p in merged.snapshot if not p.node_name and not p.finished]
     pending += merged.extra
 
@@ -303,11 +472,10 @@ def simulate(
     result = run(served, state, pending, progress=progress)
     warnings = snap.warnings + warnings
     _warn(warnings)
-    if output is OutputFormat.json:
-        typer.echo(json.dumps(simulate_json(result, notes=merged.notes, warnings=warnings),
-                              indent=2))
-    else:
+    if output is OutputFormat.text:
         typer.echo(simulate_text(result, notes=merged.notes))
+    else:
+        _emit(simulate_json(result, notes=merged.notes, warnings=warnings), output)
     requested = {p.uid for p in merged.extra}
     left_out = any(s.pod.uid in requested and not s.pod.node_name and not s.pod.finished
                    for s in result.skipped) or any(p.uid in requested for p in result.gated)
@@ -315,4 +483,5 @@ def simulate(
     raise typer.Exit(EXIT_PROBLEMS if failed else EXIT_OK)
 
 
-__all__ = ["PolicydError", "explain", "simulate"]
+__all__ = ["ClusterInput", "PolicydError", "explain", "frameworks_for", "load_input", "pod_key",
+           "simulate"]

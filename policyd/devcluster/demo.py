@@ -88,8 +88,12 @@ def _outcomes(kube: KubeClient, pods: list[dict[str, Any]]) -> list[Outcome]:
 
 
 def run_live_demo(demo_dir: Path, *, timeout: float = 60.0,
-                  say: Callable[[str], None] = print) -> list[Outcome]:
-    """Run the demo end to end and return each demo pod's outcome."""
+                  say: Callable[[str], None] = print,
+                  then: Callable[[list[Outcome], Path], None] | None = None
+                  ) -> list[Outcome]:
+    """Run the demo end to end and return each demo pod's outcome. `then`, if given,
+    is called with the outcomes and the cluster's kubeconfig while the cluster and the
+    daemon still run (for commands that read the cluster the daemon scheduled)."""
     profile = demo_dir / "profile.yaml"
     cluster_objects = read_objects(demo_dir / "cluster.yaml")
     pod_objects = read_objects(demo_dir / "pods.yaml")
@@ -120,7 +124,10 @@ def run_live_demo(demo_dir: Path, *, timeout: float = 60.0,
                                for o in _outcomes(kube, pod_objects))
 
                 _wait(settled, timeout)
-                return _outcomes(kube, pod_objects)
+                outcomes = _outcomes(kube, pod_objects)
+            if then is not None:
+                then(outcomes, Path(cp.kubeconfig_path))
+            return outcomes
         finally:
             daemon.send_signal(signal.SIGTERM)
             try:

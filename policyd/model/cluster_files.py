@@ -10,7 +10,7 @@ Every error names the file, the object and the field; nothing half-loads.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,6 +74,29 @@ def load_snapshot(*paths: Path, pods_only: bool = False, field_validation: str =
         for where, obj in iter_objects(path):
             _add(snap, obj, where, pods_only, field_validation)
     return snap
+
+
+def snapshot_from_objects(objects: Iterable[Any], where: str,
+                          field_validation: str = "strict") -> Snapshot:
+    """A Snapshot of objects already in memory (a live cluster's lists), decoded exactly
+    as a file's: the same checks, the same errors, each naming `where` and the object
+    (`https://10.0.0.1:6443: Pod shop/web-0`)."""
+    snap = Snapshot()
+    for obj in objects:
+        _add(snap, obj, f"{where}: {_object_name(obj)}", False, field_validation)
+    return snap
+
+
+def _object_name(obj: Any) -> str:
+    """`Kind namespace/name` (or `Kind name`) for an error's place; what is there."""
+    if not isinstance(obj, dict):
+        return "object"
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
+    name = meta.get("name") if isinstance(meta.get("name"), str) else "?"
+    ns = meta.get("namespace")
+    return f"{obj.get('kind') or 'object'} {f'{ns}/' if isinstance(ns, str) else ''}{name}"
 
 
 def _add(snap: Snapshot, obj: Any, where: str, pods_only: bool,
