@@ -14,7 +14,6 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -22,7 +21,9 @@ import typer
 from policyd.cli.schedule_cmds import (
     ClusterOpt,
     ConfigOpt,
+    ContextOpt,
     FieldValidation,
+    KubeconfigOpt,
     PoliciesOpt,
     ValidateOpt,
 )
@@ -32,7 +33,6 @@ if TYPE_CHECKING:  # the engine loads only when the command runs
     from policyd.engine.audit import AuditResult, PolicyChooser
     from policyd.framework.runtime import Framework
     from policyd.lint.reporters.junit_xml import Suite
-    from policyd.model.cluster_files import Snapshot
     from policyd.policy.compiler import CompiledPolicy
 
 # The version of the JSON output's shape; bumped only on an incompatible change.
@@ -53,9 +53,7 @@ class FailOn(StrEnum):
 
 
 def audit(
-    cluster: ClusterOpt,
-    # --- the lead adds --kubeconfig/--context here after the live helper's merge; the
-    # only other change is in `_read_snapshot` below ---
+    cluster: ClusterOpt = None,
     policies: PoliciesOpt = None,
     config: ConfigOpt = None,
     namespace: Annotated[str | None, typer.Option(
@@ -70,6 +68,8 @@ def audit(
         "--fail-on", help="Violations that fail the run: any, or only those of "
         "Enforce-mode policies (Audit-mode ones are still reported).")] = FailOn.any,
     validate: ValidateOpt = FieldValidation.strict,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
 ) -> None:
     """Audit bound pods: for each, which filter rules of the policies that apply to it
     reject the node it runs on now (after a policy change or a node's labels drifted).
@@ -84,17 +84,25 @@ def audit(
     --all-schedulers. Finished and terminating pods, and pods on a node the snapshot
     does not hold, are listed as skipped.
 
+    Reads the snapshot --cluster FILE or, without it, the live cluster (listed once,
+    nothing written), whose SchedulingPolicy objects are audited too as explain and
+    simulate run them (always without --config, with it when the profile sets
+    clusterPolicies: true).
+
     Exit 0 when no pod violates a policy, 1 when one does (see --fail-on), 2 for bad
     input (including unknown fields, unless --validate says otherwise)."""
-    from policyd.cli.schedule_cmds import frameworks_for
+    from policyd.cli.schedule_cmds import frameworks_for, load_input
     from policyd.engine.audit import audit as run
     from policyd.policy.policy_schema import ENFORCE
 
-    if config is None and not policies:
+    source = load_input(cluster, kubeconfig, context, validate)
+    snap = source.snapshot
+    if config is None and not policies and not source.policies:
         raise PolicydError("nothing to audit: give the policies with --policies PATH "
-                         "and/or a profile with --config")
-    snap = _read_snapshot(cluster, validate)
-    frameworks = frameworks_for(config, policies or [], None)
+                           "and/or a profile with --config (a live cluster's "
+                           "SchedulingPolicy objects count too; it has none)")
+    frameworks = frameworks_for(config, policies or [], None, source.policies,
+                                snap.warnings)
     choose = _policy_chooser(frameworks, by_profile=config is not None,
                              all_schedulers=all_schedulers)
     pods = [p for p in snap.pods if namespace is None or p.namespace == namespace]
@@ -112,14 +120,6 @@ def audit(
     failing = [v for v in result.violations
                if fail_on is FailOn.any or v.mode == ENFORCE]
     raise typer.Exit(EXIT_PROBLEMS if failing else EXIT_OK)
-
-
-def _read_snapshot(cluster: Path, validate: FieldValidation) -> Snapshot:
-    """What is audited, as one Snapshot. The lead's live-read merge adds the
-    --kubeconfig branch here (the live helper's cluster read), nothing else changes."""
-    from policyd.cli.schedule_cmds import _load_cluster
-
-    return _load_cluster(cluster, validate)
 
 
 def profile_policies(fw: Framework) -> tuple[CompiledPolicy, ...]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import typer
 
-from policyd.cli import commands, schedule_cmds
+from policyd.cli import audit_cmd, commands, schedule_cmds
 from policyd.cli.app import run_with_boundary
 from policyd.cli.helpformat import PolicydGroup
 
@@ -26,6 +26,7 @@ PROG_NAME = "kubectl policyd"
 LIVE_COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("explain", schedule_cmds.explain),
     ("simulate", schedule_cmds.simulate),
+    ("audit", audit_cmd.audit),
 )
 
 

@@ -224,3 +224,47 @@ def test_the_clusters_scheduling_policies_run_in_a_live_explain(
                               "scheduling.")
     assert f"schedulingpolicy/broken-{cluster.ns} left out: " in r.stderr
     assert out["warnings"] and "left out" in out["warnings"][0]
+
+
+def test_kubectl_policyd_audit_finds_label_drift_under_running_pods(
+        cluster: Cluster, control_plane: ControlPlane, tmp_path: Path) -> None:
+    """`policyd audit` on the live cluster: a pod placed on a node with the label its
+    policy requires passes; once the node loses the label, the same pod is a violation
+    (exit 1, in json and junit), without anything being scheduled in between."""
+    import xml.etree.ElementTree as ET
+
+    kubeconfig = str(control_plane.kubeconfig_path)
+    node = f"enc-{cluster.ns}"
+    cluster.node(node, labels={"node.kubernetes.io/hw-encrypt": "true"})
+    cluster.pod("vault", "another-scheduler",
+                annotations={"myorg.io/require-hw-encrypt": "true"})
+    cluster.bind("vault", node)
+    cluster.pod("web", "another-scheduler")
+    cluster.bind("web", node)
+    args = ("audit", "--kubeconfig", kubeconfig, "-n", cluster.ns,
+            "--policies", str(ROOT / "policies" / "hw-encrypt.yaml"))
+
+    clean = kubectl_policyd(tmp_path, *args, "-o", "json")
+    assert clean.returncode == 0, clean.stderr
+    report = json.loads(clean.stdout)
+    assert report["violations"] == []
+    (hw,) = report["policies"]
+    assert (hw["policy"], hw["checked"]) == ("hw-encrypt", 1)  # web is not annotated
+
+    cluster.client.request("PATCH", f"/api/v1/nodes/{node}",
+                           body={"metadata": {"labels": {
+                               "node.kubernetes.io/hw-encrypt": None}}},
+                           content_type="application/merge-patch+json")
+    drifted = kubectl_policyd(tmp_path, *args, "-o", "json")
+    assert drifted.returncode == 1, drifted.stderr
+    (violation,) = json.loads(drifted.stdout)["violations"]
+    assert (violation["pod"], violation["node"], violation["policy"], violation["rule"],
+            violation["mode"]) == (f"{cluster.ns}/vault", node, "hw-encrypt",
+                                   "hw-encrypt-node", "Enforce")
+    junit = kubectl_policyd(tmp_path, *args, "-o", "junit")
+    assert junit.returncode == 1
+    suites = ET.fromstring(junit.stdout)
+    assert sum(int(s.get("failures", "0")) for s in suites.iter("testsuite")) == 1
+    text = kubectl_policyd(tmp_path, *args)
+    assert text.returncode == 1
+    assert "didn't offer hardware encryption" in text.stdout

@@ -190,7 +190,9 @@ def test_bundle_is_the_kustomize_base() -> None:
         # Secure serving: the auth-delegator binding, the scrapers' ClusterRole.
         "ClusterRoleBinding", "ClusterRole",
         # SchedulingPolicy objects (deploy/crd.yaml, generated from the policy schema).
-        "CustomResourceDefinition"])
+        "CustomResourceDefinition",
+        # policyd-explain, for people (deploy/explain-clusterrole.yaml), bound to no one.
+        "ClusterRole"])
     assert all(ns in ("", NAMESPACE) for _, ns, _ in bundle())
 
 
