@@ -61,30 +61,16 @@ from policyd.kube.client import (
     ConnectionSettings,
     KubeClient,
 )
+from policyd.kube.cluster_read import (
+    DISRUPTION_RESOURCES,
+    STORAGE_RESOURCES,
+    WORKLOAD_RESOURCES,
+)
 from policyd.kube.informer import Informer
 from policyd.kube.leaderelection import LeaderElector
-from policyd.model import disruption, storage
 from policyd.nodemetrics import attach_metrics
 
 log = logging.getLogger("policyd.daemon")
-
-WORKLOAD_PATHS = (("/api/v1/services", "Service"),
-                  ("/api/v1/replicationcontrollers", "ReplicationController"),
-                  ("/apis/apps/v1/replicasets", "ReplicaSet"),
-                  ("/apis/apps/v1/statefulsets", "StatefulSet"))
-# What the volume plugins read (kept in `cluster.storage`, changes become cluster
-# events): the same kinds kube-scheduler watches for them.
-STORAGE_PATHS = (("/api/v1/persistentvolumes", storage.PERSISTENT_VOLUME),
-                 ("/api/v1/persistentvolumeclaims", storage.PERSISTENT_VOLUME_CLAIM),
-                 ("/apis/storage.k8s.io/v1/storageclasses", storage.STORAGE_CLASS),
-                 ("/apis/storage.k8s.io/v1/csinodes", storage.CSI_NODE),
-                 ("/apis/storage.k8s.io/v1/csidrivers", storage.CSI_DRIVER),
-                 ("/apis/storage.k8s.io/v1/csistoragecapacities",
-                  storage.CSI_STORAGE_CAPACITY),
-                 ("/apis/storage.k8s.io/v1/volumeattachments", storage.VOLUME_ATTACHMENT))
-# What preemption reads (kept in `cluster.disruption_budgets`; no cluster events).
-DISRUPTION_PATHS = (("/apis/policy/v1/poddisruptionbudgets", disruption.POD_DISRUPTION_BUDGET),
-                    ("/apis/scheduling.k8s.io/v1/priorityclasses", disruption.PRIORITY_CLASS))
 
 Obj = dict[str, Any]
 
@@ -210,13 +196,13 @@ class Daemon:
             sch.on_namespace, lambda old, new: sch.on_namespace(new),
             lambda o: sch.on_namespace(o, deleted=True)), name="namespaces",
             watch_timeout=options.watch_timeout, on_skip=self._skip_counter("namespaces"))]
-        for path, kind in WORKLOAD_PATHS:
+        for path, kind in ((r.path, r.kind) for r in WORKLOAD_RESOURCES):
             self.extra_informers.append(Informer(self.client, path, _Handler(
                 partial(sch.on_workload, kind), partial(sch.on_workload_update, kind),
                 partial(sch.on_workload, kind, deleted=True)),
                 name=kind, watch_timeout=options.watch_timeout,
                 on_skip=self._skip_counter(path.rsplit("/", 1)[-1])))
-        for path, kind in STORAGE_PATHS:
+        for path, kind in ((r.path, r.kind) for r in STORAGE_RESOURCES):
             resource = path.rsplit("/", 1)[-1]
             self.extra_informers.append(Informer(self.client, path, _Handler(
                 partial(sch.on_storage, kind), partial(sch.on_storage_update, kind),
@@ -224,7 +210,7 @@ class Daemon:
                 name=kind, watch_timeout=options.watch_timeout,
                 on_error=partial(self._watch_error, resource),
                 on_skip=self._skip_counter(resource)))
-        for path, kind in DISRUPTION_PATHS:
+        for path, kind in ((r.path, r.kind) for r in DISRUPTION_RESOURCES):
             resource = path.rsplit("/", 1)[-1]
             self.extra_informers.append(Informer(self.client, path, _Handler(
                 partial(sch.on_disruption, kind), partial(sch.on_disruption_update, kind),

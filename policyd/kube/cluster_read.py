@@ -63,16 +63,17 @@ class Resource:
         return parts[1] if parts[0] == "apis" else ""
 
 
-# What the scheduler reads (policyd/daemon/run.py's informers: nodes, pods, namespaces,
-# WORKLOAD_PATHS, STORAGE_PATHS, DISRUPTION_PATHS), in one place for a one-off read.
-SNAPSHOT_RESOURCES = (
-    Resource("/api/v1/nodes", "Node"),
-    Resource("/api/v1/pods", "Pod"),
-    Resource("/api/v1/namespaces", "Namespace"),
+# What the scheduler reads: the daemon's informers (policyd/daemon/run.py) and a one-off
+# read list the same resources from here.
+# The workloads behind default topology spreading (their selectors).
+WORKLOAD_RESOURCES = (
     Resource("/api/v1/services", "Service"),
     Resource("/api/v1/replicationcontrollers", "ReplicationController"),
     Resource("/apis/apps/v1/replicasets", "ReplicaSet"),
     Resource("/apis/apps/v1/statefulsets", "StatefulSet"),
+)
+# What the volume plugins read: the kinds kube-scheduler watches for them.
+STORAGE_RESOURCES = (
     Resource("/api/v1/persistentvolumes", storage.PERSISTENT_VOLUME),
     Resource("/api/v1/persistentvolumeclaims", storage.PERSISTENT_VOLUME_CLAIM),
     Resource("/apis/storage.k8s.io/v1/storageclasses", storage.STORAGE_CLASS),
@@ -80,8 +81,17 @@ SNAPSHOT_RESOURCES = (
     Resource("/apis/storage.k8s.io/v1/csidrivers", storage.CSI_DRIVER),
     Resource("/apis/storage.k8s.io/v1/csistoragecapacities", storage.CSI_STORAGE_CAPACITY),
     Resource("/apis/storage.k8s.io/v1/volumeattachments", storage.VOLUME_ATTACHMENT),
+)
+# What preemption reads.
+DISRUPTION_RESOURCES = (
     Resource("/apis/policy/v1/poddisruptionbudgets", disruption.POD_DISRUPTION_BUDGET),
     Resource("/apis/scheduling.k8s.io/v1/priorityclasses", disruption.PRIORITY_CLASS),
+)
+SNAPSHOT_RESOURCES = (
+    Resource("/api/v1/nodes", "Node"),
+    Resource("/api/v1/pods", "Pod"),
+    Resource("/api/v1/namespaces", "Namespace"),
+    *WORKLOAD_RESOURCES, *STORAGE_RESOURCES, *DISRUPTION_RESOURCES,
 )
 POLICY_RESOURCE = Resource(SCHEDULING_POLICIES_PATH, SCHEDULING_POLICY_KIND)
 # Every resource the read lists: what the explain ClusterRole must grant, no more.

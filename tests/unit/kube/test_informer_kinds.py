@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from policyd.daemon.run import STORAGE_PATHS, WORKLOAD_PATHS
+from policyd.kube.cluster_read import STORAGE_RESOURCES, WORKLOAD_RESOURCES
 from policyd.kube.informer import _item_api_version, _item_kind
 
 
-@pytest.mark.parametrize(("path", "kind"), [*STORAGE_PATHS, *WORKLOAD_PATHS])
+@pytest.mark.parametrize(("path", "kind"), [
+    (r.path, r.kind) for r in (*STORAGE_RESOURCES, *WORKLOAD_RESOURCES)])
 def test_every_watched_path_gets_its_kind(path: str, kind: str) -> None:
     assert _item_kind(path) == kind
 
