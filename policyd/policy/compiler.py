@@ -321,10 +321,13 @@ class FilterScorePolicy(_Filters, _Scores, CompiledPolicy):
     """A policy with filter and score rules."""
 
 
-def compile_policy(doc: Mapping[str, Any], source: str = "") -> CompiledPolicy:
-    """Compile a policy document that passed validation (schema and semantics)."""
+def compile_policy(doc: Mapping[str, Any], source: str = "", *,
+                   enforced: bool = False) -> CompiledPolicy:
+    """Compile a policy document that passed validation (schema and semantics).
+    `enforced`: the Enforce form whatever spec.mode says (what its rules would do,
+    for `policyd test`'s per-policy expectations)."""
     spec = doc["spec"]
-    if spec.get("mode", ENFORCE) == AUDIT:
+    if spec.get("mode", ENFORCE) == AUDIT and not enforced:
         return AuditedPolicy(doc, source)
     has_filters = bool(spec.get("filters"))
     has_scores = bool(spec.get("scores"))

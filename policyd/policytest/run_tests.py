@@ -36,6 +36,7 @@ from policyd.model.spelling import show_value
 from policyd.model.storage import STORAGE_KINDS, object_key
 from policyd.nodemetrics.values import clean_value
 from policyd.policy import policy_schema as policy_schema
+from policyd.policy.compiler import AuditedPolicy, compile_policy
 from policyd.policy.from_paths import (
     PolicySet,
     check_documents,
@@ -175,6 +176,10 @@ class _Suite:
     doc: SourceDocument
     name: str
     policies: list[Any]  # CompiledPolicy
+    # What per-policy expectations run, by pluginName: each policy's Enforce form.
+    # They are about the rules themselves, so an Audit-mode policy is judged as it will
+    # act once enforced; whole-scheduler expectations run `policies` in their modes.
+    rule_forms: dict[str, Any]
     nodes: list[Any]  # Node
     pods: dict[str, Any]  # name -> Pod (the pods under test and existing ones)
     bound: list[Any]  # Pods with a nodeName: the cluster's existing pods
@@ -244,7 +249,11 @@ def _load_suite(doc: SourceDocument, base_dir: Path, problems: list[Problem]) ->
                                             f"{pod.node_name!r}"))
             bound.append(pod)
     storage = _load_storage(doc, spec.get("storage") or [], problems)
-    _use_metrics(doc, spec.get("metrics") or {}, policies, node_names, problems)
+    rule_forms = {p.name: compile_policy(p.document, p.source, enforced=True)
+                  if isinstance(p, AuditedPolicy) else p for p in policies}
+    _use_metrics(doc, spec.get("metrics") or {},
+                 [*policies, *(f for f in rule_forms.values() if f not in policies)],
+                 node_names, problems)
     plugin_names = {p.name for p in policies}
     for i, case in enumerate(spec["tests"]):
         path = ("spec", "tests", i)
@@ -273,7 +282,7 @@ def _load_suite(doc: SourceDocument, base_dir: Path, problems: list[Problem]) ->
     if any(p.level == ERROR and p.file == doc.file and p.document == doc.index
            for p in problems):
         raise _Bad
-    return _Suite(doc, name, policies, nodes, pods, bound, storage)
+    return _Suite(doc, name, policies, rule_forms, nodes, pods, bound, storage)
 
 
 def _load_storage(doc: SourceDocument, entries: list[Any], problems: list[Problem]
@@ -465,9 +474,8 @@ def _cluster(suite: _Suite, pod: Any) -> Any:
 def _run_case(suite: _Suite, case: Mapping[str, Any], result: CaseResult) -> None:
 
     pod = suite.pods[case["pod"]]
-    by_name = {p.name: p for p in suite.policies}
     for pname, exp in (case.get("policies") or {}).items():
-        policy = by_name[pname]
+        policy = suite.rule_forms[pname]
         cluster = _cluster(suite, pod)
         infos = cluster.node_infos()
         state = CycleState(infos, cluster)

@@ -181,6 +181,30 @@ def test_inline_policy(app: typer.Typer, tmp_path: Path) -> None:
     assert code == 0, out + err
 
 
+AUDITED = """\
+    - name: the rules judged as they will act once enforced
+      pod: train
+      policies:
+        GpuOnly:
+          pass: [g1, g2]
+          fail: {cpu1: node(s) had no GPU}
+          scores: {g1: 100, g2: 25}
+    - name: the scheduler runs it in Audit mode, so it rejects nothing
+      pod: huge
+      scheduledTo: cpu1
+"""
+
+
+def test_an_audit_mode_policy_is_tested_by_its_rules_and_scheduled_in_its_mode(
+        app: typer.Typer, tmp_path: Path) -> None:
+    path = write(tmp_path, suite(AUDITED))
+    (tmp_path / "policy.yaml").write_text(POLICY.replace("spec:\n", "spec:\n  mode: Audit\n"))
+    code, out, err = run(app, str(path))
+    assert code == 0, out
+    assert out.splitlines()[-1] == "2 passed, 0 failed"
+    assert "do not count" in err  # lint's audit-scores warning, shown as a warning
+
+
 BAD_INPUT = [
     ("schema", suite(PASSING).replace("pod: train", "pod: train\n      colour: red", 1),
      "Additional properties"),
