@@ -16,16 +16,22 @@ import typer
 from policyd.cli.helpformat import PolicydGroup
 from policyd.errors import EXIT_INTERRUPTED, PolicydError
 
-app = typer.Typer(
-    name="policyd",
-    help="A Kubernetes scheduler whose rules are declarative YAML policies.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    cls=PolicydGroup,
-    # Plain help: see policyd.cli.helpformat for what the rich panels get wrong.
-    rich_markup_mode=None,
-)
+
+def new_app(name: str, help: str | None = None) -> typer.Typer:
+    """A typer app as every policyd entry point makes one (policyd, kubectl-policyd)."""
+    return typer.Typer(
+        name=name,
+        help=help,
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        cls=PolicydGroup,
+        # Plain help: see policyd.cli.helpformat for what the rich panels get wrong.
+        rich_markup_mode=None,
+    )
+
+
+app = new_app("policyd", "A Kubernetes scheduler whose rules are declarative YAML policies.")
 
 
 @app.callback()

@@ -18,8 +18,7 @@ from typing import Any
 import typer
 
 from policyd.cli import audit_cmd, commands, schedule_cmds
-from policyd.cli.app import run_with_boundary
-from policyd.cli.helpformat import PolicydGroup
+from policyd.cli.app import new_app, run_with_boundary
 
 PROG_NAME = "kubectl policyd"
 # The commands that answer about the cluster kubectl points at.
@@ -32,14 +31,7 @@ LIVE_COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
 
 def build_app() -> typer.Typer:
     """The plugin's typer app: `version` and the live commands."""
-    app = typer.Typer(
-        name=PROG_NAME,
-        no_args_is_help=True,
-        add_completion=False,
-        pretty_exceptions_enable=False,
-        cls=PolicydGroup,
-        rich_markup_mode=None,
-    )
+    app = new_app(PROG_NAME)
 
     @app.callback()
     def _root() -> None:

@@ -35,7 +35,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from policyd.clock import REAL_CLOCK, Clock
-from policyd.policy.objects import OBJECT_PREFIX, check_objects, describe, object_name
+from policyd.policy.objects import (
+    OBJECT_PREFIX,
+    check_objects,
+    describe,
+    object_generation,
+    object_name,
+)
 from policyd.problems import ERROR, WARNING
 from policyd.sourcefile import SourceDocument
 
@@ -66,12 +72,6 @@ def object_uid(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata")
     uid = meta.get("uid") if isinstance(meta, Mapping) else None
     return uid if isinstance(uid, str) else ""
-
-
-def object_generation(obj: Mapping[str, Any]) -> int | None:
-    meta = obj.get("metadata")
-    gen = meta.get("generation") if isinstance(meta, Mapping) else None
-    return gen if isinstance(gen, int) and not isinstance(gen, bool) else None
 
 
 def as_policy(obj: Mapping[str, Any]) -> Obj:

@@ -22,7 +22,6 @@ from policyd.clock import REAL_CLOCK, Clock
 from policyd.daemon.cluster_policies import (
     EVENT_REASONS,
     Condition,
-    object_generation,
     object_uid,
     refusal_news,
     status_update,
@@ -31,6 +30,7 @@ from policyd.daemon.event_recorder import WRITE_RETRIES, EventSink
 from policyd.kube import api
 from policyd.kube.backoff import GiveUp, RetryPolicy
 from policyd.kube.client import ApiError, KubeClient
+from policyd.policy.objects import object_generation
 
 log = logging.getLogger("policyd.daemon.policy_status")
 

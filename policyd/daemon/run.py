@@ -391,13 +391,7 @@ class Daemon:
     def _apply_config(self, loaded: daemon_config.LoadedConfig) -> None:
         """Switch to `loaded`; if any step fails, switch back to the running
         configuration and re-raise, so the watcher reports a rejected reload."""
-        previous = self.loaded
-        try:
-            self._switch_config(loaded)
-        except Exception:
-            self._switch_config(previous)
-            raise
-        self.loaded = loaded
+        self._switch_or_restore(loaded)
         pending = daemon_config.needs_restart(self.running, loaded.settings,
                                               self.flag_overrides)
         if not pending:
@@ -415,6 +409,11 @@ class Daemon:
     def _apply_cluster_policies(self, loaded: daemon_config.LoadedConfig) -> None:
         """Switch to frameworks rebuilt for changed cluster policies (the files and
         settings are the running ones); back to the running ones if a step fails."""
+        self._switch_or_restore(loaded)
+
+    def _switch_or_restore(self, loaded: daemon_config.LoadedConfig) -> None:
+        """Run `loaded`; if any step fails, switch back to the running configuration
+        and re-raise (the caller reports the rejection)."""
         previous = self.loaded
         try:
             self._switch_config(loaded)
