@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from policyd.clock import REAL_CLOCK, Clock
+from policyd.policy import policy_schema
 from policyd.policy.objects import (
     OBJECT_PREFIX,
     check_objects,
@@ -52,8 +53,6 @@ log = logging.getLogger("policyd.daemon.cluster_policies")
 
 Obj = dict[str, Any]
 
-GROUP_VERSION = "policyd.io/v1alpha1"
-KIND = "SchedulingPolicy"
 
 ACCEPTED = "Accepted"
 # The Accepted condition's reasons (metav1.Condition: CamelCase).
@@ -78,8 +77,8 @@ def as_policy(obj: Mapping[str, Any]) -> Obj:
     """`obj` with its kind and apiVersion: list items come without them, and the
     policy schema requires both."""
     out = dict(obj)
-    out["kind"] = out.get("kind") or KIND
-    out["apiVersion"] = out.get("apiVersion") or GROUP_VERSION
+    out["kind"] = out.get("kind") or policy_schema.KIND
+    out["apiVersion"] = out.get("apiVersion") or policy_schema.API_VERSION
     return out
 
 

@@ -362,7 +362,7 @@ class Daemon:
         said_missing = not self.crd_served  # start-up has said it
         while not stop.is_set() and not self.crd_served:
             try:
-                served = api.list_scheduling_policies(self.client, page_size=1) is not None
+                served = api.scheduling_policies_served(self.client)
             except ApiError as exc:
                 log.debug("checking for the SchedulingPolicy resource: %s", exc)
                 served = False

@@ -17,6 +17,8 @@ from typing import Any
 from urllib.parse import quote
 
 from policyd.kube.client import ApiError, KubeClient
+from policyd.kube.cluster_read import PAGE_SIZE, POLICY_RESOURCE, list_all
+from policyd.policy import policy_schema
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
@@ -307,36 +309,35 @@ def update_lease(client: KubeClient, lease: dict[str, Any], spec: dict[str, Any]
 
 # -- SchedulingPolicy objects (clusterPolicies: true) ---------------------------------
 
-SCHEDULING_POLICIES = "/apis/policyd.io/v1alpha1/schedulingpolicies"
+SCHEDULING_POLICIES = POLICY_RESOURCE.path
 
 
 def scheduling_policy_path(name: str) -> str:
     return f"{SCHEDULING_POLICIES}/{quote(name, safe='')}"
 
 
-def list_scheduling_policies(client: KubeClient, page_size: int = 500
+def list_scheduling_policies(client: KubeClient, page_size: int = PAGE_SIZE
                              ) -> list[dict[str, Any]] | None:
-    """Every SchedulingPolicy (paged), or None when the API server does not serve the
-    resource (404: the CRD is not installed)."""
-    items: list[dict[str, Any]] = []
-    token = ""
-    while True:
-        query: dict[str, Any] = {"limit": page_size}
-        if token:
-            query["continue"] = token
-        try:
-            page = client.request("GET", SCHEDULING_POLICIES, query=query)
-        except ApiError as exc:
-            if exc.status == 404:
-                return None
-            if exc.status == 410 and token:  # the continue token expired: start again
-                items, token = [], ""
-                continue
-            raise
-        items.extend(o for o in page.get("items") or [] if isinstance(o, dict))
-        token = str((page.get("metadata") or {}).get("continue") or "")
-        if not token:
-            return items
+    """Every SchedulingPolicy (paged, one attempt per page), or None when the API
+    server does not serve the resource (404: the CRD is not installed)."""
+    try:
+        return list_all(client, POLICY_RESOURCE, page_size=page_size, retry=None)
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def scheduling_policies_served(client: KubeClient) -> bool:
+    """Whether the API server serves the resource now (one GET of at most one
+    object; 404: the CRD is not installed)."""
+    try:
+        client.request("GET", SCHEDULING_POLICIES, query={"limit": 1})
+    except ApiError as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
 
 
 def get_scheduling_policy(client: KubeClient, name: str) -> dict[str, Any] | None:
@@ -360,4 +361,4 @@ def update_scheduling_policy_status(client: KubeClient, obj: dict[str, Any]
 def scheduling_policy_ref(name: str, uid: str = "") -> ObjectRef:
     """A cluster-scoped object: its events go to the `default` namespace, as client-go's
     recorder puts them (`event_body` does so for an empty namespace)."""
-    return ObjectRef("policyd.io/v1alpha1", "SchedulingPolicy", "", name, uid)
+    return ObjectRef(policy_schema.API_VERSION, policy_schema.KIND, "", name, uid)

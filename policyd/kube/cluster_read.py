@@ -24,6 +24,7 @@ from policyd.errors import PolicydError
 from policyd.kube.backoff import GiveUp, RetryPolicy
 from policyd.kube.client import ApiError
 from policyd.model import disruption, storage
+from policyd.policy import crd, policy_schema
 
 if TYPE_CHECKING:
     from policyd.kube.client import KubeClient
@@ -34,8 +35,6 @@ Obj = dict[str, Any]
 PAGE_SIZE = 500
 # The ClusterRole in deploy/ granting exactly the reads below; errors name it.
 EXPLAIN_CLUSTER_ROLE = "policyd-explain"
-SCHEDULING_POLICY_KIND = "SchedulingPolicy"
-SCHEDULING_POLICIES_PATH = "/apis/policyd.io/v1alpha1/schedulingpolicies"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +92,8 @@ SNAPSHOT_RESOURCES = (
     Resource("/api/v1/namespaces", "Namespace"),
     *WORKLOAD_RESOURCES, *STORAGE_RESOURCES, *DISRUPTION_RESOURCES,
 )
-POLICY_RESOURCE = Resource(SCHEDULING_POLICIES_PATH, SCHEDULING_POLICY_KIND)
+# The CRD's own list path and kind (policyd.policy.crd generates the CRD from them).
+POLICY_RESOURCE = Resource(crd.LIST_PATH, policy_schema.KIND)
 # Every resource the read lists: what the explain ClusterRole must grant, no more.
 READ_RESOURCES = (*SNAPSHOT_RESOURCES, POLICY_RESOURCE)
 # A read is one command's answer: a server that stays overloaded longer than this is
@@ -127,16 +127,17 @@ def forbidden_message(resource: Resource, exc: ApiError) -> str:
 
 
 def list_all(client: KubeClient, resource: Resource, *, page_size: int = PAGE_SIZE,
+             retry: RetryPolicy | None = READ_RETRY,
              sleep: Callable[[float], None] = time.sleep,
              now: Callable[[], float] = time.monotonic) -> list[Obj]:
     """Every object of `resource`, page by page, each given its kind and apiVersion
     (list items carry neither). A continue token that expired mid-list (410) starts
     the list again, as the informers do; a temporary failure (no reply, 429, 5xx) is
-    retried under READ_RETRY, at least as late as the server's Retry-After. ApiError
-    for anything else."""
+    retried under `retry`, at least as late as the server's Retry-After (None: the
+    caller retries, the error is raised). ApiError for anything else."""
     items: list[Obj] = []
     token = ""
-    retries = READ_RETRY.begin(now)
+    retries = retry.begin(now) if retry is not None else None
     while True:
         query: dict[str, Any] = {"limit": page_size}
         if token:
@@ -147,6 +148,8 @@ def list_all(client: KubeClient, resource: Resource, *, page_size: int = PAGE_SI
             if exc.status == 410 and token:
                 items, token = [], ""
                 continue
+            if retries is None:
+                raise
             wait = retries.after(exc)
             if isinstance(wait, GiveUp):
                 raise
@@ -222,6 +225,6 @@ def context_namespace(kubeconfig: str | None, context: str | None) -> str | None
 
 
 __all__ = ["EXPLAIN_CLUSTER_ROLE", "PAGE_SIZE", "POLICY_RESOURCE", "READ_RESOURCES",
-           "SCHEDULING_POLICIES_PATH", "SNAPSHOT_RESOURCES", "ClusterRead",
+           "SNAPSHOT_RESOURCES", "ClusterRead",
            "ClusterReadError", "Resource", "context_namespace", "forbidden_message",
            "list_all", "read_cluster"]
