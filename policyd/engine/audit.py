@@ -18,7 +18,7 @@ node), the form every rejection reason comes from; pods are grouped by node so e
 node's record is looked up once.
 
 The engine does not import the policy package (the layers contract): a policy is
-anything with the shape of `AuditedPolicy`, as `CompiledPolicy` has.
+anything with the shape of `CheckedPolicy`, as `CompiledPolicy` has.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ NODE_MISSING = "node-missing"
 NOT_SERVED = "not-served"
 
 
-class AuditedRule(Protocol):
+class CheckedRule(Protocol):
     """A filter rule as the audit asks it (`policyd.policy.rules.base.FilterRule`)."""
 
     @property
@@ -51,7 +51,7 @@ class AuditedRule(Protocol):
     def bind(self, policy: Any, pod: Pod) -> Callable[[NodeInfo], bool] | None: ...
 
 
-class AuditedPolicy(Protocol):
+class CheckedPolicy(Protocol):
     """A compiled policy as the audit reads it (`policyd.policy.compiler.CompiledPolicy`)."""
 
     @property
@@ -64,7 +64,7 @@ class AuditedPolicy(Protocol):
     def mode(self) -> str: ...  # Enforce | Audit
 
     @property
-    def filter_rules(self) -> Sequence[AuditedRule]: ...
+    def filter_rules(self) -> Sequence[CheckedRule]: ...
 
     def applies(self, pod: Pod) -> bool: ...
 
@@ -121,14 +121,14 @@ class AuditResult:
 
 
 # Which policies judge a pod: the pod's profile's, or None when the pod is not audited.
-PolicyChooser = Callable[[Pod], Sequence[AuditedPolicy] | None]
+PolicyChooser = Callable[[Pod], Sequence[CheckedPolicy] | None]
 
 
-def by_scheduler(profiles: Mapping[str, Sequence[AuditedPolicy]],
-                 others: Sequence[AuditedPolicy] | None = None) -> PolicyChooser:
+def by_scheduler(profiles: Mapping[str, Sequence[CheckedPolicy]],
+                 others: Sequence[CheckedPolicy] | None = None) -> PolicyChooser:
     """The policies of the profile whose schedulerName the pod names; `others` for a
     pod no profile serves (None: such pods are skipped)."""
-    def choose(pod: Pod) -> Sequence[AuditedPolicy] | None:
+    def choose(pod: Pod) -> Sequence[CheckedPolicy] | None:
         return profiles.get(pod.scheduler_name, others)
     return choose
 
@@ -139,7 +139,7 @@ def audit(cluster: ClusterState, pods: Iterable[Pod], choose: PolicyChooser) -> 
     result = AuditResult([], [], 0, [])
     # By metadata.name: profiles that load the same policy file share one entry.
     checks: dict[str, PolicyChecks] = {}
-    by_node: dict[str, list[tuple[Pod, Sequence[AuditedPolicy]]]] = {}
+    by_node: dict[str, list[tuple[Pod, Sequence[CheckedPolicy]]]] = {}
     for pod in pods:
         if not pod.node_name:
             continue
@@ -162,7 +162,7 @@ def audit(cluster: ClusterState, pods: Iterable[Pod], choose: PolicyChooser) -> 
 
 
 def _skip(pod: Pod, cluster: ClusterState,
-          policies: Sequence[AuditedPolicy] | None) -> SkippedPod | None:
+          policies: Sequence[CheckedPolicy] | None) -> SkippedPod | None:
     if pod.finished:
         return SkippedPod(pod.key, pod.node_name, FINISHED,
                           f"finished (status.phase is {pod.phase})")
@@ -181,9 +181,9 @@ def _skip(pod: Pod, cluster: ClusterState,
 
 
 def _audit_pod(cluster: ClusterState, info: NodeInfo, pod: Pod,
-               policies: Sequence[AuditedPolicy], checks: dict[str, PolicyChecks],
+               policies: Sequence[CheckedPolicy], checks: dict[str, PolicyChecks],
                violations: list[Violation]) -> None:
-    asked: list[tuple[AuditedPolicy, AuditedRule, Callable[[NodeInfo], bool]]] = []
+    asked: list[tuple[CheckedPolicy, CheckedRule, Callable[[NodeInfo], bool]]] = []
     for policy in policies:
         if not policy.filter_rules or not policy.applies(pod):
             continue
