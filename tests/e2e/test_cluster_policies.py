@@ -19,7 +19,7 @@ import pytest
 
 from policyd.devcluster import ControlPlane
 from policyd.devcluster.build import resolve_binaries
-from policyd.kube.api import SCHEDULING_POLICIES
+from policyd.kube.api import SCHEDULING_POLICIES, scheduling_policies_served
 from policyd.kube.client import ApiError, KubeClient
 from policyd.policy.crd import build_crd
 from tests.e2e.helpers import Cluster, DaemonFactory, write_profile
@@ -30,23 +30,13 @@ CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 CRD_NAME = "schedulingpolicies.policyd.io"
 
 
-def crd_served(client: KubeClient) -> bool:
-    try:
-        client.request("GET", SCHEDULING_POLICIES, query={"limit": 1})
-    except ApiError as exc:
-        if exc.status == 404:
-            return False
-        raise
-    return True
-
-
 def install_crd(client: KubeClient) -> None:
     try:
         client.request("POST", CRDS, body=build_crd())
     except ApiError as exc:
         if exc.status != 409:
             raise
-    wait_for(lambda: crd_served(client), 30, "the SchedulingPolicy resource served")
+    wait_for(lambda: scheduling_policies_served(client), 30, "the SchedulingPolicy resource served")
 
 
 def remove_crd(client: KubeClient) -> None:
@@ -55,7 +45,8 @@ def remove_crd(client: KubeClient) -> None:
     except ApiError as exc:
         if exc.status != 404:
             raise
-    wait_for(lambda: not crd_served(client), 60, "the SchedulingPolicy resource gone")
+    wait_for(lambda: not scheduling_policies_served(client), 60,
+             "the SchedulingPolicy resource gone")
 
 
 def policy(name: str, plugin: str, message: str, **filter_rule: Any) -> Obj:
@@ -124,7 +115,7 @@ def policies(cluster: Cluster) -> Iterator[Policies]:
     try:
         yield p
     finally:
-        if crd_served(cluster.client):
+        if scheduling_policies_served(cluster.client):
             p.cleanup()
 
 
