@@ -65,6 +65,7 @@ from policyd.kube.cluster_read import (
     DISRUPTION_RESOURCES,
     STORAGE_RESOURCES,
     WORKLOAD_RESOURCES,
+    Resource,
 )
 from policyd.kube.informer import Informer
 from policyd.kube.leaderelection import LeaderElector
@@ -196,28 +197,18 @@ class Daemon:
             sch.on_namespace, lambda old, new: sch.on_namespace(new),
             lambda o: sch.on_namespace(o, deleted=True)), name="namespaces",
             watch_timeout=options.watch_timeout, on_skip=self._skip_counter("namespaces"))]
-        for path, kind in ((r.path, r.kind) for r in WORKLOAD_RESOURCES):
-            self.extra_informers.append(Informer(self.client, path, _Handler(
-                partial(sch.on_workload, kind), partial(sch.on_workload_update, kind),
-                partial(sch.on_workload, kind, deleted=True)),
-                name=kind, watch_timeout=options.watch_timeout,
-                on_skip=self._skip_counter(path.rsplit("/", 1)[-1])))
-        for path, kind in ((r.path, r.kind) for r in STORAGE_RESOURCES):
-            resource = path.rsplit("/", 1)[-1]
-            self.extra_informers.append(Informer(self.client, path, _Handler(
-                partial(sch.on_storage, kind), partial(sch.on_storage_update, kind),
-                partial(sch.on_storage_delete, kind)),
-                name=kind, watch_timeout=options.watch_timeout,
-                on_error=partial(self._watch_error, resource),
-                on_skip=self._skip_counter(resource)))
-        for path, kind in ((r.path, r.kind) for r in DISRUPTION_RESOURCES):
-            resource = path.rsplit("/", 1)[-1]
-            self.extra_informers.append(Informer(self.client, path, _Handler(
-                partial(sch.on_disruption, kind), partial(sch.on_disruption_update, kind),
-                partial(sch.on_disruption_delete, kind)),
-                name=kind, watch_timeout=options.watch_timeout,
-                on_error=partial(self._watch_error, resource),
-                on_skip=self._skip_counter(resource)))
+        for r in WORKLOAD_RESOURCES:
+            self.extra_informers.append(Informer(self.client, r.path, _Handler(
+                partial(sch.on_workload, r.kind), partial(sch.on_workload_update, r.kind),
+                partial(sch.on_workload, r.kind, deleted=True)),
+                name=r.kind, watch_timeout=options.watch_timeout,
+                on_skip=self._skip_counter(r.name)))
+        self.extra_informers += [
+            self._kind_informer(r, sch.on_storage, sch.on_storage_update,
+                                sch.on_storage_delete) for r in STORAGE_RESOURCES]
+        self.extra_informers += [
+            self._kind_informer(r, sch.on_disruption, sch.on_disruption_update,
+                                sch.on_disruption_delete) for r in DISRUPTION_RESOURCES]
         # Node metrics for policy `metric` scores: providers refresh a cache in the
         # background; compiled policies only read it.
         self.node_metrics = _metrics_manager(self.scheduler.nodes_snapshot, self.metrics,
@@ -298,6 +289,16 @@ class Daemon:
             if stuck:
                 problems.append(f"policyd-leader: {stuck}")
         return problems
+
+    def _kind_informer(self, r: Resource, add: Callable[[str, Obj], None],
+                       update: Callable[[str, Obj, Obj], None],
+                       delete: Callable[[str, Obj], None]) -> Informer:
+        """An informer for one storage or disruption kind: each handler is told the
+        kind; watch errors and skipped objects are counted under the resource's name."""
+        return Informer(self.client, r.path, _Handler(
+            partial(add, r.kind), partial(update, r.kind), partial(delete, r.kind)),
+            name=r.kind, watch_timeout=self.options.watch_timeout,
+            on_error=partial(self._watch_error, r.name), on_skip=self._skip_counter(r.name))
 
     def _watch_error(self, resource: str, exc: ApiError) -> None:
         """An informer's `on_error`: policyd_watch_errors_total{resource}."""
