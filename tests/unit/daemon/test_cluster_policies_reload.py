@@ -28,13 +28,19 @@ profiles:
 """
 
 
-def test_a_rebuild_the_profile_refuses_keeps_the_running_frameworks(tmp_path: Path) -> None:
+def _running_with_gpu(tmp_path: Path) -> tuple[ClusterPolicies, LoadedConfig]:
+    """The profile loaded with the GPU object in effect, as the daemon starts."""
     path = tmp_path / "profile.yaml"
     path.write_text(PROFILE)
     cluster = ClusterPolicies()
     cluster.replace_all([GPU])
     first = load(path, None, cluster)
     cluster.applied()
+    return cluster, first
+
+
+def test_a_rebuild_the_profile_refuses_keeps_the_running_frameworks(tmp_path: Path) -> None:
+    cluster, first = _running_with_gpu(tmp_path)
     applied: list[LoadedConfig] = []
     refused: list[str] = []
     file_reloads: list[LoadedConfig] = []
@@ -56,12 +62,7 @@ def test_a_rebuild_the_profile_refuses_keeps_the_running_frameworks(tmp_path: Pa
 
 
 def test_a_new_version_the_profile_cannot_run_says_not_applied(tmp_path: Path) -> None:
-    path = tmp_path / "profile.yaml"
-    path.write_text(PROFILE)
-    cluster = ClusterPolicies()
-    cluster.replace_all([GPU])
-    first = load(path, None, cluster)
-    cluster.applied()
+    cluster, first = _running_with_gpu(tmp_path)
     refused: list[str] = []
     watcher = ConfigWatcher(first, apply=lambda loaded: None, rejected=refused.append,
                             clock=ManualClock(), cluster=cluster)
