@@ -62,8 +62,8 @@ def peak_rss_at_most_nodes(rows: list[Mapping[str, Any]]) -> str:
 
 
 FREEZE_NOTE = ("gc.freeze on: the loaded cluster was moved out of the garbage collector's "
-               "reach before the pods were placed, which `policyd run` does not do; the "
-               "bench no longer does it by default.")
+               "reach before the pods were placed, as `policyd run` does once its caches "
+               "first synced (`--gc-freeze`; off by default).")
 
 
 def readme(doc: list[Mapping[str, Any]] | Mapping[str, Any]) -> str:

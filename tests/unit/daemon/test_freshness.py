@@ -147,3 +147,15 @@ def test_without_leader_election_synced_caches_are_enough() -> None:
     assert d.ready_to_schedule()
     informers[1].synced.clear()
     assert not d.ready_to_schedule()
+
+
+def test_the_first_sync_hook_runs_once_when_the_caches_first_sync() -> None:
+    informers = [FakeInformer("nodes"), FakeInformer("pods")]
+    d = _daemon(None, informers)
+    calls: list[int] = []
+    d._on_first_sync = lambda: calls.append(1)
+    informers[1].synced.clear()
+    assert not d.ready_to_schedule() and calls == []  # not synced: not yet
+    informers[1].synced.set()
+    assert d.ready_to_schedule() and d.ready_to_schedule()
+    assert calls == [1]
