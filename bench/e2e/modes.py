@@ -143,7 +143,7 @@ def _finish(result: RunResult, spec: RunSpec, client: KubeClient, sched: schedul
     nodes = list(list_all(client, "/api/v1/nodes"))
     pods = list(list_all(client, PODS_PATH))
     checks = placement.check_placements(spec.workload, nodes, pods, names,
-                                        constraints=spec.scheduler != schedulers.NULL)
+                                        constraints=not schedulers.is_null(spec.scheduler))
     result.checks = {k: c.to_json() for k, c in checks.items()}
     for name, check in checks.items():
         if not check.held:

@@ -11,7 +11,12 @@ binding: so the benchmark's warm-up pod goes first here too. Its capacity is the
 ceiling any scheduler on this API server can reach; the benchmark reports the real
 schedulers as a fraction of it.
 
-    python -m bench.e2e.null_scheduler --kubeconfig PATH --scheduler-name NAME
+With `--events` it also posts each bound pod's Scheduled event through policyd's own
+event writer (`EventSink`: its own token bucket, four writer threads, the same body),
+as kube-scheduler and policyd do: the ceiling of a scheduler that tells its pods where
+they went, which shows how much of the plain ceiling the events alone take.
+
+    python -m bench.e2e.null_scheduler --kubeconfig PATH --scheduler-name NAME [--events]
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ import threading
 import time
 
 from bench.e2e.shapes import SCHEDULER_NAME, Obj
+from policyd.daemon.event_recorder import EventSink
+from policyd.daemon.metrics import Metrics
 from policyd.kube import api
 from policyd.kube.client import ApiError, ConnectionSettings, KubeClient
 from policyd.kube.informer import Informer, object_uid
@@ -36,9 +43,11 @@ BIND_ATTEMPTS = 5
 
 
 class NullScheduler:
-    def __init__(self, client: KubeClient, scheduler_name: str, binders: int) -> None:
+    def __init__(self, client: KubeClient, scheduler_name: str, binders: int,
+                 events: EventSink | None = None) -> None:
         self.client = client
         self.scheduler_name = scheduler_name
+        self.events = events
         self.nodes: list[str] = []
         self._next = itertools.count()
         self._taken: set[str] = set()  # uids handed to a binder
@@ -105,6 +114,8 @@ class NullScheduler:
             if outcome is api.BindOutcome.BOUND:
                 with self._lock:
                     self.bound += 1
+                if self.events is not None:
+                    self.events.scheduled(namespace, name, uid, node, self.scheduler_name)
             return
 
     def shutdown(self) -> None:
@@ -131,22 +142,10 @@ class NodeNames:
         self.null.remove_node(obj["metadata"]["name"])
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
-    parser.add_argument("--kubeconfig", required=True)
-    parser.add_argument("--scheduler-name", default=SCHEDULER_NAME)
-    parser.add_argument("--kube-api-qps", type=float, default=50.0)
-    parser.add_argument("--kube-api-burst", type=int, default=100)
-    parser.add_argument("--parallel-binds", type=int, default=DEFAULT_PARALLEL_BINDS)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    client = KubeClient.connect(ConnectionSettings(
-        kubeconfig=args.kubeconfig, qps=args.kube_api_qps, burst=args.kube_api_burst))
-    null = NullScheduler(client, args.scheduler_name, args.parallel_binds)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-
+def serve(client: KubeClient, scheduler_name: str, binders: int, events: EventSink | None,
+          stop: threading.Event) -> NullScheduler:
+    """Bind until `stop` is set; returns the scheduler (its `bound` count)."""
+    null = NullScheduler(client, scheduler_name, binders, events)
     nodes = Informer(client, "/api/v1/nodes", NodeNames(null), name="nodes")
     pods = Informer(client, "/api/v1/pods", null, name="pods")
     threads = [threading.Thread(target=nodes.run, args=(stop,), daemon=True)]
@@ -154,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     # Pods only once the nodes are known: the round-robin needs somewhere to go.
     while not nodes.synced.wait(0.1):
         if stop.is_set():
-            return 0
+            nodes.stop()
+            null.shutdown()
+            return null
     threads.append(threading.Thread(target=pods.run, args=(stop,), daemon=True))
     threads[1].start()
     while not pods.synced.wait(0.1) and not stop.is_set():
@@ -164,6 +165,32 @@ def main(argv: list[str] | None = None) -> int:
     nodes.stop()
     pods.stop()
     null.shutdown()
+    return null
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
+    parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--scheduler-name", default=SCHEDULER_NAME)
+    parser.add_argument("--kube-api-qps", type=float, default=50.0)
+    parser.add_argument("--kube-api-burst", type=int, default=100)
+    parser.add_argument("--parallel-binds", type=int, default=DEFAULT_PARALLEL_BINDS)
+    parser.add_argument("--events", action="store_true",
+                        help="post each bound pod's Scheduled event, as policyd does")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    client = KubeClient.connect(ConnectionSettings(
+        kubeconfig=args.kubeconfig, qps=args.kube_api_qps, burst=args.kube_api_burst))
+    events = EventSink(client.with_own_limiter(), Metrics(), "null-scheduler") \
+        if args.events else None
+    if events is not None:
+        events.start()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    null = serve(client, args.scheduler_name, args.parallel_binds, events, stop)
+    if events is not None:
+        events.stop(5.0)
     log.info("stopped after %d binds", null.bound)
     client.close()
     return 0

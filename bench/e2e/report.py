@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.e2e.pacing import KEPT_UP_SHARE
-from bench.e2e.schedulers import NULL, SCHEDULERS
+from bench.e2e.schedulers import NULL, NULL_EVENTS, SCHEDULERS, is_null
 
 Doc = dict[str, Any]
 Run = dict[str, Any]
@@ -88,27 +88,40 @@ def _null_rate(null: Sequence[Run]) -> float | None:
     return _median([r["figures"].get("pods_per_s") for r in null])
 
 
+def _ceiling(cells: dict[tuple[Any, ...], dict[str, list[Run]]], key: tuple[Any, ...],
+             null: str) -> float | None:
+    """A null scheduler's median rate in the cell `key` or, where it did not run that
+    workload, over its runs at the same node count (it evaluates nothing: the workload
+    only changes the pod bodies it binds)."""
+    nodes = key[1]
+    return _null_rate(cells[key].get(null) or [
+        r for (_, n, _, _), other in cells.items() if n == nodes for r in other.get(null, [])])
+
+
+def _share(rate: float | None, ceiling: float | None) -> str:
+    return "–" if rate is None or not ceiling else f"{rate / ceiling:.2f}"
+
+
 def capacity_table(doc: Doc) -> str:
     """One row per cell and scheduler. "of null" divides by the null scheduler's
-    median in the same cell or, where the null scheduler did not run that workload,
-    over its runs at the same node count (it evaluates nothing: the workload only
-    changes the pod bodies it binds)."""
-    rows = ["| workload | nodes | pods | scheduler | runs | pods/s | of null | CPU ms/pod "
-            "| algorithm ms | attempt ms | start to synced s | peak RSS MiB | checks |",
-            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    median, "of null+ev" by that of the null scheduler posting Scheduled events (see
+    `_ceiling`)."""
+    rows = ["| workload | nodes | pods | scheduler | runs | pods/s | of null | of null+ev "
+            "| CPU ms/pod | algorithm ms | attempt ms | start to synced s | peak RSS MiB "
+            "| checks |",
+            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     cells = _cells(doc["runs"], "capacity")
-    for (workload, nodes, pods, _), per in cells.items():
-        null_rate = _null_rate(per.get(NULL) or [
-            r for (_, n, _, _), other in cells.items() if n == nodes
-            for r in other.get(NULL, [])])
+    for key, per in cells.items():
+        workload, nodes, pods, _ = key
+        plain, with_events = _ceiling(cells, key, NULL), _ceiling(cells, key, NULL_EVENTS)
         for scheduler, runs in _ordered(per):
             failed = any(r["failed"] for r in runs)
-            rate = _median([r["figures"].get("pods_per_s") for r in runs])
-            share = "–" if failed or not null_rate or rate is None or scheduler == NULL \
-                else f"{rate / null_rate:.2f}"
+            rate = None if failed or is_null(scheduler) else _median(
+                [r["figures"].get("pods_per_s") for r in runs])
             rows.append(
                 f"| {workload} | {nodes} | {pods} | {scheduler} | {len(runs)} | "
-                f"{'FAILED' if failed else _figure(runs, 'pods_per_s')} | {share} | "
+                f"{'FAILED' if failed else _figure(runs, 'pods_per_s')} | "
+                f"{_share(rate, plain)} | {_share(rate, with_events)} | "
                 f"{_figure(runs, 'cpu_ms_per_pod', 2)} | {_metric(runs, 'algorithm_ms')} | "
                 f"{_metric(runs, 'attempt_ms')} | {_figure(runs, 'synced_s')} | "
                 f"{_figure(runs, 'peak_rss_mb', 0)} | {_checks(runs)} |")

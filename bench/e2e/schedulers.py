@@ -7,7 +7,8 @@ same API server, same client QPS/burst, same bench schedulerName.
   the "kube-scheduler (no contention profiling)" row turns off.
 - policyd (`policyd run` as a subprocess), leader election off like kube-scheduler's,
   the example policies only for PolicyMix.
-- the null scheduler (`bench.e2e.null_scheduler`): binds round-robin, evaluates nothing.
+- the null scheduler (`bench.e2e.null_scheduler`): binds round-robin, evaluates nothing;
+  "null-events" also posts each pod's Scheduled event, as the two real schedulers do.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ KUBE_SCHEDULER = "kube-scheduler"
 KUBE_SCHEDULER_NO_CONTENTION = "kube-scheduler-no-contention"
 POLICYD = "policyd"
 NULL = "null"
-SCHEDULERS = (KUBE_SCHEDULER, POLICYD, NULL, KUBE_SCHEDULER_NO_CONTENTION)
+NULL_EVENTS = "null-events"
+SCHEDULERS = (KUBE_SCHEDULER, POLICYD, NULL, NULL_EVENTS, KUBE_SCHEDULER_NO_CONTENTION)
 # policyd binds in a pool this wide (its default, the profile's parallelism); the null
 # scheduler is given the same. kube-scheduler binds each pod in its own goroutine.
 PARALLEL_BINDS = 16
@@ -37,6 +39,11 @@ PARALLEL_BINDS = 16
 
 def is_kube_scheduler(scheduler: str) -> bool:
     return scheduler in (KUBE_SCHEDULER, KUBE_SCHEDULER_NO_CONTENTION)
+
+
+def is_null(scheduler: str) -> bool:
+    """The null scheduler, with or without events: it honours no constraint."""
+    return scheduler in (NULL, NULL_EVENTS)
 
 
 def pod_flavour(scheduler: str) -> str:
@@ -81,8 +88,8 @@ def start(scheduler: str, cp: ControlPlane, workdir: Path, *, qps: float, burst:
                                      contention_profiling=scheduler == KUBE_SCHEDULER)
     if scheduler == POLICYD:
         return _start_policyd(cp, workdir, qps, burst, policies)
-    if scheduler == NULL:
-        return _start_null(cp, workdir, qps, burst)
+    if is_null(scheduler):
+        return _start_null(scheduler, cp, workdir, qps, burst)
     raise ValueError(f"unknown scheduler {scheduler!r}")
 
 
@@ -135,9 +142,11 @@ def _start_policyd(cp: ControlPlane, workdir: Path, qps: float, burst: int,
                        {"profile": profile.read_text(), "argv": argv[1:]})
 
 
-def _start_null(cp: ControlPlane, workdir: Path, qps: float, burst: int) -> Running:
+def _start_null(name: str, cp: ControlPlane, workdir: Path, qps: float, burst: int
+                ) -> Running:
     argv = [sys.executable, "-m", "bench.e2e.null_scheduler",
             "--kubeconfig", str(cp.kubeconfig_path), "--scheduler-name", SCHEDULER_NAME,
             "--kube-api-qps", str(qps), "--kube-api-burst", str(burst),
-            "--parallel-binds", str(PARALLEL_BINDS)]
-    return _subprocess(NULL, argv, workdir, None, {"argv": argv[1:]})
+            "--parallel-binds", str(PARALLEL_BINDS),
+            *(["--events"] if name == NULL_EVENTS else [])]
+    return _subprocess(name, argv, workdir, None, {"argv": argv[1:]})

@@ -77,3 +77,12 @@ def test_share_of_null_falls_back_to_the_null_runs_at_the_same_node_count() -> N
     other["spec"]["workload"] = "PolicyMix"
     runs = [_run("null", 200), _run("null", 300), other]
     assert _row(report.capacity_table(_doc(runs)), "policyd")[6] == "0.40"
+
+
+def test_share_of_the_null_scheduler_with_events_in_its_own_column() -> None:
+    runs = [_run("policyd", 300), _run("null", 600), _run("null-events", 400)]
+    table = report.capacity_table(_doc(runs))
+    assert _row(table, "policyd")[6:8] == ["0.50", "0.75"]
+    assert _row(table, "null-events")[6:8] == ["–", "–"]  # not a share of itself
+    # Without null-events runs the column stays empty rather than borrowing the plain one.
+    assert _row(report.capacity_table(_doc(runs[:2])), "policyd")[6:8] == ["0.50", "–"]
