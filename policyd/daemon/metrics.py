@@ -113,6 +113,15 @@ class Metrics:
             "not decode), hostile_labels (too many labels, or keys/values the API "
             "server would never accept).", ["resource", "reason"], registry=r)
 
+        # kube-scheduler's scheduler_preemption_attempts_total and
+        # scheduler_preemption_victims (pkg/scheduler/metrics), same meaning and buckets.
+        self.preemption_attempts = Counter(
+            "policyd_preemption_attempts_total",
+            "Preemption attempts: cycles in which DefaultPreemption's PostFilter ran, "
+            "whatever it found.", registry=r)
+        self.preemption_victims = Histogram(
+            "policyd_preemption_victims", "Number of selected preemption victims.",
+            buckets=tuple(float(2**i) for i in range(7)), registry=r)
         self.policy_violations = Counter(
             "policyd_policy_violations_total",
             "Would-be rejections by policies in Audit mode, by policy (metadata.name) and "

@@ -68,12 +68,13 @@ class PreemptionActions:
 
     # -- from the scheduling loop ---------------------------------------------------------
 
-    def start(self, preemptor: Pod, result: PostFilterResult, component: str) -> None:
+    def start(self, preemptor: Pod, result: PostFilterResult, component: str) -> bool:
         """The asynchronous part of preempting for `preemptor` on
-        `result.nominated_node` (prepareCandidateAsync). Returns at once."""
+        `result.nominated_node` (prepareCandidateAsync). Returns at once: False when
+        every victim is already being deleted, so there is nothing to start."""
         victims = [v for v in result.victims if not v.deleting]
         if not victims:
-            return
+            return False
         with self._lock:
             self._running[preemptor.uid] = _Running()
         thread = threading.Thread(
@@ -81,6 +82,7 @@ class PreemptionActions:
             name=f"preempt-{preemptor.name}", daemon=True)
         self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
+        return True
 
     def running(self, uid: str) -> bool:
         """Whether a preemption for pod `uid` still holds it back

@@ -25,6 +25,7 @@ from policyd.engine.cycle import ScheduleResult, reserve, schedule_one
 from policyd.framework.runtime import Framework
 from policyd.model.cluster import nominated_node_name
 from policyd.model.records import Pod
+from policyd.plugins.defaultpreemption.plugin import preemption_report
 
 log = logging.getLogger(LOGGER)
 
@@ -161,8 +162,14 @@ class SchedulingLoop:
             nominating = None  # PostFilter found nothing: ModeNoop
         else:
             nominating = result.post_filter.nominated_node
-            if nominating and self.preemption is not None:
-                self.preemption.start(pod, result.post_filter, fw.profile_name)
+            if nominating and self.preemption is not None and self.preemption.start(
+                    pod, result.post_filter, fw.profile_name):
+                # All the victims, as upstream's prepareCandidateAsync observes them
+                # once it has any deletion to start.
+                self.metrics.preemption_victims.observe(len(result.post_filter.victims))
+        if post_filter_ran and result.cycle_state is not None \
+                and preemption_report(result.cycle_state) is not None:
+            self.metrics.preemption_attempts.inc()
         if nominating is not None:
             self.state.cluster.nominate(pod, nominating)
         return nominating

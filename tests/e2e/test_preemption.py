@@ -17,10 +17,13 @@ from typing import Any
 
 import pytest
 
+from policyd.devcluster.ports import free_ports
 from tests.e2e.helpers import (
     Cluster,
     DaemonFactory,
     ProcessFactory,
+    metric,
+    scrape_when,
     wait_for,
     write_profile,
 )
@@ -40,11 +43,15 @@ class Scene:
         self.sched = f"policyd-{uuid.uuid4().hex[:6]}"
         self.classes: dict[str, str] = {}
         self.proc: subprocess.Popen[bytes] | None = None
+        self.metrics_port = 0  # the last started process's
 
     def start(self) -> subprocess.Popen[bytes]:
+        (self.metrics_port,) = free_ports(1)
         profile = write_profile(self.tmp, self.sched, policies=None)
-        self.proc = self.processes.start("--config", str(profile), "-v", "2",
-                                         "--identity", f"p{len(self.processes.procs)}")
+        self.proc = self.processes.start(
+            "--config", str(profile), "-v", "2", "--identity",
+            f"p{len(self.processes.procs)}",
+            "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}")
         return self.proc
 
     def log(self) -> str:
@@ -170,6 +177,10 @@ def test_a_high_priority_pod_preempts_the_right_victim_is_nominated_then_bound(
     scene.finish_deletion("low-1")
     assert c.wait_bound("high", 30) == first, scene.log()
     assert c.node_of("mid-1") == other
+    # One preemption of one victim; DefaultPreemption ran at least in that cycle.
+    text = scrape_when(scene.metrics_port, "policyd_preemption_attempts_total", 1)
+    assert metric(text, "policyd_preemption_victims_count") == 1
+    assert metric(text, "policyd_preemption_victims_sum") == 1
 
 
 def test_a_pod_disruption_budget_steers_the_choice(scene: Scene) -> None:
@@ -213,6 +224,9 @@ def test_preemption_policy_never_waits(scene: Scene) -> None:
     assert cond["message"].endswith("not eligible due to preemptionPolicy=Never."), cond
     assert c.node_of("low") == "n1" and not scene.terminating("low")
     assert scene.nominated("polite") is None
+    # DefaultPreemption ran (and found the pod ineligible): an attempt, no victims.
+    text = scrape_when(scene.metrics_port, "policyd_preemption_attempts_total", 1)
+    assert metric(text, "policyd_preemption_victims_count") == 0
     # It takes the room once the low pod goes of its own accord.
     c.delete_pod("low")
     assert c.wait_bound("polite", 30) == "n1", scene.log()
