@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # the engine (and numpy) load only when a command here runs
     from policyd.framework.runtime import Framework
     from policyd.model.cluster_files import Snapshot
     from policyd.model.records import Pod
+    from policyd.policy.metric_refs import MetricCheck
     from policyd.sourcefile import SourceDocument
 
 
@@ -134,8 +135,8 @@ def frameworks_for(config: Path | None, policies: list[Path], seed: int | None,
     # without, so that naming one there is the error it is for the daemon.
     offered: list[str] = []
     source = None if not cluster_objects else (
-        lambda docs: {p.name: p for p in _cluster_policies(cluster_objects, list(docs),
-                                                           offered)})
+        lambda docs, metrics: {p.name: p for p in _cluster_policies(
+            cluster_objects, list(docs), offered, metrics)})
     checked = validate(config, extra_policies=policies, cluster_policies=source)
     if source is not None and not checked.config.cluster_policies:
         checked = validate(config, extra_policies=policies)
@@ -163,13 +164,15 @@ def _policy_documents(paths: list[Path]) -> list[SourceDocument]:
 
 
 def _cluster_policies(objects: list[dict[str, Any]], file_documents: list[SourceDocument],
-                      warnings: list[str]) -> list[Plugin]:
-    """The accepted SchedulingPolicy objects, compiled as the daemon compiles them; each
-    refused one is a warning naming it and its first error."""
+                      warnings: list[str], metrics: MetricCheck | None = None
+                      ) -> list[Plugin]:
+    """The accepted SchedulingPolicy objects, compiled as the daemon compiles them
+    (beside the profile's `metrics`, when there is a profile); each refused one is a
+    warning naming it and its first error."""
     from policyd.policy.objects import OBJECT_PREFIX, check_objects, describe
 
     accepted: list[Plugin] = []
-    for verdict in check_objects(objects, file_documents):
+    for verdict in check_objects(objects, file_documents, metrics):
         if verdict.compiled is not None:
             accepted.append(verdict.compiled)
             continue

@@ -13,7 +13,6 @@ A problem the schema reports is not reported again by a later check of the same 
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from policyd.config.model import PolicydConfig, config_from_dict, parse_duration
 from policyd.model.spelling import show_value
 from policyd.policy.files import find_yaml_files
 from policyd.policy.from_paths import UNREADABLE_RULE, load_policy_set, path_problem
+from policyd.policy.metric_refs import UNKNOWN_METRIC, MetricCheck
 from policyd.policy.policy_schema import PATTERN_MESSAGES
 from policyd.problems import ERROR, WARNING, Problem
 from policyd.sourcefile import JsonPath, SourceDocument, format_path, load_file
@@ -40,8 +40,9 @@ if TYPE_CHECKING:  # the framework (numpy) is imported only when profiles are bu
 # given the documents of the file policies just loaded, the policies compiled from the
 # objects that run beside them, by pluginName. A callable rather than a mapping because
 # which objects may run depends on those files (a name or pluginName a file uses is
-# refused on the object: `policyd.policy.objects.check_objects`).
-ClusterPolicies = Callable[[Sequence[SourceDocument]], Mapping[str, Any]]
+# refused on the object: `policyd.policy.objects.check_objects`), and the profile's
+# metrics, which the objects' `metric` rules must name as a file's must.
+ClusterPolicies = Callable[[Sequence[SourceDocument], MetricCheck], Mapping[str, Any]]
 
 # Upstream's wording for numbers out of range, by field name (field.Invalid messages of
 # ValidateKubeSchedulerConfiguration and component-base's validators).
@@ -384,27 +385,16 @@ class _Check:
                          f"bearerTokenFile {str(self.path.parent / token)!r} does not exist "
                          "here (fine if it is mounted where policyd runs)", level=WARNING)
 
+    @property
+    def metric_check(self) -> MetricCheck:
+        return MetricCheck(frozenset(self.metric_names), str(self.path))
+
     def metric_references(self) -> None:
         """Every policy `metric` rule must name a metric some provider defines; reported
         at the rule's file:line:column with the policy's problems."""
         for pdoc in self.policy_documents:
-            data = pdoc.data if isinstance(pdoc.data, Mapping) else {}
-            spec = data.get("spec")
-            rules = spec.get("scores") if isinstance(spec, Mapping) else None
-            for i, rule in enumerate(rules if isinstance(rules, list) else []):
-                metric = rule.get("metric") if isinstance(rule, Mapping) else None
-                name = metric.get("name") if isinstance(metric, Mapping) else None
-                if not isinstance(name, str) or name in self.metric_names:
-                    continue
-                known = sorted(self.metric_names)
-                close = difflib.get_close_matches(name, known, n=1)
-                hint = (f"; did you mean {close[0]!r}?" if close else
-                        f"; defined: {', '.join(known)}" if known else
-                        "; the profile has no metricsProviders")
-                self.policy_problems.append(pdoc.problem(
-                    ("spec", "scores", i, "metric", "name"), "unknown-metric",
-                    f"metric {name!r} is not defined by any metricsProviders entry of "
-                    f"{self.path}{hint}"))
+            for where, message in self.metric_check.unknown(pdoc.data):
+                self.policy_problems.append(pdoc.problem(where, UNKNOWN_METRIC, message))
 
     # policies -----------------------------------------------------------------------
     def policies(self, extra: Sequence[Path]) -> None:
@@ -460,7 +450,8 @@ class _Check:
         source refuses a pluginName a file uses, and this keeps the file's if not."""
         if source is None:
             return
-        extra = {name: p for name, p in source(self.policy_documents).items()
+        extra = {name: p for name, p in source(self.policy_documents,
+                                                self.metric_check).items()
                  if name not in self.compiled}
         self.cluster_plugins = tuple(extra)
         self.compiled = {**self.compiled, **extra}

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from policyd.clock import REAL_CLOCK, Clock
 from policyd.policy import policy_schema
+from policyd.policy.metric_refs import MetricCheck
 from policyd.policy.objects import (
     OBJECT_PREFIX,
     check_objects,
@@ -113,11 +114,12 @@ class Verdict:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """The cluster policies to run beside `file_documents`."""
+    """The cluster policies to run beside `file_documents` and the profile's metrics."""
 
     file_documents: tuple[SourceDocument, ...]
     verdicts: dict[str, Verdict]
     versions: dict[str, Version]  # by object name, oldest object first
+    metrics: MetricCheck | None = None
 
     def policies(self) -> dict[str, CompiledPolicy]:
         """The compiled policies, by pluginName (what the profile validation adds)."""
@@ -168,6 +170,7 @@ class ClusterPolicies:
         self.objects: dict[str, Obj] = {}  # current versions, by name
         self.running: dict[str, Version] = {}
         self.file_documents: tuple[SourceDocument, ...] = ()
+        self.metrics: MetricCheck | None = None  # the running profile's
         self.failure: str | None = None  # why the last plan could not run
         self.last_plan: Plan | None = None
         # The plan the running rebuild asked for (`__call__`), for `applied`/`refused`.
@@ -206,19 +209,22 @@ class ClusterPolicies:
 
     # -- plans ------------------------------------------------------------------------
 
-    def plan(self, file_documents: Sequence[SourceDocument] | None = None) -> Plan:
-        """Check every current version beside the file policies (the committed ones
-        when None) and choose each object's version to run."""
+    def plan(self, file_documents: Sequence[SourceDocument] | None = None,
+             metrics: MetricCheck | None = None) -> Plan:
+        """Check every current version beside the file policies and the profile's
+        metrics (the committed ones when None) and choose each object's version to
+        run."""
         with self._lock:
             objects = sorted(self.objects.values(), key=_order)
             running = dict(self.running)
             docs = tuple(self.file_documents if file_documents is None else file_documents)
+            metrics = self.metrics if metrics is None else metrics
         file_plugins, file_names = _file_claims(docs)
         # pluginName -> who has it: the files, then each object's chosen version.
         taken = {p: f for p, f in file_plugins.items()}
         verdicts: dict[str, Verdict] = {}
         versions: dict[str, Version] = {}
-        for obj, checked in zip(objects, check_objects(objects, docs), strict=True):
+        for obj, checked in zip(objects, check_objects(objects, docs, metrics), strict=True):
             name, uid, gen = checked.name, object_uid(obj), checked.generation
             verdict = _verdict(name, uid, gen, checked.problems, checked.compiled)
             if verdict.compiled is not None and verdict.compiled.name in taken:
@@ -240,13 +246,14 @@ class ClusterPolicies:
             if chosen is not None:
                 versions[name] = chosen
                 taken[chosen.plugin] = f"{OBJECT_PREFIX}{name}"
-        return Plan(docs, verdicts, versions)
+        return Plan(docs, verdicts, versions, metrics)
 
-    def __call__(self, file_documents: Sequence[SourceDocument]) -> dict[str, Any]:
+    def __call__(self, file_documents: Sequence[SourceDocument], metrics: MetricCheck
+                 ) -> dict[str, Any]:
         """The profile validation's source of cluster policies
         (`policyd.config.validate.ClusterPolicies`): plans beside `file_documents` and
-        remembers the plan for `applied`/`refused`."""
-        plan = self.plan(file_documents)
+        `metrics` and remembers the plan for `applied`/`refused`."""
+        plan = self.plan(file_documents, metrics)
         with self._lock:
             self.proposed = plan
         return plan.policies()
@@ -259,6 +266,7 @@ class ClusterPolicies:
                 return
             self.running = dict(plan.versions)
             self.file_documents = plan.file_documents
+            self.metrics = plan.metrics
             self.failure = None
             self.last_plan = plan
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from policyd.policy.from_paths import PolicySet, check_documents
+from policyd.policy.metric_refs import UNKNOWN_METRIC, MetricCheck
 from policyd.problems import ERROR, Problem
 from policyd.sourcefile import SourceDocument
 
@@ -81,16 +82,21 @@ class ObjectVerdict:
 
 
 def check_objects(objects: Sequence[Mapping[str, Any]],
-                  file_documents: Sequence[SourceDocument] = ()) -> list[ObjectVerdict]:
+                  file_documents: Sequence[SourceDocument] = (),
+                  metrics: MetricCheck | None = None) -> list[ObjectVerdict]:
     """Check and compile each object, in the order given, after the file policies
     `file_documents` (already checked on their own: their problems are not repeated
-    here). One verdict per object."""
+    here). With `metrics` (a profile's), each `metric` rule must name one of its
+    metrics, as a file's must. One verdict per object."""
     docs = [object_document(o) for o in objects]
     checked = PolicySet(documents=[*file_documents, *docs])
     check_documents(checked)
     verdicts = []
     for obj, doc in zip(objects, docs, strict=True):
         mine = [p for p in checked.problems if p.file == doc.file]
+        if metrics is not None:
+            mine += [doc.problem(where, UNKNOWN_METRIC, message)
+                     for where, message in metrics.unknown(doc.data)]
         compiled = None
         if not any(p.level == ERROR for p in mine):
             compiled = next((c for c in checked.compiled

@@ -106,3 +106,30 @@ def test_turning_the_option_on_or_off_needs_a_restart(tmp_path: Path,
     before = load(write(tmp_path, "")).settings
     after = load(write(tmp_path, "clusterPolicies: true\n")).settings
     assert needs_restart(before, after) == ["clusterPolicies (false -> true)"]
+
+
+def test_an_object_naming_a_metric_the_profile_lacks_is_refused_like_a_file(
+        tmp_path: Path, policy_dir: Path) -> None:
+    lat = {"metadata": {"name": "lat", "uid": "u-lat", "generation": 1},
+           "spec": {"pluginName": "Lat", "scores": [
+               {"id": "fast", "weight": 1, "normalize": "minmax",
+                "metric": {"name": "latency", "prefer": "lowest"}}]}}
+    cluster = model(lat)
+    checked = validate(write(tmp_path, """\
+        clusterPolicies: true
+        metricsProviders:
+          - {name: a, kind: nodeAnnotation, metric: latency_ms, annotation: x}
+        """), cluster_policies=cluster)
+    assert checked.valid and checked.cluster_plugins == ()  # refused, not run
+    verdict = cluster.proposed.verdicts["lat"] if cluster.proposed else None
+    assert verdict is not None and not verdict.accepted
+    assert verdict.messages == (
+        "spec.scores[0].metric.name: metric 'latency' is not defined by any "
+        f"metricsProviders entry of {tmp_path / 'profile.yaml'}; did you mean "
+        "'latency_ms'?",)
+    # Defined by the profile: runs.
+    assert validate(write(tmp_path, """\
+        clusterPolicies: true
+        metricsProviders:
+          - {name: a, kind: nodeAnnotation, metric: latency, annotation: x}
+        """), cluster_policies=cluster).cluster_plugins == ("Lat",)

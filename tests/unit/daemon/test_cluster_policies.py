@@ -18,6 +18,7 @@ from policyd.daemon.cluster_policies import (
     status_update,
     writes_due,
 )
+from policyd.policy.metric_refs import MetricCheck
 from policyd.policy.objects import object_document
 from tests.clocks import ManualClock
 
@@ -44,9 +45,12 @@ def file_doc(name: str, plugin: str, file: str = "policies/file.yaml") -> Any:
     return doc
 
 
+NO_METRICS = MetricCheck(frozenset(), "policyd.yaml")  # a profile without providers
+
+
 def applied(model: ClusterPolicies, files: tuple[Any, ...] = ()) -> dict[str, Any]:
     """As the daemon's rebuild does: ask for the policies, then say they run."""
-    policies = model(files)
+    policies = model(files, NO_METRICS)
     model.applied()
     return policies
 
@@ -155,7 +159,7 @@ def test_a_profile_that_cannot_run_the_plan_keeps_the_running_versions() -> None
     model.upsert(policy("hw", "Hw", 1))
     applied(model)
     model.upsert(policy("hw", "Hw", 2))
-    model({})
+    model((), NO_METRICS)
     model.refused("profiles[0].plugins.filter.enabled[0].name: plugin \"Hw\" ...")
     assert model.running["hw"].generation == 1
     cond = model.conditions()["hw"]

@@ -54,3 +54,26 @@ def test_a_name_or_plugin_a_file_already_uses_is_an_error_on_the_object() -> Non
 def test_two_objects_with_one_plugin_name_leave_the_second_refused() -> None:
     first, second = check_objects([POLICY, _policy("hw2", "Hw")])
     assert first.accepted and not second.accepted
+
+
+def test_metric_rules_must_name_a_metric_of_the_profile_when_one_is_given() -> None:
+    from policyd.policy.metric_refs import MetricCheck
+
+    scored = _policy("lat", "Lat", scores=[
+        {"id": "fast", "weight": 2, "normalize": "minmax",
+         "metric": {"name": "latency_ms", "prefer": "lowest"}},
+        {"id": "cool", "weight": 1, "normalize": "minmax",
+         "metric": {"name": "temprature", "prefer": "lowest"}}])
+    (unchecked,) = check_objects([scored])  # no profile (explain without --config)
+    assert unchecked.accepted, unchecked.problems
+    profile = MetricCheck(frozenset({"latency_ms", "temperature"}), "policyd.yaml")
+    (checked,) = check_objects([scored], metrics=profile)
+    assert not checked.accepted
+    (error,) = checked.errors
+    assert (error.rule, error.path) == ("unknown-metric", "spec.scores[1].metric.name")
+    assert describe(error) == (
+        "spec.scores[1].metric.name: metric 'temprature' is not defined by any "
+        "metricsProviders entry of policyd.yaml; did you mean 'temperature'?")
+    (fine,) = check_objects([scored], metrics=MetricCheck(
+        frozenset({"latency_ms", "temprature"}), "policyd.yaml"))
+    assert fine.accepted
