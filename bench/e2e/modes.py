@@ -213,12 +213,14 @@ def capacity_run(spec: RunSpec) -> RunResult:
 
 
 def _cpu_figures(cpu: CpuMarks, first: str, last: str, pods: int) -> dict[str, Any]:
-    """The scheduler's and the API server's CPU between two marks, and the scheduler's
-    per pod, the same for every mode."""
+    """The scheduler's and the API server's CPU between two marks, and each per pod,
+    the same for every mode."""
     sched_cpu = cpu.between("scheduler", first, last)
+    api_cpu = cpu.between("apiserver", first, last)
     return {"cpu_s": round(sched_cpu, 2),
             "cpu_ms_per_pod": round(sched_cpu * 1000 / pods, 3) if pods else None,
-            "apiserver_cpu_s": round(cpu.between("apiserver", first, last), 2)}
+            "apiserver_cpu_s": round(api_cpu, 2),
+            "apiserver_cpu_ms_per_pod": round(api_cpu * 1000 / pods, 3) if pods else None}
 
 
 def rate_run(spec: RunSpec) -> RunResult:

@@ -86,3 +86,10 @@ def test_share_of_the_null_scheduler_with_events_in_its_own_column() -> None:
     assert _row(table, "null-events")[6:8] == ["–", "–"]  # not a share of itself
     # Without null-events runs the column stays empty rather than borrowing the plain one.
     assert _row(report.capacity_table(_doc(runs[:2])), "policyd")[6:8] == ["0.50", "–"]
+
+
+def test_the_api_servers_cpu_per_pod_is_shown_where_recorded() -> None:
+    with_api = _run("policyd", 300, apiserver_cpu_ms_per_pod=1.9)
+    table = report.capacity_table(_doc([with_api, _run("null", 600)]))
+    assert _row(table, "policyd")[9] == "1.90"
+    assert _row(table, "null")[9] == "–"  # an older result without the figure
