@@ -51,6 +51,7 @@ from policyd.daemon.serving import (
     PathMatcher,
     server_tls_context,
 )
+from policyd.daemon.serving_cert import ServingCertificate
 from policyd.errors import EXIT_OK, PolicydError, RuntimeFailure
 from policyd.framework.runtime import Framework
 from policyd.kube import api
@@ -125,6 +126,8 @@ class Daemon:
 
     # The SchedulingPolicy watch, with `clusterPolicies: true` only.
     policy_informer: Informer | None = None
+    # --tls-cert-file's reloader, when a certificate is given.
+    serving_cert: ServingCertificate | None = None
     # Runs once, the first time the caches are synced (`freeze_startup_heap`).
     _on_first_sync: Callable[[], None] | None = None
 
@@ -507,6 +510,11 @@ class Daemon:
                     self.http = None
                 raise
         if self.https is not None:
+            if o.tls_cert_file is not None and o.tls_private_key_file is not None:
+                server = self.https.server
+                self.serving_cert = ServingCertificate(
+                    o.tls_cert_file, o.tls_private_key_file,
+                    lambda ctx: setattr(server, "tls", ctx), clock=self.clock)
             self.https.start()
             log.info("serving %s over HTTPS on %s (%s certificate); all but %s need a "
                      "bearer token the API server authorizes", endpoints,
@@ -519,6 +527,8 @@ class Daemon:
 
     def start(self) -> None:
         self._serve()
+        if self.serving_cert is not None:
+            self._thread(self.serving_cert.run, "policyd-serving-cert", self.stop_event)
         self.events.start()
         if self.node_metrics is not None and self.loaded.metrics_providers:
             self.node_metrics.apply(self.loaded.metrics_providers)

@@ -201,6 +201,45 @@ def test_policyd_run_serves_https_with_delegated_auth(
     assert "plain HTTP" not in log
 
 
+def _served_der(port: int) -> bytes | None:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        with socket.create_connection(("127.0.0.1", port), 5) as raw, \
+                ctx.wrap_socket(raw) as conn:
+            return conn.getpeercert(binary_form=True)
+    except OSError:
+        return None
+
+
+def test_policyd_run_serves_a_rotated_certificate_without_a_restart(
+        cluster: Cluster, processes: ProcessFactory, tmp_path: Path) -> None:
+    """--tls-cert-file's pair replaced on disk (cert-manager, a rotated Secret): the
+    running daemon serves the new certificate within its check interval."""
+    from policyd.daemon.serving_cert import CHECK_INTERVAL
+    from policyd.pki import self_signed_serving_cert
+
+    cert_file, key_file = tmp_path / "tls.crt", tmp_path / "tls.key"
+    first, second = self_signed_serving_cert(()), self_signed_serving_cert(())
+    cert_file.write_bytes(first[0])
+    key_file.write_bytes(first[1])
+    port = _free_port()
+    sched = f"policyd-{uuid.uuid4().hex[:6]}"
+    proc = processes.start("--config", str(write_profile(tmp_path, sched, policies=None)),
+                           "--secure-port", str(port), "--bind-address", "127.0.0.1",
+                           "--tls-cert-file", str(cert_file),
+                           "--tls-private-key-file", str(key_file))
+    der = [ssl.PEM_cert_to_DER_cert(pem.decode()) for pem in (first[0], second[0])]
+    wait_for(lambda: _served_der(port) == der[0], 30, "the first certificate served")
+    cert_file.write_bytes(second[0])
+    key_file.write_bytes(second[1])
+    wait_for(lambda: _served_der(port) == der[1], CHECK_INTERVAL + 20,
+             "the rotated certificate served")
+    assert proc.poll() is None, processes.log(0)
+    assert f"serving certificate reloaded from {cert_file}" in processes.log(0)
+
+
 def _listening(port: int) -> bool:
     try:
         socket.create_connection(("127.0.0.1", port), 1).close()
