@@ -63,6 +63,8 @@ SCHEDULER = "soak-scheduler"
 NAMESPACE = "soak"
 LEASE = "soak-scheduler"
 LEASE_NS = "kube-system"
+# What a replica logs once it runs (daemon.run.Daemon.start), at any verbosity.
+STARTED_LINE = " starting: profiles "
 ZONES = ("zone-1", "zone-2", "zone-3")
 GPU = "example.com/gpu"
 HW_LABEL = "node.kubernetes.io/hw-encrypt"
@@ -624,6 +626,13 @@ class Soak:
 
     def stop_replicas(self, result: Result) -> None:
         crashed = []
+        # A replica started by the last fault may still be importing: give it time to
+        # say it started, so that the SIGTERM tests a running daemon's graceful stop.
+        deadline = time.monotonic() + 60
+        for r in self.replicas:
+            while (not r.killed and r.proc.poll() is None and time.monotonic() < deadline
+                   and STARTED_LINE not in r.log.read_text(errors="replace")):
+                time.sleep(0.2)
         for r in self.replicas:
             if not r.killed:
                 if r.proc.poll() is not None:

@@ -96,6 +96,15 @@ def run(
 
     Exit 0 after SIGTERM/SIGINT, 1 when the configuration is invalid (no request is
     sent to the API server) or a serving address is in use, 2 for usage errors."""
+    # Before anything slow (the daemon's imports, loading the profile and policies): a
+    # stop asked for while starting is a graceful stop too, not death by SIGTERM.
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     from policyd.daemon import logs
     from policyd.daemon.run import Daemon, RunOptions, load_config
 
@@ -113,13 +122,8 @@ def run(
         qps=qps, burst=burst)
     loaded = load_config(options)  # InvalidConfig -> exit 1, before any connection
     daemon = Daemon(options, loaded)
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: object) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    if stop.is_set():
+        raise typer.Exit(0)  # stopped before it started: nothing to finish
     daemon.start()
     while not stop.wait(1.0):
         pass
