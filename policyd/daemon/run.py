@@ -128,11 +128,15 @@ class Daemon:
     policy_informer: Informer | None = None
     # --tls-cert-file's reloader, when a certificate is given.
     serving_cert: ServingCertificate | None = None
-    # Runs once, the first time the caches are synced (`freeze_startup_heap`).
+    # Runs once, the first time the caches are synced.
     _on_first_sync: Callable[[], None] | None = None
 
     def __init__(self, options: RunOptions, loaded: daemon_config.LoadedConfig,
-                 clock: Clock = REAL_CLOCK, client: KubeClient | None = None) -> None:
+                 clock: Clock = REAL_CLOCK, client: KubeClient | None = None,
+                 on_first_sync: Callable[[], None] | None = None) -> None:
+        """`on_first_sync` runs once, when the caches are first synced: `policyd run`
+        passes `freeze_startup_heap`, a choice for the whole process that a process
+        embedding a Daemon (the tests) makes for itself."""
         self.options = options
         # Every loop below reads and waits on this one clock.
         self.clock = clock
@@ -247,7 +251,7 @@ class Daemon:
         self._threads: list[threading.Thread] = []
         self._elector_stop = threading.Event()
         self._scheduler_stop = threading.Event()
-        self._on_first_sync: Callable[[], None] | None = freeze_startup_heap
+        self._on_first_sync = on_first_sync
 
     # -- health -------------------------------------------------------------------------
 

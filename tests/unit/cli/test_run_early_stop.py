@@ -31,14 +31,15 @@ def restored_handlers() -> Iterator[None]:
 def test_a_sigterm_while_loading_is_a_clean_stop(monkeypatch: pytest.MonkeyPatch,
                                                  tmp_path: Path) -> None:
     started: list[bool] = []
+    hooks: list[Any] = []
 
     def slow_load(options: Any) -> Any:
         os.kill(os.getpid(), signal.SIGTERM)  # arrives while the profile loads
         return object()
 
     class NeverStarted:
-        def __init__(self, options: Any, loaded: Any) -> None:
-            pass
+        def __init__(self, options: Any, loaded: Any, **kw: Any) -> None:
+            hooks.append(kw.get("on_first_sync"))
 
         def start(self) -> None:
             started.append(True)
@@ -50,3 +51,5 @@ def test_a_sigterm_while_loading_is_a_clean_stop(monkeypatch: pytest.MonkeyPatch
                     verbosity=0)
     assert stopped.value.exit_code == 0
     assert started == []
+    # The process freezes its start-up heap at the first sync (an embedder need not).
+    assert hooks == [daemon_run.freeze_startup_heap]
