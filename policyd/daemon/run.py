@@ -487,6 +487,11 @@ class Daemon:
         secure: tuple[str, PathMatcher, ssl.SSLContext] | None = None
         if o.secure_port:  # every flag checked before anything is bound
             address = secure_address(o.bind_address, o.secure_port)
+            if o.tls_cert_file is not None and o.tls_private_key_file is not None:
+                # Stamped before the first load: a rotation during start-up is seen.
+                self.serving_cert = ServingCertificate(
+                    o.tls_cert_file, o.tls_private_key_file, self._serve_with,
+                    clock=self.clock)
             # A specific bind address is also named in a self-signed certificate.
             bind_host = address.rpartition(":")[0].strip("[]")
             secure = (address, PathMatcher(o.always_allow_paths), server_tls_context(
@@ -514,11 +519,6 @@ class Daemon:
                     self.http = None
                 raise
         if self.https is not None:
-            if o.tls_cert_file is not None and o.tls_private_key_file is not None:
-                server = self.https.server
-                self.serving_cert = ServingCertificate(
-                    o.tls_cert_file, o.tls_private_key_file,
-                    lambda ctx: setattr(server, "tls", ctx), clock=self.clock)
             self.https.start()
             log.info("serving %s over HTTPS on %s (%s certificate); all but %s need a "
                      "bearer token the API server authorizes", endpoints,
@@ -528,6 +528,11 @@ class Daemon:
             self.http.start()
             log.warning("serving %s over plain HTTP without authentication on %s",
                         endpoints, self.http.address)
+
+    def _serve_with(self, tls: ssl.SSLContext) -> None:
+        """The serving certificate's reloader: new handshakes use `tls`."""
+        if self.https is not None:
+            self.https.server.tls = tls
 
     def start(self) -> None:
         self._serve()
