@@ -60,10 +60,6 @@ def free_port() -> int:
 # -- Prometheus and the exporter --------------------------------------------------------
 
 
-def _prometheus_binary() -> str:
-    return str(resolve_prometheus())
-
-
 @dataclass
 class Exporter:
     latency: Gauge
@@ -137,7 +133,7 @@ class Prometheus:
 
 @pytest.fixture
 def prometheus(tmp_path: Path, exporter: Exporter) -> Iterator[Prometheus]:
-    server = Prometheus(_prometheus_binary(), tmp_path, exporter.port)
+    server = Prometheus(str(resolve_prometheus()), tmp_path, exporter.port)
     server.start()
     try:
         yield server
