@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test check unit clean prometheus
+.PHONY: demo test check unit clean
 
 $(BIN)/policyd: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,17 +19,12 @@ demo: $(BIN)/policyd
 	POLICYD=$(BIN)/policyd demo/run.sh
 
 # Static checks, then the whole test suite (unit, integration and end-to-end). The
-# local control plane (etcd, kube-apiserver, kube-scheduler, kubectl) is built from Go
-# modules first, with its own progress, or reused from ~/.cache/policyd when built before.
-test: $(BIN)/policyd check prometheus
+# local control plane (etcd, kube-apiserver, kube-scheduler, kubectl) and the Prometheus
+# server of the node-metrics tests are built from Go modules first, with their own
+# progress, or reused from ~/.cache/policyd when built before: no root, no apt-get.
+test: $(BIN)/policyd check
 	$(BIN)/policyd dev build
 	$(BIN)/pytest
-
-# The node-metrics integration tests scrape through a real Prometheus server (Debian's
-# package); install it when missing.
-prometheus:
-	command -v prometheus >/dev/null || \
-	  (apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus)
 
 # The package layers of ARCHITECTURE.md are contracts ([tool.importlinter] in
 # pyproject.toml): an import that runs back up a layer fails here.

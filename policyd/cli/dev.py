@@ -63,14 +63,12 @@ def _fail(err: PolicydError) -> typer.Exit:
 def build(
     force: Annotated[bool, typer.Option("--force", help="Rebuild even if cached.")] = False,
 ) -> None:
-    """Build the control plane's five binaries, or find them in the cache."""
-    from policyd.devcluster.assets import from_env
-    from policyd.devcluster.build import build_binaries
+    """Build the control plane's five binaries and Prometheus, or find them in the cache."""
+    from policyd.devcluster.build import build_dev_tools
     from policyd.devcluster.errors import DevClusterError
 
     try:
-        chosen = None if force else from_env()
-        binaries = chosen or build_binaries(progress=_say, force=force)
+        binaries = build_dev_tools(progress=_say, force=force)
     except DevClusterError as err:
         raise _fail(err) from None
     typer.echo(str(binaries.etcd.parent))

@@ -1,4 +1,4 @@
-"""Where built control-plane binaries are found: envtest variables or the cache.
+"""Where built control-plane binaries (and Prometheus) are found: variables or the cache.
 
 Building kube-apiserver and friends takes many minutes, so the result is cached outside
 the repository, keyed by the pinned versions. Users (and CI systems) that already have
@@ -14,8 +14,13 @@ A cache directory counts only when it holds every binary of `BINARY_NAMES`: one 
 by an older policyd (before kube-controller-manager was built) is incomplete, so
 `build.resolve_binaries` builds again and completes it instead of using half of it.
 
+Prometheus, which only the node-metrics tests run, has a cache directory of its own
+(``prometheus/<release>/``) so that adding or upgrading it never invalidates the control
+plane's; ``TEST_ASSET_PROMETHEUS`` names an existing binary instead. ``PATH`` is never
+searched: the tests run the pinned Prometheus, not whichever one a package installed.
+
 This module is pure path logic (no processes) so it is cheap to unit-test; falling back
-to a build is `build.resolve_binaries`.
+to a build is `build.resolve_binaries` / `build.resolve_prometheus`.
 """
 
 from __future__ import annotations
@@ -31,6 +36,10 @@ from policyd.devcluster.errors import DevClusterError
 # them means editing those go.mod files (see tools/controlplane/README.md).
 K8S_VERSION = "v1.36.3"
 ETCD_VERSION = "v3.6.16"
+# Must match tools/controlplane/prometheus/go.mod. Prometheus 3.x tags its Go module
+# v0.<major*100+minor>.<patch>: v0.316.0 is the release 3.16.0.
+PROMETHEUS_MODULE_VERSION = "v0.316.0"
+PROMETHEUS_ENV_VAR = "TEST_ASSET_PROMETHEUS"
 
 # Binary file name -> envtest variable naming it.
 ENV_VARS: dict[str, str] = {
@@ -160,3 +169,38 @@ def from_env(env: Mapping[str, str] | None = None) -> Binaries | None:
         source="env",
         kube_controller_manager=found["kube-controller-manager"],
     )
+
+
+def prometheus_release(module_version: str = PROMETHEUS_MODULE_VERSION) -> str:
+    """The Prometheus release of a Go module version: ``v0.316.0`` -> ``3.16.0``."""
+    _, combined, patch = module_version.lstrip("v").split(".")[:3]
+    major, minor = divmod(int(combined), 100)
+    return f"{major}.{minor}.{patch}"
+
+
+def prometheus_cache_dir(
+    module_version: str = PROMETHEUS_MODULE_VERSION, env: Mapping[str, str] | None = None
+) -> Path:
+    """The directory holding the `prometheus` binary built for one version."""
+    return cache_root(env) / "prometheus" / f"v{prometheus_release(module_version)}"
+
+
+def prometheus_in(directory: Path) -> Path | None:
+    """The `prometheus` binary of a cache directory, or None when it is not there."""
+    path = directory / "prometheus"
+    return path if _is_executable(path) else None
+
+
+def prometheus_from_env(env: Mapping[str, str] | None = None) -> Path | None:
+    """The binary named by ``TEST_ASSET_PROMETHEUS``, or None when it is unset.
+
+    Set, it must be an executable file: as with the control plane's variables, a
+    mistyped path is an error, not a reason to build for minutes.
+    """
+    value = (os.environ if env is None else env).get(PROMETHEUS_ENV_VAR)
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if not _is_executable(path):
+        raise DevClusterError(f"{PROMETHEUS_ENV_VAR}={value}: not an executable file")
+    return path

@@ -1,4 +1,4 @@
-"""Node metrics end to end: a real Prometheus server (Debian's `prometheus` package)
+"""Node metrics end to end: a real Prometheus server (built from its Go module)
 scrapes a small exporter on loopback, the prometheus provider reads it in the
 background, and a policy `metric` score places pods on the lowest-latency nodes through
 the engine's `schedule_one`. Also the probe provider against loopback listeners, and
@@ -6,15 +6,15 @@ faults: Prometheus stopped mid-run, a query that hangs past its timeout, garbage
 responses, NaN and negative values. In every fault scheduling goes on at full speed and
 values age out as documented.
 
-The Prometheus binary: taken from PATH; when missing, the fixture runs
-`apt-get install -y --no-install-recommends prometheus` and skips (saying why) only if
-that fails. CI should install the package up front.
+The Prometheus binary: `TEST_ASSET_PROMETHEUS`, else the one `policyd dev build` put in
+~/.cache/policyd/prometheus/, else the fixture builds it there (with progress) like the
+control plane. Never the one on PATH, and never a skip: without Go or the variable the
+tests fail, saying which.
 """
 
 from __future__ import annotations
 
 import logging
-import shutil
 import socket
 import subprocess
 import threading
@@ -31,6 +31,7 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from policyd.config.model import MetricQuery, MetricsProviderConfig
 from policyd.config.plugins import default_framework
+from policyd.devcluster.build import resolve_prometheus
 from policyd.engine.cycle import schedule_one
 from policyd.framework.runtime import Framework
 from policyd.model.cluster import ClusterState
@@ -57,28 +58,6 @@ def free_port() -> int:
 
 
 # -- Prometheus and the exporter --------------------------------------------------------
-
-
-def _prometheus_binary() -> str:
-    found = shutil.which("prometheus")
-    if found:
-        return found
-    try:
-        proc = subprocess.run(["apt-get", "install", "-y", "--no-install-recommends",
-                               "prometheus"], capture_output=True, text=True, timeout=900)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        reason = f"`prometheus` not on PATH and apt-get could not run: {exc}"
-        print(reason)
-        pytest.skip(reason)
-    found = shutil.which("prometheus")
-    if proc.returncode != 0 or not found:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        reason = ("`prometheus` not on PATH and `apt-get install -y "
-                  f"--no-install-recommends prometheus` failed (exit {proc.returncode}): "
-                  + " | ".join(tail))
-        print(reason)
-        pytest.skip(reason)
-    return found
 
 
 @dataclass
@@ -154,7 +133,7 @@ class Prometheus:
 
 @pytest.fixture
 def prometheus(tmp_path: Path, exporter: Exporter) -> Iterator[Prometheus]:
-    server = Prometheus(_prometheus_binary(), tmp_path, exporter.port)
+    server = Prometheus(str(resolve_prometheus()), tmp_path, exporter.port)
     server.start()
     try:
         yield server

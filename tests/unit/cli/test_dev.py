@@ -55,3 +55,41 @@ def test_up_with_wrong_scheduler_config_fails_before_starting(
     assert result.exit_code == 2
     assert "expected KubeSchedulerConfiguration" in result.output
     assert not (tmp_path / "state" / "cluster").exists()
+
+
+def _exe(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def assets_without_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Control-plane binaries named through envtest's variable, an empty cache, and no
+    `go` on PATH: anything `dev build` would build fails instead."""
+    for name in ("etcd", "kube-apiserver"):
+        _exe(tmp_path / "assets" / name)
+    monkeypatch.setenv("KUBEBUILDER_ASSETS", str(tmp_path / "assets"))
+    monkeypatch.setenv("POLICYD_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", str(tmp_path / "no-go"))
+    monkeypatch.delenv("TEST_ASSET_PROMETHEUS", raising=False)
+    return tmp_path
+
+
+def test_build_includes_prometheus(runner: CliRunner, assets_without_go: Path) -> None:
+    # The control plane comes from the environment; Prometheus still has to be built,
+    # so `make test` (which runs `dev build`) needs no other step for it.
+    result = runner.invoke(dev_app, ["build"])
+    assert result.exit_code == 1, result.output
+    assert "`go` not found" in result.output
+    assert "to build Prometheus (or set TEST_ASSET_PROMETHEUS" in result.output
+
+
+def test_build_with_every_binary_chosen_builds_nothing(
+    runner: CliRunner, assets_without_go: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TEST_ASSET_PROMETHEUS", str(_exe(assets_without_go / "p" / "prom")))
+    result = runner.invoke(dev_app, ["build"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"{assets_without_go / 'assets'}\n"  # still only the dir

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,11 @@ from policyd.devcluster.assets import (
     cache_dir,
     cache_root,
     from_env,
+    prometheus_cache_dir,
+    prometheus_from_env,
+    prometheus_release,
 )
-from policyd.devcluster.build import resolve_binaries
+from policyd.devcluster.build import resolve_binaries, resolve_prometheus
 from policyd.devcluster.errors import DevClusterError
 
 
@@ -146,3 +150,46 @@ def test_versions_match_the_wrapper_modules() -> None:
     assert f"k8s.io/api => k8s.io/api {staging}" in (root / "kube" / "go.mod").read_text()
     etcd_mod = (root / "etcd" / "go.mod").read_text()
     assert f"go.etcd.io/etcd/server/v3 {assets.ETCD_VERSION}" in etcd_mod
+    prom_mod = (root / "prometheus" / "go.mod").read_text()
+    pinned = re.escape(f"github.com/prometheus/prometheus {assets.PROMETHEUS_MODULE_VERSION}")
+    assert re.search(rf"^(require )?\s*{pinned}( |$)", prom_mod, re.MULTILINE)
+
+
+def test_prometheus_release_of_its_module_version() -> None:
+    assert prometheus_release("v0.316.0") == "3.16.0"
+    assert prometheus_release("v0.300.1") == "3.0.1"
+    assert prometheus_release("v0.412.3") == "4.12.3"
+
+
+def test_prometheus_has_its_own_cache_dir(tmp_path: Path) -> None:
+    # Not in the control plane's directory: a cache without it must not count as
+    # incomplete and trigger a twelve-minute rebuild of the control plane.
+    env = {"POLICYD_CACHE_DIR": str(tmp_path)}
+    assert prometheus_cache_dir("v0.316.0", env) == tmp_path / "prometheus" / "v3.16.0"
+    assert "prometheus" not in BINARY_NAMES
+
+
+def test_prometheus_variable(tmp_path: Path) -> None:
+    assert prometheus_from_env({}) is None
+    assert prometheus_from_env({"TEST_ASSET_PROMETHEUS": ""}) is None
+    own = _exe(tmp_path / "my-prometheus")
+    assert prometheus_from_env({"TEST_ASSET_PROMETHEUS": str(own)}) == own
+    with pytest.raises(DevClusterError, match=r"TEST_ASSET_PROMETHEUS=.*not an executable"):
+        prometheus_from_env({"TEST_ASSET_PROMETHEUS": str(tmp_path / "nope")})
+
+
+def test_resolve_prometheus_prefers_the_variable_then_the_cache_never_path(
+    tmp_path: Path,
+) -> None:
+    # A `prometheus` on PATH (Debian's, say) is not taken: with an empty cache the
+    # resolver tries to build, and without `go` on that PATH says so.
+    on_path = _exe(tmp_path / "bin" / "prometheus")
+    env = {"POLICYD_CACHE_DIR": str(tmp_path / "cache"), "PATH": str(on_path.parent)}
+    with pytest.raises(DevClusterError, match=r"`go` not found.*TEST_ASSET_PROMETHEUS"):
+        resolve_prometheus(env=env, progress=lambda _: None)
+
+    cached = _exe(prometheus_cache_dir(env=env) / "prometheus")
+    assert resolve_prometheus(env=env) == cached
+
+    own = _exe(tmp_path / "own" / "prometheus")
+    assert resolve_prometheus(env={**env, "TEST_ASSET_PROMETHEUS": str(own)}) == own

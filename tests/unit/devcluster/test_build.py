@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from policyd.devcluster.assets import BINARY_NAMES, cache_dir
+from policyd.devcluster.assets import (
+    BINARY_NAMES,
+    PROMETHEUS_MODULE_VERSION,
+    cache_dir,
+    prometheus_cache_dir,
+)
 from policyd.devcluster.build import (
     build_binaries,
-    go_env,
+    build_prometheus,
     go_targets,
+    prometheus_target,
     source_dir,
     version_ldflags,
 )
 from policyd.devcluster.errors import DevClusterError
+from policyd.devcluster.gobuild import go_env
 
 
 def test_version_is_stamped_into_both_version_packages() -> None:
@@ -119,3 +127,67 @@ def test_failing_go_command_is_one_line_naming_the_log(tmp_path: Path) -> None:
     assert "\n" not in text and "full log: " in text
     assert not list((tmp_path / "c" / "controlplane").glob(".*partial*"))  # scratch removed
     assert any("resolving modules" in m for m in messages)
+
+
+def test_prometheus_target_is_the_wrapper_modules_tool_without_service_discoveries() -> None:
+    src = source_dir({})
+    target = prometheus_target(src, "v0.316.0")
+    go_mod = (src / "prometheus" / "go.mod").read_text()
+    assert f"tool {target.packages[0]}\n" in go_mod
+    assert target.output_name == "prometheus"
+    assert target.tags == ("remove_all_sd",)
+    assert "-X github.com/prometheus/common/version.Version=3.16.0" in target.ldflags
+
+
+# A stand-in for the go command: it records its arguments and environment, lists two
+# packages, and "builds" by creating the `-o` file. Enough to see what build.py asks
+# Go for, without the network or minutes of compiling.
+FAKE_GO = """#!/bin/sh
+echo "$CGO_ENABLED|$GOFLAGS|$*" >> "$FAKE_GO_LOG"
+case "$1" in
+list) echo pkg/a; echo pkg/b ;;
+build)
+  prev=""
+  for arg in "$@"; do [ "$prev" = "-o" ] && out="$arg"; prev="$arg"; done
+  echo '#!/bin/sh' > "$out"; chmod +x "$out"; echo pkg/a >&2 ;;
+esac
+"""
+
+
+def test_prometheus_build_passes_tags_to_list_and_build_and_is_cached(tmp_path: Path) -> None:
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "go").write_text(FAKE_GO)
+    (fake_bin / "go").chmod(0o755)
+    (tmp_path / "src" / "prometheus").mkdir(parents=True)
+    (tmp_path / "src" / "prometheus" / "go.mod").write_text("module example.com/p\n")
+    calls = tmp_path / "calls"
+    env = {
+        "PATH": f"{fake_bin}:/usr/bin:/bin",
+        "POLICYD_CACHE_DIR": str(tmp_path / "c"),
+        "POLICYD_CONTROLPLANE_SRC": str(tmp_path / "src"),
+        "FAKE_GO_LOG": str(calls),
+    }
+    messages: list[str] = []
+    binary = build_prometheus(env=env, progress=messages.append)
+
+    dest = prometheus_cache_dir(PROMETHEUS_MODULE_VERSION, env)
+    assert binary == dest / "prometheus"
+    assert os.access(binary, os.X_OK)
+    info = json.loads((dest / "BUILDINFO.json").read_text())
+    assert (info["prometheus"], info["module"]) == ("3.16.0", PROMETHEUS_MODULE_VERSION)
+    listed, built = calls.read_text().splitlines()
+    assert listed.startswith("0|-mod=readonly|list -tags remove_all_sd -deps ")
+    assert built.startswith("0|-mod=readonly|build -v -trimpath -tags remove_all_sd -ldflags ")
+    assert "common/version.Version=3.16.0" in built
+    # Into a scratch directory next to the cache, renamed when the build is complete.
+    assert f"-o {dest.parent}/.{dest.name}.partial-" in built
+    assert built.endswith("/prometheus github.com/prometheus/prometheus/cmd/prometheus")
+    assert messages[0].startswith(f"building Prometheus 3.16.0 into {dest}")
+    assert messages[-1].startswith("Prometheus built in ")
+
+    # Cached: a second call runs no go command; `force` builds again.
+    assert build_prometheus(env=env, progress=messages.append) == binary
+    assert len(calls.read_text().splitlines()) == 2
+    build_prometheus(env=env, progress=messages.append, force=True)
+    assert len(calls.read_text().splitlines()) == 4
