@@ -18,7 +18,7 @@ import json
 import sys
 from typing import Any
 
-from policyd.policy.policy_schema import schema_object
+from policyd.policy.schema_parts import METRIC_NAME_PATTERN, schema_object
 
 API_VERSION = "policyd.io/v1alpha1"
 KIND = "PolicydConfiguration"
@@ -55,8 +55,6 @@ METRICS_KIND_REQUIRED = {
     "probe": ("metric", "port"),
     "nodeAnnotation": ("metric", "annotation"),
 }
-# Prometheus-style names: score rules refer to them (`metric: {name: latency_ms}`).
-METRIC_NAME_PATTERN = "^[a-zA-Z_][a-zA-Z0-9_]*$"
 PROVIDER_NAME_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 # Extension points in upstream's order; policyd has plugins for the first group only,
