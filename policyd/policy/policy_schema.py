@@ -3,8 +3,9 @@ positions and readable messages (`policyd.sourcefile.schema_problems`).
 
 The schema lives here as data so the installed package always has it;
 `schemas/policy.schema.json` (what editors load through the `yaml-language-server`
-comment) is generated from it with `python -m policyd.policy.policy_schema > ...`, and a test
-keeps the two identical.
+comment) is generated from it with `python -m policyd.policy.policy_schema > ...` (`make
+generate` runs every generator), and a test keeps the two identical. Each rule kind's
+fragment is declared beside its class (`policyd/policy/rules/*/schemas.py`).
 
 Structural rules live in the schema; rules the schema cannot say well (Kubernetes
 label syntax, JMESPath, quantities, contradictions) are in `semantics.py`, so each
