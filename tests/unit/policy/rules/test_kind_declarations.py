@@ -4,6 +4,7 @@ the schema holds its fragment under its name."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -16,9 +17,6 @@ from policyd.policy.rules.kinds import FILTER_RULES, SCORE_RULES
 from policyd.policy.rules.scores import schemas as scores
 from policyd.policy.schema_parts import RuleKind
 from tests.unit.policy.conftest import check_docs, make_policy
-
-FILTERS = [pytest.param(k, id=k.name) for k in filters.KINDS]
-SCORES = [pytest.param(k, id=k.name) for k in scores.KINDS]
 
 
 def _example(kind: RuleKind) -> dict[str, Any]:
@@ -34,21 +32,16 @@ def _section(section: str) -> dict[str, Any]:
     return rule
 
 
-@pytest.mark.parametrize("kind", FILTERS)
-def test_filter_example_lints_clean_and_compiles_to_its_class(kind: RuleKind) -> None:
-    doc = make_policy(filters=[_example(kind)])
+@pytest.mark.parametrize(("section", "kind", "registry"), [
+    *(pytest.param("filters", k, FILTER_RULES, id=f"filter-{k.name}") for k in filters.KINDS),
+    *(pytest.param("scores", k, SCORE_RULES, id=f"score-{k.name}") for k in scores.KINDS)])
+def test_example_lints_clean_and_compiles_to_its_class(
+        section: str, kind: RuleKind, registry: Mapping[str, object]) -> None:
+    doc = make_policy(**{section: [_example(kind)]})
     assert check_docs(doc).problems == []
-    (rule,) = compile_policy(doc).filter_rules
-    assert type(rule) is FILTER_RULES[kind.name]
-    assert type(rule).kind is kind
-
-
-@pytest.mark.parametrize("kind", SCORES)
-def test_score_example_lints_clean_and_compiles_to_its_class(kind: RuleKind) -> None:
-    doc = make_policy(scores=[_example(kind)])
-    assert check_docs(doc).problems == []
-    (rule,) = compile_policy(doc).score_rules
-    assert type(rule) is SCORE_RULES[kind.name]
+    policy = compile_policy(doc)
+    (rule,) = policy.filter_rules if section == "filters" else policy.score_rules
+    assert type(rule) is registry[kind.name]
     assert type(rule).kind is kind
 
 
