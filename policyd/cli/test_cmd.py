@@ -1,8 +1,8 @@
 """`policyd test PATH...`: run PolicyTest files against the policies they name.
 
-`--format text|json|junit`. Exit 0 when every test passes, 1 when any fails or when no
-test is found (an empty run must not look green), 2 for bad input (unreadable or
-invalid test files, policies with errors, unknown names).
+`--format` one of `policyd.policytest.render.FORMATS`. Exit 0 when every test passes,
+1 when any fails or when no test is found (an empty run must not look green), 2 for
+bad input (unreadable or invalid test files, policies with errors, unknown names).
 """
 
 from __future__ import annotations
