@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test check unit clean
+.PHONY: demo test check generate unit clean
 
 $(BIN)/policyd: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,12 +26,42 @@ test: $(BIN)/policyd check
 	$(BIN)/policyd dev build
 	$(BIN)/pytest
 
+# Every generated file, by the module that makes it (each run as `python -m MODULE`).
+# WHOLE_FILES: FILE=MODULE, the module printing the whole file on stdout.
+# IN_PLACE: modules that rewrite their files (or marked blocks) themselves and, with
+# --check, only compare and exit 1 when one differs.
+WHOLE_FILES := \
+  schemas/policy.schema.json=policyd.policy.policy_schema \
+  schemas/profile.schema.json=policyd.config.profile_schema \
+  deploy/crd.yaml=policyd.policy.crd
+IN_PLACE := \
+  policyd.cli.doc_blocks \
+  bench.readme_tables \
+  tools.gen_k8s_fields
+
+# Regenerate every generated file from its source (the k8s field table from the
+# installed kubernetes client; the bench tables from the committed bench/results).
+generate: $(BIN)/policyd
+	@for g in $(WHOLE_FILES); do \
+	  echo "$(BIN)/python -m $${g#*=} > $${g%%=*}"; \
+	  $(BIN)/python -m $${g#*=} > $${g%%=*}.tmp && mv $${g%%=*}.tmp $${g%%=*} || exit 1; \
+	done
+	@for m in $(IN_PLACE); do echo "$(BIN)/python -m $$m"; $(BIN)/python -m $$m || exit 1; done
+
 # The package layers of ARCHITECTURE.md are contracts ([tool.importlinter] in
-# pyproject.toml): an import that runs back up a layer fails here.
+# pyproject.toml): an import that runs back up a layer fails here. Then every generated
+# file must be what `make generate` writes: a hand edit or a stale file fails, naming it.
 check: $(BIN)/policyd
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	@stale=0; \
+	for g in $(WHOLE_FILES); do \
+	  $(BIN)/python -m $${g#*=} | diff -u $${g%%=*} - || \
+	    { echo "$${g%%=*} is stale: run make generate" >&2; stale=1; }; \
+	done; \
+	for m in $(IN_PLACE); do $(BIN)/python -m $$m --check || stale=1; done; \
+	exit $$stale
 
 unit: $(BIN)/policyd
 	$(BIN)/pytest tests/unit

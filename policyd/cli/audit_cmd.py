@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from policyd.cli.options import choice_enum
 from policyd.cli.schedule_cmds import (
     ClusterOpt,
     ConfigOpt,
@@ -39,10 +40,19 @@ if TYPE_CHECKING:  # the engine loads only when the command runs
 JSON_VERSION = 1
 
 
-class AuditFormat(StrEnum):
-    text = "text"
-    json = "json"
-    junit = "junit"
+# The formats of `--format`, by name: each renders the result (with the snapshot's
+# warnings) as the whole of stdout. The output functions are further down.
+AUDIT_FORMATS: dict[str, Callable[[AuditResult, Sequence[str]], str]] = {
+    "text": lambda result, warnings: audit_text(result) + "\n",
+    "json": lambda result, warnings: json.dumps(
+        audit_json(result, warnings=warnings), indent=2) + "\n",
+    "junit": lambda result, warnings: _junit(result),
+}
+if TYPE_CHECKING:
+    AuditFormat = str
+else:
+    AuditFormat = choice_enum("AuditFormat", AUDIT_FORMATS)
+TEXT = AuditFormat("text")
 
 
 class FailOn(StrEnum):
@@ -63,7 +73,7 @@ def audit(
         "--all-schedulers", help="With --config: also audit pods no profile serves "
         "(other schedulers'), against every policy of every profile.")] = False,
     output: Annotated[AuditFormat, typer.Option("--format", "-o",
-                                                help="Output format.")] = AuditFormat.text,
+                                                help="Output format.")] = TEXT,
     fail_on: Annotated[FailOn, typer.Option(
         "--fail-on", help="Violations that fail the run: any, or only those of "
         "Enforce-mode policies (Audit-mode ones are still reported).")] = FailOn.any,
@@ -109,14 +119,7 @@ def audit(
     result = run(snap.cluster(), pods, choose)
     for w in snap.warnings:
         print(f"policyd: warning: {w}", file=sys.stderr)
-    if output is AuditFormat.json:
-        typer.echo(json.dumps(audit_json(result, warnings=snap.warnings), indent=2))
-    elif output is AuditFormat.junit:
-        from policyd.lint.reporters import junit_xml
-
-        sys.stdout.write(junit_xml.render("policyd audit", junit_suites(result)))
-    else:
-        typer.echo(audit_text(result))
+    sys.stdout.write(AUDIT_FORMATS[output](result, snap.warnings))
     failing = [v for v in result.violations
                if fail_on is FailOn.any or v.mode == ENFORCE]
     raise typer.Exit(EXIT_PROBLEMS if failing else EXIT_OK)
@@ -231,6 +234,12 @@ def audit_json(result: AuditResult, *, warnings: Sequence[str] = ()) -> dict[str
                     "skipped": len(result.skipped)},
         "warnings": list(warnings),
     }
+
+
+def _junit(result: AuditResult) -> str:
+    from policyd.lint.reporters import junit_xml
+
+    return junit_xml.render("policyd audit", junit_suites(result))
 
 
 def junit_suites(result: AuditResult) -> list[Suite]:

@@ -1,7 +1,7 @@
 """`policyd lint PATH...`: check policy files the way CI needs.
 
-Every problem in one run; `--format text|json|github|sarif` (github is chosen when
-GITHUB_ACTIONS is set and no format is given); `--strict` fails on warnings;
+Every problem in one run; `--format` any lint reporter (`policyd.lint.reporters`;
+github is chosen when GITHUB_ACTIONS is set and no format is given); `--strict` fails on warnings;
 `--skip-non-policies` ignores documents of other kinds (for repositories where policies
 sit beside manifests). Exit 0
 clean, 1 problems, 2 usage errors and paths that do not exist or cannot be read.

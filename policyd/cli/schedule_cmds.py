@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from policyd.cli.options import choice_enum
 from policyd.errors import EXIT_OK, EXIT_PROBLEMS, InputFileError, PolicydError
 
 if TYPE_CHECKING:  # the engine (and numpy) load only when a command here runs
@@ -33,10 +35,28 @@ if TYPE_CHECKING:  # the engine (and numpy) load only when a command here runs
     from policyd.sourcefile import SourceDocument
 
 
-class OutputFormat(StrEnum):
-    text = "text"
-    json = "json"
-    yaml = "yaml"  # the json document, for kubectl users used to `-o yaml`
+def _json_document(document: dict[str, Any]) -> None:
+    typer.echo(json.dumps(document, indent=2))
+
+
+def _yaml_document(document: dict[str, Any]) -> None:
+    """The json document, for kubectl users used to `-o yaml`."""
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    yaml.dump(document, sys.stdout)
+
+
+# `--format` of explain and simulate: each command prints its own text; the other
+# formats print its JSON document, by these.
+DOCUMENT_FORMATS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "json": _json_document, "yaml": _yaml_document}
+if TYPE_CHECKING:
+    OutputFormat = str
+else:
+    OutputFormat = choice_enum("OutputFormat", ("text", *DOCUMENT_FORMATS))
+TEXT = OutputFormat("text")
 
 
 class FieldValidation(StrEnum):
@@ -301,15 +321,8 @@ def _warn(warnings: list[str]) -> None:
 
 
 def _emit(document: dict[str, Any], output: OutputFormat) -> None:
-    """The JSON document, as JSON or as YAML (`-o yaml`)."""
-    if output is OutputFormat.yaml:
-        from ruamel.yaml import YAML
-
-        yaml = YAML(typ="safe", pure=True)
-        yaml.default_flow_style = False
-        yaml.dump(document, sys.stdout)
-    else:
-        typer.echo(json.dumps(document, indent=2))
+    """The JSON document, in the --format asked for (json, yaml)."""
+    DOCUMENT_FORMATS[output](document)
 
 
 def _explain_profile(target: Pod, frameworks: dict[str, Framework], notes: list[str]
@@ -358,7 +371,7 @@ def explain(
                                                      "--pod from (repeatable).")] = None,
     config: ConfigOpt = None,
     policies: PoliciesOpt = None,
-    output: FormatOpt = OutputFormat.text,
+    output: FormatOpt = TEXT,
     seed: SeedOpt = None,
     metrics: MetricsOpt = None,
     validate: ValidateOpt = FieldValidation.strict,
@@ -411,7 +424,7 @@ def explain(
     result = schedule_one(fw, target, state, explain=True)
     warnings = snap.warnings + warnings
     _warn(warnings)
-    if output is OutputFormat.text:
+    if output == TEXT:
         typer.echo(explain_text(result) + "".join(f"\nnote: {n}" for n in notes))
     else:
         out = explain_json(result)
@@ -426,7 +439,7 @@ def simulate(
                                                      "(repeatable).")] = None,
     config: ConfigOpt = None,
     policies: PoliciesOpt = None,
-    output: FormatOpt = OutputFormat.text,
+    output: FormatOpt = TEXT,
     seed: SeedOpt = None,
     metrics: MetricsOpt = None,
     validate: ValidateOpt = FieldValidation.strict,
@@ -475,7 +488,7 @@ def simulate(
     result = run(served, state, pending, progress=progress)
     warnings = snap.warnings + warnings
     _warn(warnings)
-    if output is OutputFormat.text:
+    if output == TEXT:
         typer.echo(simulate_text(result, notes=merged.notes))
     else:
         _emit(simulate_json(result, notes=merged.notes, warnings=warnings), output)

@@ -1,8 +1,8 @@
 """`policyd test PATH...`: run PolicyTest files against the policies they name.
 
-`--format text|json|junit`. Exit 0 when every test passes, 1 when any fails or when no
-test is found (an empty run must not look green), 2 for bad input (unreadable or
-invalid test files, policies with errors, unknown names).
+`--format` one of `policyd.policytest.render.FORMATS`. Exit 0 when every test passes,
+1 when any fails or when no test is found (an empty run must not look green), 2 for
+bad input (unreadable or invalid test files, policies with errors, unknown names).
 """
 
 from __future__ import annotations
@@ -11,14 +11,15 @@ import sys
 
 import typer
 
-FORMATS = ("text", "json", "junit")
+from policyd.cli.options import one_of
+from policyd.policytest.render import FORMATS
 
 
 def test(
     paths: list[str] = typer.Argument(  # noqa: B008 - typer's declaration style
         ..., metavar="PATH...", help="PolicyTest files or directories (*.yaml, *.yml)."),
     output_format: str = typer.Option("text", "--format", "-f",
-                                      help="text, json or junit."),
+                                      help=f"{one_of(FORMATS)}."),
 ) -> None:
     """Run PolicyTest files: expected filter verdicts, scores and placements."""
     if output_format not in FORMATS:

@@ -130,7 +130,7 @@ class MetricsProviderConfig:
 
     @property
     def metric_names(self) -> tuple[str, ...]:
-        if self.kind == "prometheus":
+        if s.METRICS_PROVIDER_KINDS[self.kind].metric_list:
             return tuple(q.name for q in self.queries)
         return (self.metric,) if self.metric else ()
 
@@ -282,7 +282,7 @@ def metrics_providers_from(raw: Any, base: Path) -> tuple[MetricsProviderConfig,
         p = _map(entry)
         name, kind = p.get("name"), p.get("kind")
         if not isinstance(name, str) or not name \
-                or kind not in ("prometheus", "probe", "nodeAnnotation"):
+                or kind not in s.METRICS_KINDS:
             continue
         refresh = _seconds(p.get("refreshInterval"), s.DEFAULT_METRICS_REFRESH_SECONDS)
         address = _map(p.get("address"))

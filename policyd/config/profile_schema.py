@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from typing import Any
 
-from policyd.policy.policy_schema import schema_object
+from policyd.policy.schema_parts import METRIC_NAME_PATTERN, schema_object
 
 API_VERSION = "policyd.io/v1alpha1"
 KIND = "PolicydConfiguration"
@@ -43,20 +44,30 @@ DEFAULT_METRICS_MAX_BACKOFF_SECONDS = 300.0
 DEFAULT_METRICS_NODE_LABEL = "node"
 DEFAULT_METRICS_PROBE_WORKERS = 16
 
-METRICS_KINDS = ("prometheus", "probe", "nodeAnnotation")
-# Fields only one kind of metrics provider takes; validate.py rejects them elsewhere.
-METRICS_KIND_FIELDS = {
-    "prometheus": ("url", "nodeLabel", "bearerTokenFile", "metrics"),
-    "probe": ("metric", "port", "address", "workers"),
-    "nodeAnnotation": ("metric", "annotation", "allowNegative"),
-}
-METRICS_KIND_REQUIRED = {
-    "prometheus": ("url", "metrics"),
-    "probe": ("metric", "port"),
-    "nodeAnnotation": ("metric", "annotation"),
-}
-# Prometheus-style names: score rules refer to them (`metric: {name: latency_ms}`).
-METRIC_NAME_PATTERN = "^[a-zA-Z_][a-zA-Z0-9_]*$"
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsKind:
+    """A kind of `metricsProviders` entry: the registry the schema, validation, the
+    config model and `policyd.nodemetrics.providers` (each provider class names its
+    kind) all read, so a kind is spelt once."""
+
+    name: str
+    fields: tuple[str, ...]  # fields only this kind takes; validation rejects them elsewhere
+    required: tuple[str, ...]
+    # Where its metric names are: each `metrics[].name` (a list of queries), else the
+    # one `metric` field.
+    metric_list: bool = False
+
+
+PROMETHEUS = MetricsKind("prometheus", ("url", "nodeLabel", "bearerTokenFile", "metrics"),
+                         ("url", "metrics"), metric_list=True)
+PROBE = MetricsKind("probe", ("metric", "port", "address", "workers"), ("metric", "port"))
+NODE_ANNOTATION = MetricsKind("nodeAnnotation", ("metric", "annotation", "allowNegative"),
+                              ("metric", "annotation"))
+METRICS_PROVIDER_KINDS = {k.name: k for k in (PROMETHEUS, PROBE, NODE_ANNOTATION)}
+METRICS_KINDS = tuple(METRICS_PROVIDER_KINDS)
+METRICS_KIND_FIELDS = {k.name: k.fields for k in METRICS_PROVIDER_KINDS.values()}
 PROVIDER_NAME_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 # Extension points in upstream's order; policyd has plugins for the first group only,
@@ -223,9 +234,9 @@ def build_schema() -> dict[str, Any]:
         },
         "required": ["name", "kind"],
         "additionalProperties": False,
-        "allOf": [{"if": {"properties": {"kind": {"const": k}}, "required": ["kind"]},
-                   "then": {"required": list(req)}}
-                  for k, req in METRICS_KIND_REQUIRED.items()],
+        "allOf": [{"if": {"properties": {"kind": {"const": k.name}}, "required": ["kind"]},
+                   "then": {"required": list(k.required)}}
+                  for k in METRICS_PROVIDER_KINDS.values()],
     }
 
     return {

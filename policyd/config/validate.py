@@ -347,11 +347,13 @@ class _Check:
                                  f"{' or '.join(owners)}, not "
                                  f"{kind}", key=True)
             defined: list[tuple[JsonPath, Any]] = []
-            if kind == "prometheus" and isinstance(p.get("metrics"), list):
+            declared = (config_schema.METRICS_PROVIDER_KINDS.get(kind)
+                        if isinstance(kind, str) else None)
+            if declared is not None and not declared.metric_list:
+                defined = [((*where, "metric"), p.get("metric"))]
+            elif declared is not None and isinstance(p.get("metrics"), list):
                 defined = [((*where, "metrics", j, "name"), m.get("name"))
                            for j, m in enumerate(p["metrics"]) if isinstance(m, Mapping)]
-            elif kind in ("probe", "nodeAnnotation"):
-                defined = [((*where, "metric"), p.get("metric"))]
             for at, metric in defined:
                 if not isinstance(metric, str) or self.is_reported(at):
                     continue

@@ -1,7 +1,7 @@
 """Every rule id a problem can carry: its level and what it finds, in one line.
 
 The rule table of `policyd lint` in docs/policy-language.md is generated from here
-(`python -m policyd.lint.rules --markdown`), and a unit test fails when the code can
+(`python -m policyd.cli.doc_blocks`), and a unit test fails when the code can
 emit an id that is not registered, or a registered id nothing emits.
 
 `commands` says which command reports a rule first: `lint` rules concern policy files,

@@ -29,10 +29,11 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from policyd.clock import REAL_CLOCK, Clock
 from policyd.config.model import MetricsProviderConfig
+from policyd.config.profile_schema import NODE_ANNOTATION, PROBE, PROMETHEUS, MetricsKind
 from policyd.model.node_metrics import MetricsCache
 from policyd.nodemetrics import values as v
 from policyd.nodemetrics.telemetry import ProviderTelemetry
@@ -69,6 +70,7 @@ class Provider:
     """Base: the thread, backoff, state logging and telemetry; kinds implement
     `refresh()` returning fresh values per metric (or raising RefreshError)."""
 
+    kind: ClassVar[MetricsKind]  # its entry in profile_schema.METRICS_PROVIDER_KINDS
     # Whether a refresh's values replace the metric's (nodes left out lose their value
     # at once) instead of merging (nodes left out keep theirs until they age out).
     replace = False
@@ -85,6 +87,13 @@ class Provider:
         self.last_error = ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    @classmethod
+    def build(cls, config: MetricsProviderConfig, cache: MetricsCache,
+              telemetry: ProviderTelemetry, nodes: NodeSource, *, clock: Clock,
+              connect: Connect) -> Provider:
+        """`build_providers`' one way to make any kind: each takes what it needs."""
+        return cls(config, cache, telemetry, clock=clock)
 
     @property
     def metrics(self) -> tuple[str, ...]:
@@ -191,6 +200,8 @@ class Provider:
 class PrometheusProvider(Provider):
     """Instant queries against a Prometheus server; one series per node."""
 
+    kind = PROMETHEUS
+
     def _token(self) -> str | None:
         path = self.config.bearer_token_file
         if path is None:
@@ -259,6 +270,8 @@ def tcp_connect(host: str, port: int, timeout: float) -> None:
 class ProbeProvider(Provider):
     """TCP connect round-trip time (ms) to every node, `workers` probes at a time."""
 
+    kind = PROBE
+
     def __init__(self, config: MetricsProviderConfig, cache: MetricsCache,
                  telemetry: ProviderTelemetry, nodes: NodeSource, *,
                  clock: Clock = REAL_CLOCK, connect: Connect = tcp_connect
@@ -268,6 +281,12 @@ class ProbeProvider(Provider):
         self.connect = connect
         self.pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=config.workers, thread_name_prefix=f"policyd-probe-{config.name}")
+
+    @classmethod
+    def build(cls, config: MetricsProviderConfig, cache: MetricsCache,
+              telemetry: ProviderTelemetry, nodes: NodeSource, *, clock: Clock,
+              connect: Connect) -> Provider:
+        return cls(config, cache, telemetry, nodes, clock=clock, connect=connect)
 
     def address(self, node: Node) -> str | None:
         c = self.config
@@ -332,6 +351,7 @@ class ProbeProvider(Provider):
 class NodeAnnotationProvider(Provider):
     """A number another agent writes into a Node annotation."""
 
+    kind = NODE_ANNOTATION
     # The Node record is the truth: an annotation that was removed means no value.
     replace = True
 
@@ -340,6 +360,12 @@ class NodeAnnotationProvider(Provider):
                  clock: Clock = REAL_CLOCK) -> None:
         super().__init__(config, cache, telemetry, clock=clock)
         self.nodes = nodes
+
+    @classmethod
+    def build(cls, config: MetricsProviderConfig, cache: MetricsCache,
+              telemetry: ProviderTelemetry, nodes: NodeSource, *, clock: Clock,
+              connect: Connect) -> Provider:
+        return cls(config, cache, telemetry, nodes, clock=clock)
 
     def refresh(self) -> Values:
         key = self.config.annotation
@@ -357,17 +383,14 @@ class NodeAnnotationProvider(Provider):
         return {self.config.metric: out}
 
 
+# Each kind's class, by the kind's name (a profile's `kind:`).
+PROVIDERS: dict[str, type[Provider]] = {cls.kind.name: cls for cls in (
+    PrometheusProvider, ProbeProvider, NodeAnnotationProvider)}
+
+
 def build_providers(configs: Iterable[MetricsProviderConfig], cache: MetricsCache,
                     telemetry: ProviderTelemetry, nodes: NodeSource, *,
                     clock: Clock = REAL_CLOCK,
                     connect: Connect = tcp_connect) -> list[Provider]:
-    out: list[Provider] = []
-    for c in configs:
-        if c.kind == "prometheus":
-            out.append(PrometheusProvider(c, cache, telemetry, clock=clock))
-        elif c.kind == "probe":
-            out.append(ProbeProvider(c, cache, telemetry, nodes, clock=clock,
-                                     connect=connect))
-        elif c.kind == "nodeAnnotation":
-            out.append(NodeAnnotationProvider(c, cache, telemetry, nodes, clock=clock))
-    return out
+    return [PROVIDERS[c.kind].build(c, cache, telemetry, nodes, clock=clock, connect=connect)
+            for c in configs]

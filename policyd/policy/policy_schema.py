@@ -3,8 +3,9 @@ positions and readable messages (`policyd.sourcefile.schema_problems`).
 
 The schema lives here as data so the installed package always has it;
 `schemas/policy.schema.json` (what editors load through the `yaml-language-server`
-comment) is generated from it with `python -m policyd.policy.policy_schema > ...`, and a test
-keeps the two identical.
+comment) is generated from it with `python -m policyd.policy.policy_schema > ...` (`make
+generate` runs every generator), and a test keeps the two identical. Each rule kind's
+fragment is declared beside its class (`policyd/policy/rules/*/schemas.py`).
 
 Structural rules live in the schema; rules the schema cannot say well (Kubernetes
 label syntax, JMESPath, quantities, contradictions) are in `semantics.py`, so each
@@ -18,6 +19,14 @@ import sys
 from functools import cache
 from typing import Any
 
+from policyd.policy.rules.filters import schemas as filters
+from policyd.policy.rules.scores import schemas as scores
+from policyd.policy.schema_parts import (
+    METRIC_NAME_PATTERN,
+    STRING_MAP,
+    STRINGS,
+    schema_object,
+)
 from policyd.problems import Problem
 from policyd.sourcefile import SourceDocument
 from policyd.sourcefile.schema_problems import schema_problems
@@ -26,10 +35,9 @@ API_VERSION = "policyd.io/v1alpha1"
 KIND = "SchedulingPolicy"
 SCHEMA_ID = "https://policyd.io/schemas/policy.schema.json"
 
-FILTER_KINDS = ("annotationToNodeLabel", "nodeLabels", "headroom",
-                "requireExtendedResource", "maxPodsPerNode", "jmespath")
-SCORE_KINDS = ("labelValue", "numeric", "allocation", "jmespath", "metric")
-METRIC_NAME_PATTERN = "^[a-zA-Z_][a-zA-Z0-9_]*$"  # as in the profile's metricsProviders
+# Each kind's fragment is declared beside its class (policyd/policy/rules/*/schemas.py).
+FILTER_KINDS = tuple(k.name for k in filters.KINDS)
+SCORE_KINDS = tuple(k.name for k in scores.KINDS)
 NORMALIZE = ("minmax", "max", "none")
 # spec.mode: how a policy takes effect (Enforce unless it says otherwise).
 ENFORCE, AUDIT = "Enforce", "Audit"
@@ -44,24 +52,6 @@ PLUGIN_NAME_PATTERN = "^[A-Z][A-Za-z0-9]*$"
 DNS_SUBDOMAIN_PATTERN = (
     "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
-_STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
-_STRINGS = {"type": "array", "items": {"type": "string"}}
-
-
-def schema_object(properties: dict[str, Any], required: tuple[str, ...] = (),
-                  description: str = "", **extra: Any) -> dict[str, Any]:
-    """A strict JSON Schema object: these properties and no others."""
-    out: dict[str, Any] = {"type": "object"}
-    if description:
-        out["description"] = description
-    out["properties"] = properties
-    if required:
-        out["required"] = list(required)
-    out["additionalProperties"] = False
-    out.update(extra)
-    return out
-
-
 def _one_of_required(kinds: tuple[str, ...]) -> list[dict[str, Any]]:
     return [{"required": [k]} for k in kinds]
 
@@ -70,14 +60,10 @@ def _requirement(operators: list[str]) -> dict[str, Any]:
     return schema_object({
         "key": {"type": "string", "description": "Label key (case-sensitive)."},
         "operator": {"enum": operators},
-        "values": {**_STRINGS, "description":
+        "values": {**STRINGS, "description":
                    "In/NotIn: one or more values; Exists/DoesNotExist: none; "
                    "Gt/Lt: exactly one integer."},
     }, ("key", "operator"))
-
-
-_QUANTITY = {"type": ["string", "number"],
-             "description": "A Kubernetes quantity: 100m, 1Gi, 2, 1e3."}
 
 
 # Metadata the API server sets. Allowed so that a file of objects as
@@ -109,7 +95,7 @@ SERVER_METADATA: dict[str, Any] = {
     "creationTimestamp": {"type": "string", "description": _SERVER_SET},
     "deletionTimestamp": {"type": "string", "description": _SERVER_SET},
     "deletionGracePeriodSeconds": {"type": "integer", "description": _SERVER_SET},
-    "finalizers": {**_STRINGS, "description": _SERVER_SET},
+    "finalizers": {**STRINGS, "description": _SERVER_SET},
     "ownerReferences": {"type": "array", "items": _OWNER_REFERENCE,
                         "description": _SERVER_SET},
     "managedFields": {"type": "array", "items": _MANAGED_FIELDS_ENTRY,
@@ -150,17 +136,17 @@ def policy_status() -> dict[str, Any]:
 
 def build_schema() -> dict[str, Any]:
     label_selector = schema_object({
-        "matchLabels": _STRING_MAP,
+        "matchLabels": STRING_MAP,
         "matchExpressions": {"type": "array", "items": {"$ref": "#/$defs/labelRequirement"}},
     }, description="A Kubernetes label selector over the pod's labels. Empty: every pod.")
     annotation_selector = schema_object({
-        "matchAnnotations": _STRING_MAP,
+        "matchAnnotations": STRING_MAP,
         "matchExpressions": {"type": "array", "items": {"$ref": "#/$defs/labelRequirement"}},
     }, description="Like a label selector, over the pod's annotations.")
     applies_to = schema_object({
         "namespaces": schema_object({
-            "include": {**_STRINGS, "description": "Only these namespaces (empty: all)."},
-            "exclude": {**_STRINGS, "description": "Never these namespaces."},
+            "include": {**STRINGS, "description": "Only these namespaces (empty: all)."},
+            "exclude": {**STRINGS, "description": "Never these namespaces."},
         }),
         "labelSelector": {"$ref": "#/$defs/labelSelector"},
         "annotationSelector": annotation_selector,
@@ -176,36 +162,7 @@ def build_schema() -> dict[str, Any]:
         "message": {"type": "string", "minLength": 1,
                     "description": "The Unschedulable reason shown for rejected nodes."},
         "description": {"type": "string"},
-        "annotationToNodeLabel": schema_object({
-            "annotation": {"type": "string", "description": "Pod annotation key."},
-            "value": {"type": "string", "description":
-                      "Only when the annotation has this value (absent: any value)."},
-            "label": {"type": "string", "description": "Node label key required."},
-            "labelValue": {"type": "string", "description": "The label's required value."},
-            "useAnnotationValue": {"type": "boolean", "description":
-                                   "The label must equal the annotation's own value."},
-        }, ("annotation", "label")),
-        "nodeLabels": schema_object({
-            "matchLabels": _STRING_MAP,
-            "matchExpressions": {"type": "array",
-                                 "items": {"$ref": "#/$defs/nodeRequirement"}},
-        }, description="Node labels that must match (ANDed); keys and values are "
-                       "case-sensitive."),
-        "headroom": schema_object({
-            "resource": {"type": "string", "description": "Any resource name."},
-            "quantity": _QUANTITY,
-            "percent": {"type": "number", "minimum": 0, "maximum": 100},
-        }, ("resource",), "Free capacity the node must keep after placing the pod.",
-            oneOf=[{"required": ["quantity"]}, {"required": ["percent"]}]),
-        "requireExtendedResource": schema_object({
-            "name": {"type": "string", "description": "e.g. example.com/gpu"},
-            "quantity": {**_QUANTITY, "description":
-                         "Allocatable amount the node must offer (default 1)."},
-        }, ("name",), "The node must offer this extended resource."),
-        "maxPodsPerNode": {"type": "integer", "minimum": 1, "description":
-                           "At most this many pods this policy applies to on one node."},
-        "jmespath": {"type": "string", "description":
-                     "JMESPath over {pod, node}; the node passes when truthy."},
+        **{k.name: k.schema for k in filters.KINDS},
     }, ("id", "message"), oneOf=_one_of_required(FILTER_KINDS))
 
     score_rule = schema_object({
@@ -221,37 +178,7 @@ def build_schema() -> dict[str, Any]:
                       "(lowest 0, highest 100), max (value*100/highest), none (already "
                       "0..100; clamped)."},
         "reverse": {"type": "boolean", "description": "Lower raw values score higher."},
-        "labelValue": schema_object({
-            "label": {"type": "string"},
-            "values": {"type": "object",
-                       "additionalProperties": {"type": "number", "minimum": 0}},
-            "default": {"type": "number", "minimum": 0,
-                        "description": "Points when the label is missing or unlisted."},
-        }, ("label", "values")),
-        "numeric": schema_object({
-            "label": {"type": "string"},
-            "annotation": {"type": "string"},
-            "prefer": {"enum": ["highest", "lowest"]},
-        }, (), "A number read from a node label or annotation.",
-            oneOf=[{"required": ["label"]}, {"required": ["annotation"]}]),
-        "allocation": schema_object({
-            "strategy": {"enum": ["least", "most"]},
-            "resources": {"type": "array", "minItems": 1, "items": schema_object({
-                "name": {"type": "string"},
-                "weight": {"type": "integer", "minimum": 1, "maximum": 100},
-            }, ("name",))},
-        }, ("strategy",), "Least/most allocated, as NodeResourcesFit scores it."),
-        "jmespath": {"type": "string", "description":
-                     "JMESPath over {pod, node} giving a number."},
-        "metric": schema_object({
-            "name": {"type": "string", "pattern": METRIC_NAME_PATTERN, "description":
-                     "A metric a metricsProviders entry of the profile defines."},
-            "prefer": {"enum": ["highest", "lowest"]},
-            "missing": {"enum": ["worst", "neutral", "skip"], "description":
-                        "What a node without a fresh value scores: worst (0, the "
-                        "default), neutral (50), skip (the rule does not count for it)."},
-        }, ("name", "prefer"), "A node metric from the background cache (no I/O while "
-                               "scoring)."),
+        **{k.name: k.schema for k in scores.KINDS},
     }, ("id", "weight", "normalize"), oneOf=_one_of_required(SCORE_KINDS))
 
     return {
@@ -269,8 +196,8 @@ def build_schema() -> dict[str, Any]:
                 "properties": {
                     "name": {"type": "string", "minLength": 1, "maxLength": 253,
                              "pattern": DNS_SUBDOMAIN_PATTERN},
-                    "labels": _STRING_MAP,
-                    "annotations": _STRING_MAP,
+                    "labels": STRING_MAP,
+                    "annotations": STRING_MAP,
                     **SERVER_METADATA,
                 },
                 "required": ["name"],

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import json
 import re
-from xml.etree import ElementTree as ET
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from policyd.policytest.run_tests import RunResult
-
-FORMATS = ("text", "json", "junit")
+if TYPE_CHECKING:  # every command's start reads FORMATS: no runner, no XML until used
+    from policyd.policytest.run_tests import RunResult
 
 # Characters XML 1.0 cannot carry at all, even escaped.
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def render(result: RunResult, fmt: str) -> str:
-    return {"text": _text, "json": _json, "junit": _junit}[fmt](result)
+    return RENDERERS[fmt](result)
 
 
 def _summary(result: RunResult) -> str:
@@ -53,6 +53,8 @@ def _clean(s: str) -> str:
 
 
 def _junit(result: RunResult) -> str:
+    from xml.etree import ElementTree as ET
+
     root = ET.Element("testsuites", name="policyd test", tests=str(len(result.cases)),
                       failures=str(result.failed), errors="0")
     suites: dict[str, ET.Element] = {}
@@ -82,3 +84,9 @@ def _junit(result: RunResult) -> str:
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(
         root, encoding="unicode") + "\n"
+
+
+# The formats of `policyd test --format`, by name.
+RENDERERS: dict[str, Callable[[RunResult], str]] = {
+    "text": _text, "json": _json, "junit": _junit}
+FORMATS = tuple(RENDERERS)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from policyd.framework.events import ClusterEventWithHint
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.policy.rules.applies_to import AppliesTo
+from policyd.policy.schema_parts import RuleKind
 
 if TYPE_CHECKING:
     from policyd.model.table import BoolArray, IntArray, NodeTable
@@ -44,6 +45,7 @@ class FilterRule:
     rejected node pass (the Unschedulable code it fails with); `reads_pod`: whether its
     verdict depends on the pod beyond appliesTo, so the pod's own update can undo it."""
 
+    kind: ClassVar[RuleKind]  # its declaration in filters/schemas.py
     unresolvable = True
     reads_pod = False
 
@@ -71,6 +73,7 @@ class ScoreRule:
     """A `scores[]` rule. `missing`: what a node without a value scores (only metric
     rules choose; every other kind scores it 0, `worst`)."""
 
+    kind: ClassVar[RuleKind]  # its declaration in scores/schemas.py
     missing = "worst"
 
     def __init__(self, spec: Mapping[str, Any]) -> None:

@@ -1,8 +1,10 @@
 """The one map from a rule kind (the key naming it in a `filters[]` or `scores[]` entry,
 as the schema lists them) to the class that compiles it.
 
-A new kind is a module under `filters/` or `scores/` and one line here; the schema's
-kind lists must name the same kinds (a unit test checks both ways).
+A new kind is a module under `filters/` or `scores/`, its declaration (schema fragment,
+docs row, example) in that package's `schemas.py`, which the class names as `kind`, and
+its class listed here; the map is keyed by the declarations, so a kind is never
+spelt twice, and a unit test checks it lists every declared kind in the schema's order.
 """
 
 from __future__ import annotations
@@ -28,22 +30,12 @@ from policyd.policy.rules.scores.numeric import NumericScore
 FilterFactory = Callable[[str, str, Any], FilterRule]
 ScoreFactory = Callable[[Mapping[str, Any]], ScoreRule]
 
-FILTER_RULES: dict[str, FilterFactory] = {
-    "annotationToNodeLabel": AnnotationToNodeLabel,
-    "nodeLabels": NodeLabels,
-    "headroom": Headroom,
-    "requireExtendedResource": RequireExtendedResource,
-    "maxPodsPerNode": MaxPodsPerNode,
-    "jmespath": JmesFilter,
-}
+FILTER_RULES: dict[str, FilterFactory] = {cls.kind.name: cls for cls in (
+    AnnotationToNodeLabel, NodeLabels, Headroom, RequireExtendedResource, MaxPodsPerNode,
+    JmesFilter)}
 
-SCORE_RULES: dict[str, ScoreFactory] = {
-    "labelValue": LabelValueScore,
-    "numeric": NumericScore,
-    "allocation": AllocationScore,
-    "jmespath": JmesScore,
-    "metric": MetricScore,
-}
+SCORE_RULES: dict[str, ScoreFactory] = {cls.kind.name: cls for cls in (
+    LabelValueScore, NumericScore, AllocationScore, JmesScore, MetricScore)}
 
 
 def rule_kind(spec: Mapping[str, Any], kinds: Mapping[str, object], section: str) -> str:

@@ -33,6 +33,9 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
+from policyd.cli.schedule_cmds import DOCUMENT_FORMATS
+from policyd.lint.reporters import REPORTERS
+from policyd.policytest import render as policytest_render
 from tests.unit.cli.fuzz_support import HANG_SECONDS, SEEDS, TARGETS, Target, run_target
 
 # Why cases fail today -> the ids of those cases: crashes, hangs and unclear messages
@@ -586,10 +589,10 @@ def _mutate(data: st.DataObject, docs: list[Any]) -> list[Any]:
 
 
 EXAMPLES = int(os.environ.get("POLICYD_FUZZ_EXAMPLES", "0"))
-FORMATS = {"lint": ["text", "json", "github", "sarif"],
-           "check": ["text", "json", "github", "sarif"],
-           "test": ["text", "json", "junit"], "simulate": ["text", "json"],
-           "explain": ["text", "json"]}
+# Each command's --format choices, from the registries the CLI takes them from.
+FORMATS = {"lint": list(REPORTERS), "check": list(REPORTERS),
+           "test": list(policytest_render.FORMATS),
+           "simulate": ["text", *DOCUMENT_FORMATS], "explain": ["text", *DOCUMENT_FORMATS]}
 
 
 @pytest.mark.parametrize("kind", sorted(SEEDS))

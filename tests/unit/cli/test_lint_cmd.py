@@ -15,6 +15,7 @@ import typer
 from typer.testing import CliRunner
 
 from policyd.cli import lint_cmd
+from policyd.lint.reporters import REPORTERS
 
 ROOT = Path(__file__).resolve().parents[3]
 POLICYD = Path(sys.executable).parent / "policyd"
@@ -89,7 +90,7 @@ def test_no_path_and_bad_format_are_usage_errors(app: typer.Typer,
     assert run(app, "--format", "xml", str(files["good"]))[0] == 2
 
 
-@pytest.mark.parametrize("fmt", ["text", "json", "github", "sarif"])
+@pytest.mark.parametrize("fmt", sorted(REPORTERS))
 def test_every_format(app: typer.Typer, files: dict[str, Path], fmt: str) -> None:
     code, out = run(app, "--format", fmt, str(files["bad"]))
     assert code == 1

@@ -16,13 +16,16 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from policyd.config.model import MetricQuery
+from policyd.config.profile_schema import METRICS_KINDS, METRICS_PROVIDER_KINDS
 from policyd.model.records import Node
 from policyd.nodemetrics import MetricsCache
 from policyd.nodemetrics.providers import (
+    PROVIDERS,
     NodeAnnotationProvider,
     ProbeProvider,
     PrometheusProvider,
     Provider,
+    build_providers,
 )
 from policyd.nodemetrics.telemetry import ProviderTelemetry
 from tests.builders import make_node
@@ -317,3 +320,18 @@ def test_node_annotation_reads_records_and_drops_garbage() -> None:
     assert p.run_once() is True
     snap = p.cache.snapshot("load")
     assert snap is not None and snap.values == {}
+
+
+@pytest.mark.parametrize("kind", METRICS_KINDS)
+def test_every_profile_kind_builds_its_own_provider_class(kind: str) -> None:
+    # The profile schema's kinds and the provider classes are one registry: a kind the
+    # schema accepts but no class implements (or the reverse) fails here.
+    assert set(PROVIDERS) == set(METRICS_KINDS)
+    [provider] = build_providers([provider_config(kind)], MetricsCache(), telemetry(),
+                                 lambda: [])
+    try:
+        assert type(provider) is PROVIDERS[kind]
+        assert type(provider).kind is METRICS_PROVIDER_KINDS[kind]
+        assert provider.metrics == provider_config(kind).metric_names != ()
+    finally:
+        provider.close()

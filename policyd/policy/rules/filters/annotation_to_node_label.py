@@ -13,12 +13,14 @@ from policyd.framework.events import ClusterEventWithHint
 from policyd.model.records import Pod
 from policyd.policy.requeue import NODE_LABELS, node_hint
 from policyd.policy.rules.base import FilterRule, NodeCheck, RulePolicy, label_group_mask
+from policyd.policy.rules.filters import schemas
 
 if TYPE_CHECKING:
     from policyd.model.table import BoolArray, IntArray, NodeTable
 
 
 class AnnotationToNodeLabel(FilterRule):
+    kind = schemas.ANNOTATION_TO_NODE_LABEL
     reads_pod = True
 
     def __init__(self, rule_id: str, message: str, spec: Mapping[str, Any]) -> None:

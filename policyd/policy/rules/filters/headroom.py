@@ -18,12 +18,14 @@ from policyd.model.records import Pod
 from policyd.model.resources import pod_requests
 from policyd.policy.requeue import NODE_ALLOCATABLE, POD_FREED, freed_hint, node_hint
 from policyd.policy.rules.base import FilterRule, NodeCheck, RulePolicy, resource_row
+from policyd.policy.rules.filters import schemas
 
 if TYPE_CHECKING:
     from policyd.model.table import BoolArray, IntArray, NodeTable
 
 
 class Headroom(FilterRule):
+    kind = schemas.HEADROOM
     unresolvable = False
 
     def __init__(self, rule_id: str, message: str, spec: Mapping[str, Any]) -> None:

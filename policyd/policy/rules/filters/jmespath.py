@@ -13,9 +13,11 @@ from policyd.model.records import Pod
 from policyd.policy.jmes import Expression, truthy
 from policyd.policy.requeue import NODE_ANY, node_hint
 from policyd.policy.rules.base import FilterRule, NodeCheck, RulePolicy
+from policyd.policy.rules.filters import schemas
 
 
 class JmesFilter(FilterRule):
+    kind = schemas.JMESPATH
     reads_pod = True
 
     def __init__(self, rule_id: str, message: str, source: str) -> None:

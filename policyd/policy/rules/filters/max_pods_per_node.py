@@ -10,9 +10,11 @@ from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.policy.requeue import NODE_ADDED, POD_COUNTED, uncounted_hint
 from policyd.policy.rules.base import FilterRule, NodeCheck, RulePolicy
+from policyd.policy.rules.filters import schemas
 
 
 class MaxPodsPerNode(FilterRule):
+    kind = schemas.MAX_PODS_PER_NODE
     unresolvable = False
 
     def __init__(self, rule_id: str, message: str, cap: int) -> None:

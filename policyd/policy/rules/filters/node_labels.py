@@ -14,12 +14,15 @@ from policyd.model.records import Pod
 from policyd.model.selectors import NodeSelectorTerm, compile_node_selector_term
 from policyd.policy.requeue import NODE_LABELS, node_hint
 from policyd.policy.rules.base import FilterRule, NodeCheck, RulePolicy, label_group_mask
+from policyd.policy.rules.filters import schemas
 
 if TYPE_CHECKING:
     from policyd.model.table import BoolArray, IntArray, NodeTable
 
 
 class NodeLabels(FilterRule):
+    kind = schemas.NODE_LABELS
+
     def __init__(self, rule_id: str, message: str, spec: Mapping[str, Any]) -> None:
         super().__init__(rule_id, message)
         exprs = [{"key": k, "operator": "In", "values": [v]}

@@ -15,12 +15,15 @@ from policyd.model.quantity import resource_value
 from policyd.model.records import Pod
 from policyd.policy.requeue import NODE_ALLOCATABLE, node_hint
 from policyd.policy.rules.base import FilterRule, NodeCheck, RulePolicy, resource_row
+from policyd.policy.rules.filters import schemas
 
 if TYPE_CHECKING:
     from policyd.model.table import BoolArray, IntArray, NodeTable
 
 
 class RequireExtendedResource(FilterRule):
+    kind = schemas.REQUIRE_EXTENDED_RESOURCE
+
     # Evicting pods never adds allocatable, so preemption cannot help: unresolvable.
     unresolvable = True
 

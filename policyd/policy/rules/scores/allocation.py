@@ -31,12 +31,15 @@ from policyd.plugins.noderesources.resource_allocation import (
     table_scores,
 )
 from policyd.policy.rules.base import FloatArray, NodeValue, ScoreRule
+from policyd.policy.rules.scores import schemas
 
 if TYPE_CHECKING:
     from policyd.model.table import IntArray, NodeTable
 
 
 class AllocationScore(ScoreRule):
+    kind = schemas.ALLOCATION
+
     def __init__(self, spec: Mapping[str, Any]) -> None:
         super().__init__(spec)
         alloc = spec["allocation"]

@@ -13,9 +13,12 @@ from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.policy.jmes import Expression, number
 from policyd.policy.rules.base import NodeValue, ScoreRule
+from policyd.policy.rules.scores import schemas
 
 
 class JmesScore(ScoreRule):
+    kind = schemas.JMESPATH
+
     def __init__(self, spec: Mapping[str, Any]) -> None:
         super().__init__(spec)
         self.expr = Expression(spec["jmespath"])

@@ -11,12 +11,15 @@ import numpy as np
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.policy.rules.base import FloatArray, NodeValue, ScoreRule
+from policyd.policy.rules.scores import schemas
 
 if TYPE_CHECKING:
     from policyd.model.table import IntArray, NodeTable
 
 
 class LabelValueScore(ScoreRule):
+    kind = schemas.LABEL_VALUE
+
     def __init__(self, spec: Mapping[str, Any]) -> None:
         super().__init__(spec)
         lv = spec["labelValue"]

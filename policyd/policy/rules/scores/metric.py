@@ -20,6 +20,7 @@ from policyd.model.node_metrics import EMPTY as EMPTY_METRICS
 from policyd.model.node_metrics import MetricSnapshot, MetricsReader
 from policyd.model.records import Pod
 from policyd.policy.rules.base import FloatArray, NodeValue, ScoreRule
+from policyd.policy.rules.scores import schemas
 
 if TYPE_CHECKING:
     from policyd.model.table import IntArray, NodeTable
@@ -46,6 +47,8 @@ class MetricScore(ScoreRule):
     missing value), `neutral` 50, or `skip`: the rule does not count for that node (the
     policy's score is the weighted mean of the node's other rules). Until `source` is
     set (the policy's `use_metrics`), every value is missing."""
+
+    kind = schemas.METRIC
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
         super().__init__(spec)

@@ -15,12 +15,15 @@ import numpy as np
 from policyd.model.records import Pod
 from policyd.policy.jmes import number
 from policyd.policy.rules.base import FloatArray, NodeValue, ScoreRule
+from policyd.policy.rules.scores import schemas
 
 if TYPE_CHECKING:
     from policyd.model.table import IntArray, NodeTable
 
 
 class NumericScore(ScoreRule):
+    kind = schemas.NUMERIC
+
     def __init__(self, spec: Mapping[str, Any]) -> None:
         super().__init__(spec)
         num = spec["numeric"]

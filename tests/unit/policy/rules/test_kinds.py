@@ -14,8 +14,9 @@ from tests.unit.policy.conftest import make_policy
 
 
 def test_registry_kinds_are_the_schemas() -> None:
-    assert set(FILTER_RULES) == set(FILTER_KINDS)
-    assert set(SCORE_RULES) == set(SCORE_KINDS)
+    # In the schema's order: the order `rule_kind`'s message lists them in.
+    assert tuple(FILTER_RULES) == FILTER_KINDS
+    assert tuple(SCORE_RULES) == SCORE_KINDS
 
 
 FILTER_SPECS: dict[str, Any] = {
