@@ -1,6 +1,6 @@
 """Engine-only benchmark (no API server): scheduler_perf's workloads, plus a mixed one.
 
-    .venv/bin/python -m bench.engine_bench                 # the README table
+    .venv/bin/python -m bench.engine_bench                 # the docs/performance.md table
     .venv/bin/python -m bench.engine_bench --nodes 5000 --workloads SchedulingBasic Mixed
     .venv/bin/python -m bench.engine_bench --nodes 5000 --workloads SchedulingBasic \\
         --gc-freeze                                        # what gc.freeze() would be worth

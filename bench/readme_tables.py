@@ -1,15 +1,16 @@
-"""README tables generated from committed benchmark results.
+"""The benchmark tables of docs/performance.md, generated from committed results.
 
-Each table lives in README.md between `<!-- bench:NAME:begin -->` and
+Each table lives in docs/performance.md between `<!-- bench:NAME:begin -->` and
 `<!-- bench:NAME:end -->`; `RENDERERS` maps NAME to the results file it comes from and
 the function that renders it. `python -m bench.readme_tables` rewrites every marked
-block from its JSON; `--check` only compares and exits 1 when README.md differs (the
-unit test tests/unit/bench/test_readme_tables.py does the same), so a figure in the
-README is always one a committed result produced.
+block from its JSON; `--check` only compares and exits 1 when the page differs (the
+unit test tests/unit/bench/test_readme_tables.py does the same), so a figure on the
+page is always one a committed result produced. (The module keeps its name from when
+the tables were in README.md.)
 
 To add a table: a render function taking the parsed JSON (whatever its shape: the engine
 bench writes a list of rows, the others an object) and returning markdown, one entry in
-RENDERERS, then the two markers in README.md; run this module.
+RENDERERS, then the two markers in docs/performance.md; run this module.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from bench.e2e import report as e2e_report
 from bench.engine import report as engine_report
 
 ROOT = Path(__file__).resolve().parent.parent
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "performance.md"
 RESULTS = ROOT / "bench" / "results"
 
 
@@ -56,7 +57,7 @@ def block_pattern(name: str) -> re.Pattern[str]:
 
 
 class MarkerError(ValueError):
-    """README.md does not hold a table's markers exactly once."""
+    """The page does not hold a table's markers exactly once."""
 
 
 def rewrite(text: str, tables: Mapping[str, str]) -> str:
@@ -65,7 +66,7 @@ def rewrite(text: str, tables: Mapping[str, str]) -> str:
         begin, end = markers(name)
         found = list(block_pattern(name).finditer(text))
         if len(found) != 1:
-            raise MarkerError(f"README.md must hold {begin} ... {end} exactly once "
+            raise MarkerError(f"the page must hold {begin} ... {end} exactly once "
                               f"(found {len(found)})")
         body = table if table.endswith("\n") else table + "\n"
         span = found[0]
@@ -81,10 +82,10 @@ def render_all(renderers: Mapping[str, Renderer] = RENDERERS) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
     parser.add_argument("--check", action="store_true",
-                        help="exit 1 if README.md differs from the committed results")
-    parser.add_argument("--readme", type=Path, default=README)
+                        help="exit 1 if the page differs from the committed results")
+    parser.add_argument("--page", type=Path, default=PAGE)
     args = parser.parse_args(argv)
-    current = args.readme.read_text()
+    current = args.page.read_text()
     try:
         wanted = rewrite(current, render_all())
     except MarkerError as exc:
@@ -93,10 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     if wanted == current:
         return 0
     if args.check:
-        print(f"{args.readme}: the tables differ from bench/results; run "
+        print(f"{args.page}: the tables differ from bench/results; run "
               "python -m bench.readme_tables", file=sys.stderr)
         return 1
-    args.readme.write_text(wanted)
+    args.page.write_text(wanted)
     return 0
 
 

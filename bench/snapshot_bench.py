@@ -1,6 +1,6 @@
 """Snapshot loading benchmark: `kubectl get nodes,pods -A -o yaml|json` of big clusters.
 
-    .venv/bin/python -m bench.snapshot_bench                       # the README table
+    .venv/bin/python -m bench.snapshot_bench                       # the docs/performance.md table
     .venv/bin/python -m bench.snapshot_bench --sizes 500x22000 --runs 5
 
 For each size it writes one cluster twice, as kubectl prints it: JSON (`-o json`, 4-space
@@ -14,7 +14,7 @@ the pods are pending, for the default scheduler. Each measurement is a fresh pro
   and peak RSS of the process (it loads the snapshot, then schedules the pending pods).
 
 Writes JSON to bench/results/snapshot-latest.json and prints the markdown table that
-`python -m bench.readme_tables` puts in the README from it (`markdown`).
+`python -m bench.readme_tables` puts in docs/performance.md from it (`markdown`).
 """
 
 from __future__ import annotations
@@ -247,7 +247,7 @@ def row_line(row: dict[str, Any]) -> str:
 
 
 def markdown(doc: dict[str, Any]) -> str:
-    """The README table from bench/results/snapshot-latest.json (what `main` writes)."""
+    """docs/performance.md's table from bench/results/snapshot-latest.json (`main` writes it)."""
     lines = [f"Measured {doc['date']}, Python {doc['python']}, {doc['cpus']} CPUs: "
              f"`{doc['command'].strip()}`; load is the median (min–max) of the runs, "
              "simulate one run.", "",

@@ -737,7 +737,7 @@ def _failed_scheduling(client: KubeClient) -> set[str]:
 
 # -- the report ---------------------------------------------------------------------
 
-# The faults `Soak.note` counts, as the README names them; a kind missing here is shown
+# The faults `Soak.note` counts, as docs/performance.md names them; a kind missing here is shown
 # by its key rather than dropped.
 FAULT_LABELS = {
     "apiserver_restart": "kube-apiserver killed (SIGKILL) and restarted",
@@ -765,7 +765,7 @@ def failed_binds(doc: Obj) -> int:
 
 
 def markdown(doc: Obj) -> str:
-    """The README's soak figures from a result JSON (what `main --json` writes)."""
+    """docs/performance.md's soak figures from a result JSON (what `main --json` writes)."""
     cfg, inv = doc["config"], doc["invariants"]
     marked = inv.get("unfitting_pods_marked_unschedulable", {})
     marked_count = doc["unschedulable"] - int(marked.get("problem_count", 0))

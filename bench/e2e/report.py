@@ -1,7 +1,7 @@
 """Markdown tables from the runs' JSON: the median of a cell's repeats and their range,
 each scheduler's capacity as a share of the null scheduler's, and the checks.
 
-Rendering reads only the JSON document (`document()` builds it), so the README's
+Rendering reads only the JSON document (`document()` builds it), so docs/performance.md's
 tables are regenerated from committed results by `bench.readme_tables`.
 
 A cell with a run that failed a check or a deadline shows FAILED instead of its rate:

@@ -9,7 +9,7 @@ example policies' labels and annotations. The nodes differ where the shapes need
 to: three sizes, labels, two dedicated pools behind NoSchedule taints, a
 PreferNoSchedule taint, images.
 
-Capacity is planned so that at 500 nodes the 11,000 pods of the README run (1000
+Capacity is planned so that at 500 nodes the 11,000 pods of the published run (1000
 existing, 10000 measured) all fit: each shape's nodes are a sizeable share of the
 cluster (the unit tests check each shape against a small cluster), and the general
 nodes (80%) end about half full in cpu.

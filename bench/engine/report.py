@@ -1,4 +1,4 @@
-"""The engine benchmark's table, from its JSON rows (so the README table can be
+"""The engine benchmark's table, from its JSON rows (so the docs/performance.md table can be
 regenerated from committed results without rerunning anything)."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def markdown(rows: Iterable[Mapping[str, Any]]) -> str:
 def cost_by_node_count(rows: Iterable[Mapping[str, Any]], workload: str = "SchedulingBasic"
                        ) -> list[str]:
     """One sentence per (churn, freeze) setting with `workload` rows: its median time
-    per pod at each node count. Generated, so the README prose that quotes these
+    per pod at each node count. Generated, so the page prose that quotes these
     figures follows the table when the bench is rerun."""
     groups: dict[tuple[str, bool], list[Mapping[str, Any]]] = {}
     for r in rows:
@@ -67,7 +67,7 @@ FREEZE_NOTE = ("gc.freeze on: the loaded cluster was moved out of the garbage co
 
 
 def readme(doc: list[Mapping[str, Any]] | Mapping[str, Any]) -> str:
-    """The README's engine block: when and how it was measured (results written before
+    """docs/performance.md's engine block: when and how it was measured (results written before
     the bench recorded that are a bare list of rows), the table, a note when any row ran
     with gc.freeze (the rows written before the switch existed did), and the
     per-node-count sentences."""

@@ -49,7 +49,7 @@ TAINT_VALUES = ["", "x", "X"]
 EFFECTS = ["NoSchedule", "NoExecute", "PreferNoSchedule"]
 # Images of containers, and the names and sizes nodes report for them. One size per
 # name: kube-scheduler keeps a single size per image name for the whole cluster (the
-# first node's it saw), policyd each node's own; see the README's intended differences.
+# first node's it saw), policyd each node's own; see docs/compatibility.md.
 IMAGES = ["registry/app:1", "registry/db:2", "other:3", "localhost:5000/tool"]
 NODE_IMAGES = {"registry/app:1": 300, "registry/db:2": 900, "other:3": 30,
                "localhost:5000/tool:latest": 120}  # MiB; an untagged name means :latest

@@ -252,7 +252,7 @@ def _port_keys(pod: dict[str, Any]) -> set[tuple[str, str, int]]:
 def _drop_shared_ports_of_finished(pods: list[dict[str, Any]]) -> None:
     """A pod that finishes while another pod on its node holds one of its exact host
     ports makes kube-scheduler forget that port (its per-node port set is a set, not a
-    count; an intended difference, see the README). Such finished pods lose their
+    count; an intended difference, see docs/compatibility.md). Such finished pods lose their
     ports, so the cases test what both agree on."""
     for pod in pods:
         if not pod["status"].get("phase"):

@@ -1093,7 +1093,7 @@ def _check_modules(path: Path, context: Path) -> None:
 
 
 def test_uninstall_deletes_everything(installed: Kube) -> None:
-    """Last in this module: `kubectl delete -f deploy/policyd.yaml` as the README says.
+    """Last in this module: `kubectl delete -f deploy/policyd.yaml` as docs/deploy.md says.
     This control plane runs no namespace controller, so the Namespace stays Terminating
     instead of disappearing (`--wait=false`); everything else is gone."""
     installed.kubectl("delete", "-f", str(DEPLOY / "policyd.yaml"), "--wait=false")

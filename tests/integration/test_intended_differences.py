@@ -1,5 +1,5 @@
-"""Every intended difference from kube-scheduler that the README lists, shown happening,
-and shown to be the only difference, against the real kube-scheduler v1.36.
+"""Every intended difference from kube-scheduler that docs/compatibility.md lists, shown
+happening and shown to be the only difference, against the real kube-scheduler v1.36.
 
 The generated differential test (test_differential.py) avoids these differences on
 purpose; a list of avoided differences proves nothing unless each one is seen to happen
@@ -7,11 +7,11 @@ as described. So each test here builds the smallest situation that shows one of 
 the real API server, lets the real kube-scheduler decide (its per-plugin scores read
 from its log, as the differential test reads them) and gives policyd's engine the same
 pods in the cluster read back from the API server, then asserts
-  (a) the difference, exactly as the README states it, and
+  (a) the difference, exactly as docs/compatibility.md states it, and
   (b) agreement on everything else in the scene: the other nodes' verdicts, every other
       plugin's score, the FailedScheduling messages.
-Should kube-scheduler ever stop behaving as the README says, (a) fails: the README's
-list is then wrong and must change, not the test.
+Should kube-scheduler ever stop behaving as docs/compatibility.md says, (a) fails: the
+page's list is then wrong and must change, not the test.
 
 Two items cannot be compared with kube-scheduler, and say so where they are tested:
 invalid affinity or spread in a pod (the API server refuses such a pod, so only a
@@ -151,7 +151,7 @@ def _unschedulable(pod: dict[str, Any]) -> bool:
 
 def test_host_port_stays_taken_when_one_of_two_holders_leaves(
         scene: Callable[[str], Scene]) -> None:
-    """README: "Host ports are counted per node, so when one of two pods holding the
+    """docs/compatibility.md: "Host ports are counted per node, so when one of two pods holding the
     same port leaves, the port stays taken; kube-scheduler keeps a set and forgets it."
 
     Two pods bound straight to node a (no scheduler checks a pod created with
@@ -216,8 +216,9 @@ def test_host_port_stays_taken_when_one_of_two_holders_leaves(
 
 
 def test_image_locality_uses_each_nodes_own_image_size(scene: Callable[[str], Scene]) -> None:
-    """README: "ImageLocality uses each node's own reported image size; kube-scheduler
-    keeps one size per image name for the whole cluster (the first node's)."
+    """docs/compatibility.md: "ImageLocality uses each node's own reported image size;
+    kube-scheduler keeps one size per image name for the whole cluster (the first
+    node's)."
 
     Node `first` reports the pod's image at 500 MB, then node `second` reports the same
     image at 1400 MB, node `none` lacks it. kube-scheduler scores second as if it
@@ -269,8 +270,8 @@ def test_image_locality_uses_each_nodes_own_image_size(scene: Callable[[str], Sc
 
 def test_short_extended_resources_give_one_sorted_reason_each(
         scene: Callable[[str], Scene]) -> None:
-    """README: "When several extended resources are short on a node, their reasons are
-    sorted by name (upstream lists them in Go map order)."
+    """docs/compatibility.md: "When several extended resources are short on a node, their
+    reasons are sorted by name (upstream lists them in Go map order)."
 
     Not comparable node by node: kube-scheduler shows a node's reasons nowhere (its
     FailedScheduling message, event and condition count each reason over all nodes and
@@ -302,7 +303,7 @@ def test_short_extended_resources_give_one_sorted_reason_each(
 
 def test_equal_priorities_go_by_creation_time_not_queue_entry(
         scene: Callable[[str], Scene]) -> None:
-    """README: "PrioritySort orders equal priorities by creation time (upstream: time
+    """docs/compatibility.md: "PrioritySort orders equal priorities by creation time (upstream: time
     the pod entered the queue)."
 
     Pod `earlier` is created gated, `later` a second after it (creation timestamps have
@@ -392,7 +393,7 @@ def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int = 0) -> int:
 
 
 def test_every_node_is_evaluated(scene: Callable[[str], Scene]) -> None:
-    """README: "Every node is evaluated. kube-scheduler stops after
+    """docs/compatibility.md: "Every node is evaluated. kube-scheduler stops after
     percentageOfNodesToScore of the nodes are found feasible; policyd filters and
     scores all of them."
 
@@ -434,9 +435,9 @@ def test_every_node_is_evaluated(scene: Callable[[str], Scene]) -> None:
 
 def test_pod_level_requests_scored_as_kube_scheduler_does(
         scene: Callable[[str], Scene]) -> None:
-    """README: "NodeResourcesFit *scores* ignore pod-level spec.resources.requests, as
-    kube-scheduler v1.36 does (its filter and BalancedAllocation honour them)": a match,
-    not a difference.
+    """docs/compatibility.md: "NodeResourcesFit *scores* ignore pod-level
+    spec.resources.requests, as kube-scheduler v1.36 does (its filter and
+    BalancedAllocation honour them)": a match, not a difference.
 
     A pod with pod-level requests (1 cpu, 2Gi) over its container's (100m, 128Mi) and
     a twin without them, each on its own copy of three nodes: both schedulers agree on
@@ -511,7 +512,7 @@ _INVALID: dict[str, dict[str, Any]] = {
 @pytest.mark.parametrize("what", sorted(_INVALID))
 def test_invalid_affinity_or_spread_only_in_snapshots(
         what: str, scene: Callable[[str], Scene], tmp_path: Path) -> None:
-    """README: "Invalid affinity or spread constraints in a pod (possible only in
+    """docs/compatibility.md: "Invalid affinity or spread constraints in a pod (possible only in
     snapshot files; the API server rejects them) give one clear
     UnschedulableAndUnresolvable reason naming the field."
 

@@ -8,7 +8,7 @@ taken off it, through `ClusterState.what_if`: the state is changed for the block
 restored exactly, and every plugin's view (NodeTable, indexes) follows the change log.
 Upstream instead updates a cloned PreFilter state with each plugin's AddPod/RemovePod;
 rerunning PreFilter inside `what_if` gives the same answer for any plugin, at the cost
-of one PreFilter per check (preemption is rare; see the plugin's README entry).
+of one PreFilter per check (preemption is rare; see docs/compatibility.md, "Preemption").
 """
 
 from __future__ import annotations

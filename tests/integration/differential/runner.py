@@ -216,8 +216,9 @@ class Outcome:
 # log; a case whose lines kube-scheduler had not flushed within the runner's wait is
 # still checked by argmax, hence not 1.
 MIN_SCORE_COMPARED = 0.9
-# How many cases a run of the default size (or larger) must have score-compared: the
-# README's claim rests on at least this many, not on a share of however few there were.
+# How many cases a run of the default size (or larger) must have score-compared:
+# docs/compatibility.md's claim rests on at least this many, not on a share of however
+# few there were.
 MIN_SCORE_COMPARED_CASES = 100
 
 

@@ -33,7 +33,7 @@ until activeQ is empty. The runner checks that this held.
 
 Equal priorities are not compared: policyd orders them by creation time,
 kube-scheduler by the time they entered its queue (an intended difference, see the
-README), and for pods listed at start-up that is the order its informer delivered
+docs/compatibility.md), and for pods listed at start-up that is the order its informer delivered
 them in, which v1.36.3 keeps to neither names nor creation: two runs of one case tried
 its five pods of priority 0, created (and named) s01 s03 s05 s06 s07, as
 s07 s01 s03 s05 s06 and as s06 s07 s01 s03 s05.

@@ -71,7 +71,7 @@ def test_each_shape_fits_a_sizeable_share_of_the_nodes(small_cluster: Any, shape
     result = schedule_one(fw, pod_from_dict(mixed.pod(f"probe-{k}", k)), cluster)
     assert result.node is not None, result.message
     # At least 10% of the nodes (the dedicated pools are 10% each), so the shape
-    # exercises the scoring of many nodes and does not run out in the README's runs.
+    # exercises the scoring of many nodes and does not run out in docs/performance.md's runs.
     assert len(result.feasible) >= NODES // 10
 
 

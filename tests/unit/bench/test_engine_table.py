@@ -1,4 +1,4 @@
-"""The README's engine block (`bench.engine.report.readme`): the table, the gc.freeze
+"""docs/performance.md's engine block (`bench.engine.report.readme`): the table, the gc.freeze
 note for rows that froze, and the generated sentences that quote the figures."""
 
 from __future__ import annotations

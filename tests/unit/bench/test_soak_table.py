@@ -1,4 +1,4 @@
-"""The soak's README figures (`bench.soak.markdown`), from a result JSON."""
+"""The soak's figures in docs/performance.md (`bench.soak.markdown`), from a result JSON."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """One contract for input that is there but cannot be read, in `lint`, `check-config`
-and `test`: exit 2 (README, policyd/errors.py), the path named, never a silent skip.
+and `test`: exit 2 (docs/commands.md, policyd/errors.py), the path named, never a silent skip.
 
 "Cannot be read" for real: tests run as root, who reads any file, so the command runs
 without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH (setpriv), where `chmod 000` holds.

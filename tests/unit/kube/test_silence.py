@@ -1,5 +1,5 @@
 """Silent connections: the watch silence detector, resuming after it, the pooled
-connections dropped after a silent reply, and the default bounds the README states."""
+connections dropped after a silent reply, and the default bounds docs/running.md states."""
 
 from __future__ import annotations
 
@@ -333,7 +333,7 @@ def test_a_call_without_a_reply_drops_the_idle_connections(fail: BaseException) 
     assert all(c.closed for c in conns) and client.dropped_connections == 2
 
 
-# -- the defaults the README states ----------------------------------------------------
+# -- the defaults docs/running.md states ----------------------------------------------
 
 def test_the_default_silence_bounds() -> None:
     # A frozen watch is noticed within 60-90 s, a frozen reply within 15 s.
