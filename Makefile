@@ -36,6 +36,7 @@ WHOLE_FILES := \
   deploy/crd.yaml=policyd.policy.crd
 IN_PLACE := \
   policyd.cli.doc_blocks \
+  policyd.cli.commands_doc \
   bench.readme_tables \
   tools.gen_k8s_fields
 
