@@ -122,9 +122,10 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
 def kubectl_binary() -> Path:
     from policyd.devcluster.build import resolve_binaries
 
+    # The dev control plane builds kubectl with the rest: without it the deploy checks
+    # did not run, a failure to see, not a skip to miss (as test_crd.py's kubectl).
     kubectl = resolve_binaries().kubectl
-    if kubectl is None:
-        pytest.skip("no kubectl binary (TEST_ASSET_KUBECTL / KUBEBUILDER_ASSETS)")
+    assert kubectl is not None, "no kubectl binary (TEST_ASSET_KUBECTL / KUBEBUILDER_ASSETS)"
     return kubectl
 
 
