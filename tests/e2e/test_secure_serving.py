@@ -23,6 +23,7 @@ import pytest
 
 from policyd.daemon.serving import ALLOW_CACHE_TTL, DENY_CACHE_TTL, TOKEN_CACHE_TTL
 from policyd.devcluster import ControlPlane
+from policyd.devcluster.faultproxy import FaultProxy
 from policyd.kube.client import ApiError
 from tests.e2e.helpers import (
     Cluster,
@@ -31,7 +32,6 @@ from tests.e2e.helpers import (
     wait_for,
     write_profile,
 )
-from tests.e2e.test_faults import Proxy, _proxied_kubeconfig
 
 
 def _free_port() -> int:
@@ -140,8 +140,8 @@ def test_unreachable_api_server_cached_then_closed(
     it has are honoured for their TTL, nothing new is allowed, and after the TTL
     everything but health is refused."""
     assert control_plane.apiserver_port is not None
-    proxy = Proxy(control_plane.apiserver_port)
-    daemons = DaemonFactory(_proxied_kubeconfig(control_plane, proxy.port, tmp_path),
+    proxy = FaultProxy.for_control_plane(control_plane)
+    daemons = DaemonFactory(proxy.kubeconfig(control_plane, tmp_path),
                             tmp_path)
     try:
         sched = f"policyd-{uuid.uuid4().hex[:6]}"
