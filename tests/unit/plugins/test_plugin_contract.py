@@ -2,10 +2,11 @@
 answer. Driven by the registry and the policy generator, so a new built-in is covered
 by registering it, and compiled policies by the rule kinds the schema has.
 
-For each plugin, on generated clusters and pods (all nodes and a subset, as after
-earlier filters): the same PreFilter outcome, a mask passing exactly the nodes `filter`
-passes, the same reasons from `filter` on either cycle, and the same scores from
-score_vector (+ normalize_vector) as from score + normalize_score. Then the whole cycle:
+For each plugin, on generated clusters and pods (the volume plugins on the
+differential test's volume cases; all nodes and a subset, as after earlier filters):
+the same PreFilter outcome, a mask passing exactly the nodes `filter` passes, the same
+reasons from `filter` on either cycle, and the same scores from score_vector
+(+ normalize_vector) as from score + normalize_score. Then the whole cycle:
 `schedule_one` on the default path against `reference=True`, with the plugin in a
 profile (a built-in variant's args in its `pluginConfig`), must give the same node
 (seeded), feasible nodes and message.
@@ -16,6 +17,7 @@ body had nothing to compare would pass whatever the plugin does.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import random
 from collections.abc import Callable
@@ -34,6 +36,7 @@ from policyd.nodemetrics import MetricsCache
 from policyd.plugins import names, registry
 from policyd.policy.compiler import CompiledPolicy
 from tests.gen.clusters import GPU, HOSTNAME, ZONE, gen_cluster, gen_pod
+from tests.gen.differential import Case as VolumeCase
 from tests.gen.policies import (
     metric_policy_doc,
     metrics_cache,
@@ -41,6 +44,7 @@ from tests.gen.policies import (
     policy_node,
     policy_pod,
 )
+from tests.gen.volumes import gen_volume_case
 from tests.plugin_harness import run_filter, run_score
 from tests.unit.policy.conftest import check_docs
 
@@ -123,7 +127,12 @@ def _valid_policies(kind: str, count: int) -> list[tuple[str, int]]:
     return [(f"{kind}-{s}", s) for s in itertools.islice(seeds, count)]
 
 
-# (case id, factory of a fresh plugin, cluster generator, the built-in's args: None for
+# Built-ins whose inputs are storage objects: their worlds are the differential test's
+# volume cases (the scheduling generator makes no volumes).
+VOLUME_PLUGINS = {names.VOLUME_RESTRICTIONS, names.NODE_VOLUME_LIMITS, names.VOLUME_BINDING,
+                  names.VOLUME_ZONE}
+
+# (case id, factory of a fresh plugin, world generator, the built-in's args: None for
 # its defaults and for policies)
 Case = tuple[str, Callable[[], Plugin], str, dict[str, Any] | None]
 
@@ -133,12 +142,13 @@ def _cases() -> list[Case]:
     for name in registry.builtin_names():
         spec = registry.builtin(name)
         assert spec is not None
-        cases.append((name, lambda spec=spec: spec.factory(None), "builtin",  # type: ignore[misc]
+        world = "volumes" if name in VOLUME_PLUGINS else "builtin"
+        cases.append((name, lambda spec=spec: spec.factory(None), world,  # type: ignore[misc]
                       None))
         for i, args in enumerate(ARGS.get(name, [])):
             cases.append((f"{name}-args{i}",
                           lambda spec=spec, args=args: spec.factory(args),  # type: ignore[misc]
-                          "builtin", args))
+                          world, args))
     for kind, count, draw in (("policy", POLICIES, policy_doc),
                               ("metrics", METRIC_POLICIES, metric_policy_doc)):
         for case, seed in _valid_policies(kind, count):
@@ -155,15 +165,10 @@ def _has_filter_or_score(case: Case) -> bool:
 
 CASES = _cases()
 # Cases whose generated worlds never get past PreFilter / PreScore, so their per-node
-# forms are not compared here (only their PreFilter outcomes): the volume plugins (the
-# scheduling generator makes no volumes, claims or PVs; their own tests hold their
-# forms) and policies whose appliesTo no generated pod matches. Listed so the gap is
-# visible and cannot grow: a case that starts comparing must leave the list.
-NOT_REACHED = {names.VOLUME_RESTRICTIONS, names.NODE_VOLUME_LIMITS, names.VOLUME_BINDING,
-               *(f"{names.VOLUME_BINDING}-args{i}"
-                 for i in range(len(ARGS[names.VOLUME_BINDING]))),
-               names.VOLUME_ZONE, "policy-4", "policy-9", "policy-22", "policy-30",
-               "policy-31"}
+# forms are not compared here (only their PreFilter outcomes): policies whose appliesTo
+# no generated pod matches. Listed so the gap is visible and cannot grow: a case that
+# starts comparing must leave the list.
+NOT_REACHED = {"policy-4", "policy-9", "policy-22", "policy-30", "policy-31"}
 # The columnar forms are Filter's and Score's: a plugin with neither (PrioritySort,
 # DefaultPreemption) has nothing to hold to its reference form there, only in the cycle.
 COLUMNAR_CASES = [c for c in CASES if _has_filter_or_score(c)]
@@ -173,9 +178,18 @@ def _world(rng: random.Random, kind: str) -> tuple[ClusterState, list[Pod], Metr
     """A generated cluster and incoming pods: the scheduling generator (every built-in's
     inputs) for built-ins, the policy generator (labels, annotations, resources the
     rules read) for policies."""
+    storage: list[dict[str, Any]] = []
     if kind == "builtin":
         nodes, existing = gen_cluster(rng, rng.randint(1, 30), rng.randint(0, 40))
         pods = [gen_pod(rng, f"new-{i}").raw() for i in range(4)]
+    elif kind == "volumes":
+        # The differential test's volume cases: classes, PVs, claims and CSINodes
+        # around a pod with claims (unbound here: no PV controller runs).
+        cases = [gen_volume_case(rng.randrange(2**32), i, f"c{i}") for i in range(4)]
+        nodes = [n for c in cases for n in c.nodes]
+        existing = [p for c in cases for p in c.pods]
+        storage = [o for c in cases for o in _bound_first(c)]
+        pods = [c.pod for c in cases]
     else:
         nodes = [policy_node(rng, f"n{i}") for i in range(rng.randint(1, 10))]
         existing = [policy_pod(rng, f"e{i}", rng.choice(nodes)["metadata"]["name"])
@@ -183,9 +197,38 @@ def _world(rng: random.Random, kind: str) -> tuple[ClusterState, list[Pod], Metr
         pods = [policy_pod(rng, f"new-{i}") for i in range(4)]
     cluster = ClusterState([node_from_dict(n) for n in nodes],
                            [pod_from_dict(p) for p in existing])
+    for obj in storage:
+        cluster.storage.upsert(obj["kind"], obj)
     cache = (metrics_cache(rng, [n["metadata"]["name"] for n in nodes])
              if kind == "metrics" else None)
     return cluster, [pod_from_dict(p) for p in pods], cache
+
+
+def _bound_first(case: VolumeCase) -> list[dict[str, Any]]:
+    """The case's storage with the claims the PV controller binds first bound, as the
+    differential test has them: each to the PV pre-bound to it, else to the free PV of
+    its class and exact size (the generator gives each such claim a PV of its size)."""
+    objects = copy.deepcopy(case.storage)
+    pvs = [o for o in objects if o["kind"] == "PersistentVolume"]
+    for key in case.bind_first:
+        namespace, name = key.split("/")
+        [claim] = [o for o in objects if o["kind"] == "PersistentVolumeClaim"
+                   and (o["metadata"].get("namespace"), o["metadata"]["name"])
+                   == (namespace, name)]
+        spec = claim["spec"]
+        ref = {"namespace": namespace, "name": name}
+        [pv, *_] = ([v for v in pvs if v["spec"].get("claimRef") == ref]
+                    or [v for v in pvs
+                        if v["spec"]["storageClassName"] == spec["storageClassName"]
+                        and "claimRef" not in v["spec"]
+                        and v["spec"]["capacity"]["storage"]
+                        == spec["resources"]["requests"]["storage"]])
+        spec["volumeName"] = pv["metadata"]["name"]
+        claim["status"] = {"phase": "Bound"}
+        pv["spec"]["claimRef"] = {"namespace": namespace, "name": name,
+                                  "uid": claim["metadata"].get("uid", "")}
+        pv["status"] = {"phase": "Bound"}
+    return objects
 
 
 def _plugin(make: Callable[[], Plugin], cache: MetricsCache | None) -> Plugin:
@@ -232,7 +275,7 @@ def _profile(kind: str, plugin: Plugin, args: dict[str, Any] | None, seed: int
     profile: dict[str, Any] = {"schedulerName": "policyd"}
     if args is not None:
         profile["pluginConfig"] = [{"name": plugin.name, "args": args}]
-    policies = {} if kind == "builtin" else {plugin.name: plugin}
+    policies = {} if kind in ("builtin", "volumes") else {plugin.name: plugin}
     return build_framework(profile, policies, seed=seed)
 
 
@@ -294,7 +337,7 @@ def test_the_cases_are_the_ones_meant() -> None:
     leaves out exactly the two built-ins with neither."""
     builtins = [(n, None) for n in registry.builtin_names()]
     variants = [(f"{n}-args{i}", a) for n, vs in ARGS.items() for i, a in enumerate(vs)]
-    assert sorted((c[0], c[3]) for c in CASES if c[2] == "builtin") == sorted(
+    assert sorted((c[0], c[3]) for c in CASES if c[2] in ("builtin", "volumes")) == sorted(
         [*builtins, *variants], key=lambda c: c[0])
     assert [c[2] for c in CASES].count("policy") == POLICIES
     assert [c[2] for c in CASES].count("metrics") == METRIC_POLICIES
