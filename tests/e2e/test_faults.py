@@ -1,12 +1,10 @@
-"""Fault injection: connections dropped by a loopback proxy, and the API server
-restarted mid-run. Nothing may be lost: every pod created around the fault is bound
-once, and the watches recover on their own."""
+"""Fault injection: connections dropped by the loopback fault proxy
+(policyd/devcluster/faultproxy.py), and the API server restarted mid-run. Nothing may
+be lost: every pod created around the fault is bound once, and the watches recover on
+their own."""
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from policyd.devcluster import ControlPlane
+from policyd.devcluster.faultproxy import FaultProxy
 from policyd.devcluster.process import ManagedProcess
 from policyd.kube.client import ConnectionSettings, KubeClient
 from policyd.kube.leaderelection import released_spec
@@ -29,135 +28,22 @@ from tests.e2e.helpers import (
 )
 
 
-class _Link:
-    """One proxied connection (both directions)."""
-
-    def __init__(self) -> None:
-        self.frozen = threading.Event()
-
-
-class Proxy:
-    """A TCP forwarder on loopback that can cut every connection and refuse new ones,
-    or freeze the open ones (TLS passes through untouched: the API server's certificate
-    names 127.0.0.1)."""
-
-    def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
-        self.listener = socket.socket()
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(64)
-        self.listener.settimeout(0.1)
-        self.port = self.listener.getsockname()[1]
-        self.refusing = False
-        self.delay = 0.0  # seconds each client->server chunk is held back
-        self.accepted = 0
-        self._socks: set[socket.socket] = set()
-        self._links: set[_Link] = set()
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                continue
-            if self.refusing:
-                client.close()
-                continue
-            self.accepted += 1
-            try:
-                upstream = socket.create_connection(("127.0.0.1", self.target_port), 5)
-            except OSError:
-                client.close()
-                continue
-            # The 5 s were for connecting: a read timeout here would cut every watch
-            # that is quiet for 5 s, as no real proxy does.
-            upstream.settimeout(None)
-            link = _Link()
-            with self._lock:
-                self._socks |= {client, upstream}
-                self._links.add(link)
-            for a, b, slow in ((client, upstream, True), (upstream, client, False)):
-                threading.Thread(target=self._pump, args=(a, b, slow, link),
-                                 daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket, slow: bool, link: _Link
-              ) -> None:
-        try:
-            while True:
-                data = src.recv(65536)
-                if link.frozen.is_set():
-                    # Half-open, as a load balancer that lost its backend: bytes are
-                    # taken (TCP acknowledges them) and never forwarded, and neither is
-                    # a close: the connection stays open until the proxy closes.
-                    self._stop.wait()
-                    break
-                if not data:
-                    break
-                if slow and self.delay:
-                    time.sleep(self.delay)
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)
-                s.close()
-            with self._lock:
-                self._socks -= {src, dst}
-                self._links.discard(link)
-
-    def freeze(self) -> int:
-        """Stop forwarding on every open connection without closing it; connections
-        made afterwards pass. Returns how many connections were frozen."""
-        with self._lock:
-            links = list(self._links)
-        for link in links:
-            link.frozen.set()
-        return len(links)
-
-    def cut(self) -> None:
-        """Drop every open connection (watches included)."""
-        with self._lock:
-            socks = list(self._socks)
-        for s in socks:
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-
-    def close(self) -> None:
-        self._stop.set()
-        self.cut()
-        self.listener.close()
-
-
 @pytest.fixture
-def proxy(control_plane: ControlPlane) -> Iterator[Proxy]:
-    assert control_plane.apiserver_port is not None
-    p = Proxy(control_plane.apiserver_port)
+def proxy(control_plane: ControlPlane) -> Iterator[FaultProxy]:
+    p = FaultProxy.for_control_plane(control_plane)
     try:
         yield p
     finally:
         p.close()
 
 
-def _proxied_kubeconfig(cp: ControlPlane, port: int, tmp: Path) -> Path:
-    text = cp.kubeconfig_path.read_text().replace(f":{cp.apiserver_port}", f":{port}")
-    path = tmp / "proxied.kubeconfig"
-    path.write_text(text)
-    return path
-
-
 def test_dropped_connections_and_an_outage_lose_nothing(
-        control_plane: ControlPlane, cluster: Cluster, proxy: Proxy, tmp_path: Path,
+        control_plane: ControlPlane, cluster: Cluster, proxy: FaultProxy, tmp_path: Path,
         policy_dir: Path) -> None:
     sched = f"policyd-{uuid.uuid4().hex[:6]}"
     cluster.node("n1")
     cluster.node("n2")
-    daemons = DaemonFactory(_proxied_kubeconfig(control_plane, proxy.port, tmp_path),
+    daemons = DaemonFactory(proxy.kubeconfig(control_plane, tmp_path),
                             tmp_path)
     try:
         # A lease that outlives the outage: losing leadership mid-bind is another test.
@@ -244,7 +130,7 @@ def test_api_server_restart_loses_nothing(tmp_path: Path, policy_dir: Path) -> N
 
 
 def test_sigterm_finishes_in_flight_binds(
-        control_plane: ControlPlane, cluster: Cluster, proxy: Proxy, tmp_path: Path,
+        control_plane: ControlPlane, cluster: Cluster, proxy: FaultProxy, tmp_path: Path,
         policy_dir: Path) -> None:
     import signal
     import subprocess
@@ -259,7 +145,7 @@ def test_sigterm_finishes_in_flight_binds(
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "policyd", "run", "--config", str(profile),
-             "--kubeconfig", str(_proxied_kubeconfig(control_plane, proxy.port, tmp_path)),
+             "--kubeconfig", str(proxy.kubeconfig(control_plane, tmp_path)),
              "--secure-port", "0", "-v", "2", "--identity", "graceful",
              "--shutdown-grace-period", "20"], stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -296,7 +182,7 @@ FAST_READ_TIMEOUT = 5.0
 
 
 def test_a_frozen_proxy_is_noticed_in_seconds(
-        control_plane: ControlPlane, cluster: Cluster, proxy: Proxy, tmp_path: Path,
+        control_plane: ControlPlane, cluster: Cluster, proxy: FaultProxy, tmp_path: Path,
         policy_dir: Path) -> None:
     """Every open connection freezes (half-open: nothing forwarded, nothing closed),
     new ones pass: the pod watch notices within its silence bound and resumes on a new
@@ -305,7 +191,7 @@ def test_a_frozen_proxy_is_noticed_in_seconds(
     bound (it took 384 s before)."""
     sched = f"policyd-{uuid.uuid4().hex[:6]}"
     cluster.node("n1")
-    daemons = DaemonFactory(_proxied_kubeconfig(control_plane, proxy.port, tmp_path),
+    daemons = DaemonFactory(proxy.kubeconfig(control_plane, tmp_path),
                             tmp_path)
     try:
         d = daemons.start(write_profile(policy_dir.parent, sched, lease_duration="15s",
@@ -318,7 +204,7 @@ def test_a_frozen_proxy_is_noticed_in_seconds(
         for i in range(3):
             cluster.wait_bound(f"before-{i}")
         assert d.elector is not None
-        frozen = proxy.freeze()
+        frozen = proxy.freeze_open()
         assert frozen >= 3  # the watches at least
         start = time.monotonic()
         cluster.pod("after", sched)
@@ -340,7 +226,7 @@ def test_a_frozen_proxy_is_noticed_in_seconds(
 
 
 def test_a_new_leader_with_a_frozen_watch_schedules_on_fresh_caches(
-        control_plane: ControlPlane, cluster: Cluster, proxy: Proxy, tmp_path: Path,
+        control_plane: ControlPlane, cluster: Cluster, proxy: FaultProxy, tmp_path: Path,
         policy_dir: Path) -> None:
     """A standby whose watches froze takes the lease: before scheduling it lists its
     caches again, so it sees the pod the previous leader bound meanwhile and does not
@@ -354,7 +240,7 @@ def test_a_new_leader_with_a_frozen_watch_schedules_on_fresh_caches(
         "holderIdentity": "old-leader", "leaseDurationSeconds": 3600,
         "acquireTime": api.now_rfc3339(micro=True), "renewTime": api.now_rfc3339(micro=True),
         "leaseTransitions": 0})
-    daemons = DaemonFactory(_proxied_kubeconfig(control_plane, proxy.port, tmp_path),
+    daemons = DaemonFactory(proxy.kubeconfig(control_plane, tmp_path),
                             tmp_path)
     try:
         # Default silence bounds: the frozen watches stay stuck for the whole test.
@@ -367,7 +253,7 @@ def test_a_new_leader_with_a_frozen_watch_schedules_on_fresh_caches(
         # its response began cannot be interrupted for the relist, and would hold the
         # new leader back until its silence bound (the test is about stuck streams).
         wait_for(lambda: all(i.watching for i in d.informers()), 15, "every watch open")
-        proxy.freeze()
+        proxy.freeze_open()
         # The previous leader binds a pod the standby never hears of, and steps down.
         cluster.pod("placed", "someone-else", cpu="3")
         cluster.bind("placed", "n1")

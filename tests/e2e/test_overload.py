@@ -1,7 +1,7 @@
 """Overload and bad neighbours against the real API server (issue 13, section 3).
 
-The faults sit between policyd and the real kube-apiserver in an HTTP-level loopback
-proxy (tests/e2e/http_proxy.py): 429s with Retry-After on chosen requests, a garbage
+The faults sit between policyd and the real kube-apiserver in the loopback fault
+proxy (policyd/devcluster/faultproxy.py): 429s with Retry-After on chosen requests, a garbage
 line in a watch, a pod rewritten so it does not decode. The hostile node is real: the
 API server accepts 5000 valid labels."""
 
@@ -18,15 +18,15 @@ import pytest
 
 from policyd.daemon.run import Daemon
 from policyd.devcluster import ControlPlane
+from policyd.devcluster.faultproxy import FaultProxy, Seen, Throttle
 from tests.e2e.helpers import Cluster, DaemonFactory, metric, scrape, wait_for, write_profile
-from tests.e2e.http_proxy import HttpProxy, Seen, Throttle
 
 Obj = dict[str, Any]
 
 
 @pytest.fixture
-def http_proxy(control_plane: ControlPlane) -> Iterator[HttpProxy]:
-    p = HttpProxy(control_plane)
+def fault_proxy(control_plane: ControlPlane) -> Iterator[FaultProxy]:
+    p = FaultProxy.for_control_plane(control_plane)
     try:
         yield p
     finally:
@@ -34,9 +34,9 @@ def http_proxy(control_plane: ControlPlane) -> Iterator[HttpProxy]:
 
 
 @pytest.fixture
-def proxied(control_plane: ControlPlane, http_proxy: HttpProxy, tmp_path: Path
+def proxied(control_plane: ControlPlane, fault_proxy: FaultProxy, tmp_path: Path
             ) -> Iterator[DaemonFactory]:
-    factory = DaemonFactory(http_proxy.kubeconfig(control_plane, tmp_path), tmp_path)
+    factory = DaemonFactory(fault_proxy.kubeconfig(control_plane, tmp_path), tmp_path)
     try:
         yield factory
     finally:
@@ -54,13 +54,13 @@ def _gaps_after_throttles(seen: list[Seen]) -> list[float]:
 
 
 def test_binds_and_events_wait_the_retry_after_of_429s(
-        cluster: Cluster, http_proxy: HttpProxy, proxied: DaemonFactory,
+        cluster: Cluster, fault_proxy: FaultProxy, proxied: DaemonFactory,
         policy_dir: Path) -> None:
     sched = f"policyd-{uuid.uuid4().hex[:6]}"
     cluster.node("n1")
     d = proxied.start(write_profile(policy_dir.parent, sched))
     # Every pod's first bind is told to come back in 1 s; so is the first event.
-    http_proxy.throttles += [
+    fault_proxy.throttles += [
         Throttle(lambda m, p, w: m == "POST" and p.endswith("/binding"), "1", per_path=1),
         Throttle(lambda m, p, w: m == "POST" and p.endswith("/events"), "1", times=1)]
     names = [f"p{i}" for i in range(5)]
@@ -69,12 +69,12 @@ def test_binds_and_events_wait_the_retry_after_of_429s(
     for n in names:
         assert cluster.wait_bound(n, timeout=20) == "n1"
     for n in names:
-        binds = http_proxy.requests("POST", f"/pods/{n}/binding")
+        binds = fault_proxy.seen("POST", f"/pods/{n}/binding")
         assert [s.answered for s in binds] == [429, 0]
         assert binds[1].at - binds[0].at >= 1.0, binds
     wait_for(lambda: all(len(cluster.events(pod=n, reason="Scheduled")) == 1
                          for n in names), 15, "one Scheduled event per pod")
-    posts = http_proxy.requests("POST", "/events")
+    posts = fault_proxy.seen("POST", "/events")
     throttled = [s for s in posts if s.answered]
     assert len(throttled) == 1 and len(posts) == len(names) + 1
     # The retried event came last, not before the Retry-After was over.
@@ -85,7 +85,7 @@ def test_binds_and_events_wait_the_retry_after_of_429s(
 
 
 def test_watches_and_the_lease_wait_the_retry_after_of_429s(
-        cluster: Cluster, http_proxy: HttpProxy, proxied: DaemonFactory,
+        cluster: Cluster, fault_proxy: FaultProxy, proxied: DaemonFactory,
         policy_dir: Path) -> None:
     sched = f"policyd-{uuid.uuid4().hex[:6]}"
     cluster.node("n1")
@@ -94,18 +94,18 @@ def test_watches_and_the_lease_wait_the_retry_after_of_429s(
     assert d.elector is not None
     # The node watch is throttled twice for 2 s, the lease (renewed every 0.5 s) twice
     # for 2 s; then every watch is cut so the nodes informer must reconnect.
-    http_proxy.throttles += [
+    fault_proxy.throttles += [
         Throttle(lambda m, p, w: w and p == "/api/v1/nodes", "2", times=2),
         Throttle(lambda m, p, w: "/leases/" in p, "2", times=2)]
-    http_proxy.end_watches()
+    fault_proxy.end_watches()
     cluster.node("n2")
     wait_for(lambda: d.scheduler.cluster.get("n2") is not None, 30, "n2 seen")
-    node_watches = http_proxy.requests("GET", "/api/v1/nodes", watch=True)
+    node_watches = fault_proxy.seen("GET", "/api/v1/nodes", watch=True)
     gaps = _gaps_after_throttles(node_watches)
     assert len(gaps) == 2 and all(g >= 2.0 for g in gaps), node_watches
-    wait_for(lambda: len(http_proxy.requests(path_end=f"/leases/{sched}")) > 8, 20,
+    wait_for(lambda: len(fault_proxy.seen(path_end=f"/leases/{sched}")) > 8, 20,
              "renewals after the throttling")
-    lease_gaps = _gaps_after_throttles(http_proxy.requests(path_end=f"/leases/{sched}"))
+    lease_gaps = _gaps_after_throttles(fault_proxy.seen(path_end=f"/leases/{sched}"))
     assert len(lease_gaps) == 2 and all(g >= 2.0 for g in lease_gaps), lease_gaps
     # 4 s of throttling is inside the 10 s renew deadline: still the leader.
     assert d.elector.is_leader()
@@ -114,7 +114,7 @@ def test_watches_and_the_lease_wait_the_retry_after_of_429s(
 
 
 def test_a_garbage_watch_line_and_an_undecodable_pod_leave_the_daemon_scheduling(
-        cluster: Cluster, http_proxy: HttpProxy, proxied: DaemonFactory,
+        cluster: Cluster, fault_proxy: FaultProxy, proxied: DaemonFactory,
         policy_dir: Path) -> None:
     sched = f"policyd-{uuid.uuid4().hex[:6]}"
     cluster.node("n1")
@@ -125,10 +125,10 @@ def test_a_garbage_watch_line_and_an_undecodable_pod_leave_the_daemon_scheduling
             obj = dict(obj, spec=dict(obj.get("spec") or {}, containers="garbage"))
         return obj
 
-    http_proxy.rewrite = spoil
+    fault_proxy.rewrite = spoil
     d = proxied.start(write_profile(policy_dir.parent, sched))
     relists = d.pods.relists
-    http_proxy.inject["/api/v1/pods"] = [b"this is not json\n",
+    fault_proxy.inject["/api/v1/pods"] = [b"this is not json\n",
                                          b'{"type":"ADDED","object":{"metadata":\n']
     cluster.pod("bad", sched)
     names = [f"good{i}" for i in range(5)]
@@ -144,7 +144,7 @@ def test_a_garbage_watch_line_and_an_undecodable_pod_leave_the_daemon_scheduling
                   reason="invalid") >= 1
     # The garbage made the watch reconnect from where it was, not re-list.
     assert d.pods.relists == relists
-    assert len(http_proxy.requests("GET", "/api/v1/pods", watch=True)) >= 2
+    assert len(fault_proxy.seen("GET", "/api/v1/pods", watch=True)) >= 2
 
 
 def test_a_node_with_5000_labels_is_skipped_and_others_still_schedule(
@@ -168,7 +168,7 @@ def test_a_node_with_5000_labels_is_skipped_and_others_still_schedule(
 
 
 def test_an_event_flood_does_not_slow_binds_and_binds_are_spread_at_qps(
-        cluster: Cluster, http_proxy: HttpProxy, proxied: DaemonFactory,
+        cluster: Cluster, fault_proxy: FaultProxy, proxied: DaemonFactory,
         policy_dir: Path) -> None:
     sched = f"policyd-{uuid.uuid4().hex[:6]}"
     cluster.node("n1", cpu="4")
@@ -189,12 +189,12 @@ def test_an_event_flood_does_not_slow_binds_and_binds_are_spread_at_qps(
     for n in names:
         assert cluster.wait_bound(n, timeout=30) == "n1"
     took = time.monotonic() - start
-    binds = http_proxy.requests("POST", "/binding")
+    binds = fault_proxy.seen("POST", "/binding")
     assert len(binds) == len(names)
     assert took < 6.0, f"binds took {took:.1f}s behind the event flood"
     # The main client's requests (not the events') never beat its token bucket: in
     # any window of T seconds at most burst + qps*T of them.
-    main = [s.at for s in http_proxy.requests()
+    main = [s.at for s in fault_proxy.seen()
             if not s.watch and not s.path.endswith("/events")
             and not s.path.endswith("/status")]
     for i, t0 in enumerate(main):
@@ -206,14 +206,14 @@ def test_an_event_flood_does_not_slow_binds_and_binds_are_spread_at_qps(
 
 
 def test_events_throttled_beyond_their_retry_window_are_dropped_counted_binds_go_on(
-        cluster: Cluster, http_proxy: HttpProxy, proxied: DaemonFactory,
+        cluster: Cluster, fault_proxy: FaultProxy, proxied: DaemonFactory,
         policy_dir: Path) -> None:
     sched = f"policyd-{uuid.uuid4().hex[:6]}"
     cluster.node("n1", cpu="4")
     d = proxied.start(write_profile(policy_dir.parent, sched))
     # Every event and PodScheduled patch: come back in two minutes (longer than the
     # writers' 30 s window, so they give up at once instead of retrying early).
-    http_proxy.throttles.append(Throttle(
+    fault_proxy.throttles.append(Throttle(
         lambda m, p, w: (m == "POST" and p.endswith("/events"))
         or (m == "PATCH" and p.endswith("/status")), "120"))
     for i in range(10):
@@ -228,7 +228,7 @@ def test_events_throttled_beyond_their_retry_window_are_dropped_counted_binds_go
     # 10 FailedScheduling events, 10 condition patches, 10 Scheduled events at least.
     wait_for(lambda: metric(_metrics(d), "policyd_events_dropped_total",
                             reason="retries_exhausted") >= 30, 15, "30 drops counted")
-    writes = [s for s in http_proxy.requests()
+    writes = [s for s in fault_proxy.seen()
               if s.path.endswith("/events") or s.path.endswith("/status")]
     assert all(s.answered == 429 for s in writes)
     # Each write tried once: none came back before its Retry-After.

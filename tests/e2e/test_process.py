@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from policyd.devcluster.ports import free_ports
 from tests.e2e.helpers import (
     Cluster,
     ProcessFactory,
@@ -135,12 +136,6 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "cannot serve metrics on 'nonsense'" in bad.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _holder(cluster: Cluster, lease: str) -> str:
     obj = cluster.lease(lease) or {}
     return str((obj.get("spec") or {}).get("holderIdentity") or "")
@@ -150,7 +145,7 @@ def test_sigterm_stops_gracefully_and_releases_the_lease(
         cluster: Cluster, processes: ProcessFactory, tmp_path: Path) -> None:
     sched = f"policyd-{uuid.uuid4().hex[:6]}"
     profile = write_profile(tmp_path, sched, policies=None)
-    port = _free_port()
+    port = free_ports(1)[0]
     proc = processes.start("--config", str(profile), "--identity", "solo",
                            "--metrics-bind-address", f"127.0.0.1:{port}")
     cluster.node("n1")
@@ -167,7 +162,7 @@ def test_two_replicas_bind_every_pod_once_and_hand_over(
         cluster: Cluster, processes: ProcessFactory, tmp_path: Path) -> None:
     sched = f"policyd-{uuid.uuid4().hex[:6]}"
     profile = write_profile(tmp_path, sched, policies=None)
-    ports = [_free_port(), _free_port()]
+    ports = free_ports(2)
     replicas = [processes.start("--config", str(profile), "--identity", f"r{i}",
                                 "--metrics-bind-address", f"127.0.0.1:{ports[i]}")
                 for i in range(2)]

@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 from policyd.devcluster import ControlPlane
+from policyd.devcluster.faultproxy import FaultProxy
 from policyd.devcluster.process import ManagedProcess
 from policyd.kube.client import ConnectionSettings, KubeClient
 from tests.e2e.helpers import Cluster, DaemonFactory, node_body, write_profile
-from tests.e2e.test_faults import Proxy, _proxied_kubeconfig
 from tests.polling import wait_for
 
 
@@ -47,10 +47,10 @@ def test_pods_and_nodes_recreated_while_the_watch_was_down(
         for name in ("n1", "n2", "n3"):
             cluster.node(name, cpu="1")
         spare = cluster.node("spare", cpu="1", labels={"zone": "a"})
-        proxy = Proxy(cp.apiserver_port)
+        proxy = FaultProxy.for_control_plane(cp)
         # The daemon reaches the API server only through the proxy, so its watches can
         # be cut while the test keeps writing. A lease that outlives the outage.
-        daemons = DaemonFactory(_proxied_kubeconfig(cp, proxy.port, tmp_path), tmp_path)
+        daemons = DaemonFactory(proxy.kubeconfig(cp, tmp_path), tmp_path)
         try:
             d = daemons.start(write_profile(policy_dir.parent, sched, lease_duration="90s",
                                             renew_deadline="80s"))

@@ -23,6 +23,8 @@ import pytest
 
 from policyd.daemon.serving import ALLOW_CACHE_TTL, DENY_CACHE_TTL, TOKEN_CACHE_TTL
 from policyd.devcluster import ControlPlane
+from policyd.devcluster.faultproxy import FaultProxy
+from policyd.devcluster.ports import free_ports
 from policyd.kube.client import ApiError
 from tests.e2e.helpers import (
     Cluster,
@@ -31,13 +33,6 @@ from tests.e2e.helpers import (
     wait_for,
     write_profile,
 )
-from tests.e2e.test_faults import Proxy, _proxied_kubeconfig
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def get(port: int, path: str, token: str | None = None) -> tuple[int, str]:
@@ -99,7 +94,7 @@ def tokens(cluster: Cluster) -> Iterator[Tokens]:
 def test_tokens_and_permissions_decide(cluster: Cluster, daemons: DaemonFactory,
                                        tokens: Tokens, tmp_path: Path) -> None:
     sched = f"policyd-{uuid.uuid4().hex[:6]}"
-    port = _free_port()
+    port = free_ports(1)[0]
     d = daemons.start(write_profile(tmp_path, sched, policies=None), secure_port=port,
                       bind_address="127.0.0.1", metrics_bind_address="")
     assert d.http is None and d.https is not None
@@ -140,12 +135,12 @@ def test_unreachable_api_server_cached_then_closed(
     it has are honoured for their TTL, nothing new is allowed, and after the TTL
     everything but health is refused."""
     assert control_plane.apiserver_port is not None
-    proxy = Proxy(control_plane.apiserver_port)
-    daemons = DaemonFactory(_proxied_kubeconfig(control_plane, proxy.port, tmp_path),
+    proxy = FaultProxy.for_control_plane(control_plane)
+    daemons = DaemonFactory(proxy.kubeconfig(control_plane, tmp_path),
                             tmp_path)
     try:
         sched = f"policyd-{uuid.uuid4().hex[:6]}"
-        port = _free_port()
+        port = free_ports(1)[0]
         # A lease that outlives the test: losing leadership is not what is tested.
         daemons.start(write_profile(tmp_path, sched, policies=None, lease_duration="60s",
                                     renew_deadline="50s"),
@@ -186,7 +181,7 @@ def test_policyd_run_serves_https_with_delegated_auth(
     """The real command: secure serving by default (here on a free port), no plain
     HTTP unless asked for."""
     sched = f"policyd-{uuid.uuid4().hex[:6]}"
-    port = _free_port()
+    port = free_ports(1)[0]
     proc = processes.start("--config", str(write_profile(tmp_path, sched, policies=None)),
                            "--secure-port", str(port), "--bind-address", "127.0.0.1")
     wait_for(lambda: get(port, "/readyz") == (200, "ok") if _listening(port) else False,
@@ -224,7 +219,7 @@ def test_policyd_run_serves_a_rotated_certificate_without_a_restart(
     first, second = self_signed_serving_cert(()), self_signed_serving_cert(())
     cert_file.write_bytes(first[0])
     key_file.write_bytes(first[1])
-    port = _free_port()
+    port = free_ports(1)[0]
     sched = f"policyd-{uuid.uuid4().hex[:6]}"
     proc = processes.start("--config", str(write_profile(tmp_path, sched, policies=None)),
                            "--secure-port", str(port), "--bind-address", "127.0.0.1",
@@ -273,7 +268,7 @@ def test_bad_serving_flags_exit_2_before_any_request(tmp_path: Path, flags: list
         profile.write_text("apiVersion: policyd.io/v1alpha1\nkind: PolicydConfiguration\n")
         args = [f.format(tmp=tmp_path) for f in flags]
         if "--secure-port" not in args:
-            args += ["--secure-port", str(_free_port())]
+            args += ["--secure-port", str(free_ports(1)[0])]
         result = _policyd("--config", str(profile), "--kubeconfig",
                           str(_kubeconfig_for(tmp_path, listener.port)), *args)
         assert result.returncode == 2, result.stderr

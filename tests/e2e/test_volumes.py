@@ -18,7 +18,6 @@ checks the FailedScheduling event says the same.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import time
 import uuid
@@ -28,6 +27,7 @@ from typing import Any
 import pytest
 
 from policyd.devcluster import ControlPlane
+from policyd.devcluster.ports import free_ports
 from tests.e2e.helpers import (
     Cluster,
     ProcessFactory,
@@ -80,12 +80,6 @@ class Policyd:
         return next((p for p in self.debug_queue()["pods"] if p["uid"] == uid), None)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def policyd(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
             ) -> Iterator[Policyd]:
@@ -97,7 +91,7 @@ def policyd(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactor
         "    args:\n"
         f"      bindTimeoutSeconds: {BIND_TIMEOUT}\n"))
     processes = ProcessFactory(control_plane.kubeconfig_path, tmp)
-    port = _free_port()
+    port = free_ports(1)[0]
     try:
         processes.start("--config", str(profile), "--no-leader-elect", "-v", "2",
                         "--metrics-bind-address", f"127.0.0.1:{port}")

@@ -54,6 +54,7 @@ from policyd.devcluster import ControlPlane
 from policyd.devcluster.ports import free_ports
 from policyd.kube.client import ApiError, ConnectionSettings, KubeClient
 from tests.builders import make_node
+from tests.polling import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -122,9 +123,10 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
 def kubectl_binary() -> Path:
     from policyd.devcluster.build import resolve_binaries
 
+    # The dev control plane builds kubectl with the rest: without it the deploy checks
+    # did not run, a failure to see, not a skip to miss (as test_crd.py's kubectl).
     kubectl = resolve_binaries().kubectl
-    if kubectl is None:
-        pytest.skip("no kubectl binary (TEST_ASSET_KUBECTL / KUBEBUILDER_ASSETS)")
+    assert kubectl is not None, "no kubectl binary (TEST_ASSET_KUBECTL / KUBEBUILDER_ASSETS)"
     return kubectl
 
 
@@ -631,17 +633,6 @@ def _pod_from_template(workload: Obj, name: str, node_selector: dict[str, str] |
             "spec": template["spec"]}
 
 
-def wait_for(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.2)
-
-
 def _https(url: str, token: str | None) -> tuple[int, str]:
     """GET over HTTPS (the daemon's self-signed certificate accepted), with a token."""
     ctx = ssl.create_default_context()
@@ -779,20 +770,20 @@ def test_daemon_schedules_with_its_service_account(installed: Kube, tmp_path: Pa
                                     scraper))
 
         for r in replicas:
-            wait_for(partial(_ready_or_exited, r), f"{r.identity} ready")
+            wait_for(partial(_ready_or_exited, r), 30, f"{r.identity} ready")
             assert r.proc.poll() is None, logs()
             assert r.get("/healthz")[0] == 200
 
         lease_path = (f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/"
                       "policyd")
         wait_for(lambda: (kube.get(lease_path) or {}).get("spec", {}).get("holderIdentity"),
-                 "a leader")
+                 30, "a leader")
 
         def leaders() -> list[str]:
             return [r.identity for r in replicas
                     if _metric(r.get("/metrics")[1], "policyd_leader") == 1]
 
-        wait_for(lambda: len(leaders()) == 1, "exactly one replica leading")
+        wait_for(lambda: len(leaders()) == 1, 30, "exactly one replica leading")
         # Secure serving: health open; /metrics for the scraper only; policyd's own
         # ServiceAccount is authenticated but not authorized; /debug/* not granted.
         for r in replicas:
@@ -808,13 +799,13 @@ def test_daemon_schedules_with_its_service_account(installed: Kube, tmp_path: Pa
         pods = f"/api/v1/namespaces/{ns}/pods"
         kube.admin.request("POST", pods, body=_pod_from_template(workload, "payments-1"))
         node = wait_for(lambda: (kube.get(f"{pods}/payments-1") or {}).get("spec", {})
-                        .get("nodeName"), "payments-1 bound", 30)
+                        .get("nodeName"), 30, "payments-1 bound")
         assert node == "hw-node", logs()
         scheduled = wait_for(lambda: kube.admin.request("GET", f"/api/v1/namespaces/{ns}/events",
                                                         query={"fieldSelector":
                                                                "involvedObject.name=payments-1,"
                                                                "reason=Scheduled"})["items"],
-                             "Scheduled event")
+                             30, "Scheduled event")
         assert scheduled[0]["source"]["component"] == "policyd"
         assert scheduled[0]["message"] == f"Successfully assigned {ns}/payments-1 to hw-node"
 
@@ -842,13 +833,13 @@ def test_daemon_schedules_with_its_service_account(installed: Kube, tmp_path: Pa
             return next((c for c in pod.get("status", {}).get("conditions") or []
                          if c["type"] == "PodScheduled"), None)
 
-        cond = wait_for(condition, "PodScheduled condition of payments-big")
+        cond = wait_for(condition, 30, "PodScheduled condition of payments-big")
         assert cond["status"] == "False" and cond["reason"] == "Unschedulable", cond
         assert cond["message"].startswith("0/2 nodes are available"), cond
         failed = wait_for(lambda: kube.admin.request(
             "GET", f"/api/v1/namespaces/{ns}/events",
             query={"fieldSelector": "involvedObject.name=payments-big,"
-                                    "reason=FailedScheduling"})["items"], "FailedScheduling")
+                                    "reason=FailedScheduling"})["items"], 30, "FailedScheduling")
         assert "1 node(s) didn't offer hardware encryption" in failed[0]["message"], failed
 
         # Change a policy: the ConfigMap is updated through the API server and reaches the
@@ -865,13 +856,13 @@ def test_daemon_schedules_with_its_service_account(installed: Kube, tmp_path: Pa
         assert updated is not None and updated["data"] == changed
         write_kubelet_volume(etc, updated["data"])
         for r in replicas:
-            wait_for(partial(_reloaded, r), f"{r.identity} reloaded")
+            wait_for(partial(_reloaded, r), 30, f"{r.identity} reloaded")
         kube.admin.request("POST", pods, body=_pod_from_template(workload, "payments-big-2",
                                                                  plain_only))
         failed2 = wait_for(lambda: kube.admin.request(
             "GET", f"/api/v1/namespaces/{ns}/events",
             query={"fieldSelector": "involvedObject.name=payments-big-2,"
-                                    "reason=FailedScheduling"})["items"], "FailedScheduling")
+                                    "reason=FailedScheduling"})["items"], 30, "FailedScheduling")
         assert "1 node(s) lack hardware encryption" in failed2[0]["message"], failed2
 
         # Lease renewals happen every retryPeriod (2s): let at least one go by.
@@ -915,7 +906,7 @@ def _apply_cluster_policy(kube: Kube, logs: Callable[[], str]) -> None:
         return next((c for c in (obj.get("status") or {}).get("conditions") or []
                      if c["type"] == "Accepted" and c["status"] == "True"), None)
 
-    cond = wait_for(accepted, "gpu-nodes Accepted", 30)
+    cond = wait_for(accepted, 30, "gpu-nodes Accepted")
     assert cond["observedGeneration"] == 1, logs()
 
 
@@ -958,7 +949,7 @@ def _place_pod_with_volumes(kube: Kube, workload: Obj, logs: Callable[[], str]) 
     scratch = wait_for(lambda: ((kube.get(f"{claims}/payments-scratch") or {})
                                 .get("metadata", {}).get("annotations") or {}).get(selected)
                        and kube.get(f"{claims}/payments-scratch"),
-                       f"payments-scratch annotated {selected}\n{logs()}", 60)
+                       60, f"payments-scratch annotated {selected}\n{logs()}")
     node = scratch["metadata"]["annotations"][selected]
     assert node == "hw-node", scratch
     kube.admin.request("POST", "/api/v1/persistentvolumes", body={
@@ -971,7 +962,7 @@ def _place_pod_with_volumes(kube: Kube, workload: Obj, logs: Callable[[], str]) 
                               "uid": scratch["metadata"]["uid"]}}})
 
     bound = wait_for(lambda: (kube.get(f"/api/v1/namespaces/{ns}/pods/payments-vol") or {})
-                     .get("spec", {}).get("nodeName"), f"payments-vol bound\n{logs()}", 90)
+                     .get("spec", {}).get("nodeName"), 90, f"payments-vol bound\n{logs()}")
     assert bound == "hw-node", logs()
     for claim, volume in (("payments-data", "hw-data"), ("payments-scratch", "hw-scratch")):
         got = kube.get(f"{claims}/{claim}") or {}
@@ -1002,10 +993,10 @@ def _preempt_for_a_high_priority_pod(kube: Kube, workload: Obj, logs: Callable[[
 
     kube.admin.request("POST", pods, body=big("payments-filler", "payments-low"))
     wait_for(lambda: (kube.get(f"{pods}/payments-filler") or {}).get("spec", {})
-             .get("nodeName"), f"payments-filler bound\n{logs()}", 30)
+             .get("nodeName"), 30, f"payments-filler bound\n{logs()}")
     kube.admin.request("POST", pods, body=big("payments-urgent", "payments-high"))
     node = wait_for(lambda: (kube.get(f"{pods}/payments-urgent") or {}).get("spec", {})
-                    .get("nodeName"), f"payments-urgent bound by preemption\n{logs()}", 60)
+                    .get("nodeName"), 60, f"payments-urgent bound by preemption\n{logs()}")
     assert node == "hw-node", logs()
     assert kube.get(f"{pods}/payments-filler") is None, "the victim is still there"
 

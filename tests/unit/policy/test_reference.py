@@ -53,7 +53,11 @@ def test_compiled_matches_reference(seed: int) -> None:
 
     assert policy.applies(pod) == reference.applies(doc, pod)
 
-    if hasattr(policy, "pre_filter"):
+    # A policy with filter (score) rules is a Filter (Score) plugin, one without is
+    # not: asserted, so a renamed method fails here instead of skipping the comparison.
+    assert hasattr(policy, "pre_filter") == bool(doc["spec"].get("filters"))
+    assert hasattr(policy, "pre_score") == bool(doc["spec"].get("scores"))
+    if doc["spec"].get("filters"):
         state = CycleState(infos, cluster)
         _, status = policy.pre_filter(state, pod, infos)
         for info in infos:
@@ -72,7 +76,7 @@ def test_compiled_matches_reference(seed: int) -> None:
                 assert got.code is (Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable
                                     else Code.UNSCHEDULABLE)
 
-    if hasattr(policy, "pre_score"):
+    if doc["spec"].get("scores"):
         state = CycleState(infos, cluster)
         want_scores = reference.scores(doc, pod, infos)
         status = policy.pre_score(state, pod, infos)
