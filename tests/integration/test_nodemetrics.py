@@ -32,6 +32,7 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 from policyd.config.model import MetricQuery, MetricsProviderConfig
 from policyd.config.plugins import default_framework
 from policyd.devcluster.build import resolve_prometheus
+from policyd.devcluster.ports import free_ports
 from policyd.engine.cycle import schedule_one
 from policyd.framework.runtime import Framework
 from policyd.model.cluster import ClusterState
@@ -49,12 +50,6 @@ NODES = ["n1", "n2", "n3", "n4", "n5"]
 # A generous bound for one scheduling cycle on five nodes: the point is that no cycle
 # ever waits for a provider (whose requests take up to seconds here).
 CYCLE_BUDGET_S = 0.5
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # -- Prometheus and the exporter --------------------------------------------------------
@@ -88,7 +83,7 @@ class Prometheus:
     def __init__(self, binary: str, workdir: Path, target_port: int) -> None:
         self.binary = binary
         self.workdir = workdir
-        self.port = free_port()
+        self.port = free_ports(1)[0]
         self.url = f"http://127.0.0.1:{self.port}"
         self.config = workdir / "prometheus.yml"
         self.config.write_text(
@@ -388,7 +383,7 @@ def test_garbage_responses_are_failures_that_keep_the_last_values(
 def listeners() -> Iterator[tuple[int, socket.socket]]:
     """One port listened on at 127.0.0.1-4 (each node its own loopback address), plus
     127.0.0.5 listening with a full backlog and never accepting: connects there hang."""
-    port = free_port()
+    port = free_ports(1)[0]
     socks: list[socket.socket] = []
     stop = threading.Event()
     for i in range(1, 5):
