@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from policyd.config.validate import validate, validate_config_file
+from policyd.config.loader import validate_config_file
+from policyd.config.validate import validate
 from policyd.daemon.cluster_policies import ClusterPolicies
 from policyd.daemon.loaded_profile import InvalidConfig, load
 from tests.unit.config.conftest import HEAD, where
