@@ -31,7 +31,8 @@ def check_config(
 ) -> None:
     """Validate a profile and the policies it loads, as `policyd run` would, offline."""
     fmt = problem_format(output_format)
-    from policyd.config.validate import is_unreadable, validate_config_file
+    from policyd.config.loader import validate_config_file
+    from policyd.config.validate import is_unreadable
     from policyd.lint.reporters import Report, get_reporter
 
     if profile.is_dir():

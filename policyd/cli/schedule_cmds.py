@@ -146,31 +146,30 @@ def frameworks_for(config: Path | None, policies: list[Path], seed: int | None,
             raise InputFileError(f"invalid configuration ({len(exc.problems)} problem(s)):"
                                  "\n  " + "\n  ".join(f"<default profile>: {exc_line}"
                                                       for exc_line in exc.lines())) from None
-    from policyd.config.frameworks import build_frameworks
-    from policyd.config.validate import validate
+    from policyd.config.loader import validate_config_file
     from policyd.problems import format_problem
 
     # The cluster's policies are offered to the validation, since the profile may name
-    # them (as the daemon's); a profile that does not enable them is validated again
-    # without, so that naming one there is the error it is for the daemon.
+    # them (as the daemon's); they run only when the profile enables them.
     offered: list[str] = []
     source = None if not cluster_objects else (
         lambda docs, metrics: {p.name: p for p in _cluster_policies(
             cluster_objects, list(docs), offered, metrics)})
-    checked = validate(config, extra_policies=policies, cluster_policies=source)
-    if source is not None and not checked.config.cluster_policies:
-        checked = validate(config, extra_policies=policies)
+    settings, frameworks, problems = validate_config_file(
+        config, extra_policies=policies, seed=seed, cluster_policies=source,
+        cluster_policies_opt_in=True)
+    if source is not None and not settings.cluster_policies:
         said.append(f"{len(cluster_objects or ())} SchedulingPolicy object(s) in the "
                     f"cluster not run: {config} does not set clusterPolicies: true")
     else:
         said += offered
-    errors = [p for p in checked.problems if p.is_error]
+    errors = [p for p in problems if p.is_error]
     if errors:
         shown = "\n  ".join(format_problem(p, with_level=False) for p in errors[:50])
         more = f"\n  ... and {len(errors) - 50} more" if len(errors) > 50 else ""
         raise InputFileError(f"invalid configuration ({len(errors)} problem(s); run "
                              f"`policyd check-config {config}`):\n  {shown}{more}")
-    return build_frameworks(checked, seed=seed)
+    return frameworks
 
 
 def _policy_documents(paths: list[Path]) -> list[SourceDocument]:

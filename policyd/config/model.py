@@ -1,6 +1,6 @@
 """The profile as the daemon reads it: typed settings with every default applied.
 
-`validate.validate_config_file` builds a `PolicydConfig` from the document after
+`validate.validate` builds a `PolicydConfig` from the document after
 checking it; conversion here never fails, whatever the document holds (a value of the
 wrong type or out of range falls back to its default, since validation has already
 reported it), so callers always get a complete object. Field names are Python's, each

@@ -1,12 +1,11 @@
 """Validate a PolicydConfiguration file completely, before anything else runs.
 
 `validate(path)` reports every problem of the profile and of the policies it loads, and
-builds nothing; `validate_config_file(path)` adds the frameworks (`frameworks.py`) when there
-is no error. The latter is what `policyd check-config`, `explain --config`, `simulate
---config` and the daemon (before its first request, and on every reload) call. Each
-problem is a `Problem` with file, line, column, JSON path and rule id (the ids and what
-they find: `policyd.lint.rules`), so the same reporters serve `lint` and
-`check-config`. Policy problems are reported at their own file:line:column.
+builds nothing: `loader.validate_config_file` builds the frameworks when there is no
+error (the one path from a profile file to frameworks, which every command and the
+daemon call). Each problem is a `Problem` with file, line, column, JSON path and rule
+id (the ids and what they find: `policyd.lint.rules`), so the same reporters serve
+`lint` and `check-config`. Policy problems are reported at their own file:line:column.
 
 A problem the schema reports is not reported again by a later check of the same value.
 """
@@ -18,11 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from policyd.config import plugins as pl
 from policyd.config import profile_schema as config_schema
-from policyd.config.frameworks import build_frameworks
 from policyd.config.model import PolicydConfig, config_from_dict, parse_duration
 from policyd.model.spelling import show_value
 from policyd.policy.files import find_yaml_files
@@ -32,9 +30,6 @@ from policyd.policy.policy_schema import PATTERN_MESSAGES
 from policyd.problems import ERROR, WARNING, Problem
 from policyd.sourcefile import JsonPath, SourceDocument, format_path, load_file
 from policyd.sourcefile.schema_problems import schema_problems
-
-if TYPE_CHECKING:  # the framework (numpy) is imported only when profiles are built
-    from policyd.framework.runtime import Framework
 
 # The daemon's cluster policies (SchedulingPolicy objects, `clusterPolicies: true`):
 # given the documents of the file policies just loaded, the policies compiled from the
@@ -90,29 +85,6 @@ class ValidatedConfig:
     @property
     def valid(self) -> bool:
         return not any(p.level == ERROR for p in self.problems)
-
-
-def validate_config_file(
-    path: Path,
-    *,
-    extra_policies: Sequence[Path] = (),
-    seed: int | None = None,
-    cluster_policies: ClusterPolicies | None = None,
-) -> tuple[PolicydConfig, dict[str, Framework], list[Problem]]:
-    """Check the profile at `path` and the policies it names, then build it if valid.
-
-    Returns the settings with defaults applied (always complete: invalid values fall
-    back to defaults), one Framework per profile by schedulerName, and every problem,
-    profile's first in file order, then the policies'. `frameworks` is complete only
-    when no problem is an error; with any error it is empty, so a caller can never run
-    half a configuration. `extra_policies` (paths given on a command line) are loaded
-    as if listed in `policies`; `seed` seeds each framework's tie-breaking;
-    `cluster_policies` adds already-compiled policies (see `validate`).
-    """
-    checked = validate(path, extra_policies=extra_policies,
-                       cluster_policies=cluster_policies)
-    frameworks = build_frameworks(checked, seed=seed) if checked.valid else {}
-    return checked.config, frameworks, checked.problems
 
 
 def validate(path: Path, *, extra_policies: Sequence[Path] = (),

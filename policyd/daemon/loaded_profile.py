@@ -3,7 +3,7 @@
 Validation runs before anything touches the API server (and again on every reload):
 `load(path)` returns the frameworks and settings, or raises `InvalidConfig` listing
 every problem as `file:line:column: message [rule]`. It is exactly `policyd
-check-config`'s validation (`policyd.config.validate.validate_config_file`), with the
+check-config`'s validation (`policyd.config.loader.validate_config_file`), with the
 daemon's cluster policies (`clusterPolicies: true`) added as already-compiled policies.
 """
 
@@ -14,8 +14,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from policyd.config.loader import validate_config_file
 from policyd.config.plugins import RULE_UNKNOWN
-from policyd.config.validate import ClusterPolicies, is_unreadable, validate_config_file
+from policyd.config.validate import ClusterPolicies, is_unreadable
 from policyd.errors import EXIT_PROBLEMS, InputFileError, PolicydError
 from policyd.framework.runtime import Framework
 from policyd.kube.leaderelection import LeaderElectionSettings

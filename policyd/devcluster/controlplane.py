@@ -42,7 +42,7 @@ from policyd.devcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
 from policyd.devcluster.ports import LOOPBACK, free_ports, port_is_free
 from policyd.devcluster.probe import Component, http_get, unverified_context, wait_until
 from policyd.devcluster.process import ManagedProcess
-from policyd.kube.client import api_client_from
+from policyd.kube.official import api_client_from
 from policyd.model.datafile import read_documents
 
 # A start that loses a port race (another program bound it between our pick and the

@@ -1,10 +1,11 @@
 """A raw-JSON connection to the API server: credentials, rate limit, timeouts, errors.
 
 The official client loads kubeconfig or in-cluster credentials (including token
-refresh) and holds the urllib3 pool; everything else is ours. Each call is rate-limited
-by a client-side token bucket (QPS/burst, as client-go does), carries a timeout, and
-returns decoded JSON or raises `ApiError`, whose `failure` says whether a retry can
-help (TEMPORARY: no response, 429, 5xx) or not (PERMANENT: 404, 409, 422, ...).
+refresh) and holds the urllib3 pool, read through `policyd.kube.official` only;
+everything else is ours. Each call is rate-limited by a client-side token bucket
+(QPS/burst, as client-go does), carries a timeout, and returns decoded JSON or raises
+`ApiError`, whose `failure` says whether a retry can help (TEMPORARY: no response, 429,
+5xx) or not (PERMANENT: 404, 409, 422, ...).
 
 Silent connections (a proxy or NAT that lost its backend keeps the socket open and
 forwards nothing) are noticed by silence bounds, not by waiting for TCP: a non-watch
@@ -23,18 +24,25 @@ import email.utils
 import json
 import logging
 import math
-import os
-import queue
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
-from policyd.errors import PolicydError
 from policyd.kube.backoff import Failure, TokenBucket
 from policyd.kube.http1 import NoReply
 from policyd.kube.keepalive import SharedPool
+from policyd.kube.official import (
+    Connection,
+    host_pool,
+    new_api_client,
+    tcp_keepalive_options,
+)
+
+# KubeConfigError: `connect` raises it, and its callers catch it from here.
+from policyd.kube.official import KubeConfigError as KubeConfigError
+from policyd.kube.official import load_configuration as load_official_configuration
 
 log = logging.getLogger("policyd.kube.client")
 
@@ -57,10 +65,6 @@ KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 30, 10, 3
 # Enough sockets for two watches, the scheduling loop and a full binder pool: urllib3
 # otherwise opens and drops connections beyond its pool size on every call.
 POOL_SIZE = 32
-
-
-class KubeConfigError(PolicydError):
-    """No usable credentials (no kubeconfig, not in a cluster)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,108 +187,18 @@ def _parse_retry_after(raw: str) -> float | None:
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
-def _load_configuration(settings: ConnectionSettings) -> Any:
-    """A client Configuration from kubeconfig or the pod's service account. Reads files
-    only: no request is sent."""
-    # kubernetes (~0.6 s) only once a client is made, not for this module's types.
-    from kubernetes import client
-    from kubernetes import config as kube_config
-
-    # Typed as Any: the client's loaders are untyped.
-    config: Any = kube_config
-    cfg = client.Configuration()
-    path = settings.kubeconfig or os.environ.get("KUBECONFIG")
-    if path:
-        # A KUBECONFIG list is merged by the client only for its first file here:
-        # we take the first existing path, as kubectl does for the current context.
-        first = next((p for p in path.split(os.pathsep) if p and os.path.exists(p)), None)
-        if first is None:
-            raise KubeConfigError(f"kubeconfig {path!r} does not exist")
-        config.load_kube_config(config_file=first, context=settings.context,
-                                client_configuration=cfg)
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=cfg)
-    else:
-        default = os.path.expanduser("~/.kube/config")
-        if not os.path.exists(default):
-            raise KubeConfigError("no kubeconfig: pass --kubeconfig, set KUBECONFIG, or "
-                                   "run in a cluster")
-        config.load_kube_config(config_file=default, context=settings.context,
-                                client_configuration=cfg)
-    cfg.connection_pool_maxsize = POOL_SIZE
-    cfg.socket_options = keepalive_socket_options()
-    # Our own retry loops decide what to retry and when; urllib3's silent retries
-    # would hide the timeouts that count against a call.
-    cfg.retries = False
-    return cfg
-
-
 def keepalive_socket_options() -> list[tuple[int, int, int]]:
-    """urllib3's default socket options plus TCP keepalive tuned as above (options
-    the platform lacks are left out by the client's helper)."""
-    # kubernetes (~0.6 s) only once a client is made, not for this module's types.
-    from kubernetes.utils.keepalive import tcp_keepalive_socket_options
-
-    return list(tcp_keepalive_socket_options(KEEPALIVE_IDLE, KEEPALIVE_INTERVAL,
-                                             KEEPALIVE_COUNT))
-
-
-def drop_idle_connections(pool_manager: Any) -> int:
-    """Close every idle connection in a urllib3 PoolManager's pools and return how
-    many: after one connection was found silent, the ones opened before it through
-    the same proxy are as likely frozen. Connections in use are left to their own
-    timeouts; a pool stays usable (its free slots are refilled, so the next request
-    dials a new connection)."""
-    dropped = 0
-    pools = getattr(pool_manager, "pools", None)
-    if pools is None:
-        return 0
-    for key in list(pools.keys()):
-        pool = pools.get(key)
-        idle = getattr(pool, "pool", None)  # the pool's queue of connections / None
-        if idle is None:
-            continue
-        taken: list[Any] = []
-        while True:
-            try:
-                taken.append(idle.get(block=False))
-            except queue.Empty:
-                break
-        for conn in taken:
-            if conn is not None:
-                dropped += 1
-                # Closing a broken socket can fail: nothing is left to do then.
-                with contextlib.suppress(Exception):
-                    conn.close()
-            try:
-                idle.put(None, block=False)
-            except queue.Full:  # refilled meanwhile by connections returned to it
-                break
-    return dropped
+    """urllib3's default socket options plus TCP keepalive tuned as above."""
+    return tcp_keepalive_options(KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT)
 
 
 def load_configuration(settings: ConnectionSettings) -> Any:
-    """`_load_configuration` with the client's own errors (bad kubeconfig, missing
-    service account files) turned into one clear KubeConfigError."""
-    # kubernetes (~0.6 s) only once a client is made, not for this module's types.
-    from kubernetes.config.config_exception import ConfigException
-
-    try:
-        return _load_configuration(settings)
-    except ConfigException as exc:
-        raise KubeConfigError(f"cannot use the cluster credentials: {exc}") from None
-    except OSError as exc:
-        raise KubeConfigError(f"cannot read the cluster credentials: {exc}") from None
-
-
-def api_client_from(kubeconfig: str | os.PathLike[str]) -> Any:
-    """The official client's own `ApiClient` for a kubeconfig file, with its defaults
-    (for the typed API classes; the caller closes it). Here so that no other package
-    imports the client."""
-    # kubernetes (~0.6 s) only once a client is made, not for this module's types.
-    from kubernetes import config as kube_config
-
-    return kube_config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
+    """The client Configuration for `settings` (kubeconfig, else in-cluster), with our
+    pool size and socket options; KubeConfigError when there are no usable
+    credentials. Reads files only: no request is sent."""
+    return load_official_configuration(settings.kubeconfig, settings.context,
+                                       pool_size=POOL_SIZE,
+                                       socket_options=keepalive_socket_options())
 
 
 class KubeClient:
@@ -292,10 +206,10 @@ class KubeClient:
 
     def __init__(self, api_client: Any, settings: ConnectionSettings,
                  keepalive: SharedPool | None = None) -> None:
-        self._api = api_client
+        # The official ApiClient, read only through `official.Connection`.
+        self._conn = Connection(api_client, USER_AGENT)
         self.settings = settings
         self.limiter = TokenBucket(settings.qps, settings.burst)
-        self._api.user_agent = USER_AGENT
         self.dropped_connections = 0
         # The pool requests go to directly (see `_direct_pool`), and the manager it
         # was taken from: a client whose manager was replaced looks it up again.
@@ -310,29 +224,24 @@ class KubeClient:
         """A client on the same connection pool and credentials with a token bucket of
         its own (same qps/burst): for best-effort writes (events) that must not spend
         the tokens of the calls that matter (binds, the lease)."""
-        return KubeClient(self._api, self.settings, self._keepalive)
+        return KubeClient(self._conn.api_client, self.settings, self._keepalive)
 
     @classmethod
     def connect(cls, settings: ConnectionSettings) -> KubeClient:
-        # kubernetes (~0.6 s) only once a client is made, not for this module's types.
-        from kubernetes import client
-
-        return cls(client.ApiClient(load_configuration(settings)), settings)
+        return cls(new_api_client(load_configuration(settings)), settings)
 
     @property
     def host(self) -> str:
-        return str(self._api.configuration.host)
+        return self._conn.host
 
     def close(self) -> None:
         self._keepalive.close()
-        self._api.close()
+        self._conn.close()
 
     def connection_failed(self, exc: ApiError) -> None:
         """A call got no (complete) reply: drop the idle pooled connections so the
         retries do not each wait out another frozen one."""
-        rest = getattr(self._api, "rest_client", None)
-        dropped = drop_idle_connections(getattr(rest, "pool_manager", None))
-        dropped += self._keepalive.drop_idle()
+        dropped = self._conn.drop_idle() + self._keepalive.drop_idle()
         if dropped:
             self.dropped_connections += dropped
             log.info("%s: dropped %d idle connection(s) to the API server", exc, dropped)
@@ -351,16 +260,15 @@ class KubeClient:
         # urllib3 (~0.1 s) comes with the client; only needed once one is made.
         import urllib3
 
-        api = self._api
         headers, payload = self._headers(method, path, body, content_type)
         path = _with_query(path, query)
-        manager = api.rest_client.pool_manager
+        manager = self._conn.manager
         pool, prefix = self._direct_pool(manager)
         self.limiter.take()
         try:
             if pool is None:
                 return manager.urlopen(
-                    method, api.configuration.host + path, body=payload, headers=headers,
+                    method, self._conn.host + path, body=payload, headers=headers,
                     timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]),
                     preload_content=False)
             # What PoolManager.urlopen does for a request without a proxy, minus
@@ -377,34 +285,21 @@ class KubeClient:
     def _headers(self, method: str, path: str, body: Any, content_type: str | None
                  ) -> tuple[dict[str, str], bytes | None]:
         """A request's headers and its body as JSON bytes (None without a body)."""
-        headers = dict(self._api.default_headers)  # User-Agent
+        headers = self._conn.headers()  # User-Agent
         headers["Accept"] = "application/json"
         payload = None
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
             payload = json.dumps(body).encode()
-        # The bearer token (refreshed by the client's hook when it expires); a client
-        # certificate is in the pool's TLS context instead.
-        self._api.update_params_for_auth(headers, None, ["BearerToken"], path, method, None)
+        self._conn.authorize(headers, method, path)
         return headers, payload
 
     def _direct_pool(self, manager: Any) -> tuple[Any, str]:
-        """The API server's connection pool in `manager` and the path of the host URL,
-        or (None, "") when requests must go through the manager: through a proxy, an
-        https request is tunnelled and an http one sends the absolute URL, which only
-        the ProxyManager knows how to do."""
+        """`official.host_pool` of `manager`, looked up again only when the client's
+        manager was replaced."""
         if self._pool_of is not manager:
-            # urllib3 (~0.1 s) comes with the client; only needed once one is made.
-            from urllib3.util import parse_url
-
             self._pool_of = manager
-            self._pool = None
-            self._pool_prefix = ""
-            if getattr(manager, "proxy", None) is None and \
-                    hasattr(manager, "connection_from_url"):
-                host = self._api.configuration.host
-                self._pool = manager.connection_from_url(host)
-                self._pool_prefix = parse_url(host).path or ""
+            self._pool, self._pool_prefix = host_pool(manager, self._conn.host)
         return self._pool, self._pool_prefix
 
     def _no_reply(self, exc: BaseException) -> ApiError:
@@ -418,7 +313,7 @@ class KubeClient:
         """One non-watch call: the whole body of its 2xx reply; ApiError for a failure
         or any other status."""
         connect, read = self.settings.request_timeout(timeout)
-        pool, prefix = self._keepalive.get(self._api)
+        pool, prefix = self._keepalive.get(self._conn)
         if pool is None:
             return self._exchange_urllib3(method, path, query, body, content_type,
                                           (connect, read))

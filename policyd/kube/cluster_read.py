@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from policyd.errors import PolicydError
 from policyd.kube.backoff import GiveUp, RetryPolicy
 from policyd.kube.client import ApiError
+from policyd.kube.official import kubeconfig_contexts
 from policyd.model import disruption, storage
 from policyd.policy import crd, policy_schema
 
@@ -209,16 +210,11 @@ def context_namespace(kubeconfig: str | None, context: str | None) -> str | None
     path = next((p for p in paths if os.path.exists(p)), None)
     if path is None:
         return None
-    # kubernetes (~0.6 s) only when a live read is asked for.
-    from kubernetes import config as kube_config
-    from kubernetes.config.config_exception import ConfigException
-
     try:
-        contexts, current = kube_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
-            config_file=path)
-    except (ConfigException, OSError, ValueError):
+        contexts, current = kubeconfig_contexts(path)
+    except (OSError, ValueError):
         return None  # the connection reports what is wrong with the file
-    chosen = next((c for c in contexts or [] if c.get("name") == context), None) \
+    chosen = next((c for c in contexts if c.get("name") == context), None) \
         if context else current
     ns = ((chosen or {}).get("context") or {}).get("namespace")
     return ns if isinstance(ns, str) and ns else None

@@ -23,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 
 from policyd.devcluster import ControlPlane, DevClusterError, load_snapshot
 from policyd.devcluster.process import proc_start_time
-from policyd.kube.client import api_client_from
+from policyd.kube.official import api_client_from
 from tests.builders import PodBuilder, make_node, make_pod
 from tests.polling import wait_for
 

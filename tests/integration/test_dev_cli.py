@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from policyd.devcluster.process import proc_start_time
-from policyd.kube.client import api_client_from
+from policyd.kube.official import api_client_from
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ from policyd.kube.client import ApiError, ConnectionSettings, KubeClient
 
 def _connect(kubeconfig: Path) -> KubeClient:
     client = KubeClient.connect(ConnectionSettings(kubeconfig=str(kubeconfig), qps=-1))
-    pool, _ = client._keepalive.get(client._api)
+    pool, _ = client._keepalive.get(client._conn)
     assert pool is not None, "the keep-alive path was not taken"
     return client
 
@@ -64,7 +64,7 @@ def _bind_and_record(client: KubeClient, reader: KubeClient, ns: str) -> None:
 def test_bind_and_event_with_the_admin_client_certificate(
         admin: KubeClient, namespace: str) -> None:
     _bind_and_record(admin, admin, namespace)
-    pool, _ = admin._keepalive.get(admin._api)
+    pool, _ = admin._keepalive.get(admin._conn)
     assert pool is not None and pool.dialled == 1  # every call on one connection
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from policyd.config.validate import validate_config_file
+from policyd.config.loader import validate_config_file
 from policyd.problems import Problem
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from policyd.config.validate import validate, validate_config_file
+from policyd.config.loader import validate_config_file
+from policyd.config.validate import validate
 from policyd.daemon.cluster_policies import ClusterPolicies
 from policyd.daemon.loaded_profile import InvalidConfig, load
 from tests.unit.config.conftest import HEAD, where
@@ -133,3 +134,23 @@ def test_an_object_naming_a_metric_the_profile_lacks_is_refused_like_a_file(
         metricsProviders:
           - {name: a, kind: nodeAnnotation, metric: latency, annotation: x}
         """), cluster_policies=cluster).cluster_plugins == ("Lat",)
+
+
+def test_opt_in_runs_cluster_policies_only_for_a_profile_that_enables_them(
+        tmp_path: Path, policy_dir: Path) -> None:
+    # explain/simulate/audit (`cluster_policies_opt_in`): offered, then dropped when the
+    # profile does not say clusterPolicies: true, so naming one is the error it is for
+    # the daemon; the daemon (no opt-in) offers them only when its profile enabled them.
+    names_gpu = write(tmp_path, NAMES_GPU.replace("clusterPolicies: true\n", ""))
+    config, frameworks, problems = validate_config_file(
+        names_gpu, cluster_policies=model(GPU), cluster_policies_opt_in=True)
+    assert config.cluster_policies is False and frameworks == {}
+    assert [p.rule for p in problems] == ["plugin-unknown"]
+    _, frameworks, problems = validate_config_file(names_gpu, cluster_policies=model(GPU))
+    assert problems == [] and "Gpu" in [p.name for p in frameworks["policyd"].filter_plugins]
+    enabled = tmp_path / "enabled.yaml"
+    enabled.write_text(names_gpu.read_text().replace(
+        "profiles:", "clusterPolicies: true\nprofiles:"))
+    _, frameworks, problems = validate_config_file(
+        enabled, cluster_policies=model(GPU), cluster_policies_opt_in=True)
+    assert problems == [] and "Gpu" in [p.name for p in frameworks["policyd"].filter_plugins]

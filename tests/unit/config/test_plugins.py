@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from policyd.config.loader import validate_config_file
 from policyd.config.plugins import (
     ProfileError,
     build_framework,
@@ -17,7 +18,6 @@ from policyd.config.plugins import (
     parse_field_path,
     resolve_profile,
 )
-from policyd.config.validate import validate_config_file
 from policyd.framework.runtime import Framework
 from policyd.policy import load_policies
 from tests.unit.config.conftest import ROOT

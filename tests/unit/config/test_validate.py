@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from policyd.config.frameworks import build_frameworks
+from policyd.config.loader import build_frameworks, validate_config_file
 from policyd.config.model import PolicydConfig
-from policyd.config.validate import is_unreadable, validate, validate_config_file
+from policyd.config.validate import is_unreadable, validate
 from tests.unit.config.conftest import HEAD, ROOT, Check, where
 
 # (id, profile body after HEAD (which ends at line 3), expected (line, column, rule),

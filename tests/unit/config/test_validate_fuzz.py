@@ -12,8 +12,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from policyd.config.loader import validate_config_file
 from policyd.config.model import PolicydConfig
-from policyd.config.validate import validate_config_file
 from tests.unit.config.conftest import ROOT
 
 BASE: dict[str, Any] = {

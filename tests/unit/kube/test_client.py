@@ -113,7 +113,7 @@ def test_a_replaced_pool_manager_is_used_from_then_on() -> None:
     client, first = _client(Reply(200, b"{}"))
     client.request("GET", "/api/v1/nodes")
     second = RecordingManager(Reply(200, b"{}"))
-    client._api.rest_client.pool_manager = second
+    client._conn.api_client.rest_client.pool_manager = second
     client.request("GET", "/api/v1/nodes")
     assert (len(first.calls), len(second.calls)) == (1, 1)
 

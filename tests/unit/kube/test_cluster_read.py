@@ -17,6 +17,7 @@ from policyd.kube.cluster_read import (
     READ_RESOURCES,
     SNAPSHOT_RESOURCES,
     Resource,
+    context_namespace,
 )
 from policyd.model.cluster_files import (
     WORKLOAD_KINDS,
@@ -91,3 +92,23 @@ def test_explain_cluster_role_grants_exactly_the_lists_the_read_makes() -> None:
     assert granted == {(r.group, r.name, "list") for r in READ_RESOURCES}
     kustomization = YAML(typ="safe").load((ROOT / "deploy" / "kustomization.yaml").read_text())
     assert "explain-clusterrole.yaml" in kustomization["resources"]
+
+
+def test_context_namespace_reads_the_kubeconfig_through_the_client(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: a\n"
+        "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:6443'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: a, context: {cluster: k, user: u, namespace: team-a}},\n"
+        "           {name: b, context: {cluster: k, user: u}}]\n")
+    assert context_namespace(str(path), None) == "team-a"  # the current context's
+    assert context_namespace(str(path), "b") is None  # none set
+    assert context_namespace(str(path), "nope") is None
+    assert context_namespace(str(tmp_path / "missing"), None) is None
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'missing'}:{path}")
+    assert context_namespace(None, None) == "team-a"  # the first existing entry
+    broken = tmp_path / "broken"
+    broken.write_text("apiVersion: v1\nkind: Config\n")  # no contexts: the client refuses
+    assert context_namespace(str(broken), None) is None

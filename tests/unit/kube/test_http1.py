@@ -17,7 +17,7 @@ import pytest
 
 from policyd.kube.client import ApiError, ConnectionSettings, KubeClient
 from policyd.kube.http1 import encode_request
-from policyd.kube.keepalive import endpoint_from
+from policyd.kube.official import endpoint_from
 
 Script = Callable[["PeerConn"], None]
 

@@ -137,7 +137,7 @@ def test_an_own_limiter_shares_the_connection_but_not_the_tokens() -> None:
     main = KubeClient(k8s.ApiClient(k8s.Configuration()), ConnectionSettings(qps=1, burst=1))
     try:
         events = main.with_own_limiter()
-        assert events._api is main._api
+        assert events._conn.api_client is main._conn.api_client
         assert events.limiter is not main.limiter
         assert (events.limiter.qps, events.limiter.burst) == (1, 1)
         events.limiter.reserve()

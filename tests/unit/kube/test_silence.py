@@ -23,11 +23,11 @@ from policyd.kube.client import (
     ConnectionSettings,
     KubeClient,
     WatchStream,
-    drop_idle_connections,
     keepalive_socket_options,
 )
 from policyd.kube.informer import Informer, server_watch_timeout
 from policyd.kube.leaderelection import LeaderElectionSettings, LeaderElector
+from policyd.kube.official import drop_idle_connections
 
 Obj = dict[str, Any]
 

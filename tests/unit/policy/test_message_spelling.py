@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from policyd.config.validate import validate_config_file
+from policyd.config.loader import validate_config_file
 from policyd.model.spelling import show_value
 from tests.unit.policy.conftest import check_docs
 
