@@ -12,19 +12,16 @@ before anything is served or watched. Shutdown (stop event, set by SIGTERM in th
 CLI): stop taking pods, finish in-flight binds within the grace period, release the
 lease, stop the watches, return 0.
 
-The watches are wired in `informers.py`, /healthz's verdict is `health.py`'s; this
-module holds the options, the Daemon's life cycle (start, reload, shutdown) and its
-HTTP(S) endpoints.
+This module holds the options and the Daemon's life cycle (build, start, reload,
+shut down); the watches are wired in `informers.py`, /healthz's verdict is
+`health.py`'s, the HTTP(S) endpoints are bound in `endpoints.py`.
 """
 
 from __future__ import annotations
 
-import errno
 import gc
-import ipaddress
 import logging
 import os
-import socket
 import ssl
 import threading
 from collections.abc import Callable, Mapping
@@ -38,6 +35,7 @@ from policyd.daemon import debug
 from policyd.daemon import loaded_profile as daemon_config
 from policyd.daemon.cluster_policies import ClusterPolicies, PolicySync
 from policyd.daemon.coordinator import Scheduler
+from policyd.daemon.endpoints import bind_endpoints, start_serving
 from policyd.daemon.event_recorder import EventSink
 from policyd.daemon.freshness import CacheFreshness
 from policyd.daemon.health import health_problems
@@ -51,17 +49,10 @@ from policyd.daemon.metrics import (
 )
 from policyd.daemon.policy_status import StatusWriter
 from policyd.daemon.reload import ConfigWatcher
-from policyd.daemon.serving import (
-    DEFAULT_ALWAYS_ALLOW_PATHS,
-    DEFAULT_SECURE_PORT,
-    REVIEW_TIMEOUT,
-    DelegatedAuth,
-    PathMatcher,
-    server_tls_context,
-)
+from policyd.daemon.serving import DEFAULT_ALWAYS_ALLOW_PATHS, DEFAULT_SECURE_PORT
 from policyd.daemon.serving_cert import ServingCertificate
 from policyd.daemon.startup_policies import load_with_cluster_policies, wait_until_served
-from policyd.errors import EXIT_OK, PolicydError, RuntimeFailure
+from policyd.errors import EXIT_OK
 from policyd.framework.runtime import Framework
 from policyd.kube import api
 from policyd.kube.client import (
@@ -77,7 +68,6 @@ from policyd.nodemetrics import attach_metrics
 
 log = logging.getLogger("policyd.daemon")
 
-Obj = dict[str, Any]
 
 @dataclass(slots=True)
 class RunOptions:
@@ -362,56 +352,15 @@ class Daemon:
         self._threads.append(t)
 
     def _serve(self) -> None:
-        """Secure serving unless --secure-port 0, plain HTTP only when asked for; every
-        flag is checked (exit 2) and every address bound (exit 1) before either starts."""
-        o = self.options
+        """Bind and start the endpoints the flags ask for (see `endpoints.py`)."""
         pages = dict(before_scrape=self.scheduler.update_gauges, debug=self._debug_pages(),
                      health=self.health_problems)
-        endpoints = "/metrics, /healthz, /readyz, /livez, " + ", ".join(self._debug_pages())
-        secure: tuple[str, PathMatcher, ssl.SSLContext] | None = None
-        if o.secure_port:  # every flag checked before anything is bound
-            address = secure_address(o.bind_address, o.secure_port)
-            if o.tls_cert_file is not None and o.tls_private_key_file is not None:
-                # Stamped before the first load: a rotation during start-up is seen.
-                self.serving_cert = ServingCertificate(
-                    o.tls_cert_file, o.tls_private_key_file, self._serve_with,
-                    clock=self.clock)
-            # A specific bind address is also named in a self-signed certificate.
-            bind_host = address.rpartition(":")[0].strip("[]")
-            secure = (address, PathMatcher(o.always_allow_paths), server_tls_context(
-                o.tls_cert_file, o.tls_private_key_file,
-                () if ipaddress.ip_address(bind_host).is_unspecified else (bind_host,)))
-        if o.metrics_bind_address:
-            self.http = serve_metrics(o.metrics_bind_address, self.metrics, self.synced,
-                                      **pages)
-        if secure is not None:
-            address, always, tls = secure
-            # Its own connection: reviews spend neither the scheduler's QPS nor its pool.
-            auth_client = self._auth_client = KubeClient.connect(
-                replace(self.client.settings, timeout=REVIEW_TIMEOUT))
-
-            def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
-                return auth_client.request("POST", path, body=body)
-
-            auth = DelegatedAuth(post, always_allow=always)
-            try:
-                self.https = serve_metrics(address, self.metrics, self.synced, tls=tls,
-                                           guard=auth.check, **pages)
-            except PolicydError:
-                if self.http is not None:  # bound, not started: release the port
-                    self.http.server.server_close()
-                    self.http = None
-                raise
-        if self.https is not None:
-            self.https.start()
-            log.info("serving %s over HTTPS on %s (%s certificate); all but %s need a "
-                     "bearer token the API server authorizes", endpoints,
-                     self.https.address, "given" if o.tls_cert_file else "self-signed",
-                     ", ".join(o.always_allow_paths) or "nothing")
-        if self.http is not None:
-            self.http.start()
-            log.warning("serving %s over plain HTTP without authentication on %s",
-                        endpoints, self.http.address)
+        bound = bind_endpoints(self.options, self.metrics, self.synced, pages, self.client,
+                               self.clock, self._serve_with)
+        self.http, self.https = bound.http, bound.https
+        self._auth_client, self.serving_cert = bound.auth_client, bound.serving_cert
+        start_serving(bound, self.options, "/metrics, /healthz, /readyz, /livez, "
+                      + ", ".join(self._debug_pages()))
 
     def _serve_with(self, tls: ssl.SSLContext) -> None:
         """The serving certificate's reloader: new handshakes use `tls`."""
@@ -498,39 +447,6 @@ def freeze_startup_heap() -> None:
     gc.freeze()
     log.info("caches synced: %d objects of the start-up heap frozen out of the cyclic "
              "collector (gc.freeze)", gc.get_freeze_count())
-
-
-def secure_address(bind_address: str, port: int) -> str:
-    """HOST:PORT of secure serving from --bind-address (an IP address; empty: every
-    IPv4 address) and --secure-port; a bad value is a usage error naming the flag."""
-    host = bind_address.strip() or "0.0.0.0"
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        raise PolicydError(f"--bind-address {bind_address!r}: not an IP address "
-                           "(0.0.0.0 or :: for every address)") from None
-    if not 0 < port <= 65535:
-        raise PolicydError(f"--secure-port {port}: not a port (1-65535, or 0 to disable "
-                           "secure serving)")
-    return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
-
-
-def serve_metrics(address: str, metrics: Metrics, ready: Callable[[], bool],
-                  **kw: Any) -> HealthServer:
-    """The HealthServer on `address`. A malformed address is a usage error (exit 2);
-    an address this host refuses (in use, not ours, no permission) is a runtime
-    failure (exit 1), and the message says which and names the address."""
-    where = f"cannot serve {'HTTPS' if kw.get('tls') else 'metrics'} on {address!r}"
-    try:
-        return HealthServer(address, metrics, ready, **kw)
-    except (ValueError, socket.gaierror) as exc:
-        raise PolicydError(f"{where}: {exc}") from None
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            reason = "the address is already in use (another process listens on it)"
-        else:
-            reason = exc.strerror or str(exc)
-        raise RuntimeFailure(f"{where}: {reason}") from None
 
 
 def flag_overrides(options: RunOptions) -> frozenset[str]:
