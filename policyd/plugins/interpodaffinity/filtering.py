@@ -39,10 +39,10 @@ _AFFINITY_REJECT = Status.unresolvable(ERR_REASON_AFFINITY_RULES_NOT_MATCH)
 _ANTI_AFFINITY_REJECT = Status.unschedulable(ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH)
 _EXISTING_REJECT = Status.unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH)
 
-_PRE_FILTER_KEY = "InterPodAffinity/preFilter"
+PRE_FILTER_KEY = "InterPodAffinity/preFilter"
 
 
-class _PreFilterState:
+class PreFilterState:
     __slots__ = ("affinity_counts", "affinity_terms", "anti_affinity_counts",
                  "anti_affinity_terms", "existing_anti_affinity_counts",
                  "existing_anti_affinity_keys", "matches_itself")
@@ -66,7 +66,7 @@ class _PreFilterState:
         # as every count here is positive.
         self.existing_anti_affinity_keys = tuple({k for k, _ in existing_anti_affinity_counts})
         # The incoming pod matches all its own required affinity terms: it may be the
-        # first of a group that wants to be together (see _filter_node).
+        # first of a group that wants to be together (see filter_node).
         self.matches_itself = matches_itself
 
 
@@ -127,7 +127,9 @@ def _existing_anti_affinity_counts(
     return counts
 
 
-def _filter_node(s: _PreFilterState, labels: Mapping[str, str]) -> Status | None:
+def filter_node(s: PreFilterState, labels: Mapping[str, str]) -> Status | None:
+    """The plugin's Filter for a node with `labels`, from PreFilter's state `s`
+    (read by the plugin itself: this runs once per node, one call deep)."""
     if s.affinity_terms:
         pods_exist = True
         counts = s.affinity_counts
@@ -201,21 +203,16 @@ def pre_filter(state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
         anti_counts = dict(totals.sums[_ANTI_AFFINITY])
     matches_itself = bool(affinity_terms) and all(
         t.matches(pod, None) for t in affinity_terms)
-    state.write(_PRE_FILTER_KEY, _PreFilterState(
+    state.write(PRE_FILTER_KEY, PreFilterState(
         affinity_terms, anti_terms, affinity_counts, anti_counts, existing,
         matches_itself))
     return None, None
 
 
-def filter_node(state: CycleState, node: NodeInfo) -> Status | None:
-    """The plugin's Filter, from PreFilter's counts."""
-    return _filter_node(state.read(_PRE_FILTER_KEY), node.node.labels)
-
-
 def filter_mask(state: CycleState, table: NodeTable, idx: IntArray) -> BoolArray:
     """`filter_node` over label columns: each check becomes "is the node's value for
     the term's topology key one of the counted values"."""
-    s: _PreFilterState = state.read(_PRE_FILTER_KEY)
+    s: PreFilterState = state.read(PRE_FILTER_KEY)
     passes = np.ones(idx.size, np.bool_)
     if s.affinity_terms:
         has_keys = np.ones(idx.size, np.bool_)

@@ -46,6 +46,7 @@ from policyd.plugins.helper.pod_event_hints import (
     affinity_after_pod_change,
 )
 from policyd.plugins.interpodaffinity import filtering, scoring
+from policyd.plugins.interpodaffinity.filtering import PRE_FILTER_KEY, filter_node
 from policyd.problems import Problem, field_problem
 
 DEFAULT_WEIGHT: int | None = 2
@@ -71,7 +72,9 @@ class InterPodAffinity:
         return filtering.pre_filter(state, pod, nodes)
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
-        return filtering.filter_node(state, node)
+        # Once per node (the FitError's reasons too): the state is read here, so the
+        # check is one call deep, as it was before the split.
+        return filter_node(state.read(PRE_FILTER_KEY), node.node.labels)
 
     def filter_mask(
         self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray
