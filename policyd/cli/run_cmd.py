@@ -106,7 +106,13 @@ def run(
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     from policyd.daemon import logs
-    from policyd.daemon.run import Daemon, RunOptions, freeze_startup_heap, load_config
+    from policyd.daemon.run import (
+        Daemon,
+        RunOptions,
+        connect,
+        freeze_startup_heap,
+        load_config,
+    )
 
     logs.setup(verbosity, log_format.value)
     options = RunOptions(
@@ -121,7 +127,8 @@ def run(
         reload_interval=reload_interval, shutdown_grace=shutdown_grace, binders=binders,
         qps=qps, burst=burst)
     loaded = load_config(options)  # InvalidConfig -> exit 1, before any connection
-    daemon = Daemon(options, loaded, on_first_sync=freeze_startup_heap)
+    daemon = Daemon(options, loaded, connect(options, loaded.settings),
+                    on_first_sync=freeze_startup_heap)
     if stop.is_set():
         raise typer.Exit(0)  # stopped before it started: nothing to finish
     daemon.start()

@@ -6,19 +6,22 @@ is even configured, so an invalid configuration never sends a request. With
 when every problem is a plugin name no file provides (a SchedulingPolicy object may)
 or there is none, the cluster's SchedulingPolicy objects are listed once and the
 profile validated again with them, so a profile may name cluster policies and starts
-with them in effect (see `_start_cluster_policies`). Shutdown (stop
-event, set by SIGTERM in the CLI): stop taking pods, finish in-flight binds within the
-grace period, release the lease, stop the watches, return 0.
+with them in effect (`startup_policies.py`). Constructing a Daemon sends no request:
+the caller connects (`connect`), and that list is the first thing `start()` does,
+before anything is served or watched. Shutdown (stop event, set by SIGTERM in the
+CLI): stop taking pods, finish in-flight binds within the grace period, release the
+lease, stop the watches, return 0.
+
+This module holds the options and the Daemon's life cycle (build, start, reload,
+shut down); the watches are wired in `informers.py`, /healthz's verdict is
+`health.py`'s, the HTTP(S) endpoints are bound in `endpoints.py`.
 """
 
 from __future__ import annotations
 
-import errno
 import gc
-import ipaddress
 import logging
 import os
-import socket
 import ssl
 import threading
 from collections.abc import Callable, Mapping
@@ -32,8 +35,11 @@ from policyd.daemon import debug
 from policyd.daemon import loaded_profile as daemon_config
 from policyd.daemon.cluster_policies import ClusterPolicies, PolicySync
 from policyd.daemon.coordinator import Scheduler
+from policyd.daemon.endpoints import bind_endpoints, start_serving
 from policyd.daemon.event_recorder import EventSink
 from policyd.daemon.freshness import CacheFreshness
+from policyd.daemon.health import health_problems
+from policyd.daemon.informers import cluster_watches, policy_informer
 from policyd.daemon.metrics import (
     RELOAD_APPLIED,
     RELOAD_REJECTED,
@@ -43,19 +49,12 @@ from policyd.daemon.metrics import (
 )
 from policyd.daemon.policy_status import StatusWriter
 from policyd.daemon.reload import ConfigWatcher
-from policyd.daemon.serving import (
-    DEFAULT_ALWAYS_ALLOW_PATHS,
-    DEFAULT_SECURE_PORT,
-    REVIEW_TIMEOUT,
-    DelegatedAuth,
-    PathMatcher,
-    server_tls_context,
-)
+from policyd.daemon.serving import DEFAULT_ALWAYS_ALLOW_PATHS, DEFAULT_SECURE_PORT
 from policyd.daemon.serving_cert import ServingCertificate
-from policyd.errors import EXIT_OK, PolicydError, RuntimeFailure
+from policyd.daemon.startup_policies import load_with_cluster_policies, wait_until_served
+from policyd.errors import EXIT_OK
 from policyd.framework.runtime import Framework
 from policyd.kube import api
-from policyd.kube.backoff import Backoff
 from policyd.kube.client import (
     REQUEST_READ_TIMEOUT,
     WATCH_SILENCE_TIMEOUT,
@@ -63,30 +62,11 @@ from policyd.kube.client import (
     ConnectionSettings,
     KubeClient,
 )
-from policyd.kube.cluster_read import (
-    DISRUPTION_RESOURCES,
-    STORAGE_RESOURCES,
-    WORKLOAD_RESOURCES,
-    Resource,
-)
 from policyd.kube.informer import Informer
 from policyd.kube.leaderelection import LeaderElector
 from policyd.nodemetrics import attach_metrics
 
 log = logging.getLogger("policyd.daemon")
-
-Obj = dict[str, Any]
-
-# /healthz fails when the leader has not renewed its lease for a lease duration plus
-# this long (kube-scheduler's leader-election watchdog allows the same 20 s) ...
-LEADER_HEALTH_TIMEOUT = 20.0
-# ... or when the scheduling loop has not come round for this long (a cycle takes
-# milliseconds to seconds; the loop otherwise wakes every 0.2 s).
-SCHEDULING_STALL_LIMIT = 120.0
-# Without the SchedulingPolicy CRD, how often the daemon asks whether it is installed.
-CRD_POLL_INTERVAL = 10.0
-# The start-up list of SchedulingPolicy objects: attempts on a transient failure.
-STARTUP_LIST_ATTEMPTS = 4
 
 
 @dataclass(slots=True)
@@ -132,11 +112,12 @@ class Daemon:
     _on_first_sync: Callable[[], None] | None = None
 
     def __init__(self, options: RunOptions, loaded: daemon_config.LoadedConfig,
-                 clock: Clock = REAL_CLOCK, client: KubeClient | None = None,
+                 client: KubeClient, *, clock: Clock = REAL_CLOCK,
                  on_first_sync: Callable[[], None] | None = None) -> None:
-        """`on_first_sync` runs once, when the caches are first synced: `policyd run`
-        passes `freeze_startup_heap`, a choice for the whole process that a process
-        embedding a Daemon (the tests) makes for itself."""
+        """Builds every part, sends nothing: `client` (see `connect`) is used from
+        `start()` on. `on_first_sync` runs once, when the caches are first synced:
+        `policyd run` passes `freeze_startup_heap`, a choice for the whole process that
+        a process embedding a Daemon (the tests) makes for itself."""
         self.options = options
         # Every loop below reads and waits on this one clock.
         self.clock = clock
@@ -148,18 +129,12 @@ class Daemon:
         # The pod this daemon runs in (downward API), for events when there is no Lease.
         self.own_pod = own_pod_ref(os.environ)
         self.metrics = Metrics()
-        self.client = client or KubeClient.connect(ConnectionSettings(
-            kubeconfig=options.kubeconfig or s.kubeconfig, context=options.context,
-            qps=options.qps if options.qps is not None else s.qps,
-            burst=options.burst if options.burst is not None else s.burst,
-            timeout=s.timeout, read_timeout=options.request_read_timeout,
-            watch_silence=options.watch_silence))
-        # Cluster policies: listed once now, so the first frameworks run them.
+        self.client = client
+        # Cluster policies: listed once by start(), so the first frameworks run them.
         self.cluster: ClusterPolicies | None = None
         self.crd_served = False
         if s.cluster_policies:
             self.cluster = ClusterPolicies()
-            loaded = self.loaded = self._start_cluster_policies(loaded)
         le_settings = s.leader_election(options.identity, options.lease_namespace)
         if options.lease_name:
             le_settings = replace(le_settings, name=options.lease_name)
@@ -190,35 +165,10 @@ class Daemon:
             is_leader=is_leader, initial_backoff=s.pod_initial_backoff,
             max_backoff=s.pod_max_backoff, binders=options.binders or s.parallelism,
             verbosity=options.verbosity, clock=clock)
-        sch = self.scheduler.handlers
-        self.nodes = Informer(self.client, "/api/v1/nodes", _Handler(
-            sch.on_node_add, sch.on_node_update, sch.on_node_delete), name="nodes",
-            watch_timeout=options.watch_timeout,
-            on_error=lambda e: self.metrics.watch_errors.labels("nodes").inc(),
-            on_skip=self._skip_counter("nodes"))
-        self.pods = Informer(self.client, "/api/v1/pods", _Handler(
-            sch.on_pod_add, sch.on_pod_update, sch.on_pod_delete), name="pods",
-            watch_timeout=options.watch_timeout,
-            on_error=lambda e: self.metrics.watch_errors.labels("pods").inc(),
-            on_skip=self._skip_counter("pods"))
-        # What the plugins read besides nodes and pods: namespace labels (affinity
-        # namespaceSelector) and the workloads behind default topology spreading.
-        self.extra_informers = [Informer(self.client, "/api/v1/namespaces", _Handler(
-            sch.on_namespace, lambda old, new: sch.on_namespace(new),
-            lambda o: sch.on_namespace(o, deleted=True)), name="namespaces",
-            watch_timeout=options.watch_timeout, on_skip=self._skip_counter("namespaces"))]
-        for r in WORKLOAD_RESOURCES:
-            self.extra_informers.append(Informer(self.client, r.path, _Handler(
-                partial(sch.on_workload, r.kind), partial(sch.on_workload_update, r.kind),
-                partial(sch.on_workload, r.kind, deleted=True)),
-                name=r.kind, watch_timeout=options.watch_timeout,
-                on_skip=self._skip_counter(r.name)))
-        self.extra_informers += [
-            self._kind_informer(r, sch.on_storage, sch.on_storage_update,
-                                sch.on_storage_delete) for r in STORAGE_RESOURCES]
-        self.extra_informers += [
-            self._kind_informer(r, sch.on_disruption, sch.on_disruption_update,
-                                sch.on_disruption_delete) for r in DISRUPTION_RESOURCES]
+        watches = cluster_watches(self.client, self.scheduler.handlers, self.metrics,
+                                  options.watch_timeout)
+        self.nodes, self.pods, self.extra_informers = \
+            watches.nodes, watches.pods, watches.extra
         # Node metrics for policy `metric` scores: providers refresh a cache in the
         # background; compiled policies only read it.
         self.node_metrics = _metrics_manager(self.scheduler.nodes_snapshot, self.metrics,
@@ -239,12 +189,8 @@ class Daemon:
             self.policy_sync = PolicySync(self.cluster, recombine=self.watcher.recombine,
                                           submit=self.policy_status.submit,
                                           is_leader=self.is_leader, clock=clock)
-            resource = api.SCHEDULING_POLICIES.rsplit("/", 1)[-1]
-            self.policy_informer = Informer(
-                self.client, api.SCHEDULING_POLICIES, self.policy_sync, name=resource,
-                watch_timeout=options.watch_timeout,
-                on_error=partial(self._watch_error, resource),
-                on_skip=self._skip_counter(resource))
+            self.policy_informer = policy_informer(self.client, self.policy_sync,
+                                                   self.metrics, options.watch_timeout)
         self.http: HealthServer | None = None  # plain HTTP (--metrics-bind-address)
         self.https: HealthServer | None = None  # secure serving (--secure-port)
         self._auth_client: KubeClient | None = None
@@ -284,111 +230,39 @@ class Daemon:
         return self.elector.is_leader() if self.elector is not None else True
 
     def health_problems(self) -> list[str]:
-        """Why this process should be restarted, for /healthz (empty: healthy): a
-        thread that should run for the daemon's life has ended (a watch, the
-        scheduling loop, leader election, reloads), the scheduling loop has stalled,
-        or the leader has not renewed its lease long past its duration (its loop is
-        stuck: it should have stepped down). A standby replica, a watch retrying
-        through an API outage and unsynced caches are all healthy (/readyz covers
-        the caches)."""
+        """Why this process should be restarted, for /healthz (empty: healthy; see
+        `health.health_problems`). Shutting down, the threads end on purpose."""
         if self.stop_event.is_set():
-            return []  # shutting down: the threads end on purpose
-        problems = [f"{t.name}: the thread has exited" for t in self._threads
-                    if not t.is_alive()]
-        stalled = self.scheduler.clock.now() - self.scheduler.heartbeat
-        if stalled > SCHEDULING_STALL_LIMIT:
-            problems.append(f"policyd-scheduler: no progress for {stalled:.0f}s")
-        if self.elector is not None:
-            stuck = self.elector.check(LEADER_HEALTH_TIMEOUT)
-            if stuck:
-                problems.append(f"policyd-leader: {stuck}")
-        return problems
-
-    def _kind_informer(self, r: Resource, add: Callable[[str, Obj], None],
-                       update: Callable[[str, Obj, Obj], None],
-                       delete: Callable[[str, Obj], None]) -> Informer:
-        """An informer for one storage or disruption kind: each handler is told the
-        kind; watch errors and skipped objects are counted under the resource's name."""
-        return Informer(self.client, r.path, _Handler(
-            partial(add, r.kind), partial(update, r.kind), partial(delete, r.kind)),
-            name=r.kind, watch_timeout=self.options.watch_timeout,
-            on_error=partial(self._watch_error, r.name), on_skip=self._skip_counter(r.name))
-
-    def _watch_error(self, resource: str, exc: ApiError) -> None:
-        """An informer's `on_error`: policyd_watch_errors_total{resource}."""
-        self.metrics.watch_errors.labels(resource).inc()
-
-    def _skip_counter(self, resource: str) -> Callable[[str], None]:
-        """An informer's `on_skip`: policyd_objects_skipped_total{resource, reason}."""
-        return lambda reason: self.metrics.objects_skipped.labels(resource, reason).inc()
+            return []
+        return health_problems(self._threads,
+                               self.scheduler.clock.now() - self.scheduler.heartbeat,
+                               self.elector)
 
     # -- cluster policies -------------------------------------------------------------
 
-    def _start_cluster_policies(self, loaded: daemon_config.LoadedConfig
-                                ) -> daemon_config.LoadedConfig:
-        """List the SchedulingPolicy objects once and validate the profile again with
-        them (InvalidConfig: exit 1). Without the CRD (404), or when the list keeps
-        failing, the daemon starts with its policy files alone — unless the profile
-        names plugins only cluster policies can provide — and the watch picks the
-        objects up later."""
+    def _start_cluster_policies(self) -> None:
+        """Start with the cluster's SchedulingPolicy objects in effect (see
+        `startup_policies.load_with_cluster_policies`): the frameworks built from the
+        files alone give way to those, before any pod is seen."""
         assert self.cluster is not None
-        backoff = Backoff(initial=0.5, maximum=4.0)
-        objects: list[Obj] | None = None
-        for attempt in range(1, STARTUP_LIST_ATTEMPTS + 1):
-            try:
-                objects = api.list_scheduling_policies(self.client)
-                break
-            except ApiError as exc:
-                if attempt == STARTUP_LIST_ATTEMPTS or not exc.transient:
-                    if not loaded.complete:
-                        raise RuntimeFailure(
-                            f"cannot list SchedulingPolicy objects ({exc}), and the "
-                            "profile names plugins no policy file provides") from None
-                    log.warning("cannot list SchedulingPolicy objects (%s); starting "
-                                "with the policy files only, the watch retries", exc)
-                    return loaded
-                self.clock.sleep(backoff.next_delay(exc.retry_after))
-        if objects is None:
-            self._crd_missing()
-        else:
-            self.crd_served = True
-            self.cluster.replace_all(objects)
-        result = daemon_config.load(self.options.config, self.options.policies,
-                                    self.cluster)
-        self.cluster.applied()
-        if self.cluster.running:
-            log.info("cluster policies in effect: %s", ", ".join(
-                f"schedulingpolicy/{n} (generation {v.generation}, plugin {v.plugin})"
-                for n, v in self.cluster.running.items()))
-        return result
-
-    def _crd_missing(self) -> None:
-        log.warning("the SchedulingPolicy resource (%s) is not served: its CRD "
-                    "schedulingpolicies.policyd.io is not installed; scheduling with the "
-                    "policy files only, and checking every %.0fs for the CRD",
-                    api.SCHEDULING_POLICIES, CRD_POLL_INTERVAL)
+        loaded, self.crd_served = load_with_cluster_policies(
+            self.client, self.cluster, self.loaded, self.options.config,
+            self.options.policies, self.clock)
+        if loaded is self.loaded:
+            return
+        self.loaded = self.watcher.current = loaded
+        self._bind_node_metrics(loaded.frameworks)
+        self.scheduler.set_frameworks(loaded.frameworks)
 
     def _watch_cluster_policies(self, stop: threading.Event) -> None:
-        """The SchedulingPolicy informer, once the resource is served: without the
-        CRD, ask every CRD_POLL_INTERVAL (logged once, not on every attempt). Not part
-        of `synced`/readiness: scheduling never waits for cluster policies (those
-        listed at start-up already run)."""
+        """The SchedulingPolicy informer, once the resource is served. Not part of
+        `synced`/readiness: scheduling never waits for cluster policies (those listed
+        at start-up already run)."""
         assert self.policy_informer is not None
-        said_missing = not self.crd_served  # start-up has said it
-        while not stop.is_set() and not self.crd_served:
-            try:
-                served = api.scheduling_policies_served(self.client)
-            except ApiError as exc:
-                log.debug("checking for the SchedulingPolicy resource: %s", exc)
-                served = False
-            if served:
-                self.crd_served = True
-                log.info("the SchedulingPolicy resource is served now: watching it")
-                break
-            if not said_missing:
-                self._crd_missing()
-                said_missing = True
-            self.clock.wait(stop, CRD_POLL_INTERVAL)
+        if not self.crd_served:
+            if not wait_until_served(self.client, stop, self.clock):
+                return
+            self.crd_served = True
         if not stop.is_set():
             self.policy_informer.run(stop)
 
@@ -478,56 +352,15 @@ class Daemon:
         self._threads.append(t)
 
     def _serve(self) -> None:
-        """Secure serving unless --secure-port 0, plain HTTP only when asked for; every
-        flag is checked (exit 2) and every address bound (exit 1) before either starts."""
-        o = self.options
+        """Bind and start the endpoints the flags ask for (see `endpoints.py`)."""
         pages = dict(before_scrape=self.scheduler.update_gauges, debug=self._debug_pages(),
                      health=self.health_problems)
-        endpoints = "/metrics, /healthz, /readyz, /livez, " + ", ".join(self._debug_pages())
-        secure: tuple[str, PathMatcher, ssl.SSLContext] | None = None
-        if o.secure_port:  # every flag checked before anything is bound
-            address = secure_address(o.bind_address, o.secure_port)
-            if o.tls_cert_file is not None and o.tls_private_key_file is not None:
-                # Stamped before the first load: a rotation during start-up is seen.
-                self.serving_cert = ServingCertificate(
-                    o.tls_cert_file, o.tls_private_key_file, self._serve_with,
-                    clock=self.clock)
-            # A specific bind address is also named in a self-signed certificate.
-            bind_host = address.rpartition(":")[0].strip("[]")
-            secure = (address, PathMatcher(o.always_allow_paths), server_tls_context(
-                o.tls_cert_file, o.tls_private_key_file,
-                () if ipaddress.ip_address(bind_host).is_unspecified else (bind_host,)))
-        if o.metrics_bind_address:
-            self.http = serve_metrics(o.metrics_bind_address, self.metrics, self.synced,
-                                      **pages)
-        if secure is not None:
-            address, always, tls = secure
-            # Its own connection: reviews spend neither the scheduler's QPS nor its pool.
-            auth_client = self._auth_client = KubeClient.connect(
-                replace(self.client.settings, timeout=REVIEW_TIMEOUT))
-
-            def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
-                return auth_client.request("POST", path, body=body)
-
-            auth = DelegatedAuth(post, always_allow=always)
-            try:
-                self.https = serve_metrics(address, self.metrics, self.synced, tls=tls,
-                                           guard=auth.check, **pages)
-            except PolicydError:
-                if self.http is not None:  # bound, not started: release the port
-                    self.http.server.server_close()
-                    self.http = None
-                raise
-        if self.https is not None:
-            self.https.start()
-            log.info("serving %s over HTTPS on %s (%s certificate); all but %s need a "
-                     "bearer token the API server authorizes", endpoints,
-                     self.https.address, "given" if o.tls_cert_file else "self-signed",
-                     ", ".join(o.always_allow_paths) or "nothing")
-        if self.http is not None:
-            self.http.start()
-            log.warning("serving %s over plain HTTP without authentication on %s",
-                        endpoints, self.http.address)
+        bound = bind_endpoints(self.options, self.metrics, self.synced, pages, self.client,
+                               self.clock, self._serve_with)
+        self.http, self.https = bound.http, bound.https
+        self._auth_client, self.serving_cert = bound.auth_client, bound.serving_cert
+        start_serving(bound, self.options, "/metrics, /healthz, /readyz, /livez, "
+                      + ", ".join(self._debug_pages()))
 
     def _serve_with(self, tls: ssl.SSLContext) -> None:
         """The serving certificate's reloader: new handshakes use `tls`."""
@@ -535,6 +368,10 @@ class Daemon:
             self.https.server.tls = tls
 
     def start(self) -> None:
+        """List the cluster policies (with `clusterPolicies: true`), serve, then start
+        every loop; raises, before any thread runs, what makes the daemon unable to."""
+        if self.cluster is not None:
+            self._start_cluster_policies()
         self._serve()
         if self.serving_cert is not None:
             self._thread(self.serving_cert.run, "policyd-serving-cert", self.stop_event)
@@ -612,39 +449,6 @@ def freeze_startup_heap() -> None:
              "collector (gc.freeze)", gc.get_freeze_count())
 
 
-def secure_address(bind_address: str, port: int) -> str:
-    """HOST:PORT of secure serving from --bind-address (an IP address; empty: every
-    IPv4 address) and --secure-port; a bad value is a usage error naming the flag."""
-    host = bind_address.strip() or "0.0.0.0"
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        raise PolicydError(f"--bind-address {bind_address!r}: not an IP address "
-                           "(0.0.0.0 or :: for every address)") from None
-    if not 0 < port <= 65535:
-        raise PolicydError(f"--secure-port {port}: not a port (1-65535, or 0 to disable "
-                           "secure serving)")
-    return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
-
-
-def serve_metrics(address: str, metrics: Metrics, ready: Callable[[], bool],
-                  **kw: Any) -> HealthServer:
-    """The HealthServer on `address`. A malformed address is a usage error (exit 2);
-    an address this host refuses (in use, not ours, no permission) is a runtime
-    failure (exit 1), and the message says which and names the address."""
-    where = f"cannot serve {'HTTPS' if kw.get('tls') else 'metrics'} on {address!r}"
-    try:
-        return HealthServer(address, metrics, ready, **kw)
-    except (ValueError, socket.gaierror) as exc:
-        raise PolicydError(f"{where}: {exc}") from None
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            reason = "the address is already in use (another process listens on it)"
-        else:
-            reason = exc.strerror or str(exc)
-        raise RuntimeFailure(f"{where}: {reason}") from None
-
-
 def flag_overrides(options: RunOptions) -> frozenset[str]:
     """The runtime settings a command-line flag sets instead of the profile."""
     flags = {"kubeconfig": options.kubeconfig, "qps": options.qps, "burst": options.burst,
@@ -673,23 +477,6 @@ def _metrics_manager(nodes: Callable[[], list[Any]], metrics: Metrics, clock: Cl
     return MetricsManager(nodes, registry=metrics.registry, clock=clock)
 
 
-class _Handler:
-    """Adapts three callbacks to the informer's handler protocol."""
-
-    def __init__(self, add: Callable[[Obj], None], update: Callable[[Obj, Obj], None],
-                 delete: Callable[[Obj], None]) -> None:
-        self._add, self._update, self._delete = add, update, delete
-
-    def on_add(self, obj: Obj) -> None:
-        self._add(obj)
-
-    def on_update(self, old: Obj, new: Obj) -> None:
-        self._update(old, new)
-
-    def on_delete(self, obj: Obj) -> None:
-        self._delete(obj)
-
-
 def load_config(options: RunOptions) -> daemon_config.LoadedConfig:
     """Validate everything before any connection exists (raises InvalidConfig). With
     `clusterPolicies: true`, plugin names no file provides are left for the Daemon,
@@ -697,10 +484,21 @@ def load_config(options: RunOptions) -> daemon_config.LoadedConfig:
     return daemon_config.load(options.config, options.policies, cluster_pending=True)
 
 
+def connect(options: RunOptions, settings: daemon_config.RuntimeSettings) -> KubeClient:
+    """The daemon's client: the flags' connection settings over the profile's. Reads
+    the kubeconfig (and its credentials), sends no request."""
+    return KubeClient.connect(ConnectionSettings(
+        kubeconfig=options.kubeconfig or settings.kubeconfig, context=options.context,
+        qps=options.qps if options.qps is not None else settings.qps,
+        burst=options.burst if options.burst is not None else settings.burst,
+        timeout=settings.timeout, read_timeout=options.request_read_timeout,
+        watch_silence=options.watch_silence))
+
+
 def run(options: RunOptions, stop: threading.Event | None = None) -> int:
     """Run until `stop` is set (or forever); returns the exit code."""
     loaded = load_config(options)
-    daemon = Daemon(options, loaded)
+    daemon = Daemon(options, loaded, connect(options, loaded.settings))
     try:
         daemon.start()
         if stop is not None:

@@ -63,7 +63,7 @@ class Resource:
         return parts[1] if parts[0] == "apis" else ""
 
 
-# What the scheduler reads: the daemon's informers (policyd/daemon/run.py) and a one-off
+# What the scheduler reads: the daemon's informers (policyd/daemon/informers.py) and a one-off
 # read list the same resources from here.
 # The workloads behind default topology spreading (their selectors).
 WORKLOAD_RESOURCES = (

@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from policyd.daemon.run import Daemon, RunOptions, load_config
+from policyd.daemon.run import Daemon, RunOptions, connect, load_config
 from policyd.kube.client import ApiError, KubeClient
 from tests.polling import wait_for
 
@@ -301,7 +301,8 @@ class DaemonFactory:
                                         verbosity=2)
         options = RunOptions(config=config, kubeconfig=str(self.kubeconfig),
                              **(settings | kw))
-        daemon = Daemon(options, load_config(options))
+        loaded = load_config(options)
+        daemon = Daemon(options, loaded, connect(options, loaded.settings))
         daemon.start()
         self.started.append(daemon)
         wait_for(daemon.synced, 15, "informer caches synced")

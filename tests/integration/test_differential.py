@@ -64,7 +64,7 @@ from pathlib import Path
 
 import pytest
 
-from policyd.daemon.run import Daemon, RunOptions, load_config
+from policyd.daemon.run import Daemon, RunOptions, connect, load_config
 from policyd.devcluster import ControlPlane
 from policyd.kube.client import ConnectionSettings, KubeClient
 from tests.e2e.provisioner import Provisioner
@@ -162,7 +162,8 @@ def _start_daemon(control_plane: ControlPlane, workdir: Path,
     options = RunOptions(config=profile, kubeconfig=str(control_plane.kubeconfig_path),
                          metrics_bind_address="127.0.0.1:0", secure_port=0,
                          shutdown_grace=5.0, verbosity=verbosity)
-    daemon = Daemon(options, load_config(options))
+    loaded = load_config(options)
+    daemon = Daemon(options, loaded, connect(options, loaded.settings))
     daemon.start()
     deadline = time.monotonic() + 30
     while not daemon.synced():

@@ -91,6 +91,7 @@ def _stub_starts(stack: contextlib.ExitStack) -> None:
     import policyd.devcluster.demo
 
     stack.enter_context(mock.patch.object(policyd.daemon.run, "Daemon", accepted))
+    stack.enter_context(mock.patch.object(policyd.daemon.run, "connect", accepted))
     stack.enter_context(mock.patch.object(policyd.cli.dev, "_state_file", accepted))
     stack.enter_context(mock.patch.object(policyd.devcluster.demo, "ControlPlane", accepted))
 

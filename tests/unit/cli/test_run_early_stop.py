@@ -8,6 +8,7 @@ import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -35,10 +36,10 @@ def test_a_sigterm_while_loading_is_a_clean_stop(monkeypatch: pytest.MonkeyPatch
 
     def slow_load(options: Any) -> Any:
         os.kill(os.getpid(), signal.SIGTERM)  # arrives while the profile loads
-        return object()
+        return SimpleNamespace(settings=object())
 
     class NeverStarted:
-        def __init__(self, options: Any, loaded: Any, **kw: Any) -> None:
+        def __init__(self, options: Any, loaded: Any, client: Any, **kw: Any) -> None:
             hooks.append(kw.get("on_first_sync"))
 
         def start(self) -> None:
@@ -46,6 +47,8 @@ def test_a_sigterm_while_loading_is_a_clean_stop(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(daemon_run, "load_config", slow_load)
     monkeypatch.setattr(daemon_run, "Daemon", NeverStarted)
+    # Reading the kubeconfig is not what this is about (the test has none).
+    monkeypatch.setattr(daemon_run, "connect", lambda options, settings: object())
     with pytest.raises(typer.Exit) as stopped:
         run_cmd.run(config=tmp_path / "profile.yaml", log_format=run_cmd.LogFormat.text,
                     verbosity=0)

@@ -13,13 +13,10 @@ from typing import Any
 
 import pytest
 
+from policyd.daemon.endpoints import serve_metrics
+from policyd.daemon.health import LEADER_HEALTH_TIMEOUT, SCHEDULING_STALL_LIMIT
 from policyd.daemon.metrics import HealthServer, Metrics, parse_bind_address
-from policyd.daemon.run import (
-    LEADER_HEALTH_TIMEOUT,
-    SCHEDULING_STALL_LIMIT,
-    Daemon,
-    serve_metrics,
-)
+from policyd.daemon.run import Daemon
 from policyd.errors import EXIT_RUNTIME, EXIT_USAGE, PolicydError, RuntimeFailure
 from policyd.kube.leaderelection import LeaderElectionSettings, LeaderElector
 from tests.clocks import ManualClock

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
+from policyd.daemon.endpoints import secure_address
 from policyd.daemon.metrics import HealthServer, Metrics
-from policyd.daemon.run import RunOptions, secure_address
+from policyd.daemon.run import RunOptions
 from policyd.daemon.serving import (
     ACCESS_REVIEW_PATH,
     ALLOW_CACHE_TTL,

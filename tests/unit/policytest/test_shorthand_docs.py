@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from policyd.policytest.run_tests import NODE_SHORTHAND, POD_SHORTHAND, run_tests
+from policyd.policytest.run_tests import run_tests
+from policyd.policytest.schema import NODE_SHORTHAND, POD_SHORTHAND
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "policy-language.md"
 

@@ -19,14 +19,15 @@ from policyd.model.cluster import ClusterState
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod, node_from_dict
 from policyd.model.table import IntArray, NodeTable
+from policyd.plugins.interpodaffinity import filtering, index
 from policyd.plugins.interpodaffinity import plugin as ipa
 from policyd.plugins.interpodaffinity.terms import pod_affinity_terms
 from tests import plugin_harness as harness
 from tests.builders import make_node, make_pod
 
-AFF = ipa.ERR_REASON_AFFINITY_RULES_NOT_MATCH
-ANTI = ipa.ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH
-EXISTING = ipa.ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH
+AFF = filtering.ERR_REASON_AFFINITY_RULES_NOT_MATCH
+ANTI = filtering.ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH
+EXISTING = filtering.ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH
 SKIP = "skip"
 
 AFF_REJECT = Status.unresolvable(AFF)
@@ -937,8 +938,8 @@ def test_matches_reference_on_generated_clusters(seed: int) -> None:
 def test_matches_reference_when_kept_totals_are_evicted(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tiny limits: totals for incoming terms are evicted and the change log truncated
     all the time, so the rebuild paths run; results must not change."""
-    monkeypatch.setattr(ipa, "_TERM_SET_LIMIT", 2)
-    monkeypatch.setattr(ipa, "_LOG_MIN", 1)
+    monkeypatch.setattr(index, "_TERM_SET_LIMIT", 2)
+    monkeypatch.setattr(index, "_LOG_MIN", 1)
     for seed in range(60, 75):
         test_matches_reference_on_generated_clusters(seed)
 

@@ -1,0 +1,110 @@
+"""The daemon's watches: one Informer per kind the scheduler reads, each wired to its
+event handlers and to the watch-error and skipped-object metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from policyd.daemon.event_handlers import EventHandlers
+from policyd.daemon.metrics import Metrics
+from policyd.kube import api
+from policyd.kube.client import ApiError, KubeClient
+from policyd.kube.cluster_read import (
+    DISRUPTION_RESOURCES,
+    STORAGE_RESOURCES,
+    WORKLOAD_RESOURCES,
+    Resource,
+)
+from policyd.kube.informer import Handler as InformerHandler
+from policyd.kube.informer import Informer
+
+Obj = dict[str, Any]
+
+
+@dataclass(slots=True)
+class ClusterWatches:
+    """What scheduling waits for (`synced`): nodes, pods, and `extra`, what the plugins
+    read besides them (namespaces, workloads, storage and disruption kinds)."""
+
+    nodes: Informer
+    pods: Informer
+    extra: list[Informer]
+
+
+class Handler:
+    """Adapts three callbacks to the informer's handler protocol."""
+
+    def __init__(self, add: Callable[[Obj], None], update: Callable[[Obj, Obj], None],
+                 delete: Callable[[Obj], None]) -> None:
+        self._add, self._update, self._delete = add, update, delete
+
+    def on_add(self, obj: Obj) -> None:
+        self._add(obj)
+
+    def on_update(self, old: Obj, new: Obj) -> None:
+        self._update(old, new)
+
+    def on_delete(self, obj: Obj) -> None:
+        self._delete(obj)
+
+
+def watch_error_counter(metrics: Metrics, resource: str) -> Callable[[ApiError], None]:
+    """An informer's `on_error`: policyd_watch_errors_total{resource}."""
+    return lambda exc: metrics.watch_errors.labels(resource).inc()
+
+
+def skip_counter(metrics: Metrics, resource: str) -> Callable[[str], None]:
+    """An informer's `on_skip`: policyd_objects_skipped_total{resource, reason}."""
+    return lambda reason: metrics.objects_skipped.labels(resource, reason).inc()
+
+
+def cluster_watches(client: KubeClient, sch: EventHandlers, metrics: Metrics,
+                    watch_timeout: float) -> ClusterWatches:
+    """An informer per kind the scheduling state is built from, not started."""
+    def informer(path: str, handler: InformerHandler, name: str, counted_as: str, *,
+                 errors_counted: bool = True) -> Informer:
+        return Informer(client, path, handler, name=name, watch_timeout=watch_timeout,
+                        on_error=watch_error_counter(metrics, counted_as)
+                        if errors_counted else None,
+                        on_skip=skip_counter(metrics, counted_as))
+
+    def kind_informer(r: Resource, add: Callable[[str, Obj], None],
+                      update: Callable[[str, Obj, Obj], None],
+                      delete: Callable[[str, Obj], None]) -> Informer:
+        # Each handler is told the kind; metrics count under the resource's name.
+        return informer(r.path, Handler(partial(add, r.kind), partial(update, r.kind),
+                                        partial(delete, r.kind)), r.kind, r.name)
+
+    nodes = informer("/api/v1/nodes", Handler(
+        sch.on_node_add, sch.on_node_update, sch.on_node_delete), "nodes", "nodes")
+    pods = informer("/api/v1/pods", Handler(
+        sch.on_pod_add, sch.on_pod_update, sch.on_pod_delete), "pods", "pods")
+    # What the plugins read besides nodes and pods: namespace labels (affinity
+    # namespaceSelector) and the workloads behind default topology spreading. Their
+    # watch errors were never counted; that stays so.
+    extra = [informer("/api/v1/namespaces", Handler(
+        sch.on_namespace, lambda old, new: sch.on_namespace(new),
+        lambda o: sch.on_namespace(o, deleted=True)), "namespaces", "namespaces",
+        errors_counted=False)]
+    extra += [informer(r.path, Handler(
+        partial(sch.on_workload, r.kind), partial(sch.on_workload_update, r.kind),
+        partial(sch.on_workload, r.kind, deleted=True)), r.kind, r.name,
+        errors_counted=False) for r in WORKLOAD_RESOURCES]
+    extra += [kind_informer(r, sch.on_storage, sch.on_storage_update, sch.on_storage_delete)
+              for r in STORAGE_RESOURCES]
+    extra += [kind_informer(r, sch.on_disruption, sch.on_disruption_update,
+                            sch.on_disruption_delete) for r in DISRUPTION_RESOURCES]
+    return ClusterWatches(nodes, pods, extra)
+
+
+def policy_informer(client: KubeClient, handler: InformerHandler, metrics: Metrics,
+                    watch_timeout: float) -> Informer:
+    """The SchedulingPolicy watch (`clusterPolicies: true`), not started."""
+    resource = api.SCHEDULING_POLICIES.rsplit("/", 1)[-1]
+    return Informer(client, api.SCHEDULING_POLICIES, handler, name=resource,
+                    watch_timeout=watch_timeout,
+                    on_error=watch_error_counter(metrics, resource),
+                    on_skip=skip_counter(metrics, resource))
