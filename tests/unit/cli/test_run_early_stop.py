@@ -50,7 +50,7 @@ def test_a_sigterm_while_loading_is_a_clean_stop(monkeypatch: pytest.MonkeyPatch
     # Reading the kubeconfig is not what this is about (the test has none).
     monkeypatch.setattr(daemon_run, "connect", lambda options, settings: object())
     with pytest.raises(typer.Exit) as stopped:
-        run_cmd.run(config=tmp_path / "profile.yaml", log_format=run_cmd.LogFormat.text,
+        run_cmd.run(config=tmp_path / "profile.yaml", log_format=run_cmd.LogFormat("text"),
                     verbosity=0)
     assert stopped.value.exit_code == 0
     assert started == []
