@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from policyd.cli import run_cmd
-from policyd.cli.app import app
+from policyd.cli.app import register_commands
 from policyd.daemon import logs
 
 
@@ -31,6 +31,7 @@ def test_every_choice_sets_up_a_logger(fmt: str) -> None:
 
 
 def test_an_unknown_format_is_a_usage_error() -> None:
-    result = CliRunner().invoke(app, ["run", "--config", "p.yaml", "--log-format", "yaml"])
+    args = ["run", "--config", "p.yaml", "--log-format", "yaml"]
+    result = CliRunner().invoke(register_commands(), args)
     assert result.exit_code == 2
     assert "'yaml' is not one of 'text', 'json'" in result.output
