@@ -39,6 +39,8 @@ IN_PLACE := \
   policyd.cli.commands_doc \
   bench.readme_tables \
   tools.gen_k8s_fields
+# SCRIPTS: the same for scripts that are not importable modules (deploy/'s manifests).
+SCRIPTS := hack/render-deploy.py
 
 # Regenerate every generated file from its source (the k8s field table from the
 # installed kubernetes client; the bench tables from the committed bench/results).
@@ -48,6 +50,7 @@ generate: $(BIN)/policyd
 	  $(BIN)/python -m $${g#*=} > $${g%%=*}.tmp && mv $${g%%=*}.tmp $${g%%=*} || exit 1; \
 	done
 	@for m in $(IN_PLACE); do echo "$(BIN)/python -m $$m"; $(BIN)/python -m $$m || exit 1; done
+	@for f in $(SCRIPTS); do echo "$(BIN)/python $$f"; $(BIN)/python $$f || exit 1; done
 
 # The package layers of ARCHITECTURE.md are contracts ([tool.importlinter] in
 # pyproject.toml): an import that runs back up a layer fails here. Then every generated
@@ -62,6 +65,7 @@ check: $(BIN)/policyd
 	    { echo "$${g%%=*} is stale: run make generate" >&2; stale=1; }; \
 	done; \
 	for m in $(IN_PLACE); do $(BIN)/python -m $$m --check || stale=1; done; \
+	for f in $(SCRIPTS); do $(BIN)/python $$f --check || stale=1; done; \
 	exit $$stale
 
 unit: $(BIN)/policyd

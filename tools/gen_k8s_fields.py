@@ -75,7 +75,10 @@ def generate() -> dict[str, Any]:
         for type_str in fields.values():
             todo.extend(_model_names(type_str))
     return {
-        "source": f"kubernetes Python client {kubernetes.__version__} "
+        # The major version only: pyproject.toml allows a range of releases of one
+        # major version, whose models are the same API, so a patch release does not
+        # make the committed table stale on a fresh install.
+        "source": f"kubernetes Python client {kubernetes.__version__.split('.')[0]}.x "
                   "(kubernetes.client.models openapi_types / attribute_map)",
         "kinds": dict(ROOT_KINDS),
         "types": dict(sorted(types.items())),
