@@ -15,7 +15,6 @@ nothing for it (tests/unit/cli/test_startup_imports.py).
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import sys
 from collections.abc import Iterator, Mapping
@@ -25,6 +24,7 @@ import typer
 from typer.core import TyperGroup
 
 from policyd.cli.app import register_commands
+from policyd.cli.generated_page import page_main
 from policyd.cli.kubectl_plugin import PROG_NAME as KUBECTL_PROG
 from policyd.cli.kubectl_plugin import build_app
 
@@ -223,20 +223,10 @@ def render(exit_codes: Mapping[str, tuple[tuple[int, str], ...]] = EXIT_CODES) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 if the page differs from the command tree")
-    parser.add_argument("--page", type=Path, default=PAGE)
-    args = parser.parse_args(argv)
-    wanted = render()
-    current = args.page.read_text() if args.page.exists() else ""
-    if wanted == current:
-        return 0
-    if args.check:
-        print(f"{args.page} differs from the command tree; run {COMMAND}", file=sys.stderr)
-        return 1
-    args.page.write_text(wanted)
-    return 0
+    return page_main(argv, command=COMMAND, description=__doc__.split("\n\n")[0],
+                     page=PAGE, regenerate=lambda _current: render(),
+                     stale=" differs from the command tree",
+                     check_help="exit 1 if the page differs from the command tree")
 
 
 if __name__ == "__main__":

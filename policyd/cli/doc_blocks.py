@@ -12,13 +12,13 @@ one entry in BLOCKS and its two markers in the page.
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from policyd.cli.generated_page import page_main
 from policyd.lint import rules
 from policyd.policy.rules.filters import schemas as filters
 from policyd.policy.rules.scores import schemas as scores
@@ -86,22 +86,9 @@ def rewrite(text: str, blocks: Mapping[str, Block] = BLOCKS) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 if the page's generated blocks are stale")
-    parser.add_argument("--page", type=Path, default=PAGE)
-    args = parser.parse_args(argv)
-    text = args.page.read_text()
-    new = rewrite(text)
-    if args.check:
-        if new != text:
-            print(f"{args.page}: generated blocks are stale; run {COMMAND}",
-                  file=sys.stderr)
-            return 1
-        return 0
-    if new != text:
-        args.page.write_text(new)
-    return 0
+    return page_main(argv, command=COMMAND, description=__doc__.split("\n\n")[0],
+                     page=PAGE, regenerate=rewrite, stale=": generated blocks are stale",
+                     check_help="exit 1 if the page's generated blocks are stale")
 
 
 if __name__ == "__main__":
