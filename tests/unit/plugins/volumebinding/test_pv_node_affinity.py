@@ -156,3 +156,23 @@ def test_a_bound_claim_fits_where_its_pv_labels_admit() -> None:
     assert refused.reasons == ("node(s) didn't match PersistentVolume's node affinity",)
     assert plugin.verdicts(cs, pod, info(state, "n7")) == (
         Verdict("default/data", True, "is bound to PersistentVolume v"),)
+
+
+def test_explain_names_a_malformed_term_only_where_no_term_matched() -> None:
+    state = cluster(*NODES, objects=(
+        pvc("data"), pv("v", affinity=_affinity(BAD_OPERATOR,
+                                                {"matchExpressions": [_host("n7")]}))))
+    plugin = new()
+    cs = cycle(state)
+    pod = make_pod("p").pvc("data").obj()
+    plugin.pre_filter(cs, pod, cs.all_nodes)
+    # No Filter ran: explain's own per-claim verdict (explain.py) says it.
+    assert plugin.verdicts(cs, pod, info(state, "n7")) == (
+        Verdict("default/data", True, "can bind PersistentVolume v"),)
+    assert plugin.verdicts(cs, pod, info(state, "n1")) == (
+        Verdict("default/data", False,
+                "no available PersistentVolume fits the claim and the node (ignored: "
+                "PersistentVolume v: spec.nodeAffinity.required.nodeSelectorTerms[0]."
+                "matchExpressions[0].operator: 'Near' is not a valid operator, expected "
+                "one of In, NotIn, Exists, DoesNotExist, Gt, Lt), and StorageClass wait "
+                "does not provision"),)
