@@ -83,8 +83,9 @@ def ensure_driver(runner: Runner) -> None:
 def put_storage(runner: Runner, cases: Sequence[Case]) -> None:
     """Create the cases' storage objects kind by kind (CSINodes, classes, PVs, then
     claims, each kind concurrently), the claims only once the PV controller has taken
-    every PV out of the Pending phase, then wait until it has bound the claims it is
-    to bind (`settle`).
+    every PV out of the Pending phase, delete the claims that are to be Terminating
+    (HOLD_FINALIZER keeps them), then wait until it has bound the claims it is to bind
+    and moved the others with a SETTLES_TO phase there (`settle`).
 
     Why wait before the claims: the PV controller looks for a claim's volume in its
     own cache of PVs, fed by a watch of its own, and does not look again before its
