@@ -45,8 +45,10 @@ Environment:
 Volume cases (`test_volume_cases_match_kube_scheduler`, `tests.gen.volumes`,
 `differential.volumes`): the same comparison with StorageClasses, PVs, claims and
 CSINodes around the pod (static and dynamic provisioning, zones, CSI limits,
-ReadWriteOncePod, bound and unbound claims), kube-scheduler running its four volume
-plugins, the real PV controller (kube-controller-manager) and a provisioner completing
+ReadWriteOncePod, bound and unbound claims, PV affinities with matchFields or several
+terms, Released/Failed PVs, claims pinned by volumeName, Lost and Terminating claims,
+inline disks, ephemeral volumes whose claim is taken), kube-scheduler running its four
+volume plugins, the real PV controller (kube-controller-manager) and a provisioner completing
 the bindings; `policyd run` places a twin of each case. A run of the default size fails
 when a kind of volume case occurred fewer than 5 times.
 

@@ -8,13 +8,14 @@ once per PV version, whichever plugin asks first.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.events import QUEUE, QUEUE_SKIP, QueueingHint
 from policyd.model.records import Node, Pod
-from policyd.model.selectors import NodeSelector, SelectorError, compile_node_selector
+from policyd.model.selectors import Requirement, SelectorError, compile_node_selector_term
 from policyd.model.storage import StorageObjects
 
 # v1.BetaStorageClassAnnotation: still read before spec.storageClassName, as upstream.
@@ -93,7 +94,79 @@ def claim_volume_name(claim: dict[str, Any]) -> str:
     return str((claim.get("spec") or {}).get("volumeName") or "")
 
 
-def _node_affinity(pv: dict[str, Any]) -> NodeSelector | VolumeObjectError | None:
+@dataclass(frozen=True, slots=True)
+class VolumeNodeAffinity:
+    """A PV's required node affinity as CheckNodeAffinity evaluates it: component-helpers
+    builds a Node from the node's labels alone, and its LazyErrorNodeSelector skips a
+    term's matchFields when the node has no name. So each term is the AND of its label
+    requirements only (a term of matchFields alone admits every node), terms are ORed,
+    and an empty term is dropped (it selects nothing). A term that does not decode
+    matches no node but does not stop the others; `problem` names the first such, and
+    is the error only when no term matched (upstream's errors are lazy the same way)."""
+
+    terms: tuple[tuple[Requirement, ...], ...]  # each decoded term's label requirements
+    problem: str | None = None
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether some term admits a node with `labels`; VolumeObjectError (naming the
+        field) when none does and a term did not decode."""
+        if any(all(r.matches(labels) for r in term) for term in self.terms):
+            return True
+        if self.problem is not None:
+            raise VolumeObjectError(self.problem)
+        return False
+
+
+def compile_volume_node_affinity(terms: Any, pv_name: Any,
+                                 path: str = "spec.nodeAffinity.required"
+                                 ) -> VolumeNodeAffinity | VolumeObjectError:
+    """The terms of a PV's `required` node selector -> VolumeNodeAffinity; a
+    VolumeObjectError when `nodeSelectorTerms` is not a list at all."""
+    if terms is None:
+        terms = []
+    if not isinstance(terms, list):
+        return _object_error(pv_name, f"{path}.nodeSelectorTerms", "must be a list")
+    decoded: list[tuple[Requirement, ...]] = []
+    problem = None
+    for i, term in enumerate(terms):
+        if isinstance(term, dict) and not term.get("matchExpressions") \
+                and not term.get("matchFields"):
+            continue  # nil or empty: selects no node, and is not parsed either
+        try:
+            decoded.append(_term_labels(term, f"{path}.nodeSelectorTerms[{i}]"))
+        except SelectorError as exc:
+            problem = problem or f"PersistentVolume {pv_name}: {exc}"
+    return VolumeNodeAffinity(tuple(decoded), problem)
+
+
+def _term_labels(term: Any, path: str) -> tuple[Requirement, ...]:
+    """A term's label requirements. Its matchFields are parsed as upstream parses them
+    (In or NotIn, one value: what makes the term an error) but never kept: a nameless
+    node skips them, whatever field they name."""
+    if not isinstance(term, dict):
+        raise SelectorError(path, "must be an object")
+    fields = term.get("matchFields") or []
+    if not isinstance(fields, list):
+        raise SelectorError(f"{path}.matchFields", "must be a list")
+    for j, req in enumerate(fields):
+        at = f"{path}.matchFields[{j}]"
+        if not isinstance(req, dict):
+            raise SelectorError(at, "must be an object")
+        if req.get("operator") not in ("In", "NotIn"):
+            raise SelectorError(f"{at}.operator", f"{req.get('operator')!r} is not a valid "
+                                "operator, expected one of In, NotIn")
+        values = req.get("values")
+        if not isinstance(values, list) or len(values) != 1:
+            raise SelectorError(f"{at}.values", "must have exactly one value")
+    labels = {"matchExpressions": term.get("matchExpressions")}
+    return compile_node_selector_term(labels, path).label_requirements
+
+
+def _object_error(pv_name: Any, path: str, message: str) -> VolumeObjectError:
+    return VolumeObjectError(f"PersistentVolume {pv_name}: {SelectorError(path, message)}")
+
+
+def _node_affinity(pv: dict[str, Any]) -> VolumeNodeAffinity | VolumeObjectError | None:
     affinity = (pv.get("spec") or {}).get("nodeAffinity")
     if affinity is None:
         return None
@@ -104,15 +177,15 @@ def _node_affinity(pv: dict[str, Any]) -> NodeSelector | VolumeObjectError | Non
     required = affinity.get("required")
     if required is None:
         return None
-    try:
-        return compile_node_selector(required, "spec.nodeAffinity.required")
-    except SelectorError as exc:
-        return VolumeObjectError(f"PersistentVolume {name}: {exc}")
+    if not isinstance(required, dict):
+        return _object_error(name, "spec.nodeAffinity.required", "must be an object")
+    return compile_volume_node_affinity(required.get("nodeSelectorTerms"), name)
 
 
-def volume_node_affinity(storage: StorageObjects, pv: dict[str, Any]) -> NodeSelector | None:
+def volume_node_affinity(storage: StorageObjects, pv: dict[str, Any]
+                         ) -> VolumeNodeAffinity | None:
     """The PV's required node affinity, compiled once; None when it has none. Raises
-    VolumeObjectError when it is malformed (the same error every time asked)."""
+    VolumeObjectError when it is malformed as a whole (the same error every time)."""
     found = storage.decoded(pv, "nodeAffinity", _node_affinity)
     if isinstance(found, VolumeObjectError):
         raise found
@@ -120,11 +193,11 @@ def volume_node_affinity(storage: StorageObjects, pv: dict[str, Any]) -> NodeSel
 
 
 def volume_fits_node(storage: StorageObjects, pv: dict[str, Any], node: Node) -> bool:
-    """CheckNodeAffinity: the PV's required node affinity matches the node's labels.
-    As upstream, only labels are compared (the node is built from them alone), so a
-    `matchFields` term on metadata.name never matches. Raises VolumeObjectError."""
-    selector = volume_node_affinity(storage, pv)
-    return selector is None or selector.matches(node.labels, "")
+    """CheckNodeAffinity: the PV's required node affinity admits the node's labels
+    (see VolumeNodeAffinity: matchFields are not compared). Raises VolumeObjectError
+    when it does not and a malformed part is why it could not."""
+    affinity = volume_node_affinity(storage, pv)
+    return affinity is None or affinity.matches(node.labels)
 
 
 # -- what a lister says about a missing object, and the cycle's storage objects

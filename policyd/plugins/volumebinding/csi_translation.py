@@ -19,9 +19,13 @@ import copy
 from typing import Any
 
 from policyd.model.records import Node
-from policyd.model.selectors import NodeSelector, SelectorError, compile_node_selector
 from policyd.model.storage import StorageObjects
-from policyd.plugins.helper.volumes import VolumeObjectError, volume_fits_node
+from policyd.plugins.helper.volumes import (
+    VolumeNodeAffinity,
+    VolumeObjectError,
+    compile_volume_node_affinity,
+    volume_fits_node,
+)
 from policyd.plugins.volumebinding.objects import metadata, name_of, spec
 
 MIGRATED_PLUGINS_ANNOTATION = "storage.alpha.kubernetes.io/migrated-plugins"
@@ -49,7 +53,7 @@ def bound_volume_fits_node(storage: StorageObjects, pv: dict[str, Any], node: No
     selector = storage.decoded(pv, "volumebinding/csiAffinity", _translated_affinity)
     if isinstance(selector, VolumeObjectError):
         raise selector
-    return selector is None or selector.matches(node.labels, "")
+    return selector is None or selector.matches(node.labels)
 
 
 def _migrated_plugin(pv: dict[str, Any]) -> tuple[str, str] | None:
@@ -70,7 +74,8 @@ def _migrated_on_node(storage: StorageObjects, plugin: str, node_name: str) -> b
     return isinstance(value, str) and plugin in value.split(",")
 
 
-def _translated_affinity(pv: dict[str, Any]) -> NodeSelector | VolumeObjectError | None:
+def _translated_affinity(pv: dict[str, Any]
+                         ) -> VolumeNodeAffinity | VolumeObjectError | None:
     plugin = _migrated_plugin(pv)
     assert plugin is not None
     csi_key = plugin[1]
@@ -98,11 +103,7 @@ def _translated_affinity(pv: dict[str, Any]) -> NodeSelector | VolumeObjectError
         _replace_key(terms, BETA_REGION, REGION)
     if not terms:
         return None
-    try:
-        return compile_node_selector({"nodeSelectorTerms": terms},
-                                     "spec.nodeAffinity.required")
-    except SelectorError as exc:
-        return VolumeObjectError(f"PersistentVolume {name_of(pv)}: {exc}")
+    return compile_volume_node_affinity(terms, name_of(pv))
 
 
 def _expressions(terms: list[Any]) -> list[dict[str, Any]]:

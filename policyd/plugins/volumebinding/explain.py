@@ -14,7 +14,7 @@ from typing import Any
 from policyd.framework.interfaces import Verdict
 from policyd.model.records import Node
 from policyd.model.storage import StorageObjects
-from policyd.plugins.helper.volumes import VolumeObjectError, volume_node_affinity
+from policyd.plugins.helper.volumes import VolumeObjectError, volume_fits_node
 from policyd.plugins.volumebinding.binder import PodVolumeClaims, PodVolumes, UnboundClaim
 from policyd.plugins.volumebinding.csi_translation import bound_volume_fits_node
 from policyd.plugins.volumebinding.objects import (
@@ -79,7 +79,7 @@ def _unbound_verdict(storage: StorageObjects, uc: UnboundClaim, node: Node) -> V
         pv = find_matching_volume(storage, uc.candidates, node, set())
         if pv is not None:
             return Verdict(key, True, f"can bind PersistentVolume {name_of(pv)}")
-    unreadable = [*uc.candidates.ignored, *_unreadable_affinities(storage, uc)]
+    unreadable = [*uc.candidates.ignored, *_unreadable_affinities(storage, uc, node)]
     ignored = f" (ignored: {'; '.join(unreadable)})" if unreadable else ""
     none_left = "no available PersistentVolume fits the claim and the node" + ignored
     storage_class = storage.storage_classes.get(info.storage_class)
@@ -101,13 +101,15 @@ def _unbound_verdict(storage: StorageObjects, uc: UnboundClaim, node: Node) -> V
                                    f"{info.storage_class})")
 
 
-def _unreadable_affinities(storage: StorageObjects, uc: UnboundClaim) -> list[str]:
-    """The claim's free PVs whose node affinity does not decode: they count as fitting
-    no node (as upstream), and explain says which and why."""
+def _unreadable_affinities(storage: StorageObjects, uc: UnboundClaim, node: Node
+                           ) -> list[str]:
+    """The claim's free PVs whose node affinity has a malformed part and no other term
+    admitting `node`: they count as not fitting it (as upstream), and explain says
+    which and why."""
     out = []
     for pv in uc.candidates.free:
         try:
-            volume_node_affinity(storage, pv)
+            volume_fits_node(storage, pv, node)
         except VolumeObjectError as exc:
             out.append(str(exc))
     return out

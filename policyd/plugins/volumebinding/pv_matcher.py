@@ -11,8 +11,9 @@ or attributes class, or being deleted:
   whose node affinity matches and whose access modes include the claim's.
 It walks an informer index in map order, so among equal sizes (and among several PVs
 pre-bound to one claim) its pick is arbitrary; policyd takes the first by name.
-A PV whose node affinity is malformed never matches (upstream: CheckNodeAffinity's
-error counts as a mismatch); a PV whose fields do not decode is left out and named in
+A PV's node affinity is matched as CheckNodeAffinity matches it (labels only: see
+helper/volumes.VolumeNodeAffinity), a malformed part counting as a mismatch (upstream:
+CheckNodeAffinity's error does); a PV whose fields do not decode is left out and named in
 the candidates' `ignored`, for explain.
 """
 
@@ -113,12 +114,14 @@ def _required_label(storage: StorageObjects, pv: dict[str, Any]
     first `In` requirement of its only term; None when there is no such requirement
     (or the affinity does not decode: `fits_node` says no to it anyway)."""
     try:
-        selector = volume_node_affinity(storage, pv)
+        affinity = volume_node_affinity(storage, pv)
     except VolumeObjectError:
         return None
-    if selector is None or len(selector.terms) != 1:
+    # Only the terms that decode can admit a node (the others never match), and
+    # matchFields are not among them: a term's label requirements are all it asks.
+    if affinity is None or len(affinity.terms) != 1:
         return None
-    for req in selector.terms[0].label_requirements:
+    for req in affinity.terms[0]:
         if req.operator == "In":
             return req.key, req.values
     return None

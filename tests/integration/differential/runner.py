@@ -18,7 +18,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -643,15 +643,17 @@ class Runner:
         judged against kube-scheduler's decision on the case itself, as `_daemon_round`
         judges a copy: the twin is the same scene under another prefix, on the API
         server in the same batch (so both count the same nodes), its pod placed by the
-        daemon while kube-scheduler places the case's."""
+        daemon while kube-scheduler places the case's. The twin's names in its decision
+        (its node, and the namespaces, claims or PVs a FailedScheduling message names)
+        are read back under the case's prefix before they are compared."""
         for o in outcomes:
             twin = o.case.twin
             if twin is None or not o.ok or o.policyd is None:
                 continue
             d = decisions[(twin.pod["metadata"]["namespace"], twin.pod["metadata"]["name"])]
-            node = d.node
-            if node is not None and node.startswith(f"{twin.prefix}-"):
-                node = f"{o.case.prefix}-{node[len(twin.prefix) + 1:]}"
+            own = re.compile(rf"(?<![\w-]){re.escape(twin.prefix)}-")
+            node = own.sub(f"{o.case.prefix}-", d.node) if d.node is not None else None
+            d = replace(d, message=own.sub(f"{o.case.prefix}-", d.message))
             self._judge_daemon(o, d, fw, cluster, node)
 
     def _check_daemon_node(self, o: Outcome, node: str, fw: Framework,

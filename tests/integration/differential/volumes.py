@@ -41,7 +41,10 @@ from policyd.model.storage import (
 )
 from tests.gen.clusters import HOSTNAME
 from tests.gen.differential import CASE_LABEL, UNDER_TEST_LABEL, Case
-from tests.gen.volumes import DRIVER, NO_PROVISIONER
+from tests.gen.volumes import DRIVER, NO_PROVISIONER, SETTLES_TO
+
+# SETTLES_TO of a claim put_storage deletes once created (a finalizer keeps it).
+TERMINATING = "Terminating"
 
 if TYPE_CHECKING:
     from tests.integration.differential.runner import Runner
@@ -80,8 +83,9 @@ def ensure_driver(runner: Runner) -> None:
 def put_storage(runner: Runner, cases: Sequence[Case]) -> None:
     """Create the cases' storage objects kind by kind (CSINodes, classes, PVs, then
     claims, each kind concurrently), the claims only once the PV controller has taken
-    every PV out of the Pending phase, then wait until it has bound the claims it is
-    to bind (`settle`).
+    every PV out of the Pending phase, delete the claims that are to be Terminating
+    (HOLD_FINALIZER keeps them), then wait until it has bound the claims it is to bind
+    and moved the others with a SETTLES_TO phase there (`settle`).
 
     Why wait before the claims: the PV controller looks for a claim's volume in its
     own cache of PVs, fed by a watch of its own, and does not look again before its
@@ -95,33 +99,66 @@ def put_storage(runner: Runner, cases: Sequence[Case]) -> None:
         runner.each(lambda o, path=path: runner.post(  # type: ignore[misc]
             path.format(ns=o["metadata"].get("namespace", "")), o),
             [o for c in cases for o in c.storage if o["kind"] == kind])
+    runner.each(lambda o: runner.client.request("DELETE", _claim_path(o)),
+                _terminating(cases))
     settle(runner, cases)
+
+
+def _claim_path(claim: dict[str, Any]) -> str:
+    meta = claim["metadata"]
+    return f"/api/v1/namespaces/{meta['namespace']}/persistentvolumeclaims/{meta['name']}"
+
+
+def _terminating(cases: Sequence[Case]) -> list[dict[str, Any]]:
+    return [o for c in cases for o in c.storage if o["kind"] == PERSISTENT_VOLUME_CLAIM
+            and o["metadata"]["labels"].get(SETTLES_TO) == TERMINATING]
+
+
+def _settled(pv: dict[str, Any]) -> tuple[str, ...]:
+    """The phases a PV of a case may be left in."""
+    phase = (pv["metadata"].get("labels") or {}).get(SETTLES_TO)
+    return (phase,) if phase else ("Available", "Bound")
+
+
+def _phase(obj: dict[str, Any]) -> str:
+    """An object's phase, or TERMINATING for a claim being deleted."""
+    if obj["metadata"].get("deletionTimestamp"):
+        return TERMINATING
+    return str((obj.get("status") or {}).get("phase") or "")
 
 
 def settle(runner: Runner, cases: Sequence[Case], *, claims: bool = True) -> None:
     """Wait until the PV controller has taken every PV of the cases out of the Pending
-    phase and (with `claims`) bound every claim of their `bind_first`; TimeoutError
-    after the runner's timeout, naming what it still waits for."""
+    phase (into their SETTLES_TO phase when they have one, else Available or Bound)
+    and (with `claims`) bound every claim of their `bind_first` and moved those with
+    SETTLES_TO there; TimeoutError after the runner's timeout, naming what it still
+    waits for."""
     selector = {"labelSelector": f"{CASE_LABEL} in ({','.join(c.prefix for c in cases)})"}
     want = {key for c in cases for key in c.bind_first} if claims else set()
+    phases = {f"{o['metadata']['namespace']}/{o['metadata']['name']}":
+              o["metadata"]["labels"][SETTLES_TO]
+              for c in cases for o in c.storage if o["kind"] == PERSISTENT_VOLUME_CLAIM
+              and SETTLES_TO in o["metadata"]["labels"]} if claims else {}
     # kube-controller-manager's client is held to its default 20 requests/s, and each
     # binding takes about five writes: a batch with the previous one's clean-up still
     # being processed has taken 14 s.
     deadline = time.monotonic() + 3 * runner.timeout
     while True:
         listed = runner.client.request("GET", "/api/v1/persistentvolumeclaims",
-                                       query=selector)["items"] if want else []
-        bound = {f"{c['metadata']['namespace']}/{c['metadata']['name']}" for c in listed
-                 if (c.get("status") or {}).get("phase") == "Bound"}
+                                       query=selector)["items"] if want or phases else []
+        now = {f"{c['metadata']['namespace']}/{c['metadata']['name']}": _phase(c)
+               for c in listed}
+        bound = {key for key, phase in now.items() if phase == "Bound"}
+        unsettled = sorted(k for k, phase in phases.items() if now.get(k) != phase)
         pvs = runner.client.request("GET", "/api/v1/persistentvolumes",
                                     query=selector)["items"]
-        pending = [p["metadata"]["name"] for p in pvs
-                   if (p.get("status") or {}).get("phase") not in ("Available", "Bound")]
-        if want <= bound and not pending:
+        pending = [p["metadata"]["name"] for p in pvs if _phase(p) not in _settled(p)]
+        if want <= bound and not unsettled and not pending:
             return
         if time.monotonic() > deadline:
             raise TimeoutError(f"the PV controller did not settle the volume cases: claims "
-                               f"not bound {sorted(want - bound)}, PVs pending {pending}")
+                               f"not bound {sorted(want - bound)}, claims not in their "
+                               f"phase {unsettled}, PVs pending {pending}")
         time.sleep(0.05)
 
 
@@ -207,6 +244,7 @@ def cleanup_storage(runner: Runner, cases: Sequence[Case], namespaces: Sequence[
     are gone. The protection controllers release claims and PVs as soon as nothing
     uses them; nothing waits for that: no later case can match them (classes are
     per case) or count them (only pods' volumes count)."""
+    runner.each(lambda claim: _release(runner, claim), _terminating(cases))
     runner.each(lambda ns: runner.client.request(
         "DELETE", f"/api/v1/namespaces/{ns}/persistentvolumeclaims"), namespaces)
     prefixes = [c.prefix for c in cases] + list(barriers)
@@ -230,3 +268,14 @@ def cleanup_storage(runner: Runner, cases: Sequence[Case], namespaces: Sequence[
                 raise
 
     runner.each(delete_pv, provisioned)
+
+
+def _release(runner: Runner, claim: dict[str, Any]) -> None:
+    """Drop the finalizers of a claim being deleted, so it goes; gone already is fine."""
+    try:
+        runner.client.request("PATCH", _claim_path(claim),
+                              body={"metadata": {"finalizers": None}},
+                              content_type="application/merge-patch+json")
+    except ApiError as err:
+        if err.status != 404:
+            raise

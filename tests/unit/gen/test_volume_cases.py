@@ -13,10 +13,15 @@ import pytest
 
 from policyd.model.quantity import parse_quantity
 from tests.gen.clusters import HOSTNAME, ZONE
-from tests.gen.differential import CASE_LABEL, SCHEDULER_NAME
+from tests.gen.differential import CASE_LABEL, HOLD_FINALIZER, SCHEDULER_NAME
 from tests.gen.volumes import (
     DRIVER,
+    EPHEMERAL_TAKEN,
+    INLINE,
     LIMITS,
+    LOST,
+    SETTLES_TO,
+    TERMINATING,
     UNBOUND_IMMEDIATE,
     VOLUME_KINDS,
     gen_volume_case,
@@ -89,9 +94,19 @@ def test_volume_cases_stay_inside_their_prefix(index: int) -> None:
         assert pv["metadata"]["labels"].get(ZONE, f"{prefix}-za") in case_zones
         for term in (pv["spec"].get("nodeAffinity") or {}).get("required", {}).get(
                 "nodeSelectorTerms", []):
-            for expr in term["matchExpressions"]:
-                assert set(expr["values"]) <= (nodes if expr["key"] == HOSTNAME
-                                               else case_zones)
+            assert term.get("matchExpressions") or term.get("matchFields")
+            for expr in term.get("matchExpressions", []):
+                if expr["key"] != ZONE or expr["operator"] != "Exists":
+                    assert set(expr["values"]) <= (nodes if expr["key"] == HOSTNAME
+                                                   else case_zones)
+            for expr in term.get("matchFields", []):
+                assert expr["key"] == "metadata.name" and len(expr["values"]) == 1
+                assert set(expr["values"]) <= nodes
+    for pod in [*case.pods, case.pod]:
+        for volume in pod["spec"].get("volumes", []):
+            for source in ("gcePersistentDisk", "awsElasticBlockStore"):
+                if source in volume:
+                    assert str(next(iter(volume[source].values()))).startswith(f"{prefix}-")
     claims = {o["metadata"]["name"] for o in _of(case.storage, "PersistentVolumeClaim")}
     for pod in [*case.pods, case.pod]:
         assert set(_claim_volumes(pod)) <= claims
@@ -123,15 +138,39 @@ def test_volume_cases_are_valid_and_settle(index: int) -> None:
                 >= parse_quantity(claim["spec"]["resources"]["requests"]["storage"]))
 
     prebound = {f"{p['spec']['claimRef']['namespace']}/{p['spec']['claimRef']['name']}": p
-                for p in pvs if "claimRef" in p["spec"]}
+                for p in pvs if "claimRef" in p["spec"]
+                and "uid" not in p["spec"]["claimRef"]}
     free = [p for p in pvs if "claimRef" not in p["spec"]
             and p["spec"]["storageClassName"].endswith("-imm")]
-    unbound = [claims[k] for k in case.bind_first if k not in prebound]
+    unbound = [claims[k] for k in case.bind_first
+               if k not in prebound and not claims[k]["spec"].get("volumeName")]
+    by_name = {p["metadata"]["name"]: p for p in pvs}
     for key in case.bind_first:
+        pinned = claims[key]["spec"].get("volumeName")
         if key in prebound:
             assert can_take(prebound[key], claims[key])
+        elif pinned:
+            # A claim naming its PV: the PV controller binds the two, unbound as it is.
+            assert can_take(by_name[pinned], claims[key])
+            assert "claimRef" not in by_name[pinned]["spec"]
         else:
             assert claims[key]["spec"]["storageClassName"].endswith("-imm")
+    for key, claim in claims.items():
+        pinned = claim["spec"].get("volumeName")
+        if pinned and key not in case.bind_first:
+            # Pinned to a PV that is missing or cannot take it: it stays Pending (or,
+            # bind-completed, goes Lost), never bound.
+            assert pinned not in by_name or not can_take(by_name[pinned], claim)
+    for pv in pvs:
+        ref = pv["spec"].get("claimRef", {})
+        if ref.get("uid"):
+            # Released (Retain) or Failed (Delete): what settle waits for.
+            assert ref["uid"] not in {c["metadata"].get("uid") for c in claims.values()}
+            phase = pv["metadata"]["labels"][SETTLES_TO]
+            policy = pv["spec"]["persistentVolumeReclaimPolicy"]
+            assert (phase, policy) in {("Released", "Retain"), ("Failed", "Delete")}
+        else:
+            assert SETTLES_TO not in pv["metadata"]["labels"]
     # The PV controller gives a claim the smallest free PV that can take it, in no set
     # order of claims: each claim's smallest must be a PV no smaller claim wants, so
     # that every order binds the same pairs (a case and its twin alike).
@@ -164,8 +203,32 @@ def test_kinds_say_what_the_pod_uses() -> None:
     for i in range(80):
         case = gen_volume_case(29, i, f"w{i}")
         used = set(_claim_volumes(case.pod))
-        if not used:
+        volumes = case.pod["spec"].get("volumes", [])
+        inline = [v for v in volumes if "gcePersistentDisk" in v or "awsElasticBlockStore" in v]
+        ephemeral = [v["name"] for v in volumes if "ephemeral" in v]
+        if not used and not inline and not ephemeral:
             assert case.volume_kinds == ()
+        assert (INLINE in case.volume_kinds) == bool(inline)
+        assert (EPHEMERAL_TAKEN in case.volume_kinds) == bool(ephemeral)
+        names = {c["metadata"]["name"]: c for c in _of(case.storage, "PersistentVolumeClaim")}
+        for volume in ephemeral:
+            # The claim an ephemeral volume would get is there already, not the pod's.
+            taken = names[f"{case.pod['metadata']['name']}-{volume}"]
+            assert "ownerReferences" not in taken["metadata"]
+        by_kind = {LOST: "Lost", TERMINATING: "Terminating"}
+        for kind, phase in by_kind.items():
+            settles = {n for n, c in names.items()
+                       if c["metadata"]["labels"].get(SETTLES_TO) == phase}
+            assert (kind in case.volume_kinds) == bool(used & settles), (i, kind)
+        for name in used:
+            claim = names[name]
+            if claim["metadata"]["labels"].get(SETTLES_TO) == "Lost":
+                assert claim["spec"]["volumeName"] not in {
+                    p["metadata"]["name"] for p in _of(case.storage, "PersistentVolume")}
+                assert claim["metadata"]["annotations"] == {
+                    "pv.kubernetes.io/bind-completed": "yes"}
+            if claim["metadata"]["labels"].get(SETTLES_TO) == "Terminating":
+                assert claim["metadata"]["finalizers"] == [HOLD_FINALIZER]
         if UNBOUND_IMMEDIATE in case.volume_kinds:
             big = {c["metadata"]["name"] for c in _of(case.storage, "PersistentVolumeClaim")
                    if c["spec"]["resources"]["requests"]["storage"] == "50Gi"}

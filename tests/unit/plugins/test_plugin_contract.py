@@ -44,7 +44,7 @@ from tests.gen.policies import (
     policy_node,
     policy_pod,
 )
-from tests.gen.volumes import gen_volume_case
+from tests.gen.volumes import SETTLES_TO, gen_volume_case
 from tests.plugin_harness import run_filter, run_score
 from tests.unit.policy.conftest import check_docs
 
@@ -207,9 +207,17 @@ def _world(rng: random.Random, kind: str) -> tuple[ClusterState, list[Pod], Metr
 def _bound_first(case: VolumeCase) -> list[dict[str, Any]]:
     """The case's storage with the claims the PV controller binds first bound, as the
     differential test has them: each to the PV pre-bound to it, else to the free PV of
-    its class and exact size (the generator gives each such claim a PV of its size)."""
+    its class and exact size (the generator gives each such claim a PV of its size), or
+    to the PV it names; and the objects with a SETTLES_TO phase in it (a claim being
+    deleted has its deletionTimestamp)."""
     objects = copy.deepcopy(case.storage)
     pvs = [o for o in objects if o["kind"] == "PersistentVolume"]
+    for obj in objects:
+        phase = obj["metadata"]["labels"].get(SETTLES_TO)
+        if phase == "Terminating":
+            obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        elif phase is not None:
+            obj["status"] = {"phase": phase}
     for key in case.bind_first:
         namespace, name = key.split("/")
         [claim] = [o for o in objects if o["kind"] == "PersistentVolumeClaim"
@@ -217,7 +225,8 @@ def _bound_first(case: VolumeCase) -> list[dict[str, Any]]:
                    == (namespace, name)]
         spec = claim["spec"]
         ref = {"namespace": namespace, "name": name}
-        [pv, *_] = ([v for v in pvs if v["spec"].get("claimRef") == ref]
+        [pv, *_] = ([v for v in pvs if v["spec"].get("claimRef") == ref
+                     or v["metadata"]["name"] == spec.get("volumeName")]
                     or [v for v in pvs
                         if v["spec"]["storageClassName"] == spec["storageClassName"]
                         and "claimRef" not in v["spec"]

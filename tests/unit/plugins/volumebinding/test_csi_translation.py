@@ -86,3 +86,14 @@ def test_csinode_marking_the_plugin_migrated_later_changes_the_answer() -> None:
     assert not bound_volume_fits_node(state.storage, volume, n1)
     state.storage.upsert("CSINode", csi_node(""))
     assert bound_volume_fits_node(state.storage, volume, n1)
+
+
+def test_translated_affinity_skips_match_fields_too() -> None:
+    # Translation adds the zone to every term; a term's matchFields still count for
+    # nothing on the label-only node (issue 33), translated or not.
+    by_name = {"required": {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["elsewhere"]}]}]}}
+    migrated = csi_node("kubernetes.io/gce-pd")
+    assert verdict(gce_pv(ZONE_LABEL, by_name), "us-east-1", migrated) is None
+    assert verdict(gce_pv(ZONE_LABEL, by_name), "us-east-2", migrated) == CONFLICT
+    assert verdict(gce_pv(ZONE_LABEL, by_name), "us-east-2") is None
