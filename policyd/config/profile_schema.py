@@ -45,7 +45,6 @@ DEFAULT_METRICS_NODE_LABEL = "node"
 DEFAULT_METRICS_PROBE_WORKERS = 16
 
 
-
 @dataclass(frozen=True, slots=True)
 class MetricsKind:
     """A kind of `metricsProviders` entry: the registry the schema, validation, the
