@@ -3,13 +3,16 @@
 A message about a bad value spells it the way YAML and JSON do (`null`, `true`, `1.5`,
 `.inf`, `{"a": 1}`), never Python's `None`, `True` or `inf`: the people reading it wrote
 YAML. Strings keep the single quotes the project's messages use for names (`'1K'`), and
-long values are cut short.
+long values are cut short. `closest` is the one "did you mean" for a name that names
+nothing: a spelling that differs only by case first, then the nearest by difflib.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
+from collections.abc import Sequence
 from typing import Any
 
 SHOWN_VALUE_MAX = 60  # characters of a long string, mapping or list quoted in a message
@@ -34,3 +37,14 @@ def show_value(value: Any) -> str:
     except (ValueError, TypeError, RecursionError):
         text = f"<{type(value).__name__}>"
     return text if len(text) <= SHOWN_VALUE_MAX else text[:SHOWN_VALUE_MAX - 3] + "..."
+
+
+def closest(name: str, candidates: Sequence[str], n: int = 1) -> list[str]:
+    """Up to `n` of `candidates` that a misspelt `name` most likely meant: those equal
+    to it but for case first, then difflib's closest (ratio 0.6 or more)."""
+    folded = name.lower()
+    out = [c for c in candidates if c.lower() == folded and c != name][:n]
+    if len(out) < n:
+        out += [c for c in difflib.get_close_matches(name, list(candidates), n=n, cutoff=0.6)
+                if c not in out and c != name][:n - len(out)]
+    return out
