@@ -161,7 +161,6 @@ def schedule_one(
     own = nominated_node_name(pod)
     own_info = cluster.get(own) if own else None
     nominated_fit: str | None = None
-    own_failed = False  # tried alone first and rejected by the ordinary filters
     if own_info is not None:
         if own in rejections.node_to_status:
             _note_rejection(diagnosis, rejections, own)
@@ -169,7 +168,6 @@ def schedule_one(
             fits, status = fw.run_filters(state, pod, [own_info], diagnosis)
             if status is not None:
                 return _failed(result, status)
-            own_failed = not fits
             if fits:
                 nominated_fit = own
                 if not explain:
@@ -194,8 +192,7 @@ def schedule_one(
     if status is not None:
         return _failed(result, status)
     if explain:
-        _explain_filters(fw, state, pod, result, nodes, names, rejections,
-                         {n.name for n in candidates}, own if own_failed else None)
+        _explain_filters(fw, state, pod, result, nodes, names, rejections, own)
     result.feasible = names_feasible = [n.name for n in feasible]
     audits = fw.run_audits(state, pod, feasible) if fw.audits and feasible else []
 
@@ -276,29 +273,29 @@ def _nominated_first_pass(fw: Framework, pod: Pod, cluster: ClusterState, *,
 
 def _explain_filters(fw: Framework, state: CycleState, pod: Pod, result: ScheduleResult,
                      nodes: Sequence[NodeInfo], names: set[str] | None,
-                     rejections: NominatedRejections, candidates: set[str],
-                     own_failed: str | None) -> None:
-    """Every node once, in the cluster's order, with the verdict that decided it: the
-    nominated pods' pass for a node it rejected (those pods counted there), PreFilter's
-    for a node it narrowed away (but the pod's own nominated node, which was tried
-    alone first: its filters' verdicts), else every filter's."""
+                     rejections: NominatedRejections, own: str) -> None:
+    """Every node once, in the cluster's order, with the verdict the diagnosis holds
+    for it: PreFilter's for a node it narrowed away (but the pod's own nominated
+    node, tried first whatever PreFilter said); the nominated pods' pass for a node
+    it rejected (those pods counted there); else every filter's."""
     diagnosis = result.diagnosis
     for n in nodes:
         name = n.name
-        if name in rejections.node_to_status:
+        narrowed = names is not None and name not in names and name != own
+        if name in rejections.node_to_status and not narrowed:
             result.filter_details[name] = rejections.details.get(
                 name, {"Filter": rejections.node_to_status[name]})
             result.nominated_counted[name] = [p.key for p in rejections.counted.get(name, ())]
             if name in rejections.verdicts:
                 result.verdicts[name] = rejections.verdicts[name]
             continue
-        if name in candidates or name == own_failed:
-            result.filter_details[name] = fw.filter_details(state, pod, n)
-            if verdicts := fw.verdicts(state, pod, n):
-                result.verdicts[name] = verdicts
-        elif names is not None and name not in names:
+        if narrowed:
             assert diagnosis.absent_nodes_status is not None
             result.filter_details[name] = {"PreFilter": diagnosis.absent_nodes_status}
+            continue
+        result.filter_details[name] = fw.filter_details(state, pod, n)
+        if verdicts := fw.verdicts(state, pod, n):
+            result.verdicts[name] = verdicts
 
 
 # Shared and never written to: a cycle without nominations allocates nothing for them.

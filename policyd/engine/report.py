@@ -219,8 +219,9 @@ def explain_text(result: ScheduleResult, *, top: int = 0,
                      "lists every node)")
     if rejected:
         lines += ["", "Why nodes were rejected (every filter, not only the first):", *rejected]
-    hidden_counts = reason_counts({n: result.diagnosis.node_to_status[n] for n in hidden
-                                   if n in result.diagnosis.node_to_status})
+    hidden_counts = reason_counts({n: result.diagnosis.node_to_status.get(n, failed[0][1])
+                                   for n in hidden
+                                   if (failed := _failed(result.filter_details[n]))})
     if hidden_counts:
         lines.append("  and of the nodes not shown: " + ", ".join(
             f"{count} {reason}" for reason, count in hidden_counts.items()))

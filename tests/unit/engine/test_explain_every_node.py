@@ -186,3 +186,48 @@ def test_amounts_are_written_as_in_a_manifest() -> None:
     assert [show_amount("memory", b) for b in (0, 1024, 3 << 30, 1500 * 10**6, 1000, 7)] == [
         "0", "1Ki", "3Gi", "1500M", "1k", "7"]
     assert show_amount("nvidia.com/gpu", 2) == "2"
+
+
+def only_on(*names: str) -> dict[str, object]:
+    """Required node affinity on metadata.name: NodeAffinity's PreFilter narrows."""
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": list(names)}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [term]}}}
+
+
+def test_a_node_prefilter_narrowed_away_keeps_prefilters_verdict_despite_a_nominee() -> None:
+    busy = make_pod("busy").uid("busy").node("n2").req(cpu="3").obj()
+    cluster = cluster_of(nominee("nom", node="n1", cpu="3", priority=100), busy)
+    pod = make_pod("web").uid("web").req(cpu="2").affinity(only_on("n2")).obj()
+    fw = default_framework(seed=1)
+    r = schedule_one(fw, pod, cluster, explain=True)
+    assert r.message == schedule_one(fw, pod, cluster).message  # the fast path's
+    assert r.message.startswith("0/2 nodes are available: 1 Insufficient cpu, 1 node(s) "
+                                "didn't satisfy plugin(s) [NodeAffinity].")
+    doc = explain_json(r)
+    by_name = {n["name"]: n for n in doc["nodes"]}
+    assert by_name["n1"]["filters"] == {
+        "PreFilter": "node(s) didn't satisfy plugin(s) [NodeAffinity]"}
+    assert by_name["n1"]["nominatedPods"] == []
+    assert by_name["n2"]["filters"]["NodeResourcesFit"] == "Insufficient cpu"
+
+
+def test_the_own_nominated_node_narrowed_away_shows_the_verdict_it_got_when_tried() -> None:
+    # Tried alone first whatever PreFilter says (evaluateNominatedNode), and too full.
+    pod = (make_pod("mine").uid("mine").priority(5).req(cpu="3").affinity(only_on("n2"))
+           .set("status.nominatedNodeName", "n1").obj())
+    busy = [make_pod(f"b{n}").uid(f"b{n}").node(n).req(cpu="2").obj() for n in ("n1", "n2")]
+    cluster = cluster_of(pod, *busy)
+    fw = default_framework(seed=1)
+    r = schedule_one(fw, pod, cluster, explain=True)
+    assert r.node is None
+    assert r.message == schedule_one(fw, pod, cluster).message
+    # n1's reason is its own filters' (the first failing one counts), not PreFilter's.
+    assert r.message.startswith("0/2 nodes are available: 1 Insufficient cpu, 1 node(s) "
+                                "didn't match Pod's node affinity/selector.")
+    doc = explain_json(r)
+    cpu = "Insufficient cpu (requests 3, free 2 of 4 allocatable)"
+    assert {n["name"]: n["reasons"] for n in doc["nodes"]} == {
+        "n1": {"NodeAffinity": "node(s) didn't match Pod's node affinity/selector",
+               "NodeResourcesFit": cpu},
+        "n2": {"NodeResourcesFit": cpu}}
