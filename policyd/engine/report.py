@@ -217,15 +217,15 @@ def explain_text(result: ScheduleResult, *, top: int = 0,
     if hidden:
         lines.append(f"... {len(hidden)} more node(s) (--top 0 shows all; --format json "
                      "lists every node)")
-    if rejected:
-        lines += ["", "Why nodes were rejected (every filter, not only the first):", *rejected]
     hidden_counts = reason_counts({n: result.diagnosis.node_to_status.get(n, failed[0][1])
                                    for n in hidden
                                    if (failed := _failed(result.filter_details[n]))})
+    if rejected or hidden_counts:
+        lines += ["", "Why nodes were rejected (every filter, not only the first):", *rejected]
     if hidden_counts:
-        lines.append("  and of the nodes not shown: " + ", ".join(
+        lines.append(f"  {'and ' if rejected else ''}of the nodes not shown: " + ", ".join(
             f"{count} {reason}" for reason, count in hidden_counts.items()))
-    lines += _hints_text(result, shown, hints)
+    lines += _hints_text(result, shown, hidden, hints)
     lines += _verdicts_text(result, shown)
     lines += _audit_text(result)
     for plugin, notes in result.post_filter_notes.items():
@@ -242,16 +242,22 @@ def explain_text(result: ScheduleResult, *, top: int = 0,
     return "\n".join(lines)
 
 
-def _hints_text(result: ScheduleResult, shown: Sequence[str],
+def _hints_text(result: ScheduleResult, shown: Sequence[str], hidden: Sequence[str],
                 hints: Mapping[str, Mapping[str, Sequence[str]]] | None) -> list[str]:
     """The hints about shown nodes that no rejection reason above carried (a node the
-    plugin did not reject: a score rule that found no value there, say)."""
+    plugin did not reject: a score rule that found no value there, say), and how many
+    nodes not shown have any."""
+    if not hints:
+        return []
     out = []
     for name in shown:
         failed = {pl for pl, _ in _failed(result.filter_details[name])}
-        for plugin, found in (hints or {}).get(name, {}).items():
+        for plugin, found in hints.get(name, {}).items():
             if plugin not in failed:
                 out += [f"  {name}  {plugin}: {h}" for h in found]
+    if hinted := sum(1 for n in hidden if hints.get(n)):
+        out.append(f"  {'and ' if out else ''}{hinted} node(s) not shown (--format json: "
+                   "each node's hints)")
     return ["", "Label keys that differ from a policy's only by case:", *out] if out else []
 
 

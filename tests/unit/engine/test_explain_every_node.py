@@ -231,3 +231,22 @@ def test_the_own_nominated_node_narrowed_away_shows_the_verdict_it_got_when_trie
         "n1": {"NodeAffinity": "node(s) didn't match Pod's node affinity/selector",
                "NodeResourcesFit": cpu},
         "n2": {"NodeResourcesFit": cpu}}
+
+
+def test_nodes_left_out_by_top_are_still_counted_by_reason_and_hint() -> None:
+    # Three feasible nodes fill --top 2; the rejected ones and the hints are all hidden.
+    nodes = [make_node(f"n{i}").capacity(cpu="4", memory="16Gi", pods="110").obj()
+             for i in range(5)]
+    full = [make_pod(f"b{i}").uid(f"b{i}").node(f"n{i}").req(cpu="4").obj() for i in (3, 4)]
+    pod = make_pod("web").uid("web").req(cpu="1").obj()
+    r = schedule_one(default_framework(seed=1), pod, ClusterState(nodes, full),
+                     explain=True)
+    hints = {"n2": {"P": ['node has label "Env", policy wants "env"']}}
+    text = explain_text(r, top=2, hints=hints)
+    assert ("Why nodes were rejected (every filter, not only the first):\n"
+            "  of the nodes not shown: 2 Insufficient cpu") in text
+    assert ("Label keys that differ from a policy's only by case:\n"
+            "  1 node(s) not shown (--format json: each node's hints)") in text
+    shown = explain_text(r, hints=hints)
+    assert "  n2  P: node has label \"Env\", policy wants \"env\"" in shown
+    assert "not shown" not in shown
