@@ -10,6 +10,7 @@ nothing: a spelling that differs only by case first, then the nearest by difflib
 from __future__ import annotations
 
 import difflib
+import heapq
 import json
 import math
 from collections.abc import Sequence
@@ -39,12 +40,30 @@ def show_value(value: Any) -> str:
     return text if len(text) <= SHOWN_VALUE_MAX else text[:SHOWN_VALUE_MAX - 3] + "..."
 
 
+# difflib compares at most this many candidates (a few tenths of a second); of more (the
+# pods of a big cluster), those sharing the longest prefix with the name, then nearest
+# in length: a misspelling keeps most of a name's start.
+_COMPARED_MAX = 2000
+
+
 def closest(name: str, candidates: Sequence[str], n: int = 1) -> list[str]:
     """Up to `n` of `candidates` that a misspelt `name` most likely meant: those equal
     to it but for case first, then difflib's closest (ratio 0.6 or more)."""
     folded = name.lower()
     out = [c for c in candidates if c.lower() == folded and c != name][:n]
     if len(out) < n:
-        out += [c for c in difflib.get_close_matches(name, list(candidates), n=n, cutoff=0.6)
+        compared = list(candidates)
+        if len(compared) > _COMPARED_MAX:
+            compared = heapq.nlargest(_COMPARED_MAX, compared, key=lambda c: (
+                _shared_prefix(c, name), -abs(len(c) - len(name))))
+        out += [c for c in difflib.get_close_matches(name, compared, n=n + 1, cutoff=0.6)
                 if c not in out and c != name][:n - len(out)]
     return out
+
+
+def _shared_prefix(a: str, b: str) -> int:
+    """How many leading characters `a` and `b` have in common."""
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return min(len(a), len(b))

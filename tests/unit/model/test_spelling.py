@@ -37,3 +37,10 @@ def test_long_values_are_cut_short(value: Any) -> None:
 def test_closest_suggests_case_variants_then_near_spellings(name: str, n: int,
                                                            found: list[str]) -> None:
     assert closest(name, ["default", "Default", "web-a", "web-c", "api"], n=n) == found
+
+
+def test_closest_among_many_candidates_still_finds_the_near_one() -> None:
+    # More candidates than difflib is given: the near spelling must survive the cut.
+    keys = [f"ns{i % 50}/web-{i}" for i in range(20000)]
+    assert closest("ns3/wbe-7753", keys, n=1) == ["ns3/web-7753"]
+    assert closest("ns3/web-7753", [*keys, "NS3/WEB-7753"], n=2)[0] == "NS3/WEB-7753"
