@@ -101,8 +101,9 @@ def audit(
 
     Exit 0 when no pod violates a policy, 1 when one does (see --fail-on), 2 for bad
     input (including unknown fields, unless --validate says otherwise)."""
-    from policyd.cli.schedule_cmds import frameworks_for, load_input
+    from policyd.cli.schedule_cmds import frameworks_for, label_policies, load_input
     from policyd.engine.audit import audit as run
+    from policyd.engine.audit import label_case_mismatches
     from policyd.policy.policy_schema import ENFORCE
 
     source = load_input(cluster, kubeconfig, context, validate)
@@ -117,6 +118,8 @@ def audit(
                              all_schedulers=all_schedulers)
     pods = [p for p in snap.pods if namespace is None or p.namespace == namespace]
     result = run(snap.cluster(), pods, choose)
+    result.label_case = label_case_mismatches(
+        [p for fw in frameworks.values() for p in label_policies(fw)], snap.nodes)
     for w in snap.warnings:
         print(f"policyd: warning: {w}", file=sys.stderr)
     sys.stdout.write(AUDIT_FORMATS[output](result, snap.warnings))
@@ -186,6 +189,14 @@ def audit_text(result: AuditResult) -> str:
         checks = modes[name]
         lines.append(f"policy {name} ({checks.mode}, plugin {checks.plugin}):")
         lines.extend(entries)
+    if result.label_case:
+        lines.append("node label keys that differ from a policy's only by case (the "
+                     "policy never matches them; not counted as violations):")
+        lines.extend(f"  {m.node}: policy {m.policy}: {m.describe()}"
+                     for m in result.label_case[:_MAX_LISTED])
+        if len(result.label_case) > _MAX_LISTED:
+            lines.append(f"  ... and {len(result.label_case) - _MAX_LISTED} more "
+                         "(--format json lists them all)")
     listed = [s for s in result.skipped if s.kind in _LISTED_SKIPS]
     for s in listed[:_MAX_LISTED]:
         lines.append(f"skipped {s.pod}: {s.reason}")
@@ -215,7 +226,9 @@ _SKIP_WORDS = {
 def audit_json(result: AuditResult, *, warnings: Sequence[str] = ()) -> dict[str, Any]:
     """The documented shape (version 1): `violations` sorted by policy, pod, rule;
     `policies` with each one's mode and the number of pods it applies to (`checked`)
-    and violates (`violating`); `skipped` with a stable `kind`; `summary`."""
+    and violates (`violating`); `skipped` with a stable `kind`; `labelCase`, node label
+    keys that differ from a policy's only by case (findings, not violations);
+    `summary`."""
     violating = result.violating_pods()
     return {
         "version": JSON_VERSION,
@@ -227,11 +240,15 @@ def audit_json(result: AuditResult, *, warnings: Sequence[str] = ()) -> dict[str
                      for p in result.policies],
         "skipped": [{"pod": s.pod, "node": s.node, "kind": s.kind, "reason": s.reason}
                     for s in result.skipped],
+        "labelCase": [{"node": m.node, "policy": m.policy, "plugin": m.plugin,
+                       "nodeKey": m.node_key, "policyKey": m.policy_key,
+                       "message": m.describe()} for m in result.label_case],
         "summary": {"checked": result.checked,
                     "violatingPods": len({v.pod for v in result.violations}),
                     "violations": len(result.violations),
                     "violatedPolicies": len(violating),
-                    "skipped": len(result.skipped)},
+                    "skipped": len(result.skipped),
+                    "labelCase": len(result.label_case)},
         "warnings": list(warnings),
     }
 

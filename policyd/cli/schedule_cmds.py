@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # the engine (and numpy) load only when a command here runs
     from policyd.framework.runtime import Framework
     from policyd.model.cluster_files import Snapshot
     from policyd.model.records import Pod
+    from policyd.policy.compiler import CompiledPolicy
     from policyd.policy.metric_refs import MetricCheck
     from policyd.sourcefile import SourceDocument
 
@@ -234,7 +235,28 @@ def _pick_pod(key: str, candidates: list[Pod], from_file: PodFile | None, where:
     for p in candidates:
         if p.key == key:
             return p
-    raise InputFileError(f"no pod {key} in {where}")
+    raise InputFileError(f"no pod {key} in {where}{did_you_mean(key, candidates)}")
+
+
+def did_you_mean(key: str, candidates: list[Pod]) -> str:
+    """The hint after "no pod NAMESPACE/NAME": the pods of that name in other
+    namespaces, else the closest names in its namespace, else the closest keys; and a
+    namespace no pod is in, with the closest namespace that has pods. "" when nothing
+    is close."""
+    from policyd.model.spelling import closest
+
+    namespace, _, name = key.partition("/")
+    elsewhere = sorted(p.key for p in candidates if p.name == name)[:3]
+    beside = [f"{namespace}/{n}" for n in closest(
+        name, [p.name for p in candidates if p.namespace == namespace], n=3)]
+    pods = elsewhere or beside or closest(key, [p.key for p in candidates], n=3)
+    hint = f"; did you mean {' or '.join(pods)}?" if pods else ""
+    namespaces = sorted({p.namespace for p in candidates})
+    if namespace not in namespaces:
+        near = closest(namespace, namespaces)
+        hint += (f" (no pod is in namespace {namespace}"
+                 + (f"; did you mean namespace {near[0]}?)" if near else ")"))
+    return hint
 
 
 @dataclass(slots=True)
@@ -352,12 +374,27 @@ def _explain_profile(target: Pod, frameworks: dict[str, Framework], notes: list[
     return fw
 
 
+def label_policies(fw: Framework) -> list[CompiledPolicy]:
+    """The compiled policies of a profile that filter, score or are audited: those
+    whose node label keys the label-case check compares with the nodes'."""
+    from policyd.policy.compiler import CompiledPolicy
+
+    found = [*fw.filter_plugins, *fw.audit_plugins, *(w.plugin for w in fw.score_plugins)]
+    return list({id(p): p for p in found if isinstance(p, CompiledPolicy)}.values())
+
+
 PodArg = Annotated[str | None, typer.Argument(
     metavar="POD", show_default=False,
     help="The pod to explain: NAME (in -n, else the context's namespace live, else "
     "default), pod/NAME, or NAMESPACE/NAME.")]
 NamespaceOpt = Annotated[str | None, typer.Option(
     "--namespace", "-n", help="Namespace of a POD given by NAME (as kubectl's -n).")]
+# explain's text shows this many nodes unless --top says otherwise; JSON lists all.
+DEFAULT_TOP = 20
+TopOpt = Annotated[int, typer.Option(
+    "--top", min=0, help="Text output: show the first N nodes (the chosen one, then by "
+    "score, then the rejected ones grouped by reason); 0 shows all. JSON and YAML list "
+    "every node.")]
 
 
 def explain(
@@ -377,6 +414,7 @@ def explain(
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
     namespace: NamespaceOpt = None,
+    top: TopOpt = DEFAULT_TOP,
 ) -> None:
     """Explain where one pod would go and why: every plugin's verdict and score per node.
 
@@ -387,6 +425,7 @@ def explain(
     pod, it is used anyway, with a note. A pod in the --pod/--pods files replaces the
     cluster's copy. Exit 0 when the pod fits a node, 1 when it fits none, 2 for bad input
     (including unknown fields, unless --validate says otherwise)."""
+    from policyd.engine.audit import label_case_mismatches
     from policyd.engine.cycle import schedule_one
     from policyd.engine.inputs import check_unique_pods, merge_pods
     from policyd.engine.profiles import serving_profiles
@@ -421,12 +460,16 @@ def explain(
     state = snap.cluster()
     state.remove_pod(target.uid)
     result = schedule_one(fw, target, state, explain=True)
+    hints: dict[str, dict[str, list[str]]] = {}
+    for m in label_case_mismatches(label_policies(fw), snap.nodes):
+        hints.setdefault(m.node, {}).setdefault(m.plugin, []).append(m.describe())
     warnings = snap.warnings + warnings
     _warn(warnings)
     if output == TEXT:
-        typer.echo(explain_text(result) + "".join(f"\nnote: {n}" for n in notes))
+        typer.echo(explain_text(result, top=top, hints=hints)
+                   + "".join(f"\nnote: {n}" for n in notes))
     else:
-        out = explain_json(result)
+        out = explain_json(result, hints=hints)
         out.update(profile=fw.profile_name, notes=notes, warnings=warnings)
         _emit(out, output)
     raise typer.Exit(EXIT_OK if result.node is not None else EXIT_PROBLEMS)

@@ -12,7 +12,6 @@ JSON path in the profile document and a rule id) instead of failing on the first
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from policyd.framework.interfaces import (
 )
 from policyd.framework.runtime import Framework, WeightedScorePlugin
 from policyd.framework.status import PluginError
+from policyd.model.spelling import closest
 from policyd.plugins import registry
 from policyd.problems import ERROR, Problem
 from policyd.sourcefile import JsonPath, format_path
@@ -99,11 +99,10 @@ def parse_field_path(text: str) -> JsonPath:
 
 def closest_name(name: str, candidates: Sequence[str]) -> str | None:
     """The registered name a misspelt one most likely meant (case-insensitive first)."""
-    for c in candidates:
-        if c.lower() == name.lower():
-            return c
-    matches = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
-    return matches[0] if matches else None
+    if name in candidates:
+        return name
+    found = closest(name, candidates)
+    return found[0] if found else None
 
 
 def not_registered(name: str, candidates: Sequence[str]) -> str:

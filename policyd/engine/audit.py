@@ -17,12 +17,18 @@ Rules are asked through their per-node reference form (`bind`, then the check pe
 node), the form every rejection reason comes from; pods are grouped by node so each
 node's record is looked up once.
 
+A node label key that differs from one a policy reads only by case (`Env` on the node,
+`env` in the policy) silently matches nothing; `label_case_mismatches` finds each such
+pair on the actual nodes, for audit's findings and explain's reasons.
+
 The engine does not import the policy package (the layers contract): a policy is
-anything with the shape of `CheckedPolicy`, as `CompiledPolicy` has.
+anything with the shape of `CheckedPolicy` (or `LabelKeyPolicy`), as `CompiledPolicy`
+has.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -30,7 +36,7 @@ from typing import Any, Protocol
 from policyd.engine.profiles import scheduler_name_words
 from policyd.model.cluster import ClusterState
 from policyd.model.node_info import NodeInfo
-from policyd.model.records import Pod
+from policyd.model.records import Node, Pod
 
 # Why a bound pod was not audited (SkippedPod.kind), stable for JSON consumers.
 FINISHED = "finished"
@@ -67,6 +73,62 @@ class CheckedPolicy(Protocol):
     def filter_rules(self) -> Sequence[CheckedRule]: ...
 
     def applies(self, pod: Pod) -> bool: ...
+
+
+class LabelKeyPolicy(Protocol):
+    """A compiled policy as the label-case check reads it."""
+
+    @property
+    def name(self) -> str: ...  # spec.pluginName
+
+    @property
+    def policy_name(self) -> str: ...  # metadata.name
+
+    @property
+    def node_label_keys(self) -> tuple[str, ...]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CaseMismatch:
+    """A node whose label key differs from one a policy reads only by case, the
+    policy's own spelling absent from the node (so the policy never sees it)."""
+
+    node: str
+    policy: str  # metadata.name
+    plugin: str  # spec.pluginName
+    node_key: str
+    policy_key: str
+
+    def describe(self) -> str:
+        # JSON's quoting: a control character or a look-alike letter shows as an escape.
+        return (f"node has label {json.dumps(self.node_key)}, policy wants "
+                f"{json.dumps(self.policy_key)}")
+
+
+def label_case_mismatches(policies: Iterable[LabelKeyPolicy], nodes: Iterable[Node]
+                          ) -> list[CaseMismatch]:
+    """Each (node, policy, key) where the node has a label key equal to one the policy
+    reads but for case, and not the policy's spelling itself; by node, then policy.
+    Costs one lookup per node label."""
+    wanted: dict[str, list[tuple[LabelKeyPolicy, str]]] = {}
+    seen: set[str] = set()
+    for p in policies:
+        if p.policy_name in seen:  # profiles that load one policy share it
+            continue
+        seen.add(p.policy_name)
+        for key in p.node_label_keys:
+            wanted.setdefault(key.lower(), []).append((p, key))
+    if not wanted:
+        return []
+    out: list[CaseMismatch] = []
+    for node in nodes:
+        labels = node.labels
+        for have in labels:
+            for p, key in wanted.get(have.lower(), ()):
+                if key != have and key not in labels:
+                    out.append(CaseMismatch(node.name, p.policy_name, p.name, have, key))
+    out.sort(key=lambda m: (m.node, m.policy, m.policy_key))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +171,9 @@ class AuditResult:
     skipped: list[SkippedPod]
     checked: int  # bound pods audited (whether or not a policy applies to them)
     policies: list[PolicyChecks]  # every policy that applied to a pod, by name
+    # Node label keys that differ from a policy's only by case (set by the caller, who
+    # knows every policy; findings, not violations).
+    label_case: list[CaseMismatch] = field(default_factory=list)
 
     def violating_pods(self) -> dict[str, int]:
         """metadata.name -> number of distinct pods violating the policy, most first

@@ -80,6 +80,9 @@ class ScheduleResult:
     # explain only: node -> plugin -> its verdict on each part of the pod it judges
     # separately (VolumeBinding: each claim).
     verdicts: dict[str, dict[str, Sequence[Verdict]]] = field(default_factory=dict)
+    # explain only: node -> the pods nominated there (by an earlier preemption) that
+    # were counted on it when it was rejected: the pod yields to them (see nominated).
+    nominated_counted: dict[str, list[str]] = field(default_factory=dict)
     # explain only: each PostFilter plugin's account (preemption: node, victims, why
     # other candidates lost).
     post_filter_notes: dict[str, list[str]] = field(default_factory=dict)
@@ -127,7 +130,7 @@ def schedule_one(
     nodes = cluster.node_infos()
     # Before this cycle's own state exists: the first pass places nominated pods in
     # the cluster for a moment, and nothing computed for this cycle may see that.
-    rejections = _nominated_first_pass(fw, pod, cluster)
+    rejections = _nominated_first_pass(fw, pod, cluster, explain=explain)
     state = CycleState(nodes, cluster)
     state.framework = fw
     result = ScheduleResult(pod=pod, node=None, num_nodes=len(nodes), cycle_state=state)
@@ -189,14 +192,7 @@ def schedule_one(
     if status is not None:
         return _failed(result, status)
     if explain:
-        for n in candidates:
-            result.filter_details[n.name] = fw.filter_details(state, pod, n)
-            if verdicts := fw.verdicts(state, pod, n):
-                result.verdicts[n.name] = verdicts
-        for n in nodes:
-            if names is not None and n.name not in names:
-                assert diagnosis.absent_nodes_status is not None
-                result.filter_details[n.name] = {"PreFilter": diagnosis.absent_nodes_status}
+        _explain_filters(fw, state, pod, result, nodes, names, rejections, own)
     result.feasible = names_feasible = [n.name for n in feasible]
     audits = fw.run_audits(state, pod, feasible) if fw.audits and feasible else []
 
@@ -268,11 +264,38 @@ def _post_filter(fw: Framework, state: CycleState, pod: Pod, result: ScheduleRes
     result.message = fit_error_message(result.num_nodes, diagnosis)
 
 
-def _nominated_first_pass(fw: Framework, pod: Pod, cluster: ClusterState
-                          ) -> NominatedRejections:
+def _nominated_first_pass(fw: Framework, pod: Pod, cluster: ClusterState, *,
+                          explain: bool = False) -> NominatedRejections:
     if not cluster.has_nominations:
         return _NO_REJECTIONS
-    return first_pass(fw, pod, cluster)
+    return first_pass(fw, pod, cluster, explain=explain)
+
+
+def _explain_filters(fw: Framework, state: CycleState, pod: Pod, result: ScheduleResult,
+                     nodes: Sequence[NodeInfo], names: set[str] | None,
+                     rejections: NominatedRejections, own: str) -> None:
+    """Every node once, in the cluster's order, with the verdict the diagnosis holds
+    for it: PreFilter's for a node it narrowed away (but the pod's own nominated
+    node, tried first whatever PreFilter said); the nominated pods' pass for a node
+    it rejected (those pods counted there); else every filter's."""
+    diagnosis = result.diagnosis
+    for n in nodes:
+        name = n.name
+        narrowed = names is not None and name not in names and name != own
+        if name in rejections.node_to_status and not narrowed:
+            result.filter_details[name] = rejections.details.get(
+                name, {"Filter": rejections.node_to_status[name]})
+            result.nominated_counted[name] = [p.key for p in rejections.counted.get(name, ())]
+            if name in rejections.verdicts:
+                result.verdicts[name] = rejections.verdicts[name]
+            continue
+        if narrowed:
+            assert diagnosis.absent_nodes_status is not None
+            result.filter_details[name] = {"PreFilter": diagnosis.absent_nodes_status}
+            continue
+        result.filter_details[name] = fw.filter_details(state, pod, n)
+        if verdicts := fw.verdicts(state, pod, n):
+            result.verdicts[name] = verdicts
 
 
 # Shared and never written to: a cycle without nominations allocates nothing for them.

@@ -13,14 +13,20 @@ The first pass runs here, before the cycle's own PreFilter, in
 (upstream updates its PreFilter state with AddPod instead; rerunning is simpler and
 exact, and costs one PreFilter per such node, only for nodes that hold nominated pods
 and only while any exist). The second pass is the cycle's ordinary filtering.
+
+For explain, the first pass also keeps every filter's verdict on each node it rejects
+(with the nominated pods counted, the verdict that node got) and which pods were
+counted there, so such a node is shown with its real reason rather than left out.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.fit_error import Diagnosis
+from policyd.framework.interfaces import Verdict
 from policyd.framework.runtime import Framework
 from policyd.framework.status import Status
 from policyd.model.cluster import ClusterState
@@ -30,11 +36,16 @@ from policyd.model.records import Pod
 @dataclass(slots=True)
 class NominatedRejections:
     """The nodes the first pass rejects, with their statuses and the plugins that
-    rejected; `error` when a plugin erred (the cycle fails with it)."""
+    rejected; `error` when a plugin erred (the cycle fails with it). With `explain`:
+    each rejected node's every filter verdict (`details`, `verdicts`) and the nominated pods that
+    were counted on it (`counted`)."""
 
     node_to_status: dict[str, Status] = field(default_factory=dict)
     plugins: set[str] = field(default_factory=set)
     error: Status | None = None
+    details: dict[str, dict[str, Status | None]] = field(default_factory=dict)
+    verdicts: dict[str, dict[str, Sequence[Verdict]]] = field(default_factory=dict)
+    counted: dict[str, list[Pod]] = field(default_factory=dict)
 
 
 def yielded_to(cluster: ClusterState, pod: Pod) -> dict[str, list[Pod]]:
@@ -50,9 +61,12 @@ def yielded_to(cluster: ClusterState, pod: Pod) -> dict[str, list[Pod]]:
     return out
 
 
-def first_pass(fw: Framework, pod: Pod, cluster: ClusterState) -> NominatedRejections:
+def first_pass(fw: Framework, pod: Pod, cluster: ClusterState, *, explain: bool = False
+               ) -> NominatedRejections:
     """The filters with each node's nominated pods counted there, for the nodes that
-    hold any `pod` yields to. Costs nothing while nothing is nominated."""
+    hold any `pod` yields to. Costs nothing while nothing is nominated. `explain` also
+    keeps each rejected node's every filter verdict, taken in the same hypothetical
+    state."""
     out = NominatedRejections()
     for node_name, pods in yielded_to(cluster, pod).items():
         with cluster.what_if(place=[(p, node_name) for p in pods]) as hypothetical:
@@ -67,6 +81,9 @@ def first_pass(fw: Framework, pod: Pod, cluster: ClusterState) -> NominatedRejec
                     return out
                 out.node_to_status[node_name] = status
                 out.plugins |= rejected_by
+                if explain:
+                    out.details[node_name] = {status.plugin or "PreFilter": status}
+                    out.counted[node_name] = pods
                 continue
             diagnosis = Diagnosis()
             _, status = fw.run_filters(state, pod, [info], diagnosis)
@@ -76,4 +93,9 @@ def first_pass(fw: Framework, pod: Pod, cluster: ClusterState) -> NominatedRejec
             if node_name in diagnosis.node_to_status:
                 out.node_to_status[node_name] = diagnosis.node_to_status[node_name]
                 out.plugins |= diagnosis.unschedulable_plugins
+                if explain:
+                    out.details[node_name] = fw.filter_details(state, pod, info)
+                    if verdicts := fw.verdicts(state, pod, info):
+                        out.verdicts[node_name] = verdicts
+                    out.counted[node_name] = pods
     return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from policyd.engine.cycle import AuditFinding, ScheduleResult
@@ -11,6 +11,7 @@ from policyd.engine.simulate import SimulationResult
 from policyd.framework.fit_error import reason_counts
 from policyd.framework.runtime import PluginScores
 from policyd.framework.status import Status
+from policyd.model.cluster import nominated_node_name
 
 
 def _verdict(status: Status | None) -> str:
@@ -49,7 +50,12 @@ def _plugin_json(p: PluginScores, i: int) -> dict[str, Any]:
     return out
 
 
-def explain_json(result: ScheduleResult) -> dict[str, Any]:
+def explain_json(result: ScheduleResult, *,
+                 hints: Mapping[str, Mapping[str, Sequence[str]]] | None = None
+                 ) -> dict[str, Any]:
+    """The explain document: every node (in `node_order`), each with its filters'
+    verdicts, its `reasons` in words (with the numbers kube-scheduler's reasons leave
+    out, the nominated pods counted on it, and `hints`: node -> plugin -> lines)."""
     score_by_node: dict[str, dict[str, Any]] = {}
     totals: dict[str, int] = {}
     if result.scores is not None:
@@ -59,7 +65,8 @@ def explain_json(result: ScheduleResult) -> dict[str, Any]:
             totals[node.name] = result.scores.totals[i]
     feasible = set(result.feasible)
     nodes = []
-    for name, details in result.filter_details.items():
+    for name in node_order(result):
+        details = result.filter_details[name]
         nodes.append({
             "name": name,
             "feasible": name in feasible,
@@ -72,6 +79,10 @@ def explain_json(result: ScheduleResult) -> dict[str, Any]:
                          for plugin, found in result.verdicts.get(name, {}).items()},
             "scores": score_by_node.get(name, {}),
             "total": totals.get(name),
+            "reasons": {plugin: _reason(result, name, plugin, st, hints)
+                        for plugin, st in _failed(details)},
+            "nominatedPods": result.nominated_counted.get(name, []),
+            "hints": [h for found in (hints or {}).get(name, {}).values() for h in found],
         })
     return {
         "pod": result.pod.key,
@@ -80,10 +91,73 @@ def explain_json(result: ScheduleResult) -> dict[str, Any]:
         "error": result.error.message if result.error else None,
         "feasibleNodes": result.feasible,
         "reasonCounts": reason_counts(result.diagnosis.node_to_status),
+        "nominatedNode": nominated_node_name(result.pod) or None,
+        "nomination": _nomination(result),
         "nodes": nodes,
         "postFilter": result.post_filter_notes,
         "audit": [_finding_json(a) for a in result.audits],
     }
+
+
+def _failed(details: Mapping[str, Status | None]) -> list[tuple[str, Status]]:
+    """The filters that rejected a node (not those that passed or had nothing to do)."""
+    return [(pl, st) for pl, st in details.items()
+            if st is not None and not st.is_success and not st.is_skip]
+
+
+def node_order(result: ScheduleResult) -> list[str]:
+    """The nodes as explain lists them: the chosen node, the other feasible nodes by
+    total score (highest first; unscored ones after, in the cluster's order), then the
+    rejected nodes grouped by reason, the most common reason first."""
+    totals: dict[str, int] = {}
+    if result.scores is not None:
+        totals = {n.name: t for n, t in zip(result.scores.nodes, result.scores.totals,
+                                            strict=True)}
+    feasible = set(result.feasible)
+    ok: list[str] = []
+    groups: dict[tuple[tuple[str, str], ...], list[str]] = {}
+    for name, details in result.filter_details.items():
+        failed = _failed(details)
+        if name in feasible or not failed:
+            ok.append(name)
+        else:
+            groups.setdefault(tuple((pl, st.message) for pl, st in failed), []).append(name)
+    ok.sort(key=lambda n: (n != result.node, n not in totals, -totals.get(n, 0)))
+    rejected = sorted(groups.values(), key=len, reverse=True)  # stable: first seen first
+    return ok + [n for group in rejected for n in group]
+
+
+def _reason(result: ScheduleResult, node: str, plugin: str, status: Status,
+            hints: Mapping[str, Mapping[str, Sequence[str]]] | None) -> str:
+    """Why `plugin` rejected `node`, in words: its reasons, each with the numbers the
+    plugin's verdicts give for it (`Insufficient cpu (requests 2, free 0.5 of 4
+    allocatable)`), the nominated pods counted there, and the hints for it."""
+    detail = {v.subject: v.verdict
+              for v in result.verdicts.get(node, {}).get(plugin, ()) if not v.fits}
+    text = ", ".join(f"{r} ({detail[r]})" if r in detail else r
+                     for r in status.reasons) or _verdict(status)
+    extra = list((hints or {}).get(node, {}).get(plugin, ()))
+    counted = result.nominated_counted.get(node)
+    if counted:
+        extra.append(f"counting {', '.join(counted)}, nominated here by preemption: a pod "
+                     "of lower or equal priority may not take that room")
+    return "; ".join([text, *extra])
+
+
+def _nomination(result: ScheduleResult) -> str | None:
+    """What the pod's own status.nominatedNodeName did in the cycle, or None."""
+    own = nominated_node_name(result.pod)
+    if not own:
+        return None
+    if own not in result.filter_details:
+        return (f"nominated to node {own} (status.nominatedNodeName), which is not in the "
+                "cluster: every node was tried")
+    if result.node == own and result.scores is None:
+        return (f"nominated to node {own} (status.nominatedNodeName): tried first, alone, "
+                "as kube-scheduler does, and it fits, so it was chosen without scoring "
+                "(the other nodes' verdicts are shown all the same)")
+    return (f"nominated to node {own} (status.nominatedNodeName): tried first, alone, as "
+            "kube-scheduler does; it does not fit there, so every node was tried")
 
 
 def _finding_json(a: AuditFinding, *, nodes: bool = True) -> dict[str, Any]:
@@ -101,7 +175,11 @@ def _table(rows: list[list[str]]) -> str:
                      for r in rows)
 
 
-def explain_text(result: ScheduleResult) -> str:
+def explain_text(result: ScheduleResult, *, top: int = 0,
+                 hints: Mapping[str, Mapping[str, Sequence[str]]] | None = None) -> str:
+    """The explain answer for people: the decision, then the first `top` nodes of
+    `node_order` (0: all) in a table, why each shown node was rejected (counted by
+    reason for those not shown), and the per-node details of the shown nodes."""
     pod = result.pod.key
     lines = []
     if result.error is not None:
@@ -111,14 +189,18 @@ def explain_text(result: ScheduleResult) -> str:
         lines.append(f"  {result.message}")
     else:
         lines.append(f"Pod {pod} -> {result.node}")
+    if (nomination := _nomination(result)) is not None:
+        lines.append(f"  {nomination[0].upper()}{nomination[1:]}.")
+    order = node_order(result)
+    shown = order[:top] if top > 0 else order
+    hidden = order[len(shown):]
     scores = result.scores
     score_plugins = [p.plugin for p in scores.plugins] if scores else []
     index = {n.name: i for i, n in enumerate(scores.nodes)} if scores else {}
     rows = [["", "NODE", "FILTERS", *score_plugins, "TOTAL"]]
     rejected: list[str] = []
-    for name, details in result.filter_details.items():
-        failed = [(pl, st) for pl, st in details.items()
-                  if st is not None and not st.is_success and not st.is_skip]
+    for name in shown:
+        failed = _failed(result.filter_details[name])
         verdict = "passed" if not failed else "rejected by " + ", ".join(pl for pl, _ in failed)
         row = ["*" if name == result.node else "", name, verdict]
         if name in index and scores is not None:
@@ -128,12 +210,23 @@ def explain_text(result: ScheduleResult) -> str:
         else:
             row += ["-"] * (len(score_plugins) + 1)
         rows.append(row)
-        rejected += [f"  {name}  {pl}: {_verdict(st)}" for pl, st in failed]
+        rejected += [f"  {name}  {pl}: {_reason(result, name, pl, st, hints)}"
+                     for pl, st in failed]
     if result.filter_details:  # nothing to tabulate when the cluster has no nodes
         lines += ["", _table(rows)]
-    if rejected:
+    if hidden:
+        lines.append(f"... {len(hidden)} more node(s) (--top 0 shows all; --format json "
+                     "lists every node)")
+    hidden_counts = reason_counts({n: result.diagnosis.node_to_status.get(n, failed[0][1])
+                                   for n in hidden
+                                   if (failed := _failed(result.filter_details[n]))})
+    if rejected or hidden_counts:
         lines += ["", "Why nodes were rejected (every filter, not only the first):", *rejected]
-    lines += _verdicts_text(result)
+    if hidden_counts:
+        lines.append(f"  {'and ' if rejected else ''}of the nodes not shown: " + ", ".join(
+            f"{count} {reason}" for reason, count in hidden_counts.items()))
+    lines += _hints_text(result, shown, hidden, hints)
+    lines += _verdicts_text(result, shown)
     lines += _audit_text(result)
     for plugin, notes in result.post_filter_notes.items():
         lines += ["", f"{plugin}:", *(f"  {n}" for n in notes)]
@@ -145,8 +238,27 @@ def explain_text(result: ScheduleResult) -> str:
         weights = ", ".join(f"{p.plugin} {p.weight}" for p in scores.plugins)
         lines += ["", "Scores are normalized (0-100) x weight; the highest TOTAL wins, ties at "
                   f"random. Weights: {weights}."]
-        lines += _policy_rules_text(result)
+        lines += _policy_rules_text(result, shown)
     return "\n".join(lines)
+
+
+def _hints_text(result: ScheduleResult, shown: Sequence[str], hidden: Sequence[str],
+                hints: Mapping[str, Mapping[str, Sequence[str]]] | None) -> list[str]:
+    """The hints about shown nodes that no rejection reason above carried (a node the
+    plugin did not reject: a score rule that found no value there, say), and how many
+    nodes not shown have any."""
+    if not hints:
+        return []
+    out = []
+    for name in shown:
+        failed = {pl for pl, _ in _failed(result.filter_details[name])}
+        for plugin, found in hints.get(name, {}).items():
+            if plugin not in failed:
+                out += [f"  {name}  {plugin}: {h}" for h in found]
+    if hinted := sum(1 for n in hidden if hints.get(n)):
+        out.append(f"  {'and ' if out else ''}{hinted} node(s) not shown (--format json: "
+                   "each node's hints)")
+    return ["", "Label keys that differ from a policy's only by case:", *out] if out else []
 
 
 # Rejected nodes named per audited rule in text; json names them all.
@@ -175,22 +287,27 @@ def _audit_text(result: ScheduleResult) -> list[str]:
     return out
 
 
-def _verdicts_text(result: ScheduleResult) -> list[str]:
-    """Per node, the verdict on each part a plugin judges separately: which PV each
-    claim takes, or why it cannot have one there."""
+def _verdicts_text(result: ScheduleResult, shown: Sequence[str]) -> list[str]:
+    """Per shown node, the verdict on each part a plugin judges separately: which PV
+    each claim takes, or why it cannot have one there. A verdict on one of the
+    plugin's own reasons was said with that reason, and is not repeated."""
     by_plugin: dict[str, list[str]] = {}
-    for name, per_plugin in result.verdicts.items():
-        for plugin, found in per_plugin.items():
-            by_plugin.setdefault(plugin, []).extend(
-                f"  {name}  {v.subject}: {'ok, ' if v.fits else 'no, '}{v.verdict}"
-                for v in found)
+    for name in shown:
+        details = result.filter_details[name]
+        for plugin, found in result.verdicts.get(name, {}).items():
+            status = details.get(plugin)
+            said = set(status.reasons) if status is not None else set()
+            lines = [f"  {name}  {v.subject}: {'ok, ' if v.fits else 'no, '}{v.verdict}"
+                     for v in found if v.subject not in said]
+            if lines:
+                by_plugin.setdefault(plugin, []).extend(lines)
     out = []
     for plugin, lines in by_plugin.items():
         out += ["", f"{plugin}, per claim on each node:", *lines]
     return out
 
 
-def _policy_rules_text(result: ScheduleResult) -> list[str]:
+def _policy_rules_text(result: ScheduleResult, shown: Sequence[str]) -> list[str]:
     """Each policy score rule's raw value and 0..100 score per node: the numbers behind a
     policy's column of the table above."""
     scores = result.scores
@@ -201,13 +318,17 @@ def _policy_rules_text(result: ScheduleResult) -> list[str]:
     if not columns:
         return []
     rows = [["NODE", *(name for name, _ in columns)]]
-    for i, node in enumerate(scores.nodes):
+    index = {n.name: i for i, n in enumerate(scores.nodes)}
+    for name in shown:
+        if name not in index:
+            continue
+        i = index[name]
         cells = []
         for _, per_node in columns:
             raw, normalized = per_node[i]
-            shown = _number(raw)
-            cells.append(f"{'missing' if shown is None else shown} -> {normalized}")
-        rows.append([node.name, *cells])
+            value = _number(raw)
+            cells.append(f"{'missing' if value is None else value} -> {normalized}")
+        rows.append([name, *cells])
     return ["", "Policy score rules, raw value -> 0..100 on each node:", _table(rows)]
 
 

@@ -122,3 +122,26 @@ def pod_requests(pod: Pod, *, non_zero: bool = False, use_status: bool = False
     result = {name: from_nano(name, value) for name, value in reqs.items()}
     pod.cache[cache_key] = result
     return result
+
+
+_BINARY_UNITS = (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10))
+_DECIMAL_UNITS = (("E", 18), ("P", 15), ("T", 12), ("G", 9), ("M", 6), ("k", 3))
+
+
+def show_amount(name: str, value: int) -> str:
+    """An amount of resource `name` as a person writes it in a manifest: cpu (kept in
+    millicores) in cores, `0.5` or `2`; bytes with the largest suffix that divides them
+    exactly (`16Gi`, `1500M`), else as a plain number; counts as they are."""
+    if name == CPU:
+        whole, milli = divmod(abs(value), 1000)
+        sign = "-" if value < 0 else ""
+        return f"{sign}{whole}" + (f".{milli:03d}".rstrip("0") if milli else "")
+    if name not in (MEMORY, EPHEMERAL_STORAGE) or value == 0:
+        return str(value)
+    for suffix, bits in _BINARY_UNITS:
+        if value % (1 << bits) == 0:
+            return f"{value >> bits}{suffix}"
+    for suffix, exp in _DECIMAL_UNITS:
+        if value % 10**exp == 0:
+            return f"{value // 10**exp}{suffix}"
+    return str(value)

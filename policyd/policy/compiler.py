@@ -95,6 +95,13 @@ class CompiledPolicy:
         """The node metrics this policy's `metric` rules read."""
         return tuple(r.metric for r in self.score_rules if isinstance(r, MetricScore))
 
+    @property
+    def node_label_keys(self) -> tuple[str, ...]:
+        """Every node label key the policy's rules read by name, each once."""
+        keys = [k for r in self.filter_rules for k in r.node_label_keys()]
+        keys += [k for r in self.score_rules for k in r.node_label_keys()]
+        return tuple(dict.fromkeys(keys))
+
     def use_metrics(self, reader: MetricsReader) -> None:
         """Read node metrics from `reader` (the daemon's cache, or a --metrics file);
         until called, every metric value is missing."""

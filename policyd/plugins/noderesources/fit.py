@@ -44,10 +44,18 @@ from policyd.framework.events import (
     QueueingHint,
     is_self,
 )
+from policyd.framework.interfaces import Verdict
 from policyd.framework.status import Code
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod
-from policyd.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, pod_requests
+from policyd.model.resources import (
+    CPU,
+    EPHEMERAL_STORAGE,
+    MEMORY,
+    PODS,
+    pod_requests,
+    show_amount,
+)
 from policyd.model.row_memo import RowMemo
 from policyd.plugins import names
 from policyd.plugins.helper.plugin_args import (
@@ -267,6 +275,32 @@ class NodeResourcesFit:
                 return np.zeros(rows.size, np.bool_)
             ok &= value <= take(allocatable[j], rows) - take(requested[j], rows)
         return ok
+
+    def verdicts(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[Verdict, ...]:
+        """For explain, the numbers behind each of Filter's reasons on `node`, which
+        kube-scheduler's own reasons leave out: the subject is the reason as Filter
+        says it (`Insufficient cpu`), the verdict the request, what is free and the
+        node's allocatable. Nothing when the node fits."""
+        request: FitRequest | None = state.get(_PRE_FILTER_KEY)
+        if request is None:
+            return ()
+        allocatable = node.node.allocatable
+        out: list[Verdict] = []
+        pods_allowed = allocatable.get(PODS, 0)
+        if len(node.pods) + 1 > pods_allowed:
+            out.append(Verdict(ERR_REASON_TOO_MANY_PODS, False,
+                               f"{len(node.pods)} pods on it, {pods_allowed} allowed"))
+        if not request.all_zero:
+            requested = node.requested
+            for name, value, reason in request.checks:
+                alloc = allocatable.get(name, 0)
+                free = alloc - requested.get(name, 0)
+                if value > free:
+                    out.append(Verdict(reason, False, (
+                        f"requests {show_amount(name, value)}, free "
+                        f"{show_amount(name, max(free, 0))} of {show_amount(name, alloc)} "
+                        "allocatable")))
+        return tuple(out)
 
     # score
 

@@ -56,6 +56,11 @@ class FilterRule:
     def bind(self, policy: RulePolicy, pod: Pod) -> NodeCheck | None:
         raise NotImplementedError
 
+    def node_label_keys(self) -> tuple[str, ...]:
+        """The node label keys the rule reads by name (explain and audit point out a
+        node whose key differs from one only by case); () when it reads none."""
+        return ()
+
     def mask(self, check: NodeCheck, policy: RulePolicy, pod: Pod, table: NodeTable,
              idx: IntArray) -> BoolArray:
         """The batch form of `check` over `table` rows `idx`; exactly its results.
@@ -84,6 +89,10 @@ class ScoreRule:
 
     def bind(self, pod: Pod) -> NodeValue:
         raise NotImplementedError
+
+    def node_label_keys(self) -> tuple[str, ...]:
+        """As FilterRule.node_label_keys."""
+        return ()
 
     def values(self, value: NodeValue, pod: Pod, table: NodeTable,
                idx: IntArray) -> FloatArray:

@@ -169,8 +169,8 @@ def test_json_shape(app: typer.Typer, files: Path) -> None:
                        files / "policies", "-o", "json")
     assert code == 1
     doc = json.loads(out)
-    assert set(doc) == {"version", "violations", "policies", "skipped", "summary",
-                        "warnings"}
+    assert set(doc) == {"version", "violations", "policies", "skipped", "labelCase",
+                        "summary", "warnings"}
     assert doc["version"] == 1
     assert doc["violations"][0] == {
         "pod": "shop/legacy", "node": "n2", "policy": "env-prod", "plugin": "EnvProd",
@@ -185,8 +185,55 @@ def test_json_shape(app: typer.Typer, files: Path) -> None:
          "violating": 1}]
     assert doc["skipped"] == [{"pod": "shop/ghost", "node": "n9", "kind": "node-missing",
                                "reason": doc["skipped"][0]["reason"]}]
+    assert doc["labelCase"] == []
     assert doc["summary"] == {"checked": 5, "violatingPods": 3, "violations": 3,
-                              "violatedPolicies": 2, "skipped": 1}
+                              "violatedPolicies": 2, "skipped": 1, "labelCase": 0}
+
+
+# n3 says `Env` and `HW` where the policies read `env` and `hw`; n4 has both spellings
+# of `env` (the policy's own is there: nothing hides it).
+CASE_NODES = NODES + """---
+apiVersion: v1
+kind: Node
+metadata: {name: n3, labels: {Env: prod, HW: "true"}}
+status: {allocatable: {cpu: "4", memory: 8Gi, pods: "110"}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: n4, labels: {Env: prod, env: prod}}
+status: {allocatable: {cpu: "4", memory: 8Gi, pods: "110"}}
+"""
+
+
+def test_a_node_label_differing_from_a_policys_only_by_case_is_a_finding(
+        app: typer.Typer, files: Path) -> None:
+    (files / "cluster.yaml").write_text(CASE_NODES + PODS)
+    args = ("--cluster", files / "cluster.yaml", "--policies", files / "policies")
+    code, out, _ = run(app, *args)
+    assert code == 1  # the violations above, not the findings
+    lines = out.splitlines()
+    at = lines.index("node label keys that differ from a policy's only by case (the "
+                     "policy never matches them; not counted as violations):")
+    assert lines[at + 1:at + 3] == [
+        '  n3: policy env-prod: node has label "Env", policy wants "env"',
+        '  n3: policy hw-encrypt: node has label "HW", policy wants "hw"']
+    assert not any(line.startswith("  n4:") for line in lines)
+    code, out, _ = run(app, *args, "-o", "json")
+    doc = json.loads(out)
+    assert doc["labelCase"][0] == {
+        "node": "n3", "policy": "env-prod", "plugin": "EnvProd", "nodeKey": "Env",
+        "policyKey": "env", "message": 'node has label "Env", policy wants "env"'}
+    assert doc["summary"]["labelCase"] == 2
+
+
+def test_label_case_findings_alone_do_not_fail_the_run(app: typer.Typer,
+                                                       files: Path) -> None:
+    (files / "cluster.yaml").write_text(CASE_NODES)
+    code, out, _ = run(app, "--cluster", files / "cluster.yaml", "--policies",
+                       files / "policies")
+    assert code == 0
+    assert '  n3: policy env-prod: node has label "Env", policy wants "env"' in out
+    assert out.splitlines()[-1] == "no violations; 0 pods checked"
 
 
 def test_junit_parses_with_a_suite_per_policy_and_a_failure_per_violation(

@@ -149,3 +149,87 @@ def test_bad_metrics_file_is_exit_2(metric_setup: Path, content: str, needle: st
                 str(d / "metrics.yaml"))
     assert r.returncode == 2
     assert needle in r.stderr and "Traceback" not in r.stderr
+
+
+NOMINATED = """\
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Node, metadata: {name: n1},
+   status: {allocatable: {cpu: "4", memory: 16Gi, pods: "110"}}}
+- {apiVersion: v1, kind: Node, metadata: {name: n2},
+   status: {allocatable: {cpu: "4", memory: 16Gi, pods: "110"}}}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: nom, namespace: default, uid: nom}
+  spec:
+    priority: 100
+    containers: [{name: c, image: x, resources: {requests: {cpu: "3"}}}]
+  status: {phase: Pending, nominatedNodeName: n1}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: busy, namespace: default, uid: busy}
+  spec:
+    nodeName: n2
+    containers: [{name: c, image: x, resources: {requests: {cpu: "3"}}}]
+  status: {phase: Running}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: web-c, namespace: storefront, uid: web}
+  spec:
+    containers: [{name: c, image: x, resources: {requests: {cpu: "2"}}}]
+  status: {phase: Pending}
+"""
+
+
+def test_explain_shows_the_node_held_for_a_nominated_pod(tmp_path: Path) -> None:
+    # issue 26, class 6: the message counted n1, the answer left it out.
+    (tmp_path / "c.yaml").write_text(NOMINATED)
+    r = policyd("explain", "storefront/web-c", "--cluster", str(tmp_path / "c.yaml"),
+                "-o", "json")
+    assert r.returncode == 1, r.stderr
+    out = json.loads(r.stdout)
+    assert out["message"].startswith("0/2 nodes are available: 2 Insufficient cpu.")
+    assert [n["name"] for n in out["nodes"]] == ["n1", "n2"]
+    assert out["nodes"][0]["nominatedPods"] == ["default/nom"]
+    text = policyd("explain", "storefront/web-c", "--cluster", str(tmp_path / "c.yaml"))
+    assert ("  n1  NodeResourcesFit: Insufficient cpu (requests 2, free 1 of 4 allocatable); "
+            "counting default/nom, nominated here by preemption") in text.stdout
+
+
+def test_explain_top_cuts_the_table_and_says_how_many_are_left() -> None:
+    r = policyd("explain", *DEMO, "--pod", "jobs/huge", "--top", "2")
+    assert r.returncode == 1
+    assert "... 4 more node(s) (--top 0 shows all; --format json lists every node)" \
+        in r.stdout
+    assert "  and of the nodes not shown: " in r.stdout
+    bad = policyd("explain", *DEMO, "--pod", "jobs/huge", "--top", "-1")
+    assert bad.returncode == 2 and "--top" in bad.stderr
+
+
+@pytest.mark.parametrize(("ref", "hint"), [
+    ("web-c", "no pod default/web-c in the snapshot; did you mean storefront/web-c?"),
+    ("storefront/web-x", "did you mean storefront/web-c?"),
+    ("storfront/web-c", "(no pod is in namespace storfront; did you mean namespace "
+                        "storefront?)"),
+    ("default/noms", "did you mean default/nom?"),
+    ("zzz/qqqq", "no pod zzz/qqqq in the snapshot (no pod is in namespace zzz)"),
+])
+def test_explain_suggests_the_pod_meant(tmp_path: Path, ref: str, hint: str) -> None:
+    (tmp_path / "c.yaml").write_text(NOMINATED)
+    r = policyd("explain", ref, "--cluster", str(tmp_path / "c.yaml"))
+    assert r.returncode == 2
+    assert hint in r.stderr, r.stderr
+
+
+def test_explain_points_out_a_node_label_that_differs_only_by_case() -> None:
+    # demo node-b1 says `Env: prod`; EnvProd reads `env`.
+    r = policyd("explain", *DEMO, "--pod", "shop/orders-api")
+    assert r.returncode == 0, r.stderr
+    assert ('  node-b1  EnvProd: node(s) are not production nodes (label env=prod); '
+            'node has label "Env", policy wants "env"') in r.stdout
+    out = json.loads(policyd("explain", *DEMO, "--pod", "shop/orders-api", "-o",
+                             "json").stdout)
+    nodes = {n["name"]: n for n in out["nodes"]}
+    assert nodes["node-b1"]["hints"] == ['node has label "Env", policy wants "env"']
+    assert nodes["node-b2"]["hints"] == []

@@ -175,3 +175,32 @@ def test_score_only_policies_are_not_audited() -> None:
     pods = [make_pod("p").node("a").obj()]
     result = run(nodes, pods, *scores)
     assert result.violations == [] and result.policies == []
+
+
+def score(rid: str, kind: str, spec: Any) -> dict[str, Any]:
+    return {"id": rid, "weight": 1, "normalize": "max", kind: spec}
+
+
+def test_label_keys_differing_only_by_case_are_found_for_every_rule_kind() -> None:
+    from policyd.engine.audit import CaseMismatch, label_case_mismatches
+
+    hw = policy("hw-encrypt", rule("hw-node", "annotationToNodeLabel", HW))
+    prod = policy("env-prod", PROD)
+    zoned = policy("zoned", scores=[
+        score("z", "labelValue", {"label": "Zone", "values": {"a": 10}}),
+        score("lat", "numeric", {"label": "myorg.io/latency-ms", "prefer": "lowest"})])
+    nodes = [make_node("a").label("env", "prod").label("hw", "true").obj(),  # all fine
+             make_node("b").label("ENV", "prod").label("HW", "true").obj(),
+             make_node("c").label("zone", "a").label("MyOrg.io/latency-ms", "3").obj(),
+             make_node("d").label("Env", "x").label("env", "prod").obj()]  # env is there
+    found = label_case_mismatches([prod, hw, zoned, prod], nodes)
+    assert found == [
+        CaseMismatch("b", "env-prod", "EnvProd", "ENV", "env"),
+        CaseMismatch("b", "hw-encrypt", "HwEncrypt", "HW", "hw"),
+        CaseMismatch("c", "zoned", "Zoned", "zone", "Zone"),
+        CaseMismatch("c", "zoned", "Zoned", "MyOrg.io/latency-ms", "myorg.io/latency-ms")]
+    assert found[0].describe() == 'node has label "ENV", policy wants "env"'
+    assert label_case_mismatches([], nodes) == []
+    # A key no policy reads by name (a JMESPath rule reads what it likes) is not checked.
+    assert policy("jp", rule("j", "jmespath", "node.metadata.labels.env == 'prod'")
+                  ).node_label_keys == ()

@@ -43,5 +43,8 @@ class AnnotationToNodeLabel(FilterRule):
              idx: IntArray) -> BoolArray:
         return label_group_mask((self.label,), check, table, idx)
 
+    def node_label_keys(self) -> tuple[str, ...]:
+        return (self.label,)
+
     def events(self, policy: RulePolicy) -> tuple[ClusterEventWithHint, ...]:
         return (ClusterEventWithHint(NODE_LABELS, node_hint(policy, self)),)

@@ -39,5 +39,8 @@ class NodeLabels(FilterRule):
         keys = tuple(sorted({r.key for r in self.term.label_requirements}))
         return label_group_mask(keys, check, table, idx)
 
+    def node_label_keys(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(r.key for r in self.term.label_requirements))
+
     def events(self, policy: RulePolicy) -> tuple[ClusterEventWithHint, ...]:
         return (ClusterEventWithHint(NODE_LABELS, node_hint(policy, self)),)

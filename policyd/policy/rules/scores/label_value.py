@@ -27,6 +27,9 @@ class LabelValueScore(ScoreRule):
         self.values_map: dict[str, float] = {str(k): float(v) for k, v in lv["values"].items()}
         self.default = float(lv.get("default", 0))
 
+    def node_label_keys(self) -> tuple[str, ...]:
+        return (self.label,)
+
     def bind(self, pod: Pod) -> NodeValue:
         label, values, default = self.label, self.values_map, self.default
 

@@ -46,6 +46,9 @@ class NumericScore(ScoreRule):
         self._column = (weakref.ref(table), table.version, column)
         return column
 
+    def node_label_keys(self) -> tuple[str, ...]:
+        return (self.key,) if self.from_label else ()
+
     def bind(self, pod: Pod) -> NodeValue:
         key = self.key
         if self.from_label:
