@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from policyd.cli.options import choice_enum
+from policyd.cli.options import choice_enum, output_option, yaml_text
 from policyd.errors import EXIT_OK, EXIT_PROBLEMS, InputFileError, PolicydError
 
 if TYPE_CHECKING:  # the engine (and numpy) load only when a command here runs
@@ -40,15 +40,10 @@ def _json_document(document: dict[str, Any]) -> None:
 
 
 def _yaml_document(document: dict[str, Any]) -> None:
-    """The json document, for kubectl users used to `-o yaml`."""
-    from ruamel.yaml import YAML
-
-    yaml = YAML(typ="safe", pure=True)
-    yaml.default_flow_style = False
-    yaml.dump(document, sys.stdout)
+    typer.echo(yaml_text(document), nl=False)
 
 
-# `--format` of explain and simulate: each command prints its own text; the other
+# `-o/--output` of explain and simulate: each command prints its own text; the other
 # formats print its JSON document, by these.
 DOCUMENT_FORMATS: dict[str, Callable[[dict[str, Any]], None]] = {
     "json": _json_document, "yaml": _yaml_document}
@@ -80,7 +75,7 @@ ConfigOpt = Annotated[Path | None, typer.Option("--config", help="PolicydConfigu
                                                 "plugins plus the given policies).")]
 PoliciesOpt = Annotated[list[Path] | None, typer.Option("--policies", help="Policy file or "
                                                         "directory (repeatable).")]
-FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-o", help="Output format.")]
+FormatOpt = Annotated[OutputFormat, output_option()]
 ValidateOpt = Annotated[FieldValidation, typer.Option(
     "--validate", help="Unknown fields in the snapshot and pod files (a typo such as "
     "nodeSelectr): strict = exit 2 naming the field, as the API server rejects them; "
@@ -320,7 +315,7 @@ def _warn(warnings: list[str]) -> None:
 
 
 def _emit(document: dict[str, Any], output: OutputFormat) -> None:
-    """The JSON document, in the --format asked for (json, yaml)."""
+    """The JSON document, in the -o/--output asked for (json, yaml)."""
     DOCUMENT_FORMATS[output](document)
 
 
