@@ -484,9 +484,9 @@ def simulate(
     takes the pods whose schedulerName it has; without --config the default profile
     also takes default-scheduler pods (and pods with no schedulerName). Pods no cycle
     would run for (another scheduler's, being deleted, already bound) are listed as
-    skipped, gated pods as held; --all-schedulers schedules other schedulers' pods too,
-    with the profile explain would explain them with, and says how many. A --pods pod
-    replaces the cluster's copy.
+    skipped, gated pods as held. Other schedulers' pods are scheduled too with
+    --all-schedulers, by the profile explain would explain them with, and a note says
+    how many. A --pods pod replaces the cluster's copy.
 
     Exit 0 when every pod tried was placed; 1 when some could not be, or a pending pod
     given with --pods was skipped or is held by scheduling gates; 2 for bad input
