@@ -410,10 +410,12 @@ def explain(
     Reads the snapshot --cluster FILE or, without it, the live cluster (listed once,
     nothing written; its SchedulingPolicy objects run too, see --config). The profile
     is the one whose schedulerName the pod names (without --config the default profile
-    also takes default-scheduler pods); with a single profile that does not serve the
-    pod, it is used anyway, with a note. A pod in the --pod/--pods files replaces the
-    cluster's copy. Exit 0 when the pod fits a node, 1 when it fits none, 2 for bad input
-    (including unknown fields, unless --validate says otherwise)."""
+    also takes default-scheduler pods); a pod no profile serves is explained, with a
+    note, by the profile serving default-scheduler or else the only one (the one
+    simulate uses for such pods when asked to). A pod in the --pod/--pods
+    files replaces the cluster's copy. Exit 0 when the pod fits a node, 1 when it fits
+    none, 2 for bad input (including unknown fields, unless --validate says
+    otherwise)."""
     from policyd.engine.cycle import schedule_one
     from policyd.engine.inputs import check_unique_pods, merge_pods
     from policyd.engine.profiles import serving_profiles
