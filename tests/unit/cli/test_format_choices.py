@@ -16,12 +16,14 @@ from typer.testing import CliRunner
 from policyd.cli.app import register_commands
 from policyd.cli.audit_cmd import AUDIT_FORMATS
 from policyd.cli.check_config_cmd import CHECK_CONFIG_FORMATS
-from policyd.cli.options import OUTPUT_FLAGS, one_of
+from policyd.cli.options import one_of
 from policyd.cli.schedule_cmds import DOCUMENT_FORMATS
 from policyd.lint.reporters import REPORTERS
 from policyd.policytest.render import RENDERERS as TEST_RENDERERS
 
 APP = register_commands()
+# kubectl's spelling, and the one lint, test and check-config had first (CI uses it).
+OUTPUT_FLAGS = ("-o", "--output", "-f", "--format")
 ROOT = Path(__file__).resolve().parents[3]
 
 # command -> its formats' registry, and whether typer lists them as a choice
