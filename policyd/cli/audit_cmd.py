@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from policyd.cli.options import choice_enum
+from policyd.cli.options import choice_enum, output_option, yaml_text
 from policyd.cli.schedule_cmds import (
     ClusterOpt,
     ConfigOpt,
@@ -40,12 +40,14 @@ if TYPE_CHECKING:  # the engine loads only when the command runs
 JSON_VERSION = 1
 
 
-# The formats of `--format`, by name: each renders the result (with the snapshot's
-# warnings) as the whole of stdout. The output functions are further down.
+# The formats of `-o/--output`, by name: each renders the result (with the snapshot's
+# warnings) as the whole of stdout; yaml is the json document, as explain's and
+# simulate's. The output functions are further down.
 AUDIT_FORMATS: dict[str, Callable[[AuditResult, Sequence[str]], str]] = {
     "text": lambda result, warnings: audit_text(result) + "\n",
     "json": lambda result, warnings: json.dumps(
         audit_json(result, warnings=warnings), indent=2) + "\n",
+    "yaml": lambda result, warnings: yaml_text(audit_json(result, warnings=warnings)),
     "junit": lambda result, warnings: _junit(result),
 }
 if TYPE_CHECKING:
@@ -72,8 +74,7 @@ def audit(
     all_schedulers: Annotated[bool, typer.Option(
         "--all-schedulers", help="With --config: also audit pods no profile serves "
         "(other schedulers'), against every policy of every profile.")] = False,
-    output: Annotated[AuditFormat, typer.Option("--format", "-o",
-                                                help="Output format.")] = TEXT,
+    output: Annotated[AuditFormat, output_option()] = TEXT,
     fail_on: Annotated[FailOn, typer.Option(
         "--fail-on", help="Violations that fail the run: any, or only those of "
         "Enforce-mode policies (Audit-mode ones are still reported).")] = FailOn.any,
@@ -196,13 +197,13 @@ def audit_text(result: AuditResult) -> str:
                      for m in result.label_case[:_MAX_LISTED])
         if len(result.label_case) > _MAX_LISTED:
             lines.append(f"  ... and {len(result.label_case) - _MAX_LISTED} more "
-                         "(--format json lists them all)")
+                         "(-o json lists them all)")
     listed = [s for s in result.skipped if s.kind in _LISTED_SKIPS]
     for s in listed[:_MAX_LISTED]:
         lines.append(f"skipped {s.pod}: {s.reason}")
     if len(listed) > _MAX_LISTED:
         lines.append(f"... and {len(listed) - _MAX_LISTED} more skipped pods "
-                     "(--format json lists them all)")
+                     "(-o json lists them all)")
     lines.append(summary_line(result))
     if result.skipped:
         kinds: dict[str, int] = {}

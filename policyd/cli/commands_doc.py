@@ -39,12 +39,14 @@ EXIT_CODES: Mapping[str, tuple[tuple[int, str], ...]] = {
     "policyd version": ((0, "always"),),
     "policyd lint": (
         (0, "no problem (warnings allowed unless `--strict`)"),
-        (1, "problems found (with `--strict`, warnings too)"),
+        (1, "problems found (with `--strict`, warnings too); a profile or a snapshot "
+            "given to lint is one, naming the command that takes it"),
         (2, "usage error or unreadable input"),
     ),
     "policyd check-config": (
         (0, "the profile and its policies are valid"),
-        (1, "problems found (with `--strict`, warnings too)"),
+        (1, "problems found (with `--strict`, warnings too); a policy, PolicyTest or "
+            "snapshot given as the profile is one, naming the command that takes it"),
         (2, "usage error or unreadable input"),
     ),
     "policyd test": (
@@ -55,15 +57,20 @@ EXIT_CODES: Mapping[str, tuple[tuple[int, str], ...]] = {
     "policyd explain": (
         (0, "the pod fits a node"),
         (1, "the pod fits no node"),
-        (2, "bad input: invalid YAML, a wrong kind, a missing field, a bad quantity, an "
-            "unknown field (unless `--validate` says otherwise), a pod no profile serves "
-            "when there are several profiles, a live read the user may not make"),
+        (2, "bad input: invalid YAML, a wrong kind (a profile, policy or PolicyTest "
+            "given as a snapshot or pod file is named as such, with the command that "
+            "takes it), a missing field, a bad quantity, an unknown field (unless "
+            "`--validate` says otherwise), a pod no profile serves when there are several "
+            "profiles and none serves default-scheduler, a live read the user may not "
+            "make"),
     ),
     "policyd simulate": (
         (0, "every pod tried was placed"),
         (1, "some pod could not be placed, or a pending pod given with `--pods` was "
             "skipped or is held by scheduling gates"),
-        (2, "bad input (as for explain), or a Node or Pod given twice"),
+        (2, "bad input (as for explain), a Node or Pod given twice, or "
+            "`--all-schedulers` with pods no profile serves and several profiles, none "
+            "serving default-scheduler"),
     ),
     "policyd audit": (
         (0, "no pod violates a policy"),
@@ -115,11 +122,13 @@ INTRO = """\
 Every command and subcommand of `policyd` and of its kubectl plugin `kubectl policyd`:
 usage, arguments and options (with their values, defaults and choices) exactly as
 `--help` prints them, and what each exit code means. Output formats are the choices of
-each command's `-o`/`--format`; every command also takes `--help`. Where a command's
-behaviour needs more than its help: [getting started](getting-started.md), [explain,
-simulate and audit](explain-simulate-audit.md) (their output, snapshot files, input
-checks), [running the daemon](running.md), [development](development.md) (`policyd dev`)
-and the [policy language](policy-language.md) (`lint`, `test`).
+each command's `-o`/`--output` (also spelt `-f`/`--format`; a format two commands offer
+means the same on both: yaml is always the json document); every command also takes
+`--help`. Where a command's behaviour needs more than its help: [getting
+started](getting-started.md), [explain, simulate and audit](explain-simulate-audit.md)
+(their output, snapshot files, input checks), [running the daemon](running.md),
+[development](development.md) (`policyd dev`) and the [policy
+language](policy-language.md) (`lint`, `test`).
 
 Every command, whatever it does, also exits with:
 """

@@ -1,7 +1,8 @@
 """`policyd lint PATH...`: check policy files the way CI needs.
 
-Every problem in one run; `--format` any lint reporter (`policyd.lint.reporters`;
-github is chosen when GITHUB_ACTIONS is set and no format is given); `--strict` fails on warnings;
+Every problem in one run; `-o/--output` (alias `-f/--format`) any lint reporter
+(`policyd.lint.reporters`; github is chosen when GITHUB_ACTIONS is set and no format is
+given); `--strict` fails on warnings;
 `--skip-non-policies` ignores documents of other kinds (for repositories where policies
 sit beside manifests). Exit 0
 clean, 1 problems, 2 usage errors and paths that do not exist or cannot be read.
@@ -11,18 +12,17 @@ Heavy modules are imported inside the command so `policyd lint` stays fast.
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
-from policyd.cli.options import FORMAT_HELP, problem_format
+from policyd.cli.options import FORMAT_HELP, PROBLEM_FORMATS, output_option, problem_format
 
 
 def lint(
     paths: list[str] = typer.Argument(  # noqa: B008 - typer's declaration style
         ..., metavar="PATH...", help="Policy files or directories (searched for *.yaml, *.yml)."),
-    output_format: str = typer.Option(
-        None, "--format", "-f", show_default=False,
-        help=FORMAT_HELP),
+    output_format: Annotated[str | None, output_option(PROBLEM_FORMATS, FORMAT_HELP)] = None,
     strict: bool = typer.Option(False, "--strict", help="Warnings fail the run too."),
     skip_non_policies: bool = typer.Option(
         False, "--skip-non-policies",

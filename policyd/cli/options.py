@@ -1,6 +1,8 @@
-"""Output format choices, made from the registries of what renders them: the problem
-formats of lint and check-config (the lint reporters), and `choice_enum` for the
-commands whose formats are a typer choice (audit, explain, simulate)."""
+"""The one output-format option every command with formats declares (kubectl's
+`-o/--output`, with `-f/--format` kept as aliases), and its choices, made from the
+registries of what renders them: the problem formats of lint and check-config (the
+lint reporters), and `choice_enum` for the commands whose formats are a typer choice
+(audit, explain, simulate)."""
 
 from __future__ import annotations
 
@@ -15,13 +17,50 @@ from policyd.lint.reporters import REPORTERS
 
 PROBLEM_FORMATS = tuple(REPORTERS)
 
+# The names of the output-format option, the same on every command: `-o/--output` as
+# kubectl spells it, then `--format/-f`, which lint, test and check-config used first and
+# CI configurations still pass. One click option with four names, so both spellings
+# are documented in --help and validated alike.
+OUTPUT_FLAGS = ("--output", "-o", "--format", "-f")
+# How errors about the option name it.
+OUTPUT_HINT = "--output"
+
 
 def one_of(names: Sequence[str]) -> str:
     """`a, b or c`: a choice in help text."""
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
-FORMAT_HELP = f"{one_of(PROBLEM_FORMATS)} (default: text; github on GitHub Actions)."
+def format_help(names: Sequence[str], default: str = "text") -> str:
+    """The help of a format option whose choices are `names` (not a typer choice)."""
+    return f"Output format: {one_of(names)} (default: {default})."
+
+
+FORMAT_HELP = (f"Output format: {one_of(PROBLEM_FORMATS)} (default: text; github on "
+               "GitHub Actions).")
+
+
+def output_option(names: Sequence[str] | None = None, help: str | None = None) -> Any:
+    """The `-o/--output` (alias `-f/--format`) option, for `Annotated[...]`: a typer
+    choice when `names` is None (the parameter is then typed with a `choice_enum`), else
+    a plain string whose help lists `names` and which the command checks
+    (`checked_format`, `problem_format`)."""
+    text = help or ("Output format." if names is None else format_help(names))
+    return typer.Option(*OUTPUT_FLAGS, show_default=names is None, help=text)
+
+
+def yaml_text(document: Any) -> str:
+    """A command's JSON document as YAML (`-o yaml`, for kubectl users): the same keys
+    and values as `-o json`, block style."""
+    import io
+
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    out = io.StringIO()
+    yaml.dump(document, out)
+    return out.getvalue()
 
 
 def choice_enum(name: str, names: Iterable[str]) -> Any:
@@ -32,11 +71,17 @@ def choice_enum(name: str, names: Iterable[str]) -> Any:
     return StrEnum(name, {n: n for n in names})
 
 
-def problem_format(requested: str | None) -> str:
+def checked_format(requested: str, names: Sequence[str]) -> str:
+    """`requested` when it is one of `names`, else a usage error (exit 2) naming them."""
+    if requested not in names:
+        raise typer.BadParameter(f"{requested!r} is not one of {', '.join(names)}",
+                                 param_hint=OUTPUT_HINT)
+    return requested
+
+
+def problem_format(requested: str | None, extra: Sequence[str] = ()) -> str:
     """The output format to use: the one asked for, else github on GitHub Actions (so
-    problems become annotations on the pull request), else text."""
+    problems become annotations on the pull request), else text. `extra` are formats
+    a command offers beside the lint reporters (check-config's yaml)."""
     fmt = requested or ("github" if os.environ.get("GITHUB_ACTIONS") else "text")
-    if fmt not in REPORTERS:
-        raise typer.BadParameter(f"{fmt!r} is not one of {', '.join(REPORTERS)}",
-                                 param_hint="--format")
-    return fmt
+    return checked_format(fmt, (*REPORTERS, *extra))

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from policyd.cli.options import choice_enum
+from policyd.cli.options import choice_enum, output_option, yaml_text
 from policyd.errors import EXIT_OK, EXIT_PROBLEMS, InputFileError, PolicydError
 
 if TYPE_CHECKING:  # the engine (and numpy) load only when a command here runs
@@ -41,15 +41,10 @@ def _json_document(document: dict[str, Any]) -> None:
 
 
 def _yaml_document(document: dict[str, Any]) -> None:
-    """The json document, for kubectl users used to `-o yaml`."""
-    from ruamel.yaml import YAML
-
-    yaml = YAML(typ="safe", pure=True)
-    yaml.default_flow_style = False
-    yaml.dump(document, sys.stdout)
+    typer.echo(yaml_text(document), nl=False)
 
 
-# `--format` of explain and simulate: each command prints its own text; the other
+# `-o/--output` of explain and simulate: each command prints its own text; the other
 # formats print its JSON document, by these.
 DOCUMENT_FORMATS: dict[str, Callable[[dict[str, Any]], None]] = {
     "json": _json_document, "yaml": _yaml_document}
@@ -81,7 +76,7 @@ ConfigOpt = Annotated[Path | None, typer.Option("--config", help="PolicydConfigu
                                                 "plugins plus the given policies).")]
 PoliciesOpt = Annotated[list[Path] | None, typer.Option("--policies", help="Policy file or "
                                                         "directory (repeatable).")]
-FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-o", help="Output format.")]
+FormatOpt = Annotated[OutputFormat, output_option()]
 ValidateOpt = Annotated[FieldValidation, typer.Option(
     "--validate", help="Unknown fields in the snapshot and pod files (a typo such as "
     "nodeSelectr): strict = exit 2 naming the field, as the API server rejects them; "
@@ -342,25 +337,25 @@ def _warn(warnings: list[str]) -> None:
 
 
 def _emit(document: dict[str, Any], output: OutputFormat) -> None:
-    """The JSON document, in the --format asked for (json, yaml)."""
+    """The JSON document, in the -o/--output asked for (json, yaml)."""
     DOCUMENT_FORMATS[output](document)
 
 
 def _explain_profile(target: Pod, frameworks: dict[str, Framework], notes: list[str]
                      ) -> Framework:
-    """The profile for `target`: the one its schedulerName names or, when none does and
-    there is only one, that one with a note; with several, which one is ambiguous."""
-    from policyd.engine.profiles import unserved_reason
+    """The profile for `target`: the one its schedulerName names or, when none does, the
+    stand-in profile `simulate --all-schedulers` uses too (the default one, else the
+    only one), with a note; with several and no default, which one is ambiguous."""
+    from policyd.engine.profiles import stand_in_profile, unserved_reason
     from policyd.engine.simulate import skip_reason
 
     fw = frameworks.get(target.scheduler_name)
     if fw is None:
         reason = unserved_reason(target, frameworks)
-        distinct = list({id(f): f for f in frameworks.values()}.values())
-        if len(distinct) > 1:
+        fw = stand_in_profile(frameworks)
+        if fw is None:
             raise InputFileError(f"pod {target.key}: {reason}; set its spec.schedulerName "
                                  "to the profile to explain it with")
-        fw = distinct[0]
         notes.append(f"pod {target.key}: {reason}; explained with profile "
                      f"{fw.profile_name} anyway")
     why_not = skip_reason(target, {target.scheduler_name: fw})
@@ -381,6 +376,38 @@ def label_policies(fw: Framework) -> list[CompiledPolicy]:
 
     found = [*fw.filter_plugins, *fw.audit_plugins, *(w.plugin for w in fw.score_plugins)]
     return list({id(p): p for p in found if isinstance(p, CompiledPolicy)}.values())
+
+
+def _other_schedulers(served: dict[str, Framework], pending: list[Pod], all_schedulers: bool,
+                      notes: list[str]) -> dict[str, Framework]:
+    """The profiles simulate schedules with: `served`, and with --all-schedulers the
+    stand-in profile for every other schedulerName of the pending pods (a note says
+    how many pods of which name it took). Without it, a note points at the option
+    when such pods are skipped."""
+    from policyd.engine.profiles import (
+        UnservedError,
+        serving_every_scheduler,
+        stand_in_profile,
+    )
+
+    waiting = [p for p in pending if not p.node_name and not p.finished]
+    if not all_schedulers:
+        others = sum(1 for p in waiting if p.scheduler_name not in served)
+        stand_in = stand_in_profile(served)
+        if others and stand_in is not None:
+            notes.append(f"{others} pending pod(s) of other schedulers skipped; "
+                         f"--all-schedulers schedules them with profile "
+                         f"{stand_in.profile_name}")
+        return served
+    try:
+        every, added = serving_every_scheduler(served, waiting)
+    except UnservedError as exc:
+        raise PolicydError(f"--all-schedulers: {exc}; name the profile that should take "
+                           "them default-scheduler, or run without it") from None
+    for name, count in added.items():
+        notes.append(f'{count} pod(s) of schedulerName "{name}" scheduled with profile '
+                     f"{every[name].profile_name} (--all-schedulers)")
+    return every
 
 
 PodArg = Annotated[str | None, typer.Argument(
@@ -421,10 +448,12 @@ def explain(
     Reads the snapshot --cluster FILE or, without it, the live cluster (listed once,
     nothing written; its SchedulingPolicy objects run too, see --config). The profile
     is the one whose schedulerName the pod names (without --config the default profile
-    also takes default-scheduler pods); with a single profile that does not serve the
-    pod, it is used anyway, with a note. A pod in the --pod/--pods files replaces the
-    cluster's copy. Exit 0 when the pod fits a node, 1 when it fits none, 2 for bad input
-    (including unknown fields, unless --validate says otherwise)."""
+    also takes default-scheduler pods); a pod no profile serves is explained, with a
+    note, by the profile serving default-scheduler or else the only one (the one
+    simulate uses for such pods when asked to). A pod in the --pod/--pods
+    files replaces the cluster's copy. Exit 0 when the pod fits a node, 1 when it fits
+    none, 2 for bad input (including unknown fields, unless --validate says
+    otherwise)."""
     from policyd.engine.audit import label_case_mismatches
     from policyd.engine.cycle import schedule_one
     from policyd.engine.inputs import check_unique_pods, merge_pods
@@ -487,6 +516,10 @@ def simulate(
     validate: ValidateOpt = FieldValidation.strict,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
+    all_schedulers: Annotated[bool, typer.Option(
+        "--all-schedulers", help="Also schedule the pending pods no profile serves (other "
+        "schedulers'), with the default profile (with --config: the one serving "
+        "default-scheduler, else the only one), as explain explains such a pod.")] = False,
 ) -> None:
     """Schedule every pending pod of the cluster plus the --pods, in queue order, each
     placement counted before the next.
@@ -496,7 +529,9 @@ def simulate(
     takes the pods whose schedulerName it has; without --config the default profile
     also takes default-scheduler pods (and pods with no schedulerName). Pods no cycle
     would run for (another scheduler's, being deleted, already bound) are listed as
-    skipped, gated pods as held. A --pods pod replaces the cluster's copy.
+    skipped, gated pods as held. Other schedulers' pods are scheduled too with
+    --all-schedulers, by the profile explain would explain them with, and a note says
+    how many. A --pods pod replaces the cluster's copy.
 
     Exit 0 when every pod tried was placed; 1 when some could not be, or a pending pod
     given with --pods was skipped or is held by scheduling gates; 2 for bad input
@@ -521,6 +556,8 @@ def simulate(
     # like the cluster's, and are listed as skipped).
     pending = [p for p in merged.snapshot if not p.node_name and not p.finished]
     pending += merged.extra
+    notes = list(merged.notes)
+    served = _other_schedulers(served, pending, all_schedulers, notes)
 
     def progress(done: int, total: int) -> None:
         if total >= 500 and (done % 500 == 0 or done == total) and sys.stderr.isatty():
@@ -531,9 +568,9 @@ def simulate(
     warnings = snap.warnings + warnings
     _warn(warnings)
     if output == TEXT:
-        typer.echo(simulate_text(result, notes=merged.notes))
+        typer.echo(simulate_text(result, notes=notes))
     else:
-        _emit(simulate_json(result, notes=merged.notes, warnings=warnings), output)
+        _emit(simulate_json(result, notes=notes, warnings=warnings), output)
     requested = {p.uid for p in merged.extra}
     left_out = any(s.pod.uid in requested and not s.pod.node_name and not s.pod.finished
                    for s in result.skipped) or any(p.uid in requested for p in result.gated)

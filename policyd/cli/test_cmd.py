@@ -1,30 +1,29 @@
 """`policyd test PATH...`: run PolicyTest files against the policies they name.
 
-`--format` one of `policyd.policytest.render.FORMATS`. Exit 0 when every test passes,
-1 when any fails or when no test is found (an empty run must not look green), 2 for
-bad input (unreadable or invalid test files, policies with errors, unknown names).
+`-o/--output` (alias `-f/--format`) one of `policyd.policytest.render.FORMATS`. Exit 0
+when every test passes, 1 when any fails or when no test is found (an empty run must
+not look green), 2 for bad input (unreadable or invalid test files, policies with
+errors, unknown names).
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
-from policyd.cli.options import one_of
+from policyd.cli.options import checked_format, output_option
 from policyd.policytest.render import FORMATS
 
 
 def test(
     paths: list[str] = typer.Argument(  # noqa: B008 - typer's declaration style
         ..., metavar="PATH...", help="PolicyTest files or directories (*.yaml, *.yml)."),
-    output_format: str = typer.Option("text", "--format", "-f",
-                                      help=f"{one_of(FORMATS)}."),
+    output_format: Annotated[str, output_option(FORMATS)] = "text",
 ) -> None:
     """Run PolicyTest files: expected filter verdicts, scores and placements."""
-    if output_format not in FORMATS:
-        raise typer.BadParameter(f"{output_format!r} is not one of {', '.join(FORMATS)}",
-                                 param_hint="--format")
+    checked_format(output_format, FORMATS)
     from policyd.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
     from policyd.policytest.render import render
     from policyd.policytest.run_tests import run_tests

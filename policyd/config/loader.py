@@ -48,13 +48,29 @@ def validate_config_file(
     daemon. The daemon leaves this False: it offers them only when the profile it
     started with enabled them, and a reload that turns them off needs a restart.
     """
+    checked = validated_config_file(path, extra_policies=extra_policies,
+                                    cluster_policies=cluster_policies,
+                                    cluster_policies_opt_in=cluster_policies_opt_in)
+    frameworks = build_frameworks(checked, seed=seed) if checked.valid else {}
+    return checked.config, frameworks, checked.problems
+
+
+def validated_config_file(
+    path: Path,
+    *,
+    extra_policies: Sequence[Path] = (),
+    cluster_policies: ClusterPolicies | None = None,
+    cluster_policies_opt_in: bool = False,
+) -> ValidatedConfig:
+    """What `validate_config_file` validates, before building (the arguments are
+    its): for callers that need the validation's own result, such as check-config's
+    effective configuration."""
     checked = validate(path, extra_policies=extra_policies,
                        cluster_policies=cluster_policies)
     if cluster_policies_opt_in and cluster_policies is not None \
             and not checked.config.cluster_policies:
         checked = validate(path, extra_policies=extra_policies)
-    frameworks = build_frameworks(checked, seed=seed) if checked.valid else {}
-    return checked.config, frameworks, checked.problems
+    return checked
 
 
 def build_frameworks(checked: ValidatedConfig, *, seed: int | None = None

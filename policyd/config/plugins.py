@@ -374,7 +374,6 @@ def build_framework(
     Meant for a profile `check_profile` found valid; raises ProfileError listing every
     problem otherwise."""
     policies = dict(policies or {})
-    catalog = _Catalog(policies)
     problems = _Collect()
     resolved = resolve_profile(profile, policies, path=path, report=problems)
     instances = _instances(resolved, profile, policies, path, problems)
@@ -390,7 +389,7 @@ def build_framework(
     filters: list[FilterPlugin] = plugins_at("filter")
     pre_score: list[PreScorePlugin] = plugins_at("preScore")
     scores = [WeightedScorePlugin(cast(ScorePlugin, instances[e.name]),
-                                  e.weight or catalog.default_weight(e.name))
+                                  score_weight(e.name, e.weight, policies))
               for e in final["score"]]
     post_filter: list[PostFilterPlugin] = plugins_at("postFilter")
     reserve: list[ReservePlugin] = plugins_at("reserve")
@@ -415,3 +414,10 @@ def default_framework(
     """kube-scheduler's default profile plus every given policy, at default weights."""
     return build_framework({"schedulerName": scheduler_name},
                            {p.name: p for p in policies}, seed=seed)
+
+
+def score_weight(name: str, weight: int, policies: Mapping[str, Plugin]) -> int:
+    """The weight a score entry runs at: its own, else the plugin's default (a
+    policy's spec.weight, a built-in's registered default), as `build_framework`
+    weighs it."""
+    return weight or _Catalog(policies).default_weight(name)

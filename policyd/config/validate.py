@@ -22,6 +22,7 @@ from typing import Any
 from policyd.config import plugins as pl
 from policyd.config import profile_schema as config_schema
 from policyd.config.model import PolicydConfig, config_from_dict, parse_duration
+from policyd.model.file_kinds import PROFILE, wrong_file
 from policyd.model.spelling import show_value
 from policyd.policy.files import find_yaml_files
 from policyd.policy.from_paths import UNREADABLE_RULE, load_policy_set, path_problem
@@ -115,6 +116,11 @@ def validate(path: Path, *, extra_policies: Sequence[Path] = (),
         problems.append(doc.problem((), "config-document",
                                     "a PolicydConfiguration must be a mapping with apiVersion "
                                     "and kind"))
+        return ValidatedConfig(config_from_dict({}, path), problems)
+    if (other := wrong_file(doc.data, doc.file, PROFILE)) is not None:
+        # A policy, a PolicyTest, a snapshot: one problem saying so, not every field
+        # a profile does not have.
+        problems.append(doc.problem(("kind",), "config-document", other))
         return ValidatedConfig(config_from_dict({}, path), problems)
     check = _Check(doc, path)
     check.schema()

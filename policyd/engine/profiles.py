@@ -2,12 +2,14 @@
 schedulerName equals the pod's `spec.schedulerName` (unset means `default-scheduler`).
 
 Offline, a pod that no profile takes is never dropped without a word: the commands
-list it with the reason this module words.
+list it with the reason this module words. Asked to place such a pod anyway (explain
+names one; `simulate --all-schedulers`), both take the same stand-in profile
+(`stand_in_profile`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from policyd.framework.runtime import Framework
 from policyd.model.records import DEFAULT_SCHEDULER_NAME, Pod
@@ -42,3 +44,40 @@ def unserved_reason(pod: Pod, served: Mapping[str, Framework]) -> str | None:
         return None
     return (f"schedulerName {scheduler_name_words(pod)} is not served by this profile "
             f"(profiles: {', '.join(sorted(served))})")
+
+
+def stand_in_profile(served: Mapping[str, Framework]) -> Framework | None:
+    """The profile explain and `simulate --all-schedulers` place a pod no profile serves
+    with: the default profile (the one taking `default-scheduler` pods, which is
+    kube-scheduler's default plugins when no profile file is given), else the only
+    profile there is; None when several profiles leave the choice open."""
+    fw = served.get(DEFAULT_SCHEDULER_NAME)
+    if fw is not None:
+        return fw
+    distinct = list({id(f): f for f in served.values()}.values())
+    return distinct[0] if len(distinct) == 1 else None
+
+
+def serving_every_scheduler(served: Mapping[str, Framework], pods: Sequence[Pod]
+                            ) -> tuple[dict[str, Framework], dict[str, int]]:
+    """`served` plus, for each schedulerName of `pods` that no profile serves, the
+    stand-in profile; and how many of `pods` each added name brings. Raises
+    UnservedError when some pod needs a stand-in and there is none."""
+    wanted: dict[str, int] = {}
+    for pod in pods:
+        if pod.scheduler_name not in served:
+            wanted[pod.scheduler_name] = wanted.get(pod.scheduler_name, 0) + 1
+    if not wanted:
+        return dict(served), {}
+    fw = stand_in_profile(served)
+    if fw is None:
+        names = ", ".join(f'"{n}"' for n in sorted(wanted))
+        raise UnservedError(f"pods of schedulerName {names} are served by no profile and "
+                            f"there is no default one to take them (profiles: "
+                            f"{', '.join(sorted(served))}; none serves "
+                            f'"{DEFAULT_SCHEDULER_NAME}")')
+    return {**served, **dict.fromkeys(wanted, fw)}, wanted
+
+
+class UnservedError(ValueError):
+    """Pods no profile serves, and no stand-in profile to place them with."""

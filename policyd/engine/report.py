@@ -215,7 +215,7 @@ def explain_text(result: ScheduleResult, *, top: int = 0,
     if result.filter_details:  # nothing to tabulate when the cluster has no nodes
         lines += ["", _table(rows)]
     if hidden:
-        lines.append(f"... {len(hidden)} more node(s) (--top 0 shows all; --format json "
+        lines.append(f"... {len(hidden)} more node(s) (--top 0 shows all; -o json "
                      "lists every node)")
     hidden_counts = reason_counts({n: result.diagnosis.node_to_status.get(n, failed[0][1])
                                    for n in hidden
@@ -256,7 +256,7 @@ def _hints_text(result: ScheduleResult, shown: Sequence[str], hidden: Sequence[s
             if plugin not in failed:
                 out += [f"  {name}  {plugin}: {h}" for h in found]
     if hinted := sum(1 for n in hidden if hints.get(n)):
-        out.append(f"  {'and ' if out else ''}{hinted} node(s) not shown (--format json: "
+        out.append(f"  {'and ' if out else ''}{hinted} node(s) not shown (-o json: "
                    "each node's hints)")
     return ["", "Label keys that differ from a policy's only by case:", *out] if out else []
 
@@ -280,7 +280,7 @@ def _audit_text(result: ScheduleResult) -> list[str]:
             shown = a.rejected_nodes[:_NODES_LISTED]
             more = len(a.rejected_nodes) - len(shown)
             out.append(f"    would reject: {', '.join(shown)}"
-                       + (f" (+{more} more: --format json lists them)" if more else ""))
+                       + (f" (+{more} more: -o json lists them)" if more else ""))
         else:
             out.append(f"  policy {a.policy} (Audit), rule {a.rule}: passes all "
                        f"{a.considered} feasible node(s)")
@@ -383,7 +383,7 @@ def simulate_text(sim: SimulationResult, *, notes: Sequence[str] = ()) -> str:
     audited = sum(1 for r in sim.results if r.findings)
     out.append(f"{sim.scheduled} scheduled, {unsched} unschedulable"
                + (f", {audited} violating a policy in Audit mode (not enforced; "
-                  "--format json lists the findings)" if audited else "")
+                  "-o json lists the findings)" if audited else "")
                + (f", {len(sim.preemptions)} preempted" if sim.preemptions else "")
                + (f", {len(sim.skipped)} skipped" if sim.skipped else "")
                + (f", {len(sim.gated)} held by scheduling gates" if sim.gated else ""))

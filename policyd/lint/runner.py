@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from policyd.config.profile_schema import KIND as PROFILE_KIND
 from policyd.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
 from policyd.lint.reporters import Report
-from policyd.policy.from_paths import OTHER_KINDS, load_policy_set
+from policyd.model.file_kinds import POLICY, file_kind
+from policyd.policy.from_paths import load_policy_set
 from policyd.policy.policy_schema import API_VERSION, KIND
 
 if TYPE_CHECKING:
@@ -62,11 +62,11 @@ def _without_other_documents(problems: list[Problem], files: list[SourceFile]
 def _policyd_document(data: object) -> bool:
     """Whether lint should look at a document when skipping other files' documents: a
     SchedulingPolicy, or anything claiming policyd's API group (so that a misspelt kind
-    is still reported), but not the kinds other commands check."""
+    is still reported), but not the kinds other commands check (`file_kind`)."""
     if not isinstance(data, Mapping):
         return False
     kind, api_version = data.get("kind"), data.get("apiVersion")
-    if kind in (*OTHER_KINDS, PROFILE_KIND):
+    if file_kind(data) not in (None, POLICY):
         return False
     group = API_VERSION.split("/")[0]
     return kind == KIND or (isinstance(api_version, str)

@@ -20,6 +20,7 @@ from policyd.model.cluster import ClusterState
 from policyd.model.datafile import iter_objects
 from policyd.model.disruption import DISRUPTION_KINDS, disruption_key
 from policyd.model.fieldcheck import check_fields
+from policyd.model.file_kinds import SNAPSHOT, wrong_file
 from policyd.model.records import Node, Pod, node_from_dict, pod_from_dict
 from policyd.model.storage import STORAGE_KINDS, object_key
 
@@ -72,6 +73,8 @@ def load_snapshot(*paths: Path, pods_only: bool = False, field_validation: str =
     snap = Snapshot()
     for path in paths:
         for where, obj in iter_objects(path):
+            if (other := wrong_file(obj, str(path), SNAPSHOT)) is not None:
+                raise InputFileError(other)  # a profile, a policy or a PolicyTest
             _add(snap, obj, where, pods_only, field_validation)
     return snap
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from policyd.model.file_kinds import POLICY, wrong_file
 from policyd.model.spelling import show_value
 from policyd.policy import policy_schema, semantics
 from policyd.policy.files import PathProblem, find_yaml_files
@@ -113,9 +114,12 @@ def is_policy_document(doc: SourceDocument, problems: list[Problem]) -> bool:
     if kind in OTHER_KINDS:
         return False
     if kind != policy_schema.KIND:
+        # A file of another policyd command says which; anything else, what lint takes.
+        message = wrong_file(data, doc.file, POLICY) or (
+            f"kind must be {policy_schema.KIND!r} (or {', '.join(OTHER_KINDS)}), not "
+            f"{show_value(kind)}")
         problems.append(doc.problem(("kind",) if "kind" in data else (), "not-a-policy",
-                                    f"kind must be {policy_schema.KIND!r} "
-                                    f"(or {', '.join(OTHER_KINDS)}), not {show_value(kind)}"))
+                                    message))
         return False
     return True
 

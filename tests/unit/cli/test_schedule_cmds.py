@@ -200,7 +200,7 @@ def test_explain_shows_the_node_held_for_a_nominated_pod(tmp_path: Path) -> None
 def test_explain_top_cuts_the_table_and_says_how_many_are_left() -> None:
     r = policyd("explain", *DEMO, "--pod", "jobs/huge", "--top", "2")
     assert r.returncode == 1
-    assert "... 4 more node(s) (--top 0 shows all; --format json lists every node)" \
+    assert "... 4 more node(s) (--top 0 shows all; -o json lists every node)" \
         in r.stdout
     assert "  and of the nodes not shown: " in r.stdout
     bad = policyd("explain", *DEMO, "--pod", "jobs/huge", "--top", "-1")

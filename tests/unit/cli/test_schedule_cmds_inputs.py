@@ -398,3 +398,88 @@ def test_entry_point_exit_codes(tmp_path: Path) -> None:
     r = policyd("simulate", "--cluster", cluster, "--pods", pods, "--validate", "warn")
     assert r.returncode == 0 and "1 scheduled" in r.stdout
     assert r.stderr.startswith("policyd: warning: ")
+
+
+# -- simulate --all-schedulers: other schedulers' pods, with the profile explain uses ----------
+# Pods of every schedulerName are scheduled with the profile explain would explain them
+# with (the default one, else the only one), with a note saying how many; without the
+# option they stay skipped, with a note pointing at it; several profiles and no default
+# one is a usage error, as explain's.
+
+PROFILES_WITH_DEFAULT = PROFILES_2 + "  - schedulerName: default-scheduler\n"
+
+
+def all_sched_json(app: typer.Typer, *args: str | Path) -> tuple[int, dict[str, object]]:
+    code, out, err = run(app, "simulate", *map(str, args), "-o", "json")
+    assert code in (0, 1), err
+    return code, json.loads(out)
+
+
+def test_other_schedulers_pods_are_scheduled_only_when_asked(
+        app: typer.Typer, tmp_path: Path) -> None:
+    cluster = write(tmp_path, "c.yaml", NODES, pod("mine"), pod("theirs", scheduler="volcano"),
+                    pod("batch", scheduler="yunikorn"), pod("batch2", scheduler="yunikorn"))
+    code, doc = all_sched_json(app, "--cluster", cluster)
+    assert code == 0 and doc["scheduled"] == 1
+    skipped = doc["skipped"]
+    assert isinstance(skipped, list)
+    assert [s["pod"] for s in skipped] == ["default/theirs", "default/batch", "default/batch2"]
+    assert doc["notes"] == ["3 pending pod(s) of other schedulers skipped; "
+                            "--all-schedulers schedules them with profile policyd"]
+    code, doc = all_sched_json(app, "--cluster", cluster, "--all-schedulers")
+    assert code == 0 and doc["scheduled"] == 4 and doc["skipped"] == []
+    assert doc["notes"] == [
+        '1 pod(s) of schedulerName "volcano" scheduled with profile policyd (--all-schedulers)',
+        '2 pod(s) of schedulerName "yunikorn" scheduled with profile policyd (--all-schedulers)']
+
+
+def test_a_requested_pod_of_another_scheduler_no_longer_fails(
+        app: typer.Typer, tmp_path: Path) -> None:
+    cluster = write(tmp_path, "c.yaml", NODES)
+    pods = write(tmp_path, "p.yaml", pod("web", scheduler="volcano"))
+    assert all_sched_json(app, "--cluster", cluster, "--pods", pods)[0] == 1
+    code, doc = all_sched_json(app, "--cluster", cluster, "--pods", pods, "--all-schedulers")
+    assert code == 0 and doc["placements"][0]["pod"] == "default/web"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(("profiles", "chosen"), [
+    (PROFILE.format(name="mine"), "mine"),  # the only profile
+    (PROFILES_WITH_DEFAULT, "default-scheduler"),  # the default one among several
+])
+def test_with_a_profile_file_the_stand_in_is_the_one_explain_uses(
+        app: typer.Typer, tmp_path: Path, profiles: str, chosen: str) -> None:
+    cluster = write(tmp_path, "c.yaml", NODES)
+    pods = write(tmp_path, "p.yaml", pod("web", scheduler="volcano"))
+    config = write(tmp_path, "profile.yaml", profiles)
+    code, doc = all_sched_json(app, "--cluster", cluster, "--pods", pods, "--config", config,
+                              "--all-schedulers")
+    assert code == 0
+    assert doc["notes"] == [f'1 pod(s) of schedulerName "volcano" scheduled with profile '
+                            f"{chosen} (--all-schedulers)"]
+    code, out, _ = run(app, "explain", "--cluster", cluster, "--pod", pods, "--config", config,
+                       "-o", "json")
+    assert code == 0 and json.loads(out)["profile"] == chosen
+
+
+def test_several_profiles_and_no_default_is_a_usage_error(
+        app: typer.Typer, tmp_path: Path) -> None:
+    cluster = write(tmp_path, "c.yaml", NODES, pod("theirs", scheduler="volcano"))
+    config = write(tmp_path, "profile.yaml", PROFILES_2)
+    code, out, err = run(app, "simulate", "--cluster", cluster, "--config", config,
+                         "--all-schedulers")
+    assert code == 2 and out == ""
+    assert err.startswith('--all-schedulers: pods of schedulerName "volcano" are served by '
+                          "no profile and there is no default one to take them (profiles: "
+                          'policyd, policyd-secure; none serves "default-scheduler")')
+    # Without the option nothing changes: skipped, listed, not a failure.
+    code, doc = all_sched_json(app, "--cluster", cluster, "--config", config)
+    assert code == 0 and doc["notes"] == []
+
+
+def test_bound_and_finished_pods_of_other_schedulers_stay_skipped(
+        app: typer.Typer, tmp_path: Path) -> None:
+    bound = pod("bound", scheduler="volcano", spec="  nodeName: n1\n")
+    done = pod("done", scheduler="volcano") + "status: {phase: Succeeded}\n"
+    cluster = write(tmp_path, "c.yaml", NODES, bound, done)
+    code, doc = all_sched_json(app, "--cluster", cluster, "--all-schedulers")
+    assert code == 0 and doc["scheduled"] == 0 and doc["notes"] == []

@@ -246,7 +246,7 @@ def test_nodes_left_out_by_top_are_still_counted_by_reason_and_hint() -> None:
     assert ("Why nodes were rejected (every filter, not only the first):\n"
             "  of the nodes not shown: 2 Insufficient cpu") in text
     assert ("Label keys that differ from a policy's only by case:\n"
-            "  1 node(s) not shown (--format json: each node's hints)") in text
+            "  1 node(s) not shown (-o json: each node's hints)") in text
     shown = explain_text(r, hints=hints)
     assert "  n2  P: node has label \"Env\", policy wants \"env\"" in shown
     assert "not shown" not in shown

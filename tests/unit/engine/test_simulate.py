@@ -232,3 +232,24 @@ def test_a_replaced_pod_is_placed_once(fw: Framework) -> None:
     sim = simulate({"policyd": fw}, state, [p for p in m.snapshot if not p.node_name]
                    + m.extra)
     assert [(r.pod.key, r.node) for r in sim.results] == [("default/web", "n1")]
+
+
+def test_stand_in_profile_is_the_default_one_else_the_only_one() -> None:
+    from policyd.config.plugins import default_framework
+    from policyd.engine.profiles import (
+        UnservedError,
+        serving_every_scheduler,
+        stand_in_profile,
+    )
+
+    a, b, c = (default_framework(scheduler_name=n) for n in ("a", "b", "default-scheduler"))
+    assert stand_in_profile({"a": a}) is a
+    assert stand_in_profile({"a": a, "default-scheduler": a}) is a
+    assert stand_in_profile({"a": a, "b": b, "default-scheduler": c}) is c
+    assert stand_in_profile({"a": a, "b": b}) is None
+    volcano = make_pod("v").scheduler("volcano").obj()
+    served, added = serving_every_scheduler({"a": a}, [volcano, volcano])
+    assert served == {"a": a, "volcano": a} and added == {"volcano": 2}
+    assert serving_every_scheduler({"a": a, "b": b}, []) == ({"a": a, "b": b}, {})
+    with pytest.raises(UnservedError, match='"volcano" are served by no profile'):
+        serving_every_scheduler({"a": a, "b": b}, [volcano])

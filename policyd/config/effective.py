@@ -1,0 +1,90 @@
+"""The effective configuration of a valid profile file, as data: what `policyd
+check-config -o yaml|json` prints, in the spirit of kubectl's `--dry-run -o yaml`.
+
+It is the PolicydConfiguration the daemon would run, written back in the file's own
+shape: every setting with its default filled in, and each profile's `plugins` after
+kube-scheduler's expansion (the default plugins and every policy, multiPoint spread to
+each extension point it implements, disabled ones removed, custom ones merged in
+place), listed per extension point as `enabled` (with multiPoint's defaults disabled,
+so the lists are the whole of it), score plugins with the weight they run at.
+`pluginConfig` lists the args given for each enabled plugin; a plugin without an entry
+runs with its defaults. Read back by check-config, the document has itself as its
+effective configuration.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policyd.config.model import PolicydConfig
+from policyd.config.plugins import POINTS, resolve_profile, score_weight
+from policyd.config.profile_schema import API_VERSION, DEFAULT_SCHEDULER_NAME, KIND
+from policyd.config.validate import ValidatedConfig
+
+
+def effective_configuration(checked: ValidatedConfig) -> dict[str, Any]:
+    """The document for a configuration validation found valid (ValueError if not:
+    an invalid profile has no effective form)."""
+    if not checked.valid:
+        raise ValueError("effective_configuration needs a configuration found valid")
+    config = checked.config
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        **_settings(config),
+        "profiles": [_profile(profile, checked) for _, profile in checked.profiles],
+    }
+
+
+def _seconds(value: float) -> str:
+    """A duration as the profile writes one (`15s`, `0.5s`)."""
+    return f"{value:g}s"
+
+
+def _settings(config: PolicydConfig) -> dict[str, Any]:
+    le, cc = config.leader_election, config.client_connection
+    return {
+        "percentageOfNodesToScore": config.percentage_of_nodes_to_score,
+        "podInitialBackoffSeconds": config.pod_initial_backoff_seconds,
+        "podMaxBackoffSeconds": config.pod_max_backoff_seconds,
+        "parallelism": config.parallelism,
+        "clusterPolicies": config.cluster_policies,
+        # The files the `policies` paths named, each once: what is loaded.
+        "policies": [str(p) for p in config.policy_files],
+        "leaderElection": {
+            "leaderElect": le.leader_elect,
+            "leaseDuration": _seconds(le.lease_duration),
+            "renewDeadline": _seconds(le.renew_deadline),
+            "retryPeriod": _seconds(le.retry_period),
+            "resourceLock": le.resource_lock,
+            "resourceName": le.resource_name,
+            "resourceNamespace": le.resource_namespace,
+        },
+        "clientConnection": {
+            "qps": cc.qps, "burst": cc.burst, "timeout": _seconds(cc.timeout),
+            **({"kubeconfig": str(cc.kubeconfig)} if cc.kubeconfig else {}),
+        },
+    }
+
+
+def _profile(profile: Any, checked: ValidatedConfig) -> dict[str, Any]:
+    # Valid, so resolving again reports nothing: the report is a formality.
+    resolved = resolve_profile(profile, checked.policies, report=lambda *_: None)
+    # multiPoint's defaults are off: every plugin that runs is in the lists below, so
+    # the document means what it lists when read back (nothing comes back by default).
+    plugins: dict[str, Any] = {"multiPoint": {"disabled": [{"name": "*"}]}}
+    for point in POINTS:
+        entries = resolved.points.get(point, ())
+        plugins[point] = {"enabled": [
+            {"name": e.name, "weight": score_weight(e.name, e.weight, checked.policies)}
+            if point == "score" else {"name": e.name} for e in entries]}
+    enabled = {e.name for entries in resolved.points.values() for e in entries}
+    out: dict[str, Any] = {"schedulerName": profile.get("schedulerName")
+                           or DEFAULT_SCHEDULER_NAME}
+    if profile.get("percentageOfNodesToScore") is not None:
+        out["percentageOfNodesToScore"] = profile["percentageOfNodesToScore"]
+    out["plugins"] = plugins
+    out["pluginConfig"] = [{"name": name, "args": dict(args)}
+                           for name, args in resolved.args.items()
+                           if name in enabled and args is not None]
+    return out
