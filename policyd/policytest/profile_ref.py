@@ -1,0 +1,81 @@
+"""A PolicyTest's `spec.profile`: the PolicydConfiguration (path relative to the test
+file) whose profile its whole-scheduler cases run, validated as `check-config` validates
+it and built by the one loader (`policyd.config.loader.build_frameworks`), so a test
+exercises the weights, scoring strategy and plugin set that ship. The test's policy
+files join the profile as `explain --config --policy` adds them; the profile's problems
+are reported at the profile's own file:line:column."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from policyd.config.loader import build_frameworks
+from policyd.config.profile_schema import DEFAULT_SCHEDULER_NAME
+from policyd.config.validate import ValidatedConfig, validate
+from policyd.policy.compiler import CompiledPolicy
+from policyd.policytest.schema import ProfileSpec
+from policyd.problems import Problem
+from policyd.sourcefile import SourceDocument
+
+if TYPE_CHECKING:
+    from policyd.framework.runtime import Framework
+
+# Whole-scheduler cases break ties with this seed, with or without a profile.
+SEED = 0
+
+PROFILE_RULE = "profile-ref"
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """A validated profile: its policies (the test's files among them) and how to
+    build the framework of `scheduler_name` afresh for each case."""
+
+    checked: ValidatedConfig
+    scheduler_name: str
+
+    @property
+    def policies(self) -> list[CompiledPolicy]:
+        return list(self.checked.policies.values())
+
+    def framework(self) -> Framework:
+        # Built per case, like the default profile: a case's tie-break must not depend
+        # on the cases before it.
+        return build_frameworks(self.checked, seed=SEED)[self.scheduler_name]
+
+
+def load_profile(doc: SourceDocument, ref: ProfileSpec, base_dir: Path,
+                 policy_files: Sequence[Path], problems: list[Problem]) -> Profile | None:
+    """The profile `ref` names, with `policy_files` added to its policies; None once its
+    problems (and the profile's own, at their places) are in `problems`."""
+    path = Path(os.path.normpath(base_dir / ref["file"]))
+    at = ("spec", "profile", "file")
+    if not path.is_file():
+        what = "is a directory" if path.is_dir() else "does not exist"
+        problems.append(doc.problem(at, PROFILE_RULE, f"profile {ref['file']!r}: {path} "
+                                    f"{what} (paths are relative to the test file)"))
+        return None
+    checked = validate(path, extra_policies=policy_files)
+    problems.extend(checked.problems)
+    if not checked.valid:
+        problems.append(doc.problem(at, PROFILE_RULE, f"profile {ref['file']!r} has errors "
+                                    "(reported at its own lines); fix them to run the "
+                                    "test's cases"))
+        return None
+    names = [p.get("schedulerName", DEFAULT_SCHEDULER_NAME) for _, p in checked.profiles]
+    wanted = ref.get("schedulerName")
+    if wanted is None and len(names) == 1:
+        wanted = names[0]
+    if wanted is None or wanted not in names:
+        said = "name one with schedulerName" if wanted is None else \
+            f"no profile has schedulerName {wanted!r}"
+        problems.append(doc.problem(
+            ("spec", "profile", "schedulerName") if wanted else at, PROFILE_RULE,
+            f"{said}: {ref['file']} has {', '.join(map(repr, names))}"))
+        return None
+    return Profile(checked, wanted)
+
