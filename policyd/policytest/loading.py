@@ -235,8 +235,9 @@ def _check_policies(doc: SourceDocument, cases: list[CaseSpec], plugin_names: se
 
 def _unknown_pod(name: str, pods: Mapping[str, Pod]) -> str:
     """Why a test's pod name finds no pod, and the names that would."""
-    same = sorted(k for k, p in pods.items() if "/" in k and p.name == name)
-    if len(same) > 1:
+    base = name.rpartition("/")[2]
+    same = sorted(k for k, p in pods.items() if "/" in k and p.name == base and k != name)
+    if len(same) > 1 and base == name:
         return (f"pod name {name!r} is in several namespaces: write namespace/name "
                 f"({', '.join(same)})")
     hint = f"; did you mean {same[0]!r}?" if same else ""
