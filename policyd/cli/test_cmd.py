@@ -1,6 +1,7 @@
 """`policyd test PATH...`: run PolicyTest files against the policies they name.
 
-`--format` one of `policyd.policytest.render.FORMATS`. Exit 0 when every test passes,
+`--format` one of `policyd.policytest.render.FORMATS`; `--config` (and
+`--scheduler-name`) the profile of PolicyTests that name none. Exit 0 when every test passes,
 1 when any fails or when no test is found (an empty run must not look green), 2 for
 bad input (unreadable or invalid test files, policies with errors, unknown names).
 """
@@ -8,11 +9,16 @@ bad input (unreadable or invalid test files, policies with errors, unknown names
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from policyd.cli.options import one_of
 from policyd.policytest.render import FORMATS
+
+if TYPE_CHECKING:  # the runner (numpy, the engine) only once the command runs
+    from policyd.policytest.schema import ProfileSpec
 
 
 def test(
@@ -20,6 +26,13 @@ def test(
         ..., metavar="PATH...", help="PolicyTest files or directories (*.yaml, *.yml)."),
     output_format: str = typer.Option("text", "--format", "-f",
                                       help=f"{one_of(FORMATS)}."),
+    config: Path | None = typer.Option(  # noqa: B008 - typer's declaration style
+        None, "--config", help="PolicydConfiguration whose profile runs the whole-scheduler "
+        "cases of every PolicyTest without a spec.profile of its own (their policy files "
+        "and inline policies join it). Default: kube-scheduler's default profile."),
+    scheduler_name: str | None = typer.Option(
+        None, "--scheduler-name", help="Which profile of --config (by schedulerName); "
+        "needed when it has several."),
 ) -> None:
     """Run PolicyTest files: expected filter verdicts, scores and placements."""
     if output_format not in FORMATS:
@@ -30,7 +43,17 @@ def test(
     from policyd.policytest.run_tests import run_tests
     from policyd.problems import format_problem
 
-    result = run_tests(paths)
+    if scheduler_name is not None and config is None:
+        raise typer.BadParameter("needs --config", param_hint="--scheduler-name")
+    if config is not None and not config.is_file():
+        what = "is a directory, expected a profile file" if config.is_dir() else "no such file"
+        raise typer.BadParameter(f"{config}: {what}", param_hint="--config")
+    profile: ProfileSpec | None = None
+    if config is not None:
+        profile = {"file": str(config)}
+        if scheduler_name is not None:
+            profile["schedulerName"] = scheduler_name
+    result = run_tests(paths, profile=profile)
     sys.stdout.write(render(result, output_format))
     for p in result.problems:
         print(format_problem(p), file=sys.stderr)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -31,9 +31,10 @@ from policyd.policy.from_paths import (
     is_policy_document,
     policy_documents,
 )
+from policyd.policy.metric_refs import MetricCheck
 from policyd.policytest.cluster_ref import load_cluster
-from policyd.policytest.profile_ref import PROFILE_RULE, SEED, Profile, load_profile
-from policyd.policytest.schema import CaseSpec, Shape, SuiteDocument, shape_problems
+from policyd.policytest.profile_ref import SEED, InlinePolicies, Profile, load_profile
+from policyd.policytest.schema import CaseSpec, ProfileSpec, Shape, SuiteDocument, shape_problems
 from policyd.problems import ERROR, Problem
 from policyd.sourcefile import JsonPath, SourceDocument, SubDocument, load_file
 
@@ -67,9 +68,12 @@ class Suite:
     framework: Callable[[], Framework]
 
 
-def load_suite(doc: SourceDocument, base_dir: Path, problems: list[Problem]) -> Suite:
+def load_suite(doc: SourceDocument, base_dir: Path, problems: list[Problem],
+               default_profile: ProfileSpec | None = None) -> Suite:
     """The Suite of `doc` (policy, profile and cluster paths relative to `base_dir`);
-    raises BadSuite once its problems are in `problems`."""
+    raises BadSuite once its problems are in `problems`. `default_profile` (`policyd
+    test --config`, its path relative to the working directory) runs when the document
+    names no spec.profile of its own."""
     errs = shape_problems(doc, doc.data, "test", ())
     if errs:
         problems.extend(errs)
@@ -80,20 +84,19 @@ def load_suite(doc: SourceDocument, base_dir: Path, problems: list[Problem]) -> 
     # Names a refused node, pod or policy had: no false "no node named" after it.
     refused = _Refused()
     ref = spec.get("profile")
+    option = ref is None and default_profile is not None
+    if option:
+        ref = default_profile
     profile: Profile | None = None
     if ref is None:
         policies = _load_policies(doc, spec.get("policies") or [], base_dir, problems,
                                   refused)
     else:
         entries = spec.get("policies") or []
-        for i, entry in enumerate(entries):
-            if not isinstance(entry, str):
-                problems.append(doc.problem(("spec", "policies", i), PROFILE_RULE,
-                                            "an inline policy cannot join spec.profile (a "
-                                            "profile loads policies from files): name its "
-                                            "file here instead"))
         files = _policy_files(doc, entries, base_dir, problems)
-        profile = load_profile(doc, ref, base_dir, files, problems)
+        inline = _inline_policies(doc, entries, problems, refused)
+        profile = load_profile(doc, ref, Path() if option else base_dir, files, problems,
+                               option=option, inline=inline)
         policies = profile.policies if profile is not None else []
         if profile is None:
             refused.any_policy = True
@@ -313,6 +316,45 @@ def _policy_files(doc: SourceDocument, entries: list[str | dict[str, Any]],
             for path, _ in _entry_files(doc, i, entry, base_dir, loaded, problems)]
 
 
+def _inline_policies(doc: SourceDocument, entries: list[str | dict[str, Any]],
+                     problems: list[Problem], refused: _Refused) -> InlinePolicies:
+    """spec.policies' inline documents, checked and compiled, as a profile is offered
+    them (`validate`'s `cluster_policies`: they join it as plugins enabled by default,
+    as the daemon's SchedulingPolicy objects do)."""
+    subs = [SubDocument(doc, ("spec", "policies", i), entry)
+            for i, entry in enumerate(entries) if not isinstance(entry, str)]
+    docs: list[SourceDocument] = [d for d in subs if is_policy_document(d, problems)]
+    checked = PolicySet(documents=docs)
+    check_documents(checked)
+    problems.extend(checked.problems)
+    by_name = {_plugin_name(d): d for d in docs}
+    refused.policies.update(n for n in by_name if n)
+
+    def offer(file_docs: Sequence[SourceDocument], metrics: MetricCheck
+              ) -> dict[str, CompiledPolicy]:
+        files = {_plugin_name(d): d.file for d in file_docs}
+        out: dict[str, CompiledPolicy] = {}
+        for p in checked.compiled:
+            at = by_name[p.name]
+            if p.name in files:
+                problems.append(at.problem(("spec", "pluginName"), "duplicate-name",
+                                           f"pluginName {p.name!r} is also in "
+                                           f"{files[p.name]}, which the profile loads"))
+                continue
+            problems.extend(at.problem(path, "unknown-metric", message)
+                            for path, message in metrics.unknown(at.data))
+            out[p.name] = p
+        return out
+
+    return offer
+
+
+def _plugin_name(d: SourceDocument) -> str:
+    spec = d.data.get("spec") if isinstance(d.data, Mapping) else None
+    name = spec.get("pluginName") if isinstance(spec, Mapping) else None
+    return name if isinstance(name, str) else ""
+
+
 def _entry_files(doc: SourceDocument, i: int, entry: str, base_dir: Path,
                  loaded: set[Path], problems: list[Problem]) -> list[tuple[Path, str]]:
     """The files (path, display) of spec.policies[i], a path relative to the test file,
@@ -350,11 +392,7 @@ def _load_policies(doc: SourceDocument, entries: list[str | dict[str, Any]],
                 result.documents.append(inline)
     check_documents(result)
     problems.extend(result.problems)
-    for d in result.documents:
-        spec = d.data.get("spec") if isinstance(d.data, Mapping) else None
-        name = spec.get("pluginName") if isinstance(spec, Mapping) else None
-        if isinstance(name, str):
-            refused.policies.add(name)
+    refused.policies.update(n for n in map(_plugin_name, result.documents) if n)
     # A policy file that did not even parse: which pluginNames it had is unknown.
     refused.any_policy = any(not f.documents for f in result.files)
     return result.compiled

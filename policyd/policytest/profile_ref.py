@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from policyd.config.loader import build_frameworks
 from policyd.config.profile_schema import DEFAULT_SCHEDULER_NAME
-from policyd.config.validate import ValidatedConfig, validate
+from policyd.config.validate import ClusterPolicies, ValidatedConfig, validate
 from policyd.policy.compiler import CompiledPolicy
 from policyd.policytest.schema import ProfileSpec
 from policyd.problems import Problem
@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 SEED = 0
 
 PROFILE_RULE = "profile-ref"
+
+# A test's inline policies, offered to the profile as the daemon offers its cluster
+# policies (`validate`'s hook for policies compiled elsewhere that join every profile).
+InlinePolicies = ClusterPolicies
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,22 +53,34 @@ class Profile:
 
 
 def load_profile(doc: SourceDocument, ref: ProfileSpec, base_dir: Path,
-                 policy_files: Sequence[Path], problems: list[Problem]) -> Profile | None:
-    """The profile `ref` names, with `policy_files` added to its policies; None once its
-    problems (and the profile's own, at their places) are in `problems`."""
+                 policy_files: Sequence[Path], problems: list[Problem], *,
+                 option: bool = False, inline: InlinePolicies | None = None
+                 ) -> Profile | None:
+    """The profile `ref` names, with `policy_files` added to its policies and the
+    compiled policies `inline` offers after them; None once its problems (and the
+    profile's own, at their places) are in `problems`. `option`: the
+    reference is `policyd test --config` (and `--scheduler-name`), not the document's
+    spec.profile; what is wrong with it is then said at the document's start."""
     path = Path(os.path.normpath(base_dir / ref["file"]))
-    at = ("spec", "profile", "file")
+
+    def refuse(field: str, message: str) -> None:
+        if option:
+            flag = "--config" if field == "file" else "--scheduler-name"
+            problems.append(doc.problem((), PROFILE_RULE, f"{flag}: {message}",
+                                        at=(doc.line, 1)))
+        else:
+            problems.append(doc.problem(("spec", "profile", field), PROFILE_RULE, message))
+
     if not path.is_file():
         what = "is a directory" if path.is_dir() else "does not exist"
-        problems.append(doc.problem(at, PROFILE_RULE, f"profile {ref['file']!r}: {path} "
-                                    f"{what} (paths are relative to the test file)"))
+        relative = "" if option else " (paths are relative to the test file)"
+        refuse("file", f"profile {ref['file']!r}: {path} {what}{relative}")
         return None
-    checked = validate(path, extra_policies=policy_files)
+    checked = validate(path, extra_policies=policy_files, cluster_policies=inline)
     problems.extend(checked.problems)
     if not checked.valid:
-        problems.append(doc.problem(at, PROFILE_RULE, f"profile {ref['file']!r} has errors "
-                                    "(reported at its own lines); fix them to run the "
-                                    "test's cases"))
+        refuse("file", f"profile {ref['file']!r} has errors (reported at its own lines); "
+                       "fix them to run the test's cases")
         return None
     names = [p.get("schedulerName", DEFAULT_SCHEDULER_NAME) for _, p in checked.profiles]
     wanted = ref.get("schedulerName")
@@ -73,9 +89,7 @@ def load_profile(doc: SourceDocument, ref: ProfileSpec, base_dir: Path,
     if wanted is None or wanted not in names:
         said = "name one with schedulerName" if wanted is None else \
             f"no profile has schedulerName {wanted!r}"
-        problems.append(doc.problem(
-            ("spec", "profile", "schedulerName") if wanted else at, PROFILE_RULE,
-            f"{said}: {ref['file']} has {', '.join(map(repr, names))}"))
+        refuse("schedulerName" if wanted else "file",
+               f"{said}: {ref['file']} has {', '.join(map(repr, names))}")
         return None
     return Profile(checked, wanted)
-

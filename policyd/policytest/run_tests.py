@@ -1,19 +1,22 @@
 """PolicyTest files: small clusters and the verdicts policies must give on them.
 
-A PolicyTest names policies (paths relative to the test file, or inline documents),
-nodes, pods, and test cases. Per-policy expectations (which nodes pass or fail with
-which reason, whether the policy applies, the policy's scores) run the compiled
-plugin's own methods: pre_filter -> filter per node, pre_score -> score ->
-normalize_score. Whole-scheduler expectations (which node wins, whether the pod is
-unschedulable and with which message) run the default profile plus the test's
-policies through the engine's `schedule_one`.
+A PolicyTest names policies (paths relative to the test file, or inline documents)
+or a profile, nodes and pods (inline, or a snapshot file), and test cases.
+Per-policy expectations (which nodes pass or fail with which reason, whether the
+policy applies, the policy's scores) run the compiled plugin's own methods:
+pre_filter -> filter per node, pre_score -> score -> normalize_score. Whole-scheduler
+expectations (which node wins, whether the pod is unschedulable and with which
+message) run the default profile plus the test's policies, or the test's
+spec.profile, through the engine's `schedule_one`.
 
-Bad input (unreadable files, schema errors, unknown node names, policies with errors)
-is reported as problems with positions and makes the run exit 2; it is never counted
-as a test failure, so a broken test file cannot pass or fail silently.
+Bad input (unreadable, empty or too large files, schema errors, unknown node names,
+policies or profiles with errors) is reported as problems with positions and makes
+the run exit 2; it is never counted as a test failure, so a broken test file cannot
+pass or fail silently, and a refused file is counted as refused, not as "no tests".
 
 This module walks the paths and gathers the results; the document's schema is
-`schema.py`, turning one document into a Suite `loading.py`, running its cases
+`schema.py`, turning one document into a Suite `loading.py` (its profile
+`profile_ref.py`, its snapshot file `cluster_ref.py`), running its cases
 `running.py`.
 """
 
@@ -27,7 +30,7 @@ from pathlib import Path
 from policyd.policy.from_paths import collect_files
 from policyd.policytest.loading import BadSuite, load_suite
 from policyd.policytest.running import CaseResult, run_suite
-from policyd.policytest.schema import KIND
+from policyd.policytest.schema import KIND, ProfileSpec
 from policyd.problems import ERROR, WARNING, Problem
 from policyd.sourcefile import DEFAULT_LIMITS, Limits, SourceFile, load_file
 
@@ -69,7 +72,10 @@ class RunResult:
         return sum(1 for c in self.cases if not c.passed)
 
 
-def run_tests(paths: Iterable[str | Path], limits: Limits = TEST_LIMITS) -> RunResult:
+def run_tests(paths: Iterable[str | Path], limits: Limits = TEST_LIMITS,
+              profile: ProfileSpec | None = None) -> RunResult:
+    """Run every PolicyTest under `paths`; `profile` (`--config`, `--scheduler-name`)
+    is the profile of those that name none."""
     paths = list(paths)
     files, bad = collect_files(paths)
     named = {Path(p).resolve() for p in paths if Path(p).is_file()}
@@ -92,13 +98,16 @@ def run_tests(paths: Iterable[str | Path], limits: Limits = TEST_LIMITS) -> RunR
                 continue
             tests += 1
             try:
-                suite = load_suite(doc, path.parent, result.problems)
+                suite = load_suite(doc, path.parent, result.problems, profile)
             except BadSuite:
                 result.refused += 1
                 continue
             result.cases.extend(run_suite(suite))
         if not tests and source.documents and path.resolve() in named:
             result.problems.append(_not_a_test(source))
+    # A profile (or policy) that several suites share has its problems found once per
+    # suite: each is said once.
+    result.problems = list(dict.fromkeys(result.problems))
     return result
 
 

@@ -151,8 +151,78 @@ def test_a_profile_that_cannot_run_says_why_once(tmp_path: Path, ref: str, said:
     assert result.bad_input and result.cases == []
 
 
-def test_an_inline_policy_cannot_join_a_profile(tmp_path: Path) -> None:
+INLINE = """\
+    - apiVersion: policyd.io/v1alpha1
+      kind: SchedulingPolicy
+      metadata: {name: inline}
+      spec:
+        pluginName: NotBusy
+        filters:
+          - {id: not-busy, message: busy node, nodeLabels: {matchExpressions: [
+              {key: kubernetes.io/hostname, operator: NotIn, values: [busy]}]}}
+"""
+
+
+def test_an_inline_policy_joins_the_profile(tmp_path: Path) -> None:
+    # The packer would take busy; the inline filter, enabled in the profile, forbids it.
+    spec = "  profile: {file: profile.yaml, schedulerName: packer}\n  policies:\n" + INLINE
+    tests = ("    - name: joined\n      pod: web\n      scheduledTo: far\n      policies:\n"
+             "        NotBusy: {fail: {busy: busy node}, pass: [idle, far]}\n")
+    result = run(tmp_path, suite(spec, tests))
+    assert result.problems == [] and [c.passed for c in result.cases] == [True]
+
+
+def test_an_inline_policy_with_a_profile_policys_name_is_refused(tmp_path: Path) -> None:
     spec = ("  profile: {file: profile.yaml, schedulerName: packer}\n  policies:\n"
-            "    - {apiVersion: policyd.io/v1alpha1, kind: SchedulingPolicy}\n")
+            + INLINE.replace("NotBusy", "PreferZone"))
     result = run(tmp_path, suite(spec, case("busy")))
-    assert [(p.line, p.rule) for p in result.problems] == [(7, "profile-ref")]
+    assert [(p.line, p.rule) for p in result.problems] == [(11, "duplicate-name")]
+    assert "zone.yaml, which the profile loads" in result.problems[0].message
+
+
+def test_config_runs_the_profile_for_tests_that_name_none(tmp_path: Path) -> None:
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "zone.yaml").write_text(ZONE_POLICY)
+    (tmp_path / "profile.yaml").write_text(PROFILE)
+    test = tmp_path / "t.yaml"
+    own = "  profile: {file: profile.yaml, schedulerName: spreader}\n"
+    test.write_text(suite("  policies: [policies/zone.yaml]\n", case("busy"), name="cli")
+                    + "---\n" + suite(own, case("idle"), name="own"))
+    ref = {"file": str(tmp_path / "profile.yaml"), "schedulerName": "packer"}
+    result = run_tests([test], profile=ref)  # type: ignore[arg-type]
+    assert result.problems == []
+    assert [(c.suite.split("::")[1], c.passed) for c in result.cases] == [
+        ("cli", True), ("own", True)]
+    result = run_tests([test], profile={"file": str(tmp_path / "profile.yaml")})
+    assert [(p.line, p.column, p.rule) for p in result.problems] == [(1, 1, "profile-ref")]
+    assert result.problems[0].message.startswith("--config: name one with schedulerName")
+
+
+def test_the_config_option(tmp_path: Path) -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    from policyd.cli import test_cmd
+
+    app = typer.Typer()
+    app.command("test")(test_cmd.test)
+    app.callback()(lambda: None)
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "zone.yaml").write_text(ZONE_POLICY)
+    (tmp_path / "profile.yaml").write_text(PROFILE)
+    test = tmp_path / "t.yaml"
+    test.write_text(suite("  policies: [policies/zone.yaml]\n", case("far")))
+
+    def invoke(*args: str) -> tuple[int, str]:
+        r = CliRunner().invoke(app, ["test", str(test), *args])
+        return r.exit_code, r.stdout + r.stderr
+
+    assert invoke("--config", str(tmp_path / "profile.yaml"), "--scheduler-name",
+                  "zoned") == (0, f"PASS {test}::t :: placed\n1 passed, 0 failed\n")
+    code, out = invoke("--config", str(tmp_path / "profile.yaml"), "--scheduler-name",
+                       "packer")
+    assert code == 1 and "expected the pod on far, but it was scheduled to busy" in out
+    code, out = invoke("--scheduler-name", "zoned")
+    assert code == 2 and "needs --config" in out
+    code, out = invoke("--config", str(tmp_path / "nope.yaml"))
+    assert code == 2 and "nope.yaml: no such" in out
