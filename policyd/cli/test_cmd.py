@@ -45,9 +45,11 @@ def test(
 
     if scheduler_name is not None and config is None:
         raise typer.BadParameter("needs --config", param_hint="--scheduler-name")
-    if config is not None and not config.is_file():
-        what = "is a directory, expected a profile file" if config.is_dir() else "no such file"
-        raise typer.BadParameter(f"{config}: {what}", param_hint="--config")
+    from policyd.policytest.file_ref import unusable
+
+    why = unusable(config) if config is not None else None
+    if why is not None:
+        raise typer.BadParameter(why, param_hint="--config")
     profile: ProfileSpec | None = None
     if config is not None:
         profile = {"file": str(config)}

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from policyd.errors import PolicydError
 from policyd.model.cluster_files import Snapshot, load_snapshot
+from policyd.model.spelling import show_value
+from policyd.policytest.file_ref import unusable
 from policyd.problems import Problem
 from policyd.sourcefile import SourceDocument
 
@@ -20,9 +22,12 @@ def load_cluster(doc: SourceDocument, file: str, base_dir: Path,
                  problems: list[Problem]) -> Snapshot | None:
     """The snapshot at `file`; None once why it cannot be used is in `problems`."""
     path = Path(os.path.normpath(base_dir / file))
+    why = unusable(path)
     try:
-        return load_snapshot(path)
+        if why is None:
+            return load_snapshot(path)
     except PolicydError as exc:
-        problems.append(doc.problem(("spec", "cluster", "file"), CLUSTER_RULE,
-                                    f"cluster file {file!r}: {exc}"))
-        return None
+        why = str(exc)
+    problems.append(doc.problem(("spec", "cluster", "file"), CLUSTER_RULE,
+                                f"cluster file {show_value(file)}: {why}"))
+    return None

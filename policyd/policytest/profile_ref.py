@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING
 from policyd.config.loader import build_frameworks
 from policyd.config.profile_schema import DEFAULT_SCHEDULER_NAME
 from policyd.config.validate import ClusterPolicies, ValidatedConfig, validate
+from policyd.model.spelling import show_value
 from policyd.policy.compiler import CompiledPolicy
+from policyd.policytest.file_ref import unusable
 from policyd.policytest.schema import ProfileSpec
 from policyd.problems import Problem
 from policyd.sourcefile import SourceDocument
@@ -71,15 +73,15 @@ def load_profile(doc: SourceDocument, ref: ProfileSpec, base_dir: Path,
         else:
             problems.append(doc.problem(("spec", "profile", field), PROFILE_RULE, message))
 
-    if not path.is_file():
-        what = "is a directory" if path.is_dir() else "does not exist"
+    why = unusable(path)
+    if why is not None:
         relative = "" if option else " (paths are relative to the test file)"
-        refuse("file", f"profile {ref['file']!r}: {path} {what}{relative}")
+        refuse("file", f"profile {show_value(ref['file'])}: {why}{relative}")
         return None
     checked = validate(path, extra_policies=policy_files, cluster_policies=inline)
     problems.extend(checked.problems)
     if not checked.valid:
-        refuse("file", f"profile {ref['file']!r} has errors (reported at its own lines); "
+        refuse("file", f"profile {show_value(ref['file'])} has errors (reported at its own lines); "
                        "fix them to run the test's cases")
         return None
     names = [p.get("schedulerName", DEFAULT_SCHEDULER_NAME) for _, p in checked.profiles]

@@ -118,7 +118,11 @@ def test_a_pod_in_both_is_defined_twice(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("file", "snapshot", "said"), [
-    ("missing.yaml", SNAPSHOT, "missing.yaml: no such file"),
+    ("missing.yaml", SNAPSHOT, "missing.yaml': No such file or directory"),
+    ("/dev/null", SNAPSHOT, "not a regular file"),
+    (".", SNAPSHOT, "is a directory"),
+    ('"a\\0b"', SNAPSHOT, "contains a NUL character"),
+    ("x" * 3000, SNAPSHOT, "File name too long"),
     ("snap.yaml", "", "empty file"),
     ("snap.yaml", SNAPSHOT.replace("kind: Pod\n  metadata: {name: load",
                                    "kind: Deploymentt\n  metadata: {name: load"),

@@ -134,7 +134,10 @@ def test_a_broken_profile_is_reported_at_its_own_lines(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("ref", "said"), [
-    ("{file: nowhere.yaml}", "does not exist"),
+    ("{file: nowhere.yaml}", "nowhere.yaml': No such file or directory"),
+    ("{file: /dev/null}", "not a regular file"),
+    ('{file: "a\\0b"}', "contains a NUL character"),
+    ("{file: " + "x" * 3000 + "}", "File name too long"),
     ("{file: policies}", "is a directory"),
     ("{file: profile.yaml}", "name one with schedulerName: profile.yaml has 'packer', "
                              "'spreader', 'zoned'"),
@@ -225,4 +228,6 @@ def test_the_config_option(tmp_path: Path) -> None:
     code, out = invoke("--scheduler-name", "zoned")
     assert code == 2 and "needs --config" in out
     code, out = invoke("--config", str(tmp_path / "nope.yaml"))
-    assert code == 2 and "nope.yaml: no such" in out
+    assert code == 2 and "nope.yaml': No such" in out
+    code, out = invoke("--config", "/dev/null")
+    assert code == 2 and "not a regular file" in out
