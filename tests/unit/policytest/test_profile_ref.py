@@ -231,3 +231,13 @@ def test_the_config_option(tmp_path: Path) -> None:
     assert code == 2 and "nope.yaml': No such" in out
     code, out = invoke("--config", "/dev/null")
     assert code == 2 and "not a regular file" in out
+
+
+def test_the_example_profiles_test_passes() -> None:
+    # examples/profiles/tests/ tests the example profile as it ships.
+    root = Path(__file__).resolve().parents[3]
+    result = run_tests([root / "examples" / "profiles" / "tests"])
+    assert result.problems == []
+    assert [(c.name, c.passed) for c in result.cases] == [
+        ("the profile packs onto the fuller node (the default profile would spread)", True),
+        ("but not past a policy's filter", True)]
