@@ -125,7 +125,8 @@ def load_suite(doc: SourceDocument, base_dir: Path, problems: list[Problem],
                  [*policies, *(f for f in rule_forms.values() if f not in policies)],
                  node_names, known_nodes, problems)
     if not refused.cluster:
-        _check_names(doc, spec["tests"], pods, known_nodes, refused.pods, problems)
+        _check_names(doc, spec["tests"], pods, known_nodes, refused.pods, problems,
+                     "spec.pods or the cluster file" if "cluster" in spec else "spec.pods")
     if not refused.any_policy:
         _check_policies(doc, spec["tests"], set(rule_forms) | refused.policies, problems)
     if not spec["tests"]:
@@ -199,14 +200,15 @@ def _load_pods(doc: SourceDocument, entries: list[dict[str, Any]], cluster: Snap
 
 
 def _check_names(doc: SourceDocument, cases: list[CaseSpec], pods: Mapping[str, Pod],
-                 node_names: set[str], refused_pods: set[str], problems: list[Problem]
-                 ) -> None:
-    """Every pod and node a test case names exists (or was refused, and said so)."""
+                 node_names: set[str], refused_pods: set[str], problems: list[Problem],
+                 pod_sources: str) -> None:
+    """Every pod and node a test case names exists (or was refused, and said so);
+    `pod_sources` says where pods come from."""
     for i, case in enumerate(cases):
         path = ("spec", "tests", i)
         if case["pod"] not in pods and case["pod"] not in refused_pods:
             problems.append(doc.problem((*path, "pod"), "unknown-pod",
-                                        _unknown_pod(case["pod"], pods)))
+                                        _unknown_pod(case["pod"], pods, pod_sources)))
         for pname, exp in (case.get("policies") or {}).items():
             named: tuple[tuple[str, list[str]], ...] = (
                 ("pass", exp.get("pass") or []), ("fail", list(exp.get("fail") or {})),
@@ -236,7 +238,7 @@ def _check_policies(doc: SourceDocument, cases: list[CaseSpec], plugin_names: se
                                             key=True))
 
 
-def _unknown_pod(name: str, pods: Mapping[str, Pod]) -> str:
+def _unknown_pod(name: str, pods: Mapping[str, Pod], sources: str) -> str:
     """Why a test's pod name finds no pod, and the names that would."""
     base = name.rpartition("/")[2]
     same = sorted(k for k, p in pods.items() if "/" in k and p.name == base and k != name)
@@ -244,7 +246,7 @@ def _unknown_pod(name: str, pods: Mapping[str, Pod]) -> str:
         return (f"pod name {name!r} is in several namespaces: write namespace/name "
                 f"({', '.join(same)})")
     hint = f"; did you mean {same[0]!r}?" if same else ""
-    return f"no pod named {name!r} in spec.pods or the cluster file{hint}"
+    return f"no pod named {name!r} in {sources}{hint}"
 
 
 def _load_storage(doc: SourceDocument, entries: list[dict[str, Any]],
