@@ -34,11 +34,12 @@ from policyd.policytest.schema import KIND, ProfileSpec
 from policyd.problems import ERROR, WARNING, Problem
 from policyd.sourcefile import DEFAULT_LIMITS, Limits, SourceFile, load_file
 
-# Test files hold clusters, often pasted from `kubectl get -o yaml` (managedFields and
-# all, some 20 KiB and 600 YAML nodes a Node): room for a few hundred objects, where a
-# policy's 128 KiB would refuse a dozen nodes. Still bounded: a few hundred MiB of RSS
-# at most to build the positions of the largest file accepted.
-TEST_LIMITS = replace(DEFAULT_LIMITS, max_bytes=4 * 1024 * 1024, max_nodes=400_000)
+# Test files hold clusters, often pasted from `kubectl get -o yaml` (managedFields,
+# images and all: some 13 KiB and 700 YAML nodes a Node): 4 MiB is some 300 Nodes,
+# where a policy's 128 KiB refused ten. Kubectl output has about 55 YAML nodes a KiB;
+# 300,000 stops denser files early. Still bounded: ~200 MiB of RSS and ~15 s of CPU
+# (the pure-Python event parser) for the largest file accepted.
+TEST_LIMITS = replace(DEFAULT_LIMITS, max_bytes=4 * 1024 * 1024, max_nodes=300_000)
 
 # What other policyd files are, and which command takes them: a test run given one
 # says so rather than only "no tests found".
