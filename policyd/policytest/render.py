@@ -90,6 +90,17 @@ def _junit(result: RunResult) -> str:
         ET.SubElement(case, "failure", message=said.split(":")[0]).text = said
         root.set("tests", "1")
         root.set("failures", "1")
+    elif result.refused:
+        # Tests ran, but some files or suites did not: an error in the report, so a CI
+        # view of it is not green while the run exits 2.
+        suite = ET.SubElement(root, "testsuite", name="policyd test", tests="1",
+                              failures="0", errors="1", skipped="0")
+        case = ET.SubElement(suite, "testcase", classname="policyd test",
+                             name="refused input")
+        ET.SubElement(case, "error", message=f"{result.refused} file(s) or PolicyTest(s) "
+                      "refused").text = _clean("\n".join(map(str, result.problems)))
+        root.set("tests", str(len(result.cases) + 1))
+        root.set("errors", "1")
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(
         root, encoding="unicode") + "\n"

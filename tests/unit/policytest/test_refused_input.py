@@ -195,3 +195,20 @@ def test_a_directory_of_policies_and_tests_warns_about_nothing(tmp_path: Path) -
     write(tmp_path, "    - {name: enc, labels: {enc: \"true\"}}\n    - {name: plain}\n")
     result = run_tests([tmp_path])
     assert result.problems == [] and [c.passed for c in result.cases] == [True]
+
+
+def test_junit_shows_refused_suites_beside_the_tests_that_ran(tmp_path: Path) -> None:
+    from xml.etree import ElementTree as ET
+
+    good = write(tmp_path, "    - {name: enc, labels: {enc: \"true\"}}\n    - {name: plain}\n")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(good.read_text().replace('enc: "true"}', "enc: true}"))
+    result = run_tests([good, bad])
+    assert [c.passed for c in result.cases] == [True] and result.refused == 1
+    assert render(result, "text").splitlines()[-1] == (
+        "1 passed, 0 failed; 1 file(s) or PolicyTest(s) refused as bad input, not run (the "
+        "problems are on stderr)")
+    root = ET.fromstring(render(result, "junit"))
+    assert (root.get("tests"), root.get("errors")) == ("2", "1")
+    error = root.find("testsuite/testcase[@name='refused input']/error")
+    assert error is not None and "quote it" in (error.text or "")
