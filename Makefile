@@ -33,6 +33,7 @@ test: $(BIN)/policyd check
 WHOLE_FILES := \
   schemas/policy.schema.json=policyd.policy.policy_schema \
   schemas/profile.schema.json=policyd.config.profile_schema \
+  schemas/policytest.schema.json=policyd.policytest.schema \
   deploy/crd.yaml=policyd.policy.crd
 IN_PLACE := \
   policyd.cli.doc_blocks \

@@ -154,6 +154,13 @@ RULES: tuple[Rule, ...] = (
     Rule("unknown-pod", _E, "a test's pod that is not in spec.pods", (TEST,)),
     Rule("unknown-policy", _E, "a test's policy that is not in spec.policies", (TEST,)),
     Rule("no-tests", _E, "a PolicyTest with an empty spec.tests", (TEST,)),
+    Rule("profile-ref", _E, "a PolicyTest's spec.profile (or `test --config`) that cannot "
+                            "run: no such file, a profile with errors, no profile of that "
+                            "schedulerName", (TEST,)),
+    Rule("cluster-file", _E, "a PolicyTest's spec.cluster.file that does not load as a "
+                             "snapshot", (TEST,)),
+    Rule("not-a-test", _W, "a file named on the command line that holds no PolicyTest "
+                           "(says what it is and which command takes it)", (TEST,)),
 )
 
 BY_ID = {r.id: r for r in RULES}

@@ -2,6 +2,7 @@
 verdicts.
 
 A layer of its own above `config` and `engine`: whole-scheduler expectations run the
-default profile plus the test's policies through `schedule_one`, so this cannot live in
-`policy`, which both of those import.
+default profile plus the test's policies (or the profile the test names, built by
+`config.loader`) through `schedule_one`, so this cannot live in `policy`, which both of
+those import.
 """

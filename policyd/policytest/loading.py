@@ -1,18 +1,25 @@
-"""Load one PolicyTest document into a Suite: its policies compiled, its nodes, pods
-and storage objects decoded, every reference checked; any problem is bad input
-(recorded, then `BadSuite`), never a test failure."""
+"""Load one PolicyTest document into a Suite: its policies compiled (or its profile's
+frameworks, `profile_ref`), its nodes, pods and storage objects decoded (inline, and
+from its cluster file, `cluster_ref`), every reference checked; any problem is bad
+input (recorded, then `BadSuite`), never a test failure. A refused node, pod or policy
+is reported once: what names it does not become "no node named ..." too."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import json
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from policyd.config.plugins import default_framework
 from policyd.errors import PolicydError
+from policyd.model.cluster_files import Snapshot
 from policyd.model.fieldcheck import unknown_field_paths
 from policyd.model.node_metrics import StaticMetrics
-from policyd.model.records import Node, Pod, node_from_dict, pod_from_dict
+from policyd.model.records import Pod, node_from_dict, pod_from_dict
 from policyd.model.spelling import show_value
 from policyd.model.storage import STORAGE_KINDS, object_key
 from policyd.nodemetrics.values import clean_value
@@ -24,9 +31,15 @@ from policyd.policy.from_paths import (
     is_policy_document,
     policy_documents,
 )
-from policyd.policytest.schema import CaseSpec, Shape, SuiteDocument, shape_problems
+from policyd.policy.metric_refs import MetricCheck
+from policyd.policytest.cluster_ref import load_cluster
+from policyd.policytest.profile_ref import SEED, InlinePolicies, Profile, load_profile
+from policyd.policytest.schema import CaseSpec, ProfileSpec, Shape, SuiteDocument, shape_problems
 from policyd.problems import ERROR, Problem
 from policyd.sourcefile import JsonPath, SourceDocument, SubDocument, load_file
+
+if TYPE_CHECKING:
+    from policyd.framework.runtime import Framework
 
 DEFAULT_ALLOCATABLE = {"cpu": "4", "memory": "16Gi", "pods": "110"}
 
@@ -41,21 +54,26 @@ class BadSuite(Exception):
 class Suite:
     doc: SourceDocument
     name: str  # file::PolicyTest name
-    policies: list[CompiledPolicy]
     # What per-policy expectations run, by pluginName: each policy's Enforce form.
     # They are about the rules themselves, so an Audit-mode policy is judged as it will
-    # act once enforced; whole-scheduler expectations run `policies` in their modes.
+    # act once enforced; whole-scheduler expectations run the policies in their modes.
     rule_forms: dict[str, CompiledPolicy]
-    nodes: list[Node]
-    pods: dict[str, Pod]  # name -> Pod (the pods under test and existing ones)
-    bound: list[Pod]  # Pods with a nodeName: the cluster's existing pods
-    storage: list[tuple[str, dict[str, Any]]]  # (kind, object) for cluster.storage
+    # Every node, bound pod (the cluster's load), namespace, workload and storage
+    # object: spec.cluster.file's and the inline ones together.
+    cluster: Snapshot
+    pods: dict[str, Pod]  # by name, and by namespace/name (pods under test, bound ones)
     tests: list[CaseSpec]
+    # A fresh framework for one whole-scheduler case: the default profile plus the
+    # test's policies, or spec.profile's.
+    framework: Callable[[], Framework]
 
 
-def load_suite(doc: SourceDocument, base_dir: Path, problems: list[Problem]) -> Suite:
-    """The Suite of `doc` (policy paths relative to `base_dir`); raises BadSuite once
-    its problems are in `problems`."""
+def load_suite(doc: SourceDocument, base_dir: Path, problems: list[Problem],
+               default_profile: ProfileSpec | None = None) -> Suite:
+    """The Suite of `doc` (policy, profile and cluster paths relative to `base_dir`);
+    raises BadSuite once its problems are in `problems`. `default_profile` (`policyd
+    test --config`, its path relative to the working directory) runs when the document
+    names no spec.profile of its own."""
     errs = shape_problems(doc, doc.data, "test", ())
     if errs:
         problems.extend(errs)
@@ -63,63 +81,135 @@ def load_suite(doc: SourceDocument, base_dir: Path, problems: list[Problem]) -> 
     data = cast(SuiteDocument, doc.data)
     spec = data["spec"]
     name = f"{doc.file}::{data['metadata']['name']}"
-    policies = _load_policies(doc, spec["policies"], base_dir, problems)
-    nodes = []
-    node_names: set[str] = set()
-    for i, raw in enumerate(spec["nodes"]):
+    # Names a refused node, pod or policy had: no false "no node named" after it.
+    refused = _Refused()
+    ref = spec.get("profile")
+    option = ref is None and default_profile is not None
+    if option:
+        ref = default_profile
+    profile: Profile | None = None
+    if ref is None:
+        policies = _load_policies(doc, spec.get("policies") or [], base_dir, problems,
+                                  refused)
+    else:
+        entries = spec.get("policies") or []
+        files = _policy_files(doc, entries, base_dir, problems)
+        inline = _inline_policies(doc, entries, problems, refused)
+        profile = load_profile(doc, ref, Path() if option else base_dir, files, problems,
+                               option=option, inline=inline)
+        policies = profile.policies if profile is not None else []
+        if profile is None:
+            refused.any_policy = True
+    cluster = Snapshot()
+    if "cluster" in spec:
+        loaded = load_cluster(doc, spec["cluster"]["file"], base_dir, problems)
+        refused.cluster = loaded is None
+        cluster = loaded or cluster
+    node_names = {n.name for n in cluster.nodes}
+    for i, raw in enumerate(spec.get("nodes") or []):
         node = _decode(doc, ("spec", "nodes", i), raw, "node", node_from_dict, problems)
-        if node is not None:
-            if node.name in node_names:
-                problems.append(doc.problem(("spec", "nodes", i), "duplicate-name",
-                                            f"node {node.name!r} is defined twice"))
-            node_names.add(node.name)
-            nodes.append(node)
-    pods: dict[str, Pod] = {}
-    bound = []
-    for i, raw in enumerate(spec["pods"]):
-        pod = _decode(doc, ("spec", "pods", i), raw, "pod", pod_from_dict, problems)
-        if pod is None:
+        if node is None:
+            refused.nodes.add(_name_of(raw))
             continue
-        if pod.name in pods:
-            problems.append(doc.problem(("spec", "pods", i), "duplicate-name",
-                                        f"pod {pod.name!r} is defined twice"))
-        pods[pod.name] = pod
-        if pod.node_name:
-            if pod.node_name not in node_names:
-                problems.append(doc.problem(("spec", "pods", i), "unknown-node",
-                                            f"pod {pod.name!r} is bound to unknown node "
-                                            f"{pod.node_name!r}"))
-            bound.append(pod)
-    storage = _load_storage(doc, spec.get("storage") or [], problems)
+        if node.name in node_names:
+            problems.append(doc.problem(("spec", "nodes", i), "duplicate-name",
+                                        f"node {node.name!r} is defined twice"))
+        node_names.add(node.name)
+        cluster.nodes.append(node)
+    known_nodes = node_names | refused.nodes
+    pods = _load_pods(doc, spec.get("pods") or [], cluster, known_nodes, refused, problems)
+    _load_storage(doc, spec.get("storage") or [], cluster.storage, problems)
     rule_forms = {p.name: compile_policy(p.document, p.source, enforced=True)
                   if isinstance(p, AuditedPolicy) else p for p in policies}
     _use_metrics(doc, spec.get("metrics") or {},
                  [*policies, *(f for f in rule_forms.values() if f not in policies)],
-                 node_names, problems)
-    _check_cases(doc, spec["tests"], set(pods), node_names, {p.name for p in policies},
-                 problems)
+                 node_names, known_nodes, problems)
+    if not refused.cluster:
+        _check_names(doc, spec["tests"], pods, known_nodes, refused.pods, problems,
+                     "spec.pods or the cluster file" if "cluster" in spec else "spec.pods")
+    if not refused.any_policy:
+        _check_policies(doc, spec["tests"], set(rule_forms) | refused.policies, problems)
+    if not spec["tests"]:
+        problems.append(doc.problem(("spec", "tests"), "no-tests", "spec.tests is empty"))
     if any(p.level == ERROR and p.file == doc.file and p.document == doc.index
-           for p in problems):
+           for p in problems) or (ref is not None and profile is None):
         raise BadSuite
-    return Suite(doc, name, policies, rule_forms, nodes, pods, bound, storage,
-                 spec["tests"])
+    framework: Callable[[], Framework] = profile.framework if profile is not None \
+        else partial(default_framework, policies, seed=SEED)
+    return Suite(doc, name, rule_forms, cluster, pods, spec["tests"], framework)
 
 
-def _check_cases(doc: SourceDocument, cases: list[CaseSpec], pod_names: set[str],
-                 node_names: set[str], plugin_names: set[str],
-                 problems: list[Problem]) -> None:
-    """Every pod, policy and node a test case names exists; there is a test case."""
+@dataclass(slots=True)
+class _Refused:
+    """What was refused, by the name it would have had."""
+
+    nodes: set[str] = field(default_factory=set)
+    pods: set[str] = field(default_factory=set)
+    policies: set[str] = field(default_factory=set)  # pluginNames
+    any_policy: bool = False  # a profile refused: its pluginNames are unknown
+    cluster: bool = False  # the cluster file refused: its nodes and pods are unknown
+
+
+def _name_of(raw: Any) -> str:
+    """The name a refused node or pod entry meant (shorthand or full object), as the
+    test cases would write it (`true` for an unquoted `name: true`)."""
+    if not isinstance(raw, Mapping):
+        return ""
+    meta = raw.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else raw.get("name")
+    return name if isinstance(name, str) else json.dumps(name)
+
+
+def _load_pods(doc: SourceDocument, entries: list[dict[str, Any]], cluster: Snapshot,
+               known_nodes: set[str], refused: _Refused, problems: list[Problem]
+               ) -> dict[str, Pod]:
+    """spec.pods and the cluster file's pods, by name and namespace/name; bound ones
+    join `cluster` as its load, the cluster file's pending ones are pods to test."""
+    pods: dict[str, Pod] = {}
+    file_pods, cluster.pods = cluster.pods, []
+    for i, raw in enumerate(entries):
+        pod = _decode(doc, ("spec", "pods", i), raw, "pod", pod_from_dict, problems)
+        if pod is None:
+            refused.pods.add(_name_of(raw))
+            continue
+        if pod.name in pods:
+            problems.append(doc.problem(("spec", "pods", i), "duplicate-name",
+                                        f"pod {pod.name!r} is defined twice"))
+        pods[pod.name] = pods[f"{pod.namespace}/{pod.name}"] = pod
+        if pod.node_name:
+            if pod.node_name not in known_nodes:
+                problems.append(doc.problem(("spec", "pods", i), "unknown-node",
+                                            f"pod {pod.name!r} is bound to unknown node "
+                                            f"{pod.node_name!r}"))
+            cluster.pods.append(pod)
+    # The cluster file's pods by namespace/name, and by name alone when only one has it.
+    inline = set(pods)
+    count = Counter(p.name for p in file_pods)
+    for pod in file_pods:
+        full = f"{pod.namespace}/{pod.name}"
+        if full in inline:
+            problems.append(doc.problem(("spec", "cluster", "file"), "duplicate-name",
+                                        f"pod {full!r} is in spec.pods and in the cluster "
+                                        "file"))
+        pods.setdefault(full, pod)
+        if count[pod.name] == 1:
+            pods.setdefault(pod.name, pod)
+        if pod.node_name:
+            cluster.pods.append(pod)
+    return pods
+
+
+def _check_names(doc: SourceDocument, cases: list[CaseSpec], pods: Mapping[str, Pod],
+                 node_names: set[str], refused_pods: set[str], problems: list[Problem],
+                 pod_sources: str) -> None:
+    """Every pod and node a test case names exists (or was refused, and said so);
+    `pod_sources` says where pods come from."""
     for i, case in enumerate(cases):
         path = ("spec", "tests", i)
-        if case["pod"] not in pod_names:
+        if case["pod"] not in pods and case["pod"] not in refused_pods:
             problems.append(doc.problem((*path, "pod"), "unknown-pod",
-                                        f"no pod named {case['pod']!r} in spec.pods"))
+                                        _unknown_pod(case["pod"], pods, pod_sources)))
         for pname, exp in (case.get("policies") or {}).items():
-            if pname not in plugin_names:
-                problems.append(doc.problem((*path, "policies", pname), "unknown-policy",
-                                            f"no policy with pluginName {pname!r} in "
-                                            f"spec.policies ({', '.join(sorted(plugin_names))})",
-                                            key=True))
             named: tuple[tuple[str, list[str]], ...] = (
                 ("pass", exp.get("pass") or []), ("fail", list(exp.get("fail") or {})),
                 ("scores", list(exp.get("scores") or {})))
@@ -133,17 +223,38 @@ def _check_cases(doc: SourceDocument, cases: list[CaseSpec], pod_names: set[str]
             if n not in node_names:
                 problems.append(doc.problem((*path, "scheduledTo"), "unknown-node",
                                             f"no node named {n!r}"))
-    if not cases:
-        problems.append(doc.problem(("spec", "tests"), "no-tests",
-                                    "spec.tests is empty"))
+
+
+def _check_policies(doc: SourceDocument, cases: list[CaseSpec], plugin_names: set[str],
+                    problems: list[Problem]) -> None:
+    """Every policy a test case names is one of the suite's (or was refused)."""
+    for i, case in enumerate(cases):
+        for pname in case.get("policies") or {}:
+            if pname not in plugin_names:
+                problems.append(doc.problem(("spec", "tests", i, "policies", pname),
+                                            "unknown-policy",
+                                            f"no policy with pluginName {pname!r} in "
+                                            f"spec.policies ({', '.join(sorted(plugin_names))})",
+                                            key=True))
+
+
+def _unknown_pod(name: str, pods: Mapping[str, Pod], sources: str) -> str:
+    """Why a test's pod name finds no pod, and the names that would."""
+    base = name.rpartition("/")[2]
+    same = sorted(k for k, p in pods.items() if "/" in k and p.name == base and k != name)
+    if len(same) > 1 and base == name:
+        return (f"pod name {name!r} is in several namespaces: write namespace/name "
+                f"({', '.join(same)})")
+    hint = f"; did you mean {same[0]!r}?" if same else ""
+    return f"no pod named {name!r} in {sources}{hint}"
 
 
 def _load_storage(doc: SourceDocument, entries: list[dict[str, Any]],
-                  problems: list[Problem]) -> list[tuple[str, dict[str, Any]]]:
-    """spec.storage: full objects of the storage kinds, each once per name, with no
+                  into: dict[str, dict[str, dict[str, Any]]], problems: list[Problem]
+                  ) -> None:
+    """spec.storage into `into` (kind -> object_key -> object, the cluster file's
+    already there): full objects of the storage kinds, each once per name, with no
     field the API server would refuse."""
-    out: list[tuple[str, dict[str, Any]]] = []
-    seen: set[tuple[str, str]] = set()
     for i, raw in enumerate(entries):
         path: JsonPath = ("spec", "storage", i)
         kind = raw.get("kind")
@@ -163,19 +274,19 @@ def _load_storage(doc: SourceDocument, entries: list[dict[str, Any]],
             problems.append(doc.problem((*path, "metadata"), "invalid-object",
                                         f"{kind} needs metadata.name"))
             continue
-        key = (kind, object_key(kind, raw))
-        if key in seen:
+        key = object_key(kind, raw)
+        objects = into.setdefault(kind, {})
+        if key in objects:
             problems.append(doc.problem(path, "duplicate-name",
-                                        f"{kind} {key[1]!r} is defined twice"))
-        seen.add(key)
-        out.append((kind, dict(raw)))
-    return out
+                                        f"{kind} {key!r} is defined twice"))
+        objects[key] = dict(raw)
 
 
 def _use_metrics(doc: SourceDocument, metrics: Mapping[str, Mapping[str, Any]],
                  policies: list[CompiledPolicy], node_names: set[str],
-                 problems: list[Problem]) -> None:
-    """Give the policies' `metric` rules the suite's `spec.metrics` values."""
+                 known_nodes: set[str], problems: list[Problem]) -> None:
+    """Give the policies' `metric` rules the suite's `spec.metrics` values (of the
+    nodes in `node_names`; `known_nodes` adds the refused ones, reported already)."""
     values: dict[str, dict[str, float]] = {}
     for metric, nodes in metrics.items():
         values[metric] = {}
@@ -184,9 +295,11 @@ def _use_metrics(doc: SourceDocument, metrics: Mapping[str, Mapping[str, Any]],
             # The daemon's and --metrics' own rule for usable values (an integer too big
             # for a float is infinite, not a crash).
             value, reason = clean_value(raw, allow_negative=True)
-            if node not in node_names:
+            if node not in known_nodes:
                 problems.append(doc.problem(path, "unknown-node", f"no node named {node!r}",
                                             key=True))
+            elif node not in node_names:
+                continue
             elif value is None:
                 problems.append(doc.problem(path, "number", f"{show_value(raw)} is not a "
                                             f"finite number ({reason})"))
@@ -197,25 +310,77 @@ def _use_metrics(doc: SourceDocument, metrics: Mapping[str, Mapping[str, Any]],
         p.use_metrics(reader)
 
 
-def _load_policies(doc: SourceDocument, entries: list[str | dict[str, Any]],
-                   base_dir: Path, problems: list[Problem]) -> list[CompiledPolicy]:
-    """Policies by path (relative to the test file) or inline; any error is bad input."""
-    result = PolicySet()
+def _policy_files(doc: SourceDocument, entries: list[str | dict[str, Any]],
+                  base_dir: Path, problems: list[Problem]) -> list[Path]:
+    """The files spec.policies' paths name, each once (a profile loads them)."""
+    loaded: set[Path] = set()
+    return [path for i, entry in enumerate(entries) if isinstance(entry, str)
+            for path, _ in _entry_files(doc, i, entry, base_dir, loaded, problems)]
 
-    # A file named twice (or by its directory and by itself) is loaded once: loaded
-    # twice, each of its policies would clash with itself as a duplicate.
+
+def _inline_policies(doc: SourceDocument, entries: list[str | dict[str, Any]],
+                     problems: list[Problem], refused: _Refused) -> InlinePolicies:
+    """spec.policies' inline documents, checked and compiled, as a profile is offered
+    them (`validate`'s `cluster_policies`: they join it as plugins enabled by default,
+    as the daemon's SchedulingPolicy objects do)."""
+    subs = [SubDocument(doc, ("spec", "policies", i), entry)
+            for i, entry in enumerate(entries) if not isinstance(entry, str)]
+    docs: list[SourceDocument] = [d for d in subs if is_policy_document(d, problems)]
+    checked = PolicySet(documents=docs)
+    check_documents(checked)
+    problems.extend(checked.problems)
+    by_name = {_plugin_name(d): d for d in docs}
+    refused.policies.update(n for n in by_name if n)
+
+    def offer(file_docs: Sequence[SourceDocument], metrics: MetricCheck
+              ) -> dict[str, CompiledPolicy]:
+        files = {_plugin_name(d): d.file for d in file_docs}
+        out: dict[str, CompiledPolicy] = {}
+        for p in checked.compiled:
+            at = by_name[p.name]
+            if p.name in files:
+                problems.append(at.problem(("spec", "pluginName"), "duplicate-name",
+                                           f"pluginName {p.name!r} is also in "
+                                           f"{files[p.name]}, which the profile loads"))
+                continue
+            problems.extend(at.problem(path, "unknown-metric", message)
+                            for path, message in metrics.unknown(at.data))
+            out[p.name] = p
+        return out
+
+    return offer
+
+
+def _plugin_name(d: SourceDocument) -> str:
+    spec = d.data.get("spec") if isinstance(d.data, Mapping) else None
+    name = spec.get("pluginName") if isinstance(spec, Mapping) else None
+    return name if isinstance(name, str) else ""
+
+
+def _entry_files(doc: SourceDocument, i: int, entry: str, base_dir: Path,
+                 loaded: set[Path], problems: list[Problem]) -> list[tuple[Path, str]]:
+    """The files (path, display) of spec.policies[i], a path relative to the test file,
+    less those in `loaded`: a file named twice (or by its directory and by itself) is
+    loaded once, or each of its policies would clash with itself as a duplicate."""
+    files, bad = collect_files([base_dir / entry])
+    for b in bad:
+        problems.append(doc.problem(("spec", "policies", i), "path",
+                                    f"policy path {entry!r}: {b.split(': ', 1)[-1]}"))
+    out = [(path, display) for path, display in files if path.resolve() not in loaded]
+    loaded.update(path.resolve() for path, _ in out)
+    return out
+
+
+def _load_policies(doc: SourceDocument, entries: list[str | dict[str, Any]],
+                   base_dir: Path, problems: list[Problem], refused: _Refused
+                   ) -> list[CompiledPolicy]:
+    """Policies by path (relative to the test file) or inline; any error is bad input,
+    and what the refused ones were called goes to `refused`."""
+    result = PolicySet()
     loaded: set[Path] = set()
     for i, entry in enumerate(entries):
         if isinstance(entry, str):
-            target = base_dir / entry
-            files, bad = collect_files([target])
-            for b in bad:
-                problems.append(doc.problem(("spec", "policies", i), "path",
-                                            f"policy path {entry!r}: {b.split(': ', 1)[-1]}"))
-            for path, display in files:
-                if path.resolve() in loaded:
-                    continue
-                loaded.add(path.resolve())
+            for path, display in _entry_files(doc, i, entry, base_dir, loaded, problems):
                 source = load_file(path, display)
                 result.files.append(source)
                 problems.extend(source.problems)
@@ -229,6 +394,9 @@ def _load_policies(doc: SourceDocument, entries: list[str | dict[str, Any]],
                 result.documents.append(inline)
     check_documents(result)
     problems.extend(result.problems)
+    refused.policies.update(n for n in map(_plugin_name, result.documents) if n)
+    # A policy file that did not even parse: which pluginNames it had is unknown.
+    refused.any_policy = any(not f.documents for f in result.files)
     return result.compiled
 
 

@@ -20,10 +20,19 @@ def render(result: RunResult, fmt: str) -> str:
 
 
 def _summary(result: RunResult) -> str:
+    """The last line: counts, and never "no tests found" for tests that were refused."""
     total = len(result.cases)
+    refused = (f"{result.refused} file(s) or PolicyTest(s) refused as bad input, not run "
+               "(the problems are on stderr)") if result.refused else ""
     if total == 0:
-        return "no tests found: a run without tests fails"
-    return f"{total - result.failed} passed, {result.failed} failed"
+        if refused:
+            return f"no tests run: {refused}"
+        found = ", ".join(f"{n} {kind}" for kind, n in sorted(result.other_kinds.items()))
+        return ("no tests found: a run without tests fails"
+                + (f" ({result.files} file(s) read, no PolicyTest in them: {found})"
+                   if found else ""))
+    return f"{total - result.failed} passed, {result.failed} failed" + (
+        f"; {refused}" if refused else "")
 
 
 def _text(result: RunResult) -> str:
@@ -44,7 +53,7 @@ def _json(result: RunResult) -> str:
                       "rule": p.rule, "level": p.level, "message": p.message}
                      for p in result.problems],
         "summary": {"tests": len(result.cases), "failed": result.failed,
-                    "badInput": result.bad_input},
+                    "badInput": result.bad_input, "refused": result.refused},
     }, indent=2) + "\n"
 
 
@@ -77,10 +86,21 @@ def _junit(result: RunResult) -> str:
         suite = ET.SubElement(root, "testsuite", name="policyd test", tests="1",
                               failures="1", errors="0", skipped="0")
         case = ET.SubElement(suite, "testcase", classname="policyd test", name="no tests")
-        ET.SubElement(case, "failure", message="no tests found").text = \
-            "no PolicyTest documents with tests were found"
+        said = _summary(result)
+        ET.SubElement(case, "failure", message=said.split(":")[0]).text = said
         root.set("tests", "1")
         root.set("failures", "1")
+    elif result.refused:
+        # Tests ran, but some files or suites did not: an error in the report, so a CI
+        # view of it is not green while the run exits 2.
+        suite = ET.SubElement(root, "testsuite", name="policyd test", tests="1",
+                              failures="0", errors="1", skipped="0")
+        case = ET.SubElement(suite, "testcase", classname="policyd test",
+                             name="refused input")
+        ET.SubElement(case, "error", message=f"{result.refused} file(s) or PolicyTest(s) "
+                      "refused").text = _clean("\n".join(map(str, result.problems)))
+        root.set("tests", str(len(result.cases) + 1))
+        root.set("errors", "1")
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(
         root, encoding="unicode") + "\n"

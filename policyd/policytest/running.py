@@ -1,15 +1,15 @@
 """Run a loaded Suite's test cases: per-policy expectations through the compiled
-plugin's own methods, whole-scheduler ones through the engine's `schedule_one`; each
+plugin's own methods, whole-scheduler ones through the engine's `schedule_one` with the
+suite's framework (the default profile, or its spec.profile); each
 case becomes a CaseResult with the failures it found."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
-from policyd.config.plugins import default_framework
 from policyd.engine.cycle import schedule_one
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.interfaces import (
@@ -19,6 +19,7 @@ from policyd.framework.interfaces import (
     PreScorePlugin,
     ScorePlugin,
 )
+from policyd.framework.runtime import Framework
 from policyd.model.cluster import ClusterState
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
@@ -84,10 +85,9 @@ def run_suite(suite: Suite) -> list[CaseResult]:
 
 
 def _cluster(suite: Suite, pod: Pod) -> ClusterState:
-    cluster = ClusterState(suite.nodes, [p for p in suite.bound if p.uid != pod.uid])
-    for kind, obj in suite.storage:
-        cluster.storage.upsert(kind, obj)
-    return cluster
+    """The suite's cluster for one case: every bound pod but the one under test."""
+    return replace(suite.cluster, pods=[p for p in suite.cluster.pods
+                                        if p.uid != pod.uid]).cluster()
 
 
 def _run_case(suite: Suite, case: CaseSpec, result: CaseResult) -> None:
@@ -178,7 +178,7 @@ def _check_policy(policy: CompiledPolicy, pod: Pod, infos: list[NodeInfo],
 
 
 def _check_schedule(suite: Suite, pod: Pod, case: CaseSpec, failures: list[str]) -> None:
-    node, message = schedule(suite.policies, pod, _cluster(suite, pod))
+    node, message = schedule(suite.framework(), pod, _cluster(suite, pod))
     if "scheduledTo" in case:
         want = case["scheduledTo"]
         wanted = [want] if isinstance(want, str) else list(want)
@@ -197,10 +197,8 @@ def _check_schedule(suite: Suite, pod: Pod, case: CaseSpec, failures: list[str])
             failures.append(f"unschedulable with {message!r}, expected {want_u!r}")
 
 
-def schedule(policies: Sequence[CompiledPolicy], pod: Pod, cluster: ClusterState
-             ) -> tuple[str | None, str]:
-    """(chosen node or None, FitError message) with the default profile plus `policies`."""
-    fw = default_framework(list(policies), seed=0)
+def schedule(fw: Framework, pod: Pod, cluster: ClusterState) -> tuple[str | None, str]:
+    """(chosen node or None, FitError message) of one cycle of `fw`."""
     result = schedule_one(fw, pod, cluster)
     if result.error is not None:
         return None, f"scheduling error: {result.message}"

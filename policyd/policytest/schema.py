@@ -1,13 +1,17 @@
 """The PolicyTest document: its JSON schema, the node and pod shorthand schemas, and
-the typed shape of a document that passed them."""
+the typed shape of a document that passed them. `python -m policyd.policytest.schema`
+prints the schema (schemas/policytest.schema.json, for editors)."""
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Sequence
 from functools import cache
 from typing import Any, Literal, Required, TypedDict
 
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
 
 from policyd.policy import policy_schema as policy_schema
 from policyd.problems import Problem
@@ -29,11 +33,29 @@ def _obj(props: dict[str, Any], required: Sequence[str] = ()) -> dict[str, Any]:
     return out
 
 
-SCHEMA: dict[str, Any] = _obj({
+def _unless(present: str, required: list[str]) -> dict[str, Any]:
+    """`required` fields, unless the document has `present`."""
+    return {"if": {"not": {"required": [present]}}, "then": {"required": required}}
+
+
+SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://policyd.io/schemas/policytest.schema.json",
+    "title": "policyd PolicyTest",
+    "description": "Policies, a small cluster and the verdicts they must give on it, run "
+                   "by `policyd test`. See docs/policy-language.md.",
+    **_obj({
     "apiVersion": {"const": policy_schema.API_VERSION},
     "kind": {"const": KIND},
     "metadata": _obj({"name": {"type": "string", "minLength": 1}}, ["name"]),
-    "spec": _obj({
+    "spec": {**_obj({
+        # The PolicydConfiguration whose profile whole-scheduler cases run (path relative
+        # to the test file); without it they run the default profile.
+        "profile": _obj({"file": {"type": "string", "minLength": 1},
+                         "schedulerName": {"type": "string", "minLength": 1}}, ["file"]),
+        # A snapshot file (what `kubectl get nodes,pods -A -o yaml` prints, relative to
+        # the test file) loaded as `simulate --cluster` loads it, beside spec.nodes/pods.
+        "cluster": _obj({"file": {"type": "string", "minLength": 1}}, ["file"]),
         "policies": {"type": "array", "minItems": 1, "items": {"oneOf": [
             {"type": "string"},
             {"type": "object", "required": ["kind"]},
@@ -61,8 +83,10 @@ SCHEMA: dict[str, Any] = _obj({
                                       {"type": "array", "items": {"type": "string"}}]},
             "unschedulable": {"type": ["boolean", "string"]},
         }, ["name", "pod"])},
-    }, ["policies", "nodes", "pods", "tests"]),
-}, ["apiVersion", "kind", "metadata", "spec"])
+    }, ["tests"]),
+        # A profile brings its own policies, a snapshot its own nodes and pods.
+        "allOf": [_unless("profile", ["policies"]), _unless("cluster", ["nodes", "pods"])]},
+    }, ["apiVersion", "kind", "metadata", "spec"])}
 
 NODE_SHORTHAND = _obj({
     "name": {"type": "string", "minLength": 1},
@@ -103,10 +127,17 @@ class CaseSpec(TypedDict, total=False):
     unschedulable: bool | str
 
 
+class ProfileSpec(TypedDict, total=False):
+    file: Required[str]  # relative to the test file
+    schedulerName: str
+
+
 class SuiteSpec(TypedDict, total=False):
-    policies: Required[list[str | dict[str, Any]]]  # paths, or inline documents
-    nodes: Required[list[dict[str, Any]]]  # full objects or NODE_SHORTHAND
-    pods: Required[list[dict[str, Any]]]  # full objects or POD_SHORTHAND
+    profile: ProfileSpec
+    cluster: dict[str, str]  # {"file": path relative to the test file}
+    policies: list[str | dict[str, Any]]  # paths, or inline documents
+    nodes: list[dict[str, Any]]  # full objects or NODE_SHORTHAND
+    pods: list[dict[str, Any]]  # full objects or POD_SHORTHAND
     storage: list[dict[str, Any]]
     metrics: dict[str, dict[str, float]]
     tests: Required[list[CaseSpec]]
@@ -130,6 +161,47 @@ def _validator(which: Shape) -> Any:
 
 def shape_problems(doc: SourceDocument, data: Any, which: Shape, base: JsonPath
                    ) -> list[Problem]:
-    """Where `data` (at `base` in `doc`) breaks the schema `which`, with positions."""
-    return schema_problems(doc, _validator(which).iter_errors(data), base=base,
-                           jsonschema_wording=True)
+    """Where `data` (at `base` in `doc`) breaks the schema `which`, with positions.
+
+    A scalar YAML typed as something else where a string is wanted (`true`, `on`, `1.10`,
+    `8080`, an empty value) is said so, with how to fix it: jsonschema's `True is not of
+    type 'string'` reads as if the author had written Python."""
+    out: list[Problem] = []
+    for error in _validator(which).iter_errors(data):
+        best = best_match(error.context) if error.context else error
+        said = _unquoted(best.validator, best.validator_value, best.instance)
+        if said is None:
+            out.extend(schema_problems(doc, [error], base=base, jsonschema_wording=True))
+        else:
+            out.append(doc.problem((*base, *best.absolute_path), "schema", said))
+    return out
+
+
+_SCALAR_TYPES = {bool: "boolean", int: "integer", float: "number", type(None): "null"}
+_ARTICLES = {"string": "a string", "number": "a number", "boolean": "a boolean",
+             "integer": "an integer", "array": "a list", "object": "an object"}
+
+
+def _unquoted(validator: str, expected: Any, instance: Any) -> str | None:
+    """The message for a YAML scalar that is not the string the schema wants, or None."""
+    wanted = expected if isinstance(expected, list) else [expected]
+    got = _SCALAR_TYPES.get(type(instance))
+    if validator != "type" or "string" not in wanted or got is None:
+        return None
+    text = "(an empty value)" if instance is None else json.dumps(instance)
+    # A float's text is not what was written (`1.10` reads as 1.1): no quoted suggestion.
+    fix = ("write a value, quoted" if instance is None
+           else "quote it as written" if isinstance(instance, float)
+           else f'quote it: "{text}"')
+    names = " or ".join(_ARTICLES.get(str(w), str(w)) for w in wanted)
+    return f"expected {names}, got {got} {text}; {fix}"
+
+
+def main() -> None:
+    """Print the schema as JSON (regenerates schemas/policytest.schema.json)."""
+    json.dump(SCHEMA, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -161,7 +161,8 @@ def test_json_format(app: typer.Typer, tmp_path: Path) -> None:
     code, out, _ = run(app, "-f", "json", str(write(tmp_path, suite(PASSING))))
     doc = json.loads(out)
     assert code == 0
-    assert doc["summary"] == {"tests": 3, "failed": 0, "badInput": False}
+    assert doc["summary"] == {"tests": 3, "failed": 0, "badInput": False,
+                              "refused": 0}
     assert doc["tests"][0]["name"] == "gpu pods on gpu nodes, most cores first"
 
 
