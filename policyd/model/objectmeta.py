@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import Any, NoReturn
 
 from policyd.errors import InvalidObjectError
 from policyd.model import k8snames
@@ -42,25 +42,29 @@ def check_metadata(kind: str, obj: dict[str, Any]) -> None:
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         return  # absent or not an object: the kind's decoder says so
+    # Runs on every object of a snapshot: the checks are cheap, the messages (and the
+    # escaped names in them) are built only for an object that fails.
     name = meta.get("name")
-    namespace = meta.get("namespace")
-    shown = _shown_name(kind, name, namespace)
     if isinstance(name, str) and name:
         problems = name_problems(kind, name)
         if problems:
-            raise InvalidObjectError(kind, shown, "metadata.name",
-                                     f"{k8snames.printable(repr(name))}: {problems[0]}")
+            _fail(kind, meta, "metadata.name",
+                  f"{k8snames.printable(repr(name))}: {problems[0]}")
+    namespace = meta.get("namespace")
     if kind in NAMESPACED_KINDS and isinstance(namespace, str) and namespace:
         problems = k8snames.dns1123_label(namespace)
         if problems:
-            raise InvalidObjectError(kind, shown, "metadata.namespace",
-                                     f"{k8snames.printable(repr(namespace))}: {problems[0]}")
+            _fail(kind, meta, "metadata.namespace",
+                  f"{k8snames.printable(repr(namespace))}: {problems[0]}")
     labels = meta.get("labels")
     if isinstance(labels, dict):
-        _check_labels(kind, shown, labels, "metadata.labels")
+        for key, value in labels.items():
+            if type(value) is not str or type(key) is not str \
+                    or _label_key_problem(key) or _label_value_problem(value):
+                _label_failure(kind, meta, key, value)
     annotations = meta.get("annotations")
     if isinstance(annotations, dict):
-        _check_annotations(kind, shown, annotations)
+        _check_annotations(kind, meta, annotations)
 
 
 def name_problems(kind: str, name: str) -> list[str]:
@@ -89,49 +93,56 @@ def _type_name(value: Any) -> str:
                                                                      "a value")
 
 
-def _shown_name(kind: str, name: Any, namespace: Any) -> str:
+def _fail(kind: str, meta: dict[str, Any], field: str, message: str) -> NoReturn:
+    name = meta.get("name")
     text = name if isinstance(name, str) and name else "<unnamed>"
     if kind in NAMESPACED_KINDS:
-        ns = namespace if isinstance(namespace, str) and namespace else "default"
-        text = f"{ns}/{text}"
-    return k8snames.printable(text)
+        namespace = meta.get("namespace")
+        text = f"{namespace if isinstance(namespace, str) and namespace else 'default'}/{text}"
+    raise InvalidObjectError(kind, k8snames.printable(text),
+                             k8snames.printable(field), message)
 
 
-def _check_labels(kind: str, shown: str, labels: dict[Any, Any], path: str) -> None:
-    """ValidateLabels: every key a qualified name, every value a label value."""
-    for key, value in labels.items():
-        field = f"{path}.{k8snames.printable(str(key))}"
-        problem = string_problem(value)
+def _label_failure(kind: str, meta: dict[str, Any], key: Any, value: Any) -> NoReturn:
+    """ValidateLabels' finding for the label `key`: every key a qualified name, every
+    value a label value."""
+    field = f"metadata.labels.{key}"
+    _check_strings(kind, meta, field, key, value)
+    key_problem = _label_key_problem(key)
+    if key_problem is not None:
+        _fail(kind, meta, field, f"key: {key_problem}")
+    _fail(kind, meta, field, f"value {k8snames.printable(repr(value))}: "
+                             f"{_label_value_problem(value)}")
+
+
+def _check_strings(kind: str, meta: dict[str, Any], field: str, key: Any, value: Any
+                   ) -> None:
+    """A map entry's key and value must both be strings (YAML reads `1:` as a number)."""
+    for what, item in (("key ", key), ("", value)):
+        problem = string_problem(item)
         if problem is not None:
-            raise InvalidObjectError(kind, shown, field, problem)
-        key_problem = _label_key_problem(str(key))
-        if key_problem is not None:
-            raise InvalidObjectError(kind, shown, field, f"key: {key_problem}")
-        value_problem = _label_value_problem(value)
-        if value_problem is not None:
-            raise InvalidObjectError(kind, shown, field,
-                                     f"value {k8snames.printable(repr(value))}: "
-                                     f"{value_problem}")
+            _fail(kind, meta, field, what + problem)
 
 
-def _check_annotations(kind: str, shown: str, annotations: dict[Any, Any]) -> None:
+def _check_annotations(kind: str, meta: dict[str, Any], annotations: dict[Any, Any]
+                       ) -> None:
     """ValidateAnnotations: keys are qualified names (compared lowercased), values
     strings, and keys and values together at most 256 KiB."""
-    total = 0
+    chars = 0
     for key, value in annotations.items():
-        field = f"metadata.annotations.{k8snames.printable(str(key))}"
-        problem = string_problem(value)
-        if problem is not None:
-            raise InvalidObjectError(kind, shown, field, problem)
-        key_problem = _label_key_problem(str(key).lower())
-        if key_problem is not None:
-            raise InvalidObjectError(kind, shown, field, f"key: {key_problem}")
-        total += len(str(key).encode("utf-8", "surrogatepass")) + len(
-            value.encode("utf-8", "surrogatepass"))
+        if type(value) is not str or type(key) is not str \
+                or _annotation_key_problem(key):
+            field = f"metadata.annotations.{key}"
+            _check_strings(kind, meta, field, key, value)
+            _fail(kind, meta, field, f"key: {_annotation_key_problem(key)}")
+        chars += len(key) + len(value)
+    if chars * 4 <= ANNOTATIONS_MAX_BYTES:  # UTF-8 takes at most 4 bytes a character
+        return
+    total = sum(len(k.encode("utf-8", "surrogatepass")) + len(v.encode("utf-8", "surrogatepass"))
+                for k, v in annotations.items())
     if total > ANNOTATIONS_MAX_BYTES:
-        raise InvalidObjectError(kind, shown, "metadata.annotations",
-                                 f"may not be more than {ANNOTATIONS_MAX_BYTES} bytes in "
-                                 f"total, got {total}")
+        _fail(kind, meta, "metadata.annotations",
+              f"may not be more than {ANNOTATIONS_MAX_BYTES} bytes in total, got {total}")
 
 
 # Keys and values repeat across thousands of objects of a snapshot: each is judged once.
@@ -139,6 +150,11 @@ def _check_annotations(kind: str, shown: str, annotations: dict[Any, Any]) -> No
 def _label_key_problem(key: str) -> str | None:
     problems = k8snames.qualified_name(key)
     return problems[0] if problems else None
+
+
+@lru_cache(maxsize=4096)
+def _annotation_key_problem(key: str) -> str | None:
+    return _label_key_problem(key.lower())
 
 
 @lru_cache(maxsize=4096)

@@ -93,6 +93,14 @@ def test_every_labels_map_wants_strings_with_one_message(kind: str, value: Any,
     assert e.value.message == f"metadata.labels.pci: {message}"
 
 
+@pytest.mark.parametrize("where", ["labels", "annotations"])
+def test_a_key_that_is_not_a_string_is_refused(where: str) -> None:
+    with pytest.raises(InvalidObjectError) as e:
+        check_metadata("Node", obj("Node", "n1", **{where: {1: "a"}}))
+    assert e.value.message == (f'metadata.{where}.1: key must be a string, not a number '
+                               '(quote it: "1")')
+
+
 def test_annotations_keys_values_and_total_size() -> None:
     # Keys are judged lowercased, as upstream's ValidateAnnotations does; values are free.
     check_metadata("Pod", obj("Pod", "p", annotations={"Example.COM/Note": "any \x1b text"}))
@@ -100,6 +108,10 @@ def test_annotations_keys_values_and_total_size() -> None:
         check_metadata("Pod", obj("Pod", "p", annotations={"ex ample.com/a": "x"}))
     with pytest.raises(InvalidObjectError, match="not a number"):
         check_metadata("Pod", obj("Pod", "p", annotations={"replicas": 3}))
+    # Counted in bytes, not characters: 65,536 four-byte characters are 256 KiB.
+    check_metadata("Node", obj("Node", "n", annotations={"b": "\U0001f600" * 65535}))
+    with pytest.raises(InvalidObjectError, match="in total, got 262149"):
+        check_metadata("Node", obj("Node", "n", annotations={"a": "\U0001f600" * 65537}))
     fits = {"a": "x" * (ANNOTATIONS_MAX_BYTES - 1)}
     check_metadata("Node", obj("Node", "n", annotations=fits))
     with pytest.raises(InvalidObjectError) as e:
