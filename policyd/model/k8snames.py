@@ -1,5 +1,5 @@
 """Kubernetes name rules (apimachinery's validation.IsQualifiedName, IsValidLabelValue,
-IsDNS1123Subdomain/Label, IsDNS1035Label), so lint and the snapshot loader reject what
+IsDNS1123Subdomain/Label), so lint and the snapshot loader reject what
 the API server would reject, and `printable`, which makes a name safe to print.
 
 Each check returns a list of messages (empty when valid), like upstream's; a message
@@ -17,7 +17,6 @@ _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 # The characters each rule allows anywhere (where they may stand is the regex's job).
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 _LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
@@ -107,18 +106,6 @@ def dns1123_label(value: str) -> list[str]:
         errs.append("must be a lowercase RFC 1123 label: lowercase alphanumeric "
                     "characters or '-', starting and ending with an alphanumeric character"
                     + _first_bad(value, _LABEL_CHARS))
-    return errs
-
-
-def dns1035_label(value: str) -> list[str]:
-    """Service names (IsDNS1035Label): a DNS label that starts with a letter."""
-    errs: list[str] = []
-    if len(value) > DNS1123_LABEL_MAX:
-        errs.append(f"must be no more than {DNS1123_LABEL_MAX} characters")
-    if not _DNS1035_LABEL.match(value):
-        errs.append("must be a lowercase RFC 1035 label: lowercase alphanumeric "
-                    "characters or '-', starting with a letter and ending with an "
-                    "alphanumeric character" + _first_bad(value, _LABEL_CHARS))
     return errs
 
 

@@ -21,10 +21,12 @@ from policyd.errors import InvalidObjectError
 from policyd.model import k8snames
 
 # ValidateObjectMeta's name validator per kind (k8s.io/kubernetes pkg/apis/*/validation,
-# v1.36): most kinds take a DNS subdomain; these take less.
+# v1.36): most kinds take a DNS subdomain; these take a DNS label. Services took a
+# DNS-1035 label (starting with a letter) before RelaxedServiceNameValidation, beta and
+# on by default in v1.36.
 _NAME_RULES: dict[str, Callable[[str], list[str]]] = {
     "Namespace": k8snames.dns1123_label,
-    "Service": k8snames.dns1035_label,
+    "Service": k8snames.dns1123_label,
     "StatefulSet": k8snames.dns1123_label,
 }
 # Kinds whose objects live in a namespace (the rest are cluster-scoped).

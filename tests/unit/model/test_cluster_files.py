@@ -249,3 +249,17 @@ def test_pod_names_with_a_slash_no_longer_pass_as_two_pods(tmp_path: Path) -> No
                     "spec: {containers: [{name: c}]}\n")
     with pytest.raises(InputFileError, match=r"metadata\.namespace: 'default/web'"):
         load_snapshot(path)
+
+
+def test_a_live_clusters_metadata_is_the_api_servers_to_judge() -> None:
+    from policyd.model.cluster_files import snapshot_from_objects
+
+    # A newer API server may accept a name this version's rule refuses (as v1.36 did
+    # for Service names starting with a digit): what it stored is taken as it is.
+    raw = make_node("n1").raw()
+    raw["metadata"]["name"] = "future_rule"
+    snap = snapshot_from_objects([raw], "https://10.0.0.1:6443")
+    assert [n.name for n in snap.nodes] == ["future_rule"]
+    with pytest.raises(InputFileError, match="must be a string"):
+        raw["metadata"]["labels"] = {"pci": True}  # not a label map any server returns
+        snapshot_from_objects([raw], "https://10.0.0.1:6443")

@@ -22,7 +22,7 @@ def test_a_cyrillic_letter_in_a_label_key_prefix_is_named_with_its_position() ->
     (k8snames.dns1123_subdomain, "Web", "U+0057 LATIN CAPITAL LETTER W) at position 1"),
     (k8snames.dns1123_label, "a.b", "U+002E FULL STOP) at position 2"),
     (k8snames.dns1123_label, "n1\x1b[31m", "U+001B, a control character) at position 3"),
-    (k8snames.dns1035_label, "web_1", "U+005F LOW LINE) at position 4"),
+    (k8snames.dns1123_label, "web_1", "U+005F LOW LINE) at position 4"),
 ])
 def test_the_first_character_outside_the_rule_is_named(check: object, value: str,
                                                        char: str) -> None:
@@ -35,13 +35,6 @@ def test_misplaced_allowed_characters_get_no_character_note() -> None:
     (message,) = k8snames.dns1123_subdomain("-web")
     assert "is not allowed" not in message
     assert k8snames.dns1123_subdomain("web-0.shop") == []
-
-
-def test_dns1035_labels_start_with_a_letter() -> None:
-    assert k8snames.dns1035_label("web") == []
-    assert k8snames.dns1035_label("1web")  # a DNS-1123 label, not a DNS-1035 one
-    assert k8snames.dns1123_label("1web") == []
-    assert k8snames.dns1035_label("a" * 64)[0] == "must be no more than 63 characters"
 
 
 @pytest.mark.parametrize(("text", "shown"), [

@@ -22,7 +22,7 @@ def obj(kind: str, name: str = "x", **meta: Any) -> dict[str, Any]:
     ("Node", "node_1", "node_1"),
     ("Node", "n" * 254, "n" * 254),
     ("Namespace", "shop.eu", "shop.eu"),  # a DNS label, no dots
-    ("Service", "1web", "default/1web"),  # a DNS-1035 label starts with a letter
+    ("Service", "web.v2", "default/web.v2"),  # a DNS label
     ("StatefulSet", "db.main", "default/db.main"),  # a DNS label in v1.36
     ("ReplicaSet", "web/0", "default/web/0"),
     ("PersistentVolume", "PV1", "PV1"),
@@ -40,6 +40,7 @@ def test_names_are_judged_per_kind(kind: str, name: str, shown: str) -> None:
 @pytest.mark.parametrize(("kind", "name"), [
     ("Pod", "web-0"), ("Node", "ip-10-0-0-1.eu-west-1.compute.internal"),
     ("Namespace", "shop"), ("Service", "web"), ("StatefulSet", "db"),
+    ("Service", "1web"),  # RelaxedServiceNameValidation: beta, on in v1.36
     ("ReplicaSet", "web-7d4f.b"), ("CSIDriver", "EBS.csi.aws.com"),
     ("PodDisruptionBudget", "web.pdb"),
 ])
