@@ -112,6 +112,12 @@ def test_an_escape_sequence_in_a_name_reaches_the_terminal_escaped(tmp_path: Pat
     assert r.returncode == 2
     assert "\x1b" not in r.stderr and "\x07" not in r.stderr
     assert "Node n1\\x1b[2J\\x1b]0;pwned\\x07: metadata.name:" in r.stderr
+    # An unknown field's name is quoted as read: the error boundary escapes it.
+    cluster.write_text(json.dumps({"kind": "Pod", "metadata": {"name": "p"}, "spec": {
+        "containers": [{"name": "c"}], "nodeSelector\x1b[8m": {}}}))
+    r = policyd("simulate", "--cluster", cluster)
+    assert r.returncode == 2
+    assert 'unknown field "nodeSelector\\x1b[8m"' in r.stderr and "\x1b" not in r.stderr
     # A skipped kind's name is printed in the note: escaped too.
     cluster.write_text(json.dumps({"kind": "List", "items": [
         {"kind": "Node", "metadata": {"name": "n1"}},
