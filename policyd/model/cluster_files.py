@@ -20,6 +20,7 @@ import difflib
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +168,7 @@ def _add(snap: Snapshot, obj: Any, where: str, pods_only: bool,
         raise InputFileError(str(exc), where=where) from None
 
 
+@lru_cache(maxsize=256)  # asked once per object of a skipped kind
 def _near_miss(kind: str) -> str | None:
     """The read kind `kind` is a typo of (`Nodes`, `pod`, `StatefullSet`), if any."""
     close = difflib.get_close_matches(kind.lower(), list(_READ_KINDS_FOLDED), n=1,

@@ -14,10 +14,10 @@ import typer
 from typer.testing import CliRunner
 
 from policyd.cli import audit_cmd, kubectl_plugin, schedule_cmds
-from policyd.errors import PolicydError
+from tests.unit.cli.test_schedule_cmds_inputs import run
 
 ROOT = Path(__file__).resolve().parents[3]
-GET_ALL = ROOT / "tests" / "unit" / "model" / "fixtures" / "kubectl_get_all.yaml"
+GET_ALL = str(ROOT / "tests" / "unit" / "model" / "fixtures" / "kubectl_get_all.yaml")
 NOTE = ("skipped 2 Deployment, 2 Job, 1 CronJob, 1 DaemonSet, 1 Endpoints, "
         "1 HorizontalPodAutoscaler, 1 ResourceClaim object(s): kinds the scheduler does "
         "not read (--strict refuses them)")
@@ -45,16 +45,6 @@ def app() -> typer.Typer:
     return a
 
 
-def run(app: typer.Typer, *args: object) -> tuple[int, str, str]:
-    """(exit code, stdout, stderr); a PolicydError as the error boundary prints it."""
-    r = CliRunner().invoke(app, [str(a) for a in args])
-    if isinstance(r.exception, PolicydError):
-        return r.exception.exit_code, r.stdout, str(r.exception)
-    if r.exception is not None and not isinstance(r.exception, SystemExit):
-        raise r.exception
-    return r.exit_code, r.stdout, r.stderr
-
-
 def test_simulate_schedules_the_pending_pod_and_notes_the_skipped_kinds(
         app: typer.Typer) -> None:
     code, out, err = run(app, "simulate", "--cluster", GET_ALL)
@@ -76,7 +66,8 @@ def test_explain_notes_the_skipped_kinds(app: typer.Typer) -> None:
 
 def test_audit_says_the_note_on_stderr(app: typer.Typer, tmp_path: Path) -> None:
     (tmp_path / "p.yaml").write_text(POLICY)
-    code, out, err = run(app, "audit", "--cluster", GET_ALL, "--policies", tmp_path / "p.yaml")
+    code, out, err = run(app, "audit", "--cluster", GET_ALL, "--policies",
+                         str(tmp_path / "p.yaml"))
     assert code == 0, out
     assert err == f"policyd: note: {NOTE}\n"
     assert "skipped 2 Deployment" not in out
