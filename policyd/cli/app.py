@@ -15,6 +15,7 @@ import typer
 
 from policyd.cli.helpformat import PolicydGroup
 from policyd.errors import EXIT_INTERRUPTED, PolicydError
+from policyd.model.k8snames import printable
 
 
 def new_app(name: str, help: str | None = None) -> typer.Typer:
@@ -63,7 +64,8 @@ def run_with_boundary(typer_app: typer.Typer, prog_name: str | None = None) -> N
     try:
         typer_app(standalone_mode=True, prog_name=prog_name)
     except PolicydError as exc:
-        print(f"policyd: error: {exc}", file=sys.stderr)
+        # A message may quote a name or value from a file: its ESC never reaches the tty.
+        print(f"policyd: error: {printable(str(exc))}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         print("policyd: interrupted", file=sys.stderr)

@@ -26,9 +26,11 @@ from policyd.cli.schedule_cmds import (
     FieldValidation,
     KubeconfigOpt,
     PoliciesOpt,
+    StrictOpt,
     ValidateOpt,
 )
 from policyd.errors import EXIT_OK, EXIT_PROBLEMS, PolicydError
+from policyd.model.k8snames import printable
 
 if TYPE_CHECKING:  # the engine loads only when the command runs
     from policyd.engine.audit import AuditResult, PolicyChooser
@@ -79,6 +81,7 @@ def audit(
         "--fail-on", help="Violations that fail the run: any, or only those of "
         "Enforce-mode policies (Audit-mode ones are still reported).")] = FailOn.any,
     validate: ValidateOpt = FieldValidation.strict,
+    strict: StrictOpt = False,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
 ) -> None:
@@ -107,7 +110,7 @@ def audit(
     from policyd.engine.audit import label_case_mismatches
     from policyd.policy.policy_schema import ENFORCE
 
-    source = load_input(cluster, kubeconfig, context, validate)
+    source = load_input(cluster, kubeconfig, context, validate, strict)
     snap = source.snapshot
     if config is None and not policies and not source.policies:
         raise PolicydError("nothing to audit: give the policies with --policies PATH "
@@ -122,8 +125,12 @@ def audit(
     result.label_case = label_case_mismatches(
         [p for fw in frameworks.values() for p in label_policies(fw)], snap.nodes)
     for w in snap.warnings:
-        print(f"policyd: warning: {w}", file=sys.stderr)
-    sys.stdout.write(AUDIT_FORMATS[output](result, snap.warnings))
+        print(f"policyd: warning: {printable(w)}", file=sys.stderr)
+    for n in snap.notes:
+        print(f"policyd: note: {n}", file=sys.stderr)
+    text = AUDIT_FORMATS[output](result, snap.warnings)
+    # Names and values read from the cluster reach the terminal escaped.
+    sys.stdout.write(printable(text) if output == TEXT else text)
     failing = [v for v in result.violations
                if fail_on is FailOn.any or v.mode == ENFORCE]
     raise typer.Exit(EXIT_PROBLEMS if failing else EXIT_OK)

@@ -35,7 +35,11 @@ def lint(
     from policyd.lint.runner import lint_paths
 
     result = lint_paths(paths, strict=strict, skip_non_policies=skip_non_policies)
-    sys.stdout.write(get_reporter(fmt)(result.report))
+    from policyd.model.k8snames import printable
+
+    text = get_reporter(fmt)(result.report)
+    # A value quoted from a policy reaches the terminal escaped (ESC, bidi overrides).
+    sys.stdout.write(printable(text) if fmt == "text" else text)
     for bad in result.bad_paths:
         print(f"policyd lint: error: {bad}", file=sys.stderr)
     raise typer.Exit(result.exit_code)

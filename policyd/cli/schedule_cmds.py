@@ -24,6 +24,7 @@ import typer
 
 from policyd.cli.options import choice_enum, output_option, yaml_text
 from policyd.errors import EXIT_OK, EXIT_PROBLEMS, InputFileError, PolicydError
+from policyd.model.k8snames import printable
 
 if TYPE_CHECKING:  # the engine (and numpy) load only when a command here runs
     from policyd.engine.inputs import PodFile
@@ -81,6 +82,9 @@ ValidateOpt = Annotated[FieldValidation, typer.Option(
     "--validate", help="Unknown fields in the snapshot and pod files (a typo such as "
     "nodeSelectr): strict = exit 2 naming the field, as the API server rejects them; "
     "warn = print each to stderr (and a JSON `warnings` array) and go on; ignore.")]
+StrictOpt = Annotated[bool, typer.Option(
+    "--strict", help="Refuse (exit 2) a snapshot object of a kind the scheduler does not "
+    "read (Deployment, Job, ResourceClaim...), instead of skipping it with one note.")]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for breaking score ties.")]
 MetricsOpt = Annotated[Path | None, typer.Option(
     "--metrics", help="Node metric values for `metric` score rules, YAML or JSON: "
@@ -270,7 +274,7 @@ class ClusterInput:
 
 
 def load_input(cluster: Path | None, kubeconfig: str | None, context: str | None,
-               validate: FieldValidation) -> ClusterInput:
+               validate: FieldValidation, strict: bool = False) -> ClusterInput:
     """The snapshot file, or the live cluster when none is given: exactly one. A live
     read uses kubectl's credentials (--kubeconfig, else $KUBECONFIG, in-cluster,
     ~/.kube/config); none found is a usage error (exit 2)."""
@@ -278,7 +282,8 @@ def load_input(cluster: Path | None, kubeconfig: str | None, context: str | None
         if kubeconfig is not None or context is not None:
             raise PolicydError("--cluster FILE reads a snapshot, --kubeconfig/--context the "
                                "live cluster: give one or the other, not both")
-        return ClusterInput(_load_cluster(cluster, validate), str(cluster), live=False)
+        return ClusterInput(_load_cluster(cluster, validate, strict), str(cluster),
+                            live=False)
     from policyd.kube.client import ConnectionSettings, KubeClient, KubeConfigError
     from policyd.kube.cluster_read import context_namespace, read_cluster
     from policyd.model.cluster_files import snapshot_from_objects
@@ -299,12 +304,12 @@ def load_input(cluster: Path | None, kubeconfig: str | None, context: str | None
                         namespace=context_namespace(kubeconfig, context))
 
 
-def _load_cluster(path: Path, validate: FieldValidation) -> Snapshot:
+def _load_cluster(path: Path, validate: FieldValidation, strict: bool) -> Snapshot:
     """The snapshot, refused when it repeats a Node or a Pod (not a cluster then)."""
     from policyd.engine.inputs import PodFile, check_unique_nodes, check_unique_pods
     from policyd.model.cluster_files import load_snapshot
 
-    snap = load_snapshot(path, field_validation=validate.value)
+    snap = load_snapshot(path, field_validation=validate.value, strict=strict)
     check_unique_nodes(snap.nodes, str(path))
     check_unique_pods([PodFile(str(path), snap.pods)])
     return snap
@@ -333,7 +338,7 @@ def _load_pod_files(paths: list[Path], validate: FieldValidation
 
 def _warn(warnings: list[str]) -> None:
     for w in warnings:
-        print(f"policyd: warning: {w}", file=sys.stderr)
+        print(f"policyd: warning: {printable(w)}", file=sys.stderr)
 
 
 def _emit(document: dict[str, Any], output: OutputFormat) -> None:
@@ -438,6 +443,7 @@ def explain(
     seed: SeedOpt = None,
     metrics: MetricsOpt = None,
     validate: ValidateOpt = FieldValidation.strict,
+    strict: StrictOpt = False,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
     namespace: NamespaceOpt = None,
@@ -462,7 +468,7 @@ def explain(
 
     if (pod_ref is None) == (pod is None):
         raise PolicydError("name the pod to explain: POD or --pod (one of them)")
-    source = load_input(cluster, kubeconfig, context, validate)
+    source = load_input(cluster, kubeconfig, context, validate, strict)
     snap = source.snapshot
     pod_path = Path(pod) if pod is not None else None
     is_file = pod_path is not None and pod_path.is_file()
@@ -483,7 +489,7 @@ def explain(
     frameworks = frameworks_for(config, policies or [], seed, source.policies, warnings)
     attach_metrics_file(frameworks, metrics)
     served = serving_profiles(frameworks, default_profile=config is None)
-    notes = list(merged.notes)
+    notes = snap.notes + list(merged.notes)
     fw = _explain_profile(target, served, notes)
     snap.pods = merged.snapshot + merged.extra
     state = snap.cluster()
@@ -495,8 +501,8 @@ def explain(
     warnings = snap.warnings + warnings
     _warn(warnings)
     if output == TEXT:
-        typer.echo(explain_text(result, top=top, hints=hints)
-                   + "".join(f"\nnote: {n}" for n in notes))
+        typer.echo(printable(explain_text(result, top=top, hints=hints)
+                             + "".join(f"\nnote: {n}" for n in notes)))
     else:
         out = explain_json(result, hints=hints)
         out.update(profile=fw.profile_name, notes=notes, warnings=warnings)
@@ -514,6 +520,7 @@ def simulate(
     seed: SeedOpt = None,
     metrics: MetricsOpt = None,
     validate: ValidateOpt = FieldValidation.strict,
+    strict: StrictOpt = False,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
     all_schedulers: Annotated[bool, typer.Option(
@@ -542,7 +549,7 @@ def simulate(
     from policyd.engine.report import simulate_json, simulate_text
     from policyd.engine.simulate import simulate as run
 
-    source = load_input(cluster, kubeconfig, context, validate)
+    source = load_input(cluster, kubeconfig, context, validate, strict)
     snap = source.snapshot
     files, warnings = _load_pod_files(list(pods or []), validate)
     check_unique_pods(files)
@@ -556,7 +563,7 @@ def simulate(
     # like the cluster's, and are listed as skipped).
     pending = [p for p in merged.snapshot if not p.node_name and not p.finished]
     pending += merged.extra
-    notes = list(merged.notes)
+    notes = snap.notes + list(merged.notes)
     served = _other_schedulers(served, pending, all_schedulers, notes)
 
     def progress(done: int, total: int) -> None:
@@ -568,7 +575,7 @@ def simulate(
     warnings = snap.warnings + warnings
     _warn(warnings)
     if output == TEXT:
-        typer.echo(simulate_text(result, notes=notes))
+        typer.echo(printable(simulate_text(result, notes=notes)))
     else:
         _emit(simulate_json(result, notes=notes, warnings=warnings), output)
     requested = {p.uid for p in merged.extra}

@@ -53,7 +53,11 @@ def test(
         if scheduler_name is not None:
             profile["schedulerName"] = scheduler_name
     result = run_tests(paths, profile=profile)
-    sys.stdout.write(render(result, output_format))
+    from policyd.model.k8snames import printable
+
+    text = render(result, output_format)
+    # Names and values from the test files reach the terminal escaped.
+    sys.stdout.write(printable(text) if output_format == "text" else text)
     for p in result.problems:
         print(format_problem(p), file=sys.stderr)
     for bad in result.bad_paths:

@@ -5,13 +5,22 @@ and PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, CSIDriv
 CSIStorageCapacities and VolumeAttachments for the volume plugins, and
 PodDisruptionBudgets and PriorityClasses for preemption).
 
+Objects of other kinds (what `kubectl get all -A -o yaml` adds: Deployments, DaemonSets,
+Jobs, Endpoints..., and DRA's ResourceClaims, which policyd does not allocate) are
+skipped and counted, for one note (`Snapshot.notes`); `strict` refuses them instead. A
+kind one letter from a read one (`Nodes`, `pod`) is a typo, refused either way. Every
+object read has its metadata checked as the API server would (model.objectmeta).
+
 Every error names the file, the object and the field; nothing half-loads.
 """
 
 from __future__ import annotations
 
+import difflib
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +30,15 @@ from policyd.model.datafile import iter_objects
 from policyd.model.disruption import DISRUPTION_KINDS, disruption_key
 from policyd.model.fieldcheck import check_fields
 from policyd.model.file_kinds import SNAPSHOT, wrong_file
+from policyd.model.k8snames import printable
+from policyd.model.objectmeta import check_metadata
 from policyd.model.records import Node, Pod, node_from_dict, pod_from_dict
 from policyd.model.storage import STORAGE_KINDS, object_key
 
 WORKLOAD_KINDS = ("Service", "ReplicaSet", "StatefulSet", "ReplicationController")
+READ_KINDS = ("Node", "Pod", "Namespace", *WORKLOAD_KINDS, *STORAGE_KINDS,
+              *DISRUPTION_KINDS)
+_READ_KINDS_FOLDED = {k.lower(): k for k in READ_KINDS}
 
 
 @dataclass
@@ -39,6 +53,18 @@ class Snapshot:
     disruption: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     # Unknown fields found with field_validation="warn" (see model.fieldcheck).
     warnings: list[str] = field(default_factory=list)
+    # Objects of kinds the scheduler does not read, left out: count per kind.
+    skipped: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def notes(self) -> list[str]:
+        """One line saying which objects were skipped, if any were."""
+        if not self.skipped:
+            return []
+        counts = ", ".join(f"{n} {printable(kind)}" for kind, n in sorted(
+            self.skipped.items(), key=lambda item: (-item[1], item[0])))
+        return [f"skipped {counts} object(s): kinds the scheduler does not read "
+                "(--strict refuses them)"]
 
     def cluster(self) -> ClusterState:
         """Cluster state with every bound pod counted on its node; pending pods kept."""
@@ -58,6 +84,7 @@ class Snapshot:
         self.pods.extend(other.pods)
         self.namespaces.update(other.namespaces)
         self.warnings.extend(other.warnings)
+        self.skipped.update(other.skipped)
         for k, v in other.workloads.items():
             self.workloads.setdefault(k, []).extend(v)
         for k, objects in other.storage.items():
@@ -66,16 +93,18 @@ class Snapshot:
             self.disruption.setdefault(k, {}).update(objects)
 
 
-def load_snapshot(*paths: Path, pods_only: bool = False, field_validation: str = "strict"
-                  ) -> Snapshot:
+def load_snapshot(*paths: Path, pods_only: bool = False, field_validation: str = "strict",
+                  strict: bool = False) -> Snapshot:
     """Decode every object of the files into a Snapshot; raises on the first bad one.
-    `field_validation` is kubectl's --validate: strict, warn or ignore (fieldcheck)."""
+    `field_validation` is kubectl's --validate: strict, warn or ignore (fieldcheck).
+    Objects of kinds the scheduler does not read are counted in `skipped`, or with
+    `strict` refused; a pod file (`pods_only`) holds only Pods."""
     snap = Snapshot()
     for path in paths:
         for where, obj in iter_objects(path):
             if (other := wrong_file(obj, str(path), SNAPSHOT)) is not None:
                 raise InputFileError(other)  # a profile, a policy or a PolicyTest
-            _add(snap, obj, where, pods_only, field_validation)
+            _add(snap, obj, where, pods_only, field_validation, strict)
     return snap
 
 
@@ -83,10 +112,12 @@ def snapshot_from_objects(objects: Iterable[Any], where: str,
                           field_validation: str = "strict") -> Snapshot:
     """A Snapshot of objects already in memory (a live cluster's lists), decoded exactly
     as a file's: the same checks, the same errors, each naming `where` and the object
-    (`https://10.0.0.1:6443: Pod shop/web-0`)."""
+    (`https://10.0.0.1:6443: Pod shop/web-0`). But metadata: the API server has judged
+    it, by its own version's rules (a newer one may have relaxed a name rule)."""
     snap = Snapshot()
     for obj in objects:
-        _add(snap, obj, f"{where}: {_object_name(obj)}", False, field_validation)
+        _add(snap, obj, f"{where}: {_object_name(obj)}", False, field_validation,
+             server_checked=True)
     return snap
 
 
@@ -103,10 +134,16 @@ def _object_name(obj: Any) -> str:
 
 
 def _add(snap: Snapshot, obj: Any, where: str, pods_only: bool,
-         field_validation: str = "strict") -> None:
+         field_validation: str = "strict", strict: bool = False,
+         server_checked: bool = False) -> None:
     kind = obj.get("kind") if isinstance(obj, dict) else None
+    if not pods_only and not strict and _not_read(kind):
+        snap.skipped[str(kind)] += 1
+        return
     snap.warnings += check_fields(kind, obj, where, field_validation)
     try:
+        if not server_checked and kind in READ_KINDS and not (pods_only and kind != "Pod"):
+            check_metadata(kind, obj)
         if kind == "Pod":
             snap.pods.append(pod_from_dict(obj))
         elif kind == "Node" and not pods_only:
@@ -120,7 +157,8 @@ def _add(snap: Snapshot, obj: Any, where: str, pods_only: bool,
             if meta["name"] in snap.namespaces:
                 raise InputFileError(f"Namespace {meta['name']} is defined twice (a cluster "
                                      "has one Namespace per name)", where=where)
-            snap.namespaces[meta["name"]] = {str(k): str(v) for k, v in labels.items()}
+            # check_metadata has seen that every label is a string.
+            snap.namespaces[meta["name"]] = dict(labels)
         elif kind in WORKLOAD_KINDS and not pods_only:
             snap.workloads.setdefault(kind, []).append(obj)
         elif kind in STORAGE_KINDS and not pods_only:
@@ -128,12 +166,36 @@ def _add(snap: Snapshot, obj: Any, where: str, pods_only: bool,
         elif kind in DISRUPTION_KINDS and not pods_only:
             _add_named_object(snap.disruption, kind, obj, where, disruption_key)
         else:
-            expected = "Pod" if pods_only else ", ".join(
-                ("Node", "Pod", "Namespace", *WORKLOAD_KINDS, *STORAGE_KINDS,
-                 *DISRUPTION_KINDS))
-            raise InputFileError(f"unexpected kind {kind!r}, expected {expected}", where=where)
+            raise InputFileError(_unexpected_kind(kind, pods_only, strict), where=where)
     except InvalidObjectError as exc:
         raise InputFileError(str(exc), where=where) from None
+
+
+@lru_cache(maxsize=256)  # asked once per object of a skipped kind
+def _near_miss(kind: str) -> str | None:
+    """The read kind `kind` is a typo of (`Nodes`, `pod`, `StatefullSet`), if any."""
+    close = difflib.get_close_matches(kind.lower(), list(_READ_KINDS_FOLDED), n=1,
+                                      cutoff=0.8)
+    return _READ_KINDS_FOLDED[close[0]] if close else None
+
+
+def _not_read(kind: Any) -> bool:
+    """A kind the scheduler does not read, skipped: a name that is neither one it
+    reads nor a typo of one (those are refused)."""
+    return isinstance(kind, str) and bool(kind) and kind not in READ_KINDS \
+        and _near_miss(kind) is None
+
+
+def _unexpected_kind(kind: Any, pods_only: bool, strict: bool) -> str:
+    shown = printable(repr(kind))
+    if pods_only:
+        return f"unexpected kind {shown}, expected Pod (a pod file holds only Pods)"
+    near = _near_miss(kind) if isinstance(kind, str) and kind else None
+    if near is not None:
+        return f"unexpected kind {shown} (did you mean {near!r}?)"
+    why = ("--strict refuses kinds the scheduler does not read; " if strict
+           and isinstance(kind, str) and kind else "")
+    return f"unexpected kind {shown}: {why}expected {', '.join(READ_KINDS)}"
 
 
 def _add_named_object(into: dict[str, dict[str, dict[str, Any]]], kind: str,

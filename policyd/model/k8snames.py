@@ -1,18 +1,30 @@
 """Kubernetes name rules (apimachinery's validation.IsQualifiedName, IsValidLabelValue,
-IsDNS1123Subdomain/Label), so lint rejects what the API server would reject.
+IsDNS1123Subdomain/Label), so lint and the snapshot loader reject what
+the API server would reject, and `printable`, which makes a name safe to print.
 
-Each check returns a list of messages (empty when valid), like upstream's.
+Each check returns a list of messages (empty when valid), like upstream's; a message
+about a character outside the rule's set names the first such character, its code point
+and position, so a look-alike (a Cyrillic `о` in `nоde.kubernetes.io/...`) is seen.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# The characters each rule allows anywhere (where they may stand is the regex's job).
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+_LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
+_SUBDOMAIN_CHARS = _LABEL_CHARS | {"."}
+# What a terminal would act on rather than show: C0 and C1 controls but newline and
+# tab, DEL, and the invisible format characters (zero-width, bidi overrides, BOM).
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e"
+                          "\u2060-\u2069\ufeff]")
 
 QUALIFIED_NAME_MAX = 63
 LABEL_VALUE_MAX = 63
@@ -70,7 +82,8 @@ def qualified_name(value: str) -> list[str]:
         errs.append(f"name part must be no more than {QUALIFIED_NAME_MAX} characters")
     elif not _QUALIFIED_NAME.match(name):
         errs.append("name part must consist of alphanumeric characters, '-', '_' or '.', "
-                    "and must start and end with an alphanumeric character")
+                    "and must start and end with an alphanumeric character"
+                    + _first_bad(name, _NAME_CHARS))
     return errs
 
 
@@ -81,7 +94,7 @@ def label_value(value: str) -> list[str]:
     if not _LABEL_VALUE.match(value):
         errs.append("a valid label value must be an empty string or consist of "
                     "alphanumeric characters, '-', '_' or '.', and must start and end "
-                    "with an alphanumeric character")
+                    "with an alphanumeric character" + _first_bad(value, _NAME_CHARS))
     return errs
 
 
@@ -91,7 +104,8 @@ def dns1123_label(value: str) -> list[str]:
         errs.append(f"must be no more than {DNS1123_LABEL_MAX} characters")
     if not _DNS1123_LABEL.match(value):
         errs.append("must be a lowercase RFC 1123 label: lowercase alphanumeric "
-                    "characters or '-', starting and ending with an alphanumeric character")
+                    "characters or '-', starting and ending with an alphanumeric character"
+                    + _first_bad(value, _LABEL_CHARS))
     return errs
 
 
@@ -102,8 +116,41 @@ def dns1123_subdomain(value: str) -> list[str]:
     if not _DNS1123_SUBDOMAIN.match(value):
         errs.append("must be a lowercase RFC 1123 subdomain: lowercase alphanumeric "
                     "characters, '-' or '.', starting and ending with an alphanumeric "
-                    "character")
+                    "character" + _first_bad(value, _SUBDOMAIN_CHARS))
     return errs
+
+
+def describe_char(char: str) -> str:
+    """`U+043E CYRILLIC SMALL LETTER O`: what a character is, whatever it looks like."""
+    if unicodedata.category(char) == "Cc":  # controls have no name in the database
+        return f"U+{ord(char):04X}, a control character"
+    return f"U+{ord(char):04X} {unicodedata.name(char, 'unnamed character')}"
+
+
+def _first_bad(value: str, allowed: frozenset[str]) -> str:
+    """`; 'о' (U+043E CYRILLIC SMALL LETTER O) at position 2 is not allowed`, for the
+    first character outside `allowed` (1-based position), or "" when the fault is only
+    where an allowed character stands."""
+    for i, char in enumerate(value):
+        if char not in allowed:
+            return (f"; {printable(repr(char))} ({describe_char(char)}) at position "
+                    f"{i + 1} is not allowed")
+    return ""
+
+
+def printable(text: str) -> str:
+    """`text` with every character a terminal would act on instead of showing (ESC,
+    other controls, bidi overrides, zero-width characters) written as an escape
+    (`\\x1b`, `\\u202e`); newlines and tabs kept. Used wherever a name or a value
+    read from a file reaches a terminal."""
+    if not _UNPRINTABLE.search(text):
+        return text
+    return _UNPRINTABLE.sub(_escape, text)
+
+
+def _escape(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def resource_name(value: str) -> list[str]:

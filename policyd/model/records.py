@@ -12,10 +12,16 @@ from datetime import datetime
 from typing import Any
 
 from policyd.errors import InvalidObjectError
+from policyd.model.int64 import INT64_MAX
+from policyd.model.objectmeta import string_problem
 from policyd.model.quantity import nano_value, resource_value
 from policyd.model.spelling import show_value
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
+# Go's int32 and int64: the API server decodes spec.priority into an int32 and sizes into
+# an int64, and refuses a number beyond them.
+INT32 = range(-(2**31), 2**31)
+INT64 = range(-INT64_MAX - 1, INT64_MAX + 1)
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
@@ -162,18 +168,25 @@ class _Reader:
             raise self.fail(path, f"must be a string, not {_type_name(obj)}")
         return obj
 
-    def integer(self, obj: Any, path: str, default: int = 0) -> int:
+    def integer(self, obj: Any, path: str, default: int = 0, bounds: range = INT64
+                ) -> int:
+        """An integer within `bounds` (Go's int64, or int32 where the field is one)."""
         if obj is None:
             return default
         if isinstance(obj, bool) or not isinstance(obj, int):
             raise self.fail(path, f"must be an integer, not {_type_name(obj)}")
+        if obj not in bounds:
+            bits = 32 if bounds == INT32 else 64
+            raise self.fail(path, f"{show_value(obj)} is out of range for an int{bits} "
+                                  f"({bounds.start} to {bounds.stop - 1})")
         return obj
 
     def string_map(self, obj: Any, path: str) -> dict[str, str]:
         out = self.mapping(obj, path)
         for k, v in out.items():
-            if not isinstance(v, str):
-                raise self.fail(f"{path}.{k}", f"must be a string, not {_type_name(v)}")
+            problem = string_problem(v)
+            if problem is not None:
+                raise self.fail(f"{path}.{k}", problem)
         return out
 
     def resources(self, obj: Any, path: str, *, nano: bool = False) -> dict[str, int]:
@@ -241,8 +254,9 @@ def _container(reader: _Reader, obj: Any, path: str) -> Container:
     for i, p in enumerate(reader.seq(c.get("ports"), f"{path}.ports")):
         ppath = f"{path}.ports[{i}]"
         port = reader.mapping(p, ppath)
-        container_port = reader.integer(port.get("containerPort"), f"{ppath}.containerPort")
-        host_port = reader.integer(port.get("hostPort"), f"{ppath}.hostPort")
+        container_port = reader.integer(port.get("containerPort"), f"{ppath}.containerPort",
+                                        bounds=INT32)
+        host_port = reader.integer(port.get("hostPort"), f"{ppath}.hostPort", bounds=INT32)
         if not 0 <= host_port <= 65535:
             raise reader.fail(f"{ppath}.hostPort", f"must be between 0 and 65535, not {host_port}")
         if container_port < 0 or container_port > 65535:
@@ -384,7 +398,7 @@ def pod_from_dict(obj: Any) -> Pod:
         or DEFAULT_SCHEDULER_NAME,
         node_name=r.string(spec.get("nodeName"), "spec.nodeName"),
         phase=r.string(status.get("phase"), "status.phase") or "Pending",
-        priority=r.integer(spec.get("priority"), "spec.priority"),
+        priority=r.integer(spec.get("priority"), "spec.priority", bounds=INT32),
         creation_timestamp=_timestamp(r, meta.get("creationTimestamp"),
                                       "metadata.creationTimestamp"),
         node_selector=r.string_map(spec.get("nodeSelector"), "spec.nodeSelector"),

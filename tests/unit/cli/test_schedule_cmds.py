@@ -61,7 +61,8 @@ def test_simulate_places_pods_in_order_and_counts_each_placement() -> None:
      "Node n1: status.allocatable.cpu: invalid quantity 'lots'"),
     ("kind: Pod\nmetadata: {name: p}\n", "Pod default/p: spec.containers"),
     ("key: [unclosed\n", "invalid YAML"),
-    ("kind: ConfigMap\nmetadata: {name: c}\n", "unexpected kind 'ConfigMap'"),
+    ("kind: Nodes\nmetadata: {name: c}\n", "unexpected kind 'Nodes' (did you mean 'Node'?)"),
+    ("kind: Node\nmetadata: {name: web/0}\n", "Node web/0: metadata.name: 'web/0': must be"),
 ])
 def test_bad_snapshot_is_exit_2_with_location_and_no_traceback(
         tmp_path: Path, content: str, needle: str) -> None:

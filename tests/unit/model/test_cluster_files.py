@@ -28,7 +28,9 @@ def test_kubectl_list_json_and_multidoc_yaml(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("content", "message"), [
     ("kind: Node\nmetadata: {name: n1\n", "invalid YAML"),
     ("{not json", "invalid JSON"),
-    ("kind: Deployment\nmetadata: {name: d}\n", "unexpected kind 'Deployment'"),
+    ("kind: Nodes\nmetadata: {name: d}\n", "unexpected kind 'Nodes' (did you mean 'Node'?)"),
+    ("kind: pod\nmetadata: {name: d}\n", "unexpected kind 'pod' (did you mean 'Pod'?)"),
+    ("metadata: {name: d}\n", "unexpected kind None"),
     ("kind: Pod\nmetadata: {name: p}\nspec: {containers: []}\n", "spec.containers"),
     ("- just\n- a list\n", "expected a Kubernetes object"),
 ])
@@ -131,3 +133,133 @@ def test_claims_in_different_namespaces_are_different_claims(tmp_path: Path) -> 
                     "spec: {}\n")
     storage = load_snapshot(path).cluster().storage
     assert len(storage.pvcs) == 2
+
+
+# -- kinds the scheduler does not read, names and labels the API server refuses ----------
+
+GET_ALL = Path(__file__).parent / "fixtures" / "kubectl_get_all.yaml"
+GET_ALL_NOTE = ("skipped 2 Deployment, 2 Job, 1 CronJob, 1 DaemonSet, 1 Endpoints, "
+                "1 HorizontalPodAutoscaler, 1 ResourceClaim object(s): kinds the scheduler "
+                "does not read (--strict refuses them)")
+
+
+def test_kubectl_get_all_loads_what_the_scheduler_reads_and_counts_the_rest() -> None:
+    snap = load_snapshot(GET_ALL)
+    assert [n.name for n in snap.nodes] == ["worker-1"]
+    assert [p.key for p in snap.pods] == ["shop/web-7d4f9c-abcde", "shop/web-pending"]
+    assert sorted(snap.workloads) == ["ReplicaSet", "Service", "StatefulSet"]
+    assert snap.skipped == {"Deployment": 2, "Job": 2, "CronJob": 1, "DaemonSet": 1,
+                            "Endpoints": 1, "HorizontalPodAutoscaler": 1,
+                            "ResourceClaim": 1}
+    assert snap.notes == [GET_ALL_NOTE]
+    assert snap.warnings == []
+    assert [p.name for p in snap.cluster().pending_pods()] == ["web-pending"]
+
+
+def test_strict_refuses_the_first_kind_the_scheduler_does_not_read() -> None:
+    with pytest.raises(InputFileError) as e:
+        load_snapshot(GET_ALL, strict=True)
+    assert str(e.value).startswith(
+        f"{GET_ALL} (document 1) items[4]: unexpected kind 'DaemonSet': --strict refuses "
+        "kinds the scheduler does not read; expected Node, Pod, Namespace, Service")
+
+
+def test_skipped_kinds_are_counted_across_files_in_one_note(tmp_path: Path) -> None:
+    a = tmp_path / "a.yaml"
+    a.write_text("kind: ConfigMap\nmetadata: {name: c}\n---\nkind: Secret\n"
+                 "metadata: {name: s}\n")
+    b = tmp_path / "b.yaml"
+    b.write_text("kind: ConfigMap\nmetadata: {name: d}\n---\nkind: \"Evil\\e[2J\"\n")
+    snap = load_snapshot(a, b)
+    assert snap.notes == ["skipped 2 ConfigMap, 1 Evil\\x1b[2J, 1 Secret object(s): kinds "
+                          "the scheduler does not read (--strict refuses them)"]
+    other = load_snapshot(a)
+    other.extend(load_snapshot(b))
+    assert other.notes == snap.notes
+    assert load_snapshot(GET_ALL).skipped["ResourceClaim"] == 1
+
+
+@pytest.mark.parametrize(("kind", "message"), [
+    ("Nodes", "unexpected kind 'Nodes' (did you mean 'Node'?)"),
+    ("node", "unexpected kind 'node' (did you mean 'Node'?)"),
+    ("StatefullSet", "unexpected kind 'StatefullSet' (did you mean 'StatefulSet'?)"),
+    ("PersistentVolumes", "(did you mean 'PersistentVolume'?)"),
+    ("", "unexpected kind '': expected Node, Pod"),
+    ("[1]", "unexpected kind [1]: expected Node, Pod"),
+])
+def test_a_typo_of_a_read_kind_is_refused_not_skipped(tmp_path: Path, kind: str,
+                                                      message: str) -> None:
+    path = tmp_path / "typo.yaml"
+    path.write_text(f"kind: {kind or repr(kind)}\nmetadata: {{name: n1}}\n")
+    with pytest.raises(InputFileError) as e:
+        load_snapshot(path)
+    assert message in str(e.value)
+
+
+def test_a_pod_file_holds_only_pods(tmp_path: Path) -> None:
+    path = tmp_path / "pods.yaml"
+    path.write_text("kind: Deployment\nmetadata: {name: web}\n")
+    with pytest.raises(InputFileError, match="unexpected kind 'Deployment', expected Pod "
+                                             r"\(a pod file holds only Pods\)"):
+        load_snapshot(path, pods_only=True)
+
+
+@pytest.mark.parametrize(("document", "message"), [
+    ("kind: Namespace\nmetadata: {name: shop, labels: {pci: true}}\n",
+     'Namespace shop: metadata.labels.pci: must be a string, not a boolean (quote it: "true")'),
+    ("kind: Node\nmetadata: {name: n1, labels: {pci: true}}\n",
+     'Node n1: metadata.labels.pci: must be a string, not a boolean (quote it: "true")'),
+    ("kind: Pod\nmetadata: {name: p, labels: {tier: 3}}\nspec: {containers: [{name: c}]}\n",
+     'Pod default/p: metadata.labels.tier: must be a string, not a number (quote it: "3")'),
+    ("kind: PersistentVolume\nmetadata: {name: pv, labels: {fast: false}}\n",
+     'PersistentVolume pv: metadata.labels.fast: must be a string, not a boolean'),
+    ("kind: Pod\nmetadata: {name: web/0}\nspec: {containers: [{name: c}]}\n",
+     "Pod default/web/0: metadata.name: 'web/0': must be a lowercase RFC 1123 subdomain"),
+    ("kind: Node\nmetadata: {name: \"n1\\e[31m\"}\n",
+     "Node n1\\x1b[31m: metadata.name: 'n1\\x1b[31m': must be a lowercase RFC 1123"),
+    ("kind: Node\nmetadata:\n  name: n1\n  labels: {n\u043ede.kubernetes.io/zone: a}\n",
+     "Node n1: metadata.labels.n\u043ede.kubernetes.io/zone: key: prefix part must be a "
+     "lowercase RFC 1123 subdomain"),
+    ("kind: Namespace\nmetadata: {name: Shop}\n", "Namespace Shop: metadata.name: 'Shop'"),
+    ("kind: Service\nmetadata: {name: web_svc, namespace: shop}\n",
+     "Service shop/web_svc: metadata.name"),
+    ("kind: PodDisruptionBudget\nmetadata: {name: pdb, namespace: Shop}\n",
+     "PodDisruptionBudget Shop/pdb: metadata.namespace: 'Shop'"),
+])
+def test_metadata_the_api_server_refuses_is_refused_whatever_validate_says(
+        tmp_path: Path, document: str, message: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(document)
+    for mode in ("strict", "warn", "ignore"):
+        with pytest.raises(InputFileError) as e:
+            load_snapshot(path, field_validation=mode)
+        assert f"{path} (document 1): {message}" in str(e.value)
+        assert "\x1b" not in str(e.value)
+
+
+def test_pod_names_with_a_slash_no_longer_pass_as_two_pods(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("kind: Pod\nmetadata: {name: web/0}\nspec: {containers: [{name: c}]}\n"
+                    "---\nkind: Pod\nmetadata: {name: web, namespace: default/web}\n"
+                    "spec: {containers: [{name: c}]}\n")
+    with pytest.raises(InputFileError, match=r"\(document 1\): Pod default/web/0: "
+                                             "metadata.name"):
+        load_snapshot(path)
+    path.write_text("kind: Pod\nmetadata: {name: web, namespace: default/web}\n"
+                    "spec: {containers: [{name: c}]}\n")
+    with pytest.raises(InputFileError, match=r"metadata\.namespace: 'default/web'"):
+        load_snapshot(path)
+
+
+def test_a_live_clusters_metadata_is_the_api_servers_to_judge() -> None:
+    from policyd.model.cluster_files import snapshot_from_objects
+
+    # A newer API server may accept a name this version's rule refuses (as v1.36 did
+    # for Service names starting with a digit): what it stored is taken as it is.
+    raw = make_node("n1").raw()
+    raw["metadata"]["name"] = "future_rule"
+    snap = snapshot_from_objects([raw], "https://10.0.0.1:6443")
+    assert [n.name for n in snap.nodes] == ["future_rule"]
+    with pytest.raises(InputFileError, match="must be a string"):
+        raw["metadata"]["labels"] = {"pci": True}  # not a label map any server returns
+        snapshot_from_objects([raw], "https://10.0.0.1:6443")

@@ -30,6 +30,19 @@ def test_scheduler_name_defaults_like_the_api_server() -> None:
      "spec.containers[0].resources.requests.cpu", "invalid quantity 'lots'"),
     (lambda d: d["metadata"].update(labels={"a": 1}), "metadata.labels.a", "must be a string"),
     (lambda d: d["spec"].update(priority="high"), "spec.priority", "must be an integer"),
+    (lambda d: d["spec"].update(priority=2**31), "spec.priority",
+     "2147483648 is out of range for an int32 (-2147483648 to 2147483647)"),
+    (lambda d: d["spec"].update(priority=-(2**31) - 1), "spec.priority",
+     "out of range for an int32"),
+    (lambda d: d["spec"].update(priority=10**400), "spec.priority",
+     "a very long integer is out of range for an int32"),
+    (lambda d: d["spec"].update(nodeSelector={"ssd": True}), "spec.nodeSelector.ssd",
+     'must be a string, not a boolean (quote it: "true")'),
+    (lambda d: d["spec"]["containers"][0].update(ports=[{"containerPort": 2**32}]),
+     "spec.containers[0].ports[0].containerPort", "out of range for an int32"),
+    (lambda d: d["spec"]["containers"][0].update(
+        resources={"requests": {"memory": "9223372036854775808"}}),
+     "spec.containers[0].resources.requests.memory", "larger than 2^63-1"),
     (lambda d: d["spec"].update(tolerations=[{"operator": "Maybe"}]),
      "spec.tolerations[0].operator", "unsupported operator"),
     (lambda d: d.update(kind="Node"), "kind", "expected 'Pod'"),
@@ -42,6 +55,28 @@ def test_invalid_pods_name_the_object_and_field(mutate: Any, field: str, message
     assert e.value.field == field
     assert message in str(e.value)
     assert e.value.name == "ns/bad"
+
+
+def test_priority_at_the_int32_limits_is_kept() -> None:
+    assert make_pod().priority(2**31 - 1).obj().priority == 2**31 - 1
+    assert make_pod().priority(-(2**31)).obj().priority == -(2**31)
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    ("status.images[0].sizeBytes", 2**63, "out of range for an int64"),
+    ("status.allocatable.memory", "1e19", "larger than 2^63-1"),
+    ("status.allocatable.cpu", "1e30", "larger than 2^63-1"),
+])
+def test_node_numbers_beyond_int64_are_refused(path: str, value: Any, message: str) -> None:
+    raw = make_node("n1").image(100, "a:1").raw()
+    if path.startswith("status.images"):
+        raw["status"]["images"][0]["sizeBytes"] = value
+    else:
+        raw["status"]["allocatable"][path.rsplit(".", 1)[1]] = value
+    with pytest.raises(InvalidObjectError) as e:
+        node_from_dict(raw)
+    assert e.value.field == path
+    assert message in str(e.value)
 
 
 def test_pod_without_name() -> None:

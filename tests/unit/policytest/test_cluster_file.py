@@ -125,8 +125,8 @@ def test_a_pod_in_both_is_defined_twice(tmp_path: Path) -> None:
     ("x" * 3000, SNAPSHOT, "File name too long"),
     ("snap.yaml", "", "empty file"),
     ("snap.yaml", SNAPSHOT.replace("kind: Pod\n  metadata: {name: load",
-                                   "kind: Deploymentt\n  metadata: {name: load"),
-     "unexpected kind 'Deploymentt'"),
+                                   "kind: Podd\n  metadata: {name: load"),
+     "Podd"),
     ("snap.yaml", SNAPSHOT.replace('cpu: "3500m"', 'cpu: "3.5 cores"'), "Pod shop/load"),
 ])
 def test_a_snapshot_that_does_not_load_is_one_problem(
