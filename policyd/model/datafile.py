@@ -290,6 +290,7 @@ class _JsonReader:
             self.pos += 1
         else:
             while True:
+                self.skip_ws()
                 key_pos = self.pos
                 key = self.value()
                 if not isinstance(key, str):
