@@ -5,9 +5,9 @@ where it is, and reads `<<` as an ordinary key. Policies, profiles and policy te
 loaded with positions (`policyd.sourcefile`) and report both at file:line:column; so
 that a snapshot says the same, the text is scanned again here with ruamel.yaml's event
 parser, which knows positions. That parser is slow (tens of KB per second), so only
-small pieces are scanned: a large text is cut at its column-0 sequence entries and
-document markers (a kubectl List's items), the pieces that fail or hold a `<<:` are
-scanned, and the rest of the text (the List's own fields) is scanned with the items
+small pieces are scanned: a large text is cut into its column-0 sequence entries (a
+kubectl List's items) and its documents, the pieces that fail or hold a `<<:` are
+scanned, and the rest of the text (a List's own fields) is scanned with the pieces
 blanked out, line numbers kept. Only error paths and texts holding `<<:` come here.
 
 The messages are the ones every file kind uses (`policyd.sourcefile` imports them).
@@ -15,8 +15,9 @@ The messages are the ones every file kind uses (`policyd.sourcefile` imports the
 
 from __future__ import annotations
 
+import bisect
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +52,7 @@ def find_key_problem(text: str, suspicious: Callable[[str], bool],
     in no piece small enough to scan."""
     if len(text) <= LOCATE_MAX_CHARS:
         return _scan(text, first_line)
-    pieces = list(_pieces(text))
+    pieces = _pieces(text)
     candidates = [(text[a:b], first_line + text.count("\n", 0, a)) for a, b in pieces]
     candidates.append((_blanked(text, pieces), first_line))
     for piece, line in candidates:
@@ -74,16 +75,26 @@ def _blanked(text: str, pieces: list[tuple[int, int]]) -> str:
     return "".join(out)
 
 
-def _pieces(text: str) -> Iterator[tuple[int, int]]:
-    """(start, end) of each column-0 sequence entry, up to the next entry, marker or
-    column-0 key."""
-    starts = [m.start() for m in _CUT.finditer(text)]
-    for i, start in enumerate(starts):
-        if not text.startswith("-", start) or text.startswith("---", start):
-            continue
-        end = starts[i + 1] if i + 1 < len(starts) else len(text)
-        key = _COLUMN0_KEY.search(text, start + 1, end)
-        yield start, key.start() if key else end
+def _pieces(text: str) -> list[tuple[int, int]]:
+    """(start, end), in order, of each column-0 sequence entry (up to the next entry,
+    marker or column-0 key) and of each document holding no such entry (between its
+    markers, which stay out: the rest keeps the documents apart)."""
+    cuts = [(m.start(), not text.startswith("---", m.start())
+             and not text.startswith("...", m.start())) for m in _CUT.finditer(text)]
+    pieces: list[tuple[int, int]] = []
+    for i, (start, is_entry) in enumerate(cuts):
+        if is_entry:
+            end = cuts[i + 1][0] if i + 1 < len(cuts) else len(text)
+            key = _COLUMN0_KEY.search(text, start + 1, end)
+            pieces.append((start, key.start() if key else end))
+    entries = [start for start, is_entry in cuts if is_entry]
+    markers = [start for start, is_entry in cuts if not is_entry]
+    starts = [0] + [text.find("\n", m) + 1 or len(text) for m in markers]
+    for a, b in zip(starts, [*markers, len(text)], strict=True):
+        i = bisect.bisect_left(entries, a)
+        if a < b and (i == len(entries) or entries[i] >= b):
+            pieces.append((a, b))
+    return sorted(pieces)
 
 
 def _scan(text: str, first_line: int) -> KeyProblem | None:
