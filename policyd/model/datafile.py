@@ -33,10 +33,10 @@ from typing import Any
 from policyd.errors import InputDecodeError, InputFileError
 from policyd.model.bounded_read import read_bounded
 from policyd.model.yaml_keys import (
-    MERGE_KEY,
     KeyProblem,
     duplicate_key_message,
     find_key_problem,
+    has_merge_key,
 )
 
 # Kubernetes objects nest about 20 levels deep. The YAML parser stops flow collections
@@ -436,7 +436,7 @@ def _may_hold_key_problem(piece: str) -> bool:
     # yaml_rs only for YAML data files: `policyd lint` imports this module without them.
     import yaml_rs
 
-    if MERGE_KEY.search(piece):
+    if has_merge_key(piece):
         return True
     try:
         _yaml_loads(piece)
@@ -449,10 +449,9 @@ def _refuse_merge_keys(text: str, name: str, first_line: int = 1) -> None:
     """yaml-rs (YAML 1.2) reads `<<` as a plain key; Kubernetes' YAML library (go-yaml
     v2) merges it, with rules of its own. Refused, as in policies and profiles, rather
     than read one way here and another by kubectl."""
-    if MERGE_KEY.search(text) is None:  # a plain search: cheap on any file
+    if not has_merge_key(text):
         return
-    found = find_key_problem(text, lambda piece: MERGE_KEY.search(piece) is not None,
-                             first_line)
+    found = find_key_problem(text, has_merge_key, first_line)
     if found is not None:
         raise _key_error(found, name)
 
