@@ -83,28 +83,27 @@ def test_json_same_key_in_different_objects_is_fine(tmp_path: Path) -> None:
     assert [o["metadata"]["name"] for o in load(path)] == ["a", "b"]
 
 
-def test_json_and_yaml_say_the_same(tmp_path: Path) -> None:
-    """The same duplicate in the policy loader (ruamel) and the data-file reader."""
-    text = '{"kind": "Pod",\n "kind": "Node"}'
-    path = tmp_path / "s.json"
+@pytest.mark.parametrize(("name", "text", "where"), [
+    ("s.json", '{"kind": "Pod",\n "kind": "Node"}', (2, 2, "kind", 1)),
+    ("p.yaml", "kind: Pod\nmetadata:\n  name: p\n  labels: {a: b, a: c}\n", (4, 18, "a", 4)),
+    ("m.yaml", "kind: Pod\n<<: {a: b}\n", (2, 1, None, 0)),
+])
+def test_the_data_file_reader_and_the_policy_loader_say_the_same(
+        tmp_path: Path, name: str, text: str, where: tuple[int, int, str | None, int]) -> None:
+    """The same problem from the data-file reader (yaml-rs, json) and from the policy
+    loader (ruamel, positions kept): one rule, message, line and column."""
+    path = tmp_path / name
     path.write_text(text)
     e = refused(path)
     [p] = load_bytes(text.encode(), str(path)).problems
+    line, column, key, first = where
+    message = yaml_keys.MERGE_KEY_MESSAGE if key is None else \
+        f"duplicate key {key!r} (first defined at line {first})"
+    assert (e.line, e.column, e.message) == (line, column, message)
     assert (p.line, p.column, p.rule, p.message) == (e.line, e.column, e.rule, e.message)
 
 
 # YAML -----------------------------------------------------------------------------------
-
-def test_yaml_small_file_duplicate_and_its_twin_in_a_policy_file(tmp_path: Path) -> None:
-    text = "kind: Pod\nmetadata:\n  name: p\n  labels: {a: b, a: c}\n"
-    path = tmp_path / "p.yaml"
-    path.write_text(text)
-    e = refused(path)
-    [p] = load_bytes(text.encode(), str(path)).problems
-    assert (e.line, e.column, e.message) == (4, 18, "duplicate key 'a' (first defined at "
-                                                    "line 4)")
-    assert (p.line, p.column, p.rule, p.message) == (e.line, e.column, e.rule, e.message)
-
 
 def test_a_duplicate_in_a_7_mb_kubectl_list_has_its_line(tmp_path: Path) -> None:
     """The parallel path: the failing batch of items is located, not the whole file."""
