@@ -50,6 +50,9 @@ MAX_FILE_BYTES = 4 * 1024**3
 MAX_PIPE_BYTES = 1024**3
 # Nodes an alias may replay in one document: aliases are for sharing, not multiplying.
 MAX_ALIAS_EVENTS = 100_000
+# The messages of problems that both YAML loaders find, worded once.
+TAB_MESSAGE = "tab character in indentation: YAML indents with spaces only"
+EMPTY_MESSAGE = "empty file: no YAML or JSON document"
 LIST_KINDS = ("List", "NodeList", "PodList", "NamespaceList", "ServiceList", "ReplicaSetList",
               "StatefulSetList", "ReplicationControllerList")
 
@@ -94,7 +97,8 @@ def iter_objects(path: Path) -> Iterator[tuple[str, Any]]:
     a multi-document YAML file, in file order."""
     text = read_text(path)
     if not has_content(text):
-        raise InputFileError("empty file: no Kubernetes object in it", where=str(path))
+        raise InputDecodeError(EMPTY_MESSAGE, file=str(path), line=1, column=1,
+                               rule="file-empty")
     with _gc_paused():
         if _is_json(text):
             yield from _JsonReader(text, str(path)).objects()
@@ -418,6 +422,32 @@ def _yaml_error(exc: Exception, name: str, first_line: int = 1) -> InputFileErro
     return InputFileError(f"invalid YAML: {what}", where=where)
 
 
+def tab_in_indentation(text: str, error_line: int) -> tuple[int, int] | None:
+    """(line, column) of the first tab used for indentation at or before a parser's
+    error line: both parsers stop somewhere after it, with words of their own."""
+    start = 0
+    for number in range(1, error_line + 1):
+        end = text.find("\n", start)
+        line = text[start:] if end < 0 else text[start:end]
+        stripped = line.lstrip(" \t")
+        indent = line[: len(line) - len(stripped)]
+        if "\t" in indent and stripped.strip() and not stripped.startswith("#"):
+            return number, indent.index("\t") + 1
+        if end < 0:
+            break
+        start = end + 1
+    return None
+
+
+def _tab_problem(text: str, name: str, exc: Exception) -> InputDecodeError | None:
+    m = _YAML_ERROR.search(str(exc))
+    tab = tab_in_indentation(text, int(m[1])) if m and "tab" in str(exc) else None
+    if tab is None:
+        return None
+    return InputDecodeError(TAB_MESSAGE, file=name, line=tab[0], column=tab[1],
+                            rule="yaml-tab")
+
+
 def _key_problem(text: str, name: str, exc: Exception | None = None,
                  first_line: int = 1) -> InputDecodeError | None:
     """A duplicate key (what `exc` says) or a merge key in `text`, at line:column."""
@@ -482,7 +512,8 @@ def _yaml_documents(text: str, name: str) -> list[Any]:
     try:
         loaded = _yaml_loads(text)
     except yaml_rs.YAMLDecodeError as exc:
-        raise _key_problem(text, name, exc) or _yaml_error(exc, name) from None
+        raise (_key_problem(text, name, exc) or _tab_problem(text, name, exc)
+               or _yaml_error(exc, name)) from None
     except RecursionError:
         raise InputFileError(f"invalid YAML: nesting deeper than the limit of {MAX_DEPTH} "
                              "levels", where=name) from None

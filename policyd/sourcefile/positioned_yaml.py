@@ -29,7 +29,13 @@ from typing import Any
 
 from policyd.errors import FileTooLargeError, InputDecodeError, InputFileError
 from policyd.model.bounded_read import describe_limit, read_bounded
-from policyd.model.datafile import decode_text, has_content
+from policyd.model.datafile import (
+    EMPTY_MESSAGE,
+    TAB_MESSAGE,
+    decode_text,
+    has_content,
+    tab_in_indentation,
+)
 from policyd.model.spelling import show_value
 from policyd.model.yaml_keys import MERGE_KEY_MESSAGE, duplicate_key_message
 from policyd.problems import ERROR, WARNING, Problem
@@ -228,7 +234,7 @@ def load_bytes(data: bytes, name: str, limits: Limits = DEFAULT_LIMITS) -> Sourc
     except InputDecodeError as exc:
         return one(exc.line, exc.column, exc.rule, exc.message)
     if not has_content(text):
-        return one(1, 1, "file-empty", "empty file: no YAML document")
+        return one(1, 1, "file-empty", EMPTY_MESSAGE)
     deep = _flow_too_deep(text, limits.max_depth)
     if deep is not None:
         return one(deep[0], deep[1], "yaml-depth",
@@ -294,7 +300,7 @@ class _Builder:
                                          "nesting too deep"))
         if not self.documents and not self.problems:
             self.problems.append(Problem(self.name, 1, 1, "file-empty", ERROR,
-                                         "empty file: no YAML document"))
+                                         EMPTY_MESSAGE))
         return SourceFile(self.name, self.documents, self.problems)
 
     # problems ---------------------------------------------------------------------
@@ -306,10 +312,9 @@ class _Builder:
     def _syntax_problem(self, exc: Any) -> Problem:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
-        tab = self._tab_in_indentation(line)
+        tab = tab_in_indentation(self.text, line)
         if tab is not None:
-            return Problem(self.name, tab[0], tab[1], "yaml-tab", ERROR,
-                           "tab character in indentation: YAML indents with spaces only")
+            return Problem(self.name, tab[0], tab[1], "yaml-tab", ERROR, TAB_MESSAGE)
         what = " ".join(str(s) for s in (exc.context, exc.problem) if s)
         return Problem(self.name, line, col, "yaml-syntax", ERROR,
                        f"YAML syntax error: {what or exc}")
@@ -325,15 +330,6 @@ class _Builder:
             return Problem(self.name, line, col, "yaml-syntax", ERROR,
                            f"{what} is not allowed in YAML")
         return Problem(self.name, 1, 1, "yaml-syntax", ERROR, f"unreadable YAML: {exc}")
-
-    def _tab_in_indentation(self, error_line: int) -> tuple[int, int] | None:
-        """The first tab used for indentation at or before the scanner's error line."""
-        for i, line in enumerate(self.text.splitlines()[:error_line], start=1):
-            stripped = line.lstrip(" \t")
-            indent = line[: len(line) - len(stripped)]
-            if "\t" in indent and stripped and not stripped.startswith("#"):
-                return i, indent.index("\t") + 1
-        return None
 
     # building ---------------------------------------------------------------------
     def _count(self, n: int, mark: Any, doc: int) -> None:

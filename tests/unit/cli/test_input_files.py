@@ -1,6 +1,7 @@
 """One decoding contract for every file kind (docs/explain-simulate-audit.md, "Input
 files"): each problem a file can have (a duplicate or merge key, bytes that are not
-UTF-8, a NUL byte, a syntax error, a path that is a device or a pipe nobody writes to)
+UTF-8, a NUL byte, a syntax error, a tab in indentation, no document at all, a path that
+is a device or a pipe nobody writes to)
 gives the same message at file:line:column and exit 2, whether the file is a snapshot, a
 pod file, a policy, a profile, a policy test or a metrics file.
 
@@ -118,6 +119,15 @@ def bad_indentation(text: str) -> tuple[bytes, str]:
     return text.encode() + b"extra: 1\n  more: 2\n", f":{_lines(text) + 2}:7: "
 
 
+def tab_indentation(text: str) -> tuple[bytes, str]:
+    return text.encode() + b"extra:\n\tmore: 1\n", (
+        f":{_lines(text) + 2}:1: tab character in indentation: YAML indents with spaces only")
+
+
+def empty(text: str) -> tuple[bytes, str]:
+    return b"# nothing here yet\n---\n", ":1:1: empty file: no YAML or JSON document"
+
+
 DEFECTS: dict[str, Callable[[str], tuple[bytes, str]]] = {
     "duplicate key": duplicate_key,
     "duplicate key in JSON": duplicate_json_key,
@@ -126,6 +136,8 @@ DEFECTS: dict[str, Callable[[str], tuple[bytes, str]]] = {
     "NUL byte": nul_byte,
     "misplaced bracket": misplaced_bracket,
     "bad indentation": bad_indentation,
+    "tab in indentation": tab_indentation,
+    "empty": empty,
 }
 
 
