@@ -51,3 +51,22 @@ class InvalidObjectError(PolicydError):
 
 class InputFileError(PolicydError):
     """A file could not be read or parsed (missing, not UTF-8, not YAML/JSON)."""
+
+
+class FileTooLargeError(InputFileError):
+    """A file or pipe holds more than the limit for its kind: the loaders of policies
+    and profiles report it as a finding of their own (`file-too-large`)."""
+
+
+class InputDecodeError(InputFileError):
+    """A file's content is not YAML or JSON policyd reads, at a known place: the same
+    problem (`rule`, message, line, column) whatever kind of file it is in, raised by
+    the data-file reader and reported as a finding by the policy and profile loaders."""
+
+    def __init__(self, message: str, *, file: str, line: int, column: int,
+                 rule: str) -> None:
+        super().__init__(message, where=f"{file}:{line}:{column}")
+        self.file = file
+        self.line = line
+        self.column = column
+        self.rule = rule

@@ -471,7 +471,9 @@ def explain(
     source = load_input(cluster, kubeconfig, context, validate, strict)
     snap = source.snapshot
     pod_path = Path(pod) if pod is not None else None
-    is_file = pod_path is not None and pod_path.is_file()
+    # Anything there but a directory is read as a file: a pipe (`<(kubectl get pod ...)`,
+    # /dev/stdin) too, and a device is refused by the reader, not taken for a pod name.
+    is_file = pod_path is not None and pod_path.exists() and not pod_path.is_dir()
     # The --pod file is read like a --pods file (last, once even if also given there).
     paths = [p for p in pods or []
              if not (pod_path and is_file and os.path.realpath(p) == os.path.realpath(pod_path))]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gc
 import json
+import json.scanner
 import os
 import re
 from collections import deque
@@ -29,7 +30,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from policyd.errors import InputFileError
+from policyd.errors import InputDecodeError, InputFileError
+from policyd.model.bounded_read import read_bounded
+from policyd.model.yaml_keys import (
+    KeyProblem,
+    duplicate_key_message,
+    find_key_problem,
+    has_merge_key,
+)
 
 # Kubernetes objects nest about 20 levels deep. The YAML parser stops flow collections
 # (`[[[[`) at this depth itself and block nesting is measured here; JSON's decoder stops
@@ -37,8 +45,14 @@ from policyd.errors import InputFileError
 MAX_DEPTH = 256
 # A file is held in memory as text while its objects are decoded one by one.
 MAX_FILE_BYTES = 4 * 1024**3
+# A pipe has no size to check first and may never end (`yes |`): it is read up to this,
+# which is more than any cluster's `kubectl get -o yaml` (5,000 nodes: a few hundred MB).
+MAX_PIPE_BYTES = 1024**3
 # Nodes an alias may replay in one document: aliases are for sharing, not multiplying.
 MAX_ALIAS_EVENTS = 100_000
+# The messages of problems that both YAML loaders find, worded once.
+TAB_MESSAGE = "tab character in indentation: YAML indents with spaces only"
+EMPTY_MESSAGE = "empty file: no YAML or JSON document"
 LIST_KINDS = ("List", "NodeList", "PodList", "NamespaceList", "ServiceList", "ReplicaSetList",
               "StatefulSetList", "ReplicationControllerList")
 
@@ -50,33 +64,31 @@ _PARALLEL_FROM_BYTES = 4 * 1024**2
 
 
 def read_text(path: Path) -> str:
-    """The file as UTF-8 text (a BOM dropped); NUL bytes and other encodings rejected."""
-    try:
-        size = path.stat().st_size
-        if path.is_dir():
-            raise InputFileError("is a directory, expected a file", where=str(path))
-        if size > MAX_FILE_BYTES:
-            raise InputFileError(f"file is larger than {MAX_FILE_BYTES // 2**30} GiB",
-                                 where=str(path))
-        data = path.read_bytes()
-    except FileNotFoundError:
-        reason = "dangling symlink" if path.is_symlink() else "no such file"
-        raise InputFileError(reason, where=str(path)) from None
-    except OSError as exc:
-        raise InputFileError(f"cannot read: {exc.strerror or exc}", where=str(path)) from None
+    """The file as UTF-8 text (a BOM dropped); NUL bytes and other encodings rejected.
+    Pipes are read too, within `MAX_PIPE_BYTES` and `bounded_read`'s time limit."""
+    return decode_text(read_bounded(path, MAX_FILE_BYTES, pipe_max_bytes=MAX_PIPE_BYTES),
+                       str(path))
+
+
+def decode_text(data: bytes, name: str) -> str:
+    """UTF-8 text without its BOM, for every file kind alike: a NUL byte (binary, or
+    UTF-16) or bytes that are not UTF-8 are an `InputDecodeError` at line:column."""
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise _decode_error("binary file (NUL byte), expected YAML or JSON", name, data, nul,
+                            "file-binary")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line, col = line_col_bytes(data, exc.start)
-        raise InputFileError(f"not UTF-8 text (byte 0x{data[exc.start]:02x})",
-                             where=f"{path}:{line}:{col}") from None
-    nul = data.find(b"\x00")
-    if nul >= 0:
-        line, col = line_col_bytes(data, nul)
-        raise InputFileError("binary file (NUL byte), expected YAML or JSON",
-                             where=f"{path}:{line}:{col}")
-    del data
+        raise _decode_error(f"not UTF-8 text (byte 0x{data[exc.start]:02x})", name, data,
+                            exc.start, "file-encoding") from None
     return text[1:] if text.startswith("\ufeff") else text
+
+
+def _decode_error(message: str, name: str, data: bytes, offset: int,
+                  rule: str) -> InputDecodeError:
+    line, col = line_col_bytes(data, offset)
+    return InputDecodeError(message, file=name, line=line, column=col, rule=rule)
 
 
 def iter_objects(path: Path) -> Iterator[tuple[str, Any]]:
@@ -85,7 +97,8 @@ def iter_objects(path: Path) -> Iterator[tuple[str, Any]]:
     a multi-document YAML file, in file order."""
     text = read_text(path)
     if not has_content(text):
-        raise InputFileError("empty file: no Kubernetes object in it", where=str(path))
+        raise InputDecodeError(EMPTY_MESSAGE, file=str(path), line=1, column=1,
+                               rule="file-empty")
     with _gc_paused():
         if _is_json(text):
             yield from _JsonReader(text, str(path)).objects()
@@ -173,6 +186,17 @@ def _not_json(word: str) -> Any:
     raise _NotJson(f"{word} is not a JSON value")
 
 
+class _DuplicateKey(ValueError):
+    """Kubernetes refuses a JSON object that names a key twice; Python keeps the last."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise _DuplicateKey
+    return obj
+
+
 def _finite_float(text: str) -> float:
     value = float(text)
     if value in (float("inf"), float("-inf")):
@@ -188,11 +212,18 @@ class _JsonReader:
         self.text = text
         self.name = name
         self.pos = 0
-        self.decoder = json.JSONDecoder(parse_constant=_not_json, parse_float=_finite_float)
+        self.decoder = json.JSONDecoder(parse_constant=_not_json, parse_float=_finite_float,
+                                        object_pairs_hook=_unique_keys)
 
     def fail(self, message: str, pos: int) -> InputFileError:
         line, col = _line_col(self.text, pos)
         return InputFileError(message, where=f"{self.name}:{line}:{col}")
+
+    def duplicate(self, key: str, pos: int, first: int) -> InputDecodeError:
+        line, col = _line_col(self.text, pos)
+        return InputDecodeError(duplicate_key_message(key, _line_col(self.text, first)[0]),
+                                file=self.name, line=line, column=col,
+                                rule="yaml-duplicate-key")
 
     def skip_ws(self) -> None:
         m = _JSON_WS.match(self.text, self.pos)
@@ -209,10 +240,23 @@ class _JsonReader:
             raise self.fail("invalid JSON: nested too deeply to read", self.pos) from None
         except _NotJson as exc:
             raise self.fail(f"invalid JSON: {exc}", self.pos) from None
+        except _DuplicateKey:
+            raise self.locate_duplicate(self.pos) from None
         except ValueError:  # Python converts integers of at most 4300 digits
             raise self.fail("invalid JSON: a number with thousands of digits",
                             self.pos) from None
         return value
+
+    def locate_duplicate(self, start: int) -> InputDecodeError | InputFileError:
+        """Where the value at `start` repeats a key: the fast decoder only says that it
+        does, so the value is scanned again by the pure-Python one, keys tracked."""
+        try:
+            _DuplicateFinder(self.text).scan(start)
+        except _Found as found:
+            return self.duplicate(found.key, found.pos, found.first)
+        except (RecursionError, ValueError):
+            pass
+        return self.fail("invalid JSON: a key is defined twice", start)
 
     def expect(self, chars: str) -> str:
         self.skip_ws()
@@ -243,16 +287,21 @@ class _JsonReader:
         # A top-level object, read member by member so that `items` streams.
         self.pos += 1
         fields: dict[str, Any] = {}
+        key_at: dict[str, int] = {}
         streamed = 0
         self.skip_ws()
         if self.text.startswith("}", self.pos):
             self.pos += 1
         else:
             while True:
+                self.skip_ws()
                 key_pos = self.pos
                 key = self.value()
                 if not isinstance(key, str):
                     raise self.fail("invalid JSON: object keys must be strings", key_pos)
+                if key in key_at:  # a second `items` would load both arrays
+                    raise self.duplicate(key, key_pos, key_at[key])
+                key_at[key] = key_pos
                 self.expect(":")
                 self.skip_ws()
                 if key == "items" and self.text.startswith("[", self.pos):
@@ -281,6 +330,53 @@ class _JsonReader:
             yield self.value()
             if self.expect(",]") == "]":
                 return
+
+
+class _Found(Exception):
+    def __init__(self, key: str, pos: int, first: int) -> None:
+        self.key, self.pos, self.first = key, pos, first
+
+
+class _DuplicateFinder:
+    """The pure-Python JSON scanner with an object parser that knows where each key is
+    (error path only: it is several times slower than the C decoder)."""
+
+    def __init__(self, text: str) -> None:
+        decoder = json.JSONDecoder()
+        decoder.parse_object = self.parse_object  # type: ignore[attr-defined]
+        # Not in the typeshed stubs: the pure-Python scanner, which calls back into
+        # `parse_object` for every object (the C one does not).
+        self.scan_once = json.scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
+        self.text = text
+
+    def scan(self, start: int) -> None:
+        self.scan_once(self.text, start)
+
+    def parse_object(self, s_and_end: tuple[str, int], strict: bool, scan_once: Any,
+                     *_hooks: Any) -> tuple[dict[str, Any], int]:
+        s, end = s_and_end
+        seen: dict[str, int] = {}
+        end = _JSON_WS.match(s, end).end()  # type: ignore[union-attr]
+        if s.startswith("}", end):
+            return {}, end + 1
+        while True:
+            if not s.startswith('"', end):
+                raise ValueError("not a key")
+            key, after = json.decoder.scanstring(s, end + 1, strict)  # type: ignore[attr-defined]
+            if key in seen:
+                raise _Found(key, end, seen[key])
+            seen[key] = end
+            end = _JSON_WS.match(s, after).end()  # type: ignore[union-attr]
+            if not s.startswith(":", end):
+                raise ValueError("no colon")
+            end = _JSON_WS.match(s, end + 1).end()  # type: ignore[union-attr]
+            _, end = scan_once(s, end)
+            end = _JSON_WS.match(s, end).end()  # type: ignore[union-attr]
+            if s.startswith("}", end):
+                return {}, end + 1
+            if not s.startswith(",", end):
+                raise ValueError("no comma")
+            end = _JSON_WS.match(s, end + 1).end()  # type: ignore[union-attr]
 
 
 # YAML -----------------------------------------------------------------------------------
@@ -326,6 +422,70 @@ def _yaml_error(exc: Exception, name: str, first_line: int = 1) -> InputFileErro
     return InputFileError(f"invalid YAML: {what}", where=where)
 
 
+def tab_in_indentation(text: str, error_line: int) -> tuple[int, int] | None:
+    """(line, column) of the first tab used for indentation at or before a parser's
+    error line: both parsers stop somewhere after it, with words of their own."""
+    start = 0
+    for number in range(1, error_line + 1):
+        end = text.find("\n", start)
+        line = text[start:] if end < 0 else text[start:end]
+        stripped = line.lstrip(" \t")
+        indent = line[: len(line) - len(stripped)]
+        if "\t" in indent and stripped.strip() and not stripped.startswith("#"):
+            return number, indent.index("\t") + 1
+        if end < 0:
+            break
+        start = end + 1
+    return None
+
+
+def _tab_problem(text: str, name: str, exc: Exception) -> InputDecodeError | None:
+    m = _YAML_ERROR.search(str(exc))
+    tab = tab_in_indentation(text, int(m[1])) if m and "tab" in str(exc) else None
+    if tab is None:
+        return None
+    return InputDecodeError(TAB_MESSAGE, file=name, line=tab[0], column=tab[1],
+                            rule="yaml-tab")
+
+
+def _key_problem(text: str, name: str, exc: Exception | None = None,
+                 first_line: int = 1) -> InputDecodeError | None:
+    """A duplicate key (what `exc` says) or a merge key in `text`, at line:column."""
+    if exc is not None and "duplicate" not in str(exc):
+        return None
+    found = find_key_problem(text, _may_hold_key_problem, first_line)
+    return None if found is None else _key_error(found, name)
+
+
+def _key_error(found: KeyProblem, name: str) -> InputDecodeError:
+    return InputDecodeError(found.message, file=name, line=found.line, column=found.column,
+                            rule=found.rule)
+
+
+def _may_hold_key_problem(piece: str) -> bool:
+    # yaml_rs only for YAML data files: `policyd lint` imports this module without them.
+    import yaml_rs
+
+    if has_merge_key(piece):
+        return True
+    try:
+        _yaml_loads(piece)
+    except yaml_rs.YAMLDecodeError as exc:
+        return "duplicate" in str(exc)
+    return False
+
+
+def _refuse_merge_keys(text: str, name: str, first_line: int = 1) -> None:
+    """yaml-rs (YAML 1.2) reads `<<` as a plain key; Kubernetes' YAML library (go-yaml
+    v2) merges it, with rules of its own. Refused, as in policies and profiles, rather
+    than read one way here and another by kubectl."""
+    if not has_merge_key(text):
+        return
+    found = find_key_problem(text, has_merge_key, first_line)
+    if found is not None:
+        raise _key_error(found, name)
+
+
 def _check_depth(value: Any, text: str, name: str, first_line: int = 1) -> None:
     """Block nesting is limited only by indentation, so the parser accepts any depth;
     measure it, but only where a line is indented deeply enough to exceed the limit."""
@@ -352,11 +512,13 @@ def _yaml_documents(text: str, name: str) -> list[Any]:
     try:
         loaded = _yaml_loads(text)
     except yaml_rs.YAMLDecodeError as exc:
-        raise _yaml_error(exc, name) from None
+        raise (_key_problem(text, name, exc) or _tab_problem(text, name, exc)
+               or _yaml_error(exc, name)) from None
     except RecursionError:
         raise InputFileError(f"invalid YAML: nesting deeper than the limit of {MAX_DEPTH} "
                              "levels", where=name) from None
     _check_depth(loaded, text, name)
+    _refuse_merge_keys(text, name)
     # One document loads as its value, several as a list of them (an empty one as None);
     # a single document that is itself a list is told apart by the explicit markers.
     if isinstance(loaded, list) and _has_markers(text) and _document_count(text) > 1:
@@ -468,11 +630,16 @@ class _YamlListReader:
 
         try:
             items = _yaml_loads(chunk)
-        except (yaml_rs.YAMLDecodeError, RecursionError):
+        except yaml_rs.YAMLDecodeError as exc:
+            # The items parse on their own as in the whole file: a key repeated in one
+            # is found here, in a piece small enough to locate it quickly.
+            raise _key_problem(chunk, self.name, exc, first_line) or _CutFailed() from None
+        except RecursionError:
             raise _CutFailed from None
         if not isinstance(items, list):
             raise _CutFailed
         _check_depth(items, chunk, self.name, first_line)
+        _refuse_merge_keys(chunk, self.name, first_line)
         return items
 
 

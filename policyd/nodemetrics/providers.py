@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, ClassVar
 from policyd.clock import REAL_CLOCK, Clock
 from policyd.config.model import MetricsProviderConfig
 from policyd.config.profile_schema import NODE_ANNOTATION, PROBE, PROMETHEUS, MetricsKind
+from policyd.errors import InputFileError
+from policyd.model.bounded_read import read_bounded
 from policyd.model.node_metrics import MetricsCache
 from policyd.nodemetrics import values as v
 from policyd.nodemetrics.telemetry import ProviderTelemetry
@@ -53,6 +55,9 @@ TOKEN = "token"
 NO_ADDRESS = "no_address"
 PROBE_FAILED = "probe_failed"
 INTERNAL = "internal"
+
+# A service account token is about a kilobyte; anything far larger is not one.
+_MAX_TOKEN_BYTES = 64 * 1024
 
 
 class RefreshError(Exception):
@@ -207,10 +212,13 @@ class PrometheusProvider(Provider):
         if path is None:
             return None
         try:
-            return path.read_text(encoding="utf-8").strip()
-        except OSError as exc:
+            # Bounded as every file policyd reads: a FIFO there must not stall refreshes.
+            data = read_bounded(path, _MAX_TOKEN_BYTES, idle_timeout=self.config.timeout)
+            return data.decode("utf-8").strip()
+        except (InputFileError, UnicodeDecodeError) as exc:
+            reason = exc.message if isinstance(exc, InputFileError) else "not UTF-8"
             raise RefreshError(TOKEN, f"cannot read bearerTokenFile {str(path)!r}: "
-                                      f"{exc.strerror or exc}") from None
+                                      f"{reason}") from None
 
     def _get(self, query: str, token: str | None) -> bytes:
         url = (self.config.url.rstrip("/") + "/api/v1/query?"

@@ -5,8 +5,9 @@ survive hostile input. So documents are built here from ruamel.yaml's *event* st
 (the parser is an iterative state machine; the composer and constructors recurse), with
 limits enforced while building:
 
-- file size (read at most `max_bytes + 1` bytes), binary content (NUL), non-UTF-8,
-  empty files;
+- file size (read at most `max_bytes + 1` bytes, pipes as files are, by
+  `policyd.model.bounded_read`), binary content (NUL), non-UTF-8 (the data files'
+  checks, `policyd.model.datafile.decode_text`), empty files;
 - nesting depth (a thousands-deep `[[[[...` stops at `max_depth`, never a RecursionError);
 - alias expansion: an alias is shared, not copied, but everything downstream (schema
   validation, walks) sees the expanded tree, so each alias is charged the size of what
@@ -26,8 +27,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from policyd.model.datafile import has_content, line_col_bytes
+from policyd.errors import FileTooLargeError, InputDecodeError, InputFileError
+from policyd.model.bounded_read import describe_limit, read_bounded
+from policyd.model.datafile import (
+    EMPTY_MESSAGE,
+    TAB_MESSAGE,
+    decode_text,
+    has_content,
+    tab_in_indentation,
+)
 from policyd.model.spelling import show_value
+from policyd.model.yaml_keys import MERGE_KEY_MESSAGE, duplicate_key_message
 from policyd.problems import ERROR, WARNING, Problem
 
 Key = str | int
@@ -200,12 +210,13 @@ def load_file(path: Path, display: str | None = None,
     """Read and load `path`. An unreadable file is one problem with `unreadable` set."""
     name = display if display is not None else str(path)
     try:
-        with path.open("rb") as f:
-            data = f.read(limits.max_bytes + 1)
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
+        data = read_bounded(path, limits.max_bytes)
+    except FileTooLargeError as exc:
+        return SourceFile(name, [], [Problem(name, 1, 1, "file-too-large", ERROR,
+                                             exc.message)])
+    except InputFileError as exc:
         return SourceFile(name, [], [Problem(name, 0, 0, "file-unreadable", ERROR,
-                                             f"cannot read file: {reason}")], True)
+                                             exc.message)], True)
     return load_bytes(data, name, limits)
 
 
@@ -217,23 +228,13 @@ def load_bytes(data: bytes, name: str, limits: Limits = DEFAULT_LIMITS) -> Sourc
 
     if len(data) > limits.max_bytes:
         return one(1, 1, "file-too-large",
-                   f"file is larger than the limit of {limits.max_bytes} bytes")
-    nul = data.find(b"\x00")
-    if nul >= 0:
-        line, col = line_col_bytes(data, nul)
-        return one(line, col, "file-binary",
-                   f"binary file: NUL byte at line {line}, column {col}; expected UTF-8 YAML")
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
+                   f"file is larger than the limit of {describe_limit(limits.max_bytes)}")
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line, col = line_col_bytes(data, exc.start)
-        return one(line, col, "file-encoding",
-                   f"not valid UTF-8: byte 0x{data[exc.start]:02x} at line {line}, "
-                   f"column {col}")
+        text = decode_text(data, name)  # the same checks and messages as data files
+    except InputDecodeError as exc:
+        return one(exc.line, exc.column, exc.rule, exc.message)
     if not has_content(text):
-        return one(1, 1, "file-empty", "empty file: no YAML document")
+        return one(1, 1, "file-empty", EMPTY_MESSAGE)
     deep = _flow_too_deep(text, limits.max_depth)
     if deep is not None:
         return one(deep[0], deep[1], "yaml-depth",
@@ -299,7 +300,7 @@ class _Builder:
                                          "nesting too deep"))
         if not self.documents and not self.problems:
             self.problems.append(Problem(self.name, 1, 1, "file-empty", ERROR,
-                                         "empty file: no YAML document"))
+                                         EMPTY_MESSAGE))
         return SourceFile(self.name, self.documents, self.problems)
 
     # problems ---------------------------------------------------------------------
@@ -311,10 +312,9 @@ class _Builder:
     def _syntax_problem(self, exc: Any) -> Problem:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
-        tab = self._tab_in_indentation(line)
+        tab = tab_in_indentation(self.text, line)
         if tab is not None:
-            return Problem(self.name, tab[0], tab[1], "yaml-tab", ERROR,
-                           "tab character in indentation: YAML indents with spaces only")
+            return Problem(self.name, tab[0], tab[1], "yaml-tab", ERROR, TAB_MESSAGE)
         what = " ".join(str(s) for s in (exc.context, exc.problem) if s)
         return Problem(self.name, line, col, "yaml-syntax", ERROR,
                        f"YAML syntax error: {what or exc}")
@@ -330,15 +330,6 @@ class _Builder:
             return Problem(self.name, line, col, "yaml-syntax", ERROR,
                            f"{what} is not allowed in YAML")
         return Problem(self.name, 1, 1, "yaml-syntax", ERROR, f"unreadable YAML: {exc}")
-
-    def _tab_in_indentation(self, error_line: int) -> tuple[int, int] | None:
-        """The first tab used for indentation at or before the scanner's error line."""
-        for i, line in enumerate(self.text.splitlines()[:error_line], start=1):
-            stripped = line.lstrip(" \t")
-            indent = line[: len(line) - len(stripped)]
-            if "\t" in indent and stripped and not stripped.startswith("#"):
-                return i, indent.index("\t") + 1
-        return None
 
     # building ---------------------------------------------------------------------
     def _count(self, n: int, mark: Any, doc: int) -> None:
@@ -434,7 +425,7 @@ class _Builder:
                     if tag == _MERGE:
                         self.problems.append(Problem(
                             self.name, *pos, "yaml-merge-key", ERROR,
-                            "merge keys (<<) are not supported: write the fields out",
+                            MERGE_KEY_MESSAGE,
                             format_path(top.path), document=di))
                         top.key = "<<"
                         skip_value = True
@@ -444,7 +435,7 @@ class _Builder:
                         first = doc.keys.get((*top.path, key), (0, 0))
                         self.problems.append(Problem(
                             self.name, *pos, "yaml-duplicate-key", ERROR,
-                            f"duplicate key {key!r} (first defined at line {first[0]})",
+                            duplicate_key_message(key, first[0]),
                             format_path((*top.path, key)), document=di))
                     else:
                         doc.keys[(*top.path, key)] = pos

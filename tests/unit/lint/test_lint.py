@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -110,15 +111,16 @@ def test_directory_without_yaml_is_a_usage_error(tmp_path: Path) -> None:
 def test_unreadable_file_is_a_usage_error(tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     p = write(tmp_path, "secret.yaml", GOOD)
-    real_open = Path.open
+    real_open = os.open
 
-    def deny(self: Path, *args: Any, **kwargs: Any) -> Any:
-        if self.name == "secret.yaml":
+    def deny(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if Path(path).name == "secret.yaml":
             raise PermissionError(13, "Permission denied")
-        return real_open(self, *args, **kwargs)
+        return real_open(path, *args, **kwargs)
 
-    # Permissions do not stop root (CI containers), so simulate the failure.
-    monkeypatch.setattr(Path, "open", deny)
+    # Permissions do not stop root (CI containers), so simulate the failure (every file
+    # is opened by policyd.model.bounded_read, with os.open).
+    monkeypatch.setattr(os, "open", deny)
     result = lint_paths([p, write(tmp_path, "good.yaml", GOOD)])
     assert result.exit_code == 2
     assert result.bad_paths == [f"{p}: cannot read file: Permission denied"]

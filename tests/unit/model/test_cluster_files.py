@@ -44,9 +44,14 @@ def test_bad_input_names_file_and_problem(tmp_path: Path, content: str, message:
 
 
 def test_binary_and_missing_files(tmp_path: Path) -> None:
+    # A NUL byte is looked for first, as in policies (UTF-16 has them): one order for
+    # every file kind.
     (tmp_path / "bin").write_bytes(b"\xff\xfe\x00\x01")
-    with pytest.raises(InputFileError, match="not UTF-8"):
+    with pytest.raises(InputFileError, match=r"bin:1:3: binary file \(NUL byte\)"):
         load_snapshot(tmp_path / "bin")
+    (tmp_path / "latin1").write_bytes(b"kind: caf\xe9\n")
+    with pytest.raises(InputFileError, match=r"latin1:1:10: not UTF-8"):
+        load_snapshot(tmp_path / "latin1")
     with pytest.raises(InputFileError, match="no such file"):
         load_snapshot(tmp_path / "missing.yaml")
 

@@ -227,9 +227,9 @@ def test_small_aliases_are_fine(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("data", "message"), [
-    (b"kind: Pod\nkind: Node\n", "duplicate mapping key: 'kind'"),
+    (b"kind: Pod\nkind: Node\n", r"f.yaml:2:1: duplicate key 'kind' \(first defined at line 1\)"),
     (b"apiVersion: v1\nitems:\n- kind: Pod\n  a: 1\n  a: 2\nkind: List\n",
-     "duplicate mapping key: 'a'"),
+     r"f.yaml:5:3: duplicate key 'a' \(first defined at line 4\)"),
     (b"\xef\xbb\xbfkind: Pod\n", None),  # a BOM is not part of the first key
     (b"kind: Pod\n\x00", "binary"),
     (b"kind: \xff\n", "not UTF-8"),
