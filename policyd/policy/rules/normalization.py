@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from policyd.framework import MAX_NODE_SCORE
+from policyd.policy import schema_parts
 from policyd.policy.rules.base import FloatArray, ScoreRule
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ NEUTRAL_SCORE = MAX_SCORE // 2  # `missing: neutral`
 # exactly. Within it, (highest - lowest) * 100 and value * 100 stay finite (far below
 # float64's 1.8e308); beyond it a value is treated as missing. docs/policy-language.md
 # states the same bound, and the reference evaluator restates it.
-MAX_RAW_VALUE = float(2**53)
+MAX_RAW_VALUE = float(schema_parts.MAX_RAW_VALUE)
 
 
 def usable(value: float | None) -> float | None:
