@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from policyd.framework import MAX_NODE_SCORE
 from policyd.framework.interfaces import (
     FilterPlugin,
     Plugin,
@@ -51,6 +52,10 @@ RULE_CONFIG_DUPLICATE = "plugin-config-duplicate"
 RULE_ARGS = "plugin-args"
 RULE_QUEUE_SORT = "queue-sort"
 RULE_SHAPE = "schema"
+RULE_TOTAL_SCORE = "out-of-range"
+# MaxTotalScore (math.MaxInt64): what every score plugin's weight x MaxNodeScore may add
+# up to in one profile.
+MAX_TOTAL_SCORE = 2**63 - 1
 
 
 # Where the checks send each problem: its JSON path from the document root, rule id and
@@ -154,10 +159,34 @@ def _entries(plugin_set: Any, where: JsonPath, key: str, report: Report) -> list
             report((*w, "name"), RULE_DUPLICATE_PLUGIN, f'Duplicate value: "{name}"')
             continue
         seen.add(name)
-        weight = item.get("weight") or 0
-        out.append(_Entry(name, weight if isinstance(weight, int)
-                          and not isinstance(weight, bool) else 0, w))
+        out.append(_Entry(name, _weight(item.get("weight")), w))
     return out
+
+
+def _weight(value: Any) -> int:
+    """A plugin entry's weight (0: unset). An integral float is its integer, as upstream
+    reads `5.0` (the JSON it converts YAML to says 5); anything else the schema reports
+    counts as unset here."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _check_total_score(entries: Sequence[_Entry], catalog: _Catalog, path: JsonPath,
+                       report: Report) -> None:
+    """getScoreWeights: the score plugins' weights x MaxNodeScore must add up to at most
+    MaxTotalScore (2^63-1), or a node's total could overflow int64."""
+    total = 0
+    for e in entries:
+        weight = e.weight or catalog.default_weight(e.name)
+        if weight * MAX_NODE_SCORE > MAX_TOTAL_SCORE - total:
+            where = (*e.where, "weight") if e.where else (*path, "plugins")
+            report(where, RULE_TOTAL_SCORE,
+                   f"Invalid value: {weight}: total score of Score plugins could overflow "
+                   f"(the weights x {MAX_NODE_SCORE} must add up to at most "
+                   f"{MAX_TOTAL_SCORE}, MaxTotalScore)")
+            return
+        total += weight * MAX_NODE_SCORE
 
 
 def _merge(defaults: list[_Entry], enabled: list[_Entry], disabled: set[str]) -> list[_Entry]:
@@ -274,6 +303,8 @@ def resolve_profile(
         overrides = [e for e in specific if e.name in multi_names]
         rest = [e for e in specific if e not in overrides]
         final[point] = overrides + from_multi + rest
+
+    _check_total_score(final["score"], catalog, path, report)
 
     # pluginConfig: one entry per plugin, only for plugins that are enabled somewhere.
     enabled_names = {e.name for entries in final.values() for e in entries}

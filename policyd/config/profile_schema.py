@@ -19,6 +19,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from policyd.model.duration import MAX_DURATION_SECONDS
+from policyd.model.int64 import INT32_MAX
 from policyd.policy.schema_parts import METRIC_NAME_PATTERN, schema_object
 
 API_VERSION = "policyd.io/v1alpha1"
@@ -43,6 +45,12 @@ DEFAULT_METRICS_TIMEOUT_SECONDS = 5.0
 DEFAULT_METRICS_MAX_BACKOFF_SECONDS = 300.0
 DEFAULT_METRICS_NODE_LABEL = "node"
 DEFAULT_METRICS_PROBE_WORKERS = 16
+
+# Upstream's bounds on the profile's numbers: its Go types (int32 weights, parallelism
+# and burst; float32 qps) and, for the backoffs (int64 seconds), the whole seconds a
+# time.Duration holds (kube-scheduler multiplies them by time.Second).
+MAX_BACKOFF_SECONDS = int(MAX_DURATION_SECONDS)
+FLOAT32_MAX = 3.4028234663852886e38
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +101,11 @@ def build_schema() -> dict[str, Any]:
         "name": {"type": "string", "minLength": 1, "description":
                  "A built-in plugin (kube-scheduler's name, e.g. NodeResourcesFit) or a "
                  "policy's spec.pluginName; exact and case-sensitive."},
-        "weight": {"type": "integer", "minimum": 0, "description":
+        "weight": {"type": "integer", "minimum": 0, "maximum": INT32_MAX, "description":
                    "Score weight (score and multiPoint only); 0 or absent: the plugin's "
-                   "default weight (a policy's spec.weight, 1 if unset)."},
+                   "default weight (a policy's spec.weight, 1 if unset). An int32, as "
+                   "upstream; the profile's weights x 100 must add up to at most 2^63-1 "
+                   "(MaxTotalScore)."},
     }, ("name",))
     disabled_plugin = schema_object({
         "name": {"type": "string", "minLength": 1, "description":
@@ -158,9 +168,11 @@ def build_schema() -> dict[str, Any]:
                                              f"{DEFAULT_RESOURCE_NAMESPACE!r}."},
     }, description="Leader election among replicas, on a Lease.")
     client_connection = schema_object({
-        "qps": {"type": "number", "default": DEFAULT_QPS, "description":
+        "qps": {"type": "number", "minimum": -FLOAT32_MAX, "maximum": FLOAT32_MAX,
+                "default": DEFAULT_QPS, "description":
                 f"Queries per second to the API server. Default {DEFAULT_QPS:g}."},
-        "burst": {"type": "integer", "minimum": 0, "default": DEFAULT_BURST,
+        "burst": {"type": "integer", "minimum": 0, "maximum": INT32_MAX,
+                  "default": DEFAULT_BURST,
                   "description": f"Burst above qps. Default {DEFAULT_BURST}."},
         "timeout": _duration("Timeout of every API call.", DEFAULT_TIMEOUT),
         "kubeconfig": {"type": "string", "minLength": 1, "description":
@@ -258,15 +270,16 @@ def build_schema() -> dict[str, Any]:
                                          "Percentage of feasible nodes to find before "
                                          "scoring; 0 (default): adaptive, as upstream."},
             "podInitialBackoffSeconds": {
-                "type": "integer", "exclusiveMinimum": 0,
+                "type": "integer", "exclusiveMinimum": 0, "maximum": MAX_BACKOFF_SECONDS,
                 "default": DEFAULT_POD_INITIAL_BACKOFF_SECONDS,
                 "description": "Initial backoff of an unschedulable pod. Default "
                                f"{DEFAULT_POD_INITIAL_BACKOFF_SECONDS}."},
             "podMaxBackoffSeconds": {
-                "type": "integer", "default": DEFAULT_POD_MAX_BACKOFF_SECONDS,
+                "type": "integer", "maximum": MAX_BACKOFF_SECONDS,
+                "default": DEFAULT_POD_MAX_BACKOFF_SECONDS,
                 "description": "Maximum backoff; at least podInitialBackoffSeconds. Default "
                                f"{DEFAULT_POD_MAX_BACKOFF_SECONDS}."},
-            "parallelism": {"type": "integer", "exclusiveMinimum": 0,
+            "parallelism": {"type": "integer", "exclusiveMinimum": 0, "maximum": INT32_MAX,
                             "default": DEFAULT_PARALLELISM,
                             "description": "Parallelism of node evaluation (bind pool "
                                            f"size). Default {DEFAULT_PARALLELISM}."},

@@ -12,6 +12,7 @@ A problem the schema reports is not reported again by a later check of the same 
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +23,9 @@ from typing import Any
 from policyd.config import plugins as pl
 from policyd.config import profile_schema as config_schema
 from policyd.config.model import PolicydConfig, config_from_dict, parse_duration
+from policyd.model.duration import DurationTooLong
 from policyd.model.file_kinds import PROFILE, wrong_file
+from policyd.model.int64 import INT32_MAX
 from policyd.model.spelling import show_value
 from policyd.policy.files import find_yaml_files
 from policyd.policy.from_paths import UNREADABLE_RULE, load_policy_set, path_problem
@@ -50,6 +53,13 @@ _RANGE_MESSAGES = {
     "weight": "must be non-negative",
 }
 _RANGE_VALIDATORS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+# Upper bounds that are upstream's types, not rules of their own: said with the type.
+_TYPE_BOUNDS = {
+    INT32_MAX: "kube-scheduler reads it as an int32",
+    config_schema.MAX_BACKOFF_SECONDS: "the most whole seconds a Go time.Duration holds",
+    config_schema.FLOAT32_MAX: "kube-scheduler reads it as a float32",
+    -config_schema.FLOAT32_MAX: "kube-scheduler reads it as a float32",
+}
 # client-go's leader elector refuses renewDeadline <= JitterFactor * retryPeriod.
 _LEADER_JITTER = 1.2
 
@@ -181,6 +191,10 @@ class _Check:
     # schema -------------------------------------------------------------------------
     def schema(self) -> None:
         errors = list(_validator().iter_errors(self.data))
+        # `.inf` for an integer is both not an integer and out of range: the type alone.
+        mistyped = {tuple(e.absolute_path) for e in errors if e.validator == "type"}
+        errors = [e for e in errors if not (e.validator in _RANGE_VALIDATORS
+                                            and tuple(e.absolute_path) in mistyped)]
         for error in errors:
             self._note_reported(error)
         self.problems.extend(schema_problems(self.doc, errors,
@@ -203,7 +217,14 @@ class _Check:
         validator = error.validator
         if validator in _RANGE_VALIDATORS:
             field = next((p for p in reversed(where) if isinstance(p, str)), "")
-            msg = _RANGE_MESSAGES.get(field) or _range_text(error.schema)
+            bound = error.validator_value
+            if bound in _TYPE_BOUNDS and validator in ("maximum", "minimum"):
+                side = "less" if validator == "maximum" else "greater"
+                msg = f"must be {side} than or equal to {bound:g}" if isinstance(
+                    bound, float) else f"must be {side} than or equal to {bound}"
+                msg += f" ({_TYPE_BOUNDS[bound]})"
+            else:
+                msg = _RANGE_MESSAGES.get(field) or _range_text(error.schema)
             return self.doc.problem(where, "out-of-range",
                                     f"Invalid value: {_show(error.instance)}: {msg}")
         if validator == "minLength" and error.instance == "":
@@ -226,7 +247,23 @@ class _Check:
         return None
 
     # top-level settings ------------------------------------------------------------
+    def finite_numbers(self) -> None:
+        """YAML spells NaN and infinity (.nan, .inf); no profile field means them and
+        kube-scheduler's decoder cannot read them (JSON has no such numbers). A NaN
+        passes every range in the schema, so it is refused here, anywhere."""
+        stack: list[tuple[JsonPath, Any]] = [((), self.data)]
+        while stack:
+            where, value = stack.pop()
+            if isinstance(value, float) and not math.isfinite(value):
+                self.add(where, "out-of-range",
+                         f"Invalid value: {show_value(value)}: not a finite number")
+            elif isinstance(value, Mapping):
+                stack.extend(((*where, k), v) for k, v in value.items())
+            elif isinstance(value, list):
+                stack.extend(((*where, i), v) for i, v in enumerate(value))
+
     def settings(self) -> None:
+        self.finite_numbers()
         data = self.data
         initial = data.get("podInitialBackoffSeconds",
                            config_schema.DEFAULT_POD_INITIAL_BACKOFF_SECONDS)
@@ -260,6 +297,9 @@ class _Check:
             return None
         try:
             seconds = parse_duration(raw)
+        except DurationTooLong as exc:  # well-formed (the schema's pattern), too long
+            self.add(where, rule, f"Invalid value: {_show(raw)}: {exc}")
+            return None
         except ValueError:
             return None
         if seconds <= 0:

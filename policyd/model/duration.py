@@ -16,9 +16,23 @@ _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "
                  "m": 60.0, "h": 3600.0}
 
 
+# Go's time.Duration is int64 nanoseconds: ParseDuration refuses anything longer than
+# 2562047h47m16.854775807s (about 292 years) as "invalid duration".
+MAX_DURATION_SECONDS = (2**63 - 1) / 1e9
+MAX_DURATION = "2562047h47m16.854775807s"
+
+
+class DurationTooLong(ValueError):
+    """A well-formed duration Go cannot hold; the message says the bound."""
+
+    def __init__(self) -> None:
+        super().__init__(f"longer than {MAX_DURATION}, the longest a Go time.Duration "
+                         "(int64 nanoseconds) holds")
+
+
 def parse_duration(text: str) -> float:
     """Seconds in a Go duration ("15s", "1m30s", "500ms", "-2s", "0"); ValueError when
-    `text` is not one."""
+    `text` is not one (DurationTooLong when it is one Go cannot hold)."""
     if not isinstance(text, str):
         raise ValueError(f"not a duration: {show_value(text)}")
     body = text[1:] if text[:1] in "+-" else text
@@ -35,4 +49,6 @@ def parse_duration(text: str) -> float:
         pos = m.end()
     if not body or pos != len(body) or not math.isfinite(total):
         raise ValueError(f"not a duration: {show_value(text)}")
+    if total > MAX_DURATION_SECONDS:
+        raise DurationTooLong
     return sign * total

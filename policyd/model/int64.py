@@ -7,6 +7,9 @@ from __future__ import annotations
 
 _DIGITS = frozenset("0123456789")
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# Kubernetes' int32 fields (weights, priorities, counts): the API server and
+# kube-scheduler's decoder refuse numbers beyond these.
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
 def parse_int64(text: str) -> int | None:

@@ -45,6 +45,8 @@ from policyd.policy.rules.normalization import (
     combine,
     normalize,
     normalize_array,
+    usable,
+    usable_array,
 )
 from policyd.policy.rules.scores.metric import MetricScore
 
@@ -191,7 +193,8 @@ class _Scores:
         bound, raws = state.read(self._score_key)
         raw = raws.get(node.name)
         if raw is None:
-            raw = tuple([value(node) for value in bound])
+            # Out of range is missing (`usable`), as in `score_vector`.
+            raw = tuple([usable(value(node)) for value in bound])
             raws[node.name] = raw
         return raw  # type: ignore[no-any-return]
 
@@ -237,7 +240,7 @@ class _Scores:
         total = np.zeros(idx.size, np.int64)
         wsum: IntArray | None = None  # per node, once a `missing: skip` rule is seen
         for rule, value in zip(self.score_rules, bound, strict=True):
-            column = rule.values(value, pod, table, idx)
+            column = usable_array(rule.values(value, pod, table, idx))
             normalized = normalize_array(rule.normalize, rule.reverse, column)
             missing = getattr(rule, "missing", "worst")
             if missing == "worst":

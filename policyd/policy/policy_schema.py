@@ -15,6 +15,7 @@ problem is reported once, with a message written for it.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from functools import cache
 from typing import Any
@@ -22,6 +23,8 @@ from typing import Any
 from policyd.policy.rules.filters import schemas as filters
 from policyd.policy.rules.scores import schemas as scores
 from policyd.policy.schema_parts import (
+    INT64_MAX,
+    INT64_MIN,
     METRIC_NAME_PATTERN,
     STRING_MAP,
     STRINGS,
@@ -66,6 +69,11 @@ def _requirement(operators: list[str]) -> dict[str, Any]:
     }, ("key", "operator"))
 
 
+# An integer the API server stores: an int64. (Not in the CRD: the API server refuses
+# a schema whose integer bound is 2^63-1, which its float64 cannot hold; it keeps its
+# own int64 fields in range by itself.)
+_INT64 = {"type": "integer", "minimum": INT64_MIN, "maximum": INT64_MAX}
+
 # Metadata the API server sets. Allowed so that a file of objects as
 # `kubectl get schedulingpolicies -o yaml` prints them lints as the objects themselves
 # (the same document whether applied or mounted); policyd ignores all of it.
@@ -91,10 +99,10 @@ SERVER_METADATA: dict[str, Any] = {
     "generateName": {"type": "string", "description": _SERVER_SET},
     "uid": {"type": "string", "description": _SERVER_SET},
     "resourceVersion": {"type": "string", "description": _SERVER_SET},
-    "generation": {"type": "integer", "description": _SERVER_SET},
+    "generation": {**_INT64, "description": _SERVER_SET},
     "creationTimestamp": {"type": "string", "description": _SERVER_SET},
     "deletionTimestamp": {"type": "string", "description": _SERVER_SET},
-    "deletionGracePeriodSeconds": {"type": "integer", "description": _SERVER_SET},
+    "deletionGracePeriodSeconds": {**_INT64, "description": _SERVER_SET},
     "finalizers": {**STRINGS, "description": _SERVER_SET},
     "ownerReferences": {"type": "array", "items": _OWNER_REFERENCE,
                         "description": _SERVER_SET},
@@ -259,8 +267,11 @@ PATTERN_MESSAGES = {
 
 def validate(doc: SourceDocument) -> list[Problem]:
     """Schema problems of one document, each at the key or value it concerns."""
-    return schema_problems(doc, _validator().iter_errors(doc.data),
-                           pattern_messages=PATTERN_MESSAGES)
+    # `.inf` is beyond every maximum too; semantics' `number` check says what it is.
+    errors = [e for e in _validator().iter_errors(doc.data)
+              if not (e.validator in ("minimum", "maximum")
+                      and isinstance(e.instance, float) and not math.isfinite(e.instance))]
+    return schema_problems(doc, errors, pattern_messages=PATTERN_MESSAGES)
 
 
 def main() -> None:

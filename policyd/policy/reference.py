@@ -259,10 +259,20 @@ _SCORES: dict[str, Callable[[Any, Pod, NodeInfo, MetricsReader | None], Fraction
 }
 
 
+# The largest magnitude a raw value may have (docs/policy-language.md, "Numbers and
+# quantities"): beyond it the value is missing.
+_MAX_RAW = 2**53
+
+
 def _raw(rule: Mapping[str, Any], pod: Pod, info: NodeInfo,
          metrics: MetricsReader | None = None) -> Fraction | None:
     kind = _kind(rule, _SCORES)
-    return _SCORES[kind](rule[kind], pod, info, metrics)
+    v = _SCORES[kind](rule[kind], pod, info, metrics)
+    # The bound is on the value as a float64 holds it (the nearest double), which is
+    # what the scheduler reads: 2^53 + 1 is 2^53 there, and counts.
+    if v is not None and not abs(float(v)) <= _MAX_RAW:
+        return None
+    return v
 
 
 def _clamp(x: Fraction) -> int:

@@ -4,7 +4,8 @@ and `RuleKind`: what each rule kind declares about itself.
 Kept apart from `policy_schema.py` so the rule kinds' declarations
 (`policyd/policy/rules/filters/schemas.py`, `.../scores/schemas.py`) can use them while
 `policy_schema` assembles the schema from those declarations; nothing here imports
-more than the standard library, so `policyd lint` stays as light as it is.
+more than the standard library and `model.int64` (which imports nothing), so `policyd
+lint` stays as light as it is.
 """
 
 from __future__ import annotations
@@ -12,7 +13,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from policyd.model import int64
+
 METRIC_NAME_PATTERN = "^[a-zA-Z_][a-zA-Z0-9_]*$"  # as in the profile's metricsProviders
+
+# The largest magnitude of a score rule's raw value (policyd.policy.rules.normalization
+# MAX_RAW_VALUE): 2^53, the last integer float64 holds exactly. Points a policy gives
+# are bounded by it in the schema, values read from nodes when scored.
+MAX_RAW_VALUE = 2**53
+# Integers the API server stores (metadata.generation, a CRD's integer fields) are
+# int64; counts such as maxPodsPerNode int32, as Kubernetes' own counts are.
+INT32_MAX = int64.INT32_MAX
+INT64_MIN, INT64_MAX = int64.INT64_MIN, int64.INT64_MAX
 
 STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
 STRINGS = {"type": "array", "items": {"type": "string"}}

@@ -23,6 +23,10 @@ ANN_VALUES = ["true", "false", "3", "12.5", "a", "0.1", "0.3", "100",
               # not JSON numbers, so missing to numeric rules and to_number (valid label
               # values: selectors take them too; test_json_numbers has the others)
               "Infinity", "NaN", "1e400", "1_000", "0x10", "01", "1e2"]
+# What nodes' annotations may also hold: JSON numbers at the raw-value bound (2^53
+# counts) and beyond it (missing to numeric and jmespath scores).
+NODE_ANN_VALUES = [*ANN_VALUES, "1e308", "-1e308", "9007199254740992", "-9007199254740992",
+                   "9007199254740994", "123456789012345678901234567890"]
 RESOURCES = ["cpu", "memory", "example.com/gpu", "pods"]
 
 
@@ -33,6 +37,7 @@ RESOURCES = ["cpu", "memory", "example.com/gpu", "pods"]
 VOCABULARY = Vocabulary(label_keys=KEYS, label_values=VALUES, annotation_keys=ANN_KEYS,
                         annotation_values=ANN_VALUES, resources=["example.com/gpu"],
                         quantities=["0", "1", "2", "3", "4"], priorities=(0, 20))
+NODE_VOCABULARY = replace(VOCABULARY, annotation_values=NODE_ANN_VALUES)
 NAMES = replace(DEFAULT_NAMES, namespaces=["default", "prod", "kube-system"])
 MIX = next(m for m in MIXES if m.name == "fit")
 
@@ -43,7 +48,7 @@ def policy_pod(rng: random.Random, name: str, node: str = "") -> dict[str, Any]:
 
 
 def policy_node(rng: random.Random, name: str) -> dict[str, Any]:
-    return gen_node(rng, name, names=NAMES, mix=MIX, vocabulary=VOCABULARY)
+    return gen_node(rng, name, names=NAMES, mix=MIX, vocabulary=NODE_VOCABULARY)
 
 
 def _requirement(rng: random.Random, node: bool) -> dict[str, Any]:
@@ -180,7 +185,8 @@ def metrics_cache(rng: random.Random, names: list[str]) -> Any:
         max_age = rng.choice([30.0, 60.0])
         # Two publishes: an old one (some values age out) and a recent one.
         for at in (now[0] - rng.choice([10.0, 45.0, 90.0]), now[0] - rng.choice([0.0, 5.0])):
-            values = {n: rng.choice([0, 0.5, 1, 3, 12.5, 40, 100, 250, 1e-3])
+            values = {n: rng.choice([0, 0.5, 1, 3, 12.5, 40, 100, 250, 1e-3,
+                                        1e308, -1e308, 2.0**53, 2.0**60])
                       for n in names if rng.random() < 0.6}
             cache.update(metric, values, max_age=max_age, provider="p", timestamp=at)
     return cache

@@ -133,6 +133,8 @@ def _breaks(change: str) -> dict[str, Any]:
     elif change == "fractional-quantity":
         spec["filters"][0] = {"id": "room", "message": "m",
                               "headroom": {"resource": "cpu", "quantity": 1.5}}
+    elif change == "max-pods-int32":
+        spec["filters"][0] = {"id": "cap", "message": "m", "maxPodsPerNode": 2**31}
     return body
 
 
@@ -148,6 +150,8 @@ def _breaks(change: str) -> dict[str, Any]:
     ("both-label-values", "spec.filters[0].annotationToNodeLabel",
      "set either labelValue or useAnnotationValue: true, not both"),
     ("fractional-quantity", "spec.filters[0].headroom.quantity", "integer,string"),
+    ("max-pods-int32", "spec.filters[0].maxPodsPerNode",
+     "should be less than or equal to 2147483647"),
 ])
 def test_invalid_objects_are_refused_naming_the_problem(
         objects: client.CustomObjectsApi, change: str, path: str, says: str) -> None:

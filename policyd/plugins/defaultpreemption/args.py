@@ -9,7 +9,7 @@ from typing import Any
 
 from policyd.framework.status import PluginError
 from policyd.plugins.defaultpreemption import NAME
-from policyd.plugins.helper.plugin_args import check_envelope, parse_int
+from policyd.plugins.helper.plugin_args import check_envelope, fits_int, parse_int
 from policyd.problems import Problem, field_problem
 
 ARGS_KIND = "DefaultPreemptionArgs"
@@ -23,7 +23,6 @@ PERCENTAGE_WITH_ABSOLUTE_ZERO = "cannot be zero at the same time as minCandidate
 ABSOLUTE_WITH_PERCENTAGE_ZERO = "cannot be zero at the same time as minCandidateNodesPercentage"
 
 _FIELDS = ("apiVersion", "kind", "minCandidateNodesPercentage", "minCandidateNodesAbsolute")
-_INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +70,7 @@ def _int32(raw: Mapping[str, Any], key: str, default: int, problems: list[Proble
     if value is None:
         return default
     number = parse_int(value, key, problems)
-    if number is not None and not -_INT32_MAX - 1 <= number <= _INT32_MAX:
-        # Upstream's decoder refuses a number that does not fit its int32 field.
-        problems.append(field_problem(key, f"{number} does not fit a 32-bit integer"))
+    if number is not None and not fits_int(number, key, 32, problems):
         return None
     return number
 

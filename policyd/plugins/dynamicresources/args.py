@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policyd.framework.status import PluginError
-from policyd.model.duration import parse_duration
+from policyd.model.duration import DurationTooLong, parse_duration
 from policyd.plugins.dynamicresources import NAME
 from policyd.plugins.helper.plugin_args import check_envelope, type_name
 from policyd.problems import Problem, field_problem
@@ -69,6 +69,9 @@ def _duration(raw: Mapping[str, Any], key: str, default: str, problems: list[Pro
         return None
     try:
         return parse_duration(value)
+    except DurationTooLong as exc:
+        problems.append(field_problem(key, f"Invalid value: {json.dumps(value)}: {exc}"))
+        return None
     except ValueError:
         problems.append(field_problem(key, f"Invalid value: {json.dumps(value)}: must be "
                                            f"a duration such as {default}"))

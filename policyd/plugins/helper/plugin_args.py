@@ -40,6 +40,18 @@ def check_envelope(args: Mapping[str, Any], known: Sequence[str], kind: str,
             "kind", f"must be {kind!r}, not {json.dumps(got, default=str)}"))
 
 
+# Upstream's decoder refuses a number that does not fit the Go field's type.
+INT_BITS = {32: range(-(2**31), 2**31), 64: range(-(2**63), 2**63)}
+
+
+def fits_int(value: int, path: str, bits: int, problems: Problems) -> bool:
+    """Whether `value` fits a Go int32 or int64 (`bits`) field; a problem if not."""
+    if value in INT_BITS[bits]:
+        return True
+    problems.append(field_problem(path, f"{value} does not fit a {bits}-bit integer"))
+    return False
+
+
 def parse_int(value: Any, path: str, problems: Problems) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         problems.append(field_problem(path, f"must be an integer, not {type_name(value)}"))

@@ -32,6 +32,7 @@ from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import ABSENT, BoolArray, IntArray, NodeTable
 from policyd.plugins import names
+from policyd.plugins.helper.plugin_args import fits_int
 from policyd.plugins.helper.pod_event_hints import spread_after_node_change, spread_after_pod_change
 from policyd.plugins.nodeaffinity.node_affinity import pod_node_affinity
 from policyd.plugins.podtopologyspread.constraints import (
@@ -516,6 +517,11 @@ def _validate_default_constraint(raw: Any, path: str, problems: list[Problem]) -
     elif max_skew <= 0:
         problems.append(field_problem(f"{path}.maxSkew",
                          f"Invalid value: {max_skew}: not in valid range (0, inf)"))
+    else:  # maxSkew and minDomains are int32 fields upstream
+        fits_int(max_skew, f"{path}.maxSkew", 32, problems)
+    min_domains = raw.get("minDomains")
+    if isinstance(min_domains, int) and not isinstance(min_domains, bool):
+        fits_int(min_domains, f"{path}.minDomains", 32, problems)
     key = raw.get("topologyKey")
     if key is None or key == "":
         problems.append(field_problem(f"{path}.topologyKey", "Required value: can not be empty"))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policyd.framework.status import PluginError
-from policyd.plugins.helper.plugin_args import check_envelope, type_name
+from policyd.plugins.helper.plugin_args import check_envelope, fits_int, type_name
 from policyd.plugins.volumebinding import NAME
 from policyd.problems import Problem, field_problem
 
@@ -51,6 +51,8 @@ def parse_args(args: Mapping[str, Any] | None) -> VolumeBindingArgs:
     elif timeout < 0:
         problems.append(field_problem("bindTimeoutSeconds",
                                       f"Invalid value: {timeout}: {NEGATIVE_TIMEOUT}"))
+    elif not fits_int(timeout, "bindTimeoutSeconds", 64, problems):  # an int64 upstream
+        timeout = DEFAULT_BIND_TIMEOUT_SECONDS
     shape = raw.get("shape")
     if shape is not None:
         shown = json.dumps(shape, default=str)

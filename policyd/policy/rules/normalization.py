@@ -4,6 +4,11 @@ Missing values (None; NaN in columns) score 0 after normalization, whatever `rev
 says, and are left out of min/max; a rule's `missing` setting then adjusts them
 (`apply_missing`). `normalize` and `normalize_array` are the per-node and the column
 forms of the same integers.
+
+A raw value counts only within +-MAX_RAW_VALUE (2^53): `usable` and `usable_array` (the
+per-node and the column form) make anything else missing before it is normalized, so
+what a node label, annotation, metric or JMESPath result holds (1e308, -1e308, a huge
+integer) never reaches arithmetic that overflows (v * 100, highest - lowest).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from policyd.framework import MAX_NODE_SCORE
+from policyd.policy import schema_parts
 from policyd.policy.rules.base import FloatArray, ScoreRule
 
 if TYPE_CHECKING:
@@ -23,6 +29,25 @@ if TYPE_CHECKING:
 # A rule's 0..100 and the policy's combined score are node scores like any plugin's.
 MAX_SCORE = MAX_NODE_SCORE
 NEUTRAL_SCORE = MAX_SCORE // 2  # `missing: neutral`
+# The largest magnitude a raw value may have: 2^53, the last integer float64 holds
+# exactly. Within it, (highest - lowest) * 100 and value * 100 stay finite (far below
+# float64's 1.8e308); beyond it a value is treated as missing. docs/policy-language.md
+# states the same bound, and the reference evaluator restates it.
+MAX_RAW_VALUE = float(schema_parts.MAX_RAW_VALUE)
+
+
+def usable(value: float | None) -> float | None:
+    """A raw value as normalization takes it: finite and within +-MAX_RAW_VALUE, else
+    None (missing)."""
+    if value is None or not -MAX_RAW_VALUE <= value <= MAX_RAW_VALUE:  # NaN fails too
+        return None
+    return value
+
+
+def usable_array(raw: FloatArray) -> FloatArray:
+    """`usable` over a column: NaN (missing) wherever the value is out of range."""
+    # Comparisons with NaN and infinities are False without a floating-point warning.
+    return np.where(np.abs(raw) <= MAX_RAW_VALUE, raw, np.nan)
 
 
 def _pct(num: float, den: float) -> int:

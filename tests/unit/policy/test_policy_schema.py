@@ -133,3 +133,44 @@ def test_type_errors_read_well() -> None:
     doc = make_policy(filters="nope")
     [p] = check_docs(doc).problems
     assert p.message == "must be a list, not a string"
+
+
+# -- numbers at their limits (issue 26, class 2) ----------------------------------------
+
+_LIMIT_CASES = [
+    # (spec or metadata fragment, the path refused, the bound the message names)
+    ({"filters": [{"id": "cap", "message": "m", "maxPodsPerNode": 2**31}]},
+     "spec.filters[0].maxPodsPerNode", "[1..2147483647]"),
+    ({"scores": [{"id": "s", "weight": 1, "normalize": "max",
+                  "labelValue": {"label": "d", "values": {"a": 1e308}}}]},
+     "spec.scores[0].labelValue.values.a", "[0..9007199254740992]"),
+    ({"scores": [{"id": "s", "weight": 1, "normalize": "max",
+                  "labelValue": {"label": "d", "values": {"a": 1}, "default": 2**53 + 1}}]},
+     "spec.scores[0].labelValue.default", "[0..9007199254740992]"),
+    ({"weight": 2**31}, "spec.weight", "[1..100]"),
+    ({"scores": [{"id": "s", "weight": 2**63, "normalize": "max",
+                  "numeric": {"label": "d"}}]}, "spec.scores[0].weight", "[1..100]"),
+]
+
+
+@pytest.mark.parametrize(("spec", "path", "bound"), _LIMIT_CASES,
+                         ids=[c[1] for c in _LIMIT_CASES])
+def test_numbers_beyond_their_bounds_are_refused(spec: dict[str, object], path: str,
+                                                 bound: str) -> None:
+    doc = make_policy(**{"filters": [{"id": "f", "message": "m", "maxPodsPerNode": 1}],
+                         **spec})
+    result = check_docs(doc)
+    assert rules(result.problems) == [("schema", path)], result.problems
+    assert bound in errors(result.problems)[0].message
+    assert result.compiled == []
+
+
+@pytest.mark.parametrize(("field", "value", "ok"), [
+    ("generation", 2**63 - 1, True), ("generation", 2**63, False),
+    ("generation", -(2**63) - 1, False), ("deletionGracePeriodSeconds", 2**63, False),
+])
+def test_server_set_integers_are_int64(field: str, value: int, ok: bool) -> None:
+    doc = make_policy(filters=[{"id": "f", "message": "m", "maxPodsPerNode": 2**31 - 1}])
+    doc["metadata"][field] = value
+    result = check_docs(doc)
+    assert rules(result.problems) == ([] if ok else [("schema", f"metadata.{field}")])

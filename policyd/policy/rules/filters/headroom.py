@@ -1,17 +1,19 @@
 """`headroom`: free capacity the node must keep after placing the pod.
 
 A resource the node does not list has allocatable 0. Evicting pods frees room, so a
-rejection is resolvable by preemption.
+rejection is resolvable by preemption. Exact at any int64 amount (see `Headroom`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from policyd.framework.events import ClusterEventWithHint
+from policyd.model.int64 import INT64_MAX
 from policyd.model.node_info import NodeInfo
 from policyd.model.quantity import resource_value
 from policyd.model.records import Pod
@@ -25,6 +27,11 @@ if TYPE_CHECKING:
 
 
 class Headroom(FilterRule):
+    """`percent` is the decimal written (12.5 is 25/2, 33.3 is 333/10), compared in
+    integers: (allocatable - used) * 100 * den >= allocatable * num, exact per node and,
+    while every amount keeps that within int64, over the columns too; beyond, `mask`
+    asks the per-node check (a node with 9e18 of a resource is judged, not wrapped)."""
+
     kind = schemas.HEADROOM
     unresolvable = False
 
@@ -33,7 +40,14 @@ class Headroom(FilterRule):
         self.resource: str = spec["resource"]
         self.quantity: int | None = (resource_value(self.resource, spec["quantity"])
                                      if "quantity" in spec else None)
-        self.percent: float | None = (float(spec["percent"]) if "percent" in spec else None)
+        # As the reference evaluator reads it: the shortest decimal of the number.
+        self.percent: Fraction | None = (Fraction(str(spec["percent"]))
+                                         if "percent" in spec else None)
+        # The largest amount with which the columns' int64 arithmetic is exact: used is
+        # at most twice it, times 100 * den (percent) or alone (quantity).
+        den = self.percent.denominator if self.percent is not None else 1
+        self._limit = INT64_MAX // (200 * den) if self.percent is not None \
+            else INT64_MAX // 4
         # The pod count does not depend on the pod; any other resource adds its request.
         self.reads_pod = self.resource != "pods"
 
@@ -50,27 +64,33 @@ class Headroom(FilterRule):
         if self.quantity is not None:
             q = self.quantity
             return lambda info: info.node.allocatable.get(r, 0) - used(info) >= q
-        pct = self.percent or 0.0
+        pct = self.percent or Fraction(0)
+        num, scale = pct.numerator, 100 * pct.denominator
 
         def check(info: NodeInfo) -> bool:
             alloc = info.node.allocatable.get(r, 0)
-            return (alloc - used(info)) * 100 >= alloc * pct
+            return (alloc - used(info)) * scale >= alloc * num
         return check
 
     def mask(self, check: NodeCheck, policy: RulePolicy, pod: Pod, table: NodeTable,
              idx: IntArray) -> BoolArray:
         r = self.resource
         alloc = resource_row(table, table.allocatable, r, idx)
-        if r == "pods":
-            used = table.take(table.pod_count, idx) + 1
-        else:
-            used = resource_row(table, table.requested, r, idx) + pod_requests(pod).get(r, 0)
+        own = 1 if r == "pods" else pod_requests(pod).get(r, 0)
+        used = (table.take(table.pod_count, idx) if r == "pods"
+                else resource_row(table, table.requested, r, idx))
+        if not idx.size:
+            return np.zeros(0, np.bool_)
+        if own > self._limit or max(int(np.abs(alloc).max()),
+                                    int(used.max())) > self._limit:
+            # Beyond the limit int64 products would wrap: per node, exactly.
+            return super().mask(check, policy, pod, table, idx)
+        used = used + own
         if self.quantity is not None:
             return np.asarray(alloc - used >= self.quantity, np.bool_)
-        pct = self.percent or 0.0
-        # Integral percentages stay in integer arithmetic, as the per-node check does.
-        factor: float | int = int(pct) if pct.is_integer() else pct
-        return np.asarray((alloc - used) * 100 >= alloc * factor, np.bool_)
+        pct = self.percent or Fraction(0)
+        return np.asarray((alloc - used) * (100 * pct.denominator) >= alloc * pct.numerator,
+                          np.bool_)
 
     def events(self, policy: RulePolicy) -> tuple[ClusterEventWithHint, ...]:
         return (ClusterEventWithHint(NODE_ALLOCATABLE, node_hint(policy, self)),

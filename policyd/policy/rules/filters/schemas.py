@@ -9,7 +9,13 @@ validates against the schema without loading the rules' numpy code.
 
 from __future__ import annotations
 
-from policyd.policy.schema_parts import QUANTITY, STRING_MAP, RuleKind, schema_object
+from policyd.policy.schema_parts import (
+    INT32_MAX,
+    QUANTITY,
+    STRING_MAP,
+    RuleKind,
+    schema_object,
+)
 
 # The docs table's columns after the kind's.
 COLUMNS = ("what it checks", "code when it fails")
@@ -91,8 +97,8 @@ REQUIRE_EXTENDED_RESOURCE = RuleKind(
 
 MAX_PODS_PER_NODE = RuleKind(
     "maxPodsPerNode",
-    {"type": "integer", "minimum": 1, "description":
-     "At most this many pods this policy applies to on one node."},
+    {"type": "integer", "minimum": 1, "maximum": INT32_MAX, "description":
+     "At most this many pods this policy applies to on one node (an int32)."},
     ("at most N pods this policy applies to on one node (existing ones counted; the pod "
      "itself not twice)", "Unschedulable"),
     """\

@@ -1,6 +1,7 @@
 """`jmespath` scores: a JMESPath expression over {pod, node} giving a number.
 
-A missing field is null; a result that is not a number, or an evaluation error, is a
+A missing field is null; a result that is not a number, a number beyond +-2^53
+(normalization.MAX_RAW_VALUE, applied by the compiler), or an evaluation error, is a
 missing value.
 """
 

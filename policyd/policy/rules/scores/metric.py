@@ -1,7 +1,8 @@
 """`metric` scores: a node metric from the cache providers fill in the background (never
 I/O here).
 
-A value missing from the cache or older than its provider's maxAge is missing;
+A value missing from the cache, older than its provider's maxAge or beyond +-2^53
+(normalization.MAX_RAW_VALUE, applied by the compiler) is missing;
 `missing: worst` scores 0, `neutral` 50, `skip` leaves the rule out of that node's
 weighted mean. Missing values are always left out of min/max.
 """

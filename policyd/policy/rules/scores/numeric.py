@@ -1,6 +1,7 @@
 """`numeric` scores: a number read from a node label or annotation.
 
-A missing or non-numeric value is missing (it scores 0 whatever `prefer` says).
+A missing or non-numeric value is missing (it scores 0 whatever `prefer` says), and so
+is a number beyond +-2^53 (normalization.MAX_RAW_VALUE, applied by the compiler).
 """
 
 from __future__ import annotations

@@ -9,7 +9,12 @@ validates against the schema without loading the rules' numpy code.
 
 from __future__ import annotations
 
-from policyd.policy.schema_parts import METRIC_NAME_PATTERN, RuleKind, schema_object
+from policyd.policy.schema_parts import (
+    MAX_RAW_VALUE,
+    METRIC_NAME_PATTERN,
+    RuleKind,
+    schema_object,
+)
 
 # The docs table's columns after the kind's.
 COLUMNS = ("raw value of a node",)
@@ -20,8 +25,9 @@ LABEL_VALUE = RuleKind(
     schema_object({
         "label": {"type": "string"},
         "values": {"type": "object",
-                   "additionalProperties": {"type": "number", "minimum": 0}},
-        "default": {"type": "number", "minimum": 0,
+                   "additionalProperties": {"type": "number", "minimum": 0,
+                                            "maximum": MAX_RAW_VALUE}},
+        "default": {"type": "number", "minimum": 0, "maximum": MAX_RAW_VALUE,
                     "description": "Points when the label is missing or unlisted."},
     }, ("label", "values")),
     ("the points of the node's label value; `default` (0) when the label is missing or "

@@ -8,7 +8,14 @@ import random
 import numpy as np
 import pytest
 
-from policyd.policy.rules.normalization import combine, normalize, normalize_array
+from policyd.policy.rules.normalization import (
+    MAX_RAW_VALUE,
+    combine,
+    normalize,
+    normalize_array,
+    usable,
+    usable_array,
+)
 
 
 @pytest.mark.parametrize(("method", "reverse", "raw", "expected"), [
@@ -47,3 +54,37 @@ def test_normalize_array_is_normalize_per_element(seed: int) -> None:
             column = np.array([math.nan if v is None else v for v in raw], np.float64)
             assert normalize_array(method, reverse, column).tolist() == normalize(
                 method, reverse, raw)
+
+
+# Values at and beyond the raw-value bound, and what `usable` makes of each.
+_LIMITS = [(2.0**53, 2.0**53), (-(2.0**53), -(2.0**53)), (2.0**53 + 2, None),
+           (1e308, None), (-1e308, None), (math.inf, None), (-math.inf, None),
+           (math.nan, None), (5e-324, 5e-324), (-0.0, -0.0), (None, None)]
+
+
+@pytest.mark.parametrize(("value", "expected"), _LIMITS)
+def test_usable_keeps_values_within_two_to_the_53(value: float | None,
+                                                  expected: float | None) -> None:
+    assert MAX_RAW_VALUE == 2**53
+    assert usable(value) == expected
+    column = np.array([math.nan if value is None else value], np.float64)
+    got = usable_array(column)[0]
+    assert (math.isnan(got) if expected is None else got == expected)
+
+
+@pytest.mark.parametrize("seed", range(50))
+def test_usable_values_normalize_into_0_to_100_without_warnings(seed: int) -> None:
+    rng = random.Random(seed)
+    pool = [1e308, -1e308, 2.0**53, -(2.0**53), 2.0**53 + 2, 9.9e307, 1e-300, 0.0, 5.0,
+            math.inf, math.nan, None]
+    raw = [rng.choice(pool) for _ in range(rng.randint(1, 8))]
+    kept = [usable(v) for v in raw]
+    column = usable_array(np.array([math.nan if v is None else v for v in raw], np.float64))
+    # An overflow, a division by zero or an invalid cast raises here (underflow is
+    # numpy's default "ignore": it rounds toward 0, which floor takes as is).
+    with np.errstate(over="raise", divide="raise", invalid="raise"):
+        for method in ("none", "max", "minmax"):
+            for reverse in (False, True):
+                want = normalize(method, reverse, kept)
+                assert all(0 <= s <= 100 for s in want)
+                assert normalize_array(method, reverse, column).tolist() == want
