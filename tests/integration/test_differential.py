@@ -211,6 +211,9 @@ def test_policyd_matches_kube_scheduler(runner: Runner,
         MIN_SCORE_COMPARED_CASES if CASES >= DEFAULT_CASES else 0)
     if switched_off is not None:
         report.append(f"{switched_off}\n{summary}")
+    not_exercised = tally.too_few_feature_cases() if CASES >= DEFAULT_CASES else None
+    if not_exercised is not None:
+        report.append(f"{not_exercised}\n{summary}")
     if failures:
         report.append(f"{len(failures)} of {summary} differ:")
         for first, outcome in failures[:20]:
