@@ -103,8 +103,9 @@ def _side_stream(rng: random.Random, what: str) -> random.Random:
     """A generator for what was added to the mix later (declared features, restart
     rules), seeded from `rng`'s state without drawing from it: every object the
     generator made before stays exactly as it was, so recorded seeds keep their cases.
-    (Tuples of ints hash the same in every process.)"""
-    return random.Random(f"{what}/{hash(rng.getstate())}")
+    Seeded from the state's text (a str seed is hashed with SHA-512), never hash():
+    the state holds None, whose hash differs from process to process before 3.12."""
+    return random.Random(f"{what}/{rng.getstate()!r}")
 
 
 def _declare_features(rng: random.Random, status: dict[str, Any], mix: Mix) -> None:
