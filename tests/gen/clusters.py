@@ -99,7 +99,7 @@ RESTART_ALL_RULE = {"action": "RestartAllContainers",
                     "exitCodes": {"operator": "In", "values": [42]}}
 
 
-def _side_stream(rng: random.Random, what: str) -> random.Random:
+def side_stream(rng: random.Random, what: str) -> random.Random:
     """A generator for what was added to the mix later (declared features, restart
     rules), seeded from `rng`'s state without drawing from it: every object the
     generator made before stays exactly as it was, so recorded seeds keep their cases.
@@ -109,7 +109,7 @@ def _side_stream(rng: random.Random, what: str) -> random.Random:
 
 
 def _declare_features(rng: random.Random, status: dict[str, Any], mix: Mix) -> None:
-    side = _side_stream(rng, "declared-features")
+    side = side_stream(rng, "declared-features")
     features = [f for f in OTHER_FEATURES if side.random() < 0.3]
     if side.random() < mix.declares_restart_all:
         features.append(RESTART_ALL_FEATURE)
@@ -121,7 +121,7 @@ def _add_restart_rules(rng: random.Random, spec: dict[str, Any], mix: Mix) -> No
     """A RestartAllContainers rule (on a container, an init container or a sidecar,
     which then need a restartPolicy) for `mix.restart_all_rule` of the pods; a few
     others get a plain Restart rule, which needs no feature."""
-    side = _side_stream(rng, "restart-rules")
+    side = side_stream(rng, "restart-rules")
     r = side.random()
     if r < mix.restart_all_rule:
         rule = RESTART_ALL_RULE
@@ -130,9 +130,15 @@ def _add_restart_rules(rng: random.Random, spec: dict[str, Any], mix: Mix) -> No
     else:
         return
     holders = spec["containers"] + spec.get("initContainers", [])
-    holder = side.choice(holders)
-    holder.setdefault("restartPolicy", side.choice(["Never", "OnFailure"]))
-    holder["restartPolicyRules"] = [dict(rule)]
+    add_restart_rule(side.choice(holders), rule, side)
+
+
+def add_restart_rule(container: dict[str, Any], rule: Mapping[str, Any],
+                     rng: random.Random) -> None:
+    """Give `container` the restart rule `rule` (with the restartPolicy the API server
+    requires alongside rules, unless it has one: a sidecar keeps Always)."""
+    container.setdefault("restartPolicy", rng.choice(["Never", "OnFailure"]))
+    container["restartPolicyRules"] = [dict(rule)]
 
 
 @dataclass(frozen=True)
