@@ -316,6 +316,11 @@ class NodeBuilder:
         self._d["spec"]["unschedulable"] = flag
         return self
 
+    def declared_features(self, *features: str) -> NodeBuilder:
+        """status.declaredFeatures, as given (the API server wants them sorted)."""
+        self._d["status"]["declaredFeatures"] = list(features)
+        return self
+
     def image(self, size: int, *names: str) -> NodeBuilder:
         self._d["status"].setdefault("images", []).append(
             {"names": list(names), "sizeBytes": size})

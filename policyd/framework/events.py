@@ -30,13 +30,16 @@ class ActionType(IntFlag):
     UPDATE_NODE_TAINT = 16  # taints, or spec.unschedulable turned off
     UPDATE_NODE_CONDITION = 32
     UPDATE_NODE_ANNOTATION = 64
-    UPDATE_POD_LABEL = 128
-    UPDATE_POD_SCALE_DOWN = 256
-    UPDATE_POD_TOLERATION = 512
-    UPDATE_POD_SCHEDULING_GATES_ELIMINATED = 1024
-    UPDATE_POD_GENERATED_RESOURCE_CLAIM = 2048
-    UPDATE = 4 | 8 | 16 | 32 | 64 | 128 | 256 | 512 | 1024 | 2048
-    ALL = 4095
+    # status.declaredFeatures changed (upstream's place for it, before the pod kinds:
+    # `matches` compares the values, so the order is upstream's order).
+    UPDATE_NODE_DECLARED_FEATURE = 128
+    UPDATE_POD_LABEL = 256
+    UPDATE_POD_SCALE_DOWN = 512
+    UPDATE_POD_TOLERATION = 1024
+    UPDATE_POD_SCHEDULING_GATES_ELIMINATED = 2048
+    UPDATE_POD_GENERATED_RESOURCE_CLAIM = 4096
+    UPDATE = 4 | 8 | 16 | 32 | 64 | 128 | 256 | 512 | 1024 | 2048 | 4096
+    ALL = 8191
 
 
 # Upstream's names, used in event labels and logs.
@@ -47,6 +50,7 @@ _ACTION_NAMES = {
     ActionType.UPDATE_NODE_TAINT: "UpdateNodeTaint",
     ActionType.UPDATE_NODE_CONDITION: "UpdateNodeCondition",
     ActionType.UPDATE_NODE_ANNOTATION: "UpdateNodeAnnotation",
+    ActionType.UPDATE_NODE_DECLARED_FEATURE: "UpdateNodeDeclaredFeature",
     ActionType.UPDATE_POD_LABEL: "UpdatePodLabel",
     ActionType.UPDATE_POD_SCALE_DOWN: "UpdatePodScaleDown",
     ActionType.UPDATE_POD_TOLERATION: "UpdatePodToleration",
@@ -185,6 +189,9 @@ def node_update_events(old: Node, new: Node) -> list[ClusterEvent]:
         actions.append(ActionType.UPDATE_NODE_CONDITION)
     if old.annotations != new.annotations:
         actions.append(ActionType.UPDATE_NODE_ANNOTATION)
+    # Compared as lists: the API server keeps them sorted and unique.
+    if old.declared_features != new.declared_features:
+        actions.append(ActionType.UPDATE_NODE_DECLARED_FEATURE)
     return [ClusterEvent(NODE, a) for a in actions]
 
 

@@ -7,6 +7,7 @@ scheduler does not read stay only in `raw`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -134,6 +135,9 @@ class Node:
     images: dict[str, int]  # every name of every image on the node -> size in bytes
     addresses: dict[str, str]  # address type (InternalIP, Hostname...) -> address
     raw: dict[str, Any]
+    # status.declaredFeatures (the kubelet's; NodeDeclaredFeatures reads them): sorted,
+    # unique, as the API server requires.
+    declared_features: tuple[str, ...] = ()
     cache: dict[str, Any] = field(default_factory=dict)
 
 
@@ -420,6 +424,29 @@ def pod_from_dict(obj: Any) -> Pod:
     )
 
 
+# The API server's rule for a declared feature's name (ValidateNode, v1.36).
+_FEATURE_NAME = re.compile(r"[A-Z][a-zA-Z0-9]*(/[a-zA-Z][a-zA-Z0-9]*)*")
+_FEATURE_NAME_MAX = 253
+
+
+def _declared_features(r: _Reader, value: Any) -> tuple[str, ...]:
+    """status.declaredFeatures, refused where the API server refuses it: a bad name, or
+    a list not sorted and unique (kube-scheduler's lookup relies on the order)."""
+    path = "status.declaredFeatures"
+    names = [r.string(f, f"{path}[{i}]") for i, f in enumerate(r.seq(value, path))]
+    for i, name in enumerate(names):
+        if len(name) > _FEATURE_NAME_MAX or not _FEATURE_NAME.fullmatch(name):
+            raise r.fail(f"{path}[{i}]", f"invalid feature name {show_value(name)}: at most "
+                         f"{_FEATURE_NAME_MAX} characters, an UpperCamelCase segment and "
+                         "then segments after '/' (MyFeature, MyFeature/mySubFeature), "
+                         "letters and digits only")
+        if i and names[i - 1] >= name:
+            raise r.fail(f"{path}[{i}]", f"duplicate {show_value(name)}" if names[i - 1] == name
+                         else f"{show_value(name)} is out of order: the list must be "
+                         "sorted alphabetically")
+    return tuple(names)
+
+
 def node_from_dict(obj: Any) -> Node:
     """Decode a v1 Node; raises InvalidObjectError naming the node and the field."""
     _, name = _object_name(obj, "Node")
@@ -466,4 +493,5 @@ def node_from_dict(obj: Any) -> Node:
         images=images,
         addresses=addresses,
         raw=obj,
+        declared_features=_declared_features(r, status.get("declaredFeatures")),
     )

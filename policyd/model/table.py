@@ -74,6 +74,10 @@ class NodeTable:
         self.taint_set_id: IntArray = np.zeros(0, np.int64)
         self.taint_sets: list[tuple[Taint, ...]] = []
         self._taint_ids: dict[tuple[Taint, ...], int] = {}
+        # Likewise nodes declaring the same features (status.declaredFeatures) share an id.
+        self.feature_set_id: IntArray = np.zeros(0, np.int64)
+        self.feature_sets: list[tuple[str, ...]] = []
+        self._feature_ids: dict[tuple[str, ...], int] = {}
         self._records: list[Node] = []
         self._labels: dict[str, tuple[IntArray, dict[str, int]]] = {}
         self._images: dict[str, IntArray] = {}
@@ -162,6 +166,9 @@ class NodeTable:
         self.taint_set_id = np.zeros(n, np.int64)
         self.taint_sets = []
         self._taint_ids = {}
+        self.feature_set_id = np.zeros(n, np.int64)
+        self.feature_sets = []
+        self._feature_ids = {}
         self._records = [info.node for info in self.infos]
         self.generation = next(_GENERATIONS)
         self.row_stamp = np.zeros(n, np.int64)
@@ -198,6 +205,12 @@ class NodeTable:
             tid = self._taint_ids[key] = len(self.taint_sets)
             self.taint_sets.append(key)
         self.taint_set_id[i] = tid
+        features = node.declared_features
+        fid = self._feature_ids.get(features)
+        if fid is None:
+            fid = self._feature_ids[features] = len(self.feature_sets)
+            self.feature_sets.append(features)
+        self.feature_set_id[i] = fid
         return True
 
     def _write_usage(self, i: int, info: NodeInfo) -> bool:

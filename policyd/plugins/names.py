@@ -24,12 +24,12 @@ VOLUME_BINDING = "VolumeBinding"
 VOLUME_ZONE = "VolumeZone"
 DEFAULT_PREEMPTION = "DefaultPreemption"
 DYNAMIC_RESOURCES = "DynamicResources"
+NODE_DECLARED_FEATURES = "NodeDeclaredFeatures"
 
 # kube-scheduler v1.36's in-tree plugins that policyd does not implement.
 UPSTREAM_NOT_IMPLEMENTED = frozenset({
     "DefaultBinder",
     "GangScheduling",
-    "NodeDeclaredFeatures",
     "PodGroupPodsCount",
     "SchedulingGates",
     "TopologyPlacementGenerator",

@@ -33,10 +33,12 @@ _MODULES = {
     names.DEFAULT_PREEMPTION: "defaultpreemption.plugin",
     names.NODE_RESOURCES_BALANCED_ALLOCATION: "noderesources.balanced_allocation",
     names.IMAGE_LOCALITY: "imagelocality.image_locality",
+    # Last: v1.36 appends it for its feature gate, after DefaultBinder.
+    names.NODE_DECLARED_FEATURES: "nodedeclaredfeatures.node_declared_features",
 }
 
-# kube-scheduler's default profile, in its order (getDefaultPlugins, v1.36), restricted
-# to the plugins policyd has.
+# kube-scheduler's default profile, in its order (getDefaultPlugins with the feature
+# gates on by default applied, v1.36), restricted to the plugins policyd has.
 DEFAULT_PROFILE_ORDER = tuple(_MODULES)
 
 # Upstream plugins policyd does not implement. A profile may disable them (configs are

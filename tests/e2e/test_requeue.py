@@ -223,6 +223,23 @@ def _gold_label(e: Env, s: str) -> None:
     e.patch_node(f"rq-gold-{s}", {"metadata": {"labels": {"rq-tier": "gold"}}})
 
 
+def _features_setup(e: Env) -> None:
+    e.c.node("rq-ndf")
+    for s in SIDES:
+        # A RestartAllContainers rule: only a node declaring the feature fits.
+        e.pod("ndf", s, **pin("rq-ndf"), containers=[{
+            "name": "main", "image": "registry.k8s.io/pause:3.10",
+            "restartPolicy": "Never", "restartPolicyRules": [{
+                "action": "RestartAllContainers",
+                "exitCodes": {"operator": "In", "values": [42]}}]}])
+
+
+def _features_declared(e: Env, s: str) -> None:
+    if s == "p":
+        e.patch_node("rq-ndf", {"status": {
+            "declaredFeatures": ["RestartAllContainersOnContainerExits"]}}, status=True)
+
+
 CASES = [
     Case("required podAffinity peer bound by another scheduler", _peer_bound_elsewhere_setup,
          _peer_bound_elsewhere),
@@ -237,6 +254,8 @@ CASES = [
     Case("allocatable grown (NodeResourcesFit)", _alloc_setup, _alloc_grown),
     Case("bound pod deleted (NodeResourcesFit)", _freed_setup, _filler_deleted),
     Case("node label a compiled policy's filter reads", _policy_setup, _gold_label),
+    Case("node declares the feature (NodeDeclaredFeatures)", _features_setup,
+         _features_declared),
 ]
 
 # Where the pod names of a case come from (its setup's first argument to `Env.pod`).
@@ -244,7 +263,7 @@ POD_OF = {
     CASES[0].name: "peer-other", CASES[1].name: "peer-self", CASES[2].name: "rq-anti",
     CASES[3].name: "rq-anti2", CASES[4].name: "node-added", CASES[5].name: "node-label",
     CASES[6].name: "taint", CASES[7].name: "cordon", CASES[8].name: "alloc",
-    CASES[9].name: "freed", CASES[10].name: "policy",
+    CASES[9].name: "freed", CASES[10].name: "policy", CASES[11].name: "ndf",
 }
 
 

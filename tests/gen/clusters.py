@@ -69,6 +69,10 @@ class Mix:
     existing_per_node: int = 3  # up to this many existing pods per node
     apps: int = 4  # how many app label values pods draw from
     same_namespace: float = 0.0  # chance an existing pod shares the pod's namespace
+    # NodeDeclaredFeatures: the share of nodes declaring RestartAllContainersOnContainerExits
+    # and of pods to place with a RestartAllContainers restart rule (the issue 27 mix).
+    declares_restart_all: float = 0.3
+    restart_all_rule: float = 0.2
 
 
 MIXES = (
@@ -83,6 +87,58 @@ MIXES = (
 # The short forms' default: with the "mixed" mix most pods fail an early filter, and
 # the fast path must be compared on many decided placements and scores too.
 ROOMY = Mix("roomy", taints=0.3, roomy=True, affinity=0.2)
+
+
+# Declared features (status.declaredFeatures) besides the one pods can need: a v1.36
+# kubelet declares those of its feature gates that are on, none a pod infers at
+# scheduling time; and a name no registry knows yet, which the scheduler ignores.
+RESTART_ALL_FEATURE = "RestartAllContainersOnContainerExits"
+OTHER_FEATURES = ("ExtendWebSocketsToKubelet", "InPlacePodVerticalScalingInitContainers",
+                  "SomeFutureFeature/part")
+RESTART_ALL_RULE = {"action": "RestartAllContainers",
+                    "exitCodes": {"operator": "In", "values": [42]}}
+
+
+def side_stream(rng: random.Random, what: str) -> random.Random:
+    """A generator for what was added to the mix later (declared features, restart
+    rules), seeded from `rng`'s state without drawing from it: every object the
+    generator made before stays exactly as it was, so recorded seeds keep their cases.
+    Seeded from the state's text (a str seed is hashed with SHA-512), never hash():
+    the state holds None, whose hash differs from process to process before 3.12."""
+    return random.Random(f"{what}/{rng.getstate()!r}")
+
+
+def _declare_features(rng: random.Random, status: dict[str, Any], mix: Mix) -> None:
+    side = side_stream(rng, "declared-features")
+    features = [f for f in OTHER_FEATURES if side.random() < 0.3]
+    if side.random() < mix.declares_restart_all:
+        features.append(RESTART_ALL_FEATURE)
+    if features:
+        status["declaredFeatures"] = sorted(features)  # the API server wants them sorted
+
+
+def _add_restart_rules(rng: random.Random, spec: dict[str, Any], mix: Mix) -> None:
+    """A RestartAllContainers rule (on a container, an init container or a sidecar,
+    which then need a restartPolicy) for `mix.restart_all_rule` of the pods; a few
+    others get a plain Restart rule, which needs no feature."""
+    side = side_stream(rng, "restart-rules")
+    r = side.random()
+    if r < mix.restart_all_rule:
+        rule = RESTART_ALL_RULE
+    elif r < mix.restart_all_rule + 0.05:
+        rule = {**RESTART_ALL_RULE, "action": "Restart"}
+    else:
+        return
+    holders = spec["containers"] + spec.get("initContainers", [])
+    add_restart_rule(side.choice(holders), rule, side)
+
+
+def add_restart_rule(container: dict[str, Any], rule: Mapping[str, Any],
+                     rng: random.Random) -> None:
+    """Give `container` the restart rule `rule` (with the restartPolicy the API server
+    requires alongside rules, unless it has one: a sidecar keeps Always)."""
+    container.setdefault("restartPolicy", rng.choice(["Never", "OnFailure"]))
+    container["restartPolicyRules"] = [dict(rule)]
 
 
 @dataclass(frozen=True)
@@ -186,6 +242,7 @@ def gen_node(rng: random.Random, name: str, names: Names = DEFAULT_NAMES,
         status["images"] = [
             {"names": [img], "sizeBytes": NODE_IMAGES[img] * 1024 * 1024}
             for img in rng.sample(sorted(NODE_IMAGES), rng.randint(1, 3))]
+    _declare_features(rng, status, mix)
     meta: dict[str, Any] = {"name": name, "labels": labels}
     if vocabulary:
         vocabulary.add_metadata(rng, meta)
@@ -454,6 +511,7 @@ def gen_pod_dict(rng: random.Random, name: str, namespace: str, names: Names = D
             spec["tolerations"] = tols
         if rng.random() < mix.spread:
             spec["topologySpreadConstraints"] = _spread(rng, labels)
+        _add_restart_rules(rng, spec, mix)
     if affinity:
         spec["affinity"] = affinity
     if vocabulary:

@@ -31,7 +31,13 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.gen.clusters import HOSTNAME
+from tests.gen.clusters import (
+    HOSTNAME,
+    RESTART_ALL_FEATURE,
+    RESTART_ALL_RULE,
+    add_restart_rule,
+    side_stream,
+)
 from tests.gen.differential import CASE_LABEL, UNDER_TEST_LABEL, isolated
 
 # Keeps a victim around, terminating, until the runner releases it.
@@ -133,8 +139,26 @@ def gen_preemption_case(seed: int, index: int, prefix: str) -> PreemptionCase:
     notes = [f"{len(nodes)} nodes", f"{len(pods)} pods", f"{n_steps} preemptor(s)"]
     if budgets:
         notes.append("budget " + str(budgets[0]["spec"]))
+    notes += _declared_features(side_stream(rng, "preemption-features"), nodes, steps)
     return PreemptionCase(seed, index, prefix, {namespace: {CASE_LABEL: prefix}}, nodes,
                           pods, steps, budgets, list(classes.values()), notes)
+
+
+def _declared_features(rng: random.Random, nodes: list[dict[str, Any]],
+                       steps: list[dict[str, Any]]) -> list[str]:
+    """NodeDeclaredFeatures in preemption (drawn last, from a side stream, so the
+    cases made before stay as they were): 30% of the nodes declare the feature and 20%
+    of the preemptors need it, so preemption may only pick a declaring node (the
+    others are UnschedulableAndUnresolvable for them)."""
+    for node in nodes:
+        if rng.random() < 0.3:
+            node["status"]["declaredFeatures"] = [RESTART_ALL_FEATURE]
+    needing = 0
+    for pod in steps:
+        if rng.random() < 0.2:
+            add_restart_rule(pod["spec"]["containers"][0], RESTART_ALL_RULE, rng)
+            needing += 1
+    return [f"{needing} preemptor(s) needing a declared feature"] if needing else []
 
 
 def _node(name: str, prefix: str, has_image: bool) -> dict[str, Any]:

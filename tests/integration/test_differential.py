@@ -17,6 +17,9 @@ feasible nodes had their scores compared (kube-scheduler's score lines not found
 its log: a changed log format, a lost flag, a log that is not flushed), or when a run
 of the default size (or larger) score-compared fewer than 100 cases
 (`runner.MIN_SCORE_COMPARED_CASES`; a replay of a few cases is not held to it).
+Likewise NodeDeclaredFeatures: such a run fails when fewer than
+`runner.MIN_FEATURE_CASES` pods needed a declared feature or fewer than
+`runner.MIN_FEATURE_REJECTIONS` FailedScheduling messages gave its reason.
 
 Sequence cases (`test_sequences_match_kube_scheduler`, `differential.sequences`):
 pods queued together, with priorities, for a second kube-scheduler started once they
@@ -211,6 +214,9 @@ def test_policyd_matches_kube_scheduler(runner: Runner,
         MIN_SCORE_COMPARED_CASES if CASES >= DEFAULT_CASES else 0)
     if switched_off is not None:
         report.append(f"{switched_off}\n{summary}")
+    not_exercised = tally.too_few_feature_cases() if CASES >= DEFAULT_CASES else None
+    if not_exercised is not None:
+        report.append(f"{not_exercised}\n{summary}")
     if failures:
         report.append(f"{len(failures)} of {summary} differ:")
         for first, outcome in failures[:20]:

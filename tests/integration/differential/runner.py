@@ -33,6 +33,7 @@ from policyd.model.cluster import ClusterState
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod, node_from_dict, pod_from_dict
 from policyd.model.table import IntArray, NodeTable
+from policyd.plugins.nodedeclaredfeatures.features import required_features
 from tests.gen.clusters import HOSTNAME, RUNTIME_CLASS, RUNTIME_CLASS_OVERHEAD
 from tests.gen.differential import (
     CASE_LABEL,
@@ -74,12 +75,20 @@ class Scene(Protocol):
 # Upstream's default plugins that policyd does not implement (or that need objects the
 # cases never have): all disabled so the two profiles are the same. Names that are not
 # enabled in v1.36 (alpha features) are ignored by kube-scheduler. The four volume
-# plugins, DynamicResources and DefaultPreemption stay enabled, as in policyd's default
-# profile, so the FailedScheduling messages compared are the whole text, PostFilter's
-# part included.
+# plugins, DynamicResources, DefaultPreemption and NodeDeclaredFeatures (beta and on in
+# v1.36, implemented since issue 27) stay enabled, as in policyd's default profile, so
+# the FailedScheduling messages compared are the whole text, PostFilter's part included.
 UPSTREAM_ONLY_PLUGINS = (
-    "NodeDeclaredFeatures", "GangScheduling",
+    "GangScheduling",
 )
+# A run of the default size fails with fewer cases whose pod needs a declared feature
+# (a RestartAllContainers restart rule; about 80 of 400), or fewer FailedScheduling
+# messages with NodeDeclaredFeatures' reason (8 to 21 in five seeds of 400 offline: the
+# plugin is last, so most rejected nodes fail an earlier filter): it must be
+# exercised, not only enabled.
+NDF_REASON = "node(s) didn't match Pod's required features"
+MIN_FEATURE_CASES = 40
+MIN_FEATURE_REJECTIONS = 4
 # VolumeBinding's PreBind waits this long for the PV controller to bind a pod's claims
 # (upstream's default is 600 s): a binding that cannot complete fails the case within
 # the runner's patience instead of hanging it.
@@ -243,10 +252,16 @@ class Tally:
     volume_kinds: dict[str, int] = field(default_factory=dict)
     volume_cases: int = 0
     cases: int = 0
+    # Pods needing a declared feature, and those kube-scheduler's message rejected
+    # nodes of for one (NodeDeclaredFeatures' reason).
+    feature_cases: int = 0
+    feature_rejections: int = 0
 
     def add(self, o: Outcome) -> None:
         self.add_decision(o)
         self.cases += 1
+        self.feature_cases += bool(required_features(pod_from_dict(o.case.pod)))
+        self.feature_rejections += NDF_REASON in o.kube.message
         self.volume_cases += bool(o.case.storage)
         for kind in o.case.volume_kinds:
             self.volume_kinds[kind] = self.volume_kinds.get(kind, 0) + 1
@@ -265,6 +280,9 @@ class Tally:
         parts = [", ".join(f"{n} {what}" for what, n in counts.items())
                  for counts in (self.sequences, self.preemption, self.mix, self.compared)
                  if counts]
+        if self.feature_cases or self.feature_rejections:
+            parts.append(f"{self.feature_cases} pods needing a declared feature, "
+                         f"{self.feature_rejections} messages with {NDF_REASON!r}")
         if self.volume_cases:
             parts.append(f"{self.volume_cases} volume cases: " + ", ".join(
                 f"{self.volume_kinds.get(what, 0)} {what}" for what in VOLUME_KINDS))
@@ -276,6 +294,18 @@ class Tally:
         elif self.volume_cases:
             parts.append(f"{self.daemon} decisions of policyd run (on twins)")
         return "; ".join(parts)
+
+    def too_few_feature_cases(self) -> str | None:
+        """Why NodeDeclaredFeatures counts as not exercised by a run of the default
+        size, or None."""
+        if self.feature_cases < MIN_FEATURE_CASES \
+                or self.feature_rejections < MIN_FEATURE_REJECTIONS:
+            return (f"only {self.feature_cases} pods needed a declared feature (at least "
+                    f"{MIN_FEATURE_CASES} must) and {self.feature_rejections} "
+                    f"FailedScheduling messages had {NDF_REASON!r} (at least "
+                    f"{MIN_FEATURE_REJECTIONS} must): does the generator still add "
+                    "RestartAllContainers rules and declared features?")
+        return None
 
     def too_few_score_compared(self, at_least: int = 0) -> str | None:
         """Why the score comparison counts as switched off, or None: fewer than

@@ -49,7 +49,10 @@ def test_default_profile_is_upstreams() -> None:
     assert names(fw.filter_plugins) == [
         "NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts",
         "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding",
-        "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources"]
+        "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources",
+        # Appended by v1.36 for its feature gate (beta, on), after DefaultBinder.
+        "NodeDeclaredFeatures"]
+    assert names(fw.pre_filter_plugins)[-1] == "NodeDeclaredFeatures"
     assert scores(fw) == DEFAULT_SCORES
 
 

@@ -50,16 +50,25 @@ CASES = [
         profiles:
           - plugins:
               preFilter:
-                enabled: [{name: NodeDeclaredFeatures}]
-        """, [(7, 26, "plugin-not-implemented")], 'policyd has no plugin "NodeDeclaredFeatures"'),
+                enabled: [{name: PodGroupPodsCount}]
+        """, [(7, 26, "plugin-not-implemented")], 'policyd has no plugin "PodGroupPodsCount"'),
     ("upstream-only-plugin-config", """\
         profiles:
           - pluginConfig:
-              - name: NodeDeclaredFeatures
+              - name: TopologyPlacementGenerator
                 args: {}
         """, [(6, 15, "plugin-not-implemented")],
-     'policyd has no plugin "NodeDeclaredFeatures" (a kube-scheduler plugin policyd does '
-     "not implement)"),
+     'policyd has no plugin "TopologyPlacementGenerator" (a kube-scheduler plugin policyd '
+     "does not implement)"),
+    # Implemented since issue 27: enabled at its own points like any built-in.
+    ("node-declared-features-at-its-points", """\
+        profiles:
+          - plugins:
+              preFilter:
+                enabled: [{name: NodeDeclaredFeatures}]
+              filter:
+                enabled: [{name: NodeDeclaredFeatures}]
+        """, [], None),
     ("upstream-only-plugin-config-v136", """\
         profiles:
           - pluginConfig:

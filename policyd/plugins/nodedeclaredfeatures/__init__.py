@@ -1,0 +1,1 @@
+"""NodeDeclaredFeatures: pods that need a feature only some nodes declare."""
