@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from policyd.config.plugins import default_framework
-from policyd.errors import PolicydError
+from policyd.errors import InvalidObjectError, PolicydError
 from policyd.model.cluster_files import Snapshot
 from policyd.model.fieldcheck import unknown_field_paths
 from policyd.model.node_metrics import StaticMetrics
+from policyd.model.objectmeta import check_metadata
 from policyd.model.records import Pod, node_from_dict, pod_from_dict
 from policyd.model.spelling import show_value
 from policyd.model.storage import STORAGE_KINDS, object_key
@@ -33,6 +34,7 @@ from policyd.policy.from_paths import (
 )
 from policyd.policy.metric_refs import MetricCheck
 from policyd.policytest.cluster_ref import load_cluster
+from policyd.policytest.field_paths import entry_path
 from policyd.policytest.profile_ref import SEED, InlinePolicies, Profile, load_profile
 from policyd.policytest.schema import CaseSpec, ProfileSpec, Shape, SuiteDocument, shape_problems
 from policyd.problems import ERROR, Problem
@@ -421,7 +423,8 @@ def _decode(doc: SourceDocument, path: JsonPath, raw: Any, what: Shape,
         problems.extend(doc.problem((*path, *sub), "unknown-field", message, key=True)
                         for sub, message in found)
         return None
-    if isinstance(raw, Mapping) and "metadata" in raw:
+    shorthand = not (isinstance(raw, Mapping) and "metadata" in raw)
+    if not shorthand:
         obj = dict(raw)
     else:
         errs = shape_problems(doc, raw, what, path)
@@ -430,7 +433,16 @@ def _decode(doc: SourceDocument, path: JsonPath, raw: Any, what: Shape,
             return None
         obj = _node_object(raw) if what == "node" else _pod_object(raw)
     try:
+        # The API server's metadata checks, as a snapshot's objects get them: a test
+        # must not pass on a node or pod no cluster could hold.
+        check_metadata("Node" if what == "node" else "Pod", obj)
         return from_dict(obj)
+    except InvalidObjectError as exc:
+        # At what was written (the shorthand's field, or the full object's).
+        at = (*path, *entry_path(exc.field, what, shorthand))
+        problems.append(doc.problem(at, "invalid-object", str(exc),
+                                    key=f"{exc.field}: key" in str(exc)))
+        return None
     except PolicydError as exc:
         problems.append(doc.problem(path, "invalid-object", str(exc)))
         return None
