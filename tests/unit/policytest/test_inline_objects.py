@@ -193,3 +193,39 @@ def test_entry_paths_of_the_shorthand() -> None:
     assert entry_path("status.phase", "pod", shorthand=True) == ()
     assert entry_path("metadata.labels.k", "node", shorthand=False) == (
         "metadata", "labels", "k")
+
+
+# -- metric values: as a cluster's ---------------------------------------------------
+
+METRIC_SUITE = """\
+apiVersion: policyd.io/v1alpha1
+kind: PolicyTest
+metadata: {name: t}
+spec:
+  policies:
+    - apiVersion: policyd.io/v1alpha1
+      kind: SchedulingPolicy
+      metadata: {name: m}
+      spec:
+        pluginName: M
+        scores:
+          - {id: m, weight: 1, normalize: minmax, metric: {name: load, prefer: lowest}}
+  nodes: [{name: a}, {name: b}]
+  pods: [{name: p}]
+  metrics:
+    load: {a: VALUE, b: 5}
+  tests:
+    - {name: t, pod: p, policies: {M: {scores: {a: 0, b: 100}}}}
+"""
+
+
+@pytest.mark.parametrize(("value", "passes"), [
+    ("-1e308", True), ("-9007199254740994", True), ("-1000", False)])
+def test_a_metric_beyond_2_53_is_missing_as_in_a_cluster(tmp_path: Path, value: str,
+                                                         passes: bool) -> None:
+    # prefer lowest: counted, a's value would make it the best node (100).
+    f = tmp_path / "t.yaml"
+    f.write_text(METRIC_SUITE.replace("VALUE", value))
+    result = run_tests([f])
+    assert found(result) == []
+    assert [c.passed for c in result.cases] == [passes]
