@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from policyd.config.plugins import default_framework
-from policyd.errors import PolicydError
+from policyd.errors import InvalidObjectError, PolicydError
 from policyd.model.cluster_files import Snapshot
 from policyd.model.fieldcheck import unknown_field_paths
 from policyd.model.node_metrics import StaticMetrics
+from policyd.model.objectmeta import check_metadata
 from policyd.model.records import Pod, node_from_dict, pod_from_dict
 from policyd.model.spelling import show_value
 from policyd.model.storage import STORAGE_KINDS, object_key
@@ -33,6 +34,7 @@ from policyd.policy.from_paths import (
 )
 from policyd.policy.metric_refs import MetricCheck
 from policyd.policytest.cluster_ref import load_cluster
+from policyd.policytest.field_paths import entry_path, object_path
 from policyd.policytest.profile_ref import SEED, InlinePolicies, Profile, load_profile
 from policyd.policytest.schema import CaseSpec, ProfileSpec, Shape, SuiteDocument, shape_problems
 from policyd.problems import ERROR, Problem
@@ -254,7 +256,7 @@ def _load_storage(doc: SourceDocument, entries: list[dict[str, Any]],
                   ) -> None:
     """spec.storage into `into` (kind -> object_key -> object, the cluster file's
     already there): full objects of the storage kinds, each once per name, with no
-    field the API server would refuse."""
+    field or metadata the API server would refuse."""
     for i, raw in enumerate(entries):
         path: JsonPath = ("spec", "storage", i)
         kind = raw.get("kind")
@@ -273,6 +275,11 @@ def _load_storage(doc: SourceDocument, entries: list[dict[str, Any]],
                 or not meta["name"]:
             problems.append(doc.problem((*path, "metadata"), "invalid-object",
                                         f"{kind} needs metadata.name"))
+            continue
+        try:
+            check_metadata(kind, raw)  # as a snapshot's storage objects get it
+        except InvalidObjectError as exc:
+            problems.append(_refused_field(doc, (*path, *object_path(exc.field)), exc))
             continue
         key = object_key(kind, raw)
         objects = into.setdefault(kind, {})
@@ -421,7 +428,8 @@ def _decode(doc: SourceDocument, path: JsonPath, raw: Any, what: Shape,
         problems.extend(doc.problem((*path, *sub), "unknown-field", message, key=True)
                         for sub, message in found)
         return None
-    if isinstance(raw, Mapping) and "metadata" in raw:
+    shorthand = not (isinstance(raw, Mapping) and "metadata" in raw)
+    if not shorthand:
         obj = dict(raw)
     else:
         errs = shape_problems(doc, raw, what, path)
@@ -430,10 +438,24 @@ def _decode(doc: SourceDocument, path: JsonPath, raw: Any, what: Shape,
             return None
         obj = _node_object(raw) if what == "node" else _pod_object(raw)
     try:
+        # The API server's metadata checks, as a snapshot's objects get them: a test
+        # must not pass on a node or pod no cluster could hold.
+        check_metadata("Node" if what == "node" else "Pod", obj)
         return from_dict(obj)
+    except InvalidObjectError as exc:
+        # At what was written (the shorthand's field, or the full object's).
+        problems.append(_refused_field(
+            doc, (*path, *entry_path(exc.field, what, shorthand)), exc))
+        return None
     except PolicydError as exc:
         problems.append(doc.problem(path, "invalid-object", str(exc)))
         return None
+
+
+def _refused_field(doc: SourceDocument, at: JsonPath, exc: InvalidObjectError) -> Problem:
+    """The problem of an object refused for its field at `at`: at the map key when the
+    key is what is wrong (a label key), else at the value."""
+    return doc.problem(at, "invalid-object", str(exc), key=f"{exc.field}: key" in str(exc))
 
 
 def _node_object(s: Mapping[str, Any]) -> dict[str, Any]:

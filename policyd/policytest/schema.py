@@ -13,6 +13,9 @@ from typing import Any, Literal, Required, TypedDict
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
 
+from policyd.framework import MAX_NODE_SCORE
+from policyd.model.int64 import INT32_MAX, INT32_MIN
+from policyd.model.spelling import show_value
 from policyd.policy import policy_schema as policy_schema
 from policyd.problems import Problem
 from policyd.sourcefile import JsonPath, SourceDocument
@@ -23,6 +26,18 @@ KIND = "PolicyTest"
 _STR_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
 _QTY_MAP = {"type": "object", "additionalProperties": {"type": ["string", "number"]}}
 _REASONS = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+# A policy's score for a node is what its NormalizeScore leaves: 0 to MaxNodeScore, as
+# every plugin's is (the framework refuses any other), whatever the node's raw values.
+_SCORE = {"type": "integer", "minimum": 0, "maximum": MAX_NODE_SCORE}
+# spec.priority is an int32 in the API server, which refuses a number beyond it.
+_PRIORITY = {"type": "integer", "minimum": INT32_MIN, "maximum": INT32_MAX}
+_RANGE_VALIDATORS = ("minimum", "maximum")
+# What each range is, said with a number outside it (the bound alone does not say why).
+_RANGES = {
+    (INT32_MIN, INT32_MAX): "the API server stores spec.priority as an int32",
+    (0, MAX_NODE_SCORE): "what a policy scores a node, after normalization, as every "
+                         "plugin (kube-scheduler's MaxNodeScore)",
+}
 
 
 def _obj(props: dict[str, Any], required: Sequence[str] = ()) -> dict[str, Any]:
@@ -77,7 +92,7 @@ SCHEMA: dict[str, Any] = {
                 "applies": {"type": "boolean"},
                 "pass": {"type": "array", "items": {"type": "string"}},
                 "fail": {"type": "object", "additionalProperties": _REASONS},
-                "scores": {"type": "object", "additionalProperties": {"type": "integer"}},
+                "scores": {"type": "object", "additionalProperties": _SCORE},
             })},
             "scheduledTo": {"oneOf": [{"type": "string"},
                                       {"type": "array", "items": {"type": "string"}}]},
@@ -104,7 +119,7 @@ POD_SHORTHAND = _obj({
     "annotations": _STR_MAP,
     "requests": _QTY_MAP,
     "nodeName": {"type": "string"},
-    "priority": {"type": "integer"},
+    "priority": _PRIORITY,
     "nodeSelector": _STR_MAP,
     "tolerations": {"type": "array", "items": {"type": "object"}},
 }, ["name"])
@@ -169,7 +184,10 @@ def shape_problems(doc: SourceDocument, data: Any, which: Shape, base: JsonPath
     out: list[Problem] = []
     for error in _validator(which).iter_errors(data):
         best = best_match(error.context) if error.context else error
-        said = _unquoted(best.validator, best.validator_value, best.instance)
+        if best.validator in _RANGE_VALIDATORS and not _integral(best.instance):
+            continue  # not an integer (infinity, 1.5): its type error says so, once
+        said = (_unquoted(best.validator, best.validator_value, best.instance)
+                or _out_of_range(best.validator, best.schema, best.instance))
         if said is None:
             out.extend(schema_problems(doc, [error], base=base, jsonschema_wording=True))
         else:
@@ -195,6 +213,19 @@ def _unquoted(validator: str, expected: Any, instance: Any) -> str | None:
            else f'quote it: "{text}"')
     names = " or ".join(_ARTICLES.get(str(w), str(w)) for w in wanted)
     return f"expected {names}, got {got} {text}; {fix}"
+
+
+def _integral(value: Any) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)) or (
+        isinstance(value, float) and value.is_integer())
+
+
+def _out_of_range(validator: str, schema: Any, instance: Any) -> str | None:
+    """The message for a number beyond its field's range, with the range, or None."""
+    if validator not in _RANGE_VALIDATORS:
+        return None
+    lo, hi = schema.get("minimum"), schema.get("maximum")
+    return f"{show_value(instance)} is out of range ({lo} to {hi}): {_RANGES[lo, hi]}"
 
 
 def main() -> None:

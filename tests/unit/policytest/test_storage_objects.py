@@ -84,3 +84,25 @@ def test_bad_storage_entries_are_problems_with_positions(tmp_path: Path) -> None
     assert any("'ConfigMap' is not a storage kind" in m for m in messages), messages
     assert all(p.line > 0 for p in result.problems)
     assert not result.cases  # a broken suite runs nothing
+
+
+def test_storage_metadata_the_api_server_would_refuse_is_refused_at_its_field(
+        tmp_path: Path) -> None:
+    # As a snapshot's storage objects: a claim in a namespace that is no DNS label, a
+    # volume with a label key outside Kubernetes' syntax, each at its own line:column.
+    f = tmp_path / "t.yaml"
+    f.write_text(SUITE.replace("metadata: {name: data, namespace: default}",
+                               "metadata: {name: data, namespace: Shop_EU}")
+                 .replace("metadata: {name: pv-on-n2}",
+                          "metadata: {name: pv-on-n2, labels: {\"bad key\": x}}"))
+    result = run_tests([f])
+    found = [(p.line, p.column, p.rule) for p in result.problems if p.level == "error"]
+    lines = SUITE.splitlines()
+    pv = next(i for i, line in enumerate(lines, 1) if "{name: pv-on-n2}" in line)
+    pvc = next(i for i, line in enumerate(lines, 1) if "namespace: default}" in line)
+    assert found == [(pv, 43, "invalid-object"), (pvc, 41, "invalid-object")]
+    messages = [p.message for p in result.problems]
+    assert "PersistentVolume pv-on-n2: metadata.labels.bad key: key:" in messages[0]
+    assert "PersistentVolumeClaim Shop_EU/data: metadata.namespace: 'Shop_EU'" \
+        in messages[1]
+    assert not result.cases
