@@ -173,8 +173,10 @@ def kubeconfig_contexts(path: str) -> tuple[list[dict[str, Any]], dict[str, Any]
         _check_kubeconfig_file(path)
         contexts, current = kube_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
             config_file=path)
-    except (ConfigException, KubeConfigError, yaml.YAMLError, UnicodeDecodeError) as exc:
+    except (ConfigException, KubeConfigError, yaml.YAMLError) as exc:
         raise ValueError(_one_line(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"kubeconfig {path!r} is not UTF-8 text: {exc}") from None
     except (TypeError, AttributeError, KeyError) as exc:  # as in _load_kubeconfig_file
         raise ValueError(_not_a_kubeconfig(path, exc)) from None
     return list(contexts or []), current
