@@ -165,7 +165,8 @@ def run_cli(*argv: str | Path, crash_dir: Path | None = None,
 def violations(outcome: Outcome, names: list[str]) -> list[str]:
     """What breaks the CLI's contract for input files; empty when the outcome is fine.
 
-    Exit 0, 1 or 2 only; never "internal error" or a traceback; on exit 2 the first
+    Exit 0, 1 or 2 only; never "internal error", a traceback or a raw ESC (a name
+    from a file must not drive the terminal); on exit 2 the first
     line of stderr names the input that is wrong: one of `names` (input files by path
     or by name, or the NAMESPACE/NAME given to --pod)."""
     bad = []
@@ -176,6 +177,9 @@ def violations(outcome: Outcome, names: list[str]) -> list[str]:
     for stream, text in (("stderr", outcome.stderr), ("stdout", outcome.stdout)):
         if "Traceback (most recent call last)" in text:
             bad.append(f"traceback on {stream}")
+    for stream, text in (("stderr", outcome.stderr), ("stdout", outcome.stdout)):
+        if "\x1b" in text:
+            bad.append(f"raw ESC on {stream}")
     if "internal error" in outcome.stderr:
         bad.append("'internal error' on stderr")
     if outcome.code == 2:
