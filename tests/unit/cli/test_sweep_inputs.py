@@ -174,6 +174,32 @@ def _at_limit(example: str, old: str, template: str) -> dict[str, str]:
     return {v: example.replace(old, template.format(v), 1) for v in LIMITS}
 
 
+# Two nodes at opposite ends: each value finite, their difference (a range, a sum)
+# not; or beyond what an int64 score holds once weighted.
+PAIRS = [("1e308", "-1e308"), ("1.7976931348623157e308", "-1.7976931348623157e308"),
+         ("9.2e18", "-9.2e18"), ("9223372036854775807", "-9223372036854775808"),
+         ("1e300", "0")]
+# Where the two nodes' values are, in each role's example.
+PAIR_SPOTS: dict[str, tuple[str, str, str]] = {
+    "snapshot": ("myorg.io/latency-ms: '4'", "myorg.io/latency-ms: '3'",
+                 "myorg.io/latency-ms: '{}'"),
+    "policytest": ('myorg.io/latency-ms: "5"', 'myorg.io/latency-ms: "20"',
+                   "myorg.io/latency-ms: '{}'"),
+    "metrics": ("node-a1: 30", "node-a2: 12.5", "{}"),
+}
+
+
+def _pair_cases(role: str, ex: str) -> Iterator[tuple[str, str]]:
+    if role not in PAIR_SPOTS:
+        return
+    first, second, template = PAIR_SPOTS[role]
+    assert first in ex and second in ex, (first, second)
+    for hi, lo in PAIRS:
+        a = template.format(hi) if role != "metrics" else f"node-a1: {hi}"
+        b = template.format(lo) if role != "metrics" else f"node-a2: {lo}"
+        yield f"numbers-pair-{hi}-{lo}", ex.replace(first, a, 1).replace(second, b, 1)
+
+
 def _number_cases(role: str) -> Iterator[tuple[str, str]]:
     if role == "snapshot":
         ex = SNAPSHOT()
@@ -202,6 +228,7 @@ def _number_cases(role: str) -> Iterator[tuple[str, str]]:
         spots = {"cpu-request": ("cpu: '1'", "cpu: '{}'")}
     else:
         return
+    yield from _pair_cases(role, ex)
     for spot, (old, template) in spots.items():
         for value, text in _at_limit(ex, old, template).items():
             yield f"number-{spot}-{value}", text
@@ -402,8 +429,21 @@ def _cases() -> Iterator[Case]:
                     yield "simulate-scored-cluster", f"{name}-strict", text, ["--strict"]
 
 
+# Found by this sweep, fixed by another change (strict: the fix makes them fail here
+# until removed). policyd/policytest/running.py runs the tests of a PolicyTest whose
+# policy file it could not load (reported, exit 2), and each test then expects the
+# missing plugin: "internal error: KeyError: 'LowLatency'" on stdout.
+_POLICYTEST_UNLOADED = "policytest: tests run after their policy failed to load"
+KNOWN: dict[str, str] = {f"test-policy:{name}": _POLICYTEST_UNLOADED for name in (
+    "fifo-without-writer", "dev-zero", "dev-null", "dev-urandom", "socket",
+    "yaml-merge-key-alias", "yaml-anchor-alias", "json-duplicate-nested-key",
+    "json-nan-and-infinity", "api-name-esc")}
+
+
 def _params() -> list[object]:
-    return [pytest.param(t, c, extra, id=f"{t}:{n}") for t, n, c, extra in _cases()]
+    return [pytest.param(t, c, extra, id=f"{t}:{n}", marks=[
+        pytest.mark.xfail(strict=True, reason=KNOWN[f"{t}:{n}"])] if f"{t}:{n}" in KNOWN
+        else []) for t, n, c, extra in _cases()]
 
 
 @pytest.fixture(autouse=True)
@@ -411,6 +451,9 @@ def _short_pipe_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bounded_read, "IDLE_TIMEOUT_S", FIFO_IDLE_S)
 
 
+# A numpy overflow warning is the arithmetic seeing a number it should not (the issue's
+# simulate printed them): an error here, so main() makes it an exit 70 the test sees.
+@pytest.mark.filterwarnings("error::RuntimeWarning")
 @pytest.mark.parametrize(("target_name", "content", "extra"), _params())
 def test_issue_input(target_name: str, content: str | Make, extra: list[str]) -> None:
     target = ALL[target_name]
@@ -422,9 +465,14 @@ def test_issue_input(target_name: str, content: str | Make, extra: list[str]) ->
         else:
             file.write_text(content)
         outcome, bad = run_target(target, d, file, extra)
+    # `violations` refuses a raw ESC; the one-byte CSI (C1 0x9b) drives terminals too.
     for stream, text in (("stdout", outcome.stdout), ("stderr", outcome.stderr)):
-        if "\x1b" in text or "\x9b" in text:
-            bad.append(f"raw ESC/CSI on {stream}")
+        if "\x9b" in text:
+            bad.append(f"raw CSI on {stream}")
+    # A plugin's crash is the pod's answer (kube-scheduler's Error status, exit 1), so
+    # it shows on stdout: the issue's `1e308` was that, not an exit 70.
+    if "internal error" in outcome.stdout:
+        bad.append("'internal error' on stdout")
     if extra == ["--strict"] and outcome.code != 2:  # the refusal kept for who asks
         bad.append(f"--strict: exit {outcome.code}, not 2")
     assert not bad, (f"{'; '.join(bad)}\n{outcome.describe()}\n"
@@ -450,6 +498,10 @@ def test_a_pipe_with_a_writer_is_read(tmp_path: Path) -> None:
     writer.join(timeout=5)
     assert not bad, outcome.describe()
     assert outcome.code in (0, 1) and "node-" in outcome.stdout, outcome.describe()
+
+
+def test_known_names_cases_that_exist() -> None:
+    assert set(KNOWN) <= {f"{t}:{n}" for t, n, _, _ in _cases()}
 
 
 def test_every_role_has_every_command_that_takes_it(tmp_path: Path) -> None:
