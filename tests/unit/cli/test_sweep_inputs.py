@@ -16,6 +16,7 @@ line, and finish (the alarm of `fuzz_support.run_cli`).
 from __future__ import annotations
 
 import json
+import re
 import socket
 import tempfile
 from collections.abc import Callable, Iterator
@@ -473,6 +474,11 @@ def test_issue_input(target_name: str, content: str | Make, extra: list[str]) ->
     # it shows on stdout: the issue's `1e308` was that, not an exit 70.
     if "internal error" in outcome.stdout:
         bad.append("'internal error' on stdout")
+    # simulate's WHY NOT column names the crash without those words.
+    crash = re.search(r"running \w+ plugin '[^']*': \w*(Error|Warning|Exception)\b",
+                      outcome.stdout)
+    if crash:
+        bad.append(f"a plugin crashed: {crash.group(0)!r}")
     if extra == ["--strict"] and outcome.code != 2:  # the refusal kept for who asks
         bad.append(f"--strict: exit {outcome.code}, not 2")
     assert not bad, (f"{'; '.join(bad)}\n{outcome.describe()}\n"
