@@ -105,7 +105,12 @@ def audit(
 
     Exit 0 when no pod violates a policy, 1 when one does (see --fail-on), 2 for bad
     input (including unknown fields, unless --validate says otherwise)."""
-    from policyd.cli.schedule_cmds import frameworks_for, label_policies, load_input
+    from policyd.cli.schedule_cmds import (
+        empty_namespace,
+        frameworks_for,
+        label_policies,
+        load_input,
+    )
     from policyd.engine.audit import audit as run
     from policyd.engine.audit import label_case_mismatches
     from policyd.policy.policy_schema import ENFORCE
@@ -126,6 +131,10 @@ def audit(
         [p for fw in frameworks.values() for p in label_policies(fw)], snap.nodes)
     for w in snap.warnings:
         print(f"policyd: warning: {printable(w)}", file=sys.stderr)
+    # -n with a misspelt namespace would audit nothing and pass: say so, and what was meant.
+    missing = empty_namespace(namespace, snap.pods) if namespace is not None else ""
+    if missing:
+        print(f"policyd: warning: {printable(missing)}: no pod audited", file=sys.stderr)
     for n in snap.notes:
         print(f"policyd: note: {n}", file=sys.stderr)
     text = AUDIT_FORMATS[output](result, snap.warnings)

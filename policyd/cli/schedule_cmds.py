@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -65,8 +65,10 @@ class FieldValidation(StrEnum):
 
 
 ClusterOpt = Annotated[Path | None, typer.Option(
-    "--cluster", help="Snapshot: `kubectl get nodes,pods -A -o yaml` output, or Nodes and "
-    "Pods. Without it, the live cluster is read (--kubeconfig, --context).")]
+    "--cluster", help="Snapshot: `kubectl get nodes,pods -A -o yaml` or `kubectl get "
+    "nodes,all -A -o yaml` output (kinds the scheduler does not read are skipped with a "
+    "note; --strict refuses them), or Nodes and Pods; a file or a pipe such as "
+    "<(kubectl get ...). Without it, the live cluster is read (--kubeconfig, --context).")]
 KubeconfigOpt = Annotated[str | None, typer.Option(
     "--kubeconfig", help="Read the live cluster through this kubeconfig (default as "
     "kubectl: $KUBECONFIG, in-cluster, then ~/.kube/config). Not with --cluster.")]
@@ -250,12 +252,21 @@ def did_you_mean(key: str, candidates: list[Pod]) -> str:
         name, [p.name for p in candidates if p.namespace == namespace], n=3)]
     pods = elsewhere or beside or closest(key, [p.key for p in candidates], n=3)
     hint = f"; did you mean {' or '.join(pods)}?" if pods else ""
-    namespaces = sorted({p.namespace for p in candidates})
-    if namespace not in namespaces:
-        near = closest(namespace, namespaces)
-        hint += (f" (no pod is in namespace {namespace}"
-                 + (f"; did you mean namespace {near[0]}?)" if near else ")"))
-    return hint
+    missing = empty_namespace(namespace, candidates)
+    return hint + (f" ({missing})" if missing else "")
+
+
+def empty_namespace(namespace: str, pods: Sequence[Pod]) -> str:
+    """"no pod is in namespace NS; did you mean namespace NEAR?" when none of `pods` is
+    in `namespace` (the closest namespace that has pods, when one is close), else ""."""
+    from policyd.model.spelling import closest
+
+    namespaces = sorted({p.namespace for p in pods})
+    if namespace in namespaces:
+        return ""
+    near = closest(namespace, namespaces)
+    return (f"no pod is in namespace {namespace}"
+            + (f"; did you mean namespace {near[0]}?" if near else ""))
 
 
 @dataclass(slots=True)

@@ -29,20 +29,76 @@ class KubeConfigError(PolicydError):
     """No usable credentials (no kubeconfig, not in a cluster)."""
 
 
+# A kubeconfig with a few embedded certificates is kilobytes; kubectl's largest are
+# merged ones of a few hundred clusters. Past this it is not a kubeconfig.
+MAX_KUBECONFIG_BYTES = 16 * 1024 * 1024
+
+
+def _check_kubeconfig_file(path: str) -> None:
+    """Refuse what the client would hang on or read without end before it opens
+    `path`: it opens the file blocking and reads it whole (a named pipe nobody writes
+    waits forever, /dev/zero reads until memory runs out). Only a regular file of at
+    most MAX_KUBECONFIG_BYTES goes on; `OSError`/`KubeConfigError` otherwise."""
+    import stat
+
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        what = "a directory" if stat.S_ISDIR(st.st_mode) else \
+            "a named pipe" if stat.S_ISFIFO(st.st_mode) else "not a regular file"
+        raise KubeConfigError(f"kubeconfig {path!r} is {what}: give the kubeconfig file "
+                              "itself")
+    if st.st_size > MAX_KUBECONFIG_BYTES:
+        raise KubeConfigError(f"kubeconfig {path!r} is larger than the limit of 16 MiB")
+
+
 def load_configuration(kubeconfig: str | None, context: str | None, *, pool_size: int,
                        socket_options: list[tuple[int, int, int]]) -> Any:
     """A client Configuration from kubeconfig or the pod's service account, with the
     client's own errors (bad kubeconfig, missing service account files) turned into one
     clear KubeConfigError. Reads files only: no request is sent."""
     # kubernetes (~0.6 s) only once a client is made, not for this module's types.
+    # PyYAML comes with the client (it parses kubeconfigs with it); no stubs installed.
+    import yaml  # type: ignore[import-untyped]
     from kubernetes.config.config_exception import ConfigException
 
     try:
         return _load_configuration(kubeconfig, context, pool_size, socket_options)
-    except ConfigException as exc:
-        raise KubeConfigError(f"cannot use the cluster credentials: {exc}") from None
+    # The client parses the file with PyYAML and lets its errors (not UTF-8, two
+    # documents, bad syntax) through.
+    except (ConfigException, yaml.YAMLError) as exc:
+        raise KubeConfigError(f"cannot use the cluster credentials: {_one_line(exc)}"
+                              ) from None
     except OSError as exc:
         raise KubeConfigError(f"cannot read the cluster credentials: {exc}") from None
+
+
+def _load_kubeconfig_file(config: Any, path: str, context: str | None, cfg: Any) -> None:
+    """The client's `load_kube_config` of `path` into `cfg`, once the path is known to
+    be a file it can read whole."""
+    _check_kubeconfig_file(path)
+    try:
+        config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
+    except UnicodeDecodeError as exc:  # the client reads it as text, without the path
+        raise KubeConfigError(f"kubeconfig {path!r} is not UTF-8 text: {exc}") from None
+    except (TypeError, AttributeError, KeyError) as exc:
+        # The client indexes what it parsed without checking its shape (`42`, a list,
+        # `clusters: 5`): the file is not a kubeconfig, not a bug of ours.
+        raise KubeConfigError(_not_a_kubeconfig(path, exc)) from None
+
+
+def _not_a_kubeconfig(path: str, exc: Exception) -> str:
+    return (f"kubeconfig {path!r} is not a kubeconfig (a mapping of clusters, users and "
+            f"contexts): {_one_line(exc)}")
+
+
+def _one_line(exc: Exception) -> str:
+    """The client's or PyYAML's error as one line: PyYAML's `FILE:LINE:COLUMN:
+    problem`, as policyd says a file's problems, instead of its indented lines."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if mark is not None and problem:
+        return f"{mark.name}:{mark.line + 1}:{mark.column + 1}: {problem}"
+    return " ".join(str(exc).split())
 
 
 def _load_configuration(kubeconfig: str | None, context: str | None, pool_size: int,
@@ -60,8 +116,7 @@ def _load_configuration(kubeconfig: str | None, context: str | None, pool_size: 
         first = next((p for p in path.split(os.pathsep) if p and os.path.exists(p)), None)
         if first is None:
             raise KubeConfigError(f"kubeconfig {path!r} does not exist")
-        config.load_kube_config(config_file=first, context=context,
-                                client_configuration=cfg)
+        _load_kubeconfig_file(config, first, context, cfg)
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config(client_configuration=cfg)
     else:
@@ -69,8 +124,7 @@ def _load_configuration(kubeconfig: str | None, context: str | None, pool_size: 
         if not os.path.exists(default):
             raise KubeConfigError("no kubeconfig: pass --kubeconfig, set KUBECONFIG, or "
                                    "run in a cluster")
-        config.load_kube_config(config_file=default, context=context,
-                                client_configuration=cfg)
+        _load_kubeconfig_file(config, default, context, cfg)
     cfg.connection_pool_maxsize = pool_size
     cfg.socket_options = socket_options
     # Our own retry loops decide what to retry and when; urllib3's silent retries
@@ -111,14 +165,20 @@ def kubeconfig_contexts(path: str) -> tuple[list[dict[str, Any]], dict[str, Any]
     """The contexts of the kubeconfig at `path` and its current one, as the client
     parses them; ValueError for a file it cannot use."""
     # kubernetes (~0.6 s) only when a live read is asked for.
+    import yaml
     from kubernetes import config as kube_config
     from kubernetes.config.config_exception import ConfigException
 
     try:
+        _check_kubeconfig_file(path)
         contexts, current = kube_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
             config_file=path)
-    except ConfigException as exc:
-        raise ValueError(str(exc)) from None
+    except (ConfigException, KubeConfigError, yaml.YAMLError) as exc:
+        raise ValueError(_one_line(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"kubeconfig {path!r} is not UTF-8 text: {exc}") from None
+    except (TypeError, AttributeError, KeyError) as exc:  # as in _load_kubeconfig_file
+        raise ValueError(_not_a_kubeconfig(path, exc)) from None
     return list(contexts or []), current
 
 

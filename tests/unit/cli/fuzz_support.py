@@ -124,14 +124,17 @@ def _kept_logging() -> Iterator[None]:
 
 
 def run_cli(*argv: str | Path, crash_dir: Path | None = None,
-            hang_seconds: float = HANG_SECONDS) -> Outcome:
-    """`policyd ARGV...` through main(): exit code and what it printed; a run longer
-    than `hang_seconds` is stopped and reported as hung."""
+            hang_seconds: float = HANG_SECONDS, program: str = "policyd") -> Outcome:
+    """`policyd ARGV...` (`program` "kubectl-policyd": the kubectl plugin's) through its
+    main(): exit code and what it printed; a run longer than `hang_seconds` is stopped
+    and reported as hung."""
     from unittest import mock
 
     from policyd.cli import app as app_mod
+    from policyd.cli import kubectl_plugin
 
     _ensure_registered()
+    entry = kubectl_plugin.main if program == "kubectl-policyd" else app_mod.main
     args = tuple(str(a) for a in argv)
     out, err = io.StringIO(), io.StringIO()
     code: int
@@ -139,7 +142,7 @@ def run_cli(*argv: str | Path, crash_dir: Path | None = None,
     with contextlib.ExitStack() as stack:
         _stub_starts(stack)
         stack.enter_context(_kept_logging())
-        stack.enter_context(mock.patch.object(sys, "argv", ["policyd", *args]))
+        stack.enter_context(mock.patch.object(sys, "argv", [program, *args]))
         stack.enter_context(mock.patch.object(tempfile, "tempdir",
                                               str(crash_dir) if crash_dir else None))
         stack.enter_context(mock.patch.dict("os.environ", {"GITHUB_ACTIONS": ""}))
@@ -147,7 +150,7 @@ def run_cli(*argv: str | Path, crash_dir: Path | None = None,
         stack.enter_context(contextlib.redirect_stderr(err))
         try:
             with _alarm(hang_seconds):
-                app_mod.main()
+                entry()
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -162,7 +165,8 @@ def run_cli(*argv: str | Path, crash_dir: Path | None = None,
 def violations(outcome: Outcome, names: list[str]) -> list[str]:
     """What breaks the CLI's contract for input files; empty when the outcome is fine.
 
-    Exit 0, 1 or 2 only; never "internal error" or a traceback; on exit 2 the first
+    Exit 0, 1 or 2 only; never "internal error", a traceback or a raw ESC (a name
+    from a file must not drive the terminal); on exit 2 the first
     line of stderr names the input that is wrong: one of `names` (input files by path
     or by name, or the NAMESPACE/NAME given to --pod)."""
     bad = []
@@ -173,6 +177,9 @@ def violations(outcome: Outcome, names: list[str]) -> list[str]:
     for stream, text in (("stderr", outcome.stderr), ("stdout", outcome.stdout)):
         if "Traceback (most recent call last)" in text:
             bad.append(f"traceback on {stream}")
+    for stream, text in (("stderr", outcome.stderr), ("stdout", outcome.stdout)):
+        if "\x1b" in text:
+            bad.append(f"raw ESC on {stream}")
     if "internal error" in outcome.stderr:
         bad.append("'internal error' on stderr")
     if outcome.code == 2:
@@ -198,6 +205,7 @@ class Target:
     kind: str
     argv: Callable[[Path, Path], list[str | Path]]
     example: Callable[[], str]
+    program: str = "policyd"
 
 
 def _read(path: Path) -> Callable[[], str]:
@@ -381,7 +389,8 @@ def run_target(target: Target, dir_: Path, file: Path, extra: list[str] | None =
     """Run `target` with `file` (already written, inside `dir_`) in its role; `extra`
     arguments go last. Returns the outcome and its violations of the contract."""
     argv = [*target.argv(dir_, file), *(extra or [])]
-    outcome = run_cli(*argv, crash_dir=dir_, hang_seconds=hang_seconds)
+    outcome = run_cli(*argv, crash_dir=dir_, hang_seconds=hang_seconds,
+                      program=target.program)
     files = [file, *(a for a in argv if isinstance(a, Path))]
     names = [*(str(f) for f in files), *(f.name for f in files)]
     names += [str(b) for a, b in itertools.pairwise(argv) if a == "--pod"]

@@ -136,6 +136,28 @@ def test_no_violations_exit_0(app: typer.Typer, files: Path) -> None:
     assert out.strip() == "no violations; 1 pod checked"
 
 
+@pytest.mark.parametrize(("namespace", "hint"), [
+    ("shpo", "; did you mean namespace shop?"),  # a typo: the closest one that has pods
+    ("Data", "; did you mean namespace data?"),  # case
+    ("payments", ""),                            # nothing close: no guess
+])
+def test_a_namespace_no_pod_is_in_is_named_with_the_closest(
+        app: typer.Typer, files: Path, namespace: str, hint: str) -> None:
+    code, out, err = run(app, "--cluster", files / "cluster.yaml", "--policies",
+                         files / "policies", "-n", namespace)
+    assert code == 0  # nothing audited is not a violation, but it is said
+    assert out.strip() == "no violations; 0 pods checked"
+    assert (f"policyd: warning: no pod is in namespace {namespace}{hint}: no pod audited"
+            in err.splitlines())
+
+
+def test_a_namespace_with_pods_gets_no_namespace_warning(app: typer.Typer,
+                                                         files: Path) -> None:
+    _, _, err = run(app, "--cluster", files / "cluster.yaml", "--policies",
+                    files / "policies", "-n", "data")
+    assert "namespace" not in err
+
+
 def test_fail_on_enforce_ignores_audit_mode_violations(app: typer.Typer,
                                                        files: Path) -> None:
     args = ("--cluster", files / "cluster.yaml", "--policies", files / "policies" / "hw.yaml")

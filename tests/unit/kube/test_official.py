@@ -158,3 +158,42 @@ def test_unusable_credentials_are_one_clear_error(tmp_path: Path) -> None:
     path = _kubeconfig(tmp_path, "server: 'https://127.0.0.1:6443'", "token: t")
     with pytest.raises(KubeConfigError, match="cannot use the cluster credentials"):
         load_configuration(Settings(kubeconfig=str(path), context="nope"))
+
+
+def _fifo(path: Path) -> None:
+    import os
+
+    os.mkfifo(path)
+
+
+def _write(data: bytes) -> object:
+    return lambda path: path.write_bytes(data)
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    # Paths the client would open blocking or read without end (`policyd run` connects
+    # through here too): refused before it opens them.
+    (_fifo, "is a named pipe: give the kubeconfig file itself"),
+    (lambda path: path.symlink_to("/dev/zero"), "is not a regular file"),
+    (lambda path: path.mkdir(), "is a directory"),
+    # What the client parses itself and lets through as PyYAML's or Python's errors.
+    (_write(b"a: 1\n---\nb: 2\n"), "kubeconfig:2:1: but found another document"),
+    (_write(b"clusters: [1\n"), "kubeconfig:2:1: expected ',' or ']'"),
+    (_write(b"\xff\xfe\x00k"), "is not UTF-8 text"),
+    (_write(b"42\n"), "is not a kubeconfig"),
+    (_write(b"contexts: [{name: c, context: [1]}]\ncurrent-context: c\n"),
+     "Expected key cluster in"),
+    (_write(b"clusters: 5\ncontexts: 7\nusers: x\ncurrent-context: c\n"),
+     "is not a kubeconfig"),
+], ids=["fifo", "dev-zero", "directory", "two-documents", "yaml-error", "not-utf8",
+        "scalar", "context-a-list", "clusters-a-number"])
+def test_a_kubeconfig_that_is_not_one_is_one_line_naming_it(
+        tmp_path: Path, make: object, message: str) -> None:
+    path = tmp_path / "kubeconfig"
+    make(path)  # type: ignore[operator]
+    with pytest.raises(KubeConfigError) as err:
+        load_configuration(Settings(kubeconfig=str(path)))
+    text = str(err.value)
+    assert message in text and str(path) in text and "\n" not in text, text
+    with pytest.raises(ValueError, match="kubeconfig"):  # explain's namespace lookup
+        kubeconfig_contexts(str(path))
