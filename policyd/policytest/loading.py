@@ -76,6 +76,7 @@ def load_suite(doc: SourceDocument, base_dir: Path, problems: list[Problem],
     raises BadSuite once its problems are in `problems`. `default_profile` (`policyd
     test --config`, its path relative to the working directory) runs when the document
     names no spec.profile of its own."""
+    start = len(problems)
     errs = shape_problems(doc, doc.data, "test", ())
     if errs:
         problems.extend(errs)
@@ -133,8 +134,11 @@ def load_suite(doc: SourceDocument, base_dir: Path, problems: list[Problem],
         _check_policies(doc, spec["tests"], set(rule_forms) | refused.policies, problems)
     if not spec["tests"]:
         problems.append(doc.problem(("spec", "tests"), "no-tests", "spec.tests is empty"))
-    if any(p.level == ERROR and p.file == doc.file and p.document == doc.index
-           for p in problems) or (ref is not None and profile is None):
+    # Any error found while loading it (in the test file, or in a policy, profile or
+    # cluster file it names) stops the suite: its cases would run without what was
+    # refused and fail for that instead.
+    if any(p.level == ERROR for p in problems[start:]) or (ref is not None
+                                                            and profile is None):
         raise BadSuite
     framework: Callable[[], Framework] = profile.framework if profile is not None \
         else partial(default_framework, policies, seed=SEED)
