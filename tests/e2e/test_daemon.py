@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -9,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from policyd.daemon.queue import BACKOFF, UNSCHEDULABLE
+from policyd.devcluster.controlplane import ControlPlane
 from tests.e2e.helpers import (
     Cluster,
     DaemonFactory,
@@ -55,6 +59,29 @@ def test_pods_go_where_the_policies_demand(cluster: Cluster, daemons: DaemonFact
         f"Successfully assigned {cluster.ns}/secure-0 to hw-b"]
     assert scheduled[0]["type"] == "Normal"
     assert scheduled[0]["source"]["component"] == sched
+
+
+def test_values_past_float64s_exact_range_are_missing_to_the_daemon_as_to_explain(
+        cluster: Cluster, daemons: DaemonFactory, policy_dir: Path,
+        control_plane: ControlPlane) -> None:
+    """Annotations at the ends of float64 (and past them) that a numeric score rule
+    reads count as missing: `policyd explain` on the live cluster and the daemon
+    choose the same node, the one with a usable value (issue 26's 1e308 class)."""
+    sched = _scheduler()
+    for name, latency in (("huge", "1e308"), ("tiny", "-1e308"), ("past", "1e400"),
+                          ("nan", "nan"), ("sane", "5")):
+        cluster.node(name, annotations={"myorg.io/latency-ms": latency})
+    profile = write_profile(policy_dir.parent, sched)
+    cluster.pod("latency", sched, labels={"myorg.io/latency-sensitive": "true"})
+    out = subprocess.run(
+        [sys.executable, "-W", "error::RuntimeWarning", "-m", "policyd", "explain",
+         f"{cluster.ns}/latency", "--kubeconfig", str(control_plane.kubeconfig_path),
+         "--config", str(profile), "-o", "json"],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    explained = json.loads(out.stdout)["node"]
+    daemons.start(profile)
+    assert cluster.wait_bound("latency") == explained == "sane"
 
 
 def test_memory_headroom_keeps_ten_percent_free(cluster: Cluster, daemons: DaemonFactory,
