@@ -4,7 +4,14 @@ PriorityQueue in pkg/scheduler/backend/queue).
 - activeQ: pods ready to be tried, ordered by the profile's QueueSort (`less`), FIFO
   among equals.
 - backoffQ: pods that failed and wait `podInitialBackoffSeconds * 2^(attempts-1)`
-  (capped at `podMaxBackoffSeconds`) before going back to activeQ.
+  (capped at `podMaxBackoffSeconds`) before going back to activeQ. As upstream, two
+  heaps: pods some plugin rejected, and pods that failed with an error (no plugin
+  named: an API error, a failed bind). With SchedulerPopFromBackoffQ (beta, on by
+  default since v1.33, `pop_from_backoff`) an idle scheduler does not wait: when
+  activeQ is empty, `pop` takes the head of the rejected pods' heap at once (never an
+  errored pod: those keep their backoff). Under the same gate upstream rounds every
+  expiry down to a 1 s window (`BACKOFF_WINDOW`), a pod backs off until the window
+  after its expiry's has begun, and a window's pods leave in activeQ's order.
 - unschedulable: pods no node fits, with the plugins that rejected them. A cluster
   event (`move`) returns a pod (to backoffQ if still backing off, else activeQ) only
   when one of *its* rejecting plugins registered that event and that plugin's
@@ -29,6 +36,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +65,7 @@ DEFAULT_INITIAL_BACKOFF = 1.0
 DEFAULT_MAX_BACKOFF = 10.0
 DEFAULT_MAX_IN_UNSCHEDULABLE = 300.0  # DefaultPodMaxInUnschedulablePodsDuration
 FLUSH_UNSCHEDULABLE_PERIOD = 30.0  # how often upstream checks that duration
+BACKOFF_WINDOW = 1.0  # backoffQOrderingWindowDuration
 
 ACTIVE = "active"
 BACKOFF = "backoff"
@@ -102,6 +111,30 @@ class _ActiveEntry:
         return self.seq < other.seq
 
 
+class _BackoffEntry:
+    """A pod's place in a backoff heap: by expiry; with SchedulerPopFromBackoffQ, pods
+    of one window in activeQ's order (lessBackoffCompletedWithPriority), then FIFO."""
+
+    __slots__ = ("expiry", "less", "qp", "seq")
+
+    def __init__(self, expiry: float, qp: QueuedPod, seq: int,
+                 less: Callable[[Pod, Pod], bool] | None) -> None:
+        self.expiry = expiry
+        self.qp = qp
+        self.seq = seq
+        self.less = less
+
+    def __lt__(self, other: _BackoffEntry) -> bool:
+        if self.expiry != other.expiry:
+            return self.expiry < other.expiry
+        if self.less is not None:
+            if self.less(self.qp.pod, other.qp.pod):
+                return True
+            if self.less(other.qp.pod, self.qp.pod):
+                return False
+        return self.seq < other.seq
+
+
 def backoff_duration(attempts: int, initial: float, maximum: float) -> float:
     """initial * 2^(attempts-1), capped at maximum (calculateBackoffDuration)."""
     duration = initial
@@ -121,8 +154,10 @@ class SchedulingQueue:
         initial_backoff: float = DEFAULT_INITIAL_BACKOFF,
         max_backoff: float = DEFAULT_MAX_BACKOFF,
         max_in_unschedulable: float = DEFAULT_MAX_IN_UNSCHEDULABLE,
+        pop_from_backoff: bool = True,
     ) -> None:
         self._less = less
+        self.pop_from_backoff = pop_from_backoff
         self.clock = clock
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
@@ -134,7 +169,8 @@ class SchedulingQueue:
         self._in_flight: dict[str, QueuedPod] = {}
         self._order = itertools.count()
         self._active: list[_ActiveEntry] = []
-        self._backoff: list[tuple[float, int, QueuedPod]] = []
+        self._backoff: list[_BackoffEntry] = []  # pods some plugin rejected
+        self._error_backoff: list[_BackoffEntry] = []  # pods that failed with an error
         self._seq = itertools.count()
         self.scheduling_cycle = 0
         self._hints: HintMap = {}
@@ -159,6 +195,10 @@ class SchedulingQueue:
             self._active = [_ActiveEntry(e.qp, e.seq, less) for e in self._active
                             if self._valid_active(e)]
             heapq.heapify(self._active)
+            if self.pop_from_backoff:
+                self._backoff = [_BackoffEntry(e.expiry, e.qp, e.seq, less)
+                                 for e in self._backoff if self._valid_backoff(e)]
+                heapq.heapify(self._backoff)
 
     def set_backoff(self, initial: float, maximum: float) -> None:
         """A reloaded profile's podInitialBackoffSeconds/podMaxBackoffSeconds: every
@@ -232,6 +272,10 @@ class SchedulingQueue:
             while True:
                 self._flush_backoff_locked(self.clock())
                 qp = self._pop_active_locked()
+                if qp is None and self.pop_from_backoff:
+                    # activeQ is empty: the next rejected pod need not wait out its
+                    # backoff (SchedulerPopFromBackoffQ).
+                    qp = self._pop_heap_locked(self._backoff)
                 if qp is not None:
                     self.scheduling_cycle += 1
                     qp.cycle = self.scheduling_cycle
@@ -248,9 +292,11 @@ class SchedulingQueue:
                     wait = remaining
                 else:
                     wait = 1.0
-                if self._backoff:
-                    # Wake up when the first backoff expires.
-                    wait = min(wait, max(0.001, self._backoff[0][0] - self.clock()))
+                for heap in (self._error_backoff, self._backoff):
+                    if heap:
+                        # Wake up when the first backoff expires.
+                        wait = min(wait, max(0.001, self._backoff_ends(heap[0].expiry)
+                                             - self.clock()))
                 self._cond.wait(min(wait, 1.0))
 
     def _pop_active_locked(self) -> QueuedPod | None:
@@ -259,6 +305,18 @@ class SchedulingQueue:
             if self._valid_active(entry):
                 return entry.qp
         return None
+
+    def _pop_heap_locked(self, heap: list[_BackoffEntry]) -> QueuedPod | None:
+        while heap:
+            entry = heapq.heappop(heap)
+            if self._valid_backoff(entry):
+                return entry.qp
+        return None
+
+    def _valid_backoff(self, entry: _BackoffEntry) -> bool:
+        qp = entry.qp
+        return (not qp.deleted and qp.where == BACKOFF and qp.seq == entry.seq
+                and self._pods.get(qp.uid) is qp)
 
     def _valid_active(self, entry: _ActiveEntry) -> bool:
         qp = entry.qp
@@ -391,7 +449,7 @@ class SchedulingQueue:
             self._in_flight_events = [e for e in self._in_flight_events if e[0] >= oldest]
 
     def _move_one(self, qp: QueuedPod) -> None:
-        if self.backoff_expiry(qp) > self.clock():
+        if self.clock() < self._backoff_ends(self.backoff_expiry(qp)):
             self._push_backoff(qp)
         else:
             self._push_active(qp)
@@ -418,14 +476,28 @@ class SchedulingQueue:
                     self._move_one(qp)
 
     def _flush_backoff_locked(self, now: float) -> None:
-        while self._backoff and self._backoff[0][0] <= now:
-            _, seq, qp = heapq.heappop(self._backoff)
-            if qp.where == BACKOFF and qp.seq == seq and not qp.deleted:
-                self._push_active(qp)
+        for heap in (self._backoff, self._error_backoff):
+            while heap and self._backoff_ends(heap[0].expiry) <= now:
+                entry = heapq.heappop(heap)
+                if self._valid_backoff(entry):
+                    self._push_active(entry.qp)
 
     def backoff_expiry(self, qp: QueuedPod) -> float:
-        return qp.timestamp + backoff_duration(qp.attempts, self.initial_backoff,
-                                               self.max_backoff)
+        """When the pod's backoff expires; with SchedulerPopFromBackoffQ rounded down to
+        its window (getBackoffTime). No backoff at all when podMaxBackoffSeconds is 0."""
+        if self.max_backoff <= 0:
+            return float("-inf")
+        expiry = qp.timestamp + backoff_duration(qp.attempts, self.initial_backoff,
+                                                 self.max_backoff)
+        if self.pop_from_backoff:
+            return math.floor(expiry / BACKOFF_WINDOW) * BACKOFF_WINDOW
+        return expiry
+
+    def _backoff_ends(self, expiry: float) -> float:
+        """The first moment a pod with this expiry no longer backs off: the expiry
+        itself, or with windows the start of the next window (isPodBackingoff: backing
+        off while the expiry is not before the current window's start)."""
+        return expiry + BACKOFF_WINDOW if self.pop_from_backoff else expiry
 
     # -- internals ----------------------------------------------------------------------
 
@@ -438,7 +510,12 @@ class SchedulingQueue:
     def _push_backoff(self, qp: QueuedPod) -> None:
         qp.seq = next(self._seq)
         self._set_where(qp, BACKOFF)
-        heapq.heappush(self._backoff, (self.backoff_expiry(qp), qp.seq, qp))
+        # No plugin named: it failed with an error, and waits in the heap an idle
+        # scheduler does not pop early (upstream's podErrorBackoffQ).
+        rejected = bool(qp.unschedulable_plugins)
+        less = self._less if rejected and self.pop_from_backoff else None
+        heapq.heappush(self._backoff if rejected else self._error_backoff,
+                       _BackoffEntry(self.backoff_expiry(qp), qp, qp.seq, less))
         self._cond.notify()
 
     def _hold(self, qp: QueuedPod) -> None:

@@ -20,7 +20,7 @@ from tests.builders import make_pod
 from tests.clocks import ManualClock
 
 
-def _queue(clock: ManualClock, **kw: float) -> SchedulingQueue:
+def _queue(clock: ManualClock, **kw: float | bool) -> SchedulingQueue:
     return SchedulingQueue(PrioritySort().less, clock=clock, **kw)
 
 
@@ -70,7 +70,8 @@ def test_priority_change_resorts_an_active_pod() -> None:
 
 def test_error_goes_to_backoff_until_it_expires() -> None:
     clock = ManualClock()
-    q = _queue(clock, initial_backoff=1, max_backoff=10)
+    q = _queue(clock, initial_backoff=1, max_backoff=10,
+               pop_from_backoff=False)
     q.add(_pod("a"))
     qp = q.pop(timeout=0)
     assert qp is not None and qp.attempts == 1 and q.where("uid-a") == IN_FLIGHT
@@ -104,7 +105,8 @@ def test_unschedulable_waits_for_a_move_event() -> None:
 
 def test_move_while_still_backing_off_goes_to_backoff_first() -> None:
     clock = ManualClock()
-    q = _queue(clock, initial_backoff=1, max_backoff=10)
+    q = _queue(clock, initial_backoff=1, max_backoff=10,
+               pop_from_backoff=False)
     q.add(_pod("a"))
     qp = q.pop(timeout=0)
     assert qp is not None

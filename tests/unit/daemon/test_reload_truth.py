@@ -67,9 +67,9 @@ def test_the_queue_backs_off_with_the_new_values_from_then_on() -> None:
     assert qp is not None
     q.set_backoff(8, 30)
     assert q.requeue(qp, unschedulable=False) == "backoff"
-    now[0] = 7.9
+    now[0] = 8.9
     assert q.pop() is None  # the old 1 s would have let it out long ago
-    now[0] = 8.0
+    now[0] = 9.0  # expiry 8 s, backing off until its window (8-9 s) has passed
     assert q.pop() is qp
 
 
