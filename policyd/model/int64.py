@@ -10,6 +10,9 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # Kubernetes' int32 fields (weights, priorities, counts): the API server and
 # kube-scheduler's decoder refuse numbers beyond these.
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+# The same bounds as ranges, for `value in INT32` checks.
+INT32 = range(INT32_MIN, INT32_MAX + 1)
+INT64 = range(INT64_MIN, INT64_MAX + 1)
 
 
 def parse_int64(text: str) -> int | None:

@@ -27,7 +27,7 @@ from decimal import ROUND_UP, Context, Decimal, localcontext
 from functools import lru_cache
 from typing import Any
 
-from policyd.model.int64 import parse_int64
+from policyd.model.int64 import INT32, parse_int64
 from policyd.model.spelling import show_value
 
 # A Quantity's value must fit an int64 (resource.Quantity's MaxInt64 bound): larger ones
@@ -41,7 +41,6 @@ _SUFFIX_START = frozenset("eEinumkKMGTP")
 _DECIMAL_SI = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12,
                "P": 15, "E": 18}
 _BINARY_SI = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
-_INT32 = range(-(2**31), 2**31)
 # apimachinery keeps a decimal quantity in an int64 (its fast path) when it has at most
 # this many digits and a scale of at least nano; otherwise it uses an arbitrary-precision
 # decimal, whose parser needs at least one digit.
@@ -227,7 +226,7 @@ def _suffix(value: object, suffix: str) -> tuple[int, int]:
         if exponent is None:
             raise QuantityError(value, f"unknown suffix {json.dumps(suffix)} (an exponent "
                                        "is e or E and a signed integer, e.g. e3, e-3)")
-        if exponent not in _INT32:
+        if exponent not in INT32:
             raise QuantityError(value, f"exponent {exponent} is out of range (Kubernetes "
                                        "keeps exponents in an int32 and would wrap it)")
         return 10, exponent

@@ -13,16 +13,12 @@ from datetime import datetime
 from typing import Any
 
 from policyd.errors import InvalidObjectError
-from policyd.model.int64 import INT64_MAX
+from policyd.model.int64 import INT32, INT64
 from policyd.model.objectmeta import string_problem
 from policyd.model.quantity import nano_value, resource_value
 from policyd.model.spelling import show_value
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
-# Go's int32 and int64: the API server decodes spec.priority into an int32 and sizes into
-# an int64, and refuses a number beyond them.
-INT32 = range(-(2**31), 2**31)
-INT64 = range(-INT64_MAX - 1, INT64_MAX + 1)
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 

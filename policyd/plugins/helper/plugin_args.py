@@ -8,6 +8,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from policyd.model.int64 import INT32, INT64
 from policyd.problems import Problem, field_problem
 
 Problems = list[Problem]
@@ -41,7 +42,7 @@ def check_envelope(args: Mapping[str, Any], known: Sequence[str], kind: str,
 
 
 # Upstream's decoder refuses a number that does not fit the Go field's type.
-INT_BITS = {32: range(-(2**31), 2**31), 64: range(-(2**63), 2**63)}
+INT_BITS = {32: INT32, 64: INT64}
 
 
 def fits_int(value: int, path: str, bits: int, problems: Problems) -> bool:
