@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from policyd.features import GATES
 from policyd.model.duration import MAX_DURATION_SECONDS
 from policyd.model.int64 import INT32_MAX
 from policyd.policy.schema_parts import METRIC_NAME_PATTERN, schema_object
@@ -300,6 +301,21 @@ def build_schema() -> dict[str, Any]:
                                 "the object's status. Each is a plugin enabled by default "
                                 "like a policy file's; a name or pluginName a policy file "
                                 "already uses is refused on the object. Default false."},
+            "featureGates": {
+                "type": "object", "additionalProperties": {"type": "boolean"},
+                "description": "kube-scheduler v1.36's feature gates, name -> true/false, as "
+                               "its --feature-gates flag sets them (`policyd run "
+                               "--feature-gates` overrides each gate it names). Default: "
+                               "v1.36's defaults. Gates policyd models either way: "
+                               + ", ".join(g.name for g in GATES
+                                           if g.modelled and not g.locked)
+                               + "; the others take only their v1.36 default."},
+            "extenders": {
+                "not": {},
+                "description": "Not supported: policyd does not call scheduler extenders. "
+                               "Express an extender's filter and prioritize logic as a "
+                               "SchedulingPolicy's filter and score rules "
+                               "(docs/compatibility.md)."},
         },
         "required": ["apiVersion", "kind"],
         "additionalProperties": False,
