@@ -11,7 +11,16 @@ its behaviour:
 - a gate policyd does not model may be set only to the value policyd behaves as (its
   v1.36 default, which is what policyd implements); any other value is refused,
   saying so, rather than silently running the other behaviour;
-- a name in no row is refused, naming the known ones.
+- a name in no row is refused, naming the known ones;
+- once every setting is accepted, a gate left on whose dependencies are off is
+  refused, as component-base refuses it. Turning NodeDeclaredFeatures off therefore
+  takes the gates that depend on it off too, some of which the scheduler never reads:
+  those few are rows as well (`Gate.scheduler` False), so that the value that starts
+  kube-scheduler starts policyd.
+
+The flag's grammar (an optional `kube:` prefix, repeated flags joined) and every
+error text are component-base v0.36.3's (cli/flag, compatibility/registry.go,
+featuregate/feature_gate.go).
 
 A leaf module: it imports nothing from policyd, so any layer may read the gates.
 """
@@ -37,11 +46,17 @@ class Gate:
     stage: Stage
     locked: bool = False  # LockToDefault upstream: no other value is accepted
     modelled: bool = True  # policyd implements both values
+    # False: a gate kube-scheduler never reads, listed only because a scheduler gate's
+    # dependencies involve it (turning NodeDeclaredFeatures off takes these off too),
+    # so kube-scheduler's own --feature-gates value is accepted as it is. Either
+    # value is accepted (unless locked) and changes nothing in policyd.
+    scheduler: bool = True
 
 
 _A, _B, _GA = Stage.ALPHA, Stage.BETA, Stage.GA
 
-# Upstream's names; alphabetical. `modelled=False`: policyd behaves as the default only.
+# Upstream's names; the scheduler's alphabetical, then the others a dependency brings
+# in. `modelled=False`: policyd behaves as the default only.
 GATES: tuple[Gate, ...] = (
     Gate("DRAAdminAccess", True, _GA, locked=True, modelled=False),
     Gate("DRAConsumableCapacity", True, _B, modelled=False),
@@ -78,6 +93,13 @@ GATES: tuple[Gate, ...] = (
     Gate("VolumeAttributesClass", True, _GA, locked=True),
     Gate("VolumeLimitScaling", False, _A, modelled=False),
     Gate("WorkloadAwarePreemption", False, _A, modelled=False),
+    # Not read by the scheduler: see Gate.scheduler.
+    Gate("ContainerRestartRules", True, _B, scheduler=False),
+    Gate("ExtendWebSocketsToKubelet", True, _B, scheduler=False),
+    Gate("InPlacePodVerticalScalingInitContainers", True, _B, scheduler=False),
+    Gate("RestartAllContainersOnContainerExits", True, _B, scheduler=False),
+    Gate("UserNamespacesHostNetworkSupport", False, _A, scheduler=False),
+    Gate("UserNamespacesSupport", True, _GA, locked=True, scheduler=False),
 )
 
 BY_NAME: Mapping[str, Gate] = MappingProxyType({g.name: g for g in GATES})
@@ -101,13 +123,20 @@ DEPENDENCIES: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "DRASchedulerFilterTimeout": ("DynamicResourceAllocation",),
     "DRAWorkloadResourceClaims": ("DynamicResourceAllocation", "GenericWorkload"),
     "GangScheduling": ("GenericWorkload",),
-    # So `NodeDeclaredFeatures=false` alone is refused, by kube-scheduler too: it takes
-    # `InPlacePodLevelResourcesVerticalScaling=false` with it.
+    # So `NodeDeclaredFeatures=false` alone is refused, by kube-scheduler too: it
+    # takes this gate and the four below that depend on it off with it.
     "InPlacePodLevelResourcesVerticalScaling": ("InPlacePodVerticalScaling",
                                                 "PodLevelResources",
                                                 "NodeDeclaredFeatures"),
     "TopologyAwareWorkloadScheduling": ("GenericWorkload",),
     "WorkloadAwarePreemption": ("GangScheduling",),
+    # Gates the scheduler does not read (Gate.scheduler), on NodeDeclaredFeatures.
+    "ExtendWebSocketsToKubelet": ("NodeDeclaredFeatures",),
+    "InPlacePodVerticalScalingInitContainers": ("InPlacePodVerticalScaling",
+                                                "NodeDeclaredFeatures"),
+    "RestartAllContainersOnContainerExits": ("ContainerRestartRules",
+                                             "NodeDeclaredFeatures"),
+    "UserNamespacesHostNetworkSupport": ("UserNamespacesSupport", "NodeDeclaredFeatures"),
 })
 
 
@@ -156,7 +185,7 @@ def check_setting(name: str, value: bool) -> str | None:
     wording for an unknown or locked gate, with the known names added)."""
     gate = BY_NAME.get(name)
     if gate is None:
-        return (f"unrecognized feature gate: {name} (kube-scheduler v1.36's gates that "
+        return (f"unrecognized feature gate: {name} (the kube-scheduler v1.36 gates "
                 f"policyd knows: {known_names()})")
     if gate.locked and value != gate.default:
         return (f"cannot set feature gate {name} to {_go_bool(value)}, feature is "
@@ -195,6 +224,17 @@ def check_settings(settings: Iterable[tuple[str, bool]]) -> dict[str, bool]:
     return given
 
 
+def turning_off(name: str, base: FeatureGates = DEFAULTS) -> list[tuple[str, bool]]:
+    """The settings that turn `name` off with every gate on in `base` that depends on
+    it (directly or not): what `--feature-gates` must say for the result to be
+    accepted, e.g. for NodeDeclaredFeatures."""
+    off = [name]
+    for gate in off:
+        off.extend(n for n, deps in DEPENDENCIES.items()
+                   if gate in deps and base.enabled(n) and n not in off)
+    return [(n, False) for n in off]
+
+
 def with_settings(settings: Iterable[tuple[str, bool]],
                   base: FeatureGates = DEFAULTS) -> FeatureGates:
     """`base` with `settings` applied; raises FeatureGateError with every refusal
@@ -207,12 +247,30 @@ def with_settings(settings: Iterable[tuple[str, bool]],
 
 
 def parse_flag(text: str) -> list[tuple[str, bool]]:
-    """`NAME=BOOL,NAME=BOOL` as component-base's `--feature-gates` reads it: empty items
-    skipped, spaces around a name and a value ignored, booleans as Go's
-    strconv.ParseBool takes them. Raises FeatureGateError naming the item."""
-    out: list[tuple[str, bool]] = []
+    """`[kube:]NAME=BOOL,...` as kube-scheduler v1.36's `--feature-gates` reads it
+    (given more than once, the values joined with commas): component-base's
+    ColonSeparatedMultimapStringString splits the items and an optional component
+    prefix, each trimmed (so blank items vanish), then featureGate.Set reads
+    `NAME=BOOL` with Go's strconv.ParseBool. Raises FeatureGateError in their words."""
+    kube: list[str] = []
+    prefixes: set[str] = set()
     for item in text.split(","):
-        if not item:  # only a truly empty item: " " is a name without a value upstream
+        if not item:
+            continue
+        component, sep, rest = item.partition(":")
+        if not sep:
+            component, rest = "", component
+        component = component.strip()
+        if component not in ("", KUBE_COMPONENT):
+            raise FeatureGateError([f"component not registered: {component}"])
+        prefixes.add(component)
+        kube.append(rest.strip())
+    if len(prefixes) > 1:
+        raise FeatureGateError(["set kube feature gates with default empty prefix or "
+                                "kube: prefix consistently, do not mix use"])
+    out: list[tuple[str, bool]] = []
+    for item in kube:
+        if not item:
             continue
         name, sep, raw = item.partition("=")
         name, raw = name.strip(), raw.strip()
@@ -227,6 +285,7 @@ def parse_flag(text: str) -> list[tuple[str, bool]]:
     return out
 
 
+KUBE_COMPONENT = "kube"  # component-base's DefaultKubeComponent
 _GO_BOOLS = {
     **dict.fromkeys(("1", "t", "T", "true", "TRUE", "True"), True),
     **dict.fromkeys(("0", "f", "F", "false", "FALSE", "False"), False),

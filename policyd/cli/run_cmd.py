@@ -98,12 +98,12 @@ def run(
         "--kube-api-qps", help="Override clientConnection.qps.")] = None,
     burst: Annotated[int | None, typer.Option(
         "--kube-api-burst", min=1, help="Override clientConnection.burst.")] = None,
-    feature_gates: Annotated[str, typer.Option(
+    feature_gates: Annotated[list[str] | None, typer.Option(
         "--feature-gates", metavar="NAME=BOOL,...",
         help="kube-scheduler v1.36 feature gates, as its own flag takes them (e.g. "
-             "SchedulerPopFromBackoffQ=false); each overrides the profile's "
+             "SchedulerPopFromBackoffQ=false; repeatable); each overrides the profile's "
              "featureGates. Unknown or locked gates, and gates policyd runs only at "
-             "their default, are refused (exit 2).")] = "",
+             "their default, are refused (exit 2).")] = None,
 ) -> None:
     """Run the scheduler: take the pods whose spec.schedulerName names one of the
     profile's profiles, bind them, and explain failures in events.
@@ -119,7 +119,7 @@ def run(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    gates = _feature_gates(feature_gates)
+    gates = _feature_gates(",".join(feature_gates or []))
     from policyd.daemon import logs
     from policyd.daemon.run import (
         Daemon,

@@ -34,7 +34,8 @@ def test_every_dependency_names_gates_of_the_table() -> None:
 
 @pytest.mark.parametrize(("text", "expected"), [
     ("SchedulerPopFromBackoffQ=false", [("SchedulerPopFromBackoffQ", False)]),
-    (" A = 1 ,, B=F,", [("A", True), ("B", False)]),
+    (" A = 1 ,, B=F, ,", [("A", True), ("B", False)]),
+    ("kube:A=true, kube: B=false", [("A", True), ("B", False)]),
     ("", []),
     ("A=t,A=TRUE,A=True,A=0,A=f,A=FALSE,A=False",
      [("A", v) for v in (True, True, True, False, False, False, False)]),
@@ -45,8 +46,9 @@ def test_parse_flag(text: str, expected: list[tuple[str, bool]]) -> None:
 
 @pytest.mark.parametrize(("text", "message"), [
     ("NodeDeclaredFeatures", "missing bool value for NodeDeclaredFeatures"),
-    # Only a truly empty item is skipped: a blank one is a nameless gate upstream too.
-    ("A=true, ", "missing bool value for "),
+    ("wardle:A=true", "component not registered: wardle"),
+    ("kube:A=true,B=false", "set kube feature gates with default empty prefix or kube: "
+                            "prefix consistently, do not mix use"),
     ("A=yes", 'invalid value of A=yes, err: strconv.ParseBool: parsing "yes": '
               "invalid syntax"),
     ('A=x"y\\', 'invalid value of A=x"y\\, err: strconv.ParseBool: parsing "x\\"y\\\\": '
@@ -61,8 +63,8 @@ def test_parse_flag_refusals(text: str, message: str) -> None:
 
 def test_an_unknown_name_is_the_only_error_and_lists_the_known_ones() -> None:
     (msg,) = _refusal([("DRAAdminAccess", False), ("NoSuchGate", True)])
-    assert msg.startswith("unrecognized feature gate: NoSuchGate (kube-scheduler v1.36's "
-                          "gates that policyd knows: DRAAdminAccess, ")
+    assert msg.startswith("unrecognized feature gate: NoSuchGate (the kube-scheduler v1.36 "
+                          "gates policyd knows: DRAAdminAccess, ")
     assert "SchedulerPopFromBackoffQ" in msg
 
 
@@ -81,15 +83,35 @@ def test_a_gate_set_to_its_default_is_accepted_even_when_locked_or_unmodelled() 
     assert gates.overrides() == {}
 
 
-def test_node_declared_features_off_alone_breaks_a_dependency_as_upstream() -> None:
+def test_node_declared_features_off_alone_breaks_dependencies_as_upstream() -> None:
+    """kube-scheduler v1.36.3 `--feature-gates=NodeDeclaredFeatures=false` exits with
+    these four (observed on the built binary), two of them gates it never reads."""
     assert _refusal([("NodeDeclaredFeatures", False)]) == [
-        "InPlacePodLevelResourcesVerticalScaling is enabled, but depends on features "
-        "that are disabled: [NodeDeclaredFeatures]"]
-    gates = f.with_settings([("NodeDeclaredFeatures", False),
-                             ("InPlacePodLevelResourcesVerticalScaling", False)])
+        f"{name} is enabled, but depends on features that are disabled: "
+        "[NodeDeclaredFeatures]" for name in (
+            "ExtendWebSocketsToKubelet", "InPlacePodLevelResourcesVerticalScaling",
+            "InPlacePodVerticalScalingInitContainers",
+            "RestartAllContainersOnContainerExits")]
+    settings = f.turning_off("NodeDeclaredFeatures")
+    gates = f.with_settings(settings)
     assert not gates.enabled("NodeDeclaredFeatures")
-    assert gates.describe() == ("InPlacePodLevelResourcesVerticalScaling=false,"
-                                "NodeDeclaredFeatures=false")
+    assert gates.describe() == (
+        "ExtendWebSocketsToKubelet=false,InPlacePodLevelResourcesVerticalScaling=false,"
+        "InPlacePodVerticalScalingInitContainers=false,NodeDeclaredFeatures=false,"
+        "RestartAllContainersOnContainerExits=false")
+
+
+def test_gates_the_scheduler_does_not_read_take_either_value_but_their_locks() -> None:
+    gates = f.with_settings([("ContainerRestartRules", False),
+                             ("RestartAllContainersOnContainerExits", False)])
+    assert not gates.enabled("ContainerRestartRules")
+    assert _refusal([("RestartAllContainersOnContainerExits", True),
+                     ("ContainerRestartRules", False)]) == [
+        "RestartAllContainersOnContainerExits is enabled, but depends on features that "
+        "are disabled: [ContainerRestartRules]"]
+    assert _refusal([("UserNamespacesSupport", False)]) == [
+        "cannot set feature gate UserNamespacesSupport to false, feature is locked to "
+        "true"]
 
 
 def test_the_last_setting_of_a_name_wins() -> None:

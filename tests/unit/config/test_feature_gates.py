@@ -8,15 +8,14 @@ from pathlib import Path
 
 from policyd.config.effective import effective_configuration
 from policyd.config.loader import validate_config_file, validated_config_file
-from policyd.features import BY_NAME
+from policyd.features import BY_NAME, turning_off
 from policyd.plugins import names
 from tests.unit.config.conftest import HEAD, Check, where
 
-BOTH_OFF = """\
-featureGates:
-  NodeDeclaredFeatures: false
-  InPlacePodLevelResourcesVerticalScaling: false
-"""
+# What kube-scheduler v1.36.3 needs to start with NodeDeclaredFeatures off: every gate
+# on by default that depends on it, off too.
+BOTH_OFF = "featureGates:\n" + "".join(f"  {name}: false\n"
+                                       for name, _ in turning_off("NodeDeclaredFeatures"))
 
 
 def _profile(tmp_path: Path, policy_dir: Path, body: str) -> Path:
@@ -37,7 +36,7 @@ def test_every_refused_gate_at_its_key(check: Check) -> None:
     assert where(problems) == [(5, 3, "feature-gate"), (6, 3, "feature-gate"),
                                (7, 3, "feature-gate"), (8, 29, "schema")]
     assert problems[0].message.startswith(
-        "unrecognized feature gate: NoSuchGate (kube-scheduler v1.36's gates that policyd "
+        "unrecognized feature gate: NoSuchGate (the kube-scheduler v1.36 gates policyd "
         "knows: DRAAdminAccess, ")
     assert problems[1].message == ("cannot set feature gate SidecarContainers to false, "
                                    "feature is locked to true")
@@ -51,10 +50,13 @@ def test_an_unmet_dependency_at_the_feature_gates_key(check: Check) -> None:
         featureGates:
           NodeDeclaredFeatures: false
         """)
-    assert where(problems) == [(4, 1, "feature-gate")]
-    assert problems[0].message == (
-        "InPlacePodLevelResourcesVerticalScaling is enabled, but depends on features "
-        "that are disabled: [NodeDeclaredFeatures]")
+    assert where(problems) == [(4, 1, "feature-gate")] * 4
+    assert [p.message for p in problems] == [
+        f"{name} is enabled, but depends on features that are disabled: "
+        "[NodeDeclaredFeatures]" for name in (
+            "ExtendWebSocketsToKubelet", "InPlacePodLevelResourcesVerticalScaling",
+            "InPlacePodVerticalScalingInitContainers",
+            "RestartAllContainersOnContainerExits")]
     assert check(BOTH_OFF) == []
 
 
@@ -80,7 +82,7 @@ def test_overrides_apply_over_the_profile_per_gate(tmp_path: Path,
                               ("SchedulerPopFromBackoffQ", False)))
     assert problems == []
     assert config.feature_gates.overrides() == {
-        "InPlacePodLevelResourcesVerticalScaling": False,
+        **{n: False for n, _ in turning_off("NodeDeclaredFeatures")[1:]},
         "SchedulerPopFromBackoffQ": False}
     assert names.NODE_DECLARED_FEATURES in [
         p.name for p in frameworks["policyd"].filter_plugins]
@@ -92,7 +94,7 @@ def test_an_override_that_breaks_a_dependency_is_said_so(tmp_path: Path,
     _, frameworks, problems = validate_config_file(
         path, gate_overrides=(("NodeDeclaredFeatures", False),))
     assert frameworks == {}
-    assert [(p.line, p.column, p.rule) for p in problems] == [(1, 1, "feature-gate")]
+    assert [(p.line, p.column, p.rule) for p in problems] == [(1, 1, "feature-gate")] * 4
     assert problems[0].message.endswith("[NodeDeclaredFeatures] (with --feature-gates "
                                         "applied)")
 

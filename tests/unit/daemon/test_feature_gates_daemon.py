@@ -15,6 +15,7 @@ from policyd.daemon.loaded_profile import LoadedConfig, load, needs_restart
 from policyd.daemon.reload import ConfigWatcher
 from policyd.daemon.run import Daemon, RunOptions, connect, load_config
 from policyd.errors import PolicydError
+from policyd.features import turning_off
 from tests.clocks import ManualClock
 
 HEAD = "apiVersion: policyd.io/v1alpha1\nkind: PolicydConfiguration\n"
@@ -76,7 +77,7 @@ def test_the_flag_overrides_the_profile_per_gate(options: RunOptions) -> None:
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("Nope=true", "unrecognized feature gate: Nope (kube-scheduler v1.36's gates"),
+    ("Nope=true", "unrecognized feature gate: Nope (the kube-scheduler v1.36 gates"),
     ("SchedulerPopFromBackoffQ", "missing bool value for SchedulerPopFromBackoffQ"),
     ("SchedulerQueueingHints=false", "cannot set feature gate SchedulerQueueingHints to "
                                      "false, feature is locked to true"),
@@ -93,8 +94,8 @@ def test_a_reload_keeps_the_running_gates_and_asks_for_a_restart(tmp_path: Path)
     path = tmp_path / "profile.yaml"
     path.write_text(HEAD)
     started = load(path)
-    path.write_text(HEAD + "featureGates: {NodeDeclaredFeatures: false, "
-                           "InPlacePodLevelResourcesVerticalScaling: false}\n")
+    path.write_text(HEAD + "featureGates: {" + ", ".join(
+        f"{n}: false" for n, _ in turning_off("NodeDeclaredFeatures")) + "}\n")
     applied: list[LoadedConfig] = []
     watcher = ConfigWatcher(started, apply=applied.append, rejected=lambda m: None)
     watcher._sig = ()  # as if the file had changed since
@@ -104,9 +105,9 @@ def test_a_reload_keeps_the_running_gates_and_asks_for_a_restart(tmp_path: Path)
     fw = reloaded.frameworks["policyd"]
     assert fw.features.enabled("NodeDeclaredFeatures")
     assert "NodeDeclaredFeatures" in [p.name for p in fw.filter_plugins]
-    assert needs_restart(started.settings, reloaded.settings) == [
-        "featureGates (defaults -> InPlacePodLevelResourcesVerticalScaling=false,"
-        "NodeDeclaredFeatures=false)"]
+    (pending,) = needs_restart(started.settings, reloaded.settings)
+    assert pending.startswith("featureGates (defaults -> ExtendWebSocketsToKubelet=false,")
+    assert "NodeDeclaredFeatures=false" in pending
 
 
 def test_start_logs_the_non_default_gates(options: RunOptions,

@@ -10,7 +10,7 @@ import pytest
 
 from policyd.config.plugins import build_framework
 from policyd.engine.cycle import schedule_one
-from policyd.features import with_settings
+from policyd.features import turning_off, with_settings
 from policyd.framework import Code, CycleState, PluginError, Status
 from policyd.framework.events import NODE, ActionType, ClusterEvent, node_update_events
 from policyd.framework.events import QUEUE as QUEUE_
@@ -235,8 +235,7 @@ def test_preemption_never_picks_a_node_without_the_feature(reference: bool) -> N
     assert [v.name for v in result.post_filter.victims] == ["victim"]
 
 
-GATE_OFF = with_settings([("NodeDeclaredFeatures", False),
-                          ("InPlacePodLevelResourcesVerticalScaling", False)])
+GATE_OFF = with_settings(turning_off("NodeDeclaredFeatures"))
 
 
 @pytest.mark.parametrize("reference", [False, True])
