@@ -3,7 +3,8 @@
 Parsing only; the daemon is `policyd.daemon.run`. Exit codes: 0 after a graceful stop
 (SIGTERM/SIGINT), 1 when the profile or its policies are invalid (before any request
 to the API server) or the daemon cannot run here (its serving address is in use), 2
-for usage errors (a bad flag, an unreadable serving certificate).
+for usage errors (a bad flag, --feature-gates naming a gate policyd refuses, an
+unreadable serving certificate).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from policyd.cli.options import choice_enum
+from policyd.errors import PolicydError
 
 # The keys of policyd.daemon.logs.FORMATTERS, named here rather than imported: the
 # commands that never run the daemon must not import it (test_startup_imports), and
@@ -96,6 +98,12 @@ def run(
         "--kube-api-qps", help="Override clientConnection.qps.")] = None,
     burst: Annotated[int | None, typer.Option(
         "--kube-api-burst", min=1, help="Override clientConnection.burst.")] = None,
+    feature_gates: Annotated[list[str] | None, typer.Option(
+        "--feature-gates", metavar="NAME=BOOL,...",
+        help="kube-scheduler v1.36 feature gates, as its own flag takes them (e.g. "
+             "SchedulerPopFromBackoffQ=false; repeatable); each overrides the profile's "
+             "featureGates. Unknown or locked gates, and gates policyd runs only at "
+             "their default, are refused (exit 2).")] = None,
 ) -> None:
     """Run the scheduler: take the pods whose spec.schedulerName names one of the
     profile's profiles, bind them, and explain failures in events.
@@ -111,6 +119,7 @@ def run(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    gates = _feature_gates(",".join(feature_gates or []))
     from policyd.daemon import logs
     from policyd.daemon.run import (
         Daemon,
@@ -131,7 +140,7 @@ def run(
         lease_namespace=lease_namespace, lease_name=lease_name, identity=identity,
         policies=list(policies or []), verbosity=verbosity,
         reload_interval=reload_interval, shutdown_grace=shutdown_grace, binders=binders,
-        qps=qps, burst=burst)
+        qps=qps, burst=burst, feature_gates=gates)
     loaded = load_config(options)  # InvalidConfig -> exit 1, before any connection
     daemon = Daemon(options, loaded, connect(options, loaded.settings),
                     on_first_sync=freeze_startup_heap)
@@ -141,3 +150,15 @@ def run(
     while not stop.wait(1.0):
         pass
     raise typer.Exit(daemon.shutdown())
+
+
+def _feature_gates(text: str) -> tuple[tuple[str, bool], ...]:
+    """--feature-gates as settings, or a usage error (exit 2) in component-base's
+    words. Dependencies are checked with the profile's gates, by validation."""
+    from policyd.features import FeatureGateError, check_settings, parse_flag
+
+    try:
+        return tuple(check_settings(parse_flag(text)).items())
+    except FeatureGateError as exc:
+        raise PolicydError(f"invalid argument {text!r} for \"--feature-gates\" flag: "
+                           f"{exc}") from None

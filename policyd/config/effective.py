@@ -8,7 +8,8 @@ each extension point it implements, disabled ones removed, custom ones merged in
 place), listed per extension point as `enabled` (with multiPoint's defaults disabled,
 so the lists are the whole of it), score plugins with the weight they run at.
 `pluginConfig` lists the args given for each enabled plugin; a plugin without an entry
-runs with its defaults. Read back by check-config, the document has itself as its
+runs with its defaults. `featureGates` lists every gate with the value it runs at.
+Read back by check-config, the document has itself as its
 effective configuration.
 """
 
@@ -49,6 +50,9 @@ def _settings(config: PolicydConfig) -> dict[str, Any]:
         "podMaxBackoffSeconds": config.pod_max_backoff_seconds,
         "parallelism": config.parallelism,
         "clusterPolicies": config.cluster_policies,
+        # Every gate policyd knows with the value it runs at (the profile's, then
+        # --feature-gates, over v1.36's defaults), by name.
+        "featureGates": dict(sorted(config.feature_gates.values.items())),
         # The files the `policies` paths named, each once: what is loaded.
         "policies": [str(p) for p in config.policy_files],
         "leaderElection": {
@@ -69,7 +73,8 @@ def _settings(config: PolicydConfig) -> dict[str, Any]:
 
 def _profile(profile: Any, checked: ValidatedConfig) -> dict[str, Any]:
     # Valid, so resolving again reports nothing: the report is a formality.
-    resolved = resolve_profile(profile, checked.policies, report=lambda *_: None)
+    resolved = resolve_profile(profile, checked.policies, report=lambda *_: None,
+                               features=checked.config.feature_gates)
     # multiPoint's defaults are off: every plugin that runs is in the lists below, so
     # the document means what it lists when read back (nothing comes back by default).
     plugins: dict[str, Any] = {"multiPoint": {"disabled": [{"name": "*"}]}}

@@ -10,12 +10,14 @@ documented with the YAML field it comes from.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from policyd.config import profile_schema as s
+from policyd.features import DEFAULTS, FeatureGates, check_setting
 from policyd.model.duration import parse_duration as parse_duration  # re-exported
 
 
@@ -164,6 +166,10 @@ class PolicydConfig:
     """`metricsProviders`: the node metric sources score rules (`metric`) read."""
     cluster_policies: bool = False
     """`clusterPolicies`: also run the cluster's SchedulingPolicy objects (watched)."""
+    feature_gates: FeatureGates = DEFAULTS
+    """`featureGates` over v1.36's defaults, then the command line's `--feature-gates`
+    (`gate_overrides` of `config_from_dict`) over those: what the frameworks are built
+    with and the daemon's queue runs by."""
 
 
 def _int(v: Any, default: int, ok: Any = lambda v: True) -> int:
@@ -216,10 +222,23 @@ def profile_from_dict(raw: Any) -> ProfileConfig:
     )
 
 
-def config_from_dict(raw: Any, path: Path, policy_files: tuple[Path, ...] = ()
-                     ) -> PolicydConfig:
+def feature_gates_from(raw: Any, overrides: Sequence[tuple[str, bool]] = ()
+                       ) -> FeatureGates:
+    """The profile's `featureGates` (the settings policyd accepts; validation reports
+    the others), then `overrides`, over v1.36's defaults. Dependencies are not
+    checked here: validation reports them."""
+    settings = [(n, v) for n, v in _map(raw).items() if isinstance(v, bool)]
+    values = dict(DEFAULTS.values)
+    for name, value in [*settings, *overrides]:
+        if check_setting(name, value) is None:
+            values[name] = value
+    return FeatureGates(MappingProxyType(values))
+
+
+def config_from_dict(raw: Any, path: Path, policy_files: tuple[Path, ...] = (),
+                     gate_overrides: Sequence[tuple[str, bool]] = ()) -> PolicydConfig:
     """A PolicydConfig from a (possibly invalid) document: invalid values become
-    defaults."""
+    defaults. `gate_overrides`: `--feature-gates`, over the profile's."""
     doc = _map(raw)
     base = path.parent
     le = _map(doc.get("leaderElection"))
@@ -264,6 +283,7 @@ def config_from_dict(raw: Any, path: Path, policy_files: tuple[Path, ...] = ()
         policy_files=policy_files,
         metrics_providers=metrics_providers_from(doc.get("metricsProviders"), base),
         cluster_policies=doc.get("clusterPolicies") is True,
+        feature_gates=feature_gates_from(doc.get("featureGates"), gate_overrides),
     )
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework import MAX_NODE_SCORE
 from policyd.framework.interfaces import (
     FilterPlugin,
@@ -226,8 +227,11 @@ def resolve_profile(
     *,
     path: JsonPath = (),
     report: Report,
+    features: FeatureGates = DEFAULTS,
 ) -> ResolvedProfile:
     """Expand one profile's `plugins` and collect its `pluginConfig`, by upstream's rules.
+    The defaults are those of `features` (a gated default plugin is left out while its
+    gate is off; enabled explicitly, it is built and does what its gate says).
 
     Reports every problem found: unknown plugin names (with the closest registered one),
     plugins enabled where they have no such extension point, the same plugin enabled
@@ -252,7 +256,7 @@ def resolve_profile(
         return False
 
     defaults = [_Entry(n, catalog.default_weight(n), ()) for n in
-                (*registry.DEFAULT_PROFILE_ORDER, *policies)]
+                (*registry.default_profile_order(features), *policies)]
     per_point_enabled: dict[str, list[_Entry]] = {}
     per_point_disabled: dict[str, set[str]] = {}
     for point in ("multiPoint", *POINTS, *OTHER_POINTS):
@@ -352,17 +356,19 @@ def check_profile(
     *,
     path: JsonPath,
     report: Report,
+    features: FeatureGates = DEFAULTS,
 ) -> ResolvedProfile:
     """Report every problem of one profile: `resolve_profile`'s and invalid plugin args
     (each plugin's factory validates its own, upstream's rules)."""
-    resolved = resolve_profile(profile, policies, path=path, report=report)
-    _instances(resolved, profile, policies, path, report)
+    resolved = resolve_profile(profile, policies, path=path, report=report,
+                               features=features)
+    _instances(resolved, profile, policies, path, report, features)
     return resolved
 
 
 def _instances(resolved: ResolvedProfile, profile: Mapping[str, Any],
-               policies: Mapping[str, Plugin], path: JsonPath, report: Report
-               ) -> dict[str, Plugin]:
+               policies: Mapping[str, Plugin], path: JsonPath, report: Report,
+               features: FeatureGates = DEFAULTS) -> dict[str, Plugin]:
     """Every plugin the resolved profile enables, by name: the compiled policies, and a
     built-in's factory run on its args."""
     final = resolved.points
@@ -385,7 +391,7 @@ def _instances(resolved: ResolvedProfile, profile: Mapping[str, Any],
         spec = registry.builtin(name)
         assert spec is not None
         try:
-            instances[name] = spec.factory(resolved.args.get(name))
+            instances[name] = spec.make(resolved.args.get(name), features)
         except PluginError as exc:
             base = config_path(name)
             for p in exc.problems:
@@ -399,15 +405,18 @@ def build_framework(
     *,
     seed: int | None = None,
     path: JsonPath = (),
+    features: FeatureGates = DEFAULTS,
 ) -> Framework:
-    """A Framework for one profile (`schedulerName`, `plugins`, `pluginConfig`).
+    """A Framework for one profile (`schedulerName`, `plugins`, `pluginConfig`), its
+    plugins built under `features` (which the Framework keeps, for what runs it).
 
     Meant for a profile `check_profile` found valid; raises ProfileError listing every
     problem otherwise."""
     policies = dict(policies or {})
     problems = _Collect()
-    resolved = resolve_profile(profile, policies, path=path, report=problems)
-    instances = _instances(resolved, profile, policies, path, problems)
+    resolved = resolve_profile(profile, policies, path=path, report=problems,
+                               features=features)
+    instances = _instances(resolved, profile, policies, path, problems, features)
     if problems:
         raise ProfileError(problems)
     final = resolved.points
@@ -436,15 +445,17 @@ def build_framework(
         reserve=reserve,
         pre_bind=pre_bind,
         seed=seed,
+        features=features,
     )
 
 
 def default_framework(
-    policies: Sequence[Plugin] = (), *, scheduler_name: str = "policyd", seed: int | None = None
+    policies: Sequence[Plugin] = (), *, scheduler_name: str = "policyd",
+    seed: int | None = None, features: FeatureGates = DEFAULTS,
 ) -> Framework:
     """kube-scheduler's default profile plus every given policy, at default weights."""
     return build_framework({"schedulerName": scheduler_name},
-                           {p.name: p for p in policies}, seed=seed)
+                           {p.name: p for p in policies}, seed=seed, features=features)
 
 
 def score_weight(name: str, weight: int, policies: Mapping[str, Plugin]) -> int:

@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from policyd.features import GATES, Gate
 from policyd.model.duration import MAX_DURATION_SECONDS
 from policyd.model.int64 import INT32_MAX
 from policyd.policy.schema_parts import METRIC_NAME_PATTERN, schema_object
@@ -88,6 +89,15 @@ _NUMBER = r"([0-9]+(\.[0-9]*)?|\.[0-9]+)"
 DURATION_PATTERN = f"^[-+]?({_NUMBER}{_UNIT})+$|^[-+]?0$"
 
 
+
+
+def _gate_text(gate: Gate) -> str:
+    default = "true" if gate.default else "false"
+    what = ("not read by the scheduler; here for its dependencies" if not gate.scheduler
+            else "locked" if gate.locked
+            else "policyd runs either value" if gate.modelled
+            else "policyd runs only the default")
+    return f"{gate.stage.value}, default {default} in v1.36; {what}."
 
 
 def _duration(description: str, default: str) -> dict[str, Any]:
@@ -300,6 +310,26 @@ def build_schema() -> dict[str, Any]:
                                 "the object's status. Each is a plugin enabled by default "
                                 "like a policy file's; a name or pluginName a policy file "
                                 "already uses is refused on the object. Default false."},
+            "featureGates": {
+                # Every known gate for editors; any other name is left to validation,
+                # which refuses it naming the known ones (component-base's wording).
+                "type": "object",
+                "properties": {g.name: {"type": "boolean", "default": g.default,
+                                        "description": _gate_text(g)} for g in GATES},
+                "additionalProperties": {"type": "boolean"},
+                "description": "kube-scheduler v1.36's feature gates, name -> true/false, as "
+                               "its --feature-gates flag sets them (`policyd run "
+                               "--feature-gates` overrides each gate it names). Default: "
+                               "v1.36's defaults. Gates policyd models either way: "
+                               + ", ".join(g.name for g in GATES
+                                           if g.modelled and not g.locked and g.scheduler)
+                               + "; the others take only their v1.36 default."},
+            "extenders": {
+                "not": {},
+                "description": "Not supported: policyd does not call scheduler extenders. "
+                               "Express an extender's filter and prioritize logic as a "
+                               "SchedulingPolicy's filter and score rules "
+                               "(docs/compatibility.md)."},
         },
         "required": ["apiVersion", "kind"],
         "additionalProperties": False,

@@ -22,7 +22,13 @@ from typing import Any
 
 from policyd.config import plugins as pl
 from policyd.config import profile_schema as config_schema
-from policyd.config.model import PolicydConfig, config_from_dict, parse_duration
+from policyd.config.model import (
+    PolicydConfig,
+    config_from_dict,
+    feature_gates_from,
+    parse_duration,
+)
+from policyd.features import DEFAULTS, FeatureGates, check_setting, dependency_problems
 from policyd.model.duration import DurationTooLong
 from policyd.model.file_kinds import PROFILE, wrong_file
 from policyd.model.int64 import INT32_MAX
@@ -60,6 +66,15 @@ _TYPE_BOUNDS = {
     config_schema.FLOAT32_MAX: "kube-scheduler reads it as a float32",
     -config_schema.FLOAT32_MAX: "kube-scheduler reads it as a float32",
 }
+# Why a profile's `extenders` is refused (docs/compatibility.md, "Scheduler extenders").
+EXTENDERS_MESSAGE = (
+    "policyd does not call scheduler extenders: a SchedulingPolicy expresses filter "
+    "and score rules that run in-process, where an extender adds an HTTP round trip "
+    "to every scheduling cycle (and kube-scheduler itself steers new work to "
+    "framework plugins). Write the extender's filter and prioritize logic as a "
+    "policy's filter and score rules (docs/policy-language.md); managedResources, "
+    "bind and preempt verbs have no policyd equivalent. Remove `extenders` to run "
+    "this profile")
 # client-go's leader elector refuses renewDeadline <= JitterFactor * retryPeriod.
 _LEADER_JITTER = 1.2
 
@@ -99,13 +114,16 @@ class ValidatedConfig:
 
 
 def validate(path: Path, *, extra_policies: Sequence[Path] = (),
-             cluster_policies: ClusterPolicies | None = None) -> ValidatedConfig:
+             cluster_policies: ClusterPolicies | None = None,
+             gate_overrides: Sequence[tuple[str, bool]] = ()) -> ValidatedConfig:
     """Every problem of the profile at `path` and of the policies it names; builds
     nothing.
 
     `cluster_policies` (the daemon's, already checked and compiled) are asked for once
     the policy files are loaded and join them as plugins the profiles may name and
-    that are enabled by default, exactly as a file policy is.
+    that are enabled by default, exactly as a file policy is. `gate_overrides`
+    (`policyd run --feature-gates`, each setting already accepted by
+    `features.with_settings`) apply over the profile's `featureGates`.
 
     The steps run in this order, each skipping what an earlier one reported: the file
     (YAML, exactly one mapping document), the schema, the top-level settings, the
@@ -116,7 +134,7 @@ def validate(path: Path, *, extra_policies: Sequence[Path] = (),
     source = load_file(path)
     problems: list[Problem] = list(source.problems)
     if not source.documents:
-        return ValidatedConfig(config_from_dict({}, path), problems)
+        return ValidatedConfig(config_from_dict({}, path, (), gate_overrides), problems)
     doc = source.documents[0]
     for extra in source.documents[1:]:
         problems.append(extra.problem((), "config-document",
@@ -126,15 +144,16 @@ def validate(path: Path, *, extra_policies: Sequence[Path] = (),
         problems.append(doc.problem((), "config-document",
                                     "a PolicydConfiguration must be a mapping with apiVersion "
                                     "and kind"))
-        return ValidatedConfig(config_from_dict({}, path), problems)
+        return ValidatedConfig(config_from_dict({}, path, (), gate_overrides), problems)
     if (other := wrong_file(doc.data, doc.file, PROFILE)) is not None:
         # A policy, a PolicyTest, a snapshot: one problem saying so, not every field
         # a profile does not have.
         problems.append(doc.problem(("kind",), "config-document", other))
-        return ValidatedConfig(config_from_dict({}, path), problems)
+        return ValidatedConfig(config_from_dict({}, path, (), gate_overrides), problems)
     check = _Check(doc, path)
     check.schema()
     check.settings()
+    check.feature_gates(gate_overrides)
     check.metrics_providers()
     check.policies(extra_policies)
     check.cluster_policies(cluster_policies)
@@ -142,7 +161,8 @@ def validate(path: Path, *, extra_policies: Sequence[Path] = (),
     check.profiles()
     problems = sorted([*problems, *check.problems], key=lambda p: p.sort_key())
     problems.extend(sorted(check.policy_problems, key=lambda p: p.sort_key()))
-    return ValidatedConfig(config_from_dict(doc.data, path, tuple(check.policy_files)),
+    return ValidatedConfig(config_from_dict(doc.data, path, tuple(check.policy_files),
+                                            gate_overrides),
                            problems, check.profile_list, check.compiled,
                            check.policy_documents, check.cluster_plugins)
 
@@ -164,6 +184,7 @@ class _Check:
         self.policy_documents: list[SourceDocument] = []
         self.cluster_plugins: tuple[str, ...] = ()
         self.metric_names: dict[str, JsonPath] = {}  # metric -> where a provider defines it
+        self.gates: FeatureGates = DEFAULTS  # what the plugins are checked with
         # Values the schema already found wrong: later checks skip them and everything
         # under them, so each mistake is reported once.
         self.reported: set[JsonPath] = set()
@@ -239,6 +260,8 @@ class _Check:
         if validator == "pattern" and error.validator_value == config_schema.DURATION_PATTERN:
             return self.doc.problem(where, "schema", f"Invalid value: {_show(error.instance)}"
                                     ": not a duration; write e.g. 15s, 1m30s or 500ms")
+        if validator == "not" and where == ("extenders",):
+            return self.doc.problem(where, "extenders", EXTENDERS_MESSAGE, key=True)
         if validator == "const" and where == ("kind",) \
                 and error.instance == "KubeSchedulerConfiguration":
             return self.doc.problem(where, "schema", f"must be {config_schema.KIND!r}: "
@@ -336,6 +359,31 @@ class _Check:
                      f"({_seconds(renew_s)}) must be greater than {_LEADER_JITTER:g} x "
                      f"retryPeriod ({_seconds(retry_s)}), or the leader elector refuses "
                      "to start")
+
+    # feature gates ----------------------------------------------------------------
+    def feature_gates(self, overrides: Sequence[tuple[str, bool]]) -> None:
+        """Each `featureGates` entry policyd refuses, at its key, in component-base's
+        words (an unknown name with the known ones); then, with every entry accepted,
+        the gates left on whose dependencies are off, with `overrides` applied."""
+        raw = self.data.get("featureGates")
+        where: JsonPath = ("featureGates",)
+        refused = False
+        if isinstance(raw, Mapping) and not self.is_reported(where):
+            for name, value in raw.items():
+                if not isinstance(value, bool):
+                    refused = True  # the schema said so
+                    continue
+                problem = check_setting(str(name), value)
+                if problem is not None:
+                    refused = True
+                    self.add((*where, name), "feature-gate", problem, key=True)
+        self.gates = feature_gates_from(raw, overrides)
+        if refused:
+            return
+        at: JsonPath = where if isinstance(raw, Mapping) else ()
+        for problem in dependency_problems(self.gates):
+            self.add(at, "feature-gate", problem + (" (with --feature-gates applied)"
+                                                    if overrides else ""), key=bool(at))
 
     # metrics providers ----------------------------------------------------------------
     def metrics_providers(self) -> None:
@@ -501,7 +549,7 @@ class _Check:
                 else:
                     names[name] = (*where, "schedulerName")
             resolved = pl.check_profile(profile, self.compiled, path=where,
-                                        report=self._plugin_problem)
+                                        report=self._plugin_problem, features=self.gates)
             queue_sort = resolved.names_at("queueSort")
             qs = queue_sort[0] if len(queue_sort) == 1 else None
             if len(queue_sort) <= 1:

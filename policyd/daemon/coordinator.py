@@ -43,11 +43,13 @@ class Scheduler:
         binders: int = 16,
         verbosity: int = 0,
         clock: Clock = REAL_CLOCK,
+        pop_from_backoff: bool = True,
     ) -> None:
         for fw in frameworks.values():
             instrument(fw, metrics)
+        # pop_from_backoff: the SchedulerPopFromBackoffQ gate (on in v1.36).
         state = SchedulingState(frameworks, now=clock.now, initial_backoff=initial_backoff,
-                                max_backoff=max_backoff)
+                                max_backoff=max_backoff, pop_from_backoff=pop_from_backoff)
         self.state = state
         self.client = client
         self.metrics = metrics

@@ -18,6 +18,7 @@ from policyd.config.loader import validate_config_file
 from policyd.config.plugins import RULE_UNKNOWN
 from policyd.config.validate import ClusterPolicies, is_unreadable
 from policyd.errors import EXIT_PROBLEMS, InputFileError, PolicydError
+from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework.runtime import Framework
 from policyd.kube.leaderelection import LeaderElectionSettings
 from policyd.policy.files import find_yaml_files
@@ -53,6 +54,10 @@ class RuntimeSettings:
     lease_name: str = "policyd"
     lease_namespace: str = "kube-system"
     cluster_policies: bool = False
+    # The non-default gates of the profile's `featureGates` and --feature-gates
+    # (`FeatureGates.describe`): compared so a reload that changes them says a restart
+    # is needed.
+    feature_gates: str = "defaults"
 
     def leader_election(self, identity: str | None = None,
                         namespace: str | None = None) -> LeaderElectionSettings:
@@ -78,10 +83,12 @@ PROFILE_FIELDS = {
     "lease_name": "leaderElection.resourceName",
     "lease_namespace": "leaderElection.resourceNamespace",
     "cluster_policies": "clusterPolicies",
+    "feature_gates": "featureGates",
 }
 # What a reload applies to the running daemon: the queue's backoff for pods that fail
 # from then on. The rest shapes objects built once at start-up (the API connection,
-# the binder pool, the leader elector and its Lease, the SchedulingPolicy watch).
+# the binder pool, the leader elector and its Lease, the SchedulingPolicy watch, and
+# the feature gates, as kube-scheduler reads them once at start).
 LIVE_SETTINGS = frozenset({"pod_initial_backoff", "pod_max_backoff"})
 
 
@@ -118,6 +125,11 @@ class LoadedConfig:
     # False: loaded by `load(..., cluster_pending=True)` for its settings only (the
     # profile names plugins only cluster policies can provide); no frameworks.
     complete: bool = True
+    # The gates the frameworks were built with and the queue runs by: fixed at start
+    # (a reload passes them back as `pinned_gates`), as kube-scheduler's are.
+    feature_gates: FeatureGates = DEFAULTS
+    # `policyd run --feature-gates`, applied over the profile's at every reload.
+    gate_overrides: tuple[tuple[str, bool], ...] = ()
 
 
 def policy_files(paths: Iterable[Path]) -> list[Path]:
@@ -130,7 +142,9 @@ def policy_files(paths: Iterable[Path]) -> list[Path]:
 
 def load(path: Path, extra_policies: list[Path] | None = None,
          cluster_policies: ClusterPolicies | None = None, *,
-         cluster_pending: bool = False) -> LoadedConfig:
+         cluster_pending: bool = False,
+         gate_overrides: tuple[tuple[str, bool], ...] = (),
+         pinned_gates: FeatureGates | None = None) -> LoadedConfig:
     """Validate the profile and its policies and build the frameworks, or raise
     InvalidConfig (every problem; exit 1) / InputFileError (unreadable file; exit 2).
 
@@ -139,9 +153,12 @@ def load(path: Path, extra_policies: list[Path] | None = None,
     when the profile has `clusterPolicies: true` and its only errors are plugin names
     not registered (which a SchedulingPolicy object may provide), the result is
     incomplete (`complete` False, no frameworks) instead of an error; every other
-    problem is raised, before any request."""
+    problem is raised, before any request.
+    `gate_overrides`: --feature-gates; `pinned_gates`: the gates to build with (a
+    reload's: those the daemon started with) instead of the profile's."""
     config, frameworks, found = validate_config_file(
-        path, extra_policies=tuple(extra_policies or ()), cluster_policies=cluster_policies)
+        path, extra_policies=tuple(extra_policies or ()), cluster_policies=cluster_policies,
+        gate_overrides=gate_overrides, pinned_gates=pinned_gates)
     errors = [p for p in found if p.level == "error"]
     unresolved = cluster_pending and config.cluster_policies \
         and all(p.rule == RULE_UNKNOWN for p in errors)
@@ -160,9 +177,12 @@ def load(path: Path, extra_policies: list[Path] | None = None,
         leader_elect=bool(le.leader_elect), lease_duration=float(le.lease_duration),
         renew_deadline=float(le.renew_deadline), retry_period=float(le.retry_period),
         lease_name=str(le.resource_name), lease_namespace=str(le.resource_namespace),
-        cluster_policies=config.cluster_policies)
+        cluster_policies=config.cluster_policies,
+        feature_gates=config.feature_gates.describe())
     files = [path, *config.policies, *config.policy_files, *(extra_policies or [])]
     return LoadedConfig(path, dict(frameworks), settings, list(dict.fromkeys(files)),
                         tuple(getattr(config, "metrics_providers", ()) or ()),
-                        complete=not errors)
+                        complete=not errors,
+                        feature_gates=pinned_gates or config.feature_gates,
+                        gate_overrides=tuple(gate_overrides))
 

@@ -165,7 +165,9 @@ class ConfigWatcher:
     def _load(self) -> LoadedConfig:
         if self.cluster is not None:
             self.cluster.proposed = None
-        return load(self.current.path, self.extra_policies, self.cluster)
+        return load(self.current.path, self.extra_policies, self.cluster,
+                    gate_overrides=self.current.gate_overrides,
+                    pinned_gates=self.current.feature_gates)
 
     def _reject(self, change: str, problem: str) -> bool:
         self.failures += 1

@@ -92,6 +92,9 @@ class RunOptions:
     reload_interval: float = 2.0
     shutdown_grace: float = 30.0
     binders: int | None = None  # None: the profile's parallelism
+    # --feature-gates, each setting over the profile's `featureGates` (checked by
+    # `features.check_settings` when parsed).
+    feature_gates: tuple[tuple[str, bool], ...] = ()
     qps: float | None = None
     burst: int | None = None
     watch_timeout: float = 300.0
@@ -164,7 +167,8 @@ class Daemon:
             self.client, loaded.frameworks, metrics=self.metrics, events=self.events,
             is_leader=is_leader, initial_backoff=s.pod_initial_backoff,
             max_backoff=s.pod_max_backoff, binders=options.binders or s.parallelism,
-            verbosity=options.verbosity, clock=clock)
+            verbosity=options.verbosity, clock=clock,
+            pop_from_backoff=loaded.feature_gates.enabled("SchedulerPopFromBackoffQ"))
         watches = cluster_watches(self.client, self.scheduler.handlers, self.metrics,
                                   options.watch_timeout)
         self.nodes, self.pods, self.extra_informers = \
@@ -378,10 +382,12 @@ class Daemon:
         self.events.start()
         if self.node_metrics is not None and self.loaded.metrics_providers:
             self.node_metrics.apply(self.loaded.metrics_providers)
-        log.info("policyd %s starting: profiles %s, API server %s, leader election %s",
+        log.info("policyd %s starting: profiles %s, API server %s, leader election %s, "
+                 "feature gates %s",
                  self.identity, ", ".join(self.loaded.frameworks), self.client.host,
                  f"on ({self.le_settings.namespace}/{self.le_settings.name})"
-                 if self.leader_elect else "off")
+                 if self.leader_elect else "off",
+                 self.loaded.feature_gates.describe())
         for inf in self.informers():
             self._thread(inf.run, f"policyd-watch-{inf.name}", self.stop_event)
         if self.elector is not None:
@@ -481,7 +487,8 @@ def load_config(options: RunOptions) -> daemon_config.LoadedConfig:
     """Validate everything before any connection exists (raises InvalidConfig). With
     `clusterPolicies: true`, plugin names no file provides are left for the Daemon,
     which lists the cluster's policies and validates again."""
-    return daemon_config.load(options.config, options.policies, cluster_pending=True)
+    return daemon_config.load(options.config, options.policies, cluster_pending=True,
+                              gate_overrides=options.feature_gates)
 
 
 def connect(options: RunOptions, settings: daemon_config.RuntimeSettings) -> KubeClient:

@@ -34,12 +34,14 @@ class SchedulingState:
     docstring says "under the lock" expect the caller to hold `lock`."""
 
     def __init__(self, frameworks: dict[str, Framework], *, now: Callable[[], float],
-                 initial_backoff: float, max_backoff: float) -> None:
+                 initial_backoff: float, max_backoff: float,
+                 pop_from_backoff: bool = True) -> None:
         self.frameworks = frameworks
         self.lock = threading.RLock()
         self.cluster = ClusterState()
         self.queue = SchedulingQueue(self._less, clock=now, initial_backoff=initial_backoff,
-                                     max_backoff=max_backoff)
+                                     max_backoff=max_backoff,
+                                     pop_from_backoff=pop_from_backoff)
         self.queue.set_hints(hints_of(frameworks))
         self.assumed: dict[str, str] = {}  # pod uid -> node, until the API shows it bound
         self.throttle = FailureThrottle(now)

@@ -56,7 +56,9 @@ def load_with_cluster_policies(
         log_crd_missing()
     else:
         cluster.replace_all(objects)
-    result = daemon_config.load(config, policies, cluster)
+    result = daemon_config.load(config, policies, cluster,
+                                gate_overrides=loaded.gate_overrides,
+                                pinned_gates=loaded.feature_gates)
     cluster.applied()
     if cluster.running:
         log.info("cluster policies in effect: %s", ", ".join(

@@ -35,6 +35,7 @@ from typing import TypeVar, cast
 
 import numpy as np
 
+from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.events import ClusterEventWithHint, registrations
 from policyd.framework.fit_error import Diagnosis
@@ -205,8 +206,12 @@ class Framework:
         reserve: Sequence[ReservePlugin] = (),
         pre_bind: Sequence[PreBindPlugin] = (),
         seed: int | None = None,
+        features: FeatureGates = DEFAULTS,
     ) -> None:
         self.profile_name = profile_name
+        # The feature gates its plugins were built under: the one place the engine,
+        # the daemon (binder, queue) and the offline commands read them from.
+        self.features = features
         self.queue_sort = queue_sort
         # An audited policy goes wherever the profile puts its Enforce form; it is
         # audited where that form would filter, and nowhere else: not a PreFilter

@@ -114,6 +114,10 @@ RULES: tuple[Rule, ...] = (
     Rule("client-connection", (ERROR, WARNING), "a timeout that is not positive; a "
                                                 "kubeconfig not found (warning)",
          (CHECK_CONFIG,)),
+    Rule("feature-gate", _E, "a feature gate unknown, locked, not modelled by policyd, or "
+                             "on with a gate it depends on off", (CHECK_CONFIG,)),
+    Rule("extenders", _E, "`extenders`: policyd does not call scheduler extenders",
+         (CHECK_CONFIG,)),
     Rule("duplicate-scheduler-name", _E, "two profiles with one schedulerName",
          (CHECK_CONFIG,)),
     Rule("queue-sort", _E, "more than one queueSort plugin, or different ones across "

@@ -7,11 +7,13 @@ Modules are imported on first use so that commands which never build a framework
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework.interfaces import Plugin, extension_points
 from policyd.plugins import names
 
@@ -40,6 +42,15 @@ _MODULES = {
 # kube-scheduler's default profile, in its order (getDefaultPlugins with the feature
 # gates on by default applied, v1.36), restricted to the plugins policyd has.
 DEFAULT_PROFILE_ORDER = tuple(_MODULES)
+# Default plugins that upstream's applyFeatureGates (apis/config/v1/default_plugins.go)
+# adds only while their gate is on.
+GATED_DEFAULTS = {names.NODE_DECLARED_FEATURES: "NodeDeclaredFeatures"}
+
+
+def default_profile_order(features: FeatureGates = DEFAULTS) -> tuple[str, ...]:
+    """The default plugins under `features`, in upstream's order."""
+    return tuple(n for n in DEFAULT_PROFILE_ORDER
+                 if n not in GATED_DEFAULTS or features.enabled(GATED_DEFAULTS[n]))
 
 # Upstream plugins policyd does not implement. A profile may disable them (configs are
 # often copied from kube-scheduler) but not enable them.
@@ -49,9 +60,18 @@ UPSTREAM_ONLY = names.UPSTREAM_NOT_IMPLEMENTED
 @dataclass(frozen=True, slots=True)
 class PluginSpec:
     name: str
-    factory: Callable[[Mapping[str, Any] | None], Plugin]
+    factory: Callable[..., Plugin]  # new(args) or new(args, features=...)
     default_weight: int | None
     extension_points: frozenset[str]
+    # Whether the factory takes the feature gates (`new(args, features=DEFAULTS)`):
+    # upstream's FactoryAdapter hands every plugin `feature.Features`; here only the
+    # plugins whose behaviour depends on a gate ask for them.
+    gated: bool = False
+
+    def make(self, args: Mapping[str, Any] | None,
+             features: FeatureGates = DEFAULTS) -> Plugin:
+        """The plugin for `args` under `features` (PluginError on invalid args)."""
+        return self.factory(args, features=features) if self.gated else self.factory(args)
 
 
 @cache
@@ -66,6 +86,7 @@ def builtin(name: str) -> PluginSpec | None:
         factory=module.new,
         default_weight=getattr(module, "DEFAULT_WEIGHT", None),
         extension_points=extension_points_of(plugin),
+        gated="features" in inspect.signature(module.new).parameters,
     )
 
 

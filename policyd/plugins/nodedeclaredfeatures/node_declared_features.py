@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework import CycleState, PluginError, Status
 from policyd.framework.events import (
     NODE,
@@ -50,9 +51,16 @@ def _has_all(required: frozenset[str], declared: Sequence[str]) -> bool:
 class NodeDeclaredFeatures:
     name = names.NODE_DECLARED_FEATURES
 
+    def __init__(self, enabled: bool = True) -> None:
+        # With the gate off upstream still builds the plugin (a profile may enable it)
+        # but it does nothing: PreFilter skips every pod, no events are registered.
+        self.enabled = enabled
+
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[set[str] | None, Status | None]:
+        if not self.enabled:
+            return None, Status.skip()
         required = required_features(pod)
         if not required:
             return None, Status.skip()
@@ -65,11 +73,15 @@ class NodeDeclaredFeatures:
         return required if required is not None else required_features(pod)
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        if not self.enabled:
+            return None
         required = self._required(state, pod)
         return None if _has_all(required, node.node.declared_features) else _REJECT
 
     def filter_mask(self, state: CycleState, pod: Pod, table: NodeTable,
                     idx: IntArray) -> BoolArray:
+        if not self.enabled:
+            return np.ones(len(idx), np.bool_)
         # Nodes share few distinct feature lists: decide once per list.
         required = self._required(state, pod)
         verdicts = np.fromiter((_has_all(required, f) for f in table.feature_sets),
@@ -78,6 +90,8 @@ class NodeDeclaredFeatures:
         return mask
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        if not self.enabled:
+            return ()
         return (
             ClusterEventWithHint(
                 ClusterEvent(NODE, ActionType.ADD | ActionType.UPDATE_NODE_DECLARED_FEATURE),
@@ -104,8 +118,9 @@ def _after_pod_update(pod: Pod, old: Any, new: Any) -> QueueingHint:
     return QUEUE
 
 
-def new(args: Mapping[str, Any] | None = None) -> NodeDeclaredFeatures:
+def new(args: Mapping[str, Any] | None = None,
+        features: FeatureGates = DEFAULTS) -> NodeDeclaredFeatures:
     if args:
         raise PluginError(names.NODE_DECLARED_FEATURES,
                           [field_problem("", "NodeDeclaredFeatures takes no arguments")])
-    return NodeDeclaredFeatures()
+    return NodeDeclaredFeatures(features.enabled("NodeDeclaredFeatures"))

@@ -81,3 +81,29 @@ def test_refused_lists(tmp_path: Path, declared: str, fragment: str) -> None:
         assert out.returncode == 2, out.stderr
         assert "Node new-node" in out.stderr and fragment in out.stderr, out.stderr
         assert "Traceback" not in out.stderr
+
+
+def test_a_profile_with_the_gate_off_sends_it_where_the_scores_do(tmp_path: Path) -> None:
+    """`--config` with featureGates turning NodeDeclaredFeatures off: explain,
+    simulate and check-config all run the profile's gates."""
+    from policyd.features import turning_off
+
+    profile = tmp_path / "profile.yaml"
+    profile.write_text("apiVersion: policyd.io/v1alpha1\nkind: PolicydConfiguration\n"
+                       "profiles: [{schedulerName: default-scheduler}]\n"
+                       "featureGates:\n" + "".join(
+                           f"  {n}: false\n" for n, _ in turning_off("NodeDeclaredFeatures")))
+    cluster = _snapshot(tmp_path, "RestartAllContainersOnContainerExits")
+    explain = policyd("explain", "--config", str(profile), "--cluster", cluster,
+                      "default/web", "-o", "json")
+    assert explain.returncode == 0, explain.stderr
+    answer = json.loads(explain.stdout)
+    assert answer["node"] == "old-node"
+    assert REASON not in json.dumps(answer)
+    simulate = policyd("simulate", "--config", str(profile), "--cluster", cluster)
+    assert simulate.returncode == 0, simulate.stderr
+    assert "old-node" in simulate.stdout and "new-node" not in simulate.stdout
+    check = policyd("check-config", str(profile), "-o", "json")
+    assert check.returncode == 0, check.stderr
+    assert json.loads(check.stdout)["effective"]["featureGates"][
+        "NodeDeclaredFeatures"] is False

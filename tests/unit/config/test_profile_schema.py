@@ -41,9 +41,13 @@ def _objects(node: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
             yield from _objects(v, f"{path}/{i}")
 
 
-def test_strict_everywhere_except_plugin_args() -> None:
+def test_strict_everywhere_except_plugin_args_and_feature_gates() -> None:
+    # featureGates takes any name with a boolean: validation refuses an unknown one
+    # naming the known ones, as kube-scheduler's flag does.
     loose = [p for p, o in _objects(SCHEMA) if o.get("additionalProperties") is not False]
-    assert loose == ["/$defs/pluginConfig/properties/args"]
+    assert loose == ["/properties/featureGates", "/$defs/pluginConfig/properties/args"]
+    assert SCHEMA["properties"]["featureGates"]["additionalProperties"] == {
+        "type": "boolean"}
 
 
 def test_every_upstream_extension_point_is_accepted() -> None:

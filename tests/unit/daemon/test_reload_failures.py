@@ -130,7 +130,7 @@ def test_an_unexpected_exception_while_loading_is_a_rejected_reload(
     tmp_path, d, w = setup
     before = w.current
 
-    def broken(*_: Any) -> LoadedConfig:
+    def broken(*_: Any, **__: Any) -> LoadedConfig:
         raise RecursionError("maximum recursion depth exceeded")
 
     monkeypatch.setattr(reload_module, "load", broken)
@@ -146,8 +146,8 @@ def test_a_failure_while_applying_restores_the_running_configuration(
     sched: Scheduler = d.scheduler  # type: ignore[assignment]
     real_load = load
 
-    def load_and_break(*args: Any) -> LoadedConfig:
-        loaded = real_load(*args)
+    def load_and_break(*args: Any, **kwargs: Any) -> LoadedConfig:
+        loaded = real_load(*args, **kwargs)
         sched.fail_on = loaded.frameworks
         return loaded
 

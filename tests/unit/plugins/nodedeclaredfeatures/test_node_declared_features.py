@@ -10,6 +10,7 @@ import pytest
 
 from policyd.config.plugins import build_framework
 from policyd.engine.cycle import schedule_one
+from policyd.features import turning_off, with_settings
 from policyd.framework import Code, CycleState, PluginError, Status
 from policyd.framework.events import NODE, ActionType, ClusterEvent, node_update_events
 from policyd.framework.events import QUEUE as QUEUE_
@@ -232,3 +233,41 @@ def test_preemption_never_picks_a_node_without_the_feature(reference: bool) -> N
     assert result.post_filter is not None
     assert result.post_filter.nominated_node == "new-node"
     assert [v.name for v in result.post_filter.victims] == ["victim"]
+
+
+GATE_OFF = with_settings(turning_off("NodeDeclaredFeatures"))
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_gate_off_leaves_it_out_of_the_default_profile(reference: bool) -> None:
+    """applyFeatureGates (apis/config/v1/default_plugins.go) appends the plugin only
+    with its gate on: off, the issue's pod goes where the scores send it."""
+    fw = build_framework({"schedulerName": "default-scheduler"}, {}, features=GATE_OFF)
+    assert names.NODE_DECLARED_FEATURES not in [p.name for p in fw.filter_plugins]
+    assert fw.features is GATE_OFF
+    result = schedule_one(fw, restart_all().req(cpu="500m").obj(), _issue_cluster(),
+                          reference=reference)
+    assert result.node == "old-node"
+    assert registry.default_profile_order(GATE_OFF) == registry.DEFAULT_PROFILE_ORDER[:-1]
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_enabled_by_the_profile_with_the_gate_off_it_does_nothing(reference: bool) -> None:
+    """Upstream's New with the gate off builds a plugin that skips every pod and
+    registers no event (nodedeclaredfeatures.go), so the profile stays valid."""
+    profile = {"schedulerName": "s", "plugins": {"multiPoint": {"enabled": [
+        {"name": names.NODE_DECLARED_FEATURES}]}}}
+    fw = build_framework(profile, {}, features=GATE_OFF)
+    assert names.NODE_DECLARED_FEATURES in [p.name for p in fw.filter_plugins]
+    result = schedule_one(fw, restart_all().req(cpu="500m").obj(), _issue_cluster(),
+                          reference=reference)
+    assert result.node == "old-node"
+    plugin = new(None, features=GATE_OFF)
+    pod = restart_all().obj()
+    node = NodeInfo(make_node("old").obj())
+    assert plugin.pre_filter(CycleState(), pod, [node])[1] == Status.skip()
+    assert plugin.filter(CycleState(), pod, node) is None
+    assert plugin.events_to_register() == ()
+    assert new(None).events_to_register() != ()
+    spec = registry.builtin(names.NODE_DECLARED_FEATURES)
+    assert spec is not None and spec.gated
