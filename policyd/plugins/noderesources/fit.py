@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework import CycleState, PluginError, Status
 from policyd.framework.events import (
     NODE,
@@ -204,8 +205,11 @@ class NodeResourcesFit:
                  ignored_resource_groups: frozenset[str] = frozenset(),
                  strategy: str = LEAST_ALLOCATED,
                  resources: Sequence[ResourceSpec] = DEFAULT_RESOURCES,
-                 shape: Sequence[ShapePoint] = ()) -> None:
+                 shape: Sequence[ShapePoint] = (), *,
+                 features: FeatureGates = DEFAULTS) -> None:
         self.ignored_resources = ignored_resources
+        # How a resized bound pod counts in the scale-down hint (isSchedulableAfterPodScaleDown).
+        self.features = features
         self.ignored_resource_groups = ignored_resource_groups
         self.strategy = strategy
         self.resources = tuple(resources)
@@ -362,8 +366,13 @@ class NodeResourcesFit:
             return QUEUE  # the pending pod asks for less now
         if not new.node_name:
             return QUEUE_SKIP
-        before, after = pod_requests(old), pod_requests(new)
-        for name, value in pod_requests(pod).items():
+        # Upstream reads all three with UseStatusResources (and pod-level status under
+        # InPlacePodLevelResourcesVerticalScaling): a resize the kubelet has carried out
+        # is what frees room.
+        gates = self.features
+        before = pod_requests(old, use_status=True, features=gates)
+        after = pod_requests(new, use_status=True, features=gates)
+        for name, value in pod_requests(pod, use_status=True, features=gates).items():
             if value and before.get(name, 0) > after.get(name, 0):
                 return QUEUE
         return QUEUE_SKIP
@@ -445,7 +454,8 @@ def _parse_shape(value: Any, path: str, problems: Problems) -> list[ShapePoint]:
     return points
 
 
-def new(args: Mapping[str, Any] | None = None) -> NodeResourcesFit:
+def new(args: Mapping[str, Any] | None = None, *, features: FeatureGates = DEFAULTS
+        ) -> NodeResourcesFit:
     """Build NodeResourcesFit from NodeResourcesFitArgs (v1 defaults, then upstream's
     ValidateNodeResourcesFitArgs); raises PluginError listing every problem."""
     problems: Problems = []
@@ -510,4 +520,5 @@ def new(args: Mapping[str, Any] | None = None) -> NodeResourcesFit:
                                         "RequestedToCapacityRatio"))
     if problems:
         raise PluginError(names.NODE_RESOURCES_FIT, problems)
-    return NodeResourcesFit(frozenset(ignored), frozenset(groups), strategy, resources, shape)
+    return NodeResourcesFit(frozenset(ignored), frozenset(groups), strategy, resources, shape,
+                            features=features)

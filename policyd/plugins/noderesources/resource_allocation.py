@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework import MAX_NODE_SCORE
 from policyd.model import k8snames
 from policyd.model.node_info import NodeInfo
@@ -159,7 +160,8 @@ def check_weights(specs: Sequence[ResourceSpec], path: str, problems: Problems) 
 # --- per-pod and per-node quantities ------------------------------------------------------
 
 def pod_request_list(pod: Pod, resources: Sequence[ResourceSpec],
-                     use_requested: bool) -> tuple[int, ...]:
+                     use_requested: bool, *, use_status: bool = False,
+                     features: FeatureGates = DEFAULTS) -> tuple[int, ...]:
     """calculatePodResourceRequestList: the pod's request for each scored resource.
 
     Without `use_requested` (NodeResourcesFit) cpu and memory are the "non-zero" requests:
@@ -171,11 +173,16 @@ def pod_request_list(pod: Pod, resources: Sequence[ResourceSpec],
     PodRequests runs with SkipPodLevelResources and the containers' (non-zero) requests
     plus overhead are scored, while its filter and BalancedAllocation honour pod-level
     requests. Found by the differential test against kube-scheduler.
+
+    `use_status` is the scorer's enableInPlacePodVerticalScaling: BalancedAllocation's is
+    set (a pod carrying resize status counts it, pod-level under `features`), the one
+    NodeResourcesFit builds for scoring is not.
     """
     if not use_requested and pod.pod_requests:
         pod = _without_pod_level_requests(pod)
-    actual = pod_requests(pod)
-    nonzero = actual if use_requested else pod_requests(pod, non_zero=True)
+    actual = pod_requests(pod, use_status=use_status, features=features)
+    nonzero = actual if use_requested else pod_requests(
+        pod, non_zero=True, use_status=use_status, features=features)
     return tuple(
         nonzero.get(spec.name, 0) if spec.name in (CPU, MEMORY) else actual.get(spec.name, 0)
         for spec in resources
