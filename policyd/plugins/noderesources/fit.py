@@ -59,21 +59,18 @@ from policyd.model.resources import (
 )
 from policyd.model.row_memo import RowMemo
 from policyd.plugins import names
+from policyd.plugins.helper.function_shape import ShapePoint, parse_shape
 from policyd.plugins.helper.plugin_args import (
     Problems,
     check_envelope,
     check_unknown_fields,
-    parse_int,
     type_name,
 )
 from policyd.plugins.noderesources.resource_allocation import (
     DEFAULT_RESOURCES,
-    MAX_CUSTOM_PRIORITY_SCORE,
-    MAX_UTILIZATION,
     IntArray,
     ResourceSpec,
     Scorer,
-    ShapePoint,
     VectorScorer,
     check_weights,
     is_extended_resource_name,
@@ -415,43 +412,6 @@ def _string_list(value: Any, path: str, problems: Problems) -> list[str]:
     return out
 
 
-def _parse_shape(value: Any, path: str, problems: Problems) -> list[ShapePoint]:
-    """validateFunctionShape: at least one point, utilization strictly increasing in
-    [0, 100], score in [0, 10]."""
-    if value is None or value == []:
-        problems.append(field_problem(path, "Required value: at least one point must be specified"))
-        return []
-    if not isinstance(value, list):
-        problems.append(field_problem(path, f"must be a list, not {type_name(value)}"))
-        return []
-    points: list[ShapePoint] = []
-    for i, item in enumerate(value):
-        ipath = f"{path}[{i}]"
-        if not isinstance(item, dict):
-            problems.append(field_problem(ipath, f"must be an object, not {type_name(item)}"))
-            return []
-        check_unknown_fields(item, ("utilization", "score"), ipath, problems)
-        utilization = parse_int(item.get("utilization", 0), f"{ipath}.utilization", problems)
-        score = parse_int(item.get("score", 0), f"{ipath}.score", problems)
-        if utilization is None or score is None:
-            return []
-        points.append(ShapePoint(utilization, score))
-    for i in range(1, len(points)):
-        if points[i - 1].utilization >= points[i].utilization:
-            problems.append(field_problem(f"{path}[{i}].utilization",
-                             f"Invalid value: {points[i].utilization}: values must be sorted "
-                             "in increasing order"))
-            break
-    for i, point in enumerate(points):
-        if not 0 <= point.utilization <= MAX_UTILIZATION:
-            problems.append(field_problem(f"{path}[{i}].utilization",
-                             f"Invalid value: {point.utilization}: not in valid range "
-                             f"[0, {MAX_UTILIZATION}]"))
-        if not 0 <= point.score <= MAX_CUSTOM_PRIORITY_SCORE:
-            problems.append(field_problem(f"{path}[{i}].score",
-                             f"Invalid value: {point.score}: not in valid range "
-                             f"[0, {MAX_CUSTOM_PRIORITY_SCORE}]"))
-    return points
 
 
 def new(args: Mapping[str, Any] | None = None, *, features: FeatureGates = DEFAULTS
@@ -512,7 +472,7 @@ def new(args: Mapping[str, Any] | None = None, *, features: FeatureGates = DEFAU
                     check_unknown_fields(ratio, ("shape",), rpath, problems)
                     # Upstream reports these under `scoringStrategy.shape`, a path that
                     # does not exist in the file; policyd names the real one.
-                    shape = _parse_shape(ratio.get("shape"), f"{rpath}.shape", problems)
+                    shape = parse_shape(ratio.get("shape"), f"{rpath}.shape", problems)
             elif strategy == REQUESTED_TO_CAPACITY_RATIO:
                 # kubernetes PR 132120 (upstream crashed on this before).
                 problems.append(field_problem(rpath,

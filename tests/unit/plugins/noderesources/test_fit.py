@@ -24,6 +24,7 @@ from policyd.model.cluster import ClusterState
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod, node_from_dict
 from policyd.plugins import names
+from policyd.plugins.helper.function_shape import ShapePoint, broken_linear_function
 from policyd.plugins.noderesources.fit import (
     DEFAULT_WEIGHT,
     ERR_REASON_INSUFFICIENT_CPU,
@@ -33,7 +34,6 @@ from policyd.plugins.noderesources.fit import (
     NodeResourcesFit,
     new,
 )
-from policyd.plugins.noderesources.resource_allocation import ShapePoint, broken_linear_function
 from tests import plugin_harness as harness
 from tests.builders import make_node, make_pod
 
