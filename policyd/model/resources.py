@@ -38,8 +38,10 @@ def _add(into: dict[str, int], other: Mapping[str, int]) -> None:
 
 
 def _max(into: dict[str, int], other: Mapping[str, int]) -> None:
+    # maxResourceList: a resource `into` lacks is added even at zero, since an explicit
+    # zero request is "set" (no non-zero default; a named scalar resource).
     for k, v in other.items():
-        if v > into.get(k, 0):
+        if k not in into or v > into[k]:
             into[k] = v
 
 

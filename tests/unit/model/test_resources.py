@@ -367,3 +367,19 @@ def test_non_zero_requests_with_pod_level_resources(p: Pod, want: dict[str, int]
     info = NodeInfo(node_from_dict(make_node("n").raw()))
     info.add_pod(p)
     assert info.non_zero_requested == want
+
+
+def test_explicit_zero_kept_through_an_infeasible_resize() -> None:
+    # Found by the differential test: spec, status and allocation all say cpu 0 and the
+    # resize is infeasible; max(actuated, allocated) still names cpu, so the container
+    # gets no 100m default in Non0CPU (maxResourceList adds a missing key at zero).
+    p = _bound([_c("c", {"cpu": "0"})],
+               {"containerStatuses": [_cs("c", {"cpu": "0m"}, {"cpu": "0m"})],
+                "conditions": [_pending("Infeasible")]})
+    assert pod_requests(p, non_zero=True, use_status=True) == {
+        "cpu": 0, "memory": DEFAULT_MEMORY_REQUEST}
+
+
+def test_init_container_explicit_zero_names_the_resource() -> None:
+    p = pod([{"cpu": "1"}], init=[("init", {"example.com/gpu": "0"})])
+    assert pod_requests(p) == {"cpu": 1000, "example.com/gpu": 0}
