@@ -433,12 +433,13 @@ class Runner:
             return [SCHEDULER_NAME]
         return [SCHEDULER_NAME, self.daemon_scheduler]
 
-    def _set_phase(self, pod: dict[str, Any]) -> None:
+    def _set_status(self, pod: dict[str, Any]) -> None:
+        """Write the generated status (a finished phase, an in-place resize's resources
+        and conditions) through pods/status, as the kubelet would: creation drops it."""
         meta = pod["metadata"]
         self.client.request(
             "PATCH", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
-            body={"status": {"phase": pod["status"]["phase"]}},
-            content_type="application/merge-patch+json")
+            body={"status": pod["status"]}, content_type="application/merge-patch+json")
 
     def ensure_runtime_class(self) -> None:
         """The RuntimeClass whose overhead some cases' pods carry (idempotent)."""
@@ -499,7 +500,7 @@ class Runner:
         self.each(self._create_workload, [w for c in cases for w in c.workloads])
         existing = [p for c in cases for p in c.pods]
         self.create_pods(existing)
-        self.each(self._set_phase, [p for p in existing if p["status"].get("phase")])
+        self.each(self._set_status, [p for p in existing if p.get("status")])
         self.each(self.delete_pod, [p for p in existing if _held(p)])
 
     def run_batch(self, cases: Sequence[Case]) -> list[Outcome]:
