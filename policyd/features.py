@@ -72,7 +72,7 @@ GATES: tuple[Gate, ...] = (
     Gate("SchedulerPopFromBackoffQ", True, _B),
     Gate("SchedulerQueueingHints", True, _GA, locked=True),
     Gate("SidecarContainers", True, _GA, locked=True),
-    Gate("StorageCapacityScoring", False, _A, modelled=False),
+    Gate("StorageCapacityScoring", False, _A),
     Gate("TaintTolerationComparisonOperators", False, _A, modelled=False),
     Gate("TopologyAwareWorkloadScheduling", False, _A, modelled=False),
     Gate("VolumeAttributesClass", True, _GA, locked=True),

@@ -246,7 +246,7 @@ _RESIZE_CONDITIONS: tuple[list[dict[str, str]], ...] = (
 def _scaled(rng: random.Random, requests: dict[str, str]) -> dict[str, str]:
     """cpu and memory of `requests` each times a random factor (in milli-units and
     bytes, written as plain quantities); other resources are not resized in place."""
-    out = {}
+    out: dict[str, str] = {}
     for name in ("cpu", "memory"):
         if name in requests:
             nano = int(nano_value(requests[name]) * rng.choice(_RESIZE_FACTORS))
