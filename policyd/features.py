@@ -76,7 +76,7 @@ GATES: tuple[Gate, ...] = (
     Gate("TaintTolerationComparisonOperators", False, _A, modelled=False),
     Gate("TopologyAwareWorkloadScheduling", False, _A, modelled=False),
     Gate("VolumeAttributesClass", True, _GA, locked=True),
-    Gate("VolumeLimitScaling", False, _A, modelled=False),
+    Gate("VolumeLimitScaling", False, _A),
     Gate("WorkloadAwarePreemption", False, _A, modelled=False),
 )
 
