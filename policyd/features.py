@@ -87,11 +87,11 @@ GATES: tuple[Gate, ...] = (
     Gate("SchedulerPopFromBackoffQ", True, _B),
     Gate("SchedulerQueueingHints", True, _GA, locked=True),
     Gate("SidecarContainers", True, _GA, locked=True),
-    Gate("StorageCapacityScoring", False, _A, modelled=False),
+    Gate("StorageCapacityScoring", False, _A),
     Gate("TaintTolerationComparisonOperators", False, _A, modelled=False),
     Gate("TopologyAwareWorkloadScheduling", False, _A, modelled=False),
     Gate("VolumeAttributesClass", True, _GA, locked=True),
-    Gate("VolumeLimitScaling", False, _A, modelled=False),
+    Gate("VolumeLimitScaling", False, _A),
     Gate("WorkloadAwarePreemption", False, _A, modelled=False),
     # Not read by the scheduler: see Gate.scheduler.
     Gate("ContainerRestartRules", True, _B, scheduler=False),

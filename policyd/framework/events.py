@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from enum import Enum, IntFlag
 from typing import Any, Protocol, runtime_checkable
 
+from policyd.features import DEFAULTS, FeatureGates
 from policyd.model.records import Node, Pod
 from policyd.model.resources import pod_requests
 
@@ -152,13 +153,15 @@ def registrations(plugin: object) -> Sequence[ClusterEventWithHint]:
 
 # -- interpreting updates (PodSchedulingPropertiesChange, NodeSchedulingPropertiesChange)
 
-def pod_update_events(old: Pod, new: Pod) -> list[ClusterEvent]:
-    """The specific events a pod update is; a general Update when it is none of them."""
+def pod_update_events(old: Pod, new: Pod, features: FeatureGates = DEFAULTS
+                      ) -> list[ClusterEvent]:
+    """The specific events a pod update is; a general Update when it is none of them.
+    `features` decides how a resized pod's requests compare (extractPodScaleDown)."""
     resource = ASSIGNED_POD if new.node_name else UNSCHEDULED_POD
     actions = []
     if old.labels != new.labels:
         actions.append(ActionType.UPDATE_POD_LABEL)
-    if _scaled_down(old, new):
+    if _scaled_down(old, new, features):
         actions.append(ActionType.UPDATE_POD_SCALE_DOWN)
     if old.scheduling_gates and not new.scheduling_gates:
         actions.append(ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED)
@@ -169,8 +172,11 @@ def pod_update_events(old: Pod, new: Pod) -> list[ClusterEvent]:
     return [ClusterEvent(resource, a) for a in actions]
 
 
-def _scaled_down(old: Pod, new: Pod) -> bool:
-    before, after = pod_requests(old), pod_requests(new)
+def _scaled_down(old: Pod, new: Pod, features: FeatureGates) -> bool:
+    # extractPodScaleDown reads requests with UseStatusResources: a resize the kubelet
+    # actuated (status) counts, not only a change of the spec.
+    before = pod_requests(old, use_status=True, features=features)
+    after = pod_requests(new, use_status=True, features=features)
     return any(name not in after or after[name] < value for name, value in before.items())
 
 

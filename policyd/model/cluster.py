@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from policyd.features import DEFAULTS, FeatureGates
 from policyd.model.disruption import DisruptionBudgets
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod
@@ -42,7 +43,10 @@ class ClusterState:
     cache's assume); `forget` undoes it when binding fails.
     """
 
-    def __init__(self, nodes: Iterable[Node] = (), pods: Iterable[Pod] = ()) -> None:
+    def __init__(self, nodes: Iterable[Node] = (), pods: Iterable[Pod] = (), *,
+                 features: FeatureGates = DEFAULTS) -> None:
+        # The gates that decide how a pod counts on its node (NodeInfo's resize rules).
+        self.features = features
         self._nodes: dict[str, NodeInfo] = {}
         self._pending: dict[str, Pod] = {}
         self._bound: dict[str, str] = {}  # pod uid -> node name
@@ -87,7 +91,7 @@ class ClusterState:
     def upsert_node(self, node: Node) -> NodeInfo:
         info = self._nodes.get(node.name)
         if info is None:
-            info = NodeInfo(node)
+            info = NodeInfo(node, self.features)
             self._nodes[node.name] = info
             for pod in self._orphans.pop(node.name, {}).values():
                 info.add_pod(pod)

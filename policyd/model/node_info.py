@@ -5,6 +5,7 @@ aggregates both evaluation paths read, apart from `ClusterState` so that the col
 
 from __future__ import annotations
 
+from policyd.features import DEFAULTS, FeatureGates
 from policyd.model.records import Container, HostPort, Node, Pod
 from policyd.model.resources import REQUESTS_CACHE_PREFIX, pod_requests
 
@@ -12,11 +13,13 @@ from policyd.model.resources import REQUESTS_CACHE_PREFIX, pod_requests
 class NodeInfo:
     """A node plus what is already placed on it (kube-scheduler's NodeInfo)."""
 
-    __slots__ = ("generation", "node", "non_zero_requested", "pods", "requested",
-                 "used_ports")
+    __slots__ = ("features", "generation", "node", "non_zero_requested", "pods",
+                 "requested", "used_ports")
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, features: FeatureGates = DEFAULTS) -> None:
         self.node = node
+        # Which resize rules count a pod here (InPlacePodLevelResourcesVerticalScaling).
+        self.features = features
         self.pods: dict[str, Pod] = {}  # by uid
         self.requested: dict[str, int] = {}
         self.non_zero_requested: dict[str, int] = {}
@@ -60,9 +63,10 @@ class NodeInfo:
         return True
 
     def _account(self, pod: Pod, sign: int) -> None:
-        for name, value in pod_requests(pod, use_status=True).items():
+        for name, value in pod_requests(pod, use_status=True, features=self.features).items():
             self.requested[name] = self.requested.get(name, 0) + sign * value
-        for name, value in pod_requests(pod, non_zero=True, use_status=True).items():
+        for name, value in pod_requests(pod, non_zero=True, use_status=True,
+                                        features=self.features).items():
             self.non_zero_requested[name] = self.non_zero_requested.get(name, 0) + sign * value
         for port in pod_host_ports(pod):
             count = self.used_ports.get(port, 0) + sign
@@ -85,6 +89,8 @@ def accounts_the_same(a: Pod, b: Pod) -> bool:
     `pod_requests` (spec and status) and of `pod_host_ports` equal."""
     return (a.overhead == b.overhead and a.pod_requests == b.pod_requests
             and a.resize_infeasible == b.resize_infeasible
+            and a.status_pod_requests == b.status_pod_requests
+            and a.allocated_pod == b.allocated_pod
             and _same_containers(a.containers, b.containers)
             and _same_containers(a.init_containers, b.init_containers))
 

@@ -103,6 +103,11 @@ class Pod:
     raw: dict[str, Any]
     # The PodResizePending condition says Infeasible: the resize will not happen.
     resize_infeasible: bool = False
+    # Pod-level in-place resize (InPlacePodLevelResourcesVerticalScaling), nano units:
+    # status.resources.requests ({} when status.resources has none, None when there is
+    # no status.resources at all) and status.allocatedResources (None when absent).
+    status_pod_requests: dict[str, int] | None = None
+    allocated_pod: dict[str, int] | None = None
     # The claim names of `persistentVolumeClaim` volumes only (`pvc_names` less the
     # generic ephemeral ones): what upstream's PVCRefCounts count.
     persistent_claims: tuple[str, ...] = ()
@@ -285,10 +290,12 @@ def _add_statuses(r: _Reader, containers: tuple[Container, ...], statuses: Any,
         container = by_name.get(entry.get("name"))  # type: ignore[arg-type]
         if container is None:
             continue
-        resources = r.mapping(entry.get("resources"), f"{path}[{i}].resources")
-        if resources.get("requests") is not None:
+        if entry.get("resources") is not None:
+            # Present (even `{}`): upstream then takes the larger of spec, status and
+            # allocated; absent, the spec alone counts.
+            resources = r.mapping(entry["resources"], f"{path}[{i}].resources")
             container.status_requests = r.resources(
-                resources["requests"], f"{path}[{i}].resources.requests", nano=True)
+                resources.get("requests"), f"{path}[{i}].resources.requests", nano=True)
         if entry.get("allocatedResources") is not None:
             container.allocated = r.resources(
                 entry["allocatedResources"], f"{path}[{i}].allocatedResources", nano=True)
@@ -384,10 +391,15 @@ def pod_from_dict(obj: Any) -> Pod:
     _add_statuses(r, containers, status.get("containerStatuses"), "status.containerStatuses")
     _add_statuses(r, init_containers, status.get("initContainerStatuses"),
                   "status.initContainerStatuses")
-    infeasible = any(
-        isinstance(c, dict) and c.get("type") == "PodResizePending"
-        and c.get("status") == "True" and c.get("reason") == "Infeasible"
-        for c in r.seq(status.get("conditions"), "status.conditions"))
+    infeasible = _resize_infeasible(r, status.get("conditions"))
+    status_pod_requests: dict[str, int] | None = None
+    if status.get("resources") is not None:
+        status_resources = r.mapping(status["resources"], "status.resources")
+        status_pod_requests = r.resources(status_resources.get("requests"),
+                                          "status.resources.requests", nano=True)
+    allocated_pod = (r.resources(status["allocatedResources"], "status.allocatedResources",
+                                 nano=True)
+                     if status.get("allocatedResources") is not None else None)
     return Pod(
         namespace=namespace,
         name=name,
@@ -417,7 +429,20 @@ def pod_from_dict(obj: Any) -> Pod:
         deleting=meta.get("deletionTimestamp") is not None,
         raw=obj,
         resize_infeasible=infeasible,
+        status_pod_requests=status_pod_requests,
+        allocated_pod=allocated_pod,
     )
+
+
+def _resize_infeasible(r: _Reader, conditions: Any) -> bool:
+    """IsPodResizeInfeasible: the first PodResizePending condition says Infeasible (its
+    `status` is not read, as upstream does not)."""
+    for i, cond in enumerate(r.seq(conditions, "status.conditions")):
+        entry = r.mapping(cond, f"status.conditions[{i}]")
+        if r.string(entry.get("type"), f"status.conditions[{i}].type") == "PodResizePending":
+            return r.string(entry.get("reason"),
+                            f"status.conditions[{i}].reason") == "Infeasible"
+    return False
 
 
 # The API server's rule for a declared feature's name (ValidateNode, v1.36).

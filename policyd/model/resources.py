@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from policyd.features import DEFAULTS, FeatureGates
 from policyd.model.quantity import NANO, from_nano
 from policyd.model.records import Container, Pod
 
@@ -37,47 +38,56 @@ def _add(into: dict[str, int], other: Mapping[str, int]) -> None:
 
 
 def _max(into: dict[str, int], other: Mapping[str, int]) -> None:
+    # maxResourceList: a resource `into` lacks is added even at zero, since an explicit
+    # zero request is "set" (no non-zero default; a named scalar resource).
     for k, v in other.items():
-        if v > into.get(k, 0):
+        if k not in into or v > into[k]:
             into[k] = v
 
 
-def _spec_or_status(c: Container, use_status: bool, infeasible: bool) -> Mapping[str, int]:
-    """determineContainerReqs: while a resize is in flight a running container may use
-    the larger of what its spec asks, what it runs with and what is allocated to it; an
-    infeasible resize leaves it with what it runs with."""
-    if not use_status or (c.status_requests is None and c.allocated is None):
-        return c.requests
-    if infeasible and c.status_requests is not None:
-        return c.status_requests
-    reqs = dict(c.requests)
-    _max(reqs, c.status_requests or {})
-    _max(reqs, c.allocated or {})
+def _effective(spec: Mapping[str, int], actuated: Mapping[str, int] | None,
+               allocated: Mapping[str, int] | None, infeasible: bool) -> dict[str, int]:
+    """determineEffectiveRequests: while a resize is in flight the pod may use the larger
+    of what its spec asks, what it runs with (actuated) and what the kubelet allocated;
+    an infeasible resize will never happen, so the spec no longer counts."""
+    reqs = {} if infeasible else dict(spec)
+    _max(reqs, actuated or {})
+    _max(reqs, allocated or {})
     return reqs
 
 
-def _container_requests(c: Container, non_zero: bool, use_status: bool = False,
-                        infeasible: bool = False) -> Mapping[str, int]:
-    own = _spec_or_status(c, use_status, infeasible)
-    if not non_zero:
+def _container_requests(c: Container, non_missing: Mapping[str, int], use_status: bool,
+                        infeasible: bool) -> Mapping[str, int]:
+    """One container's requests: from its status too when `use_status` and the kubelet
+    reports its resources (`status_requests` is None when it does not), then each
+    resource of `non_missing` it leaves unset at that default (applyNonMissing)."""
+    own: Mapping[str, int] = c.requests
+    if use_status and c.status_requests is not None:
+        own = _effective(c.requests, c.status_requests, c.allocated, infeasible)
+    if not non_missing:
         return own
     reqs = dict(own)
-    for name, default in _NON_ZERO_DEFAULTS.items():
+    for name, default in non_missing.items():
         if name not in own:
             reqs[name] = default
     return reqs
 
 
 def _aggregate(containers: Iterable[Container], init_containers: Iterable[Container],
-               non_zero: bool, use_status: bool, infeasible: bool) -> dict[str, int]:
+               non_missing: Mapping[str, int], use_status: bool, infeasible: bool
+               ) -> dict[str, int]:
+    """AggregateContainerRequests."""
     reqs: dict[str, int] = {}
     for c in containers:
-        _add(reqs, _container_requests(c, non_zero, use_status, infeasible))
+        _add(reqs, _container_requests(c, non_missing, use_status, infeasible))
     sidecars: dict[str, int] = {}
     init_max: dict[str, int] = {}
     for c in init_containers:
-        own = _container_requests(c, non_zero, use_status, infeasible)
-        if c.restart_policy == "Always":
+        sidecar = c.restart_policy == "Always"
+        # Only a sidecar is resized in place: a regular init container has finished
+        # (or not started) and counts its spec, as upstream reads status for sidecars only.
+        own = _container_requests(c, non_missing, use_status and sidecar, infeasible)
+        if sidecar:
             # A sidecar keeps running next to the app containers, and every later init
             # container runs while the sidecars started before it are still up.
             _add(reqs, own)
@@ -92,31 +102,63 @@ def _aggregate(containers: Iterable[Container], init_containers: Iterable[Contai
     return reqs
 
 
+def _requests_nano(pod: Pod, non_missing: Mapping[str, int], use_status: bool,
+                   pod_level_status: bool) -> dict[str, int]:
+    """PodRequests in nano units: containers, then pod-level requests, then overhead."""
+    infeasible = pod.resize_infeasible
+    reqs = _aggregate(pod.containers, pod.init_containers, non_missing, use_status,
+                      infeasible)
+    pod_level = [name for name in pod.pod_requests if _is_pod_level_resource(name)]
+    if pod_level:
+        effective: Mapping[str, int] = pod.pod_requests
+        if pod_level_status and pod.status_pod_requests is not None:
+            # A pod resized in place at pod level (InPlacePodLevelResourcesVerticalScaling)
+            # counts as its containers do; a resource the effective list lacks (only
+            # after an infeasible resize) counts zero, as upstream's map lookup does.
+            effective = _effective(pod.pod_requests, pod.status_pod_requests,
+                                   pod.allocated_pod, infeasible)
+        for name in pod_level:
+            reqs[name] = effective.get(name, 0)
+    _add(reqs, pod.overhead)
+    return reqs
+
+
 # Pod.cache keys of `pod_requests`' sums: they depend only on the pod's containers,
 # overhead, pod-level requests and resize state.
 REQUESTS_CACHE_PREFIX = "requests."
 
+# The gate under which a bound pod's pod-level status resources count (beta, on in v1.36).
+POD_LEVEL_RESIZE_GATE = "InPlacePodLevelResourcesVerticalScaling"
 
-def pod_requests(pod: Pod, *, non_zero: bool = False, use_status: bool = False
-                 ) -> dict[str, int]:
+
+def pod_requests(pod: Pod, *, non_zero: bool = False, use_status: bool = False,
+                 features: FeatureGates = DEFAULTS) -> dict[str, int]:
     """The pod's effective requests: containers + sidecars vs init max, pod-level, overhead.
 
-    With `non_zero`, a container that sets no cpu (memory) request counts 100m (200Mi):
-    the "non-zero" requests the scheduler's scoring uses. With `use_status` (a bound pod
-    counted on its node) in-place resizes count as upstream's UseStatusResources does.
+    With `non_zero`, cpu and memory only, as PodInfo.CalculateResource's Non0CPU/Non0Mem:
+    a container that sets no cpu (memory) request counts 100m (200Mi), except that when
+    pod-level requests are set only a resource the pod's requests lack at all gets the
+    default (getNonMissingContainerRequests). With `use_status` (a bound pod counted on
+    its node) in-place resizes count as upstream's UseStatusResources does: containers
+    always (InPlacePodVerticalScaling is GA and locked), pod-level status only while
+    `features` enables InPlacePodLevelResourcesVerticalScaling.
     """
-    cache_key = f"{REQUESTS_CACHE_PREFIX}{non_zero}.{use_status}"
+    pod_level_status = use_status and features.enabled(POD_LEVEL_RESIZE_GATE)
+    cache_key = f"{REQUESTS_CACHE_PREFIX}{non_zero}.{use_status}.{pod_level_status}"
     cached = pod.cache.get(cache_key)
     if cached is not None:
         return cached  # type: ignore[no-any-return]
-    reqs = _aggregate(pod.containers, pod.init_containers, non_zero, use_status,
-                      pod.resize_infeasible)
-    for name, value in pod.pod_requests.items():
-        if _is_pod_level_resource(name):
-            reqs[name] = value
-    _add(reqs, pod.overhead)
     if non_zero:
+        actual = _requests_nano(pod, {}, use_status, pod_level_status)
+        if any(_is_pod_level_resource(name) for name in pod.pod_requests):
+            non_missing = {k: v for k, v in _NON_ZERO_DEFAULTS.items() if k not in actual}
+        else:
+            non_missing = _NON_ZERO_DEFAULTS
+        reqs = (_requests_nano(pod, non_missing, use_status, pod_level_status)
+                if non_missing else actual)
         reqs = {k: v for k, v in reqs.items() if k in _NON_ZERO_DEFAULTS}
+    else:
+        reqs = _requests_nano(pod, {}, use_status, pod_level_status)
     # Summed exactly in nano units; rounded up once per pod, as Quantity.MilliValue /
     # Quantity.Value round the pod's total upstream.
     result = {name: from_nano(name, value) for name, value in reqs.items()}

@@ -91,8 +91,11 @@ def freed_hint(resource: str) -> HintFn:
             return QUEUE
         if not new.node_name or resource == "pods":
             return QUEUE_SKIP
-        return QUEUE if pod_requests(old).get(resource, 0) > pod_requests(new).get(
-            resource, 0) else QUEUE_SKIP
+        # As the node counts it: a resize the kubelet carried out (status) frees room
+        # too (read with v1.36's default gates: compiled policies are built without any).
+        before = pod_requests(old, use_status=True).get(resource, 0)
+        after = pod_requests(new, use_status=True).get(resource, 0)
+        return QUEUE if before > after else QUEUE_SKIP
     return hint
 
 

@@ -29,6 +29,7 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from policyd.model.quantity import nano_value
 from tests.gen.clusters import (
     HOSTNAME,
     MIXES,
@@ -112,6 +113,9 @@ def gen_case(seed: int, index: int, prefix: str) -> Case:
             for i in range(rng.randint(0, mix.existing_per_node * n_nodes))]
     pod = isolated(gen_pod_dict(rng, "under-test", home, names, mix), prefix)
     _drop_shared_ports_of_finished(pods)
+    for existing in pods:
+        if not existing["status"].get("phase") and rng.random() < RESIZING:
+            resize_in_place(rng, existing)
     workloads = gen_workloads(rng, home, mix, [*pods, pod])
     pod["metadata"]["labels"][UNDER_TEST_LABEL] = "true"
     return Case(seed, index, prefix, namespaces, nodes, pods, pod, notes=[f"mix {mix.name}"],
@@ -220,6 +224,58 @@ def _enlarge(pod: dict[str, Any], cpu: str) -> None:
     resources = spec["containers"][0].setdefault("resources", {})
     kind = "limits" if "limits" in resources and "requests" not in resources else "requests"
     resources.setdefault(kind, {})["cpu"] = cpu
+
+
+# The share of running bound pods that are caught in an in-place resize: their status
+# (written through pods/status, as the kubelet would) says what they run with and what is
+# allocated, at container level, at pod level (InPlacePodLevelResourcesVerticalScaling)
+# or both, and how the resize stands. kube-scheduler counts such a pod by the larger of
+# spec, status and allocation, by status and allocation alone once it is infeasible.
+RESIZING = 0.3
+_RESIZE_FACTORS = (0.5, 1.0, 1.5, 2.0, 3.0)
+_RESIZE_CONDITIONS: tuple[list[dict[str, str]], ...] = (
+    [],
+    [{"type": "PodResizeInProgress", "status": "True"}],
+    [{"type": "PodResizePending", "status": "True", "reason": "Deferred"}],
+    [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}],
+    [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"},
+     {"type": "PodResizeInProgress", "status": "True"}],
+)
+
+
+def _scaled(rng: random.Random, requests: dict[str, str]) -> dict[str, str]:
+    """cpu and memory of `requests` each times a random factor (in milli-units and
+    bytes, written as plain quantities); other resources are not resized in place."""
+    out: dict[str, str] = {}
+    for name in ("cpu", "memory"):
+        if name in requests:
+            nano = int(nano_value(requests[name]) * rng.choice(_RESIZE_FACTORS))
+            out[name] = f"{nano // 10**6}m" if name == "cpu" else str(nano // 10**9)
+    return out
+
+
+def resize_in_place(rng: random.Random, pod: dict[str, Any]) -> None:
+    """Give a bound, running pod the status of an in-place resize (see RESIZING)."""
+    spec, status = pod["spec"], pod["status"]
+    pod_level = spec.get("resources", {}).get("requests")
+    if pod_level and rng.random() < 0.7:
+        status["resources"] = {"requests": _scaled(rng, pod_level)}
+        if rng.random() < 0.7:
+            status["allocatedResources"] = _scaled(rng, pod_level)
+    statuses: dict[str, list[dict[str, Any]]] = {}
+    for key, field_name in (("containers", "containerStatuses"),
+                            ("initContainers", "initContainerStatuses")):
+        for c in spec.get(key, []):
+            requests = c.get("resources", {}).get("requests", {})
+            entry: dict[str, Any] = {"name": c["name"], "image": c["image"], "imageID": "",
+                                     "ready": False, "restartCount": 0}
+            if requests and rng.random() < 0.6:
+                entry["resources"] = {"requests": _scaled(rng, requests)}
+            if requests and rng.random() < 0.5:
+                entry["allocatedResources"] = _scaled(rng, requests)
+            statuses.setdefault(field_name, []).append(entry)
+    status.update(statuses)
+    status["conditions"] = copy.deepcopy(rng.choice(_RESIZE_CONDITIONS))
 
 
 def _held_while_terminating(pod: dict[str, Any]) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework import CycleState, PluginError, Status
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
@@ -56,8 +57,10 @@ _PRE_SCORE_KEY = "NodeResourcesBalancedAllocation/request"
 class NodeResourcesBalancedAllocation:
     name = names.NODE_RESOURCES_BALANCED_ALLOCATION
 
-    def __init__(self, resources: Sequence[ResourceSpec] = DEFAULT_RESOURCES) -> None:
+    def __init__(self, resources: Sequence[ResourceSpec] = DEFAULT_RESOURCES, *,
+                 features: FeatureGates = DEFAULTS) -> None:
         self.resources = tuple(resources)
+        self.features = features  # how a pod carrying resize status counts
         self._names = tuple(r.name for r in self.resources)
         self._kinds = tuple(resource_kind(r.name) for r in self.resources)
         # Consecutive pods mostly share their requests, and only the rows of the nodes
@@ -67,7 +70,8 @@ class NodeResourcesBalancedAllocation:
 
     def pre_score(self, state: CycleState, pod: Pod,
                   nodes: Sequence[NodeInfo]) -> Status | None:
-        request = pod_request_list(pod, self.resources, True)
+        request = pod_request_list(pod, self.resources, True, use_status=True,
+                                   features=self.features)
         if not any(request):
             return Status.skip()
         state.write(_PRE_SCORE_KEY, request)
@@ -78,7 +82,8 @@ class NodeResourcesBalancedAllocation:
         if request is None:
             # PreScore disabled in the profile: upstream computes it here, and scores a
             # best-effort pod 0 instead of skipping.
-            request = pod_request_list(pod, self.resources, True)
+            request = pod_request_list(pod, self.resources, True, use_status=True,
+                                   features=self.features)
             if not any(request):
                 return 0
         return self._score_node(node, request)
@@ -94,7 +99,8 @@ class NodeResourcesBalancedAllocation:
         """`score` for the NodeTable rows `idx` at once (None: use the per-node path)."""
         request = state.get(_PRE_SCORE_KEY)
         if request is None:
-            request = pod_request_list(pod, self.resources, True)
+            request = pod_request_list(pod, self.resources, True, use_status=True,
+                                   features=self.features)
             if not any(request):
                 return np.zeros(idx.size, np.int64)
         key = tuple(request)
@@ -110,7 +116,8 @@ class NodeResourcesBalancedAllocation:
                             balanced_allocation_vector)
 
 
-def new(args: Mapping[str, Any] | None = None) -> NodeResourcesBalancedAllocation:
+def new(args: Mapping[str, Any] | None = None, *, features: FeatureGates = DEFAULTS
+        ) -> NodeResourcesBalancedAllocation:
     """Build the plugin from NodeResourcesBalancedAllocationArgs (v1 defaults, then
     ValidateNodeResourcesBalancedAllocationArgs: no duplicate names, every weight 1)."""
     problems: Problems = []
@@ -128,4 +135,4 @@ def new(args: Mapping[str, Any] | None = None) -> NodeResourcesBalancedAllocatio
                              f"Invalid value: {spec.weight}: must be 1"))
     if problems:
         raise PluginError(names.NODE_RESOURCES_BALANCED_ALLOCATION, problems)
-    return NodeResourcesBalancedAllocation(resources)
+    return NodeResourcesBalancedAllocation(resources, features=features)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework import CycleState, PluginError, Status
 from policyd.framework.events import (
     NODE,
@@ -58,21 +59,18 @@ from policyd.model.resources import (
 )
 from policyd.model.row_memo import RowMemo
 from policyd.plugins import names
+from policyd.plugins.helper.function_shape import ShapePoint, parse_shape
 from policyd.plugins.helper.plugin_args import (
     Problems,
     check_envelope,
     check_unknown_fields,
-    parse_int,
     type_name,
 )
 from policyd.plugins.noderesources.resource_allocation import (
     DEFAULT_RESOURCES,
-    MAX_CUSTOM_PRIORITY_SCORE,
-    MAX_UTILIZATION,
     IntArray,
     ResourceSpec,
     Scorer,
-    ShapePoint,
     VectorScorer,
     check_weights,
     is_extended_resource_name,
@@ -204,8 +202,11 @@ class NodeResourcesFit:
                  ignored_resource_groups: frozenset[str] = frozenset(),
                  strategy: str = LEAST_ALLOCATED,
                  resources: Sequence[ResourceSpec] = DEFAULT_RESOURCES,
-                 shape: Sequence[ShapePoint] = ()) -> None:
+                 shape: Sequence[ShapePoint] = (), *,
+                 features: FeatureGates = DEFAULTS) -> None:
         self.ignored_resources = ignored_resources
+        # How a resized bound pod counts in the scale-down hint (isSchedulableAfterPodScaleDown).
+        self.features = features
         self.ignored_resource_groups = ignored_resource_groups
         self.strategy = strategy
         self.resources = tuple(resources)
@@ -362,8 +363,13 @@ class NodeResourcesFit:
             return QUEUE  # the pending pod asks for less now
         if not new.node_name:
             return QUEUE_SKIP
-        before, after = pod_requests(old), pod_requests(new)
-        for name, value in pod_requests(pod).items():
+        # Upstream reads all three with UseStatusResources (and pod-level status under
+        # InPlacePodLevelResourcesVerticalScaling): a resize the kubelet has carried out
+        # is what frees room.
+        gates = self.features
+        before = pod_requests(old, use_status=True, features=gates)
+        after = pod_requests(new, use_status=True, features=gates)
+        for name, value in pod_requests(pod, use_status=True, features=gates).items():
             if value and before.get(name, 0) > after.get(name, 0):
                 return QUEUE
         return QUEUE_SKIP
@@ -406,46 +412,10 @@ def _string_list(value: Any, path: str, problems: Problems) -> list[str]:
     return out
 
 
-def _parse_shape(value: Any, path: str, problems: Problems) -> list[ShapePoint]:
-    """validateFunctionShape: at least one point, utilization strictly increasing in
-    [0, 100], score in [0, 10]."""
-    if value is None or value == []:
-        problems.append(field_problem(path, "Required value: at least one point must be specified"))
-        return []
-    if not isinstance(value, list):
-        problems.append(field_problem(path, f"must be a list, not {type_name(value)}"))
-        return []
-    points: list[ShapePoint] = []
-    for i, item in enumerate(value):
-        ipath = f"{path}[{i}]"
-        if not isinstance(item, dict):
-            problems.append(field_problem(ipath, f"must be an object, not {type_name(item)}"))
-            return []
-        check_unknown_fields(item, ("utilization", "score"), ipath, problems)
-        utilization = parse_int(item.get("utilization", 0), f"{ipath}.utilization", problems)
-        score = parse_int(item.get("score", 0), f"{ipath}.score", problems)
-        if utilization is None or score is None:
-            return []
-        points.append(ShapePoint(utilization, score))
-    for i in range(1, len(points)):
-        if points[i - 1].utilization >= points[i].utilization:
-            problems.append(field_problem(f"{path}[{i}].utilization",
-                             f"Invalid value: {points[i].utilization}: values must be sorted "
-                             "in increasing order"))
-            break
-    for i, point in enumerate(points):
-        if not 0 <= point.utilization <= MAX_UTILIZATION:
-            problems.append(field_problem(f"{path}[{i}].utilization",
-                             f"Invalid value: {point.utilization}: not in valid range "
-                             f"[0, {MAX_UTILIZATION}]"))
-        if not 0 <= point.score <= MAX_CUSTOM_PRIORITY_SCORE:
-            problems.append(field_problem(f"{path}[{i}].score",
-                             f"Invalid value: {point.score}: not in valid range "
-                             f"[0, {MAX_CUSTOM_PRIORITY_SCORE}]"))
-    return points
 
 
-def new(args: Mapping[str, Any] | None = None) -> NodeResourcesFit:
+def new(args: Mapping[str, Any] | None = None, *, features: FeatureGates = DEFAULTS
+        ) -> NodeResourcesFit:
     """Build NodeResourcesFit from NodeResourcesFitArgs (v1 defaults, then upstream's
     ValidateNodeResourcesFitArgs); raises PluginError listing every problem."""
     problems: Problems = []
@@ -502,7 +472,7 @@ def new(args: Mapping[str, Any] | None = None) -> NodeResourcesFit:
                     check_unknown_fields(ratio, ("shape",), rpath, problems)
                     # Upstream reports these under `scoringStrategy.shape`, a path that
                     # does not exist in the file; policyd names the real one.
-                    shape = _parse_shape(ratio.get("shape"), f"{rpath}.shape", problems)
+                    shape = parse_shape(ratio.get("shape"), f"{rpath}.shape", problems)
             elif strategy == REQUESTED_TO_CAPACITY_RATIO:
                 # kubernetes PR 132120 (upstream crashed on this before).
                 problems.append(field_problem(rpath,
@@ -510,4 +480,5 @@ def new(args: Mapping[str, Any] | None = None) -> NodeResourcesFit:
                                         "RequestedToCapacityRatio"))
     if problems:
         raise PluginError(names.NODE_RESOURCES_FIT, problems)
-    return NodeResourcesFit(frozenset(ignored), frozenset(groups), strategy, resources, shape)
+    return NodeResourcesFit(frozenset(ignored), frozenset(groups), strategy, resources, shape,
+                            features=features)

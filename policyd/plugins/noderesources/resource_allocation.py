@@ -20,11 +20,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework import MAX_NODE_SCORE
 from policyd.model import k8snames
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, pod_requests
+from policyd.plugins.helper.function_shape import (
+    MAX_CUSTOM_PRIORITY_SCORE,
+    MAX_UTILIZATION,
+    ShapePoint,
+    broken_linear_function,
+    go_div,
+)
 from policyd.plugins.helper.plugin_args import (
     Problems,
     check_unknown_fields,
@@ -36,10 +44,6 @@ from policyd.problems import field_problem
 if TYPE_CHECKING:
     from policyd.model.table import NodeTable
 
-# config.MaxCustomPriorityScore: RequestedToCapacityRatio shape scores are 0..10 and get
-# scaled to the scheduler's 0..100.
-MAX_CUSTOM_PRIORITY_SCORE = 10
-MAX_UTILIZATION = 100
 MAX_RESOURCE_WEIGHT = 100
 
 HUGEPAGES_PREFIX = "hugepages-"
@@ -81,12 +85,6 @@ def is_scalar_resource_name(name: str) -> bool:
     return (is_extended_resource_name(name) or is_hugepages_resource(name)
             or is_prefixed_native_resource(name)
             or name.startswith(_ATTACHABLE_VOLUMES_PREFIX))
-
-
-def go_div(a: int, b: int) -> int:
-    """Go's integer division: truncates toward zero (Python's // floors)."""
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
 
 
 def go_round(x: float) -> int:
@@ -159,7 +157,8 @@ def check_weights(specs: Sequence[ResourceSpec], path: str, problems: Problems) 
 # --- per-pod and per-node quantities ------------------------------------------------------
 
 def pod_request_list(pod: Pod, resources: Sequence[ResourceSpec],
-                     use_requested: bool) -> tuple[int, ...]:
+                     use_requested: bool, *, use_status: bool = False,
+                     features: FeatureGates = DEFAULTS) -> tuple[int, ...]:
     """calculatePodResourceRequestList: the pod's request for each scored resource.
 
     Without `use_requested` (NodeResourcesFit) cpu and memory are the "non-zero" requests:
@@ -171,11 +170,16 @@ def pod_request_list(pod: Pod, resources: Sequence[ResourceSpec],
     PodRequests runs with SkipPodLevelResources and the containers' (non-zero) requests
     plus overhead are scored, while its filter and BalancedAllocation honour pod-level
     requests. Found by the differential test against kube-scheduler.
+
+    `use_status` is the scorer's enableInPlacePodVerticalScaling: BalancedAllocation's is
+    set (a pod carrying resize status counts it, pod-level under `features`), the one
+    NodeResourcesFit builds for scoring is not.
     """
     if not use_requested and pod.pod_requests:
         pod = _without_pod_level_requests(pod)
-    actual = pod_requests(pod)
-    nonzero = actual if use_requested else pod_requests(pod, non_zero=True)
+    actual = pod_requests(pod, use_status=use_status, features=features)
+    nonzero = actual if use_requested else pod_requests(
+        pod, non_zero=True, use_status=use_status, features=features)
     return tuple(
         nonzero.get(spec.name, 0) if spec.name in (CPU, MEMORY) else actual.get(spec.name, 0)
         for spec in resources
@@ -293,29 +297,6 @@ def least_allocated_scorer(resources: Sequence[ResourceSpec]) -> Scorer:
 def most_allocated_scorer(resources: Sequence[ResourceSpec]) -> Scorer:
     """MostAllocated: sum(w * min(r, a) * 100 / a) / sum(w), favouring full nodes."""
     return _weighted_scorer([r.weight for r in resources], most_requested_score)
-
-
-@dataclass(frozen=True, slots=True)
-class ShapePoint:
-    utilization: int
-    score: int
-
-
-def broken_linear_function(shape: Sequence[ShapePoint]) -> Callable[[int], int]:
-    """helper.BuildBrokenLinearFunction: piecewise linear through the points, flat
-    before the first and after the last; integer arithmetic truncating like Go."""
-    points = tuple(shape)
-
-    def f(p: int) -> int:
-        for i, point in enumerate(points):
-            if p <= point.utilization:
-                if i == 0:
-                    return points[0].score
-                prev = points[i - 1]
-                return prev.score + go_div((point.score - prev.score) * (p - prev.utilization),
-                                           point.utilization - prev.utilization)
-        return points[-1].score
-    return f
 
 
 def requested_to_capacity_ratio_scorer(resources: Sequence[ResourceSpec],

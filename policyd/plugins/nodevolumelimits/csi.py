@@ -21,8 +21,13 @@ inline volume csi-translation-lib refuses is an Error. A malformed stored object
 or claim without a spec, a CSINode whose drivers are not a list) rejects as
 UnschedulableAndUnresolvable with a reason naming it.
 
-VolumeLimitScaling (the CSIDriver's preventPodSchedulingIfMissing) is alpha and off in
-v1.36, so the driver-installed check it adds is not made.
+VolumeLimitScaling (alpha, off in v1.36; a `features` parameter, default DEFAULTS) adds
+one check before the counting: each driver of the pod's new volumes whose CSIDriver
+says `preventPodSchedulingIfMissing: true` must be listed in the node's CSINode
+(no CSINode: not installed), else the node is Unschedulable with
+`<driver> CSI driver is not installed on the node`. A driver without a CSIDriver object
+passes. Drivers are checked in name order (upstream walks a Go map: with two missing
+drivers its message names either).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework import CycleState, PluginError, Status
 from policyd.framework.events import (
     CSI_NODE,
@@ -76,6 +82,9 @@ DEFAULT_WEIGHT: int | None = None
 ERR_REASON_MAX_VOLUME_COUNT = "node(s) exceed max volume count"
 
 _REJECT = Status.unschedulable(ERR_REASON_MAX_VOLUME_COUNT)
+# With VolumeLimitScaling, after the driver's name.
+ERR_DRIVER_NOT_INSTALLED = "CSI driver is not installed on the node"
+VOLUME_LIMIT_SCALING = "VolumeLimitScaling"
 _NEEDS_CHECK_CACHE = "NodeVolumeLimits/needs-check"
 _CYCLE_KEY = "NodeVolumeLimits/new-volumes"
 
@@ -203,6 +212,28 @@ def _attachment_volume(storage: StorageObjects, va: Any) -> tuple[str, str, str]
         str(attacher)
 
 
+def _missing_driver(storage: StorageObjects, volumes: Volumes,
+                    csi_node: dict[str, Any] | None) -> str | None:
+    """checkCSIDriverOnNode over the new volumes' drivers: the first (by name) whose
+    CSIDriver opts into preventPodSchedulingIfMissing and that the CSINode does not
+    list; None when every one is installed or does not ask."""
+    listed: set[str] = set()
+    if csi_node is not None:
+        # Read leniently: a malformed CSINode is reported by the limits' decoding.
+        node_spec = csi_node.get("spec")
+        drivers = node_spec.get("drivers") if isinstance(node_spec, dict) else None
+        if isinstance(drivers, list):
+            listed = {str(d.get("name")) for d in drivers if isinstance(d, dict)}
+    for driver in sorted(set(volumes.values())):
+        obj = storage.csi_drivers.get(driver)
+        spec = obj.get("spec") if isinstance(obj, dict) else None
+        if not isinstance(spec, dict) or spec.get("preventPodSchedulingIfMissing") is not True:
+            continue
+        if driver not in listed:
+            return driver
+    return None
+
+
 def _stored_attachments(storage: StorageObjects) -> Mapping[str, Any]:
     """The cluster's VolumeAttachments by name."""
     return storage.volume_attachments
@@ -211,7 +242,8 @@ def _stored_attachments(storage: StorageObjects) -> Mapping[str, Any]:
 class CSILimits:
     name = NAME
 
-    def __init__(self) -> None:
+    def __init__(self, *, features: FeatureGates = DEFAULTS) -> None:
+        self.volume_limit_scaling = features.enabled(VOLUME_LIMIT_SCALING)
         # Upstream's random prefix for the handle of a claim counted by its class: it
         # never equals a real volume handle, and is the same for the pod and the pods
         # on the node, so one unbound claim two pods share counts once.
@@ -233,8 +265,14 @@ class CSILimits:
         new_volumes = self._new_volumes(state, storage, pod, migrating)
         if isinstance(new_volumes, Status):
             return new_volumes
-        if not new_volumes or csi_node is None:
-            return None  # nothing to count, or no limits without a CSINode
+        if not new_volumes:
+            return None  # nothing to count
+        if self.volume_limit_scaling:
+            missing = _missing_driver(storage, new_volumes, csi_node)
+            if missing is not None:
+                return Status.unschedulable(f"{missing} {ERR_DRIVER_NOT_INSTALLED}")
+        if csi_node is None:
+            return None  # no limits without a CSINode
         limits = storage.decoded(csi_node, "NodeVolumeLimits/limits", _decoded_limits)
         if isinstance(limits, VolumeObjectError):
             return Status.unresolvable(str(limits))
@@ -478,7 +516,8 @@ def after_attachment_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
     return QUEUE_SKIP
 
 
-def new(args: Mapping[str, Any] | None = None) -> CSILimits:
+def new(args: Mapping[str, Any] | None = None, *, features: FeatureGates = DEFAULTS
+        ) -> CSILimits:
     if args:
         raise PluginError(NAME, [field_problem("", "NodeVolumeLimits takes no arguments")])
-    return CSILimits()
+    return CSILimits(features=features)

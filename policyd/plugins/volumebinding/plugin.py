@@ -10,7 +10,9 @@ goes (kube-scheduler v1.36's plugin, volume_binding.go).
   node stays in the cycle state for Reserve. Every rejection is
   UnschedulableAndUnresolvable (preemption frees no volume).
 - PreScore/Score: upstream scores only with the StorageCapacityScoring gate, alpha and
-  off by default in v1.36: PreScore always says Skip, so Score never runs.
+  off by default in v1.36: while it is off PreScore says Skip, so Score never runs;
+  while it is on every node scores by how full the pod's volumes leave its storage
+  classes (`scorer.py`), 0 where the pod has no claims.
 - Reserve/Unreserve: the node's decision assumed into `cluster.storage` (and undone).
 - PreBind: the decision written to the API server, then the wait for the PV
   controller (`prebind.py`), bounded by `bindTimeoutSeconds`.
@@ -22,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.events import ClusterEventWithHint
 from policyd.framework.interfaces import BindingHandle, Verdict
@@ -31,7 +34,11 @@ from policyd.model.records import Pod
 from policyd.model.storage import StaleObjectError, StorageObjects
 from policyd.plugins.helper.volumes import VolumeObjectError, pod_claims
 from policyd.plugins.volumebinding import NAME, hints
-from policyd.plugins.volumebinding.args import VolumeBindingArgs, parse_args
+from policyd.plugins.volumebinding.args import (
+    STORAGE_CAPACITY_SCORING,
+    VolumeBindingArgs,
+    parse_args,
+)
 from policyd.plugins.volumebinding.binder import (
     BinderError,
     PodVolumeClaims,
@@ -44,6 +51,7 @@ from policyd.plugins.volumebinding.binder import (
 )
 from policyd.plugins.volumebinding.explain import claim_verdicts
 from policyd.plugins.volumebinding.prebind import bind_pod_volumes
+from policyd.plugins.volumebinding.scorer import build_scorer, class_resources
 
 # Upstream's default profile gives VolumeBinding no weight: a Score plugin without
 # one weighs 1 (it never scores while StorageCapacityScoring is off, see PreScore).
@@ -69,8 +77,13 @@ class VolumeBindingState:
 class VolumeBinding:
     name = NAME
 
-    def __init__(self, args: VolumeBindingArgs) -> None:
+    def __init__(self, args: VolumeBindingArgs, *, features: FeatureGates = DEFAULTS
+                 ) -> None:
         self.args = args
+        # Upstream builds a scorer only under StorageCapacityScoring; its args then
+        # carry the (defaulted) shape.
+        self.capacity_scoring = features.enabled(STORAGE_CAPACITY_SCORING)
+        self._scorer = build_scorer(args.shape) if self.capacity_scoring else None
 
     # PreFilter
     def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
@@ -114,11 +127,24 @@ class VolumeBinding:
     # PreScore / Score
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
                   ) -> Status | None:
-        # No scorer without StorageCapacityScoring (off by default in v1.36).
-        return _SKIP
+        # No scorer without StorageCapacityScoring (off by default in v1.36); with it,
+        # upstream scores every pod (hasStaticBindings || the gate), even one without
+        # claims, whose nodes all score 0.
+        if self._scorer is None:
+            return _SKIP
+        if _state(state) is None:
+            return _not_in_state()
+        return None
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
-        return 0
+        data = _state(state)
+        if self._scorer is None or data is None:
+            return 0
+        volumes = data.by_node.get(node.name)
+        if volumes is None:
+            return 0
+        from_static = bool(volumes.static_bindings) or not self.capacity_scoring
+        return self._scorer(class_resources(volumes, from_static))
 
     # Reserve / Unreserve
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
@@ -188,6 +214,8 @@ def _storage(state: CycleState) -> StorageObjects:
     return state.cluster.storage if state.cluster is not None else _EMPTY
 
 
-def new(args: Mapping[str, Any] | None = None) -> VolumeBinding:
-    """Build VolumeBinding from VolumeBindingArgs; raises PluginError."""
-    return VolumeBinding(parse_args(args))
+def new(args: Mapping[str, Any] | None = None, *, features: FeatureGates = DEFAULTS
+        ) -> VolumeBinding:
+    """Build VolumeBinding from VolumeBindingArgs, defaulted and validated under
+    `features` (StorageCapacityScoring); raises PluginError."""
+    return VolumeBinding(parse_args(args, features), features=features)

@@ -256,6 +256,10 @@ class Tally:
     # nodes of for one (NodeDeclaredFeatures' reason).
     feature_cases: int = 0
     feature_rejections: int = 0
+    # Bound pods caught in an in-place resize (`tests.gen.differential.RESIZING`), and
+    # those resized at pod level (InPlacePodLevelResourcesVerticalScaling).
+    resizing: int = 0
+    resizing_pod_level: int = 0
 
     def add(self, o: Outcome) -> None:
         self.add_decision(o)
@@ -263,6 +267,10 @@ class Tally:
         self.feature_cases += bool(required_features(pod_from_dict(o.case.pod)))
         self.feature_rejections += NDF_REASON in o.kube.message
         self.volume_cases += bool(o.case.storage)
+        for existing in o.case.pods:
+            status = existing.get("status", {})
+            self.resizing += "conditions" in status
+            self.resizing_pod_level += "resources" in status
         for kind in o.case.volume_kinds:
             self.volume_kinds[kind] = self.volume_kinds.get(kind, 0) + 1
         feasible = o.policyd.feasible if o.policyd is not None else []
@@ -283,6 +291,9 @@ class Tally:
         if self.feature_cases or self.feature_rejections:
             parts.append(f"{self.feature_cases} pods needing a declared feature, "
                          f"{self.feature_rejections} messages with {NDF_REASON!r}")
+        if self.resizing:
+            parts.append(f"{self.resizing} bound pods resizing in place "
+                         f"({self.resizing_pod_level} at pod level)")
         if self.volume_cases:
             parts.append(f"{self.volume_cases} volume cases: " + ", ".join(
                 f"{self.volume_kinds.get(what, 0)} {what}" for what in VOLUME_KINDS))
@@ -433,12 +444,19 @@ class Runner:
             return [SCHEDULER_NAME]
         return [SCHEDULER_NAME, self.daemon_scheduler]
 
-    def _set_phase(self, pod: dict[str, Any]) -> None:
+    def _set_status(self, pod: dict[str, Any]) -> None:
+        """Write the generated status (a finished phase, an in-place resize's resources
+        and conditions) through pods/status, as the kubelet would: creation drops it."""
         meta = pod["metadata"]
-        self.client.request(
+        stored = self.client.request(
             "PATCH", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
-            body={"status": {"phase": pod["status"]["phase"]}},
-            content_type="application/merge-patch+json")
+            body={"status": pod["status"]}, content_type="application/merge-patch+json")
+        # The API server drops pod-level status resources while its
+        # InPlacePodLevelResourcesVerticalScaling gate is off: then nothing would test them.
+        for key in ("resources", "allocatedResources"):
+            if key in pod["status"] and key not in stored.get("status", {}):
+                raise AssertionError(f"the API server dropped status.{key} of "
+                                     f"{meta['namespace']}/{meta['name']}")
 
     def ensure_runtime_class(self) -> None:
         """The RuntimeClass whose overhead some cases' pods carry (idempotent)."""
@@ -499,7 +517,7 @@ class Runner:
         self.each(self._create_workload, [w for c in cases for w in c.workloads])
         existing = [p for c in cases for p in c.pods]
         self.create_pods(existing)
-        self.each(self._set_phase, [p for p in existing if p["status"].get("phase")])
+        self.each(self._set_status, [p for p in existing if p.get("status")])
         self.each(self.delete_pod, [p for p in existing if _held(p)])
 
     def run_batch(self, cases: Sequence[Case]) -> list[Outcome]:

@@ -225,5 +225,6 @@ def test_tally_fails_a_run_whose_scores_were_not_compared() -> None:
     assert problem is not None and problem.startswith("only 9 of 11 scored cases")
     assert tally.summary() == (
         "1 unschedulable, 0 single feasible node, 11 scored; 1 message-compared, "
-        "2 verdict-only, 9 score-compared; 0 probes on rejected nodes, "
+        "2 verdict-only, 9 score-compared; 72 bound pods resizing in place (12 at pod "
+        "level); 0 probes on rejected nodes, "
         "0 probes on accepted nodes, 0 decisions of policyd run")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from policyd.features import with_settings
 from policyd.framework.events import (
     ASSIGNED_POD,
     NODE,
@@ -17,6 +18,7 @@ from policyd.framework.events import (
     node_update_events,
     pod_update_events,
 )
+from policyd.model.records import Pod, pod_from_dict
 from tests.builders import make_node, make_pod
 
 A = ActionType
@@ -79,3 +81,17 @@ def test_node_update_events_ignore_heartbeats() -> None:
     assert _actions(node_update_events(base.obj(), grown)) == [A.UPDATE_NODE_ALLOCATABLE]
     noted = make_node("n").label("a", "1").annotation("x", "y").obj()
     assert _actions(node_update_events(base.obj(), noted)) == [A.UPDATE_NODE_ANNOTATION]
+
+
+def test_a_resize_the_kubelet_actuated_is_a_scale_down() -> None:
+    # extractPodScaleDown reads requests with UseStatusResources: the pod-level spec
+    # stays at 2 cpu, but the status going from 3 to 1 frees a cpu on the node.
+    def resized(actual: str) -> Pod:
+        raw = make_pod("p").uid("u").node("n").pod_requests(cpu="2").raw()
+        raw["status"]["resources"] = {"requests": {"cpu": actual}}
+        return pod_from_dict(raw)
+
+    assert _actions(pod_update_events(resized("3"), resized("1"))) == [
+        A.UPDATE_POD_SCALE_DOWN]
+    gate_off = with_settings([("InPlacePodLevelResourcesVerticalScaling", False)])
+    assert _actions(pod_update_events(resized("3"), resized("1"), gate_off)) == [A.UPDATE]

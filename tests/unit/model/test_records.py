@@ -46,6 +46,18 @@ def test_scheduler_name_defaults_like_the_api_server() -> None:
     (lambda d: d["spec"].update(tolerations=[{"operator": "Maybe"}]),
      "spec.tolerations[0].operator", "unsupported operator"),
     (lambda d: d.update(kind="Node"), "kind", "expected 'Pod'"),
+    (lambda d: d["status"].update(resources={"requests": {"cpu": "lots"}}),
+     "status.resources.requests.cpu", "invalid quantity 'lots'"),
+    (lambda d: d["status"].update(resources=[]), "status.resources", "must be an object"),
+    (lambda d: d["status"].update(allocatedResources={"memory": "-1Gi"}),
+     "status.allocatedResources.memory", "must not be negative"),
+    (lambda d: d["status"].update(conditions=["PodResizePending"]),
+     "status.conditions[0]", "must be an object"),
+    (lambda d: d["status"].update(conditions=[{"type": "PodResizePending", "reason": 1}]),
+     "status.conditions[0].reason", "must be a string"),
+    (lambda d: d["status"].update(containerStatuses=[
+        {"name": d["spec"]["containers"][0]["name"], "resources": "big"}]),
+     "status.containerStatuses[0].resources", "must be an object"),
 ])
 def test_invalid_pods_name_the_object_and_field(mutate: Any, field: str, message: str) -> None:
     raw = make_pod("bad", "ns").raw()

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from policyd.features import DEFAULTS, with_settings
+from policyd.model.cluster import ClusterState
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod, node_from_dict, pod_from_dict
 from policyd.model.resources import (
@@ -180,3 +182,204 @@ def test_bound_pod_being_resized_counts_status_resources(p: Pod, want: dict[str,
     info = NodeInfo(node_from_dict(make_node("n").raw()))
     info.add_pod(p)
     assert {k: v for k, v in info.requested.items() if v} == want
+
+
+# -- in-place resize at pod level (InPlacePodLevelResourcesVerticalScaling, v1.36 beta, on)
+# A bound pod counts on its node as PodInfo.CalculateResource reads it: PodRequests with
+# UseStatusResources (containers: InPlacePodVerticalScaling, GA) and, under the gate, the
+# pod-level status.resources / status.allocatedResources.
+
+GATE_OFF = with_settings([("InPlacePodLevelResourcesVerticalScaling", False)])
+MI = 1024**2
+
+
+def _bound(containers: list[dict[str, Any]], status: dict[str, Any] | None = None,
+           pod_level: Req | None = None, init: list[dict[str, Any]] | None = None,
+           overhead: Req | None = None) -> Pod:
+    """A bound pod from raw container specs and a raw status (phase Running added)."""
+    raw = make_pod("resized").node("n").raw()
+    raw["spec"]["containers"] = containers
+    if init:
+        raw["spec"]["initContainers"] = init
+    if pod_level is not None:
+        raw["spec"]["resources"] = {"requests": pod_level}
+    if overhead:
+        raw["spec"]["overhead"] = overhead
+    raw["status"] = {"phase": "Running", **(status or {})}
+    return pod_from_dict(raw)
+
+
+def _c(name: str, requests: Req, restart: str = "") -> dict[str, Any]:
+    c: dict[str, Any] = {"name": name, "image": "pause", "resources": {"requests": requests}}
+    if restart:
+        c["restartPolicy"] = restart
+    return c
+
+
+def _cs(name: str, actual: Req | None, allocated: Req | None = None) -> dict[str, Any]:
+    """A container status; `actual` None leaves `resources` out (the kubelet reports none)."""
+    cs: dict[str, Any] = {"name": name}
+    if actual is not None:
+        cs["resources"] = {"requests": actual} if actual else {}
+    if allocated is not None:
+        cs["allocatedResources"] = allocated
+    return cs
+
+
+def _pending(reason: str, status: str = "True") -> dict[str, Any]:
+    return {"type": "PodResizePending", "status": status, "reason": reason}
+
+
+IN_PROGRESS = {"type": "PodResizeInProgress", "status": "True"}
+
+# (id, pod, requested with the gate on, requested with it off)
+POD_LEVEL_RESIZE: list[tuple[str, Pod, dict[str, int], dict[str, int]]] = [
+    ("pod-level only: spec, actuated, allocated, the larger per resource",
+     _bound([_c("c", {})], {"resources": {"requests": {"cpu": "1", "memory": "3Gi"}},
+                            "allocatedResources": {"cpu": "3", "memory": "1Gi"},
+                            "conditions": [IN_PROGRESS]},
+            pod_level={"cpu": "2", "memory": "2Gi"}),
+     {"cpu": 3000, "memory": 3 * GI}, {"cpu": 2000, "memory": 2 * GI}),
+    ("pod-level only, scaled down and actuated: the spec still counts until it is smaller",
+     _bound([_c("c", {})], {"resources": {"requests": {"cpu": "500m"}},
+                            "allocatedResources": {"cpu": "500m"}},
+            pod_level={"cpu": "1"}),
+     {"cpu": 1000}, {"cpu": 1000}),
+    ("pod-level allocatedResources without status.resources: spec only",
+     _bound([_c("c", {})], {"allocatedResources": {"cpu": "3"}}, pod_level={"cpu": "2"}),
+     {"cpu": 2000}, {"cpu": 2000}),
+    ("pod-level status.resources without requests: spec vs allocated",
+     _bound([_c("c", {})], {"resources": {}, "allocatedResources": {"cpu": "3"}},
+            pod_level={"cpu": "2"}),
+     {"cpu": 3000}, {"cpu": 2000}),
+    ("pod-level resize deferred: still the larger",
+     _bound([_c("c", {})], {"resources": {"requests": {"cpu": "1"}},
+                            "conditions": [_pending("Deferred")]}, pod_level={"cpu": "4"}),
+     {"cpu": 4000}, {"cpu": 4000}),
+    ("pod-level resize infeasible: actuated vs allocated, the spec ignored",
+     _bound([_c("c", {})], {"resources": {"requests": {"cpu": "2"}},
+                            "allocatedResources": {"cpu": "1"},
+                            "conditions": [_pending("Infeasible")]}, pod_level={"cpu": "4"}),
+     {"cpu": 2000}, {"cpu": 4000}),
+    ("infeasible, a pod-level resource neither actuated nor allocated counts zero",
+     _bound([_c("c", {"memory": "1Gi"})],
+            {"resources": {"requests": {"cpu": "2"}}, "conditions": [_pending("Infeasible")]},
+            pod_level={"cpu": "4", "memory": "2Gi"}),
+     {"cpu": 2000}, {"cpu": 4000, "memory": 2 * GI}),
+    ("PodResizePending's status is not read, only its reason",
+     _bound([_c("c", {})], {"resources": {"requests": {"cpu": "2"}},
+                            "conditions": [_pending("Infeasible", status="False")]},
+            pod_level={"cpu": "4"}),
+     {"cpu": 2000}, {"cpu": 4000}),
+    ("the first PodResizePending condition decides",
+     _bound([_c("c", {})], {"resources": {"requests": {"cpu": "2"}},
+                            "conditions": [_pending("Deferred"), _pending("Infeasible")]},
+            pod_level={"cpu": "4"}),
+     {"cpu": 4000}, {"cpu": 4000}),
+    ("container level only: status counts whatever the gate",
+     _bound([_c("c", {"cpu": "1"})], {"containerStatuses": [_cs("c", {"cpu": "2"})]}),
+     {"cpu": 2000}, {"cpu": 2000}),
+    ("container status `resources: {}`: spec vs allocated",
+     _bound([_c("c", {"cpu": "1"})], {"containerStatuses": [_cs("c", {}, {"cpu": "3"})]}),
+     {"cpu": 3000}, {"cpu": 3000}),
+    ("container status without resources: allocatedResources alone is not read",
+     _bound([_c("c", {"cpu": "1"})], {"containerStatuses": [_cs("c", None, {"cpu": "3"})]}),
+     {"cpu": 1000}, {"cpu": 1000}),
+    ("container infeasible: actuated vs allocated",
+     _bound([_c("c", {"cpu": "4"})],
+            {"containerStatuses": [_cs("c", {"cpu": "2"}, {"cpu": "1"})],
+             "conditions": [_pending("Infeasible")]}),
+     {"cpu": 2000}, {"cpu": 2000}),
+    ("both levels: pod-level replaces the containers' cpu, memory from the containers",
+     _bound([_c("c", {"cpu": "1", "memory": "1Gi"})],
+            {"containerStatuses": [_cs("c", {"cpu": "2", "memory": "2Gi"})],
+             "resources": {"requests": {"cpu": "5"}}},
+            pod_level={"cpu": "3"}),
+     {"cpu": 5000, "memory": 2 * GI}, {"cpu": 3000, "memory": 2 * GI}),
+    ("a sidecar's status counts, a regular init container's does not",
+     _bound([_c("c", {"cpu": "1"})], {"initContainerStatuses": [
+         _cs("side", {"cpu": "2"}), _cs("init", {"cpu": "9"})]},
+            init=[_c("side", {"cpu": "1"}, restart="Always"), _c("init", {"cpu": "500m"})]),
+     {"cpu": 3000}, {"cpu": 3000}),
+    ("overhead is added to the resized pod-level requests",
+     _bound([_c("c", {})], {"resources": {"requests": {"cpu": "2"}}},
+            pod_level={"cpu": "1"}, overhead={"cpu": "250m"}),
+     {"cpu": 2250}, {"cpu": 1250}),
+]
+
+
+@pytest.mark.parametrize(("p", "on", "off"), [c[1:] for c in POD_LEVEL_RESIZE],
+                         ids=[c[0] for c in POD_LEVEL_RESIZE])
+def test_bound_pod_resized_at_pod_level_counts_per_gate(
+        p: Pod, on: dict[str, int], off: dict[str, int]) -> None:
+    for gates, want in ((DEFAULTS, on), (GATE_OFF, off)):
+        info = NodeInfo(node_from_dict(make_node("n").raw()), gates)
+        info.add_pod(p)
+        assert {k: v for k, v in info.requested.items() if v} == want, gates.overrides()
+        info.remove_pod(p)
+        assert not any(info.requested.values())
+
+
+def test_gate_off_and_on_counts_are_cached_apart() -> None:
+    p = POD_LEVEL_RESIZE[0][1]
+    assert pod_requests(p, use_status=True)["cpu"] == 3000
+    assert pod_requests(p, use_status=True, features=GATE_OFF)["cpu"] == 2000
+
+
+def test_pending_pod_counts_its_spec() -> None:
+    # The pod being scheduled is read without status (computePodResourceRequest).
+    p = POD_LEVEL_RESIZE[0][1]
+    assert pod_requests(p) == {"cpu": 2000, "memory": 2 * GI}
+
+
+def test_cluster_state_counts_with_its_gates() -> None:
+    p = POD_LEVEL_RESIZE[0][1]
+    node = node_from_dict(make_node("n").raw())
+    for gates, want in ((DEFAULTS, 3000), (GATE_OFF, 2000)):
+        info = ClusterState([node], [p], features=gates).get("n")
+        assert info is not None and info.requested["cpu"] == want
+
+
+# Non0CPU / Non0Mem with pod-level requests (getNonMissingContainerRequests): only a
+# resource the pod's requests lack altogether gets the per-container default.
+NON_ZERO_POD_LEVEL: list[tuple[str, Pod, dict[str, int]]] = [
+    ("pod-level memory; one container asks cpu: no cpu default for the other",
+     pod([{"cpu": "500m"}, {}], pod_level={"memory": "1Gi"}), {"cpu": 500, "memory": GI}),
+    ("pod-level memory; no cpu anywhere: each container gets the default",
+     pod([{}, {}], pod_level={"memory": "1Gi"}),
+     {"cpu": 2 * DEFAULT_MILLI_CPU_REQUEST, "memory": GI}),
+    ("pod-level memory; overhead cpu counts as set",
+     pod([{}], pod_level={"memory": "1Gi"}, overhead={"cpu": "100m"}),
+     {"cpu": 100, "memory": GI}),
+    ("no pod-level requests: every container without cpu gets the default",
+     pod([{"cpu": "500m"}, {}]), {"cpu": 500 + DEFAULT_MILLI_CPU_REQUEST,
+                                 "memory": 2 * DEFAULT_MEMORY_REQUEST}),
+    ("pod-level hugepages only: still pod-level set",
+     pod([{"cpu": "500m", "memory": "1Mi"}, {}], pod_level={"hugepages-2Mi": "2Mi"}),
+     {"cpu": 500, "memory": MI}),
+]
+
+
+@pytest.mark.parametrize(("p", "want"), [c[1:] for c in NON_ZERO_POD_LEVEL],
+                         ids=[c[0] for c in NON_ZERO_POD_LEVEL])
+def test_non_zero_requests_with_pod_level_resources(p: Pod, want: dict[str, int]) -> None:
+    assert pod_requests(p, non_zero=True) == want
+    info = NodeInfo(node_from_dict(make_node("n").raw()))
+    info.add_pod(p)
+    assert info.non_zero_requested == want
+
+
+def test_explicit_zero_kept_through_an_infeasible_resize() -> None:
+    # Found by the differential test: spec, status and allocation all say cpu 0 and the
+    # resize is infeasible; max(actuated, allocated) still names cpu, so the container
+    # gets no 100m default in Non0CPU (maxResourceList adds a missing key at zero).
+    p = _bound([_c("c", {"cpu": "0"})],
+               {"containerStatuses": [_cs("c", {"cpu": "0m"}, {"cpu": "0m"})],
+                "conditions": [_pending("Infeasible")]})
+    assert pod_requests(p, non_zero=True, use_status=True) == {
+        "cpu": 0, "memory": DEFAULT_MEMORY_REQUEST}
+
+
+def test_init_container_explicit_zero_names_the_resource() -> None:
+    p = pod([{"cpu": "1"}], init=[("init", {"example.com/gpu": "0"})])
+    assert pod_requests(p) == {"cpu": 1000, "example.com/gpu": 0}

@@ -13,6 +13,7 @@ from policyd.framework.events import (
     ActionType,
     ClusterEvent,
 )
+from policyd.model.records import Pod, pod_from_dict
 from tests.builders import make_node, make_pod
 from tests.cluster_events import (
     NODE_ADD,
@@ -87,6 +88,21 @@ def test_headroom_registers_allocatable_and_freed_room() -> None:
     small = make_node("n").resource("cpu", "1").obj()
     assert hint(p, NODE_ALLOC, pod, small, make_node("n").obj()) is QUEUE
     assert hint(p, POD_ADD, pod, None, bound) is None
+
+
+def test_headroom_freed_by_a_resize_the_kubelet_carried_out() -> None:
+    # The node counts a resizing pod by its status too, so a status-only drop frees room.
+    p = compiled(filters=[rule("headroom", {"resource": "cpu", "percent": 50})])
+    pod = make_pod("p").uid("p").req(cpu="1").obj()
+
+    def resized(actual: str) -> Pod:
+        raw = make_pod("b").uid("b").node("n").pod_requests(cpu="1").raw()
+        raw["status"]["resources"] = {"requests": {"cpu": actual}}
+        return pod_from_dict(raw)
+
+    event = ClusterEvent(ASSIGNED_POD, A.UPDATE_POD_SCALE_DOWN)
+    assert hint(p, event, pod, resized("3"), resized("2")) is QUEUE
+    assert hint(p, event, pod, resized("2"), resized("3")) is QUEUE_SKIP
 
 
 def test_max_pods_per_node_registers_pods_leaving_the_count() -> None:

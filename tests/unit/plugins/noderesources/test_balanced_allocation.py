@@ -15,14 +15,17 @@ from typing import Any
 
 import pytest
 
+from policyd.features import with_settings
 from policyd.framework import Code, CycleState, PluginError
 from policyd.model.cluster import ClusterState
-from policyd.model.records import Node, Pod, node_from_dict
+from policyd.model.records import Node, Pod, node_from_dict, pod_from_dict
 from policyd.plugins import names
 from policyd.plugins.noderesources.balanced_allocation import DEFAULT_WEIGHT, new
 from policyd.plugins.noderesources.resource_allocation import (
+    DEFAULT_RESOURCES,
     balanced_allocation_score,
     balanced_resource_score,
+    pod_request_list,
 )
 from tests import plugin_harness as harness
 from tests.builders import make_node, make_pod
@@ -249,3 +252,21 @@ def test_columnar_score_matches_reference_score(seed: int,
         assert vector.tolist() == [plugin.score(state, p, i) for i in infos]
         cluster.upsert_pod(pod(_random_requests(rng), name=f"y{round_}",
                                node=rng.choice(infos).name))
+
+
+def test_pod_requests_read_resize_status_for_balanced_allocation_only() -> None:
+    """calculatePodResourceRequest: BalancedAllocation's scorer is built with
+    enableInPlacePodVerticalScaling, so a pod carrying resize status counts it;
+    NodeResourcesFit's scorer (getScorer) is not."""
+    raw = make_pod("p").pod_requests(cpu="1", memory="1Gi").raw()
+    raw["status"]["resources"] = {"requests": {"cpu": "2", "memory": "1Gi"}}
+    pod = pod_from_dict(raw)
+    assert pod_request_list(pod, DEFAULT_RESOURCES, True, use_status=True) == (2000, 1024**3)
+    gate_off = with_settings([("InPlacePodLevelResourcesVerticalScaling", False)])
+    assert pod_request_list(pod, DEFAULT_RESOURCES, True, use_status=True,
+                            features=gate_off) == (1000, 1024**3)
+    assert pod_request_list(pod, DEFAULT_RESOURCES, True) == (1000, 1024**3)
+    plugin = new()
+    assert plugin.features.enabled("InPlacePodLevelResourcesVerticalScaling")
+    assert not new(features=gate_off).features.enabled(
+        "InPlacePodLevelResourcesVerticalScaling")

@@ -19,11 +19,14 @@ from typing import Any
 import pytest
 
 from policyd.errors import InvalidObjectError
+from policyd.features import with_settings
 from policyd.framework import Code, CycleState, PluginError, Status
+from policyd.framework.events import QUEUE, QUEUE_SKIP
 from policyd.model.cluster import ClusterState
 from policyd.model.node_info import NodeInfo
-from policyd.model.records import Node, Pod, node_from_dict
+from policyd.model.records import Node, Pod, node_from_dict, pod_from_dict
 from policyd.plugins import names
+from policyd.plugins.helper.function_shape import ShapePoint, broken_linear_function
 from policyd.plugins.noderesources.fit import (
     DEFAULT_WEIGHT,
     ERR_REASON_INSUFFICIENT_CPU,
@@ -33,7 +36,6 @@ from policyd.plugins.noderesources.fit import (
     NodeResourcesFit,
     new,
 )
-from policyd.plugins.noderesources.resource_allocation import ShapePoint, broken_linear_function
 from tests import plugin_harness as harness
 from tests.builders import make_node, make_pod
 
@@ -894,3 +896,20 @@ def test_vector_paths_decline_values_beyond_exact_range() -> None:
     assert plugin.filter_mask(state, p, table, idx).tolist() == [False]
     with pytest.raises(InvalidObjectError):  # beyond int64: refused when decoded
         pod({"memory": "10E"})
+
+
+def test_scale_down_hint_reads_resize_status() -> None:
+    """isSchedulableAfterPodScaleDown reads requests with UseStatusResources (and the
+    pod-level status under InPlacePodLevelResourcesVerticalScaling): a bound pod whose
+    pod-level spec stays at 2 cpu but whose actuated cpu drops from 3 to 1 frees room."""
+    def resized(actual: str) -> Pod:
+        raw = make_pod("bound").uid("b").node("n").pod_requests(cpu="2").raw()
+        raw["status"]["resources"] = {"requests": {"cpu": actual}}
+        return pod_from_dict(raw)
+
+    pending = make_pod("p").req(cpu="1").obj()
+    gate_off = with_settings([("InPlacePodLevelResourcesVerticalScaling", False)])
+    for plugin, want in ((new(), QUEUE), (new(features=gate_off), QUEUE_SKIP)):
+        hint = plugin.events_to_register()[0].hint
+        assert hint is not None
+        assert hint(pending, resized("3"), resized("1")) == want

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from policyd.engine.cycle import schedule_one
+from policyd.features import with_settings
 from policyd.framework import Code, CycleState, PluginError, Status
 from policyd.framework.events import (
     CSI_NODE,
@@ -570,3 +571,56 @@ def test_whole_cycle_counts_reasons_on_both_paths() -> None:
     r = schedule_one(fw, missing, c)
     assert r.message == ('0/3 nodes are available: persistentvolumeclaim "nowhere" not '
                          "found.")
+
+
+# -- VolumeLimitScaling (alpha, off in v1.36): checkCSIDriverOnNode before counting
+
+SCALING = with_settings([("VolumeLimitScaling", True)])
+
+
+def csi_driver(name: str, prevent: bool | None) -> tuple[str, dict[str, Any]]:
+    spec: dict[str, Any] = {"attachRequired": True}
+    if prevent is not None:
+        spec["preventPodSchedulingIfMissing"] = prevent
+    return ("CSIDriver", {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+                          "metadata": {"name": name}, "spec": spec})
+
+
+def not_installed(driver: str) -> Status:
+    return Status(Code.UNSCHEDULABLE, (f"{driver} CSI driver is not installed on the node",))
+
+
+# (id, pod, CSINode limits or None, extra objects, verdict with the gate on, off)
+DRIVER_CASES: list[tuple[str, Pod, dict[str, int | None] | None,
+                         list[tuple[str, dict[str, Any]]], Status | None, Status | None]] = [
+    ("opted in, no CSINode: not installed", claims_pod(ebs(0)), None,
+     [csi_driver(EBS, True)], not_installed(EBS), None),
+    ("opted in, listed by the CSINode (no count): installed", claims_pod(ebs(0)),
+     {EBS: None}, [csi_driver(EBS, True)], None, None),
+    ("opted in, the CSINode lists another driver", claims_pod(ebs(0)), {GCE: 10},
+     [csi_driver(EBS, True)], not_installed(EBS), None),
+    ("not opted in", claims_pod(ebs(0)), None, [csi_driver(EBS, False)], None, None),
+    ("opt-in field absent", claims_pod(ebs(0)), None, [csi_driver(EBS, None)], None, None),
+    ("no CSIDriver object: assumed installed", claims_pod(ebs(0)), None, [], None, None),
+    ("a pending claim counts as its class's provisioner", claims_pod("csi-4"), {GCE: 10},
+     [csi_driver(EBS, True)], not_installed(EBS), None),
+    ("the driver check comes before the limit", claims_pod(ebs(0), f"csi-{GCE}-0"),
+     {EBS: 0}, [csi_driver(GCE, True)], not_installed(GCE), TOO_MANY),
+    ("installed, then the limit applies", claims_pod(ebs(0)), {EBS: 0},
+     [csi_driver(EBS, True)], TOO_MANY, TOO_MANY),
+    ("two drivers missing: the first by name", claims_pod(ebs(0), f"csi-{GCE}-0"), None,
+     [csi_driver(EBS, True), csi_driver(GCE, True)], not_installed(EBS), None),
+]
+
+
+@pytest.mark.parametrize(("pod", "limits", "extra", "on", "off"),
+                         [c[1:] for c in DRIVER_CASES], ids=[c[0] for c in DRIVER_CASES])
+def test_volume_limit_scaling_requires_opted_in_drivers_on_the_node(
+        pod: Pod, limits: dict[str, int | None] | None,
+        extra: list[tuple[str, dict[str, Any]]], on: Status | None,
+        off: Status | None) -> None:
+    c = cluster(limits=limits, extra=extra)
+    for plugin, want in ((new(features=SCALING), on), (new(), off)):
+        out = run_filter(plugin, pod, c)
+        assert out.stopped is None
+        assert out.statuses[0] == want

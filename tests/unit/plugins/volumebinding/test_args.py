@@ -6,8 +6,12 @@ from typing import Any
 
 import pytest
 
+from policyd.features import with_settings
 from policyd.framework.status import PluginError
+from policyd.plugins.helper.function_shape import ShapePoint
 from policyd.plugins.volumebinding.plugin import new
+
+SCORING = with_settings([("StorageCapacityScoring", True)])
 
 
 def test_default_bind_timeout_is_600_seconds() -> None:
@@ -40,3 +44,35 @@ def test_every_problem_is_reported() -> None:
     with pytest.raises(PluginError) as info:
         new({"bindTimeoutSeconds": -5, "shape": []})
     assert [p.path for p in info.value.problems] == ["bindTimeoutSeconds", "shape"]
+
+
+# -- shape under StorageCapacityScoring (SetDefaults_VolumeBindingArgs,
+# ValidateVolumeBindingArgsWithOptions with AllowStorageCapacityScoring)
+
+def test_shape_follows_the_gate() -> None:
+    assert new().args.shape == ()
+    assert not new().capacity_scoring
+    default = (ShapePoint(0, 10), ShapePoint(100, 0))
+    assert new(features=SCORING).args.shape == default
+    assert new({"shape": []}, features=SCORING).args.shape == default
+    assert new({"shape": None}, features=SCORING).args.shape == default
+    mine = [{"utilization": 0, "score": 0}, {"utilization": 80, "score": 10}]
+    assert new({"shape": mine}, features=SCORING).args.shape == (
+        ShapePoint(0, 0), ShapePoint(80, 10))
+    assert new(features=SCORING).capacity_scoring
+
+
+@pytest.mark.parametrize(("shape", "problems"), [
+    ([{"utilization": 50, "score": 1}, {"utilization": 50, "score": 2}],
+     [("shape[1].utilization", "Invalid value: 50: values must be sorted in increasing order")]),
+    ([{"utilization": 101, "score": 11}],
+     [("shape[0].utilization", "Invalid value: 101: not in valid range [0, 100]"),
+      ("shape[0].score", "Invalid value: 11: not in valid range [0, 10]")]),
+    ([{"utilization": 0, "weight": 1}],
+     [("shape[0].weight", "unknown field 'weight'; known fields: utilization, score")]),
+    ("steep", [("shape", "must be a list, not a string")]),
+])
+def test_invalid_shape_with_the_gate_on(shape: Any, problems: list[tuple[str, str]]) -> None:
+    with pytest.raises(PluginError) as info:
+        new({"shape": shape}, features=SCORING)
+    assert [(p.path, p.message) for p in info.value.problems] == problems
