@@ -14,6 +14,20 @@ Whenever the pod ends up not bound by us (any of those, or the pod deleted or bo
 someone else while in flight), the Reserve plugins' `unreserve` runs exactly once,
 under the state lock, before the assumption goes: nothing a Reserve plugin assumed (a
 PV's claimRef, a claim's selected node) outlives the attempt.
+
+Before PreBind, as kube-scheduler v1.36's bindingCycle:
+- with NominatedNodeNameForExpectation (beta, on by default since 1.35), the PreBind
+  plugins' pre-flights say whether PreBind will have work (VolumeBinding: a claim to
+  bind or provision, which can wait up to bindTimeoutSeconds); if so the pod's
+  `status.nominatedNodeName` is set to the node first, in a status patch of its own,
+  so that cluster autoscalers see where it is going. A failed patch is logged and the
+  bind goes on; a failed bind clears the nomination with its PodScheduled condition;
+  a bind clears it on the API server's side (ClearingNominatedNodeNameAfterBinding).
+- the pod is entered in `SchedulingState.in_pre_bind` (with the gate: only when a
+  pre-flight said PreBind has work; without it: always), where preemption may call
+  the binding off instead of deleting the pod (`policyd.daemon.pods_in_prebind`): its
+  PreBind ends at once, and it fails as any failed PreBind does, with the
+  cancellation's cause in place of Go's "context canceled".
 """
 
 from __future__ import annotations
@@ -26,16 +40,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
 
+from policyd import features
 from policyd.clock import Clock
 from policyd.daemon.binding_handle import DaemonBindingHandle
 from policyd.daemon.event_recorder import EventSink
 from policyd.daemon.metrics import Metrics, label_children
+from policyd.daemon.pods_in_prebind import PodInPreBind
 from policyd.daemon.queue import QueuedPod
 from policyd.daemon.scheduling_state import LOGGER, SchedulingState
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.events import ASSIGNED_POD_DELETE
 from policyd.framework.runtime import Framework
-from policyd.framework.status import Status
+from policyd.framework.status import Code, Status
 from policyd.kube import api
 from policyd.kube.backoff import GiveUp, RetryPolicy
 from policyd.kube.client import ApiError, KubeClient
@@ -46,6 +62,16 @@ log = logging.getLogger(LOGGER)
 
 # Give up retrying a bind after a minute, then requeue.
 BIND_RETRIES = RetryPolicy(initial=0.2, maximum=5.0, deadline=60.0)
+
+# The nomination patch before PreBind is retried as upstream's PatchPodStatus
+# (retry.DefaultBackoff: four tries, 10 ms then five times longer each time) after a
+# 409, a 500, a 503 or a refused connection (util.Retriable).
+NOMINATION_RETRY_DELAYS = (0.01, 0.05, 0.25)
+NOMINATION_RETRIABLE = frozenset({409, 500, 503})
+
+# Go's context.Canceled text, which ends a PreBind plugin's error when its wait was
+# called off; upstream reports the cancellation's cause in its place.
+CONTEXT_CANCELED = "context canceled"
 
 
 class BindFailure(Enum):
@@ -75,6 +101,10 @@ class BindRequest:
     state: CycleState | None
     start: float  # when its scheduling cycle began, for the attempt latency
     unreserved: bool = False  # Unreserve has run: it never runs twice
+    # The nomination patch before PreBind was sent: a failed bind clears it.
+    nominated: bool = False
+    # Its entry in `SchedulingState.in_pre_bind`, while it is there.
+    in_pre_bind: PodInPreBind | None = None
 
     @property
     def profile(self) -> str:
@@ -86,8 +116,8 @@ class Binder:
 
     def __init__(self, client: KubeClient, state: SchedulingState, *, metrics: Metrics,
                  events: EventSink, is_leader: Callable[[], bool], clock: Clock,
-                 workers: int, verbosity: int, retries: RetryPolicy = BIND_RETRIES
-                 ) -> None:
+                 workers: int, verbosity: int, retries: RetryPolicy = BIND_RETRIES,
+                 gates: features.FeatureGates = features.DEFAULTS) -> None:
         self.client = client
         self.state = state
         self.metrics = metrics
@@ -96,6 +126,7 @@ class Binder:
         self.clock = clock
         self.verbosity = verbosity
         self.retries = retries
+        self.nominate_for_expectation = gates.enabled("NominatedNodeNameForExpectation")
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="policyd-bind")
         self._in_flight = 0
         self._in_flight_cond = threading.Condition()
@@ -132,6 +163,7 @@ class Binder:
     def shutdown(self) -> None:
         """The grace period is over: binds still retrying give up now."""
         self._abandon.set()
+        self.state.in_pre_bind.wake_all()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def submit(self, req: BindRequest) -> None:
@@ -151,6 +183,10 @@ class Binder:
             log.exception("binding %s failed", req.qp.pod.key)
             self._failed(req, BindFailure.INTERNAL_ERROR)
         finally:
+            # Out of the PreBind map once the cycle is over (bound or not), as
+            # upstream's deferred RemovePodInPreBind.
+            if req.in_pre_bind is not None:
+                self.state.in_pre_bind.remove(req.qp.pod.uid, req.in_pre_bind)
             self._release()
 
     def _still_assumed(self, req: BindRequest) -> bool:
@@ -170,6 +206,21 @@ class Binder:
         if not self.is_leader():
             self._failed(req, BindFailure.LOST_LEADERSHIP)
             return False
+        assert req.state is not None
+        pre_flight: Status | None = None  # upstream's nil status without the gate
+        if self.nominate_for_expectation:
+            pre_flight = req.fw.run_pre_bind_pre_flight(req.state, pod, req.node)
+            if pre_flight is not None and not pre_flight.is_skip:
+                # An error, or a rejection (which a pre-flight may not give).
+                failed = (pre_flight if pre_flight.code is Code.ERROR
+                          else Status.error(pre_flight.message))
+                self._failed(req, BindFailure.PRE_BIND, failed.message, status=failed)
+                return False
+            if pre_flight is None:
+                self._nominate(req)
+        if pre_flight is None:
+            # PreBind will work (or, without the gate, may): preemption may call it off.
+            req.in_pre_bind = s.in_pre_bind.add(pod.uid)
 
         def worth_waiting() -> bool:
             if not self.is_leader():
@@ -177,21 +228,62 @@ class Binder:
             with s.lock:
                 return self._still_assumed(req)
 
-        handle = DaemonBindingHandle(self.client, s, self.clock, abandon=self._abandon,
-                                     worth_waiting=worth_waiting)
-        assert req.state is not None
+        handle = DaemonBindingHandle(
+            self.client, s, self.clock, abandon=self._abandon, worth_waiting=worth_waiting,
+            wake=req.in_pre_bind.wake if req.in_pre_bind is not None else None)
         status = req.fw.run_pre_bind(req.state, pod, req.node, handle)
+        entry = req.in_pre_bind
         if status is None:
-            return True
+            if entry is None or entry.mark_prebound():
+                return True
+            # Preempted while PreBind finished: not bound (upstream's MarkPrebound
+            # check), and told why as the cause alone.
+            status = Status.error(entry.cause or CONTEXT_CANCELED)
+        elif (entry is not None and entry.cause is not None and status.code is Code.ERROR
+              and status.message.endswith(CONTEXT_CANCELED)):
+            # The wait was called off by preemption: RunPreBindPlugins reports the
+            # cancellation's cause in place of context.Canceled.
+            status = Status(Code.ERROR, (
+                f'running PreBind plugin "{status.plugin}": {entry.cause}',), status.plugin)
         # Why it failed, as far as the pod is concerned: a replica stopping or stepping
         # down gave up on it, which says nothing about the pod.
         if self._abandon.is_set():
             self._failed(req, BindFailure.STOPPING, status.message)
+        elif entry is not None and entry.cause is not None:
+            self._failed(req, BindFailure.PRE_BIND, status.message, status=status)
         elif not self.is_leader():
             self._failed(req, BindFailure.LOST_LEADERSHIP, status.message)
         else:
             self._failed(req, BindFailure.PRE_BIND, status.message, status=status)
         return False
+
+    def _nominate(self, req: BindRequest) -> None:
+        """Tell the API where the pod is going before PreBind works (upstream's
+        bindingCycle with NominatedNodeNameForExpectation): only `nominatedNodeName`,
+        only when the pod does not show that node already. Not critical: a failure is
+        logged and the binding cycle goes on."""
+        pod, node = req.qp.pod, req.node
+        if nominated_node_name(pod) == node:
+            return
+        req.nominated = True
+        delays = iter(NOMINATION_RETRY_DELAYS)
+        while True:
+            try:
+                api.patch_nominated_node(self.client, pod.namespace, pod.name, node)
+                break
+            except ApiError as exc:
+                delay = next(delays, None)
+                if ((exc.status in NOMINATION_RETRIABLE
+                     or (exc.status == 0 and "Refused" in exc.reason))
+                        and delay is not None and not self.clock.wait(self._abandon, delay)):
+                    continue
+                log.error("failed to update the nominated node name of %s to %s in the "
+                          "binding cycle: %s", pod.key, node, exc,
+                          extra={"pod": pod.key, "node": node})
+                return
+        if self.verbosity >= 3:
+            log.info("nominated %s to %s before PreBind", pod.key, node,
+                     extra={"pod": pod.key, "node": node})
 
     def _bind_with_retries(self, req: BindRequest) -> None:
         qp, node = req.qp, req.node
@@ -315,8 +407,10 @@ class Binder:
         if not why.explained_to_the_pod:
             return
         # Upstream's binding-cycle failure clears the pod's nomination (the room it
-        # was nominated to went unused); sent only when the API shows one.
-        cleared = {"nominated_node": ""} if nominated_node_name(pod) else {}
+        # was nominated to went unused); sent only when the API shows one: as the pod
+        # was popped, or as this cycle wrote it before PreBind.
+        cleared = ({"nominated_node": ""} if nominated_node_name(pod) or req.nominated
+                   else {})
         if status is None:
             self.events.failed(pod.namespace, pod.name, pod.uid, logged, profile,
                                post_event=True, patch_condition=False, **cleared)

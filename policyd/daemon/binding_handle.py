@@ -2,8 +2,9 @@
 read the informer-fed state under its lock, and wait without blocking a shutdown.
 
 One handle per bind. Its waits end early ("give up now") when the shutdown grace
-period is over, and also when waiting cannot lead to a bind any more: the pod was
-deleted (or bound by someone else) meanwhile, or this replica no longer leads. The
+period is over, when preemption calls the bind off (`pods_in_prebind`), and also when
+waiting cannot lead to a bind any more: the pod was deleted (or bound by someone else)
+meanwhile, or this replica no longer leads. The
 plugin then fails its PreBind, and the binder undoes the reservation once.
 """
 
@@ -29,12 +30,16 @@ class DaemonBindingHandle:
     says whether the bind this handle serves can still happen."""
 
     def __init__(self, client: KubeClient, state: SchedulingState, clock: Clock, *,
-                 abandon: threading.Event, worth_waiting: Callable[[], bool]) -> None:
+                 abandon: threading.Event, worth_waiting: Callable[[], bool],
+                 wake: threading.Event | None = None) -> None:
         self._client = client
         self._state = state
         self._clock = clock
         self._abandon = abandon
         self._worth_waiting = worth_waiting
+        # The bind's own "stop waiting" (preemption called it off, or the binder is
+        # stopping and woke it): a wait ends at once, not at its next poll.
+        self._wake = wake
 
     def update(self, obj: dict[str, Any]) -> dict[str, Any]:
         """PUT `obj`; what the server stored. The server's own message on failure
@@ -52,7 +57,11 @@ class DaemonBindingHandle:
             return fn(self._state.cluster)
 
     def wait(self, seconds: float) -> bool:
-        if self._clock.wait(self._abandon, seconds):
+        if self._wake is not None:
+            if (self._abandon.is_set() or self._wake.is_set()
+                    or self._clock.wait(self._wake, seconds)):
+                return True
+        elif self._clock.wait(self._abandon, seconds):
             return True
         return not self._worth_waiting()
 

@@ -290,6 +290,7 @@ _TIMED_METHODS: dict[Callable[..., Any], str] = {
     Framework.run_score_fast: "Score", Framework.run_audits_fast: "Audit",
     Framework.run_reserve: "Reserve",
     Framework.run_unreserve: "Unreserve", Framework.run_pre_bind: "PreBind",
+    Framework.run_pre_bind_pre_flight: "PreBindPreFlight",
 }
 
 

@@ -12,6 +12,9 @@ What is synchronous and what is not, as upstream:
   the DisruptionTarget condition (reason PreemptionByScheduler) through a pods/status
   patch and is deleted, all but the last in parallel, then the last; each victim gets
   a `Preempted` event. Victims already being deleted get no call.
+A victim still in PreBind (assumed by this daemon, not bound) is not deleted: its
+binding is called off in memory and it goes back to the queue (v1.36's executor; see
+`policyd.daemon.pods_in_prebind`), with a `Preempted` event all the same.
 While that runs the preemptor is not tried again (DefaultPreemption's PreEnqueue,
 IsPodRunningPreemption): it waits among the unschedulable pods, and the deletions'
 pod events move it as its rejecting plugins' hints say. Once the last victim's
@@ -37,12 +40,16 @@ from policyd.framework.interfaces import PostFilterResult
 from policyd.kube import api
 from policyd.kube.client import ApiError, KubeClient
 from policyd.model.records import Pod
+from policyd.plugins import names
 
 log = logging.getLogger(LOGGER)
 
 # Victims deleted at once per preemption (upstream's parallelizer, 16 by default).
 PARALLEL_VICTIMS = 16
 CALL_TIMEOUT = 30.0
+# What the Preempted event of a victim whose binding was called off ends with:
+# upstream's words, kept as they are (tools match kube-scheduler's events).
+IN_MEMORY = "(in kube-scheduler memory)."
 
 
 @dataclass(slots=True)
@@ -57,10 +64,12 @@ class PreemptionActions:
     """Starts and tracks the asynchronous part of each preemption."""
 
     def __init__(self, client: KubeClient, state: SchedulingState, events: EventSink, *,
-                 activate: Callable[[str], None] | None = None) -> None:
+                 activate: Callable[[str], None] | None = None,
+                 plugin: str = names.DEFAULT_PREEMPTION) -> None:
         self.client = client
         self.state = state
         self.events = events
+        self.plugin = plugin  # the PostFilter plugin that preempts (a cancel's cause)
         self._activate = activate or self._activate_in_queue
         self._lock = threading.Lock()
         self._running: dict[str, _Running] = {}
@@ -152,7 +161,24 @@ class PreemptionActions:
 
     def _preempt(self, preemptor: Pod, victim: Pod, node: str, component: str) -> bool:
         """DisruptionTarget, then delete, then the `Preempted` event (PreemptPod).
-        True unless a call failed; a victim already gone is a success."""
+        True unless a call failed; a victim already gone is a success.
+
+        A victim that is ours, assumed and still in PreBind, is not deleted: its
+        binding is called off in memory (v1.36's executor, GetPodInPreBind +
+        CancelPod), and its binder unreserves it and sends it back to the queue. Its
+        PreBind may have finished meanwhile (the bind goes ahead): then it is deleted
+        like a bound pod."""
+        in_pre_bind = self.state.in_pre_bind.get(victim.uid)
+        if in_pre_bind is not None and in_pre_bind.cancel(f"preempted by {self.plugin}"):
+            log.info("preempted %s, in PreBind on %s, for %s: its binding is called off",
+                     victim.key, node, preemptor.key,
+                     extra={"pod": victim.key, "node": node})
+            self.events.event(
+                api.pod_ref(victim.namespace, victim.name, victim.uid), "Normal",
+                "Preempted", f"Preempted by pod {preemptor.uid} on node {node} "
+                f"{IN_MEMORY}", "Preempting", component,
+                related=api.pod_ref(preemptor.namespace, preemptor.name, preemptor.uid))
+            return True
         try:
             if not _has_disruption_target(victim):
                 api.patch_disruption_target(self.client, victim.namespace, victim.name,

@@ -4,7 +4,8 @@ One `ClusterState`, the queue and the pods assumed on a node but not yet shown b
 by the API, all under one lock (lock order: this lock, then the queue's own lock; the
 queue never calls back). A cycle holds the lock from decision to `assume`, so a
 placement counts on its node before the next pod is considered; binding runs without
-it.
+it. The binding cycles in PreBind that preemption may call off have a lock of their
+own (`in_pre_bind`), taken under none of the others.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from policyd.daemon.event_recorder import FailureThrottle
+from policyd.daemon.pods_in_prebind import PodsInPreBind
 from policyd.daemon.queue import UNSCHEDULABLE, QueuedPod, SchedulingQueue
 from policyd.framework.events import ClusterEvent, ClusterEventWithHint
 from policyd.framework.runtime import Framework
@@ -45,6 +47,8 @@ class SchedulingState:
         self.queue.set_hints(hints_of(frameworks))
         self.assumed: dict[str, str] = {}  # pod uid -> node, until the API shows it bound
         self.throttle = FailureThrottle(now)
+        # Binding cycles in PreBind that preemption may still call off (its own lock).
+        self.in_pre_bind = PodsInPreBind()
 
     def _less(self, a: Pod, b: Pod) -> bool:
         # Upstream requires every profile to share one QueueSort; take the first's.

@@ -15,11 +15,12 @@ class CycleState:
     """Data computed once per scheduling cycle and read per node.
 
     A plain dict keyed by plugin-chosen strings (by convention `"<Plugin>/<what>"`).
-    `skip_filter` / `skip_score` hold the plugins whose PreFilter/PreScore said Skip.
+    `skip_filter` / `skip_score` hold the plugins whose PreFilter/PreScore said Skip,
+    `skip_pre_bind` those whose PreBindPreFlight did.
     """
 
-    __slots__ = ("_data", "all_nodes", "cluster", "framework", "skip_filter", "skip_score",
-                 "table")
+    __slots__ = ("_data", "all_nodes", "cluster", "framework", "skip_filter", "skip_pre_bind",
+                 "skip_score", "table")
 
     def __init__(
         self, all_nodes: Sequence[NodeInfo] = (), cluster: ClusterState | None = None
@@ -38,6 +39,7 @@ class CycleState:
         self.framework: Any = None
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()
+        self.skip_pre_bind: set[str] = set()
 
     def write(self, key: str, value: Any) -> None:
         self._data[key] = value

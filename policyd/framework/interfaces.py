@@ -156,7 +156,9 @@ class BindingHandle(Protocol):
         """`fn(cluster)` under the lock the informers update the cluster state with."""
 
     def wait(self, seconds: float) -> bool:
-        """Sleep up to `seconds`; True when the scheduler is stopping (give up now)."""
+        """Sleep up to `seconds`; True when the wait should end now (the scheduler is
+        stopping, or the binding was called off): the plugin then fails with
+        "context canceled", as upstream's wait on a cancelled context."""
 
     def now(self) -> float:
         """Monotonic seconds, for deadlines."""
@@ -173,6 +175,17 @@ class PreBindPlugin(Plugin, Protocol):
         """Make the node ready for the pod before it is bound (write the volume
         bindings and wait for them); runs outside the cycle's lock, in the binder. A
         failure unreserves the pod and sends it back to the queue with the message."""
+
+
+@runtime_checkable
+class PreBindPreFlightPlugin(PreBindPlugin, Protocol):
+    def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str
+                            ) -> Status | None:
+        """Before PreBind (upstream's PreBindPreFlight): whether `pre_bind` will have
+        work for this pod on `node_name`. None (Success): it will, which is when the
+        binder tells the API where the pod is going (NominatedNodeNameForExpectation);
+        Skip: it will not, and is not called; an error fails the binding cycle. Reads
+        the cycle state only, never the API: it runs before any write."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,7 @@ from policyd.framework.interfaces import (
     PostFilterPlugin,
     PostFilterResult,
     PreBindPlugin,
+    PreBindPreFlightPlugin,
     PreFilterPlugin,
     PreScorePlugin,
     QueueSortPlugin,
@@ -634,11 +635,46 @@ class Framework:
                 # the others from releasing what they hold.
                 _log.exception("running Unreserve plugin %r", pl.name)
 
+    def run_pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str
+                                ) -> Status | None:
+        """Every PreBind plugin's pre-flight (RunPreBindPreFlights): None (Success) when
+        at least one will have work, Skip when none will, else the first error, worded
+        as upstream's. The plugins that said Skip are kept in the cycle state, and
+        `run_pre_bind` does not call them. A PreBind plugin without a pre-flight is
+        taken to have work, as the safe answer (every upstream PreBind plugin has
+        one)."""
+        skipped: set[str] = set()
+        answer: Status | None = Status.skip()
+        for pl in self.pre_bind_plugins:
+            if not isinstance(pl, PreBindPreFlightPlugin):
+                answer = None
+                continue
+            try:
+                status = pl.pre_bind_pre_flight(state, pod, node_name)
+            except Exception as exc:
+                return _pre_flight_error(pl.name, f"{type(exc).__name__}: {exc}")
+            if status is None or status.is_success:
+                answer = None
+            elif status.is_skip:
+                skipped.add(pl.name)
+            elif status.code is Code.ERROR:
+                return _pre_flight_error(pl.name, status.message)
+            else:
+                return Status(Code.ERROR, (
+                    f'PreBindPreFlight {pl.name} returned "{status.code}", which is '
+                    "unsupported. It is supposed to return Success, Skip, or Error "
+                    "status",), pl.name)
+        state.skip_pre_bind = skipped
+        return answer
+
     def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str,
                      handle: BindingHandle) -> Status | None:
-        """Every PreBind plugin in order (RunPreBindPlugins); the first failure is
-        returned, a rejection with its plugin, an error worded as upstream's."""
+        """Every PreBind plugin in order (RunPreBindPlugins) but those whose pre-flight
+        said Skip; the first failure is returned, a rejection with its plugin, an
+        error worded as upstream's."""
         for pl in self.pre_bind_plugins:
+            if pl.name in state.skip_pre_bind:
+                continue
             try:
                 status = pl.pre_bind(state, pod, node_name, handle)
             except Exception as exc:
@@ -672,6 +708,11 @@ def _wrapped_error(point: str, plugin: str, message: str) -> Status:
     """An error of a binding-side extension point, worded as upstream's
     `running Reserve plugin "VolumeBinding": ...` (Go's %q)."""
     return Status(Code.ERROR, (f'running {point} plugin "{plugin}": {message}',), plugin)
+
+
+def _pre_flight_error(plugin: str, message: str) -> Status:
+    """RunPreBindPreFlights' error: `running PreBindPreFlight "VolumeBinding": ...`."""
+    return Status(Code.ERROR, (f'running PreBindPreFlight "{plugin}": {message}',), plugin)
 
 
 def _error_status(point: str, plugin: str, status: Status) -> Status:

@@ -223,6 +223,19 @@ def patch_pod_scheduled_false(client: KubeClient, namespace: str, name: str, mes
                    content_type=STRATEGIC_MERGE)
 
 
+def nominated_node_patch(node: str) -> dict[str, Any]:
+    """The status patch that says where a pod is going and nothing else (upstream's
+    updatePod with only a NominatingInfo: the two-way merge patch of the status)."""
+    return {"status": {"nominatedNodeName": node}}
+
+
+def patch_nominated_node(client: KubeClient, namespace: str, name: str, node: str, *,
+                         timeout: float | None = None) -> None:
+    client.request("PATCH", _pod_path(namespace, name, "status"),
+                   body=nominated_node_patch(node), content_type=STRATEGIC_MERGE,
+                   timeout=timeout, decode=False)
+
+
 # -- preemption ---------------------------------------------------------------------
 
 def preemption_message(scheduler_name: str) -> str:

@@ -120,6 +120,14 @@ class DynamicResources:
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         return None
 
+    def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str
+                            ) -> Status | None:
+        # Upstream's: Skip when the pod has no claims, which is every pod policyd
+        # binds; an error when PreFilter did not run (its cycle state is missing).
+        if state.get(STATE_KEY) is None:
+            return Status.error(STATE_NOT_FOUND)
+        return Status.skip()
+
     def pre_bind(self, state: CycleState, pod: Pod, node_name: str,
                  handle: BindingHandle) -> Status | None:
         return None

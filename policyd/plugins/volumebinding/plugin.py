@@ -14,6 +14,8 @@ goes (kube-scheduler v1.36's plugin, volume_binding.go).
   while it is on every node scores by how full the pod's volumes leave its storage
   classes (`scorer.py`), 0 where the pod has no claims.
 - Reserve/Unreserve: the node's decision assumed into `cluster.storage` (and undone).
+- PreBindPreFlight: whether PreBind has work (a claim to bind or provision), which
+  the binder tells the API as the pod's nominatedNodeName before PreBind starts.
 - PreBind: the decision written to the API server, then the wait for the PV
   controller (`prebind.py`), bounded by `bindTimeoutSeconds`.
 """
@@ -167,7 +169,21 @@ class VolumeBinding:
         if volumes is not None and state.cluster is not None:
             revert_assumed(state.cluster.storage, volumes)
 
-    # PreBind
+    # PreBindPreFlight / PreBind
+    def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str
+                            ) -> Status | None:
+        """Upstream's PreBindPreFlight: Skip when every claim is bound already, an
+        error when Filter never decided for the node, else PreBind has claims to
+        write and wait for (the binder then nominates the pod to the node)."""
+        data = _state(state)
+        if data is None:
+            return _not_in_state()
+        if data.all_bound:
+            return _SKIP
+        if node_name not in data.by_node:
+            return _no_pod_volume(node_name)
+        return None
+
     def pre_bind(self, state: CycleState, pod: Pod, node_name: str,
                  handle: BindingHandle) -> Status | None:
         data = _state(state)
@@ -177,7 +193,7 @@ class VolumeBinding:
             return None
         volumes = data.by_node.get(node_name)
         if volumes is None:
-            return Status.error(f'no pod volume found for node "{node_name}"')
+            return _no_pod_volume(node_name)
         problem = bind_pod_volumes(handle, pod, node_name, volumes,
                                    self.args.bind_timeout_seconds)
         return None if problem is None else Status.error(problem)
@@ -199,6 +215,11 @@ class VolumeBinding:
 def _state(state: CycleState) -> VolumeBindingState | None:
     data = state.get(STATE_KEY)
     return data if isinstance(data, VolumeBindingState) else None
+
+
+def _no_pod_volume(node_name: str) -> Status:
+    # Upstream's errNoPodVolumeForNode, wrapped with the node's name.
+    return Status.error(f'no pod volume found for node "{node_name}"')
 
 
 def _not_in_state() -> Status:

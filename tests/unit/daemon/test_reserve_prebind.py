@@ -135,6 +135,8 @@ class Told:
 
     failed: list[tuple[str, str, bool]] = field(default_factory=list)
     scheduled: list[str] = field(default_factory=list)
+    # Per failure, the nomination its status patch sets ("" clears, None leaves it).
+    nominations: list[str | None] = field(default_factory=list)
 
 
 @dataclass
@@ -174,8 +176,10 @@ def rig() -> Iterator[Callable[..., Rig]]:
 
         def failed(ns: str, name: str, uid: str, message: str, component: str, *,
                    post_event: bool, patch_condition: bool,
-                   reason: str = "Unschedulable") -> None:
+                   reason: str = "Unschedulable", nominated_node: str | None = None
+                   ) -> None:
             told.failed.append((message, reason, patch_condition))
+            told.nominations.append(nominated_node)
 
         def scheduled(ns: str, name: str, uid: str, node: str, *_: Any) -> None:
             told.scheduled.append(node)
@@ -217,9 +221,11 @@ def test_a_bound_pod_ran_reserve_then_pre_bind_then_the_binding(rig: Any) -> Non
     wait_for(lambda: r.told.scheduled == ["n1"], 5, "the bind")
     assert r.journal.calls == [("Volumes", "reserve"), ("Other", "reserve"),
                                ("Volumes", "pre_bind"), ("Other", "pre_bind")]
-    # PreBind's write went out before the Binding, with the claimRef Reserve chose.
-    assert [m for m, _ in r.api.calls] == ["PUT", "POST"]
-    assert r.api.calls[0][1] == "/api/v1/persistentvolumes/pv-1"
+    # The nomination (these plugins have no pre-flight: PreBind is taken to have
+    # work), then PreBind's write, then the Binding, with the claimRef Reserve chose.
+    assert [m for m, _ in r.api.calls] == ["PATCH", "PUT", "POST"]
+    assert r.api.calls[0][1] == "/api/v1/namespaces/default/pods/p/status"
+    assert r.api.calls[1][1] == "/api/v1/persistentvolumes/pv-1"
     assert r.api.bodies[0]["spec"]["claimRef"] == {"namespace": "default", "name": "p"}
     # Still assumed until the informer shows the written version.
     assert r.s.cluster.storage.pvs.is_assumed(PV)

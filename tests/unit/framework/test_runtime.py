@@ -288,3 +288,70 @@ def test_the_reference_path_never_calls_the_columnar_form() -> None:
     r = schedule_one(Framework("p", filter=[a]), make_pod().obj(), cluster("n1", "n2"),
                      reference=True)
     assert r.node == "n2" and a.mask_calls == 0
+
+
+class _PreBind:
+    """A PreBind plugin whose pre-flight answers `answer` (raises it, if an exception)."""
+
+    def __init__(self, name: str, answer: Status | Exception | None,
+                 calls: list[str]) -> None:
+        self.name = name
+        self.answer = answer
+        self.calls = calls
+
+    def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str
+                            ) -> Status | None:
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+    def pre_bind(self, state: CycleState, pod: Pod, node_name: str, handle: object
+                 ) -> Status | None:
+        self.calls.append(self.name)
+        return None
+
+
+class _PreBindWithoutPreFlight:
+    name = "Old"
+
+    def pre_bind(self, state: CycleState, pod: Pod, node_name: str, handle: object
+                 ) -> Status | None:
+        return None
+
+
+@pytest.mark.parametrize(("answers", "code", "message"), [
+    ((Status.skip(), Status.skip()), Code.SKIP, ""),
+    ((Status.skip(), None), Code.SUCCESS, ""),
+    ((None, Status.error("boom")), Code.ERROR, 'running PreBindPreFlight "B": boom'),
+    ((Status.unschedulable("no"), None), Code.ERROR,
+     'PreBindPreFlight A returned "Unschedulable", which is unsupported. It is supposed '
+     "to return Success, Skip, or Error status"),
+    ((KeyError("x"), None), Code.ERROR, "running PreBindPreFlight \"A\": KeyError: 'x'"),
+])
+def test_pre_bind_pre_flights_as_upstream(answers: tuple[Status | Exception | None, ...],
+                                          code: Code, message: str) -> None:
+    calls: list[str] = []
+    plugins = [_PreBind(n, a, calls) for n, a in zip("AB", answers, strict=True)]
+    fw = Framework("p", pre_bind=plugins)
+    state = CycleState()
+    pod = make_pod("p").obj()
+    status = fw.run_pre_bind_pre_flight(state, pod, "n1")
+    assert (status.code if status is not None else Code.SUCCESS) is code
+    if message:
+        assert status is not None and status.message == message
+
+
+def test_pre_bind_runs_only_the_plugins_whose_pre_flight_did_not_skip() -> None:
+    calls: list[str] = []
+    fw = Framework("p", pre_bind=[_PreBind("A", Status.skip(), calls),
+                                  _PreBind("B", None, calls)])
+    state = CycleState()
+    pod = make_pod("p").obj()
+    assert fw.run_pre_bind_pre_flight(state, pod, "n1") is None
+    assert fw.run_pre_bind(state, pod, "n1", object()) is None  # type: ignore[arg-type]
+    assert calls == ["B"]
+
+
+def test_a_pre_bind_plugin_without_a_pre_flight_is_taken_to_have_work() -> None:
+    fw = Framework("p", pre_bind=[_PreBindWithoutPreFlight()])
+    assert fw.run_pre_bind_pre_flight(CycleState(), make_pod("p").obj(), "n1") is None

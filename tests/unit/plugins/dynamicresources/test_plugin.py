@@ -121,6 +121,17 @@ def test_reserve_and_pre_bind_do_nothing() -> None:
     assert plugin.pre_bind(state, pod, "n1", handle=None) is None  # type: ignore[arg-type]
 
 
+def test_pre_bind_pre_flight_skips_a_pod_without_claims_as_upstream() -> None:
+    # So a pod policyd binds is never nominated before PreBind on this plugin's account.
+    state, _ = _pre_filtered(make_pod().obj())
+    plugin, pod = new(), make_pod().obj()
+    status = plugin.pre_bind_pre_flight(state, pod, "n1")
+    assert status is not None and status.code is Code.SKIP
+    missing = plugin.pre_bind_pre_flight(CycleState(), pod, "n1")
+    assert missing is not None and missing.code is Code.ERROR
+    assert missing.reasons == (STATE_NOT_FOUND,)
+
+
 def test_no_event_policyd_watches_can_help_a_refused_pod() -> None:
     # Upstream's ResourceClaim/DeviceClass/ResourceSlice events cannot give policyd an
     # allocator: the pod waits for the periodic flush.

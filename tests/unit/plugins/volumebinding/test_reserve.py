@@ -145,3 +145,47 @@ def test_reserve_without_pre_filter_is_an_error_and_unreserve_is_harmless() -> N
     status = plugin.reserve(cs, pod, "n1")
     assert status is not None and status.message.endswith("not found")
     plugin.unreserve(cs, pod, "n1")
+
+
+# PreBindPreFlight: whether PreBind will have work, decided from what Reserve kept.
+
+def test_pre_flight_says_pre_bind_works_for_a_claim_to_bind_or_provision() -> None:
+    state = cluster(node("n1"), objects=(pvc("a"), pvc("b"), pv("v1", node="n1")),
+                    classes=(storage_class("wait", provisioner="csi.example.com"),))
+    plugin = new()
+    cs = cycle(state)
+    pod = make_pod("p").pvc("a").obj()
+    plugin.pre_filter(cs, pod, cs.all_nodes)
+    plugin.filter(cs, pod, info(state, "n1"))
+    assert plugin.reserve(cs, pod, "n1") is None
+    assert plugin.pre_bind_pre_flight(cs, pod, "n1") is None
+
+
+def test_pre_flight_skips_a_pod_whose_claims_are_all_bound() -> None:
+    state = cluster(node("n1"), objects=(pvc("a", volume="v1", bound=True),
+                                         pv("v1", node="n1", phase="Bound")))
+    plugin = new()
+    cs = cycle(state)
+    pod = make_pod("p").pvc("a").obj()
+    plugin.pre_filter(cs, pod, cs.all_nodes)
+    plugin.filter(cs, pod, info(state, "n1"))
+    plugin.reserve(cs, pod, "n1")
+    status = plugin.pre_bind_pre_flight(cs, pod, "n1")
+    assert status is not None and status.is_skip
+
+
+def test_pre_flight_without_a_decision_for_the_node_is_an_error() -> None:
+    state = cluster(node("n1"), node("n2"), objects=(pvc("a"), pv("v1", node="n1")))
+    plugin = new()
+    cs = cycle(state)
+    pod = make_pod("p").pvc("a").obj()
+    plugin.pre_filter(cs, pod, cs.all_nodes)
+    plugin.filter(cs, pod, info(state, "n1"))
+    plugin.reserve(cs, pod, "n1")
+    status = plugin.pre_bind_pre_flight(cs, pod, "n2")
+    assert status is not None and status.message == 'no pod volume found for node "n2"'
+    # Without PreFilter's state: upstream's CycleState read error.
+    bare = cycle(state)
+    missing = plugin.pre_bind_pre_flight(bare, pod, "n1")
+    assert missing is not None
+    assert missing.message == 'error reading "VolumeBinding" from cycleState: not found'
