@@ -28,6 +28,7 @@ from policyd.cli.schedule_cmds import (
     PoliciesOpt,
     StrictOpt,
     ValidateOpt,
+    gates_of,
 )
 from policyd.errors import EXIT_OK, EXIT_PROBLEMS, PolicydError
 from policyd.model.k8snames import printable
@@ -126,7 +127,7 @@ def audit(
     choose = _policy_chooser(frameworks, by_profile=config is not None,
                              all_schedulers=all_schedulers)
     pods = [p for p in snap.pods if namespace is None or p.namespace == namespace]
-    result = run(snap.cluster(), pods, choose)
+    result = run(snap.cluster(gates_of(frameworks)), pods, choose)
     result.label_case = label_case_mismatches(
         [p for fw in frameworks.values() for p in label_policies(fw)], snap.nodes)
     for w in snap.warnings:

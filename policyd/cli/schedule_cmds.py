@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -24,6 +24,7 @@ import typer
 
 from policyd.cli.options import choice_enum, output_option, yaml_text
 from policyd.errors import EXIT_OK, EXIT_PROBLEMS, InputFileError, PolicydError
+from policyd.features import DEFAULTS, FeatureGates
 from policyd.model.k8snames import printable
 
 if TYPE_CHECKING:  # the engine (and numpy) load only when a command here runs
@@ -121,6 +122,12 @@ def load_policy_plugins(paths: list[Path]) -> list[Plugin]:
         shown = "".join(f"\n  {p}" for p in errors[1:20])
         raise InputFileError(f"{errors[0]}{more}; run `policyd lint`{shown}")
     return list(compiled)
+
+
+def gates_of(frameworks: Mapping[str, Framework]) -> FeatureGates:
+    """The feature gates the profile's frameworks were built with: one set for the
+    whole file (the profile's `featureGates`), as kube-scheduler's are per process."""
+    return next(iter(frameworks.values())).features if frameworks else DEFAULTS
 
 
 def frameworks_for(config: Path | None, policies: list[Path], seed: int | None,
@@ -505,7 +512,7 @@ def explain(
     notes = snap.notes + list(merged.notes)
     fw = _explain_profile(target, served, notes)
     snap.pods = merged.snapshot + merged.extra
-    state = snap.cluster()
+    state = snap.cluster(fw.features)
     state.remove_pod(target.uid)
     result = schedule_one(fw, target, state, explain=True)
     hints: dict[str, dict[str, list[str]]] = {}
@@ -571,7 +578,7 @@ def simulate(
     attach_metrics_file(frameworks, metrics)
     served = serving_profiles(frameworks, default_profile=config is None)
     snap.pods = merged.snapshot + merged.extra
-    state = snap.cluster()
+    state = snap.cluster(gates_of(frameworks))
     # The cluster's pending pods, then every --pods pod (bound ones count on their node
     # like the cluster's, and are listed as skipped).
     pending = [p for p in merged.snapshot if not p.node_name and not p.finished]

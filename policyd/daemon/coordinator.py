@@ -22,6 +22,7 @@ from policyd.daemon.metrics import Metrics, instrument
 from policyd.daemon.preemption import PreemptionActions
 from policyd.daemon.scheduling_loop import SchedulingLoop
 from policyd.daemon.scheduling_state import SchedulingState
+from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework.runtime import Framework
 from policyd.kube.client import KubeClient
 from policyd.model.records import Node
@@ -43,13 +44,13 @@ class Scheduler:
         binders: int = 16,
         verbosity: int = 0,
         clock: Clock = REAL_CLOCK,
-        pop_from_backoff: bool = True,
+        gates: FeatureGates = DEFAULTS,
     ) -> None:
         for fw in frameworks.values():
             instrument(fw, metrics)
-        # pop_from_backoff: the SchedulerPopFromBackoffQ gate (on in v1.36).
+        # The process's feature gates (as upstream's, one set for every profile).
         state = SchedulingState(frameworks, now=clock.now, initial_backoff=initial_backoff,
-                                max_backoff=max_backoff, pop_from_backoff=pop_from_backoff)
+                                max_backoff=max_backoff, gates=gates)
         self.state = state
         self.client = client
         self.metrics = metrics
@@ -59,7 +60,7 @@ class Scheduler:
                                       is_leader=is_leader)
         self.binder = Binder(client, state, metrics=metrics, events=events,
                              is_leader=is_leader, clock=clock, workers=binders,
-                             verbosity=verbosity)
+                             verbosity=verbosity, gates=gates)
         self.preemption = PreemptionActions(client, state, events)
         self.loop = SchedulingLoop(state, self.binder, metrics=metrics, events=events,
                                    is_leader=is_leader, clock=clock, verbosity=verbosity,

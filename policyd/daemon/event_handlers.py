@@ -146,7 +146,7 @@ class EventHandlers:
                 # Finished (or gone from its node): its resources are free now.
                 s.move(ASSIGNED_POD_DELETE, before, None)
             elif was_on and counted and before is not None and old is not None:
-                for event in pod_update_events(before, pod):
+                for event in pod_update_events(before, pod, s.gates):
                     s.move(event, before, pod)
 
     def on_pod_delete(self, obj: Obj) -> None:

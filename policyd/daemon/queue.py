@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policyd.clock import REAL_CLOCK
+from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework.events import (
     FORCE_ACTIVATE,
     QUEUE,
@@ -155,9 +156,11 @@ class SchedulingQueue:
         max_backoff: float = DEFAULT_MAX_BACKOFF,
         max_in_unschedulable: float = DEFAULT_MAX_IN_UNSCHEDULABLE,
         pop_from_backoff: bool = True,
+        features: FeatureGates = DEFAULTS,
     ) -> None:
         self._less = less
         self.pop_from_backoff = pop_from_backoff
+        self.features = features  # what a pod update means (e.g. a resize's status)
         self.clock = clock
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
@@ -233,12 +236,12 @@ class SchedulingQueue:
         elif qp.where == UNSCHEDULABLE and spec_changed(old, pod):
             # The pod itself changed: it moves if a rejecting plugin registered that
             # kind of change (a new toleration, its labels...) and its hint agrees.
-            for event in pod_update_events(old, pod):
+            for event in pod_update_events(old, pod, self.features):
                 if self._worth_requeuing(qp, event, old, pod):
                     self._move_one(qp)
                     break
         elif qp.where == IN_FLIGHT and spec_changed(old, pod):
-            for event in pod_update_events(old, pod):
+            for event in pod_update_events(old, pod, self.features):
                 self._record_in_flight(event, old, pod)
         elif qp.where == ACTIVE and old.priority != pod.priority:
             self._push_active(qp)  # re-sorted; the old entry is now stale

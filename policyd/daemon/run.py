@@ -168,7 +168,7 @@ class Daemon:
             is_leader=is_leader, initial_backoff=s.pod_initial_backoff,
             max_backoff=s.pod_max_backoff, binders=options.binders or s.parallelism,
             verbosity=options.verbosity, clock=clock,
-            pop_from_backoff=loaded.feature_gates.enabled("SchedulerPopFromBackoffQ"))
+            gates=loaded.feature_gates)
         watches = cluster_watches(self.client, self.scheduler.handlers, self.metrics,
                                   options.watch_timeout)
         self.nodes, self.pods, self.extra_informers = \

@@ -18,6 +18,7 @@ from typing import Any
 from policyd.daemon.event_recorder import FailureThrottle
 from policyd.daemon.pods_in_prebind import PodsInPreBind
 from policyd.daemon.queue import UNSCHEDULABLE, QueuedPod, SchedulingQueue
+from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework.events import ClusterEvent, ClusterEventWithHint
 from policyd.framework.runtime import Framework
 from policyd.model.cluster import ClusterState
@@ -37,13 +38,15 @@ class SchedulingState:
 
     def __init__(self, frameworks: dict[str, Framework], *, now: Callable[[], float],
                  initial_backoff: float, max_backoff: float,
-                 pop_from_backoff: bool = True) -> None:
+                 gates: FeatureGates = DEFAULTS) -> None:
         self.frameworks = frameworks
+        self.gates = gates
         self.lock = threading.RLock()
-        self.cluster = ClusterState()
+        self.cluster = ClusterState(features=gates)
         self.queue = SchedulingQueue(self._less, clock=now, initial_backoff=initial_backoff,
                                      max_backoff=max_backoff,
-                                     pop_from_backoff=pop_from_backoff)
+                                     pop_from_backoff=gates.enabled("SchedulerPopFromBackoffQ"),
+                                     features=gates)
         self.queue.set_hints(hints_of(frameworks))
         self.assumed: dict[str, str] = {}  # pod uid -> node, until the API shows it bound
         self.throttle = FailureThrottle(now)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from policyd.errors import InputFileError, InvalidObjectError
+from policyd.features import DEFAULTS, FeatureGates
 from policyd.model.cluster import ClusterState
 from policyd.model.datafile import iter_objects
 from policyd.model.disruption import DISRUPTION_KINDS, disruption_key
@@ -66,9 +67,10 @@ class Snapshot:
         return [f"skipped {counts} object(s): kinds the scheduler does not read "
                 "(--strict refuses them)"]
 
-    def cluster(self) -> ClusterState:
-        """Cluster state with every bound pod counted on its node; pending pods kept."""
-        state = ClusterState(self.nodes, self.pods)
+    def cluster(self, features: FeatureGates = DEFAULTS) -> ClusterState:
+        """Cluster state with every bound pod counted on its node; pending pods kept;
+        `features`: the profile's gates (how a resizing pod counts)."""
+        state = ClusterState(self.nodes, self.pods, features=features)
         state.namespace_labels = dict(self.namespaces)
         state.workloads = {k: list(v) for k, v in self.workloads.items()}
         for kind, objects in self.storage.items():

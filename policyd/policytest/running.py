@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
 from policyd.engine.cycle import schedule_one
+from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.interfaces import (
     FilterPlugin,
@@ -84,10 +85,11 @@ def run_suite(suite: Suite) -> list[CaseResult]:
     return out
 
 
-def _cluster(suite: Suite, pod: Pod) -> ClusterState:
-    """The suite's cluster for one case: every bound pod but the one under test."""
+def _cluster(suite: Suite, pod: Pod, features: FeatureGates = DEFAULTS) -> ClusterState:
+    """The suite's cluster for one case: every bound pod but the one under test;
+    `features`: the gates of the profile the case runs."""
     return replace(suite.cluster, pods=[p for p in suite.cluster.pods
-                                        if p.uid != pod.uid]).cluster()
+                                        if p.uid != pod.uid]).cluster(features)
 
 
 def _run_case(suite: Suite, case: CaseSpec, result: CaseResult) -> None:
@@ -178,7 +180,8 @@ def _check_policy(policy: CompiledPolicy, pod: Pod, infos: list[NodeInfo],
 
 
 def _check_schedule(suite: Suite, pod: Pod, case: CaseSpec, failures: list[str]) -> None:
-    node, message = schedule(suite.framework(), pod, _cluster(suite, pod))
+    fw = suite.framework()
+    node, message = schedule(fw, pod, _cluster(suite, pod, fw.features))
     if "scheduledTo" in case:
         want = case["scheduledTo"]
         wanted = [want] if isinstance(want, str) else list(want)

@@ -15,7 +15,7 @@ own (pods select it by hostname), and what the API server shows must be the same
 The claims' class has a provisioner name nobody serves until the test starts the test
 provisioner (tests/e2e/provisioner.py): until then PreBind waits, which is how a pod is
 held in PreBind. kube-scheduler runs with its own process per gate setting; policyd's
-daemon runs in this process, the gate set on its binder as `--feature-gates` would.
+daemon runs in this process, the gate set by its profile's `featureGates`.
 """
 
 from __future__ import annotations
@@ -169,8 +169,10 @@ def scene(request: pytest.FixtureRequest, control_plane: ControlPlane, tmp_path:
         kube_config, extra_args=() if gate_on else (f"--feature-gates={GATE}=false",))
     history = PodHistory(client, c.ns)
     try:
-        daemon = daemons.start(write_profile(tmp_path, schedulers["p"], policies=None))
-        daemon.scheduler.binder.nominate_for_expectation = gate_on
+        daemon = daemons.start(write_profile(
+            tmp_path, schedulers["p"], policies=None,
+            extra="" if gate_on else f"featureGates:\n  {GATE}: false\n"))
+        assert daemon.scheduler.binder.nominate_for_expectation == gate_on
         yield Scene(c, schedulers, driver, history)
         assert history.errors == []
     finally:

@@ -27,14 +27,12 @@ from policyd.devcluster import ControlPlane
 from policyd.devcluster.controlplane import KubeScheduler
 from policyd.engine.cycle import schedule_one
 from policyd.features import FeatureGates, with_settings
-from policyd.framework.runtime import Framework, WeightedScorePlugin
 from policyd.kube.client import ApiError, ConnectionSettings, KubeClient
 from policyd.kube.cluster_read import read_cluster
 from policyd.model.cluster import ClusterState
 from policyd.model.cluster_files import snapshot_from_objects
 from policyd.model.records import pod_from_dict
 from policyd.plugins.volumebinding import NAME as VOLUME_BINDING
-from policyd.plugins.volumebinding.plugin import VolumeBinding, new
 from tests.integration.differential.runner import kube_scheduler_config
 from tests.integration.differential.score_log import SCORE_LOG_ARGS, KubeScores, read_score_lines
 
@@ -70,24 +68,10 @@ def gated_scheduler(control_plane: ControlPlane, tmp_path_factory: pytest.TempPa
         scheduler.stop()
 
 
-def with_volume_binding(fw: Framework, plugin: VolumeBinding) -> Framework:
-    """`fw` with `plugin` in VolumeBinding's places. (Until the profile's feature gates
-    reach plugin construction, this is how a gate gets into a default framework.)"""
-    def swap(plugins: list[Any]) -> list[Any]:
-        return [plugin if isinstance(p, VolumeBinding) else p for p in plugins]
-    scores = [WeightedScorePlugin(plugin, wp.weight) if isinstance(wp.plugin, VolumeBinding)
-              else wp for wp in fw.score_plugins]
-    return Framework(fw.profile_name, queue_sort=fw.queue_sort,
-                     pre_filter=swap(fw.pre_filter_plugins), filter=swap(fw.filter_plugins),
-                     pre_score=swap(fw.pre_score_plugins), score=scores,
-                     post_filter=fw.post_filter_plugins, reserve=swap(fw.reserve_plugins),
-                     pre_bind=swap(fw.pre_bind_plugins), seed=1)
-
-
 def policyd_decision(cluster: ClusterState, pod: dict[str, Any], gates: FeatureGates
                      ) -> tuple[str | None, dict[str, int]]:
     """policyd's node and VolumeBinding's weighted score per node (reference path)."""
-    fw = with_volume_binding(default_framework(seed=1), new(features=gates))
+    fw = default_framework(seed=1, features=gates)
     result = schedule_one(fw, pod_from_dict(pod), cluster, reference=True)
     volume_scores: dict[str, int] = {}
     if result.scores is not None:

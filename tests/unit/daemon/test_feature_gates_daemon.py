@@ -67,6 +67,26 @@ def test_the_flag_turns_the_queue_to_waiting_out_backoff(options: RunOptions) ->
         d.client.close()
 
 
+@pytest.mark.parametrize("gate", ["NominatedNodeNameForExpectation",
+                                  "InPlacePodLevelResourcesVerticalScaling"])
+def test_every_piece_of_the_daemon_reads_the_one_set_of_gates(options: RunOptions,
+                                                              gate: str) -> None:
+    """The binder (nominating before PreBind), the cluster cache and the queue (how a
+    resizing pod counts and what its update means) and every framework see the gates
+    the flag set, not v1.36's defaults."""
+    options.feature_gates = _feature_gates(f"{gate}=false")
+    d = _daemon(options)
+    try:
+        s = d.scheduler
+        seen = {"frameworks": d.loaded.frameworks["policyd"].features,
+                "cluster": s.state.cluster.features, "queue": s.state.queue.features,
+                "state": s.state.gates}
+        assert {k: g.enabled(gate) for k, g in seen.items()} == dict.fromkeys(seen, False)
+        assert s.binder.nominate_for_expectation == (gate != "NominatedNodeNameForExpectation")
+    finally:
+        d.client.close()
+
+
 def test_the_flag_overrides_the_profile_per_gate(options: RunOptions) -> None:
     options.config.write_text(HEAD + OFF)
     assert not load_config(options).feature_gates.enabled("SchedulerPopFromBackoffQ")
