@@ -49,6 +49,9 @@ def _has_all(required: frozenset[str], declared: Sequence[str]) -> bool:
 
 class NodeDeclaredFeatures:
     name = names.NODE_DECLARED_FEATURES
+    # No PreFilterExtensions upstream: its PreFilter state reads no other pod
+    # (preemption's dry runs rely on that; framework/interfaces.py).
+    pre_filter_reads_other_pods = False
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]

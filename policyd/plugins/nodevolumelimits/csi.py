@@ -210,6 +210,9 @@ def _stored_attachments(storage: StorageObjects) -> Mapping[str, Any]:
 
 class CSILimits:
     name = NAME
+    # No PreFilterExtensions upstream: its PreFilter state reads no other pod
+    # (preemption's dry runs rely on that; framework/interfaces.py).
+    pre_filter_reads_other_pods = False
 
     def __init__(self) -> None:
         # Upstream's random prefix for the handle of a claim counted by its class: it
