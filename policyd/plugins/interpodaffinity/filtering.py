@@ -45,7 +45,8 @@ PRE_FILTER_KEY = "InterPodAffinity/preFilter"
 class PreFilterState:
     __slots__ = ("affinity_counts", "affinity_terms", "anti_affinity_counts",
                  "anti_affinity_terms", "existing_anti_affinity_counts",
-                 "existing_anti_affinity_keys", "matches_itself", "namespace_labels", "pod")
+                 "existing_anti_affinity_keys", "matches_itself", "namespace_labels", "pod",
+                 "selects_pod")
 
     def __init__(
         self,
@@ -74,24 +75,35 @@ class PreFilterState:
         # own anti-affinity terms are matched against (AddPod/RemovePod).
         self.pod = pod
         self.namespace_labels = namespace_labels
+        # Existing pods' anti-affinity term -> whether it selects the incoming pod: the
+        # same answer for every dry run, so shared by the clones.
+        self.selects_pod: dict[AffinityTerm, bool] = {}
 
     def clone(self) -> PreFilterState:
         """Upstream's preFilterState.Clone: the three counts copied, the rest shared."""
-        return PreFilterState(
+        out = PreFilterState(
             self.affinity_terms, self.anti_affinity_terms, dict(self.affinity_counts),
             dict(self.anti_affinity_counts), dict(self.existing_anti_affinity_counts),
             self.matches_itself, self.pod, self.namespace_labels)
+        out.selects_pod = self.selects_pod
+        return out
 
     def update_with_pod(self, other: Pod, node_labels: Mapping[str, str], sign: int
                         ) -> None:
         """updateWithPod: `other` counted (sign 1) or no longer counted (-1) on a node
         with `node_labels`, in each of the three counts; a pair whose count comes
         to 0 is dropped, as upstream deletes it (Filter tells "no pair" apart)."""
+        existing = self.existing_anti_affinity_counts
+        memo = self.selects_pod
+        pairs_changed = False
         for t in pod_affinity_terms(other).required_anti_affinity:
-            if t.matches(self.pod, self.namespace_labels):
-                _update(self.existing_anti_affinity_counts, node_labels, t.topology_key, sign)
-        self.existing_anti_affinity_keys = tuple(
-            {k: None for k, _ in self.existing_anti_affinity_counts})
+            selects = memo.get(t)
+            if selects is None:
+                selects = memo[t] = t.matches(self.pod, self.namespace_labels)
+            if selects:
+                pairs_changed |= _update(existing, node_labels, t.topology_key, sign)
+        if pairs_changed:  # a pair came or went: the keys Filter looks up may have too
+            self.existing_anti_affinity_keys = tuple({k: None for k, _ in existing})
         # podMatchesAllAffinityTerms: false without terms. The incoming pod's terms
         # have their namespaceSelector resolved: no namespace labels needed.
         if self.affinity_terms and all(t.matches(other, None) for t in self.affinity_terms):
@@ -103,17 +115,20 @@ class PreFilterState:
 
 
 def _update(counts: dict[TopologyPair, int], node_labels: Mapping[str, str], key: str,
-            sign: int) -> None:
-    """topologyToMatchedTermCount.update: only on a node with the topology key."""
+            sign: int) -> bool:
+    """topologyToMatchedTermCount.update: only on a node with the topology key. Whether
+    a pair was added or dropped."""
     value = node_labels.get(key)
     if value is None:
-        return
+        return False
     pair = (key, value)
-    n = counts.get(pair, 0) + sign
+    before = counts.get(pair, 0)
+    n = before + sign
     if n:
         counts[pair] = n
-    else:
-        counts.pop(pair, None)
+        return before == 0
+    counts.pop(pair, None)
+    return True
 
 
 def update_with_pod(state: CycleState, other: Pod, node: NodeInfo, sign: int
