@@ -262,11 +262,7 @@ class Evaluator:
 
     def _node_filters(self, state: CycleState, info: NodeInfo) -> Status | None:
         """The filters on one node (no PreFilter): None when the pod fits."""
-        diagnosis = Diagnosis()
-        feasible, error = self.framework.run_filters(state, self.pod, [info], diagnosis)
-        if error is not None:
-            return error
-        return None if feasible else diagnosis.node_to_status[info.name]
+        return self.framework.run_filters_on_node(state, self.pod, info)
 
     def _select_rerun(self, info: NodeInfo) -> tuple[tuple[Pod, ...], int, Status | None]:
         """SelectVictimsOnNode with the pods moved in the cluster and PreFilter rerun
