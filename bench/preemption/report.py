@@ -34,8 +34,9 @@ def markdown(doc: Mapping[str, Any]) -> str:
         out += ["Side by side on the local API server, per preemptor (POST to bind; CPU "
                 "from /proc, 10 ms ticks), medians over the runs (range):", "",
                 "| nodes | shape | scheduler | runs | one at a time: CPU ms | wall ms | "
-                "burst: preemptors | CPU ms per preemptor | wall s | failed checks |",
-                "|---:|---|---|---:|---:|---:|---:|---:|---:|---|"]
+                "burst: preemptors | CPU ms per preemptor | wall s | extra victims | "
+                "failed checks |",
+                "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
         cells: dict[tuple[int, str, str], list[Mapping[str, Any]]] = {}
         for r in side:
             cells.setdefault((r["nodes"], r["shape"], r["scheduler"]), []).append(r)
@@ -44,7 +45,7 @@ def markdown(doc: Mapping[str, Any]) -> str:
             failed = [f for r in runs for f in r["failures"]]
             if not done:
                 out.append(f"| {nodes} | {shape} | {scheduler} | {len(runs)} | – | – | – | "
-                           f"– | – | {len(failed)}: {failed[0][:80]} |")
+                           f"– | – | – | {len(failed)}: {failed[0][:80]} |")
                 continue
             out.append(
                 f"| {nodes} | {shape} | {scheduler} | {len(runs)} | "
@@ -53,6 +54,12 @@ def markdown(doc: Mapping[str, Any]) -> str:
                 f"{done[0]['burst']} | "
                 f"{_range([r['burst_cpu_ms_per_preemptor'] for r in done])} | "
                 f"{_range([r['burst_wall_s'] for r in done], 2)} | "
+                f"{sum(_extra(r) for r in done)} | "
                 + (f"{len(failed)}: {'; '.join(failed)[:120]}" if failed else "none")
                 + " |")
     return "\n".join(out) + "\n"
+
+
+def _extra(row: Mapping[str, Any]) -> int:
+    """Victims beyond one per preemptor."""
+    return int(row.get("extra_victims", 0))

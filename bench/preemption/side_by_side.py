@@ -11,8 +11,8 @@ scheduler's CPU (from /proc, read in the watch thread at the bind) over the same
 per preemptor. Victims have terminationGracePeriodSeconds 0 and no kubelet runs: the
 API server deletes them at once.
 
-Ends with checks: every preemptor bound, no node holds more cpu than it has (4), and
-each preemption took exactly one filler.
+Ends with checks: every preemptor bound, no node holds more cpu than it has (4); and
+counts the victims beyond one per preemptor (`extra_victims`).
 """
 
 from __future__ import annotations
@@ -129,9 +129,9 @@ def run(scheduler: str, nodes: int, shape: str, singles: int, burst: int, *,
                     "burst_apiserver_cpu_s": round(
                         cpu.between("apiserver", "burst-start", "burst-end"), 3),
                 })
-                problems = _checks(client, nodes, singles + burst)
-                if problems:
-                    out["failures"] += problems
+                problems, out["extra_victims"] = _checks(client, nodes, singles + burst)
+                out["failures"] += problems
+                if problems or out["extra_victims"]:
                     out["log_tail"] = _decisions(sched.log_tail(400_000))
             finally:
                 watch.stop()
@@ -151,8 +151,12 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000, 1)
 
 
-def _checks(client: Any, nodes: int, preemptors: int) -> list[str]:
-    """Every node within its 4 cpu; exactly one filler gone per preemptor."""
+def _checks(client: Any, nodes: int, preemptors: int) -> tuple[list[str], int]:
+    """Every node within its 4 cpu (else a failure), and how many fillers went beyond
+    one per preemptor. Extra victims are a figure, not a failure: a preemptor retried
+    while a peer of equal priority is nominated to its node and that peer's victim is
+    not yet terminating preempts again, in kube-scheduler's logic as in policyd's; how
+    often depends on timing."""
     problems = []
     pods = list(list_all(client, PODS_PATH))
     cpu: dict[str, float] = {}
@@ -171,7 +175,7 @@ def _checks(client: Any, nodes: int, preemptors: int) -> list[str]:
     over = [n for n, used in cpu.items() if used > 4]
     if over:
         problems.append(f"nodes over their 4 cpu: {over[:5]}")
-    if fillers != nodes * FILLERS_PER_NODE - preemptors:
-        problems.append(f"{nodes * FILLERS_PER_NODE - fillers} fillers gone for "
-                        f"{preemptors} preemptors")
-    return problems
+    gone = nodes * FILLERS_PER_NODE - fillers
+    if gone < preemptors:
+        problems.append(f"{gone} fillers gone for {preemptors} bound preemptors")
+    return problems, max(0, gone - preemptors)
