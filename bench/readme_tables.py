@@ -27,6 +27,7 @@ from typing import Any
 from bench import snapshot_bench, soak
 from bench.e2e import report as e2e_report
 from bench.engine import report as engine_report
+from bench.preemption import report as preemption_report
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "performance.md"
@@ -42,6 +43,7 @@ class Renderer:
 RENDERERS: Mapping[str, Renderer] = {
     "e2e": Renderer(RESULTS / "e2e-latest.json", e2e_report.markdown),
     "engine": Renderer(RESULTS / "engine-latest.json", engine_report.readme),
+    "preemption": Renderer(RESULTS / "preemption-latest.json", preemption_report.markdown),
     "snapshot": Renderer(RESULTS / "snapshot-latest.json", snapshot_bench.markdown),
     "soak": Renderer(RESULTS / "soak-latest.json", soak.markdown),
 }

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from policyd.model.cluster import ClusterState
     from policyd.model.node_info import NodeInfo
     from policyd.model.table import NodeTable
+
+
+@runtime_checkable
+class ClonableState(Protocol):
+    """A value a plugin keeps in the CycleState that PreFilterExtensions update in
+    place (upstream's StateData): `CycleState.clone` copies it, so updates to the copy
+    leave the original alone. Values without `clone` are never changed once written
+    and are shared between copies."""
+
+    def clone(self) -> Any: ...
 
 
 class CycleState:
@@ -50,3 +60,18 @@ class CycleState:
 
     def get(self, key: str, default: Any = None) -> Any:
         return self._data.get(key, default)
+
+    def clone(self) -> CycleState:
+        """A copy whose data the PreFilterExtensions may update without touching this
+        state (upstream's CycleState.Clone): each ClonableState value cloned, the rest
+        shared; the Skip sets copied."""
+        out = CycleState(self.all_nodes, self.cluster)
+        out.table = self.table
+        out.framework = self.framework
+        out.skip_filter = set(self.skip_filter)
+        out.skip_score = set(self.skip_score)
+        # hasattr on the type, not isinstance against the protocol: this runs for every
+        # value on every node a preemption tries, and a protocol check costs 30x more.
+        out._data = {k: v.clone() if hasattr(type(v), "clone") else v
+                     for k, v in self._data.items()}
+        return out

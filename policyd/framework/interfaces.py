@@ -59,6 +59,35 @@ class PreFilterPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class PreFilterExtensionsPlugin(Plugin, Protocol):
+    """upstream's PreFilterExtensions: keep what PreFilter computed from the other pods
+    up to date when a pod is added to or removed from `node` (preemption's dry runs on
+    a cloned CycleState, nominated pods counted on their node), instead of rerunning
+    PreFilter. Only for plugins whose PreFilter state depends on pods other than the
+    incoming one; a PreFilter plugin without them must declare
+    `pre_filter_reads_other_pods = False` for the dry runs to rely on its state."""
+
+    def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node: NodeInfo
+                ) -> Status | None:
+        """`pod_to_add` now counts on `node` (whose NodeInfo already holds it)."""
+
+    def remove_pod(self, state: CycleState, pod: Pod, pod_to_remove: Pod, node: NodeInfo
+                   ) -> Status | None:
+        """`pod_to_remove` no longer counts on `node` (already gone from its NodeInfo)."""
+
+
+def pre_filter_state_follows_pods(plugin: object) -> bool:
+    """Whether preemption's dry runs can rely on the plugin's PreFilter state once it is
+    updated through PreFilterExtensions: the plugin has them, or declares that its
+    PreFilter reads no pod but the incoming one (`pre_filter_reads_other_pods = False`).
+    A plugin that says neither makes the dry runs rerun PreFilter (correct for any
+    plugin, and slower)."""
+    if isinstance(plugin, PreFilterExtensionsPlugin):
+        return True
+    return getattr(plugin, "pre_filter_reads_other_pods", True) is False
+
+
+@runtime_checkable
 class FilterPlugin(Plugin, Protocol):
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         """Whether `pod` fits `node`; None when it does. The reference form, and the

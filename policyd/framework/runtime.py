@@ -53,6 +53,7 @@ from policyd.framework.interfaces import (
     PostFilterResult,
     PreBindPlugin,
     PreBindPreFlightPlugin,
+    PreFilterExtensionsPlugin,
     PreFilterPlugin,
     PreScorePlugin,
     QueueSortPlugin,
@@ -62,6 +63,7 @@ from policyd.framework.interfaces import (
     ScorePlugin,
     Verdict,
     VerdictsPlugin,
+    pre_filter_state_follows_pods,
 )
 from policyd.framework.status import Code, Status
 from policyd.model.node_info import NodeInfo
@@ -224,6 +226,13 @@ class Framework:
         filters = cast(list[FilterPlugin], _enforced(filter))
         score = [wp for wp in score if not isinstance(wp.plugin, AuditPlugin)]
         self.pre_filter_plugins = _enforced(pre_filter)
+        # The PreFilter plugins with AddPod/RemovePod, in profile order, and whether a
+        # cloned PreFilter state updated through them is every plugin's right state
+        # with pods added or removed (else preemption's dry runs rerun PreFilter).
+        self.pre_filter_extensions = tuple(
+            p for p in self.pre_filter_plugins if isinstance(p, PreFilterExtensionsPlugin))
+        self.pre_filter_state_follows_pods = all(
+            map(pre_filter_state_follows_pods, self.pre_filter_plugins))
         self.filter_plugins = filters
         self.pre_score_plugins = _enforced(pre_score)
         self.score_plugins = list(score)
@@ -288,6 +297,41 @@ class Framework:
             return None, rejected, narrowing | {rejected.plugin}
         return result, None, narrowing
 
+    def run_pre_filter_extension_add_pod(self, state: CycleState, pod: Pod,
+                                         pod_to_add: Pod, node: NodeInfo) -> Status | None:
+        """RunPreFilterExtensionAddPod: every PreFilter plugin with extensions whose
+        PreFilter did not Skip counts `pod_to_add` on `node`; the first failure is an
+        Error status naming the plugin."""
+        for pl in self.pre_filter_extensions:
+            if pl.name in state.skip_filter:
+                continue
+            try:
+                status = pl.add_pod(state, pod, pod_to_add, node)
+            except Exception as exc:
+                status = Status.error(f"{type(exc).__name__}: {exc}")
+            if status is not None and not status.is_success:
+                return Status(Code.ERROR, (f"running AddPod on PreFilter plugin "
+                                           f"{_go_quote(pl.name)}: {status.message}",),
+                              pl.name)
+        return None
+
+    def run_pre_filter_extension_remove_pod(self, state: CycleState, pod: Pod,
+                                            pod_to_remove: Pod, node: NodeInfo
+                                            ) -> Status | None:
+        """RunPreFilterExtensionRemovePod: `add_pod`'s converse."""
+        for pl in self.pre_filter_extensions:
+            if pl.name in state.skip_filter:
+                continue
+            try:
+                status = pl.remove_pod(state, pod, pod_to_remove, node)
+            except Exception as exc:
+                status = Status.error(f"{type(exc).__name__}: {exc}")
+            if status is not None and not status.is_success:
+                return Status(Code.ERROR, (f"running RemovePod on PreFilter plugin "
+                                           f"{_go_quote(pl.name)}: {status.message}",),
+                              pl.name)
+        return None
+
     # Filter, reference form
     def run_filters(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo], diagnosis: Diagnosis
@@ -316,6 +360,26 @@ class Framework:
                     return [], _error_status("Filter", bf.name, status)
             remaining = kept
         return remaining, None
+
+    def run_filters_on_node(self, state: CycleState, pod: Pod, node: NodeInfo
+                            ) -> Status | None:
+        """`run_filters` on one node, without the lists: None when the pod fits, else
+        the first rejecting status with its plugin, or the error. Preemption's dry
+        runs ask this a few times per node on hundreds of nodes."""
+        skip = state.skip_filter
+        for bf in self.filters:
+            if bf.name in skip:
+                continue
+            try:
+                status = bf.filter(state, pod, node)
+            except Exception as exc:
+                return _error("Filter", bf.name, exc)
+            if status is None or status.is_success:
+                continue
+            if status.is_rejected:
+                return status.with_plugin(bf.name)
+            return _error_status("Filter", bf.name, status)
+        return None
 
     def filter_details(
         self, state: CycleState, pod: Pod, node: NodeInfo
@@ -697,6 +761,11 @@ def _audit_failed(plugin: str, pod: Pod) -> None:
     cycle: the point of Audit mode is that the policy cannot disturb scheduling."""
     _log.exception("auditing plugin %r for pod %s failed; its rules are not audited in "
                    "this cycle", plugin, pod.key)
+
+
+def _go_quote(name: str) -> str:
+    """Go's %q of a plugin name (plain ASCII: quotes and backslashes escaped)."""
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _error(point: str, plugin: str, exc: Exception) -> Status:

@@ -31,6 +31,20 @@ class NodeInfo:
     def name(self) -> str:
         return self.node.name
 
+    def clone(self) -> NodeInfo:
+        """A copy to add and remove pods on without touching this one (upstream's
+        NodeInfo.Snapshot): preemption's dry runs change a copy of one node, not the
+        cluster. Caches keyed on a NodeInfo check its identity, so none mistakes the
+        copy for the original."""
+        out = NodeInfo.__new__(NodeInfo)
+        out.node = self.node
+        out.pods = dict(self.pods)
+        out.requested = dict(self.requested)
+        out.non_zero_requested = dict(self.non_zero_requested)
+        out.used_ports = dict(self.used_ports)
+        out.generation = self.generation
+        return out
+
     def add_pod(self, pod: Pod) -> None:
         if pod.uid in self.pods:
             self.remove_pod(self.pods[pod.uid])

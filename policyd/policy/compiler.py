@@ -130,6 +130,10 @@ class _Filters:
     filter_rules: tuple[FilterRule, ...]
     _filter_key: str
     applies: Callable[[Pod], bool]
+    # PreFilter binds the rules to the incoming pod alone; what a rule reads of other
+    # pods (maxPodsPerNode, headroom) it reads from the NodeInfo Filter is given, so
+    # preemption's dry runs need no PreFilterExtensions for it (framework/interfaces.py).
+    pre_filter_reads_other_pods = False
 
     def pre_filter(self, state: CycleState, pod: Pod,
                    nodes: Sequence[NodeInfo]) -> tuple[set[str] | None, Status | None]:

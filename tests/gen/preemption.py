@@ -31,6 +31,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from policyd.model.records import Node, Pod
+from tests.builders import make_node, make_pod
 from tests.gen.clusters import (
     HOSTNAME,
     RESTART_ALL_FEATURE,
@@ -220,3 +222,110 @@ def _budget(rng: random.Random, name: str, namespace: str, covered: int
             "status": {"disruptionsAllowed": allowed, "currentHealthy": covered,
                        "desiredHealthy": max(0, desired), "expectedPods": covered,
                        "observedGeneration": 1}}
+
+
+# --- Dry-run scenes for the engine alone (no API server) ---------------------------
+
+@dataclass
+class DryRunScene:
+    """One cluster, one preemptor and the pods nominated to nodes: what the
+    incremental and the rerun forms of preemption's dry runs are compared on
+    (tests/unit/plugins/defaultpreemption/test_incremental.py)."""
+
+    nodes: list[Node]
+    pods: list[Pod]  # bound
+    preemptor: Pod
+    nominated: list[tuple[Pod, str]]  # (pending pod, node name)
+    budgets: list[dict[str, Any]]
+    notes: list[str]
+
+
+_APPS = ("a", "b", "c")
+_DRY_RUN_KEYS = (HOSTNAME, "topology.kubernetes.io/zone")
+
+
+def gen_dry_run_scene(seed: int) -> DryRunScene:
+    """Full nodes in two or three zones whose pods carry labels, required
+    anti-affinity, host ports and priorities; a preemptor with, by chance, required
+    (anti-)affinity, DoNotSchedule topology spread and a host port; budgets over
+    app=a; pods nominated to nodes, some above the preemptor's priority.
+
+    Left out on purpose, as the forms then differ where upstream's extensions do
+    (see evaluator.py's docstring): terminating pods, `labelSelector: {}` spread
+    constraints, claims; a nominated pod has anti-affinity only when the preemptor
+    has required terms (so InterPodAffinity's PreFilter does not skip)."""
+    rng = random.Random(f"{seed}/dry-run")
+    zone_key = _DRY_RUN_KEYS[1]
+    zones = [f"z{i}" for i in range(rng.randint(2, 3))]
+    nodes: list[Node] = []
+    pods: list[Pod] = []
+    notes: list[str] = []
+    for i in range(rng.randint(2, 7)):
+        name = f"n{i}"
+        nodes.append(make_node(name).label(zone_key, rng.choice(zones))
+                     .capacity(cpu="4", memory="16Gi", pods=str(rng.choice((4, 110))))
+                     .obj())
+        used = 0.0
+        for _ in range(rng.randint(1, 5)):
+            cpu = rng.choice((0.5, 1.0, 1.5))
+            if used + cpu > 4:
+                break
+            used += cpu
+            b = (make_pod(f"p{len(pods)}").node(name).priority(rng.randint(0, 60))
+                 .phase("Running").labels(app=rng.choice(_APPS))
+                 .set("status.startTime", f"2026-01-01T00:00:{rng.randint(0, 59):02d}Z"))
+            b.container(host_ports=(8080,) if rng.random() < 0.15 else (),
+                        cpu=f"{int(cpu * 1000)}m")
+            if rng.random() < 0.25:
+                b.affinity({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    _term(rng.choice(_APPS), rng.choice(_DRY_RUN_KEYS))]}})
+            pods.append(b.obj())
+    pb = make_pod("preemptor").priority(rng.randint(40, 100)).labels(
+        app=rng.choice(_APPS[:2]))
+    pb.container(host_ports=(8080,) if rng.random() < 0.2 else (),
+                 cpu=rng.choice(("1", "2", "3")))
+    affinity: dict[str, Any] = {}
+    has_terms = False
+    if rng.random() < 0.35:
+        has_terms = True
+        affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
+            _term(rng.choice(_APPS), rng.choice(_DRY_RUN_KEYS))]}
+    if rng.random() < 0.2:
+        has_terms = True
+        affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
+            _term(rng.choice(_APPS), zone_key)]}
+    if affinity:
+        pb.affinity(affinity)
+    if rng.random() < 0.4:
+        constraint: dict[str, Any] = {
+            "maxSkew": rng.choice((1, 1, 2)), "topologyKey": rng.choice(_DRY_RUN_KEYS),
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": rng.choice(_APPS)}}}
+        if rng.random() < 0.3:
+            constraint["minDomains"] = rng.choice((2, 4))
+        pb.spread(constraint)
+        notes.append(f"spread {constraint}")
+    preemptor = pb.obj()
+    nominated = []
+    for k in range(rng.choice((0, 0, 1, 2))):
+        nb = make_pod(f"nom{k}").priority(rng.randint(30, 100)).labels(
+            app=rng.choice(_APPS))
+        nb.container(cpu=rng.choice(("500m", "1")))
+        if has_terms and rng.random() < 0.3:
+            nb.affinity({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                _term(rng.choice(_APPS), rng.choice(_DRY_RUN_KEYS))]}})
+        nominated.append((nb.obj(), rng.choice(nodes).name))
+    budgets = []
+    if rng.random() < 0.5:
+        budgets.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                        "metadata": {"name": "pdb-a", "namespace": "default"},
+                        "spec": {"selector": {"matchLabels": {"app": "a"}}},
+                        "status": {"disruptionsAllowed": rng.choice((0, 1)),
+                                   "disruptedPods": {}}})
+    notes += [f"{len(nodes)} nodes", f"{len(pods)} pods", f"{len(nominated)} nominated",
+              f"{len(budgets)} budget(s)", f"affinity {affinity}"]
+    return DryRunScene(nodes, pods, preemptor, nominated, budgets, notes)
+
+
+def _term(app: str, key: str) -> dict[str, Any]:
+    return {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}

@@ -4,11 +4,23 @@ the cut after enough candidates (DryRunPreemption), and the choice among them
 (pickOneNodeForPreemption).
 
 A dry run asks the profile's own PreFilter and Filter plugins about the node with pods
-taken off it, through `ClusterState.what_if`: the state is changed for the block and
-restored exactly, and every plugin's view (NodeTable, indexes) follows the change log.
-Upstream instead updates a cloned PreFilter state with each plugin's AddPod/RemovePod;
-rerunning PreFilter inside `what_if` gives the same answer for any plugin, at the cost
-of one PreFilter per check (preemption is rare; see docs/compatibility.md, "Preemption").
+taken off it, in one of two forms that give the same answer:
+
+- incremental, as upstream (default_preemption.go SelectVictimsOnNode): PreFilter runs
+  once per preemption; each node's dry run clones that CycleState and a copy of the
+  node's NodeInfo, and pods leave and come back through the plugins' PreFilterExtensions
+  (RemovePod/AddPod). A node costs what its own pods cost, not a pass over the cluster.
+  Used when every PreFilter plugin of the profile has the extensions or reads no other
+  pod (`Framework.pre_filter_state_follows_pods`) and PreFilter rejected nothing.
+- rerun: the pods move in `ClusterState.what_if` (changed for the block, restored
+  exactly, every plugin's view following the change log) and PreFilter reruns for each
+  check. Correct for any plugin, at one PreFilter per check: the fallback, and what
+  the incremental form is tested against (tests/unit/plugins/defaultpreemption/
+  test_incremental.py). The two differ only where upstream's extensions differ from a
+  fresh PreFilter (a terminating or `labelSelector: {}` victim in topology spread,
+  ReadWriteOncePod claims of the same name in another namespace, a nominated pod with
+  anti-affinity while InterPodAffinity's PreFilter skipped); there the incremental form
+  is upstream's answer.
 """
 
 from __future__ import annotations
@@ -71,7 +83,11 @@ def ineligibility(pod: Pod, cluster: ClusterState, diagnosis: Diagnosis) -> str:
     unless the filters now rule that node out for good (UnschedulableAndUnresolvable)."""
     if preemption_policy(pod) == PREEMPT_NEVER:
         return NOT_ELIGIBLE_NEVER
-    nominated = nominated_node_name(pod)
+    # The nominator's word when the pod's own status does not show it yet: a daemon
+    # retrying the pod before its nominatedNodeName patch came back must not preempt
+    # again while its first victims are terminating (seen in bench/preemption_bench.py
+    # bursts: one preemptor took two or three victims).
+    nominated = nominated_node_name(pod) or cluster.nominated_node(pod.uid) or ""
     if nominated:
         if node_status(diagnosis, nominated).code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
             return ""
@@ -107,7 +123,8 @@ class Evaluator:
     """Dry runs of one pod's preemption on one cluster, with one profile's plugins."""
 
     def __init__(self, framework: Framework, pod: Pod, cluster: ClusterState,
-                 budgets: Sequence[Budget], nominated: Mapping[str, Sequence[Pod]]) -> None:
+                 budgets: Sequence[Budget], nominated: Mapping[str, Sequence[Pod]],
+                 incremental: bool | None = None) -> None:
         self.framework = framework
         self.pod = pod
         self.cluster = cluster
@@ -115,6 +132,24 @@ class Evaluator:
         self.nominated = nominated
         # The set of nodes does not change during dry runs, only their pods.
         self.all_nodes = cluster.node_infos()
+        # Which form the dry runs take (see the module docstring); None: incremental
+        # when the profile's PreFilter plugins allow it.
+        self.incremental = (framework.pre_filter_state_follows_pods if incremental is None
+                            else incremental)
+        self._base: CycleState | None = None
+
+    def _base_state(self) -> CycleState | None:
+        """The PreFilter state every incremental dry run clones, computed once; None
+        when PreFilter rejected the pod (the rerun form then reports it per node)."""
+        if self._base is None and self.incremental:
+            state = CycleState(self.all_nodes, self.cluster)
+            state.framework = self.framework
+            _, status, _ = self.framework.run_pre_filter(state, self.pod)
+            if status is not None:
+                self.incremental = False
+                return None
+            self._base = state
+        return self._base
 
     def dry_run(self, potential: Sequence[NodeInfo], offset: int, num_candidates: int
                 ) -> tuple[list[Candidate], dict[str, Status], list[Trial]]:
@@ -155,6 +190,83 @@ class Evaluator:
         fits, victims are given back one by one, most important first, those whose
         eviction would break a budget before the others, as long as the pod still
         fits."""
+        base = self._base_state() if self.incremental else None
+        if base is not None:
+            return self._select_incremental(base, info)
+        return self._select_rerun(info)
+
+    def _select_incremental(self, base: CycleState, original: NodeInfo
+                            ) -> tuple[tuple[Pod, ...], int, Status | None]:
+        """SelectVictimsOnNode on a clone of the PreFilter state and of the node."""
+        pod = self.pod
+        fw = self.framework
+        state = base.clone()
+        info = original.clone()
+        # Upstream removes them in the node's order, then sorts (the order matters to
+        # PodTopologySpread's critical paths).
+        potential = [p for p in original.pods.values() if p.priority < pod.priority]
+        for p in potential:
+            info.remove_pod(p)
+            status = fw.run_pre_filter_extension_remove_pod(state, pod, p, info)
+            if status is not None:
+                return (), 0, status
+        if not potential:
+            return (), 0, Status.unresolvable(NO_VICTIMS)
+        status = self._incremental_filters(state, info)
+        if status is not None:
+            return (), 0, status
+        potential.sort(key=importance_key)
+        violating, clean = split_by_pdb_violation(potential, self.budgets)
+        victims: list[Pod] = []
+        violations = 0
+        for group, breaks_budget in ((violating, True), (clean, False)):
+            for p in group:
+                info.add_pod(p)
+                status = fw.run_pre_filter_extension_add_pod(state, pod, p, info)
+                if status is not None:
+                    return (), 0, status
+                status = self._incremental_filters(state, info)
+                if status is None:
+                    continue
+                # Anything but success, an error too, makes `p` a victim (upstream).
+                info.remove_pod(p)
+                status = fw.run_pre_filter_extension_remove_pod(state, pod, p, info)
+                if status is not None:
+                    return (), 0, status
+                victims.append(p)
+                violations += breaks_budget
+        if violating and clean:
+            victims.sort(key=importance_key)
+        return tuple(victims), violations, None
+
+    def _incremental_filters(self, state: CycleState, info: NodeInfo) -> Status | None:
+        """RunFilterPluginsWithNominatedPods on the dry run's own state and node copy:
+        with the nominated pods of at least the pod's priority added to clones of both
+        (addGENominatedPods), then, when there were any, without them."""
+        pod = self.pod
+        fw = self.framework
+        ahead = [p for p in self.nominated.get(info.name, ())
+                 if p.priority >= pod.priority and p.uid != pod.uid]
+        if ahead:
+            with_ahead = state.clone()
+            placed = info.clone()
+            for p in ahead:
+                placed.add_pod(p)
+                status = fw.run_pre_filter_extension_add_pod(with_ahead, pod, p, placed)
+                if status is not None:
+                    return status
+            status = self._node_filters(with_ahead, placed)
+            if status is not None:
+                return status
+        return self._node_filters(state, info)
+
+    def _node_filters(self, state: CycleState, info: NodeInfo) -> Status | None:
+        """The filters on one node (no PreFilter): None when the pod fits."""
+        return self.framework.run_filters_on_node(state, self.pod, info)
+
+    def _select_rerun(self, info: NodeInfo) -> tuple[tuple[Pod, ...], int, Status | None]:
+        """SelectVictimsOnNode with the pods moved in the cluster and PreFilter rerun
+        for every check."""
         pod = self.pod
         node = info.name
         potential = [p for p in info.pods.values() if p.priority < pod.priority]

@@ -74,6 +74,9 @@ def reason(claim: PodResourceClaim) -> str:
 
 class DynamicResources:
     name = NAME
+    # No PreFilterExtensions upstream: its PreFilter state reads no other pod
+    # (preemption's dry runs rely on that; framework/interfaces.py).
+    pre_filter_reads_other_pods = False
 
     def __init__(self, args: DynamicResourcesArgs) -> None:
         self.args = args

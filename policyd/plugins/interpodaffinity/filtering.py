@@ -45,7 +45,8 @@ PRE_FILTER_KEY = "InterPodAffinity/preFilter"
 class PreFilterState:
     __slots__ = ("affinity_counts", "affinity_terms", "anti_affinity_counts",
                  "anti_affinity_terms", "existing_anti_affinity_counts",
-                 "existing_anti_affinity_keys", "matches_itself")
+                 "existing_anti_affinity_keys", "matches_itself", "namespace_labels", "pod",
+                 "selects_pod")
 
     def __init__(
         self,
@@ -55,6 +56,8 @@ class PreFilterState:
         anti_affinity_counts: dict[TopologyPair, int],
         existing_anti_affinity_counts: dict[TopologyPair, int],
         matches_itself: bool,
+        pod: Pod,
+        namespace_labels: Mapping[str, str],
     ) -> None:
         self.affinity_terms = affinity_terms
         self.anti_affinity_terms = anti_affinity_terms
@@ -68,6 +71,74 @@ class PreFilterState:
         # The incoming pod matches all its own required affinity terms: it may be the
         # first of a group that wants to be together (see filter_node).
         self.matches_itself = matches_itself
+        # The incoming pod and its namespace's labels, which an added or removed pod's
+        # own anti-affinity terms are matched against (AddPod/RemovePod).
+        self.pod = pod
+        self.namespace_labels = namespace_labels
+        # Existing pods' anti-affinity term -> whether it selects the incoming pod: the
+        # same answer for every dry run, so shared by the clones.
+        self.selects_pod: dict[AffinityTerm, bool] = {}
+
+    def clone(self) -> PreFilterState:
+        """Upstream's preFilterState.Clone: the three counts copied, the rest shared."""
+        out = PreFilterState(
+            self.affinity_terms, self.anti_affinity_terms, dict(self.affinity_counts),
+            dict(self.anti_affinity_counts), dict(self.existing_anti_affinity_counts),
+            self.matches_itself, self.pod, self.namespace_labels)
+        out.selects_pod = self.selects_pod
+        return out
+
+    def update_with_pod(self, other: Pod, node_labels: Mapping[str, str], sign: int
+                        ) -> None:
+        """updateWithPod: `other` counted (sign 1) or no longer counted (-1) on a node
+        with `node_labels`, in each of the three counts; a pair whose count comes
+        to 0 is dropped, as upstream deletes it (Filter tells "no pair" apart)."""
+        existing = self.existing_anti_affinity_counts
+        memo = self.selects_pod
+        pairs_changed = False
+        for t in pod_affinity_terms(other).required_anti_affinity:
+            selects = memo.get(t)
+            if selects is None:
+                selects = memo[t] = t.matches(self.pod, self.namespace_labels)
+            if selects:
+                pairs_changed |= _update(existing, node_labels, t.topology_key, sign)
+        if pairs_changed:  # a pair came or went: the keys Filter looks up may have too
+            self.existing_anti_affinity_keys = tuple({k: None for k, _ in existing})
+        # podMatchesAllAffinityTerms: false without terms. The incoming pod's terms
+        # have their namespaceSelector resolved: no namespace labels needed.
+        if self.affinity_terms and all(t.matches(other, None) for t in self.affinity_terms):
+            for t in self.affinity_terms:
+                _update(self.affinity_counts, node_labels, t.topology_key, sign)
+        for t in self.anti_affinity_terms:
+            if t.matches(other, None):
+                _update(self.anti_affinity_counts, node_labels, t.topology_key, sign)
+
+
+def _update(counts: dict[TopologyPair, int], node_labels: Mapping[str, str], key: str,
+            sign: int) -> bool:
+    """topologyToMatchedTermCount.update: only on a node with the topology key. Whether
+    a pair was added or dropped."""
+    value = node_labels.get(key)
+    if value is None:
+        return False
+    pair = (key, value)
+    before = counts.get(pair, 0)
+    n = before + sign
+    if n:
+        counts[pair] = n
+        return before == 0
+    counts.pop(pair, None)
+    return True
+
+
+def update_with_pod(state: CycleState, other: Pod, node: NodeInfo, sign: int
+                    ) -> Status | None:
+    """The plugin's AddPod (sign 1) and RemovePod (-1) on the cycle's state."""
+    s: PreFilterState | None = state.get(PRE_FILTER_KEY)
+    if s is None:
+        return Status.error(f'reading "{PRE_FILTER_KEY}" from cycleState: not found')
+    s.update_with_pod(other, node.node.labels, sign)
+    return None
 
 
 _AFFINITY = 0
@@ -205,7 +276,7 @@ def pre_filter(state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
         t.matches(pod, None) for t in affinity_terms)
     state.write(PRE_FILTER_KEY, PreFilterState(
         affinity_terms, anti_terms, affinity_counts, anti_counts, existing,
-        matches_itself))
+        matches_itself, pod, own_ns_labels or {}))
     return None, None
 
 

@@ -81,6 +81,16 @@ class InterPodAffinity:
     ) -> BoolArray | None:
         return filtering.filter_mask(state, table, idx)
 
+    # PreFilterExtensions (upstream filtering.go AddPod/RemovePod)
+
+    def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node: NodeInfo
+                ) -> Status | None:
+        return filtering.update_with_pod(state, pod_to_add, node, 1)
+
+    def remove_pod(self, state: CycleState, pod: Pod, pod_to_remove: Pod, node: NodeInfo
+                   ) -> Status | None:
+        return filtering.update_with_pod(state, pod_to_remove, node, -1)
+
     # PreScore / Score / NormalizeScore
 
     def pre_score(

@@ -442,6 +442,9 @@ def pod_node_affinity(pod: Pod) -> PodNodeAffinity:
 
 class NodeAffinity:
     name = names.NODE_AFFINITY
+    # No PreFilterExtensions upstream: its PreFilter state reads no other pod
+    # (preemption's dry runs rely on that; framework/interfaces.py).
+    pre_filter_reads_other_pods = False
 
     def __init__(self, added_required: tuple[NodeSelectorTerm, ...] | None = None,
                  added_preferred: tuple[tuple[int, NodeSelectorTerm], ...] = ()) -> None:

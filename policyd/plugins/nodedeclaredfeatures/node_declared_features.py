@@ -50,6 +50,9 @@ def _has_all(required: frozenset[str], declared: Sequence[str]) -> bool:
 
 class NodeDeclaredFeatures:
     name = names.NODE_DECLARED_FEATURES
+    # No PreFilterExtensions upstream: its PreFilter state reads no other pod
+    # (preemption's dry runs rely on that; framework/interfaces.py).
+    pre_filter_reads_other_pods = False
 
     def __init__(self, enabled: bool = True) -> None:
         # With the gate off upstream still builds the plugin (a profile may enable it)

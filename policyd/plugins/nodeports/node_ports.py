@@ -75,6 +75,9 @@ def fits(wanted: Sequence[_Wanted], used: Mapping[HostPort, int]) -> bool:
 
 class NodePorts:
     name = names.NODE_PORTS
+    # No PreFilterExtensions upstream: its PreFilter state reads no other pod
+    # (preemption's dry runs rely on that; framework/interfaces.py).
+    pre_filter_reads_other_pods = False
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]

@@ -197,6 +197,9 @@ def fits_request(request: FitRequest, info: NodeInfo) -> Status | None:
 
 class NodeResourcesFit:
     name = names.NODE_RESOURCES_FIT
+    # No PreFilterExtensions upstream: its PreFilter state reads no other pod
+    # (preemption's dry runs rely on that; framework/interfaces.py).
+    pre_filter_reads_other_pods = False
 
     def __init__(self, ignored_resources: frozenset[str] = frozenset(),
                  ignored_resource_groups: frozenset[str] = frozenset(),

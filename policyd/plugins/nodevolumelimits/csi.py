@@ -241,6 +241,9 @@ def _stored_attachments(storage: StorageObjects) -> Mapping[str, Any]:
 
 class CSILimits:
     name = NAME
+    # No PreFilterExtensions upstream: its PreFilter state reads no other pod
+    # (preemption's dry runs rely on that; framework/interfaces.py).
+    pre_filter_reads_other_pods = False
 
     def __init__(self, *, features: FeatureGates = DEFAULTS) -> None:
         self.volume_limit_scaling = features.enabled(VOLUME_LIMIT_SCALING)

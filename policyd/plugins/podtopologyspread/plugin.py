@@ -181,6 +181,46 @@ class _VectorCheck:
     present: BoolArray  # codes holding an eligible node
 
 
+_MAX_INT32 = 2**31 - 1
+
+
+class _CriticalPaths:
+    """upstream's criticalPaths: the two topology values with the fewest matching pods.
+    Exact when built from PreFilter's counts; after AddPod/RemovePod it is upstream's
+    approximation (its CAVEAT: two paths suffice for pods removed from one node),
+    reproduced as is, since Filter's global minimum is read from it."""
+
+    __slots__ = ("nums", "values")
+
+    def __init__(self, values: list[str], nums: list[int]) -> None:
+        self.values = values
+        self.nums = nums
+
+    @classmethod
+    def of(cls, domains: Mapping[str, int]) -> _CriticalPaths:
+        paths = cls(["", ""], [_MAX_INT32, _MAX_INT32])
+        for value, num in domains.items():
+            paths.update(value, num)
+        return paths
+
+    def clone(self) -> _CriticalPaths:
+        return _CriticalPaths(list(self.values), list(self.nums))
+
+    def update(self, value: str, num: int) -> None:
+        values, nums = self.values, self.nums
+        i = 0 if value == values[0] else 1 if value == values[1] else -1
+        if i >= 0:
+            nums[i] = num
+            if nums[0] > nums[1]:
+                values.reverse()
+                nums.reverse()
+        elif num < nums[0]:
+            values[1], nums[1] = values[0], nums[0]
+            values[0], nums[0] = value, num
+        elif num < nums[1]:
+            values[1], nums[1] = value, num
+
+
 @dataclass(slots=True)
 class _PreFilterState:
     # Per DoNotSchedule constraint: (topology key, domain value -> matching pods, the
@@ -189,6 +229,11 @@ class _PreFilterState:
     checks: list[tuple[str, dict[str, int], int]] | None
     vector: list[_VectorCheck] | None = None
     table: NodeTable | None = None
+    # For AddPod/RemovePod: the incoming pod and its DoNotSchedule constraints (aligned
+    # with `checks`), and their critical paths, built on the first update.
+    pod: Pod | None = None
+    constraints: tuple[Constraint, ...] = ()
+    paths: list[_CriticalPaths] | None = None
 
     def python_checks(self) -> list[tuple[str, dict[str, int], int]]:
         if self.checks is None:
@@ -197,6 +242,49 @@ class _PreFilterState:
                          if v.present[code]}, v.limit)
                 for v in self.vector or ()]
         return self.checks
+
+    def clone(self) -> _PreFilterState:
+        """Upstream's preFilterState.Clone: the counts and paths copied."""
+        checks = (None if self.checks is None
+                  else [(key, dict(domains), limit) for key, domains, limit in self.checks])
+        paths = None if self.paths is None else [p.clone() for p in self.paths]
+        return _PreFilterState(checks, self.vector, self.table, self.pod, self.constraints,
+                               paths)
+
+    def update_with_pod(self, other: Pod, info: NodeInfo, sign: int) -> None:
+        """updateWithPod: `other` counted (1) or no longer counted (-1) on `info`'s
+        node. As upstream, and unlike PreFilter's count, a terminating pod counts here
+        and an empty selector (`{}`) matches: kube-scheduler v1.36 does exactly that."""
+        pod = self.pod
+        node = info.node
+        labels = node.labels
+        if (pod is None or other.namespace != pod.namespace
+                or not all(c.topology_key in labels for c in self.constraints)):
+            return
+        checks = self.python_checks()
+        if self.paths is None:
+            self.paths = [_CriticalPaths.of(domains) for _, domains, _ in checks]
+        affinity = pod_node_affinity(pod)
+        affinity_ok: bool | None = None
+        for i, c in enumerate(self.constraints):
+            if not c.selector.matches(other.labels):
+                continue
+            if c.honor_node_affinity and (affinity.selector or affinity.required is not None):
+                if affinity_ok is None:
+                    affinity_ok = affinity.matches(labels, node.name)
+                if not affinity_ok:
+                    continue
+            if c.honor_node_taints and node.taints and not tolerates_node(pod, node):
+                continue
+            key, domains, _ = checks[i]
+            value = labels[c.topology_key]
+            n = domains[value] = domains.get(value, 0) + sign
+            paths = self.paths[i]
+            paths.update(value, n)
+            # minMatchNum: 0 while fewer eligible domains than minDomains.
+            global_min = 0 if len(domains) < c.min_domains else paths.nums[0]
+            self_match = 1 if c.selector.matches(pod.labels) else 0
+            checks[i] = (key, domains, c.max_skew + global_min - self_match)
 
 
 @dataclass(slots=True)
@@ -254,6 +342,15 @@ def _python_pre_score(cyc: _ScoreCycle) -> _PreScoreState:
                     domain_counts, known_domains_only=True)
     return _PreScoreState(constraints, cyc.count_keys, ignored, domain_counts, weights,
                           cyc.pod.namespace)
+
+
+def _update_with_pod(state: CycleState, other: Pod, node: NodeInfo, sign: int
+                     ) -> Status | None:
+    s: _PreFilterState | None = state.get(PRE_FILTER_KEY)
+    if s is None:
+        return Status.error(f'reading "{PRE_FILTER_KEY}" from cycleState: not found')
+    s.update_with_pod(other, node, sign)
+    return None
 
 
 def topology_normalizing_weight(size: int) -> float:
@@ -331,7 +428,7 @@ class PodTopologySpread:
             global_min = 0 if len(d) < c.min_domains else min(d.values())
             self_match = 1 if c.selector.matches(pod.labels) else 0
             checks.append((c.topology_key, d, c.max_skew + global_min - self_match))
-        state.write(PRE_FILTER_KEY, _PreFilterState(checks))
+        state.write(PRE_FILTER_KEY, _PreFilterState(checks, pod=pod, constraints=constraints))
         return None, None
 
     def _pre_filter_vector(self, state: CycleState, pod: Pod, table: NodeTable,
@@ -349,7 +446,7 @@ class PodTopologySpread:
             self_match = 1 if c.selector.matches(pod.labels) else 0
             checks.append(_VectorCheck(c.topology_key, np.append(sums, 0),
                                        c.max_skew + global_min - self_match, vocab, present))
-        return _PreFilterState(None, checks, table)
+        return _PreFilterState(None, checks, table, pod, constraints)
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         s: _PreFilterState = state.read(PRE_FILTER_KEY)
@@ -374,6 +471,16 @@ class PodTopologySpread:
             # ABSENT (-1) indexes the trailing 0; the key test rejects those rows anyway.
             passes &= (codes != ABSENT) & (check.sums[codes] <= check.limit)
         return passes
+
+    # --- PreFilterExtensions (upstream filtering.go AddPod/RemovePod) ------------------
+
+    def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node: NodeInfo
+                ) -> Status | None:
+        return _update_with_pod(state, pod_to_add, node, 1)
+
+    def remove_pod(self, state: CycleState, pod: Pod, pod_to_remove: Pod, node: NodeInfo
+                   ) -> Status | None:
+        return _update_with_pod(state, pod_to_remove, node, -1)
 
     # --- PreScore / Score / NormalizeScore ---------------------------------------------
 

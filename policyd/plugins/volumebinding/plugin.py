@@ -78,6 +78,9 @@ class VolumeBindingState:
 
 class VolumeBinding:
     name = NAME
+    # No PreFilterExtensions upstream: its PreFilter state reads no other pod
+    # (preemption's dry runs rely on that; framework/interfaces.py).
+    pre_filter_reads_other_pods = False
 
     def __init__(self, args: VolumeBindingArgs, *, features: FeatureGates = DEFAULTS
                  ) -> None:

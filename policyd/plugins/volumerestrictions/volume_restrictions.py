@@ -20,7 +20,7 @@ every pod without volumes, the common case.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from policyd.framework import CycleState, PluginError, Status
@@ -211,6 +211,17 @@ class VolumeRestrictions:
             return Status.error(f'cannot read "{PRE_FILTER_KEY}" from cycleState')
         return _REJECT_RWOP if pre.conflicting_claims > 0 else None
 
+    # PreFilterExtensions (upstream AddPod/RemovePod): the count of ReadWriteOncePod
+    # claims in use follows the pods added or removed. As upstream, a pod's claims
+    # are compared by name only, whatever its namespace.
+    def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node: NodeInfo
+                ) -> Status | None:
+        return _update_with_pod(state, pod_to_add, 1)
+
+    def remove_pod(self, state: CycleState, pod: Pod, pod_to_remove: Pod, node: NodeInfo
+                   ) -> Status | None:
+        return _update_with_pod(state, pod_to_remove, -1)
+
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         # Queueing hints are always on in v1.36 (SchedulerQueueingHints is GA), so a
         # new node is the only node event upstream registers; a pod's volumes are
@@ -234,6 +245,18 @@ def after_pod_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
         return QUEUE
     mine = set(pod.persistent_claims)
     return QUEUE if any(c in mine for c in old.persistent_claims) else QUEUE_SKIP
+
+
+def _update_with_pod(state: CycleState, other: Pod, sign: int) -> Status | None:
+    pre: PreFilterState | None = state.get(PRE_FILTER_KEY)
+    if pre is None:
+        return Status.error(f'cannot read "{PRE_FILTER_KEY}" from cycleState')
+    uses = sum(1 for c in other.persistent_claims if c in pre.rwop_claims)
+    if uses:
+        # The state is immutable (shared by cloned states): a changed copy replaces it.
+        state.write(PRE_FILTER_KEY, replace(
+            pre, conflicting_claims=pre.conflicting_claims + sign * uses))
+    return None
 
 
 def new(args: Mapping[str, Any] | None = None) -> VolumeRestrictions:

@@ -169,6 +169,9 @@ def pod_pv_topologies(storage: StorageObjects, pod: Pod
 
 class VolumeZone:
     name = NAME
+    # No PreFilterExtensions upstream: its PreFilter state reads no other pod
+    # (preemption's dry runs rely on that; framework/interfaces.py).
+    pre_filter_reads_other_pods = False
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]

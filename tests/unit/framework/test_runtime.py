@@ -9,6 +9,7 @@ import pytest
 
 from policyd.engine.cycle import schedule_one
 from policyd.framework.cycle_state import CycleState
+from policyd.framework.fit_error import Diagnosis
 from policyd.framework.interfaces import default_normalize_score, extension_points
 from policyd.framework.runtime import Framework, WeightedScorePlugin
 from policyd.framework.status import Code, Status
@@ -355,3 +356,103 @@ def test_pre_bind_runs_only_the_plugins_whose_pre_flight_did_not_skip() -> None:
 def test_a_pre_bind_plugin_without_a_pre_flight_is_taken_to_have_work() -> None:
     fw = Framework("p", pre_bind=[_PreBindWithoutPreFlight()])
     assert fw.run_pre_bind_pre_flight(CycleState(), make_pod("p").obj(), "n1") is None
+
+
+# PreFilterExtensions
+class _Counting:
+    """A PreFilter plugin with AddPod/RemovePod that counts pods in its state."""
+
+    name = "Counting"
+
+    def __init__(self, fail: bool = False, skip: bool = False) -> None:
+        self.fail = fail
+        self.skip = skip
+        self.calls: list[tuple[str, str, str]] = []
+
+    def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+                   ) -> tuple[set[str] | None, Status | None]:
+        if self.skip:
+            return None, Status.skip()
+        state.write("Counting/n", 0)
+        return None, None
+
+    def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node: NodeInfo
+                ) -> Status | None:
+        self.calls.append(("add", pod_to_add.name, node.name))
+        state.write("Counting/n", state.read("Counting/n") + 1)
+        return Status.error("boom") if self.fail else None
+
+    def remove_pod(self, state: CycleState, pod: Pod, pod_to_remove: Pod, node: NodeInfo
+                   ) -> Status | None:
+        self.calls.append(("remove", pod_to_remove.name, node.name))
+        raise RuntimeError("broken")
+
+
+class _ReadsNothing:
+    name = "ReadsNothing"
+    pre_filter_reads_other_pods = False
+
+    def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+                   ) -> tuple[set[str] | None, Status | None]:
+        return None, None
+
+
+class _SaysNothing:
+    name = "SaysNothing"
+
+    def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+                   ) -> tuple[set[str] | None, Status | None]:
+        return None, None
+
+
+def test_pre_filter_extensions_run_unless_skipped_and_errors_name_the_plugin() -> None:
+    counting = _Counting(fail=True)
+    fw = Framework("p", pre_filter=[_ReadsNothing(), counting])
+    assert fw.pre_filter_extensions == (counting,)
+    assert fw.pre_filter_state_follows_pods
+    assert not Framework("p", pre_filter=[counting, _SaysNothing()]
+                         ).pre_filter_state_follows_pods
+    node = NodeInfo(make_node("n1").obj())
+    pod, other = make_pod("p").obj(), make_pod("o").obj()
+    state = CycleState()
+    fw.run_pre_filter(state, pod)
+    added = fw.run_pre_filter_extension_add_pod(state, pod, other, node)
+    assert added == Status(Code.ERROR, ('running AddPod on PreFilter plugin "Counting": '
+                                        'boom',), "Counting")
+    removed = fw.run_pre_filter_extension_remove_pod(state, pod, other, node)
+    assert removed is not None and removed.message == (
+        'running RemovePod on PreFilter plugin "Counting": RuntimeError: broken')
+    assert counting.calls == [("add", "o", "n1"), ("remove", "o", "n1")]
+    skipping = _Counting(skip=True)
+    fw = Framework("p", pre_filter=[skipping])
+    state = CycleState()
+    fw.run_pre_filter(state, pod)
+    assert fw.run_pre_filter_extension_add_pod(state, pod, other, node) is None
+    assert skipping.calls == []  # its PreFilter said Skip: no AddPod/RemovePod
+
+
+class _Rejecting:
+    def __init__(self, name: str, status: Status | None) -> None:
+        self.name = name
+        self.status = status
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        return self.status
+
+
+@pytest.mark.parametrize("statuses", [
+    [None, None],
+    [None, Status.unschedulable("a")],
+    [Status.unresolvable("b"), Status.unschedulable("a")],
+    [Status(Code.SUCCESS), Status.error("c")],
+])
+def test_run_filters_on_node_is_run_filters_on_one_node(statuses: list[Status | None]
+                                                        ) -> None:
+    fw = Framework("p", filter=[_Rejecting(f"F{i}", s) for i, s in enumerate(statuses)])
+    node = NodeInfo(make_node("n1").obj())
+    pod = make_pod("p").obj()
+    diagnosis = Diagnosis()
+    feasible, error = fw.run_filters(CycleState(), pod, [node], diagnosis)
+    expected = error if error is not None else (
+        None if feasible else diagnosis.node_to_status["n1"])
+    assert fw.run_filters_on_node(CycleState(), pod, node) == expected

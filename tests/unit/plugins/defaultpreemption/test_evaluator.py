@@ -298,6 +298,17 @@ def test_a_nominated_pod_waits_for_its_victims(victim_pod: Pod, node_status: Sta
     assert ineligibility(plain, cluster, Diagnosis({"n1": node_status})) == ""
 
 
+def test_the_nominators_nomination_counts_before_the_api_shows_it() -> None:
+    """A daemon that nominated the pod but whose status patch has not come back yet
+    must not let it preempt again while its victim terminates."""
+    cluster = cluster_of([node("n1")], [preempted("v", "n1", LOW)])
+    pod = pending("p", HIGH).obj()
+    assert ineligibility(pod, cluster, Diagnosis({"n1": Status.unschedulable("x")})) == ""
+    cluster.nominate(pod, "n1")
+    assert ineligibility(pod, cluster, Diagnosis({"n1": Status.unschedulable("x")})) \
+        == NOT_ELIGIBLE_TERMINATING
+
+
 def test_preemption_policy_never_is_not_eligible() -> None:
     cluster = cluster_of([node("n1")])
     never = pending("p", HIGH).set("spec.preemptionPolicy", "Never").obj()

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from policyd.framework import Code, PluginError, Status
+from policyd.framework import Code, CycleState, PluginError, Status
 from policyd.model.cluster import ClusterState
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod, node_from_dict
@@ -1009,3 +1009,44 @@ def test_engine_fast_and_reference_paths_agree(seed: int) -> None:
         return out
 
     assert run(False) == run(True)
+
+
+# PreFilterExtensions (AddPod/RemovePod)
+def _anti(app: str, key: str = "kubernetes.io/hostname") -> dict[str, Any]:
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}]}}
+
+
+def test_remove_and_add_pod_update_the_three_counts_on_a_clone() -> None:
+    zone = "topology.kubernetes.io/zone"
+    nodes = [make_node("n1").label(zone, "a").obj(), make_node("n2").label(zone, "a").obj()]
+    # Its anti-affinity selects the incoming pod (existing counts, hostname n1); it is
+    # also what the incoming pod's affinity wants (zone a) and its anti-affinity avoids.
+    guard = make_pod("guard").node("n1").labels(app="db").affinity(_anti("web")).obj()
+    cluster = ClusterState(nodes, [guard])
+    pod = make_pod("p").labels(app="web").affinity({
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": zone}]},
+        **_anti("db")}).obj()
+    plugin = ipa.new()
+    state = CycleState(cluster.node_infos(), cluster)
+    assert plugin.pre_filter(state, pod, cluster.node_infos()) == (None, None)
+    n1, n2 = cluster.node_infos()
+    assert plugin.filter(state, pod, n1) is not None  # existing anti-affinity (and own)
+    assert plugin.filter(state, pod, n2) is None
+    dry = state.clone()
+    assert plugin.remove_pod(dry, pod, guard, n1) is None
+    s: filtering.PreFilterState = dry.read(filtering.PRE_FILTER_KEY)
+    assert s.existing_anti_affinity_counts == {} and s.existing_anti_affinity_keys == ()
+    assert s.anti_affinity_counts == {} and s.affinity_counts == {}
+    # No pod for the affinity any more, and the pod does not match its own term.
+    assert plugin.filter(dry, pod, n1) == Status.unresolvable(
+        filtering.ERR_REASON_AFFINITY_RULES_NOT_MATCH)
+    assert plugin.filter(state, pod, n2) is None  # the original is untouched
+    assert plugin.add_pod(dry, pod, guard, n1) is None
+    assert plugin.filter(dry, pod, n1) == Status.unschedulable(
+        filtering.ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH)  # affinity holds again
+    s = dry.read(filtering.PRE_FILTER_KEY)
+    assert s.existing_anti_affinity_counts == {("kubernetes.io/hostname", "n1"): 1}
+    assert s.existing_anti_affinity_keys == ("kubernetes.io/hostname",)
+    assert plugin.filter(dry, pod, n2) is None

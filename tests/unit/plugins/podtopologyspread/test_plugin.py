@@ -22,6 +22,7 @@ from policyd.plugins.podtopologyspread.plugin import (
     ERR_REASON_CONSTRAINTS_NOT_MATCH,
     ERR_REASON_NODE_LABEL_NOT_MATCH,
     PodTopologySpread,
+    _CriticalPaths,
     new,
 )
 from tests import plugin_harness as harness
@@ -1050,3 +1051,44 @@ def test_default_selector_follows_replaced_objects() -> None:
     workloads["Service"] = [{"metadata": {"name": "a", "namespace": "default"},
                              "spec": {"selector": {"app": "db"}}}]
     assert default_selector(p, workloads).is_empty
+
+
+# PreFilterExtensions (AddPod/RemovePod)
+def test_critical_paths_keep_upstreams_two_smallest_approximation() -> None:
+    paths = _CriticalPaths.of({"a": 1, "b": 2, "c": 3})
+    assert (paths.values, paths.nums) == (["a", "b"], [1, 2])
+    paths.update("c", 0)
+    assert (paths.values, paths.nums) == (["c", "a"], [0, 1])
+    paths.update("c", 3)
+    assert (paths.values, paths.nums) == (["a", "c"], [1, 3])
+    # "b" (2) is no longer tracked: upstream's minimum is now 3, not the true 2.
+    paths.update("a", 4)
+    assert (paths.values, paths.nums) == (["c", "a"], [3, 4])
+
+
+def test_remove_and_add_pod_move_the_domain_count_and_the_minimum() -> None:
+    zone = "topology.kubernetes.io/zone"
+    nodes = [make_node(f"n{i}").label(zone, z).obj() for i, z in enumerate("aab")]
+    existing = [make_pod(f"e{i}").node(n).labels(app="x").obj()
+                for i, n in enumerate(["n0", "n0", "n2"])]
+    terminating = make_pod("t").node("n2").labels(app="x").terminating().obj()
+    cluster = ClusterState(nodes, [*existing, terminating])
+    pod = make_pod("p").labels(app="x").spread({
+        "maxSkew": 1, "topologyKey": zone, "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "x"}}}).obj()
+    plugin = new()
+    state = CycleState(cluster.node_infos(), cluster)
+    assert plugin.pre_filter(state, pod, cluster.node_infos()) == (None, None)
+    n0, _, n2 = cluster.node_infos()
+    # zone a: 2, zone b: 1 (the terminating pod does not count): a is too full.
+    assert plugin.filter(state, pod, n0) is not None
+    dry = state.clone()
+    assert plugin.remove_pod(dry, pod, existing[0], n0) is None
+    assert plugin.filter(dry, pod, n0) is None  # a: 1, b: 1
+    assert plugin.filter(state, pod, n0) is not None  # the original is untouched
+    assert plugin.add_pod(dry, pod, existing[0], n0) is None
+    assert plugin.filter(dry, pod, n0) is not None
+    # As upstream's updateWithPod, removing the terminating pod counts: b drops to 0.
+    assert plugin.remove_pod(dry, pod, terminating, n2) is None
+    assert plugin.filter(dry, pod, n2) is None
+    assert plugin.filter(dry, pod, n0) is not None  # a: 2 against a minimum of 0

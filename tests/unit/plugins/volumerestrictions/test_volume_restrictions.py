@@ -297,3 +297,30 @@ def test_factory() -> None:
     assert new(None).name == NAME == "VolumeRestrictions"
     with pytest.raises(PluginError):
         new({"x": 1})
+
+
+# -- PreFilterExtensions ------------------------------------------------------------
+
+def test_removing_the_claims_user_frees_it_and_adding_it_back_takes_it() -> None:
+    """RemovePod/AddPod (preemption's dry runs): the in-use count follows the user, on
+    a cloned state, leaving the original alone; by claim name, as upstream."""
+    user = claims_pod("user", "claim-with-rwop-1", "claim-with-rwx", node="node-1")
+    c = cluster([user], [RWOP1, RWX])
+    pod = claims_pod("p", "claim-with-rwop-1")
+    plugin = new()
+    state = CycleState(c.node_infos(), c)
+    assert plugin.pre_filter(state, pod, c.node_infos()) == (None, None)
+    info = c.get("node-2")
+    assert info is not None
+    assert plugin.filter(state, pod, info) == RWOP
+    dry = state.clone()
+    assert plugin.remove_pod(dry, pod, user, info) is None
+    assert plugin.filter(dry, pod, info) is None
+    assert plugin.filter(state, pod, info) == RWOP  # the original is untouched
+    assert plugin.add_pod(dry, pod, user, info) is None
+    assert plugin.filter(dry, pod, info) == RWOP
+    # A pod without the claim changes nothing; without PreFilter's state, an error.
+    assert plugin.remove_pod(dry, pod, claims_pod("x", "claim-with-rwx"), info) is None
+    assert plugin.filter(dry, pod, info) == RWOP
+    failed = plugin.remove_pod(CycleState(), pod, user, info)
+    assert failed is not None and failed.code is Code.ERROR
