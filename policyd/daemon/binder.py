@@ -32,6 +32,7 @@ from policyd.daemon.event_recorder import EventSink
 from policyd.daemon.metrics import Metrics, label_children
 from policyd.daemon.queue import QueuedPod
 from policyd.daemon.scheduling_state import LOGGER, SchedulingState
+from policyd.daemon.thread_names import name_current_thread
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.events import ASSIGNED_POD_DELETE
 from policyd.framework.runtime import Framework
@@ -96,7 +97,8 @@ class Binder:
         self.clock = clock
         self.verbosity = verbosity
         self.retries = retries
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="policyd-bind")
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="policyd-bind",
+                                        initializer=name_current_thread)
         self._in_flight = 0
         self._in_flight_cond = threading.Condition()
         self._abandon = threading.Event()  # the shutdown grace period is over
