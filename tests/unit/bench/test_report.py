@@ -123,19 +123,23 @@ def test_windows_quality_and_cpu_split_tables() -> None:
     policyd = _run("policyd", 400, pods_per_s_to_last_bind=500.0, start_to_done_s=6.0,
                    events_after_last_bind_s=0.5, bound=1000, bound_before_warm_up=0)
     policyd["quality"] = {"better_share": 0.001, "mean_regret": 0.01, "below_best": 0.002,
-                          "did_not_fit": 0, "held": True, "bound": 0.02}
+                          "did_not_fit": 0, "spread_ratio": 1.0, "held": True,
+                          "max_spread_ratio": 1.15}
     policyd["cpu_split"] = {"scheduling loop": 0.6, "binders": 0.2, "event posting": 0.1,
                             "informers": 0.1, "other": 0.0}
     null = _run("null", 800)
     null["quality"] = {"better_share": 0.16, "mean_regret": 0.4, "below_best": 0.2,
-                       "did_not_fit": 0, "held": False, "bound": 0.02}
+                       "did_not_fit": 116, "spread_ratio": 1.35, "held": False,
+                       "max_spread_ratio": 1.15}
     text = report.markdown(_doc([policyd, null]))
     assert "predate" not in text
     windows = _row(report.windows_table(_doc([policyd, null])), "policyd")
     assert windows[4:8] == ["400.0", "500.0", "0.50", "1.0"]
     quality = report.quality_table(_doc([policyd, null]))
-    assert _row(quality, "null")[5] == "0.1600" and _row(quality, "null")[-1].startswith("0/1")
-    assert _row(quality, "policyd")[-1] == "1/1 (share <= 0.02)"
+    assert _row(quality, "null")[5:8] == ["116", "1.35x", "0/1 (none without room, spread "
+                                                             "<= 1.15x)"]
+    assert _row(quality, "null")[8] == "0.1600"
+    assert _row(quality, "policyd")[7].startswith("1/1")
     split = report.cpu_split_table(_doc([policyd, null])).splitlines()[-1]
     assert "| 0.60 (60%) | 0.20 (20%) | 0.10 (10%) | 0.10 (10%) | 0.00 (0%) |" in split
 
