@@ -382,6 +382,7 @@ def rate_run(spec: RunSpec) -> RunResult:
                                  cpus=scheduler_cpus(spec))
         cpu = CpuMarks({"scheduler": sched.pid, "apiserver": _apiserver_pid(cp)})
         result.scheduler_config = sched.config
+        result.figures.update(_affinities(sched.pid, _apiserver_pid(cp)))
         try:
             client.request("POST", PODS_PATH, body=_warm_up_body(spec))
             if not watch.wait_for([WARM_UP], SYNC_TIMEOUT, sched.alive):
