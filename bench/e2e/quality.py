@@ -11,10 +11,12 @@ profile's resource scoring does, with upstream's integer arithmetic:
   change in balance the pod makes (balanced_allocation.go, `balancedResourceScorer`:
   50 + (50 + with pod - without pod) / 2).
 
-The default profile's other scorers give every node the same score for these workloads
-(no taints, affinity, topology spread constraints or images on the nodes), so these two
-order the nodes as kube-scheduler orders them. Fit is NodeResourcesFit's filter: cpu,
-memory, extended resources and the pod count within allocatable.
+The benchmark's pods all request cpu and memory, so LeastAllocated's non-zero requests
+are their actual requests. The default profile's other scorers give every node the same
+score for these workloads (no taints, affinity, topology spread constraints or images
+on the nodes), so these two order the nodes as kube-scheduler orders them. Fit is
+NodeResourcesFit's filter: cpu, memory, extended resources and the pod count within
+allocatable.
 
 The check (`held`) uses only what does not depend on the order the pods were decided
 in, which the benchmark cannot see (binds run in parallel: kube-scheduler's, one
