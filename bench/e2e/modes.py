@@ -330,6 +330,7 @@ def capacity_run(spec: RunSpec) -> RunResult:
                     round(counted / to_last_bind, 1) if to_last_bind > 0 else 0.0,
                 "events_after_last_bind_s": round(t_done - t_last_bind, 2),
                 # From the scheduler's process start: start-up and cache sync included.
+                "start_to_last_bind_s": round(t_last_bind - t_start, 2),
                 "start_to_done_s": round(from_start, 2),
                 "pods_per_s_from_start": round(bound / from_start, 1) if from_start > 0 else 0.0,
                 "cpu_from_start_ms_per_pod": round(

@@ -165,15 +165,16 @@ def windows_table(doc: Doc) -> str:
     bind), how long after it the last Scheduled event was seen, and the whole life of
     the scheduler (process start, start-up and cache sync included, to done)."""
     rows = ["| workload | nodes | cores | scheduler | pods/s | pods/s to last bind "
-            "| events after last bind s | start to synced s | start to done s "
-            "| pods/s from start | CPU ms/pod from start |",
-            "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+            "| events after last bind s | start to synced s | start to last bind s "
+            "| start to done s | pods/s from start | CPU ms/pod from start |",
+            "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for key, per in _cells(doc["runs"], "capacity").items():
         for scheduler, runs in _ordered(per):
             rows.append(
                 f"| {key[0]} | {key[1]} | {_cores(key)} | {scheduler} | "
                 f"{_figure(runs, 'pods_per_s')} | {_figure(runs, 'pods_per_s_to_last_bind')} | "
                 f"{_figure(runs, 'events_after_last_bind_s', 2)} | {_figure(runs, 'synced_s')} | "
+                f"{_figure(runs, 'start_to_last_bind_s')} | "
                 f"{_figure(runs, 'start_to_done_s')} | {_figure(runs, 'pods_per_s_from_start')} | "
                 f"{_figure(runs, 'cpu_from_start_ms_per_pod', 2)} |")
     return "\n".join(rows)

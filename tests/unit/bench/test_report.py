@@ -121,6 +121,7 @@ def test_the_api_servers_cpu_per_pod_is_shown_where_recorded() -> None:
 
 def test_windows_quality_and_cpu_split_tables() -> None:
     policyd = _run("policyd", 400, pods_per_s_to_last_bind=500.0, start_to_done_s=6.0,
+                   start_to_last_bind_s=5.5,
                    events_after_last_bind_s=0.5, bound=1000, bound_before_warm_up=0)
     policyd["quality"] = {"better_share": 0.001, "mean_regret": 0.01, "below_best": 0.002,
                           "did_not_fit": 0, "spread_ratio": 1.0, "held": True,
@@ -134,7 +135,7 @@ def test_windows_quality_and_cpu_split_tables() -> None:
     text = report.markdown(_doc([policyd, null]))
     assert "predate" not in text
     windows = _row(report.windows_table(_doc([policyd, null])), "policyd")
-    assert windows[4:8] == ["400.0", "500.0", "0.50", "1.0"]
+    assert windows[4:10] == ["400.0", "500.0", "0.50", "1.0", "5.5", "6.0"]
     quality = report.quality_table(_doc([policyd, null]))
     assert _row(quality, "null")[5:8] == ["116", "1.35x", "0/1 (none without room, spread "
                                                              "<= 1.15x)"]
