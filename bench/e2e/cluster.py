@@ -22,6 +22,11 @@ from policyd.devcluster import ControlPlane
 from policyd.kube.client import ApiError, ConnectionSettings, KubeClient
 
 PODS_PATH = f"/api/v1/namespaces/{NAMESPACE}/pods"
+# Core events: kube-scheduler posts events.k8s.io/v1 Events, policyd core v1 ones; the
+# API server stores both as one resource and serves each through either API, so one
+# watch here sees every scheduler's Scheduled events alike.
+EVENTS_PATH = f"/api/v1/namespaces/{NAMESPACE}/events"
+SCHEDULED_REASON = "Scheduled"
 # Setup writes (nodes, init pods, the capacity backlog) happen before the scheduler runs,
 # so how fast they go does not touch a measurement: enough threads to keep the API
 # server busy on two cores.
@@ -87,15 +92,18 @@ class BindWatch:
         self.added: dict[str, float] = {}
         self._stream: Any = None
         self._stop = threading.Event()
-        listed = client.request("GET", PODS_PATH, query={"limit": 1})
+        listed = client.request("GET", self.path, query={"limit": 1})
         self._rv = listed["metadata"]["resourceVersion"]
-        self._thread = threading.Thread(target=self._run, name="bind-watch", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
         self._thread.start()
+
+    path = PODS_PATH
+    thread_name = "bind-watch"
 
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                self._stream = self.client.stream(PODS_PATH, query={
+                self._stream = self.client.stream(self.path, query={
                     "watch": True, "resourceVersion": self._rv,
                     "allowWatchBookmarks": True, "timeoutSeconds": 30})
                 for event in self._stream.events():
@@ -139,3 +147,35 @@ class BindWatch:
         stream = self._stream
         if stream is not None:
             stream.interrupt()
+
+
+class ScheduledEventWatch(BindWatch):
+    """A watch on the benchmark namespace's events recording when each pod's first
+    Scheduled event is seen (`bound` here means: its Scheduled event arrived), calling
+    `on_bound(name, at)` in the watch thread. Only events that a scheduler posted for a
+    pod count (reason Scheduled, involved object a Pod)."""
+
+    path = EVENTS_PATH
+    thread_name = "event-watch"
+
+    def _apply(self, event: Obj) -> None:
+        obj = event.get("object") or {}
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if rv:
+            self._rv = rv
+        if event.get("type") not in ("ADDED", "MODIFIED"):
+            return
+        name = scheduled_pod(obj)
+        if name and name not in self.bound:
+            now = time.monotonic()
+            self.bound[name] = now
+            if self.on_bound is not None:
+                self.on_bound(name, now)
+
+
+def scheduled_pod(event: Obj) -> str | None:
+    """The pod a core v1 Event says was scheduled, or None for any other event."""
+    involved = event.get("involvedObject") or event.get("regarding") or {}
+    if event.get("reason") != SCHEDULED_REASON or involved.get("kind") != "Pod":
+        return None
+    return str(involved.get("name") or "") or None

@@ -2,11 +2,14 @@
 same API server, same client QPS/burst, same bench schedulerName.
 
 - kube-scheduler v1.36 (built by the project), the default profile under the bench
-  schedulerName; its v1 configuration defaults enableProfiling and
-  enableContentionProfiling to true (pkg/scheduler/apis/config/v1/defaults.go), which
-  the "kube-scheduler (no contention profiling)" row turns off.
-- policyd (`policyd run` as a subprocess), leader election off like kube-scheduler's,
-  the example policies only for PolicyMix.
+  schedulerName, at `--v=0` and with `enableContentionProfiling: false`: its v1
+  configuration defaults contention profiling to true with profiling
+  (pkg/scheduler/apis/config/v1/defaults.go), which costs it a few percent (the mutex
+  and block profiles sample every contended lock), and policyd has nothing like it.
+  "kube-scheduler-contention-profiling" keeps that default, only as an explicit
+  comparison row.
+- policyd (`policyd run` as a subprocess) at `-v 0` (its quietest: operations only),
+  leader election off like kube-scheduler's, the example policies only for PolicyMix.
 - the null scheduler (`bench.e2e.null_scheduler`): binds round-robin, evaluates nothing;
   "null-events" also posts each pod's Scheduled event, as the two real schedulers do.
 """
@@ -14,6 +17,7 @@ same API server, same client QPS/burst, same bench schedulerName.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -27,18 +31,30 @@ from policyd.devcluster.ports import LOOPBACK, free_ports
 
 POLICIES = Path(__file__).resolve().parents[2] / "policies"
 KUBE_SCHEDULER = "kube-scheduler"
+KUBE_SCHEDULER_CONTENTION = "kube-scheduler-contention-profiling"
+# The name the earlier protocol gave the row without contention profiling; its runs in
+# old results files are still read (and shown) under it.
 KUBE_SCHEDULER_NO_CONTENTION = "kube-scheduler-no-contention"
 POLICYD = "policyd"
 NULL = "null"
 NULL_EVENTS = "null-events"
-SCHEDULERS = (KUBE_SCHEDULER, POLICYD, NULL, NULL_EVENTS, KUBE_SCHEDULER_NO_CONTENTION)
+SCHEDULERS = (KUBE_SCHEDULER, POLICYD, NULL, NULL_EVENTS, KUBE_SCHEDULER_CONTENTION)
+# Every name a results file may hold, in table order.
+KNOWN_SCHEDULERS = (*SCHEDULERS, KUBE_SCHEDULER_NO_CONTENTION)
+LOG_VERBOSITY = 0
 # policyd binds in a pool this wide (its default, the profile's parallelism); the null
 # scheduler is given the same. kube-scheduler binds each pod in its own goroutine.
 PARALLEL_BINDS = 16
 
 
 def is_kube_scheduler(scheduler: str) -> bool:
-    return scheduler in (KUBE_SCHEDULER, KUBE_SCHEDULER_NO_CONTENTION)
+    return scheduler in (KUBE_SCHEDULER, KUBE_SCHEDULER_CONTENTION,
+                         KUBE_SCHEDULER_NO_CONTENTION)
+
+
+def posts_events(scheduler: str) -> bool:
+    """Whether the scheduler posts a Scheduled event per pod (all but plain null)."""
+    return scheduler != NULL
 
 
 def is_null(scheduler: str) -> bool:
@@ -82,34 +98,41 @@ def kube_scheduler_config(qps: float, burst: int, contention_profiling: bool
 
 
 def start(scheduler: str, cp: ControlPlane, workdir: Path, *, qps: float, burst: int,
-          policies: bool) -> Running:
+          policies: bool, cpus: frozenset[int] | None = None) -> Running:
+    """Start `scheduler`; `cpus` pins it (every thread) to those CPUs."""
     if is_kube_scheduler(scheduler):
-        return _start_kube_scheduler(scheduler, cp, workdir, qps, burst,
-                                     contention_profiling=scheduler == KUBE_SCHEDULER)
+        return _start_kube_scheduler(scheduler, cp, workdir, qps, burst, cpus,
+                                     contention_profiling=scheduler != KUBE_SCHEDULER)
     if scheduler == POLICYD:
-        return _start_policyd(cp, workdir, qps, burst, policies)
+        return _start_policyd(cp, workdir, qps, burst, policies, cpus)
     if is_null(scheduler):
-        return _start_null(scheduler, cp, workdir, qps, burst)
+        return _start_null(scheduler, cp, workdir, qps, burst, cpus)
     raise ValueError(f"unknown scheduler {scheduler!r}")
 
 
 def _start_kube_scheduler(name: str, cp: ControlPlane, workdir: Path, qps: float,
-                          burst: int, *, contention_profiling: bool) -> Running:
+                          burst: int, cpus: frozenset[int] | None, *,
+                          contention_profiling: bool) -> Running:
     path = workdir / "kube-scheduler.json"
     path.write_text(json.dumps(kube_scheduler_config(qps, burst, contention_profiling)))
     # Not waiting for /readyz: the caller reads the process's CPU time from its start,
     # and the warm-up pod's bind is the proof of readiness for every scheduler alike.
-    ks = cp.start_kube_scheduler(path, wait=False)
+    ks = cp.start_kube_scheduler(path, wait=False, cpus=cpus,
+                                 extra_args=[f"--v={LOG_VERBOSITY}"])
     return Running(name, ks.pid, ks.stop, ks.alive, ks.log_path,
                    metrics_url=f"https://{LOOPBACK}:{ks.port}/metrics",
-                   config=json.loads(ks.config_path.read_text()))
+                   config={**json.loads(ks.config_path.read_text()),
+                           "argv": list(ks.process.argv[1:])})
 
 
 def _subprocess(name: str, argv: list[str], workdir: Path, metrics_url: str | None,
-                config: dict[str, Any]) -> Running:
+                config: dict[str, Any], cpus: frozenset[int] | None) -> Running:
     log_path = workdir / f"{name}.log"
     log = log_path.open("wb")
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    # The affinity is set in the child before exec, so every thread inherits it.
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                            preexec_fn=None if cpus is None
+                            else lambda: os.sched_setaffinity(0, cpus))
 
     def stop() -> None:
         proc.terminate()
@@ -125,7 +148,7 @@ def _subprocess(name: str, argv: list[str], workdir: Path, metrics_url: str | No
 
 
 def _start_policyd(cp: ControlPlane, workdir: Path, qps: float, burst: int,
-                   policies: bool) -> Running:
+                   policies: bool, cpus: frozenset[int] | None) -> Running:
     profile = workdir / "policyd.yaml"
     profile.write_text(
         "apiVersion: policyd.io/v1alpha1\nkind: PolicydConfiguration\n"
@@ -137,16 +160,16 @@ def _start_policyd(cp: ControlPlane, workdir: Path, qps: float, burst: int,
             "--kubeconfig", str(cp.kubeconfig_path),
             "--metrics-bind-address", f"{LOOPBACK}:{port}", "--secure-port", "0",
             "--kube-api-qps", str(qps), "--kube-api-burst", str(burst),
-            "--parallel-binds", str(PARALLEL_BINDS)]
+            "--parallel-binds", str(PARALLEL_BINDS), "-v", str(LOG_VERBOSITY)]
     return _subprocess(POLICYD, argv, workdir, f"http://{LOOPBACK}:{port}/metrics",
-                       {"profile": profile.read_text(), "argv": argv[1:]})
+                       {"profile": profile.read_text(), "argv": argv[1:]}, cpus)
 
 
-def _start_null(name: str, cp: ControlPlane, workdir: Path, qps: float, burst: int
-                ) -> Running:
+def _start_null(name: str, cp: ControlPlane, workdir: Path, qps: float, burst: int,
+                cpus: frozenset[int] | None) -> Running:
     argv = [sys.executable, "-m", "bench.e2e.null_scheduler",
             "--kubeconfig", str(cp.kubeconfig_path), "--scheduler-name", SCHEDULER_NAME,
             "--kube-api-qps", str(qps), "--kube-api-burst", str(burst),
             "--parallel-binds", str(PARALLEL_BINDS),
             *(["--events"] if name == NULL_EVENTS else [])]
-    return _subprocess(name, argv, workdir, None, {"argv": argv[1:]})
+    return _subprocess(name, argv, workdir, None, {"argv": argv[1:]}, cpus)

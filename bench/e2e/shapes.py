@@ -5,15 +5,21 @@ The shapes follow scheduler_perf (`bench.engine_bench` uses the same): 4 cpu / 3
 zone constraint (maxSkew 5), PodAntiAffinity a required hostname anti-affinity on every
 pod (init pods included), PolicyMix the example policies with 30% of pods asking for
 hardware encryption (kube-scheduler gets the same pods with the equivalent nodeSelector).
+MixedShapes has no constraint but mixes MIXED_SHAPE_COUNT request shapes (cpu, memory in
+six ratios to it, an extended resource that a quarter of the nodes offer), each taken by
+a different number of pods, in a fixed shuffled order: the opposite of SchedulingBasic's
+single shape, which is the best case for a scheduler that caches per shape.
 """
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 Obj = dict[str, Any]
 
-WORKLOADS = ("SchedulingBasic", "TopologySpreading", "PodAntiAffinity", "PolicyMix")
+WORKLOADS = ("SchedulingBasic", "TopologySpreading", "PodAntiAffinity", "PolicyMix",
+             "MixedShapes")
 SCHEDULER_NAME = "bench-scheduler"
 NAMESPACE = "bench"
 ZONES = ("zone-1", "zone-2", "zone-3")
@@ -25,6 +31,13 @@ SPREAD_MAX_SKEW = 5
 ANTI_AFFINITY_LABELS = {"color": "green"}
 BENCH_LABELS = {"app": "bench"}
 NODE_RESOURCES = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+# MixedShapes: an extended resource (a device plugin's, say) on every fourth node.
+ACCEL_RESOURCE = "example.com/accel"
+ACCEL_PER_NODE = "4"
+MIXED_CPU_MILLIS = (50, 100, 150, 200, 250, 300, 400, 500, 750, 1000)
+MIXED_MIB_PER_MILLI = (1, 2, 4, 8, 16, 24)  # memory:cpu ratios, MiB per millicore
+MIXED_SHAPE_COUNT = len(MIXED_CPU_MILLIS) * len(MIXED_MIB_PER_MILLI)  # 60
+MIXED_SEED = 27
 
 WARM_UP = "warm-up"
 # The warm-up pod jumps every queue: in the capacity mode it is created together with
@@ -48,9 +61,39 @@ def node_body(i: int) -> Obj:
     labels = {HOSTNAME_LABEL: name, ZONE_LABEL: ZONES[i % len(ZONES)]}
     if i % 4 == 0:  # a quarter of the nodes offer hardware encryption (PolicyMix)
         labels[HW_ENCRYPT_LABEL] = "true"
+    resources = dict(NODE_RESOURCES)
+    if i % 4 == 1:  # another quarter offer the extended resource (MixedShapes)
+        resources[ACCEL_RESOURCE] = ACCEL_PER_NODE
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": labels},
-            "status": {"allocatable": dict(NODE_RESOURCES), "capacity": dict(NODE_RESOURCES)}}
+            "status": {"allocatable": dict(resources), "capacity": dict(resources)}}
+
+
+def mixed_shape(k: int) -> dict[str, str]:
+    """Request shape `k` (0..MIXED_SHAPE_COUNT-1) of MixedShapes: every cpu size in
+    every memory ratio; one shape in seven also asks for the extended resource."""
+    cpu = MIXED_CPU_MILLIS[k % len(MIXED_CPU_MILLIS)]
+    mib = cpu * MIXED_MIB_PER_MILLI[k // len(MIXED_CPU_MILLIS) % len(MIXED_MIB_PER_MILLI)]
+    requests = {"cpu": f"{cpu}m", "memory": f"{mib}Mi"}
+    if k % 7 == 3:
+        requests[ACCEL_RESOURCE] = "1"
+    return requests
+
+
+def _mixed_sequence() -> list[int]:
+    """The order shapes are handed out in: shape k appears 1 + (7k mod 10) times per
+    cycle (so pods per shape vary from 1 to 10 in 10), shuffled with a fixed seed."""
+    order = [k for k in range(MIXED_SHAPE_COUNT) for _ in range(1 + (7 * k) % 10)]
+    random.Random(MIXED_SEED).shuffle(order)
+    return order
+
+
+MIXED_SEQUENCE = tuple(_mixed_sequence())
+
+
+def mixed_shape_of(index: int) -> int:
+    """Which shape measured pod `index` of MixedShapes takes."""
+    return MIXED_SEQUENCE[index % len(MIXED_SEQUENCE)]
 
 
 def needs_hw_encrypt(workload: str, index: int) -> bool:
@@ -68,6 +111,12 @@ def pod_body(name: str, workload: str, *, scheduler: str, index: int | None = No
                         "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]}
     labels = dict(BENCH_LABELS)
     annotations: dict[str, str] = {}
+    if workload == "MixedShapes" and index is not None:
+        requests = mixed_shape(mixed_shape_of(index))
+        resources: Obj = {"requests": requests}
+        if ACCEL_RESOURCE in requests:  # an extended resource cannot be overcommitted
+            resources["limits"] = {ACCEL_RESOURCE: requests[ACCEL_RESOURCE]}
+        spec["containers"][0]["resources"] = resources
     if node is not None:
         spec["nodeName"] = node
     if index is None and node is None:

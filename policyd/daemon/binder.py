@@ -48,6 +48,7 @@ from policyd.daemon.metrics import Metrics, label_children
 from policyd.daemon.pods_in_prebind import PodInPreBind
 from policyd.daemon.queue import QueuedPod
 from policyd.daemon.scheduling_state import LOGGER, SchedulingState
+from policyd.daemon.thread_names import name_current_thread
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.events import ASSIGNED_POD_DELETE
 from policyd.framework.runtime import Framework
@@ -127,7 +128,8 @@ class Binder:
         self.verbosity = verbosity
         self.retries = retries
         self.nominate_for_expectation = gates.enabled("NominatedNodeNameForExpectation")
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="policyd-bind")
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="policyd-bind",
+                                        initializer=name_current_thread)
         self._in_flight = 0
         self._in_flight_cond = threading.Condition()
         self._abandon = threading.Event()  # the shutdown grace period is over

@@ -28,6 +28,7 @@ from typing import Any
 
 from policyd.clock import REAL_CLOCK, Clock
 from policyd.daemon.metrics import Metrics
+from policyd.daemon.thread_names import name_current_thread
 from policyd.framework.fit_error import truncate_event_message
 from policyd.kube import api
 from policyd.kube.backoff import GiveUp, RetryPolicy
@@ -188,6 +189,7 @@ class EventSink:
         log.warning("%s; dropping the %s%s", why, what, more)
 
     def _run(self) -> None:
+        name_current_thread()
         while True:
             item = self._q.get()
             if item is None:

@@ -52,6 +52,7 @@ from policyd.daemon.reload import ConfigWatcher
 from policyd.daemon.serving import DEFAULT_ALWAYS_ALLOW_PATHS, DEFAULT_SECURE_PORT
 from policyd.daemon.serving_cert import ServingCertificate
 from policyd.daemon.startup_policies import load_with_cluster_policies, wait_until_served
+from policyd.daemon.thread_names import named
 from policyd.errors import EXIT_OK
 from policyd.framework.runtime import Framework
 from policyd.kube import api
@@ -351,7 +352,7 @@ class Daemon:
     # -- lifecycle ------------------------------------------------------------------------
 
     def _thread(self, target: Callable[..., None], name: str, *args: Any) -> None:
-        t = threading.Thread(target=target, args=args, name=name, daemon=True)
+        t = threading.Thread(target=named(target), args=args, name=name, daemon=True)
         t.start()
         self._threads.append(t)
 

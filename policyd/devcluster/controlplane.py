@@ -92,6 +92,8 @@ class ControlPlane:
     the processes outlive this Python process (for ``policyd dev up``).
     `apiserver_port` fixes the API server's port instead of picking a free one.
     `controller_manager=False` leaves kube-controller-manager (the PV controller) off.
+    `cpus` pins etcd, kube-apiserver and kube-controller-manager to those CPUs (a
+    benchmark keeps them off the cores of the scheduler it measures).
     """
 
     def __init__(
@@ -106,8 +108,10 @@ class ControlPlane:
         startup_timeout: float = 120.0,
         extra_apiserver_args: Sequence[str] = (),
         controller_manager: bool = True,
+        cpus: frozenset[int] | None = None,
     ) -> None:
         self._own_workdir = workdir is None
+        self.cpus = cpus
         self.workdir = Path(workdir) if workdir is not None else None
         self._binaries = binaries
         self.detach = detach
@@ -243,6 +247,7 @@ class ControlPlane:
             ],
             workdir / "etcd.log",
             detach=self.detach,
+            cpus=self.cpus,
         )
         self.processes.append(etcd)
 
@@ -289,6 +294,7 @@ class ControlPlane:
             ],
             workdir / "kube-apiserver.log",
             detach=self.detach,
+            cpus=self.cpus,
         )
         self.processes.append(apiserver)
         wait_until(apiserver, self.ready, self.startup_timeout, "kube-apiserver")
@@ -325,6 +331,7 @@ class ControlPlane:
                                     port),
             kdir / "kube-controller-manager.log",
             detach=self.detach,
+            cpus=self.cpus,
         )
         # In `processes`, after the API server: stopped before it (reverse start order).
         self.processes.append(process)
@@ -400,6 +407,7 @@ class ControlPlane:
         extra_args: Sequence[str] = (),
         wait: bool = True,
         timeout: float = 60.0,
+        cpus: frozenset[int] | None = None,
     ) -> KubeScheduler:
         """Start kube-scheduler against this control plane, ready when it returns.
 
@@ -407,6 +415,7 @@ class ControlPlane:
         default profile. Its `clientConnection.kubeconfig` is pointed at this control
         plane's admin kubeconfig and leader election is switched off in a copy kept in
         the work dir: with ``--config``, kube-scheduler ignores ``--kubeconfig``.
+        `cpus` pins it to those CPUs (None: wherever its parent may run).
         """
         binary = self.binaries.require_kube_scheduler()
         self._scheduler_count += 1
@@ -434,6 +443,7 @@ class ControlPlane:
             ],
             sdir / "kube-scheduler.log",
             detach=self.detach,
+            cpus=cpus,
         )
         scheduler = KubeScheduler(process, effective, port)
         self.schedulers.append(scheduler)

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -65,6 +65,21 @@ def _set_pdeathsig() -> None:  # runs in the child between fork and exec
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def _child_setup(pdeathsig: bool, cpus: frozenset[int] | None) -> Callable[[], None] | None:
+    """What runs in the child between fork and exec: the parent-death signal, and the
+    CPU affinity (set before exec, so every thread the program starts inherits it)."""
+    if not pdeathsig and cpus is None:
+        return None
+
+    def setup() -> None:
+        if pdeathsig:
+            _set_pdeathsig()
+        if cpus is not None:
+            os.sched_setaffinity(0, cpus)
+
+    return setup
+
+
 @dataclass(eq=False)
 class ManagedProcess:
     """One server process (etcd, kube-apiserver, kube-scheduler) and its log file."""
@@ -86,11 +101,13 @@ class ManagedProcess:
         detach: bool = False,
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
+        cpus: frozenset[int] | None = None,
     ) -> ManagedProcess:
+        """`cpus`: the CPUs the process may run on (None: any, as its parent)."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("ab") as log:
             try:
-                popen = cls._popen_for(argv, log, detach=detach, env=env, cwd=cwd)
+                popen = cls._popen_for(argv, log, detach=detach, env=env, cwd=cwd, cpus=cpus)
             except OSError as err:  # not found, not executable, wrong architecture
                 raise DevClusterError(f"cannot run {argv[0]}: {err.strerror or err}") from err
         proc = cls(
@@ -113,6 +130,7 @@ class ManagedProcess:
         detach: bool,
         env: Mapping[str, str] | None,
         cwd: Path | None,
+        cpus: frozenset[int] | None = None,
     ) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             list(argv),
@@ -123,7 +141,7 @@ class ManagedProcess:
             env=None if env is None else dict(env),
             start_new_session=True,
             close_fds=True,
-            preexec_fn=None if detach or not sys.platform.startswith("linux") else _set_pdeathsig,
+            preexec_fn=_child_setup(not detach and sys.platform.startswith("linux"), cpus),
         )
 
     @classmethod

@@ -16,16 +16,40 @@ def _plan(*argv: str) -> list[tuple[object, ...]]:
 def test_repeats_are_interleaved() -> None:
     runs = _plan("--nodes", "100", "--pods", "50", "--repeats", "2")
     assert [(r[2], r[7]) for r in runs] == [
-        ("kube-scheduler", 0), ("policyd", 0), ("null", 0),
-        ("kube-scheduler", 1), ("policyd", 1), ("null", 1)]
+        ("kube-scheduler", 0), ("policyd", 0), ("null", 0), ("null-events", 0),
+        ("kube-scheduler", 1), ("policyd", 1), ("null", 1), ("null-events", 1)]
     assert {r[4] for r in runs} == {20}  # init pods: nodes / 5
 
 
-def test_contention_profiling_row_comes_last_in_each_repeat() -> None:
+def test_five_repeats_by_default() -> None:
+    runs = _plan("--schedulers", "policyd")
+    assert [r[7] for r in runs] == [0, 1, 2, 3, 4]
+
+
+def test_contention_profiling_is_only_an_explicit_comparison_row() -> None:
     runs = _plan("--repeats", "1", "--schedulers", "kube-scheduler,policyd",
-                 "--no-contention-profiling")
+                 "--contention-profiling-row")
     assert [r[2] for r in runs] == ["kube-scheduler", "policyd",
-                                    "kube-scheduler-no-contention"]
+                                    "kube-scheduler-contention-profiling"]
+    specs = plan(parse_args(["--repeats", "1"]))
+    assert "kube-scheduler-contention-profiling" not in {s.scheduler for s in specs}
+
+
+def test_pinned_cells_follow_the_shared_ones() -> None:
+    specs = plan(parse_args(["--repeats", "2", "--schedulers", "kube-scheduler,policyd",
+                             "--cores", "shared,pinned"]))
+    assert [(s.pinned, s.repeat, s.scheduler) for s in specs] == [
+        (False, 0, "kube-scheduler"), (False, 0, "policyd"),
+        (False, 1, "kube-scheduler"), (False, 1, "policyd"),
+        (True, 0, "kube-scheduler"), (True, 0, "policyd"),
+        (True, 1, "kube-scheduler"), (True, 1, "policyd")]
+    with pytest.raises(SystemExit):
+        parse_args(["--cores", "quiet"])
+
+
+def test_mixed_shapes_is_a_workload() -> None:
+    runs = _plan("--repeats", "1", "--workloads", "MixedShapes", "--schedulers", "policyd")
+    assert [r[1] for r in runs] == ["MixedShapes"]
 
 
 def test_pod_anti_affinity_is_capped_at_one_pod_per_free_node() -> None:

@@ -84,3 +84,22 @@ def test_unrunnable_binary_is_a_clear_error(tmp_path: Path) -> None:
     not_executable.write_text("")
     with pytest.raises(DevClusterError, match=r"cannot run .*etcd: Permission denied"):
         ManagedProcess.start("etcd", [str(not_executable)], tmp_path / "etcd.log")
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux and two CPUs to choose one of")
+def test_cpus_pin_the_process_and_the_threads_it_starts(tmp_path: Path) -> None:
+    # The benchmark's pinned mode keeps the control plane off the scheduler's core.
+    cpu = min(os.sched_getaffinity(0))
+    code = ("import os, threading; t = threading.Thread(target=lambda: print("
+            "'thread', sorted(os.sched_getaffinity(0)), flush=True)); t.start(); t.join(); "
+            "print('main', sorted(os.sched_getaffinity(0)), flush=True); "
+            "import time; time.sleep(60)")
+    proc = ManagedProcess.start("pinned", [sys.executable, "-c", code],
+                                tmp_path / "pinned.log", cpus=frozenset({cpu}))
+    try:
+        _wait_for_output(proc.log_path, "main")
+        assert proc.log_path.read_text().split("\n")[:2] == [f"thread [{cpu}]", f"main [{cpu}]"]
+        assert os.sched_getaffinity(proc.pid) == {cpu}
+    finally:
+        proc.stop(grace=1)
