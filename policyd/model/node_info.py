@@ -37,12 +37,11 @@ class NodeInfo:
         cluster. Caches keyed on a NodeInfo check its identity, so none mistakes the
         copy for the original."""
         out = NodeInfo.__new__(NodeInfo)
-        out.node = self.node
-        out.pods = dict(self.pods)
-        out.requested = dict(self.requested)
-        out.non_zero_requested = dict(self.non_zero_requested)
-        out.used_ports = dict(self.used_ports)
-        out.generation = self.generation
+        # Every slot, so that one added later is not forgotten here; the dicts the
+        # dry run changes are copied, the rest (node, gates, generation) shared.
+        for name in NodeInfo.__slots__:
+            value = getattr(self, name)
+            setattr(out, name, dict(value) if isinstance(value, dict) else value)
         return out
 
     def add_pod(self, pod: Pod) -> None:
