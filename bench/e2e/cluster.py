@@ -118,13 +118,19 @@ class BindWatch:
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         if rv:
             self._rv = rv
-        if event.get("type") not in ("ADDED", "MODIFIED"):
-            return
+        if event.get("type") in ("ADDED", "MODIFIED"):
+            self._seen(obj, time.monotonic())
+
+    def _seen(self, obj: Obj, now: float) -> None:
+        """An added or modified pod: when it first appeared, and when it was bound."""
         name = (obj.get("metadata") or {}).get("name")
-        now = time.monotonic()
         if name and name not in self.added:
             self.added[name] = now
-        if name and (obj.get("spec") or {}).get("nodeName") and name not in self.bound:
+        if name and (obj.get("spec") or {}).get("nodeName"):
+            self._record(name, now)
+
+    def _record(self, name: str, now: float) -> None:
+        if name not in self.bound:
             self.bound[name] = now
             if self.on_bound is not None:
                 self.on_bound(name, now)
@@ -158,19 +164,10 @@ class ScheduledEventWatch(BindWatch):
     path = EVENTS_PATH
     thread_name = "event-watch"
 
-    def _apply(self, event: Obj) -> None:
-        obj = event.get("object") or {}
-        rv = (obj.get("metadata") or {}).get("resourceVersion")
-        if rv:
-            self._rv = rv
-        if event.get("type") not in ("ADDED", "MODIFIED"):
-            return
+    def _seen(self, obj: Obj, now: float) -> None:
         name = scheduled_pod(obj)
-        if name and name not in self.bound:
-            now = time.monotonic()
-            self.bound[name] = now
-            if self.on_bound is not None:
-                self.on_bound(name, now)
+        if name:
+            self._record(name, now)
 
 
 def scheduled_pod(event: Obj) -> str | None:

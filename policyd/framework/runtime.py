@@ -302,32 +302,26 @@ class Framework:
         """RunPreFilterExtensionAddPod: every PreFilter plugin with extensions whose
         PreFilter did not Skip counts `pod_to_add` on `node`; the first failure is an
         Error status naming the plugin."""
-        for pl in self.pre_filter_extensions:
-            if pl.name in state.skip_filter:
-                continue
-            try:
-                status = pl.add_pod(state, pod, pod_to_add, node)
-            except Exception as exc:
-                status = Status.error(f"{type(exc).__name__}: {exc}")
-            if status is not None and not status.is_success:
-                return Status(Code.ERROR, (f"running AddPod on PreFilter plugin "
-                                           f"{_go_quote(pl.name)}: {status.message}",),
-                              pl.name)
-        return None
+        return self._run_pre_filter_extension("AddPod", state, pod, pod_to_add, node)
 
     def run_pre_filter_extension_remove_pod(self, state: CycleState, pod: Pod,
                                             pod_to_remove: Pod, node: NodeInfo
                                             ) -> Status | None:
         """RunPreFilterExtensionRemovePod: `add_pod`'s converse."""
+        return self._run_pre_filter_extension("RemovePod", state, pod, pod_to_remove, node)
+
+    def _run_pre_filter_extension(self, op: str, state: CycleState, pod: Pod, other: Pod,
+                                  node: NodeInfo) -> Status | None:
         for pl in self.pre_filter_extensions:
             if pl.name in state.skip_filter:
                 continue
+            call = pl.add_pod if op == "AddPod" else pl.remove_pod
             try:
-                status = pl.remove_pod(state, pod, pod_to_remove, node)
+                status = call(state, pod, other, node)
             except Exception as exc:
                 status = Status.error(f"{type(exc).__name__}: {exc}")
             if status is not None and not status.is_success:
-                return Status(Code.ERROR, (f"running RemovePod on PreFilter plugin "
+                return Status(Code.ERROR, (f"running {op} on PreFilter plugin "
                                            f"{_go_quote(pl.name)}: {status.message}",),
                               pl.name)
         return None
