@@ -343,7 +343,6 @@ class Binder:
 
     def _bound(self, req: BindRequest) -> None:
         pod, node, profile = req.qp.pod, req.node, req.profile
-        self.bound_total += 1
         now = self.clock.now()
         self._attempts("scheduled", profile).inc()
         self._attempt_latency("scheduled", profile).observe(now - req.start)
@@ -352,6 +351,9 @@ class Binder:
         if self.verbosity >= 1:
             log.info("bound %s to %s", pod.key, node, extra={"pod": pod.key, "node": node})
         self.events.scheduled(pod.namespace, pod.name, pod.uid, node, profile)
+        # Counted last, once the bind's metrics and event are handed over: whoever
+        # waits on the count (tests, the debug page) sees the whole bind.
+        self.bound_total += 1
 
     def _confirm(self, pod: Pod, node: str) -> api.BindOutcome:
         """After a 409: did an earlier attempt of ours (that timed out) bind it here?"""
