@@ -39,7 +39,7 @@ from policyd.devcluster import ControlPlane
 
 SYNC_TIMEOUT = 300.0
 SETTLE_S = 2.0  # after the warm-up bind: the scheduler's start-up work is done
-DEFAULT_SCHEDULERS = (schedulers.KUBE_SCHEDULER_NO_CONTENTION, schedulers.POLICYD)
+DEFAULT_SCHEDULERS = (schedulers.KUBE_SCHEDULER, schedulers.POLICYD)  # contention profiling off
 
 
 def _warm_up(scheduler: str) -> dict[str, Any]:
