@@ -5,7 +5,6 @@ restart is needed and keeps building with the running ones)."""
 from __future__ import annotations
 
 import logging
-import socket
 from pathlib import Path
 
 import pytest
@@ -17,16 +16,10 @@ from policyd.daemon.run import Daemon, RunOptions, connect, load_config
 from policyd.errors import PolicydError
 from policyd.features import turning_off
 from tests.clocks import ManualClock
+from tests.unit.daemon.test_start_step import _refused_port
 
 HEAD = "apiVersion: policyd.io/v1alpha1\nkind: PolicydConfiguration\n"
 OFF = "featureGates: {SchedulerPopFromBackoffQ: false}\n"
-
-
-def _refused_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
 
 
 @pytest.fixture
