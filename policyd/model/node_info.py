@@ -7,7 +7,16 @@ from __future__ import annotations
 
 from policyd.features import DEFAULTS, FeatureGates
 from policyd.model.records import Container, HostPort, Node, Pod
-from policyd.model.resources import REQUESTS_CACHE_PREFIX, pod_requests
+from policyd.model.resources import POD_LEVEL_RESIZE_GATE, REQUESTS_CACHE_PREFIX, pod_requests
+
+# Pod.cache keys of what a pod adds to a node, by whether pod-level status resources
+# count. Under REQUESTS_CACHE_PREFIX: `replace_pod` carries them over, since they
+# follow from the fields `accounts_the_same` compares.
+_ACCOUNT_KEYS = {False: f"{REQUESTS_CACHE_PREFIX}account.False",
+                 True: f"{REQUESTS_CACHE_PREFIX}account.True"}
+
+Accounting = tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...],
+                   tuple[HostPort, ...]]
 
 
 class NodeInfo:
@@ -76,18 +85,37 @@ class NodeInfo:
         return True
 
     def _account(self, pod: Pod, sign: int) -> None:
-        for name, value in pod_requests(pod, use_status=True, features=self.features).items():
-            self.requested[name] = self.requested.get(name, 0) + sign * value
-        for name, value in pod_requests(pod, non_zero=True, use_status=True,
-                                        features=self.features).items():
-            self.non_zero_requested[name] = self.non_zero_requested.get(name, 0) + sign * value
-        for port in pod_host_ports(pod):
-            count = self.used_ports.get(port, 0) + sign
-            if count > 0:
-                self.used_ports[port] = count
-            else:
-                self.used_ports.pop(port, None)
+        requests, non_zero, ports = accounting(pod, self.features)
+        requested = self.requested
+        for name, value in requests:
+            requested[name] = requested.get(name, 0) + sign * value
+        non_zero_requested = self.non_zero_requested
+        for name, value in non_zero:
+            non_zero_requested[name] = non_zero_requested.get(name, 0) + sign * value
+        if ports:
+            used = self.used_ports
+            for port in ports:
+                count = used.get(port, 0) + sign
+                if count > 0:
+                    used[port] = count
+                else:
+                    used.pop(port, None)
         self.generation += 1
+
+
+def accounting(pod: Pod, features: FeatureGates) -> Accounting:
+    """What `pod` adds to a node (requests, non-zero requests, host ports), computed
+    once per pod record: preemption's dry runs take the same pods off a node copy and
+    put them back hundreds of times per preemption."""
+    key = _ACCOUNT_KEYS[features.enabled(POD_LEVEL_RESIZE_GATE)]
+    cached: Accounting | None = pod.cache.get(key)
+    if cached is None:
+        cached = pod.cache[key] = (
+            tuple(pod_requests(pod, use_status=True, features=features).items()),
+            tuple(pod_requests(pod, non_zero=True, use_status=True,
+                               features=features).items()),
+            tuple(pod_host_ports(pod)))
+    return cached
 
 
 def pod_host_ports(pod: Pod) -> list[HostPort]:
