@@ -87,6 +87,15 @@ def pre_filter_state_follows_pods(plugin: object) -> bool:
     return getattr(plugin, "pre_filter_reads_other_pods", True) is False
 
 
+def filter_reads_node_pods(plugin: object) -> bool:
+    """Whether the plugin's Filter verdict on a node may change when pods are added to
+    or taken off that node (its own pods, or PreFilter state its extensions update).
+    A plugin that reads the node alone declares `filter_reads_node_pods = False`:
+    preemption's dry runs then ask it once per node instead of once per check. Not
+    declaring it is always correct."""
+    return getattr(plugin, "filter_reads_node_pods", True) is not False
+
+
 @runtime_checkable
 class FilterPlugin(Plugin, Protocol):
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
@@ -101,6 +110,17 @@ class ColumnarFilterPlugin(Plugin, Protocol):
     ) -> BoolArray | None:
         """Pass/fail for the nodes `table.infos[idx]` at once (True = passes), or None
         when this pod needs the per-node `filter`. Must agree with `filter` exactly."""
+
+
+@runtime_checkable
+class ColumnarStatusesPlugin(Plugin, Protocol):
+    def filter_statuses(
+        self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray
+    ) -> Sequence[Status | None] | None:
+        """`filter`'s status for each of the nodes `table.infos[idx]` at once (None =
+        passes), or None when this pod needs the per-node `filter`: an unschedulable
+        pod's diagnosis asks every node for its reason. Must agree with `filter`
+        exactly."""
 
 
 @runtime_checkable

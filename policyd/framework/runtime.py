@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import TypeVar, cast
@@ -46,6 +46,7 @@ from policyd.framework.interfaces import (
     ColumnarFilterPlugin,
     ColumnarNormalizePlugin,
     ColumnarScorePlugin,
+    ColumnarStatusesPlugin,
     FilterPlugin,
     NormalizeScorePlugin,
     PostFilterNotesPlugin,
@@ -63,6 +64,7 @@ from policyd.framework.interfaces import (
     ScorePlugin,
     Verdict,
     VerdictsPlugin,
+    filter_reads_node_pods,
     pre_filter_state_follows_pods,
 )
 from policyd.framework.status import Code, Status
@@ -79,6 +81,7 @@ MIN_NODE_SCORE = 0
 
 FilterFn = Callable[[CycleState, Pod, NodeInfo], Status | None]
 MaskFn = Callable[[CycleState, Pod, NodeTable, IntArray], BoolArray | None]
+StatusesFn = Callable[[CycleState, Pod, NodeTable, IntArray], Sequence[Status | None] | None]
 ScoreFn = Callable[[CycleState, Pod, NodeInfo], int]
 NormalizeFn = Callable[[CycleState, Pod, Sequence[NodeInfo], list[int]], Status | None]
 ScoreVectorFn = Callable[[CycleState, Pod, NodeTable, IntArray], IntArray | None]
@@ -94,18 +97,22 @@ class WeightedScorePlugin:
 
 @dataclass(frozen=True, slots=True)
 class BoundFilter:
-    """A filter plugin's forms, bound once: `mask` is None when it has no columnar form."""
+    """A filter plugin's forms, bound once: `mask` (`statuses`) is None when it has no
+    columnar verdicts (reasons)."""
 
     name: str
     filter: FilterFn
     mask: MaskFn | None
+    statuses: StatusesFn | None = None
 
     @classmethod
     def of(cls, plugin: object) -> BoundFilter:
         if not isinstance(plugin, FilterPlugin):
             raise TypeError(f"{plugin!r} has no filter: it is not a Filter plugin")
         mask = plugin.filter_mask if isinstance(plugin, ColumnarFilterPlugin) else None
-        return cls(plugin.name, plugin.filter, mask)
+        statuses = (plugin.filter_statuses if isinstance(plugin, ColumnarStatusesPlugin)
+                    else None)
+        return cls(plugin.name, plugin.filter, mask, statuses)
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +248,11 @@ class Framework:
         self.pre_bind_plugins = list(pre_bind)
         # Each plugin's forms, bound once here: the cycle only loops over these.
         self.filters: tuple[BoundFilter, ...] = tuple(map(BoundFilter.of, filters))
+        # The filters whose verdict on a node may change with the pods on it: once a
+        # dry run's node passed every filter, its later checks need only these.
+        self.pod_dependent_filters = tuple(
+            bf for bf, pl in zip(self.filters, filters, strict=True)
+            if filter_reads_node_pods(pl))
         self.scores: tuple[BoundScore, ...] = tuple(map(BoundScore.of, score))
         self.rng = random.Random(seed)
         # Called with (extension point, plugin, seconds) after each plugin call when set:
@@ -355,13 +367,14 @@ class Framework:
             remaining = kept
         return remaining, None
 
-    def run_filters_on_node(self, state: CycleState, pod: Pod, node: NodeInfo
-                            ) -> Status | None:
+    def run_filters_on_node(self, state: CycleState, pod: Pod, node: NodeInfo,
+                            filters: Sequence[BoundFilter] | None = None) -> Status | None:
         """`run_filters` on one node, without the lists: None when the pod fits, else
         the first rejecting status with its plugin, or the error. Preemption's dry
-        runs ask this a few times per node on hundreds of nodes."""
+        runs ask this a few times per node on hundreds of nodes; `filters` (a
+        subsequence of `self.filters`, e.g. `pod_dependent_filters`) limits which."""
         skip = state.skip_filter
-        for bf in self.filters:
+        for bf in self.filters if filters is None else filters:
             if bf.name in skip:
                 continue
             try:
@@ -510,8 +523,13 @@ class Framework:
             rejected = []
             try:
                 mask = bf.mask(state, pod, table, idx) if bf.mask is not None else None
-                for i in (idx if mask is None else idx[~mask]).tolist():
-                    st = f(state, pod, infos[i])
+                rows = idx if mask is None else idx[~mask]
+                found = (bf.statuses(state, pod, table, rows) if bf.statuses is not None
+                         else None)
+                pairs: Iterable[tuple[int, Status | None]] = (
+                    zip(rows.tolist(), found, strict=True) if found is not None
+                    else ((i, f(state, pod, infos[i])) for i in rows.tolist()))
+                for i, st in pairs:
                     if st is None or st.code is Code.SUCCESS:
                         continue
                     entry = tagged.get(id(st))

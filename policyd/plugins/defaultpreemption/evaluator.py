@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.fit_error import Diagnosis
-from policyd.framework.runtime import Framework
+from policyd.framework.runtime import BoundFilter, Framework
 from policyd.framework.status import Code, Status
 from policyd.model.cluster import ClusterState, nominated_node_name
 from policyd.model.disruption import Budget
@@ -215,6 +215,9 @@ class Evaluator:
         status = self._incremental_filters(state, info)
         if status is not None:
             return (), 0, status
+        # Every filter passed on this node: those that read the node alone pass in
+        # every later check too, which then asks only the others (same verdicts).
+        filters = fw.pod_dependent_filters
         potential.sort(key=importance_key)
         violating, clean = split_by_pdb_violation(potential, self.budgets)
         victims: list[Pod] = []
@@ -225,7 +228,7 @@ class Evaluator:
                 status = fw.run_pre_filter_extension_add_pod(state, pod, p, info)
                 if status is not None:
                     return (), 0, status
-                status = self._incremental_filters(state, info)
+                status = self._incremental_filters(state, info, filters)
                 if status is None:
                     continue
                 # Anything but success, an error too, makes `p` a victim (upstream).
@@ -239,10 +242,12 @@ class Evaluator:
             victims.sort(key=importance_key)
         return tuple(victims), violations, None
 
-    def _incremental_filters(self, state: CycleState, info: NodeInfo) -> Status | None:
+    def _incremental_filters(self, state: CycleState, info: NodeInfo,
+                             filters: Sequence[BoundFilter] | None = None) -> Status | None:
         """RunFilterPluginsWithNominatedPods on the dry run's own state and node copy:
         with the nominated pods of at least the pod's priority added to clones of both
-        (addGENominatedPods), then, when there were any, without them."""
+        (addGENominatedPods), then, when there were any, without them. `filters`: which
+        (all by default), as `Framework.run_filters_on_node`."""
         pod = self.pod
         fw = self.framework
         ahead = [p for p in self.nominated.get(info.name, ())
@@ -255,14 +260,10 @@ class Evaluator:
                 status = fw.run_pre_filter_extension_add_pod(with_ahead, pod, p, placed)
                 if status is not None:
                     return status
-            status = self._node_filters(with_ahead, placed)
+            status = fw.run_filters_on_node(with_ahead, pod, placed, filters)
             if status is not None:
                 return status
-        return self._node_filters(state, info)
-
-    def _node_filters(self, state: CycleState, info: NodeInfo) -> Status | None:
-        """The filters on one node (no PreFilter): None when the pod fits."""
-        return self.framework.run_filters_on_node(state, self.pod, info)
+        return fw.run_filters_on_node(state, pod, info, filters)
 
     def _select_rerun(self, info: NodeInfo) -> tuple[tuple[Pod, ...], int, Status | None]:
         """SelectVictimsOnNode with the pods moved in the cluster and PreFilter rerun

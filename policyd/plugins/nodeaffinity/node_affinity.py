@@ -442,6 +442,8 @@ def pod_node_affinity(pod: Pod) -> PodNodeAffinity:
 
 class NodeAffinity:
     name = names.NODE_AFFINITY
+    # Its Filter reads the node alone, never the pods on it (framework/interfaces.py).
+    filter_reads_node_pods = False
     # No PreFilterExtensions upstream: its PreFilter state reads no other pod
     # (preemption's dry runs rely on that; framework/interfaces.py).
     pre_filter_reads_other_pods = False

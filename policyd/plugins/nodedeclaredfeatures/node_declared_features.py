@@ -50,6 +50,8 @@ def _has_all(required: frozenset[str], declared: Sequence[str]) -> bool:
 
 class NodeDeclaredFeatures:
     name = names.NODE_DECLARED_FEATURES
+    # Its Filter reads the node alone, never the pods on it (framework/interfaces.py).
+    filter_reads_node_pods = False
     # No PreFilterExtensions upstream: its PreFilter state reads no other pod
     # (preemption's dry runs rely on that; framework/interfaces.py).
     pre_filter_reads_other_pods = False

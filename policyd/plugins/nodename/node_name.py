@@ -30,6 +30,8 @@ _REJECT = Status.unresolvable(ERR_REASON)
 
 class NodeName:
     name = names.NODE_NAME
+    # Its Filter reads the node alone, never the pods on it (framework/interfaces.py).
+    filter_reads_node_pods = False
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         wanted = pod.node_name

@@ -51,6 +51,8 @@ def tolerates_unschedulable(pod: Pod) -> bool:
 
 class NodeUnschedulable:
     name = names.NODE_UNSCHEDULABLE
+    # Its Filter reads the node alone, never the pods on it (framework/interfaces.py).
+    filter_reads_node_pods = False
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         if node.node.unschedulable and not tolerates_unschedulable(pod):

@@ -107,6 +107,8 @@ def _untolerated_prefer_rows(table: NodeTable, tolerations: tuple[Toleration, ..
 
 class TaintToleration:
     name = names.TAINT_TOLERATION
+    # Its Filter reads the node alone, never the pods on it (framework/interfaces.py).
+    filter_reads_node_pods = False
 
     def __init__(self) -> None:
         # A pod's verdict on a node depends only on its tolerations and the node's taint

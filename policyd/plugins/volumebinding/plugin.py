@@ -81,6 +81,8 @@ class VolumeBinding:
     # No PreFilterExtensions upstream: its PreFilter state reads no other pod
     # (preemption's dry runs rely on that; framework/interfaces.py).
     pre_filter_reads_other_pods = False
+    # Its Filter reads the node and the pod's volumes, never the pods on the node.
+    filter_reads_node_pods = False
 
     def __init__(self, args: VolumeBindingArgs, *, features: FeatureGates = DEFAULTS
                  ) -> None:

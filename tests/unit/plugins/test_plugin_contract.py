@@ -28,7 +28,14 @@ import pytest
 from policyd.config.plugins import build_framework
 from policyd.engine.cycle import schedule_one
 from policyd.framework import PluginError
-from policyd.framework.interfaces import FilterPlugin, Plugin, ScorePlugin
+from policyd.framework.cycle_state import CycleState
+from policyd.framework.interfaces import (
+    FilterPlugin,
+    Plugin,
+    PreFilterPlugin,
+    ScorePlugin,
+    filter_reads_node_pods,
+)
 from policyd.framework.runtime import Framework
 from policyd.model.cluster import ClusterState
 from policyd.model.records import Pod, node_from_dict, pod_from_dict
@@ -174,6 +181,12 @@ NOT_REACHED = {"policy-4", "policy-9", "policy-22", "policy-29", "policy-30"}
 COLUMNAR_CASES = [c for c in CASES if _has_filter_or_score(c)]
 
 
+# Filters that declare they read the node alone (preemption's dry runs then ask them
+# once per node): held to it below.
+NODE_ALONE_CASES = [c for c in COLUMNAR_CASES
+                    if isinstance(p := c[1](), FilterPlugin) and not filter_reads_node_pods(p)]
+
+
 def _world(rng: random.Random, kind: str) -> tuple[ClusterState, list[Pod], MetricsCache | None]:
     """A generated cluster and incoming pods: the scheduling generator (every built-in's
     inputs) for built-ins, the policy generator (labels, annotations, resources the
@@ -275,6 +288,44 @@ def test_columnar_form_matches_reference_form(case: str, make: Callable[[], Plug
         assert not compared, f"{case} is compared now: take it out of NOT_REACHED"
     else:
         assert compared, "no run got past PreFilter/PreScore: the forms were never compared"
+
+
+@pytest.mark.parametrize(("case", "make", "kind", "args"), NODE_ALONE_CASES,
+                         ids=[c[0] for c in NODE_ALONE_CASES])
+def test_a_filter_that_reads_the_node_alone_ignores_the_pods_on_it(
+        case: str, make: Callable[[], Plugin], kind: str, args: dict[str, Any] | None
+) -> None:
+    """`filter_reads_node_pods = False`: the verdict on a node is the same with one of
+    its pods taken off and another pod (of the incoming ones) put on it."""
+    rng = random.Random(f"node-alone-{case}")
+    compared = 0
+    for _ in range(ROUNDS):
+        cluster, pods, cache = _world(rng, kind)
+        plugin = _plugin(make, cache)
+        assert isinstance(plugin, FilterPlugin)
+        for pod in pods:
+            state = CycleState(cluster.node_infos(), cluster)
+            if isinstance(plugin, PreFilterPlugin):
+                _, status = plugin.pre_filter(state, pod, cluster.node_infos())
+                if status is not None and not status.is_success:
+                    continue
+            for info in cluster.node_infos():
+                changed = info.clone()
+                if changed.pods:
+                    changed.remove_pod(rng.choice(list(changed.pods.values())))
+                changed.add_pod(rng.choice([p for p in pods if p.uid != pod.uid] or pods))
+                assert plugin.filter(state, pod, changed) == plugin.filter(state, pod, info)
+                compared += 1
+            if rng.random() < 0.5:
+                cluster.assume(pod, rng.choice(cluster.node_infos()).name)
+    assert compared
+
+
+def test_the_filters_that_read_the_node_alone_are_the_ones_meant() -> None:
+    assert sorted({c[0].split("-args")[0] for c in NODE_ALONE_CASES}) == sorted([
+        names.NODE_AFFINITY, names.NODE_DECLARED_FEATURES, names.NODE_NAME,
+        names.NODE_UNSCHEDULABLE, names.TAINT_TOLERATION, names.VOLUME_BINDING,
+        names.VOLUME_ZONE])
 
 
 def _profile(kind: str, plugin: Plugin, args: dict[str, Any] | None, seed: int
