@@ -183,8 +183,12 @@ def fits_request(request: FitRequest, info: NodeInfo) -> Status | None:
                     unresolvable = True
     if reasons is None:
         return None
-    # Statuses are immutable: nodes failing the same way share one (an unschedulable
-    # pod's diagnosis asks thousands of nodes).
+    return _status(unresolvable, reasons)
+
+
+def _status(unresolvable: bool, reasons: Sequence[str]) -> Status:
+    """Filter's status for these reasons. Statuses are immutable: nodes failing the
+    same way share one (an unschedulable pod's diagnosis asks thousands of nodes)."""
     key: tuple[bool | str, ...] = (unresolvable, *reasons)
     status = _STATUSES.get(key)
     if status is None:
@@ -193,6 +197,44 @@ def fits_request(request: FitRequest, info: NodeInfo) -> Status | None:
         code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
         status = _STATUSES[key] = Status(code, tuple(reasons))
     return status
+
+
+# Checks one bit each in an int64 beside the pod count's and the unresolvable bit.
+_MAX_COLUMNAR_CHECKS = 60
+
+
+def fit_statuses(request: FitRequest, table: NodeTable, rows: IntArray
+                 ) -> list[Status | None] | None:
+    """`fits_request` for the NodeTable rows `rows` at once: each row's failing checks
+    as bits of one integer (the pod count first, then the request's checks in order,
+    then unresolvable), one status per distinct integer. None when a request is past
+    int64 or has more checks than bits (the caller asks `fits_request` per node)."""
+    checks = () if request.all_zero else request.checks
+    if len(checks) > _MAX_COLUMNAR_CHECKS or any(v > _INT64_MAX for _, v, _ in checks):
+        return None
+    take = table.take
+    zeros = np.zeros(rows.size, np.int64)
+    j = table.resource_column(PODS)
+    allowed = take(table.allocatable[j], rows) if j is not None else zeros
+    code = (take(table.pod_count, rows) + 1 > allowed).astype(np.int64)
+    unresolvable = np.zeros(rows.size, np.bool_)
+    for k, (name, value, _) in enumerate(checks, start=1):
+        j = table.resource_column(name)
+        alloc = take(table.allocatable[j], rows) if j is not None else zeros
+        used = take(table.requested[j], rows) if j is not None else zeros
+        short = value > alloc - used
+        code |= short.astype(np.int64) << k
+        unresolvable |= short & (value > alloc)
+    code |= unresolvable.astype(np.int64) << (len(checks) + 1)
+    distinct, inverse = np.unique(code, return_inverse=True)
+    statuses: list[Status | None] = []
+    for c in distinct.tolist():
+        reasons = [ERR_REASON_TOO_MANY_PODS] if c & 1 else []
+        reasons += [reason for k, (_, _, reason) in enumerate(checks, start=1)
+                    if c >> k & 1]
+        statuses.append(_status(bool(c >> (len(checks) + 1) & 1), reasons)
+                        if reasons else None)
+    return [statuses[i] for i in inverse.tolist()]
 
 
 class NodeResourcesFit:
@@ -261,6 +303,12 @@ class NodeResourcesFit:
         if any(value > _INT64_MAX for _, value, _ in checks):
             return None
         return self._fit_memo.get(table, request, idx)
+
+    def filter_statuses(self, state: CycleState, pod: Pod, table: NodeTable,
+                        idx: IntArray) -> list[Status | None] | None:
+        """`filter` over the NodeTable rows `idx`, reasons included (`fit_statuses`)."""
+        request: FitRequest | None = state.get(_PRE_FILTER_KEY)
+        return None if request is None else fit_statuses(request, table, idx)
 
     @staticmethod
     def _fit_rows(table: NodeTable, request: FitRequest, rows: IntArray) -> BoolArray:

@@ -868,6 +868,12 @@ def test_columnar_forms_match_reference_forms(seed: int, args: dict[str, Any] | 
         vector = plugin.score_vector(state, p, table, idx)
         assert vector is not None
         assert vector.tolist() == [plugin.score(state, p, i) for i in table.infos]
+        # Every node's Filter status at once, reasons and codes included (an
+        # unschedulable pod's diagnosis), on the nodes it picks.
+        plugin.pre_filter(state, p, table.infos)
+        rows = idx if subset is None else np.array(subset, np.int64)
+        assert plugin.filter_statuses(state, p, table, rows) == [
+            plugin.filter(state, p, table.infos[i]) for i in rows.tolist()]
         cluster.upsert_pod(pod(_random_requests(rng), name=f"y{round_}",
                                node=rng.choice(table.infos).name))
         if round_ % 4 == 3:  # nodes leave and change: the table must follow
@@ -894,6 +900,8 @@ def test_vector_paths_decline_values_beyond_exact_range() -> None:
     p = pod({"memory": "2E"})  # an int64 comparison is still exact
     plugin.pre_filter(state, p, table.infos)
     assert plugin.filter_mask(state, p, table, idx).tolist() == [False]
+    assert plugin.filter_statuses(state, p, table, idx) == [
+        Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ("Insufficient memory",))]
     with pytest.raises(InvalidObjectError):  # beyond int64: refused when decoded
         pod({"memory": "10E"})
 
