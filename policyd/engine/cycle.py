@@ -12,7 +12,7 @@ count). A profile without audited policies pays nothing for them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
@@ -128,9 +128,6 @@ def schedule_one(
     if not explain and not reference:
         return _schedule_fast(fw, pod, cluster)
     nodes = cluster.node_infos()
-    # Before this cycle's own state exists: the first pass places nominated pods in
-    # the cluster for a moment, and nothing computed for this cycle may see that.
-    rejections = _nominated_first_pass(fw, pod, cluster, explain=explain)
     state = CycleState(nodes, cluster)
     state.framework = fw
     result = ScheduleResult(pod=pod, node=None, num_nodes=len(nodes), cycle_state=state)
@@ -154,14 +151,17 @@ def schedule_one(
                 result.filter_details[n.name] = {status.plugin or "PreFilter": status}
         return result
 
-    if rejections.error is not None:
-        return _failed(result, rejections.error)
     # A pod nominated by an earlier preemption tries that node first, and alone
     # (evaluateNominatedNode): it is likely the only one that fits.
     own = nominated_node_name(pod)
     own_info = cluster.get(own) if own else None
     nominated_fit: str | None = None
+    rejections = _NO_REJECTIONS
     if own_info is not None:
+        rejections = _nominated_first_pass(fw, pod, cluster, state, explain=explain,
+                                           only=(own,))
+        if rejections.error is not None:
+            return _failed(result, rejections.error)
         if own in rejections.node_to_status:
             _note_rejection(diagnosis, rejections, own)
         else:
@@ -177,6 +177,9 @@ def schedule_one(
                         _settle(result, fw.run_audits(state, pod, fits), 1, 0, [own])
                     return result
 
+    rejections = _nominated_first_pass(fw, pod, cluster, state, rejections, explain=explain)
+    if rejections.error is not None:
+        return _failed(result, rejections.error)
     candidates = nodes
     if names is not None:
         candidates = [n for n in nodes if n.name in names]
@@ -264,11 +267,16 @@ def _post_filter(fw: Framework, state: CycleState, pod: Pod, result: ScheduleRes
     result.message = fit_error_message(result.num_nodes, diagnosis)
 
 
-def _nominated_first_pass(fw: Framework, pod: Pod, cluster: ClusterState, *,
-                          explain: bool = False) -> NominatedRejections:
+def _nominated_first_pass(fw: Framework, pod: Pod, cluster: ClusterState, state: CycleState,
+                          rejections: NominatedRejections | None = None, *,
+                          explain: bool = False, only: Collection[str] | None = None
+                          ) -> NominatedRejections:
+    """`first_pass` (into `rejections`, the nodes it checked already skipped), or the
+    shared empty result while nothing is nominated."""
     if not cluster.has_nominations:
         return _NO_REJECTIONS
-    return first_pass(fw, pod, cluster, explain=explain)
+    return first_pass(fw, pod, cluster, state, explain=explain, only=only,
+                      out=None if rejections is _NO_REJECTIONS else rejections)
 
 
 def _explain_filters(fw: Framework, state: CycleState, pod: Pod, result: ScheduleResult,
@@ -365,7 +373,6 @@ class _IndexedNodes(Sequence[NodeInfo]):
 
 
 def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleResult:
-    rejections = _nominated_first_pass(fw, pod, cluster)
     table = cluster.table()
     nodes = table.infos
     state = CycleState(nodes, cluster)
@@ -379,10 +386,13 @@ def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleRe
     if status is not None:
         # Rare: let the reference path build the diagnosis and message.
         return schedule_one(fw, pod, cluster, reference=True)
-    if rejections.error is not None:
-        return _failed(result, rejections.error)
     own = nominated_node_name(pod)
     own_row = table.index.get(own) if own else None
+    rejections = _NO_REJECTIONS
+    if own_row is not None:
+        rejections = _nominated_first_pass(fw, pod, cluster, state, only=(own,))
+        if rejections.error is not None:
+            return _failed(result, rejections.error)
     if own_row is not None and own not in rejections.node_to_status:
         fits, status = fw.run_filters_fast(state, pod, table, np.array([own_row], np.int64))
         if status is not None:
@@ -393,6 +403,9 @@ def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleRe
             if fw.audits:
                 _settle(result, fw.run_audits_fast(state, pod, table, fits), 1, 0)
             return result
+    rejections = _nominated_first_pass(fw, pod, cluster, state, rejections)
+    if rejections.error is not None:
+        return _failed(result, rejections.error)
     if names is None:
         idx = np.arange(len(nodes))
     else:
