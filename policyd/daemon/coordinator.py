@@ -61,7 +61,7 @@ class Scheduler:
         self.binder = Binder(client, state, metrics=metrics, events=events,
                              is_leader=is_leader, clock=clock, workers=binders,
                              verbosity=verbosity, gates=gates)
-        self.preemption = PreemptionActions(client, state, events)
+        self.preemption = PreemptionActions(client, state, events, verbosity=verbosity)
         self.loop = SchedulingLoop(state, self.binder, metrics=metrics, events=events,
                                    is_leader=is_leader, clock=clock, verbosity=verbosity,
                                    preemption=self.preemption)
@@ -123,4 +123,5 @@ class Scheduler:
         # Victims' deletions in flight finish or are cut off with the process; what
         # they leave undone a restarted daemon redoes from the nomination on the API.
         self.preemption.wait(min(grace, 1.0))
+        self.preemption.shutdown()
         return finished

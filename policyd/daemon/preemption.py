@@ -31,11 +31,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 
 from policyd.daemon.event_recorder import EventSink
 from policyd.daemon.scheduling_state import LOGGER, SchedulingState
+from policyd.daemon.thread_names import name_current_thread
 from policyd.framework.interfaces import PostFilterResult
 from policyd.kube import api
 from policyd.kube.client import ApiError, KubeClient
@@ -46,6 +48,8 @@ log = logging.getLogger(LOGGER)
 
 # Victims deleted at once per preemption (upstream's parallelizer, 16 by default).
 PARALLEL_VICTIMS = 16
+# Preemptions whose API calls run at once; more wait for a free worker.
+PARALLEL_PREEMPTIONS = 32
 CALL_TIMEOUT = 30.0
 # What the Preempted event of a victim whose binding was called off ends with:
 # upstream's words, kept as they are (tools match kube-scheduler's events).
@@ -65,15 +69,23 @@ class PreemptionActions:
 
     def __init__(self, client: KubeClient, state: SchedulingState, events: EventSink, *,
                  activate: Callable[[str], None] | None = None,
-                 plugin: str = names.DEFAULT_PREEMPTION) -> None:
+                 plugin: str = names.DEFAULT_PREEMPTION, verbosity: int = 0) -> None:
         self.client = client
         self.state = state
         self.events = events
         self.plugin = plugin  # the PostFilter plugin that preempts (a cancel's cause)
+        # As kube-scheduler, the preemptions' progress is logged from -v 2; failures
+        # at any verbosity.
+        self.verbosity = verbosity
         self._activate = activate or self._activate_in_queue
         self._lock = threading.Lock()
         self._running: dict[str, _Running] = {}
-        self._threads: list[threading.Thread] = []
+        # Upstream starts a goroutine per preemption; a thread started per preemption
+        # here held the scheduling loop until it ran (Thread.start waits for it), so
+        # preemptions run on a pool wide enough that none waits behind another's calls.
+        self._pool = ThreadPoolExecutor(PARALLEL_PREEMPTIONS, "policyd-preempt",
+                                        initializer=name_current_thread)
+        self._futures: set[Future[None]] = set()
 
     # -- from the scheduling loop ---------------------------------------------------------
 
@@ -85,12 +97,13 @@ class PreemptionActions:
         if not victims:
             return False
         with self._lock:
+            try:
+                future = self._pool.submit(self._run, preemptor, result, victims, component)
+            except RuntimeError:  # shut down: we are stopping
+                return False
             self._running[preemptor.uid] = _Running()
-        thread = threading.Thread(
-            target=self._run, args=(preemptor, result, victims, component),
-            name=f"preempt-{preemptor.name}", daemon=True)
-        self._threads = [t for t in self._threads if t.is_alive()] + [thread]
-        thread.start()
+            self._futures = {f for f in self._futures if not f.done()}
+            self._futures.add(future)
         return True
 
     def running(self, uid: str) -> bool:
@@ -112,9 +125,14 @@ class PreemptionActions:
 
     def wait(self, timeout: float) -> bool:
         """Wait for the preemptions in flight (tests, shutdown); True if all ended."""
-        for t in list(self._threads):
-            t.join(timeout)
-        return not any(t.is_alive() for t in self._threads)
+        with self._lock:
+            pending = set(self._futures)
+        return not futures_wait(pending, timeout).not_done
+
+    def shutdown(self) -> None:
+        """Stopping: preemptions not started yet are dropped (their preemptors keep
+        the nomination on the API, which a restarted daemon acts on again)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     # -- the background part ----------------------------------------------------------
 
@@ -122,8 +140,9 @@ class PreemptionActions:
              component: str) -> None:
         node = result.nominated_node
         failed = False
-        log.info("preempting %d pod(s) on %s for %s", len(victims), node, preemptor.key,
-                 extra={"pod": preemptor.key, "node": node})
+        if self.verbosity >= 2:
+            log.info("preempting %d pod(s) on %s for %s", len(victims), node,
+                     preemptor.key, extra={"pod": preemptor.key, "node": node})
         try:
             for pod in result.clear_nominations:
                 try:
@@ -155,9 +174,10 @@ class PreemptionActions:
             if failed:
                 # The preemptor may otherwise wait for events that never come.
                 self._activate(preemptor.uid)
-            log.info("preemption for %s on %s finished%s", preemptor.key, node,
-                     " with errors" if failed else "",
-                     extra={"pod": preemptor.key, "node": node})
+            if self.verbosity >= 2 or failed:
+                log.info("preemption for %s on %s finished%s", preemptor.key, node,
+                         " with errors" if failed else "",
+                         extra={"pod": preemptor.key, "node": node})
 
     def _preempt(self, preemptor: Pod, victim: Pod, node: str, component: str) -> bool:
         """DisruptionTarget, then delete, then the `Preempted` event (PreemptPod).
@@ -170,9 +190,10 @@ class PreemptionActions:
         like a bound pod."""
         in_pre_bind = self.state.in_pre_bind.get(victim.uid)
         if in_pre_bind is not None and in_pre_bind.cancel(f"preempted by {self.plugin}"):
-            log.info("preempted %s, in PreBind on %s, for %s: its binding is called off",
-                     victim.key, node, preemptor.key,
-                     extra={"pod": victim.key, "node": node})
+            if self.verbosity >= 2:
+                log.info("preempted %s, in PreBind on %s, for %s: its binding is called "
+                         "off", victim.key, node, preemptor.key,
+                         extra={"pod": victim.key, "node": node})
             self.events.event(
                 api.pod_ref(victim.namespace, victim.name, victim.uid), "Normal",
                 "Preempted", f"Preempted by pod {preemptor.uid} on node {node} "
@@ -191,8 +212,9 @@ class PreemptionActions:
             log.error("cannot preempt %s for %s: %s", victim.key, preemptor.key, exc)
             return False
         if deleted:
-            log.info("preempted %s on %s for %s", victim.key, node, preemptor.key,
-                     extra={"pod": victim.key, "node": node})
+            if self.verbosity >= 2:
+                log.info("preempted %s on %s for %s", victim.key, node, preemptor.key,
+                         extra={"pod": victim.key, "node": node})
             self.events.event(
                 api.pod_ref(victim.namespace, victim.name, victim.uid), "Normal",
                 "Preempted", f"Preempted by pod {preemptor.uid} on node {node}",
