@@ -123,5 +123,4 @@ class Scheduler:
         # Victims' deletions in flight finish or are cut off with the process; what
         # they leave undone a restarted daemon redoes from the nomination on the API.
         self.preemption.wait(min(grace, 1.0))
-        self.preemption.shutdown()
         return finished

@@ -31,13 +31,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as futures_wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from policyd.daemon.event_recorder import EventSink
 from policyd.daemon.scheduling_state import LOGGER, SchedulingState
-from policyd.daemon.thread_names import name_current_thread
 from policyd.framework.interfaces import PostFilterResult
 from policyd.kube import api
 from policyd.kube.client import ApiError, KubeClient
@@ -48,8 +46,6 @@ log = logging.getLogger(LOGGER)
 
 # Victims deleted at once per preemption (upstream's parallelizer, 16 by default).
 PARALLEL_VICTIMS = 16
-# Preemptions whose API calls run at once; more wait for a free worker.
-PARALLEL_PREEMPTIONS = 32
 CALL_TIMEOUT = 30.0
 # What the Preempted event of a victim whose binding was called off ends with:
 # upstream's words, kept as they are (tools match kube-scheduler's events).
@@ -80,12 +76,7 @@ class PreemptionActions:
         self._activate = activate or self._activate_in_queue
         self._lock = threading.Lock()
         self._running: dict[str, _Running] = {}
-        # Upstream starts a goroutine per preemption; a thread started per preemption
-        # here held the scheduling loop until it ran (Thread.start waits for it), so
-        # preemptions run on a pool wide enough that none waits behind another's calls.
-        self._pool = ThreadPoolExecutor(PARALLEL_PREEMPTIONS, "policyd-preempt",
-                                        initializer=name_current_thread)
-        self._futures: set[Future[None]] = set()
+        self._threads: list[threading.Thread] = []
 
     # -- from the scheduling loop ---------------------------------------------------------
 
@@ -97,13 +88,12 @@ class PreemptionActions:
         if not victims:
             return False
         with self._lock:
-            try:
-                future = self._pool.submit(self._run, preemptor, result, victims, component)
-            except RuntimeError:  # shut down: we are stopping
-                return False
             self._running[preemptor.uid] = _Running()
-            self._futures = {f for f in self._futures if not f.done()}
-            self._futures.add(future)
+        thread = threading.Thread(
+            target=self._run, args=(preemptor, result, victims, component),
+            name=f"preempt-{preemptor.name}", daemon=True)
+        self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        thread.start()
         return True
 
     def running(self, uid: str) -> bool:
@@ -125,14 +115,9 @@ class PreemptionActions:
 
     def wait(self, timeout: float) -> bool:
         """Wait for the preemptions in flight (tests, shutdown); True if all ended."""
-        with self._lock:
-            pending = set(self._futures)
-        return not futures_wait(pending, timeout).not_done
-
-    def shutdown(self) -> None:
-        """Stopping: preemptions not started yet are dropped (their preemptors keep
-        the nomination on the API, which a restarted daemon acts on again)."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        for t in list(self._threads):
+            t.join(timeout)
+        return not any(t.is_alive() for t in self._threads)
 
     # -- the background part ----------------------------------------------------------
 
