@@ -410,7 +410,6 @@ def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleRe
         idx = np.arange(len(nodes))
     else:
         idx = np.array(sorted(table.index[n] for n in names if n in table.index), np.int64)
-    candidates = idx
     if rejections.node_to_status:
         rows = [table.index[n] for n in rejections.node_to_status if n in table.index]
         idx = idx[~np.isin(idx, np.array(rows, np.int64))]
@@ -420,9 +419,9 @@ def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleRe
     if feasible.size == 0:
         # The reasons of the nodes the nominated pods' pass rejected (of the
         # candidates, and the pod's own nominated node), then every other node's.
+        # (PreFilter narrows to a set of names: `names`, None when it kept them all.)
         for n in rejections.node_to_status:
-            row = table.index.get(n)
-            if row is not None and (n == own or bool(np.isin(row, candidates))):
+            if n in table.index and (n == own or names is None or n in names):
                 _note_rejection(result.diagnosis, rejections, n)
         if own_row is not None and own not in rejections.node_to_status and not bool(
                 np.isin(own_row, idx)):

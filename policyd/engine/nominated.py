@@ -100,13 +100,15 @@ def _incremental(fw: Framework, pod: Pod, cluster: ClusterState, base: CycleStat
     """addGENominatedPods and the filters on one node; an error is returned."""
     original = cluster.get(node_name)
     assert original is not None  # yielded_to keeps known nodes only
-    state = base.clone()
+    extensions = fw.pre_filter_extensions_run(base)
+    state = base.clone() if extensions else base
     info = original.clone()
     for p in pods:
         info.add_pod(p)
-        status = fw.run_pre_filter_extension_add_pod(state, pod, p, info)
-        if status is not None:
-            return status
+        if extensions:
+            status = fw.run_pre_filter_extension_add_pod(state, pod, p, info)
+            if status is not None:
+                return status
     status = fw.run_filters_on_node(state, pod, info)
     if status is None:
         return None

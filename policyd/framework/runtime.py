@@ -309,6 +309,12 @@ class Framework:
             return None, rejected, narrowing | {rejected.plugin}
         return result, None, narrowing
 
+    def pre_filter_extensions_run(self, state: CycleState) -> bool:
+        """Whether any PreFilter plugin with extensions runs them for this cycle (its
+        PreFilter did not Skip): otherwise adding and removing pods leaves `state` as
+        it is, and what only reads it need not copy it."""
+        return any(pl.name not in state.skip_filter for pl in self.pre_filter_extensions)
+
     def run_pre_filter_extension_add_pod(self, state: CycleState, pod: Pod,
                                          pod_to_add: Pod, node: NodeInfo) -> Status | None:
         """RunPreFilterExtensionAddPod: every PreFilter plugin with extensions whose

@@ -116,7 +116,23 @@ def nodes_preemption_might_help(diagnosis: Diagnosis, nodes: Sequence[NodeInfo]
     undo, in the cluster's node order. Upstream lists them in snapshot order when the
     absent nodes' status matches and in map order (random) otherwise; policyd uses one
     stable order, which the random offset then rotates."""
-    return [n for n in nodes if node_status(diagnosis, n.name).code is Code.UNSCHEDULABLE]
+    statuses = diagnosis.node_to_status
+    absent = (diagnosis.absent_nodes_status or _DEFAULT_ABSENT).code is Code.UNSCHEDULABLE
+    # Thousands of nodes share a few status objects: each one's code is asked once.
+    helps: dict[int, bool] = {}
+    out = []
+    for n in nodes:
+        status = statuses.get(n.name)
+        if status is None:
+            if absent:
+                out.append(n)
+            continue
+        verdict = helps.get(id(status))
+        if verdict is None:
+            verdict = helps[id(status)] = status.code is Code.UNSCHEDULABLE
+        if verdict:
+            out.append(n)
+    return out
 
 
 class Evaluator:
@@ -137,6 +153,9 @@ class Evaluator:
         self.incremental = (framework.pre_filter_state_follows_pods if incremental is None
                             else incremental)
         self._base: CycleState | None = None
+        # Whether any PreFilterExtensions plugin runs for the pod (did not Skip): when
+        # none does, no dry run changes the PreFilter state, and none copies it.
+        self._extensions = False
 
     def _base_state(self) -> CycleState | None:
         """The PreFilter state every incremental dry run clones, computed once; None
@@ -149,6 +168,7 @@ class Evaluator:
                 self.incremental = False
                 return None
             self._base = state
+            self._extensions = self.framework.pre_filter_extensions_run(state)
         return self._base
 
     def dry_run(self, potential: Sequence[NodeInfo], offset: int, num_candidates: int
@@ -200,19 +220,23 @@ class Evaluator:
         """SelectVictimsOnNode on a clone of the PreFilter state and of the node."""
         pod = self.pod
         fw = self.framework
-        state = base.clone()
-        info = original.clone()
+        extensions = self._extensions
         # Upstream removes them in the node's order, then sorts (the order matters to
         # PodTopologySpread's critical paths).
         potential = [p for p in original.pods.values() if p.priority < pod.priority]
-        for p in potential:
-            info.remove_pod(p)
-            status = fw.run_pre_filter_extension_remove_pod(state, pod, p, info)
-            if status is not None:
-                return (), 0, status
         if not potential:
             return (), 0, Status.unresolvable(NO_VICTIMS)
-        status = self._incremental_filters(state, info)
+        state = base.clone() if extensions else base
+        info = original.clone()
+        for p in potential:
+            info.remove_pod(p)
+            if extensions:
+                status = fw.run_pre_filter_extension_remove_pod(state, pod, p, info)
+                if status is not None:
+                    return (), 0, status
+        ahead = [p for p in self.nominated.get(info.name, ())
+                 if p.priority >= pod.priority and p.uid != pod.uid]
+        status = self._incremental_filters(state, info, ahead)
         if status is not None:
             return (), 0, status
         # Every filter passed on this node: those that read the node alone pass in
@@ -225,41 +249,42 @@ class Evaluator:
         for group, breaks_budget in ((violating, True), (clean, False)):
             for p in group:
                 info.add_pod(p)
-                status = fw.run_pre_filter_extension_add_pod(state, pod, p, info)
-                if status is not None:
-                    return (), 0, status
-                status = self._incremental_filters(state, info, filters)
+                if extensions:
+                    status = fw.run_pre_filter_extension_add_pod(state, pod, p, info)
+                    if status is not None:
+                        return (), 0, status
+                status = self._incremental_filters(state, info, ahead, filters)
                 if status is None:
                     continue
                 # Anything but success, an error too, makes `p` a victim (upstream).
                 info.remove_pod(p)
-                status = fw.run_pre_filter_extension_remove_pod(state, pod, p, info)
-                if status is not None:
-                    return (), 0, status
+                if extensions:
+                    status = fw.run_pre_filter_extension_remove_pod(state, pod, p, info)
+                    if status is not None:
+                        return (), 0, status
                 victims.append(p)
                 violations += breaks_budget
         if violating and clean:
             victims.sort(key=importance_key)
         return tuple(victims), violations, None
 
-    def _incremental_filters(self, state: CycleState, info: NodeInfo,
+    def _incremental_filters(self, state: CycleState, info: NodeInfo, ahead: Sequence[Pod],
                              filters: Sequence[BoundFilter] | None = None) -> Status | None:
         """RunFilterPluginsWithNominatedPods on the dry run's own state and node copy:
-        with the nominated pods of at least the pod's priority added to clones of both
-        (addGENominatedPods), then, when there were any, without them. `filters`: which
-        (all by default), as `Framework.run_filters_on_node`."""
+        with `ahead` (the node's nominated pods of at least the pod's priority) added
+        to clones of both (addGENominatedPods), then, when there were any, without
+        them. `filters`: which (all by default), as `Framework.run_filters_on_node`."""
         pod = self.pod
         fw = self.framework
-        ahead = [p for p in self.nominated.get(info.name, ())
-                 if p.priority >= pod.priority and p.uid != pod.uid]
         if ahead:
-            with_ahead = state.clone()
+            with_ahead = state.clone() if self._extensions else state
             placed = info.clone()
             for p in ahead:
                 placed.add_pod(p)
-                status = fw.run_pre_filter_extension_add_pod(with_ahead, pod, p, placed)
-                if status is not None:
-                    return status
+                if self._extensions:
+                    status = fw.run_pre_filter_extension_add_pod(with_ahead, pod, p, placed)
+                    if status is not None:
+                        return status
             status = fw.run_filters_on_node(with_ahead, pod, placed, filters)
             if status is not None:
                 return status

@@ -1,4 +1,9 @@
-from policyd.framework.fit_error import Diagnosis, fit_error_message, truncate_event_message
+from policyd.framework.fit_error import (
+    Diagnosis,
+    fit_error_message,
+    reason_counts,
+    truncate_event_message,
+)
 from policyd.framework.status import Status
 
 
@@ -53,3 +58,22 @@ def test_event_message_is_truncated_to_1024() -> None:
     assert truncate_event_message("x" * 10) == "x" * 10
     long = truncate_event_message("y" * 5000)
     assert len(long) == 1024 and long.endswith("...")
+
+
+def test_a_status_shared_by_many_nodes_counts_once_per_node() -> None:
+    # Plugins hand the same status object to every node failing alike; an equal one
+    # made apart counts the same, and the reasons keep their first-seen order.
+    shared = Status.unschedulable("Insufficient cpu", "Too many pods")
+    d = Diagnosis()
+    for i in range(7):
+        d.node_to_status[f"s{i}"] = shared
+    d.node_to_status["x"] = Status.unschedulable("Insufficient cpu")
+    d.node_to_status["y"] = Status.unresolvable("node(s) were unschedulable")
+    d.node_to_status["z"] = shared
+    assert reason_counts(d.node_to_status) == {
+        "Insufficient cpu": 9, "Too many pods": 8, "node(s) were unschedulable": 1}
+    assert list(reason_counts(d.node_to_status)) == [
+        "Insufficient cpu", "Too many pods", "node(s) were unschedulable"]
+    assert fit_error_message(10, d) == (
+        "0/10 nodes are available: 1 node(s) were unschedulable, 8 Too many pods, "
+        "9 Insufficient cpu.")

@@ -327,3 +327,8 @@ def test_only_unschedulable_nodes_are_potential_candidates() -> None:
     diagnosis = Diagnosis(dict(statuses), absent_nodes_status=Status.unschedulable("c"))
     assert [n.name for n in nodes_preemption_might_help(diagnosis, cluster.node_infos())] \
         == ["n0", "n2", "n3"]
+    # Nodes sharing one status object each get its verdict.
+    shared = Status.unschedulable("d")
+    diagnosis = Diagnosis({"n0": shared, "n1": Status.unresolvable("b"), "n2": shared})
+    assert [n.name for n in nodes_preemption_might_help(diagnosis, cluster.node_infos())] \
+        == ["n0", "n2"]
