@@ -14,7 +14,7 @@ not have gives an empty map, as upstream's map wrapper does, so
 How it maps onto cel-expr-python: the four fields are declared as the qualified
 variables `device.driver`, ... (the checker resolves `device.attributes` to one
 variable), so type checking is upstream's for every field an expression can use; an
-unknown field is reported as upstream's "undefined field". Upstream's empty-map
+unknown field is reported as upstream's "undefined field" (`messages.py`). Upstream's empty-map
 default cannot be given to cel-cpp as a map, so the compiled tree is read once
 (`_DomainUse`): when the domain maps are only indexed with constant domains
 (`device.attributes["gpu.example.com"]`, `device.attributes.gpu`, `has(...)`), each
@@ -39,7 +39,6 @@ kube-scheduler's holds 10: a difference of speed only.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -69,7 +68,7 @@ _DRIVER = "device.driver"
 _MULTI = "device.allowMultipleAllocations"
 _ATTRIBUTES = "device.attributes"
 _CAPACITY = "device.capacity"
-_FIELDS = {"driver", "allowMultipleAllocations", "attributes", "capacity"}
+_FIELDS = frozenset({"driver", "allowMultipleAllocations", "attributes", "capacity"})
 
 _M = cel.Type.Map
 _VARIABLES = {
@@ -225,30 +224,16 @@ def compile_device_selector(expression: str) -> DeviceSelector:
 def _compile_uncached(expression: str) -> DeviceSelector | CelCompileError:
     try:
         compiled = environment.compile_expression(_device_env(), expression,
-                                                  prefix="compilation failed: ")
+                                                  prefix="compilation failed: ",
+                                                  objects={"device": _FIELDS})
     except CelCompileError as e:
-        return _with_field_names(e)
+        return e
     if compiled.output_type not in ("bool", "dyn"):
         # DynType stands in for upstream's AnyType: an attribute's value.
         return CelCompileError(
             f"must evaluate to bool or the unknown type, not {compiled.output_type}",
             expression)
     return DeviceSelector(expression, compiled)
-
-
-def _with_field_names(error: CelCompileError) -> CelCompileError:
-    """cel-cpp reports `device.foo` as an undeclared qualified name; cel-go, whose
-    `device` is an object, as "undefined field 'foo'"."""
-    def field(match: re.Match[str]) -> str:
-        name = match.group(1).split(".")[0]
-        return match.group(0) if name in _FIELDS else f"undefined field '{name}'"
-
-    message = _UNDECLARED_FIELD.sub(field, error.message)
-    return CelCompileError(message, error.expression, error.line, error.column)
-
-
-_UNDECLARED_FIELD = re.compile(r"undeclared reference to 'device\.([A-Za-z0-9_.]+)' "
-                               r"\(in container ''\)")
 
 
 # --- upstream's empty map for a missing domain ----------------------------------------

@@ -45,14 +45,16 @@ class Compiled:
     output_type: str
 
 
-def compile_expression(env: Any, expression: str, prefix: str = "") -> Compiled:
+def compile_expression(env: Any, expression: str, prefix: str = "",
+                       objects: Mapping[str, frozenset[str]] | None = None) -> Compiled:
     """Parse and type-check `expression`; CelCompileError carries the checker's
     issues (after `prefix`, e.g. upstream's "compilation failed: ") and the first
-    issue's line and column."""
+    issue's line and column. `objects`: variables declared as qualified names
+    (`device.driver`, ...), by object name, with their fields."""
     try:
         program = env.compile(expression)
     except RuntimeError as e:
-        issues = messages.compile_issues(str(e))
+        issues = messages.compile_issues(str(e), expression, objects)
         position = messages.first_position(issues)
         line, column = position if position else (None, None)
         raise CelCompileError(prefix + issues, expression, line, column) from None
