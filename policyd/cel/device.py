@@ -16,10 +16,12 @@ variables `device.driver`, ... (the checker resolves `device.attributes` to one
 variable), so type checking is upstream's for every field an expression can use; an
 unknown field is reported as upstream's "undefined field" (`messages.py`). Upstream's empty-map
 default cannot be given to cel-cpp as a map, so the compiled tree is read once
-(`_DomainUse`): when the domain maps are only indexed with constant domains
+(`_view_of`): when the domain maps are only indexed with constant domains
 (`device.attributes["gpu.example.com"]`, `device.attributes.gpu`, `has(...)`), each
 such domain the device lacks is added as an empty map, which is exactly upstream's
-result. When an expression also uses a domain map whole (`"x" in device.attributes`,
+result (and the domains it never names are left out of its input: they cannot be
+observed, and converting them is most of an evaluation's cost). When an expression
+also uses a domain map whole (`"x" in device.attributes`,
 `.size()`, a macro over it, `cel.bind` of it), nothing is added, so enumeration
 stays right, and a lookup of a missing domain fails with "no such key: <domain>"
 where upstream would go on with an empty map: the one known difference.
@@ -42,7 +44,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cel_expr_python import cel
@@ -108,23 +110,48 @@ class DeviceDataError(CelRuntimeError):
     the message names the attribute or capacity and what is wrong with it."""
 
 
-@dataclass(frozen=True, slots=True)
-class _DomainUse:
-    """Which constant domains an expression looks up in one of the domain maps, and
-    whether it uses that map in any other way (then no empty maps are added)."""
-
-    domains: frozenset[str]
-    whole: bool
+# What of one domain map (attributes or capacity) an expression can observe: nothing
+# (None), the whole map (_WHOLE: it is enumerated, tested with `in`, bound, ...), or
+# only the constant domains it looks up, each padded to an empty map when missing.
+_WHOLE = "whole"
+_MapView = frozenset[str] | str | None
+# Per selector: whether it reads device.driver and device.allowMultipleAllocations,
+# and its view of the two maps. Selectors with the same view share a device's
+# converted input (DeviceInput.activation).
+_View = tuple[bool, bool, _MapView, _MapView]
 
 
 @dataclass(frozen=True, slots=True)
 class DeviceInput:
-    """A device as the selector sees it, built once and reusable across selectors."""
+    """A device as selectors see it, built once and reusable across selectors and
+    scheduling cycles (while the ResourceSlice is unchanged): it keeps the library's
+    converted form of each view selectors took of it, which is most of an
+    evaluation's cost."""
 
     driver: str
     allow_multiple_allocations: bool
     attributes: Mapping[str, Mapping[str, Any]]
     capacity: Mapping[str, Mapping[str, Any]]
+    _activations: dict[_View, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def activation(self, view: _View) -> Any:
+        """The library's input for selectors with this view (built on first use;
+        two threads may both build it, harmlessly)."""
+        found = self._activations.get(view)
+        if found is None:
+            uses_driver, uses_multi, attributes, capacity = view
+            data: dict[str, Any] = {}
+            if uses_driver:
+                data[_DRIVER] = self.driver
+            if uses_multi:
+                data[_MULTI] = self.allow_multiple_allocations
+            if attributes is not None:
+                data[_ATTRIBUTES] = _visible(self.attributes, attributes)
+            if capacity is not None:
+                data[_CAPACITY] = _visible(self.capacity, capacity)
+            found = _device_env().Activation(data)
+            self._activations[view] = found
+        return found
 
 
 def prepare_device(driver: str, device: Mapping[str, Any]) -> DeviceInput:
@@ -153,16 +180,14 @@ def prepare_device(driver: str, device: Mapping[str, Any]) -> DeviceInput:
 class DeviceSelector:
     """One compiled selector. `matches` is safe to call from several threads."""
 
-    __slots__ = ("_attributes_use", "_capacity_use", "_program", "expression", "max_cost",
-                 "output_type")
+    __slots__ = ("_program", "_view", "expression", "max_cost", "output_type")
 
     def __init__(self, expression: str, compiled: environment.Compiled) -> None:
         self.expression = expression
         self._program = compiled.program
         self.output_type = compiled.output_type
         self.max_cost = estimate(compiled.ast, _SHAPES)
-        self._attributes_use = _domain_use(compiled.ast, _ATTRIBUTES)
-        self._capacity_use = _domain_use(compiled.ast, _CAPACITY)
+        self._view = _view_of(compiled.ast)
 
     def __repr__(self) -> str:
         return f"DeviceSelector({self.expression!r})"
@@ -181,14 +206,8 @@ class DeviceSelector:
         """`matches` for a device already prepared (`prepare_device`)."""
         if self.max_cost > CEL_SELECTOR_MAX_COST:
             raise CelRuntimeError(_COST_LIMIT_EXCEEDED, self.expression)
-        data = {
-            _DRIVER: device.driver,
-            _MULTI: device.allow_multiple_allocations,
-            _ATTRIBUTES: _padded(device.attributes, self._attributes_use),
-            _CAPACITY: _padded(device.capacity, self._capacity_use),
-        }
         try:
-            result = self._program.eval(data=data)
+            result = self._program.eval(device.activation(self._view))
         except RuntimeError as e:  # the binding refuses a value or fails internally
             raise CelRuntimeError(messages.runtime(str(e)), self.expression) from None
         return results.as_bool(result, self.expression)
@@ -238,33 +257,42 @@ def _compile_uncached(expression: str) -> DeviceSelector | CelCompileError:
 
 # --- upstream's empty map for a missing domain ----------------------------------------
 
-def _domain_use(ast: CheckedAst, variable: str) -> _DomainUse:
-    domains: set[str] = set()
-    whole = False
+def _view_of(ast: CheckedAst) -> _View:
+    idents: set[str] = set()
+    domains: dict[str, set[str]] = {_ATTRIBUTES: set(), _CAPACITY: set()}
+    whole: set[str] = set()
     stack: list[tuple[Node, Node | None]] = [(ast.root, None)]
     while stack:
         node, parent = stack.pop()
         stack.extend((child, node) for child in node.children())
-        if node.kind != "ident" or node.name != variable:
+        if node.kind != "ident":
+            continue
+        idents.add(node.name)
+        if node.name not in domains:
             continue
         if (parent is not None and parent.kind == "call" and parent.name == "_[_]"
-                and parent.args and parent.args[0] is node and len(parent.args) == 2
+                and len(parent.args) == 2 and parent.args[0] is node
                 and parent.args[1].kind == "const" and isinstance(parent.args[1].value, str)):
-            domains.add(parent.args[1].value)
+            domains[node.name].add(parent.args[1].value)
         elif parent is not None and parent.kind == "select" and parent.operand is node:
-            domains.add(parent.name)
+            domains[node.name].add(parent.name)
         else:
-            whole = True
-    return _DomainUse(frozenset(domains), whole)
+            whole.add(node.name)
+
+    def map_view(variable: str) -> _MapView:
+        if variable not in idents:
+            return None
+        return _WHOLE if variable in whole else frozenset(domains[variable])
+
+    return (_DRIVER in idents, _MULTI in idents, map_view(_ATTRIBUTES), map_view(_CAPACITY))
 
 
-def _padded(maps: Mapping[str, Mapping[str, Any]], use: _DomainUse) -> Mapping[str, Any]:
-    if use.whole or not use.domains or use.domains <= maps.keys():
+def _visible(maps: Mapping[str, Mapping[str, Any]], view: _MapView) -> Mapping[str, Any]:
+    if view == _WHOLE or not isinstance(view, frozenset):
         return maps
-    padded = dict(maps)
-    for domain in use.domains - maps.keys():
-        padded[domain] = {}
-    return padded
+    # Upstream's map answers every domain it lacks with an empty map; domains the
+    # expression never names cannot be observed, so they are left out.
+    return {domain: maps.get(domain, {}) for domain in view}
 
 
 # --- device JSON ----------------------------------------------------------------------

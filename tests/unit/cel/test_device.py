@@ -342,3 +342,16 @@ def test_malformed_devices_are_named_not_tracebacks(device: dict[str, Any],
     with pytest.raises(DeviceDataError) as err:
         selector.matches(DRIVER, {"name": "d", **device})
     assert message in str(err.value)
+
+
+def test_views_of_one_prepared_device_do_not_leak_into_each_other() -> None:
+    # One selector sees a missing domain as an empty map, the other enumerates the
+    # domains: the same prepared device must answer each as upstream does.
+    prepared = prepare_device(DRIVER, {"name": "d", "attributes": {"x": {"int": 1}}})
+    padded = compile_device_selector('device.attributes["other.example.com"].size() == 0')
+    whole = compile_device_selector('"other.example.com" in device.attributes')
+    counted = compile_device_selector("device.attributes.size() == 1")
+    for _ in range(2):
+        assert padded.matches_input(prepared) is True
+        assert whole.matches_input(prepared) is False
+        assert counted.matches_input(prepared) is True
