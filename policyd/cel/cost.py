@@ -30,6 +30,8 @@ from policyd.cel.checked_ast import CheckedAst, Node
 
 UNBOUNDED = 2**64 - 1
 _STRING_TRAVERSAL = 0.1
+# String methods whose result is no longer than their receiver.
+_SAME_SIZE = frozenset({"lowerAscii", "upperAscii", "trim", "substring", "charAt", "find"})
 _REGEX_LENGTH = 0.25
 
 
@@ -157,6 +159,10 @@ class _Estimator:
             return Shape(1)
         if n.kind == "call" and n.name == "dyn" and n.args:
             return self.shape(n.args[0])
+        if n.kind == "call" and n.name == "_+_" and len(n.args) == 2:
+            return Shape(_sat(self.shape(n.args[0]).size + self.shape(n.args[1]).size))
+        if n.kind == "call" and n.operand is not None and n.name in _SAME_SIZE:
+            return Shape(self.shape(n.operand).size)
         return Shape(UNBOUNDED)
 
 

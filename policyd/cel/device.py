@@ -247,11 +247,15 @@ def _compile_uncached(expression: str) -> DeviceSelector | CelCompileError:
                                                   objects={"device": _FIELDS})
     except CelCompileError as e:
         return e
-    if compiled.output_type not in ("bool", "dyn"):
-        # DynType stands in for upstream's AnyType: an attribute's value.
-        return CelCompileError(
-            f"must evaluate to bool or the unknown type, not {compiled.output_type}",
-            expression)
+    output = compiled.output_type
+    explicit_dyn = compiled.ast.root.kind == "call" and compiled.ast.root.name == "dyn"
+    if output != "bool" and (output != "dyn" or explicit_dyn):
+        # Attribute values are declared dyn here, AnyType (google.protobuf.Any) upstream,
+        # which accepts one as a result; an explicit dyn() it refuses.
+        if output.startswith("map("):
+            output = output.replace("dyn", "google.protobuf.Any")
+        return CelCompileError(f"must evaluate to bool or the unknown type, not {output}",
+                               expression)
     return DeviceSelector(expression, compiled)
 
 

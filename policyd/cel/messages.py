@@ -26,8 +26,16 @@ _RUNTIME: list[tuple[re.Pattern[str], str]] = [
     # cel-go: errDivideByZero, errModulusByZero.
     (re.compile(r"^divide by zero$"), "division by zero"),
     (re.compile(r"^modulus by zero$"), "modulus by zero"),
-    # cel-go: list.Get's "index out of range in list size".
-    (re.compile(r"^[Ii]ndex out of bounds.*$"), "index out of range"),
+    # cel-go's list index error.
+    (re.compile(r"^Index error: index=(-?\d+) size=\d+$"), r"index out of bounds: \1"),
+    # cel-go's string conversions and range errors.
+    (re.compile(r"^cannot convert string to (int|uint|double)$"),
+     r"type conversion error from 'string' to '\1'"),
+    (re.compile(r"^(int64|double) out of uint64 range$"), "unsigned integer overflow"),
+    (re.compile(r"^(uint64|double) out of int64 range$"), "integer overflow"),
+    # RE2's parse errors in Go regexp's words, for the two a typo most often makes.
+    (re.compile(r"^invalid regular expression: missing ([\])]): (.*)$", re.S),
+     r"error parsing regexp: missing closing \1: `\2`"),
 ]
 
 
@@ -58,9 +66,53 @@ def compile_issues(text: str, expression: str,
     object to cel-go, which reports an unknown field `device.model` as
     "undefined field 'model'" at the dot."""
     blocks = strip_status(text).split("\nERROR: ")
-    fixed = [_first_name(b if i == 0 else "ERROR: " + b, expression, objects or {})
+    fixed = [_member_call(_first_name(b if i == 0 else "ERROR: " + b, expression,
+                                      objects or {}), expression)
              for i, b in enumerate(blocks)]
-    return "\n".join(fixed)
+    return "\n".join(fixed).replace("cannot be the range of a comprehension",
+                                    "cannot be range of a comprehension")
+
+
+_NO_OVERLOAD = re.compile(r"^(ERROR: <input>:(\d+):(\d+): found no matching overload for "
+                          r"'[^']*' applied to ')\((.*)\)('.*)$", re.S)
+
+
+def _member_call(block: str, expression: str) -> str:
+    """cel-go writes a method call's argument types as `target.(args)`, cel-cpp as
+    `(target, args)`. A method call is one whose name follows a dot: the reported
+    column is the "(" after the name."""
+    match = _NO_OVERLOAD.match(block)
+    if match is None:
+        return block
+    line, column = int(match.group(2)), int(match.group(3))
+    lines = expression.split("\n")
+    if not 1 <= line <= len(lines):
+        return block
+    source = lines[line - 1]
+    if source[column - 1:column] != "(":  # an operator, not a call
+        return block
+    before = source[:column - 1].rstrip()
+    name = re.search(r"([A-Za-z_][A-Za-z0-9_]*)\s*$", before)
+    if name is None or not before[:name.start()].rstrip().endswith("."):
+        return block
+    types = _split_types(match.group(4))
+    if not types:
+        return block
+    return f"{match.group(1)}{types[0]}.({', '.join(types[1:])}){match.group(5)}"
+
+
+def _split_types(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        if c in "(<":
+            depth += 1
+        elif c in ")>":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    last = text[start:].strip()
+    return [*parts, last] if last else parts
 
 
 _UNDECLARED = re.compile(r"^ERROR: <input>:(\d+):(\d+): undeclared reference to "

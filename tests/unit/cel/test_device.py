@@ -141,7 +141,7 @@ CASES: dict[str, Case] = {
     "quantity result": Case(f'{C}["memory"]', compile_error="must evaluate to bool or the "
                             "unknown type, not kubernetes.Quantity"),
     "map result": Case(A, compile_error="must evaluate to bool or the unknown type, not "
-                                        "map(string, dyn)"),
+                                        "map(string, google.protobuf.Any)"),
     "unknown field": Case("device.model == 1", compile_error="undefined field 'model'"),
     "undeclared variable": Case("gpu.model == 1",
                                 compile_error="undeclared reference to 'gpu'"),
