@@ -132,12 +132,20 @@ class DeviceInput:
     allow_multiple_allocations: bool
     attributes: Mapping[str, Mapping[str, Any]]
     capacity: Mapping[str, Mapping[str, Any]]
-    _activations: dict[_View, Any] = field(default_factory=dict, compare=False, repr=False)
+    _per_thread: threading.local = field(default_factory=threading.local, compare=False,
+                                         repr=False)
 
     def activation(self, view: _View) -> Any:
-        """The library's input for selectors with this view (built on first use;
-        two threads may both build it, harmlessly)."""
-        found = self._activations.get(view)
+        """The library's input for selectors with this view, built on first use. One
+        per thread, kept in thread-local storage that ends with its thread: an
+        Activation evaluated in another thread than the one that built it fails once
+        its builder has ended ("No PyCelArena found for google::protobuf::Arena"), and
+        thread ids are reused."""
+        activations: dict[_View, Any] | None = getattr(self._per_thread, "activations", None)
+        if activations is None:
+            activations = {}
+            self._per_thread.activations = activations
+        found = activations.get(view)
         if found is None:
             uses_driver, uses_multi, attributes, capacity = view
             data: dict[str, Any] = {}
@@ -150,7 +158,7 @@ class DeviceInput:
             if capacity is not None:
                 data[_CAPACITY] = _visible(self.capacity, capacity)
             found = _device_env().Activation(data)
-            self._activations[view] = found
+            activations[view] = found
         return found
 
 
@@ -236,7 +244,9 @@ def compile_device_selector(expression: str) -> DeviceSelector:
         else:
             _cache.move_to_end(expression)
     if isinstance(cached, CelCompileError):
-        raise cached
+        # A fresh exception per call: one raised instance would collect every caller's
+        # traceback and context.
+        raise CelCompileError(cached.message, cached.expression, cached.line, cached.column)
     return cached
 
 

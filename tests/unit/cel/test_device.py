@@ -355,3 +355,46 @@ def test_views_of_one_prepared_device_do_not_leak_into_each_other() -> None:
         assert padded.matches_input(prepared) is True
         assert whole.matches_input(prepared) is False
         assert counted.matches_input(prepared) is True
+
+
+def test_threads_share_one_prepared_device() -> None:
+    prepared = prepare_device(DRIVER, {"name": "d", "attributes": {"cores": {"int": 10}},
+                                       "capacity": {"mem": {"value": "2Gi"}}})
+    selectors = [compile_device_selector(f"{A}.cores > {i}") for i in range(12)]
+    selectors.append(compile_device_selector(f'{C}.mem.isGreaterThan(quantity("1Gi"))'))
+    expected = [i < 10 for i in range(12)] + [True]
+    failures: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for _ in range(50):
+                assert [s.matches_input(prepared) for s in selectors] == expected
+        except BaseException as exc:  # pragma: no cover - reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+
+
+def test_a_prepared_device_outlives_the_threads_that_used_it() -> None:
+    # Thread ids are reused: a thread started after another ended must not be handed
+    # the library input the ended thread built (its arena is gone with it).
+    prepared = prepare_device(DRIVER, {"name": "d", "capacity": {"mem": {"value": "2Gi"}}})
+    selector = compile_device_selector(f'{C}.mem.isGreaterThan(quantity("1Gi"))')
+    outcomes: list[bool | str] = []
+
+    def once() -> None:
+        try:
+            outcomes.append(selector.matches_input(prepared))
+        except CelRuntimeError as e:  # pragma: no cover - reported below
+            outcomes.append(str(e))
+
+    for _ in range(5):
+        t = threading.Thread(target=once)
+        t.start()
+        t.join()
+    assert outcomes == [True] * 5
