@@ -16,14 +16,24 @@ type-checks: it reports compile errors in cel-go's own format and wording
 ("ERROR: <input>:1:7: undeclared reference to 'x'"), infers the result type
 (upstream refuses a selector that cannot yield a bool before any device is seen),
 tells ints from uints from doubles as CEL does, and declares Kubernetes' types and
-methods with overloads checked at compile time. It is also the fastest: a typical
-three-clause selector over a device takes about 10 us per device against 30 us for
-the Rust one (no custom types or checker) and 100 us (compiled runner) to 650 us
-(tree-walker) for cel-python. What it lacks and policyd adds or works around:
+methods with overloads checked at compile time. It is also the fastest: a
+three-clause selector over a plain device map takes about 10 us per evaluation,
+against 30 us for the Rust one (no checker, no custom types) and 100 us (compiled
+runner) to 650 us (tree walker) for cel-python. Through this package's API, on a
+device with six attributes and two capacities: 5-15 us per selector on a device
+prepared once (`prepare_device`, 6-14 us, reusable across selectors and cycles),
+20-40 us when `matches` converts the device each time; the upper ends are
+selectors that call quantity() or semver(), each call a trip into Python.
+What it lacks and policyd adds or works around:
 custom object types (Quantity and Semver travel as one-field protobuf messages,
 `values.py`), a runtime cost counter (a compile-time worst-case estimate instead,
 `cost.py`), and access to the checked tree (read from its serialized form,
 `checked_ast.py`).
+
+Upstream parity is measured, not assumed: tests/unit/cel/test_upstream_table.py runs
+169 cases through kube-scheduler's own CEL (tools/celtable) and requires the same
+compile error, match or runtime error text; the differences left are listed there
+with their reasons.
 
 A leaf package: it imports nothing of policyd, so any layer may use it.
 """

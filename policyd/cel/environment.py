@@ -4,12 +4,16 @@ device selectors and policy rules go through.
 What the environment has, as Kubernetes' base environment (k8s.io/apiserver
 pkg/cel/environment/base.go) at v1.36: the standard functions and macros,
 `cel.bind` (ext.Bindings), the strings extension (`lowerAscii`, `split`, `join`, ...),
-optional types (`?.`, `orValue`), and the quantity and semver libraries
-(`library.py`). What it lacks (cel-expr-python has no such extension; an expression that
-uses one fails to compile with "undeclared reference"): Kubernetes' regex
-(`find`, `findAll`), lists (`isSorted`, `sum`, `min`, `max`, `indexOf` on lists), URL,
-IP, CIDR, format and authz libraries, and cel-go's sets, lists (v3) and two-variable
-comprehension extensions.
+optional types (`?.`, `orValue`), and Kubernetes' quantity, semver and regex
+(`find`, `findAll`) libraries (`library.py`). What it lacks (cel-expr-python has no
+such extension; an expression that uses one fails to compile with "undeclared
+reference"): Kubernetes' lists (`isSorted`, `sum`, `min`, `max`, `indexOf` on lists),
+URL, IP, CIDR, format and authz libraries, cel-go's sets, lists (v3) and
+two-variable comprehension extensions, and DRA's `includes` (meant for list
+attributes, alpha in v1.36). cel-go's compile-time literal checks (a regex, duration
+or timestamp literal that does not parse, a list literal of mixed types) are not
+made either: such an expression fails when evaluated instead. The API server makes
+those checks when it admits an object, so they matter only for files.
 """
 
 from __future__ import annotations
