@@ -124,9 +124,9 @@ _View = tuple[bool, bool, _MapView, _MapView]
 @dataclass(frozen=True, slots=True)
 class DeviceInput:
     """A device as selectors see it, built once and reusable across selectors and
-    scheduling cycles (while the ResourceSlice is unchanged): it keeps the library's
+    scheduling cycles (while its ResourceSlice is unchanged): it keeps the library's
     converted form of each view selectors took of it, which is most of an
-    evaluation's cost."""
+    evaluation's cost, and each selector's verdict."""
 
     driver: str
     allow_multiple_allocations: bool
@@ -134,6 +134,9 @@ class DeviceInput:
     capacity: Mapping[str, Mapping[str, Any]]
     _per_thread: threading.local = field(default_factory=threading.local, compare=False,
                                          repr=False)
+    # Each selector's verdict on this device, by expression: a selector is a pure
+    # function of the device, so the verdict (or the error's text) never changes.
+    _verdicts: dict[str, bool | str] = field(default_factory=dict, compare=False, repr=False)
 
     def activation(self, view: _View) -> Any:
         """The library's input for selectors with this view, built on first use. One
@@ -211,7 +214,21 @@ class DeviceSelector:
         return self.matches_input(prepared)
 
     def matches_input(self, device: DeviceInput) -> bool:
-        """`matches` for a device already prepared (`prepare_device`)."""
+        """`matches` for a device already prepared (`prepare_device`). The verdict is
+        kept on the device, so asking again (the next pod, the next cycle) costs a
+        dict lookup."""
+        verdict = device._verdicts.get(self.expression)
+        if verdict is None:
+            try:
+                verdict = self._evaluate(device)
+            except CelRuntimeError as e:
+                verdict = e.message
+            device._verdicts[self.expression] = verdict
+        if isinstance(verdict, str):
+            raise CelRuntimeError(verdict, self.expression)
+        return verdict
+
+    def _evaluate(self, device: DeviceInput) -> bool:
         if self.max_cost > CEL_SELECTOR_MAX_COST:
             raise CelRuntimeError(_COST_LIMIT_EXCEEDED, self.expression)
         try:

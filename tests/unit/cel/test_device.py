@@ -398,3 +398,17 @@ def test_a_prepared_device_outlives_the_threads_that_used_it() -> None:
         t.start()
         t.join()
     assert outcomes == [True] * 5
+
+
+def test_verdicts_are_kept_on_the_prepared_device() -> None:
+    prepared = prepare_device(DRIVER, {"name": "d", "attributes": {"cores": {"int": 4}}})
+    yes = compile_device_selector(f"{A}.cores == 4")
+    broken = compile_device_selector(f"{A}.missing == 4")
+    for _ in range(2):
+        assert yes.matches_input(prepared) is True
+        with pytest.raises(CelRuntimeError, match=r"^no such key: missing$") as err:
+            broken.matches_input(prepared)
+        assert err.value.expression == broken.expression
+    # A device prepared again (its slice changed) is evaluated again.
+    changed = prepare_device(DRIVER, {"name": "d", "attributes": {"cores": {"int": 5}}})
+    assert yes.matches_input(changed) is False
