@@ -62,7 +62,12 @@ def compile_expression(env: Any, expression: str, prefix: str = "",
         position = messages.first_position(issues)
         line, column = position if position else (None, None)
         raise CelCompileError(prefix + issues, expression, line, column) from None
-    ast = checked_ast.decode(program.serialize())
+    try:
+        ast = checked_ast.decode(program.serialize())
+    except checked_ast.AstDecodeError as e:
+        # Only a library whose serialized form changed gets here; upstream's wording
+        # for a checker that returned something unusable.
+        raise CelCompileError(f"unexpected compilation error: {e}", expression) from None
     return Compiled(program, ast, type_name(program.return_type()))
 
 
