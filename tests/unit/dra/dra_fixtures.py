@@ -28,7 +28,7 @@ from policyd.dra.objects import (
 )
 from policyd.dra.results import AllocationResult
 from policyd.dra.selectors import CelBackend, SelectorCache
-from policyd.dra.state import AllocatedState, gather_allocated_state
+from policyd.dra.state import gather_allocated_state
 from policyd.model.quantity import nano_value
 
 DRIVER_A = "driver-a"
@@ -256,7 +256,3 @@ def picked(results: Iterable[AllocationResult] | None) -> list[list[str]] | None
             for d in result.devices])
     return out
 
-
-def state_of(*ids: tuple[str, str, str]) -> AllocatedState:
-    from policyd.dra.state import DeviceID
-    return AllocatedState(devices=frozenset(DeviceID(*i) for i in ids))
