@@ -225,7 +225,13 @@ class _Search:
     def run(self) -> list[AllocationResult] | None:
         for ci, claim in enumerate(self.claims):
             self._prepare_claim(ci, claim)
-        if not self._allocate_one(0, 0, 0, 0, False, _ORIGIN):
+        try:
+            done = self._allocate_one(0, 0, 0, 0, False, _ORIGIN)
+        except _TooManyDevices:
+            # Only the first claim's limit can reach this far; upstream returns its
+            # internal sentinel as the error then.
+            raise AllocationError("allocation max size exceeded") from None
+        if not done:
             if any(p.invalid for p in self.pools):
                 raise NodeAllocationError("invalid resource pools were encountered")
             return None

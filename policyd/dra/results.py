@@ -33,7 +33,9 @@ class DeviceResult:
         if self.admin_access is not None:
             out["adminAccess"] = self.admin_access
         if self.tolerations:
-            out["tolerations"] = [dict(t.raw) for t in self.tolerations]
+            # With the API server's default operator, as a stored claim has it.
+            out["tolerations"] = [{**t.raw, "operator": t.operator}
+                                  for t in self.tolerations]
         if self.binding_conditions:
             out["bindingConditions"] = list(self.binding_conditions)
         if self.binding_failure_conditions:

@@ -9,9 +9,12 @@ from typing import Any
 
 import pytest
 
-from policyd.dra.errors import AllocationError, NodeAllocationError
+from policyd.dra.errors import AllocationAborted, AllocationError, NodeAllocationError
 from policyd.dra.features import NONE, AllocatorFeatures
 from policyd.dra.nodes import Node
+from policyd.dra.objects import decode_resource_claim
+from policyd.dra.selectors import CelBackend, SelectorCache
+from policyd.model.quantity import nano_value
 from tests.unit.dra.dra_fixtures import (
     CLASS_A,
     CLASS_B,
@@ -19,11 +22,15 @@ from tests.unit.dra.dra_fixtures import (
     DRIVER_B,
     NODE_1,
     NODE_2,
+    FakeCompileError,
+    FakeRuntimeError,
     Scene,
     allocated_claim,
+    build,
     claim,
     device,
     device_class,
+    fake_compile,
     first_available,
     picked,
     request,
@@ -199,6 +206,19 @@ POOLS: dict[str, Case] = {
                one("slice-2", "device-2", node=None, count=2,
                    nodeSelector={"nodeSelectorTerms": [{"matchExpressions": [
                        {"key": "region", "operator": "In", "values": ["r9"]}]}]})]),
+        [[d("req-0", "device-1")]]),
+    "all-mode-multi-host-pool-takes-this-nodes-devices": Case(
+        Scene([claim(CLAIM_0, request("req-0", mode="All"))],
+              [one("slice-1", "device-1", node=NODE_1, count=2),
+               one("slice-2", "device-2", node=NODE_2, count=2)]),
+        [[d("req-0", "device-1")]]),
+    "old-generation-complete-on-this-node-is-used": Case(
+        # Both slices of generation 1 serve node-1, so node-1's view is complete and
+        # generation 2 (on node-2) is not looked at: upstream allocates from it too.
+        Scene([claim(CLAIM_0, request("req-0"))],
+              [one("slice-1a", "device-1", node=NODE_1, count=2, generation=1),
+               one("slice-1b", "device-2", node=NODE_1, count=2, generation=1),
+               one("slice-2", "device-1", node=NODE_2, count=2, generation=2)]),
         [[d("req-0", "device-1")]]),
     "stale-generation-on-other-node-ignores-pool": Case(
         # node-1 still sees generation 1; generation 2 lives only on node-2's slice.
@@ -619,3 +639,34 @@ def test_errors(case: Case) -> None:
 def test_all_features_off_still_allocates_plain_requests() -> None:
     check(Case(Scene([claim(CLAIM_0, request("req-0"))], [one()], features=NONE),
                [[d("req-0", "device-1")]]))
+
+
+def test_selectors_compile_once_and_keep_their_errors() -> None:
+    compiled: list[str] = []
+
+    def counting(expression: str) -> Any:
+        compiled.append(expression)
+        return fake_compile(expression)
+
+    scene = Scene([claim(CLAIM_0, request("req-0", count=2, selectors=["true"])),
+                   claim(CLAIM_1, request("req-0", selectors=["true"]))],
+                  [one("slice-1", "device-1", "device-2", "device-3")])
+    allocator = build(scene, CelBackend(counting, FakeCompileError, FakeRuntimeError))
+    claims = [decode_resource_claim(c, nano_value) for c in scene.claims]
+    assert picked(allocator.allocate(scene.node, claims)) == [
+        [d("req-0", "device-1"), d("req-0", "device-2")], [d("req-0", "device-3")]]
+    allocator.allocate(scene.node, claims)
+    assert sorted(compiled) == ["driver=driver-a", "true"]
+
+    broken = SelectorCache(CelBackend(counting, FakeCompileError, FakeRuntimeError))
+    first, again = broken.get("nonsense"), broken.get("nonsense")
+    assert first is again and first.error == "cannot compile 'nonsense'"
+    assert compiled.count("nonsense") == 1
+
+
+def test_cancelled_search_stops_with_its_cause() -> None:
+    scene = Scene([claim(CLAIM_0, request("req-0"))], [one()])
+    claims = [decode_resource_claim(c, nano_value) for c in scene.claims]
+    with pytest.raises(AllocationAborted) as raised:
+        build(scene).allocate(scene.node, claims, cancelled=lambda: "context deadline exceeded")
+    assert str(raised.value) == "filter operation aborted: context deadline exceeded"
