@@ -139,6 +139,44 @@ CAPACITY: dict[str, Case] = {
                                                                         "k": "all"}),
                               shared("device-2", attributes={"numa": 2}))]),
         [[d("req-0", "device-2"), d("req-1", "device-1")]]),
+    "backing-out-a-second-share-keeps-the-first-shares-counters": Case(
+        # claim-0's share of device-1 holds its only counter. claim-1's req-1 first
+        # shares device-1 too (no counter needed), then must move to device-2 for the
+        # constraint with req-2; undoing that second share must leave device-1 marked
+        # as shared, or req-3's share would be charged the counter again and fail.
+        Scene([claim(CLAIM_0, request("req-0", selectors=["attr:kind=shared"])),
+               claim(CLAIM_1, request("req-1", selectors=["attr:fallback=yes"]),
+                     request("req-2", selectors=["attr:kind=gate"]),
+                     request("req-3", selectors=["attr:kind=shared"]),
+                     constraints=[{"requests": ["req-1", "req-2"],
+                                   "matchAttribute": f"{DRIVER_A}/color"}])],
+              [resource_slice("slice-1",
+                              device("device-1", {"kind": "shared", "fallback": "yes",
+                                                  "color": "red"},
+                                     allowMultipleAllocations=True,
+                                     consumesCounters=[{"counterSet": "set", "counters": {
+                                         "c": {"value": "1"}}}]),
+                              device("device-2", {"fallback": "yes", "color": "blue"}),
+                              device("device-3", {"kind": "gate", "color": "blue"}),
+                              count=2),
+               resource_slice("slice-c", sharedCounters=[
+                   {"name": "set", "counters": {"c": {"value": "1"}}}], count=2)]),
+        [[d("req-0", "device-1")],
+         [d("req-1", "device-2"), d("req-2", "device-3"), d("req-3", "device-1")]]),
+    "allocated-share-consumes-the-pools-counters": Case(
+        Scene([claim(CLAIM_0, request("req-0", selectors=["attr:mode=b"]))],
+              [resource_slice("slice-1",
+                              *(device(f"device-{m}", {"mode": m},
+                                       allowMultipleAllocations=True,
+                                       consumesCounters=[{"counterSet": "set", "counters": {
+                                           "c": {"value": "1"}}}]) for m in "ab"),
+                              count=2),
+               resource_slice("slice-c", sharedCounters=[
+                   {"name": "set", "counters": {"c": {"value": "1"}}}], count=2)],
+              allocated=[claim("other", request("req"), allocation={"devices": {"results": [
+                  {"request": "req", "driver": DRIVER_A, "pool": "pool-1",
+                   "device": "device-a", "shareID": "s-1"}]}})]),
+        None),
     "feature-off-shared-device-is-dedicated": Case(
         Scene([claim(CLAIM_0, request("req-0")), claim(CLAIM_1, request("req-0"))],
               [resource_slice("slice-1", shared("device-1"))],
