@@ -18,7 +18,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from policyd.dra.allocator import Allocator
+from policyd.dra.errors import AllocationError, NodeAllocationError
 from policyd.dra.features import AllocatorFeatures
 from policyd.dra.nodes import Node
 from policyd.dra.objects import (
@@ -256,3 +259,39 @@ def picked(results: Iterable[AllocationResult] | None) -> list[list[str]] | None
             for d in result.devices])
     return out
 
+
+# ------------------------------------------------------------------ cases
+
+
+CLAIM_0 = "claim-0"
+CLAIM_1 = "claim-1"
+
+
+@dataclass
+class Case:
+    scene: Scene
+    expect: list[list[str]] | None = None
+    error: str | None = None
+    node_error: bool = False
+
+
+def check(case: Case) -> None:
+    if case.error is not None:
+        kind = NodeAllocationError if case.node_error else AllocationError
+        with pytest.raises(kind) as raised:
+            run(case.scene)
+        assert str(raised.value) == case.error
+        if not case.node_error:
+            assert not isinstance(raised.value, NodeAllocationError)
+        return
+    assert picked(run(case.scene)) == case.expect
+
+
+def one(name: str = "slice-1", *names: str, **kwargs: Any) -> dict[str, Any]:
+    """A slice with the named devices (device-1 when none)."""
+    return resource_slice(name, *(device(n) for n in (names or ("device-1",))), **kwargs)
+
+
+def d(request_name: str, device_name: str, pool: str = "pool-1",
+      driver: str = DRIVER_A) -> str:
+    return f"{request_name} {driver}/{pool}/{device_name}"

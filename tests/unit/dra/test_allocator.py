@@ -4,74 +4,44 @@ allocated (None), or the error upstream returns."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from policyd.dra.errors import AllocationAborted, AllocationError, NodeAllocationError
+from policyd.dra.errors import AllocationAborted
 from policyd.dra.features import NONE, AllocatorFeatures
 from policyd.dra.nodes import Node
 from policyd.dra.objects import decode_resource_claim
 from policyd.dra.selectors import CelBackend, SelectorCache
 from policyd.model.quantity import nano_value
 from tests.unit.dra.dra_fixtures import (
+    CLAIM_0,
+    CLAIM_1,
     CLASS_A,
     CLASS_B,
     DRIVER_A,
     DRIVER_B,
     NODE_1,
     NODE_2,
+    Case,
     FakeCompileError,
     FakeRuntimeError,
     Scene,
     allocated_claim,
     build,
+    check,
     claim,
+    d,
     device,
     device_class,
     fake_compile,
     first_available,
+    one,
     picked,
     request,
     resource_slice,
-    run,
     sub,
 )
-
-CLAIM_0 = "claim-0"
-CLAIM_1 = "claim-1"
-
-
-@dataclass
-class Case:
-    scene: Scene
-    expect: list[list[str]] | None = None
-    error: str | None = None
-    node_error: bool = False
-
-
-def check(case: Case) -> None:
-    if case.error is not None:
-        kind = NodeAllocationError if case.node_error else AllocationError
-        with pytest.raises(kind) as raised:
-            run(case.scene)
-        assert str(raised.value) == case.error
-        if not case.node_error:
-            assert not isinstance(raised.value, NodeAllocationError)
-        return
-    assert picked(run(case.scene)) == case.expect
-
-
-def one(name: str = "slice-1", *names: str, **kwargs: Any) -> dict[str, Any]:
-    """A slice with the named devices (device-1 when none)."""
-    return resource_slice(name, *(device(n) for n in (names or ("device-1",))), **kwargs)
-
-
-def d(request_name: str, device_name: str, pool: str = "pool-1",
-      driver: str = DRIVER_A) -> str:
-    return f"{request_name} {driver}/{pool}/{device_name}"
-
 
 BASICS: dict[str, Case] = {
     "simple": Case(Scene([claim(CLAIM_0, request("req-0"))], [one()]),

@@ -9,9 +9,14 @@ import pytest
 
 from policyd.dra.features import AllocatorFeatures
 from tests.unit.dra.dra_fixtures import (
+    CLAIM_0,
+    CLAIM_1,
     DRIVER_A,
+    Case,
     Scene,
+    check,
     claim,
+    d,
     device,
     first_available,
     request,
@@ -19,7 +24,6 @@ from tests.unit.dra.dra_fixtures import (
     run,
     sub,
 )
-from tests.unit.dra.test_allocator import CLAIM_0, CLAIM_1, Case, check, d
 
 CLAIM_2 = "claim-2"
 
@@ -177,6 +181,17 @@ CAPACITY: dict[str, Case] = {
                   {"request": "req", "driver": DRIVER_A, "pool": "pool-1",
                    "device": "device-a", "shareID": "s-1"}]}})]),
         None),
+    "shared-device-in-several-requests-with-distinct-constraint": Case(
+        # The constraint covers req-0 and req-1 only: req-1 falls back to its second
+        # sub-request and device-2, while req-2 shares device-1 with req-0.
+        Scene([claim(CLAIM_0, *(first_available(f"req-{i}", sub("a", selectors=["attr:b=true"]),
+                                                sub("b")) for i in range(3)),
+                     constraints=[{"requests": ["req-0", "req-1"],
+                                   "distinctAttribute": f"{DRIVER_A}/b"}])],
+              [resource_slice("slice-1",
+                              device("device-1", {"b": True}, allowMultipleAllocations=True),
+                              device("device-2", {"b": False}, allowMultipleAllocations=True))]),
+        [[d("req-0/a", "device-1"), d("req-1/b", "device-2"), d("req-2/a", "device-1")]]),
     "feature-off-shared-device-is-dedicated": Case(
         Scene([claim(CLAIM_0, request("req-0")), claim(CLAIM_1, request("req-0"))],
               [resource_slice("slice-1", shared("device-1"))],

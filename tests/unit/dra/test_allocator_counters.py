@@ -10,12 +10,17 @@ import pytest
 from policyd.dra.features import AllocatorFeatures
 from policyd.dra.nodes import Node
 from tests.unit.dra.dra_fixtures import (
+    CLAIM_0,
+    CLAIM_1,
     DRIVER_A,
     NODE_1,
     NODE_2,
+    Case,
     Scene,
     allocated_claim,
+    check,
     claim,
+    d,
     device,
     first_available,
     request,
@@ -23,7 +28,6 @@ from tests.unit.dra.dra_fixtures import (
     run,
     sub,
 )
-from tests.unit.dra.test_allocator import CLAIM_0, CLAIM_1, Case, check, d
 
 
 def consumer(name: str, memory: str, counter_set: str = "gpu-0", **extra: Any,

@@ -10,6 +10,7 @@ from policyd.dra.objects import decode_resource_claim
 from policyd.dra.results import AllocationResult
 from policyd.model.quantity import nano_value
 from tests.unit.dra.dra_fixtures import (
+    CLAIM_0,
     CLASS_A,
     CLASS_B,
     DRIVER_A,
@@ -27,7 +28,6 @@ from tests.unit.dra.dra_fixtures import (
     run,
     sub,
 )
-from tests.unit.dra.test_allocator import CLAIM_0
 
 
 def single(scene: Scene) -> AllocationResult:
