@@ -591,7 +591,11 @@ class _Search:
             owner = f"claim {self.claims[key[0]].key}"
         cache = self.owner.selectors
         for i, selector in enumerate(selectors):
-            assert selector.expression is not None  # refused when the request was read
+            if selector.expression is None:
+                # Only a class can get here (a request's are refused up front); the
+                # API server refuses such a class, upstream would crash on it.
+                raise AllocationError(f"{owner}: selector #{i}: CEL expression empty "
+                                      "(unsupported selector type?)")
             compiled = cache.get(selector.expression)
             if compiled.selector is None:
                 raise AllocationError(f"{owner}: selector #{i}: CEL compile error: "

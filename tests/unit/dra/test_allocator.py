@@ -521,6 +521,11 @@ ERRORS: dict[str, Case] = {
             "deviceClassName": CLASS_A, "selectors": [{"other": {}}]}})], [one()]),
         error="claim default/claim-0, request req-0, selector #0: CEL expression empty "
               "(unsupported selector type?)"),
+    "class-selector-of-unknown-type": Case(
+        Scene([claim(CLAIM_0, request("req-0"))], [one()],
+              classes=[{**device_class(), "spec": {"selectors": [{"other": {}}]}}]),
+        error="class class-a: selector #0: CEL expression empty (unsupported selector "
+              "type?)"),
     "unknown-allocation-mode": Case(
         Scene([claim(CLAIM_0, request("req-0", mode="Some"))], [one()]),
         error="claim default/claim-0, request req-0: unsupported count mode Some"),
