@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from policyd.dra.errors import AllocationAborted
+from policyd.dra.errors import AllocationAborted, AllocationError
 from policyd.dra.features import NONE, AllocatorFeatures
 from policyd.dra.nodes import Node
 from policyd.dra.objects import decode_resource_claim
@@ -40,6 +40,7 @@ from tests.unit.dra.dra_fixtures import (
     picked,
     request,
     resource_slice,
+    run,
     sub,
 )
 
@@ -645,3 +646,18 @@ def test_cancelled_search_stops_with_its_cause() -> None:
     with pytest.raises(AllocationAborted) as raised:
         build(scene).allocate(scene.node, claims, cancelled=lambda: "context deadline exceeded")
     assert str(raised.value) == "filter operation aborted: context deadline exceeded"
+
+
+def test_unreadable_slice_node_selector_fails_the_allocation() -> None:
+    # Upstream prints the selector itself (Go's String()) after "parse node selector";
+    # policyd names the broken field instead.
+    scene = Scene([claim(CLAIM_0, request("req-0"))],
+                  [one(node=None, nodeSelector={"nodeSelectorTerms": [{"matchExpressions": [
+                      {"key": "region", "operator": "Near", "values": ["r1"]}]}]})])
+    with pytest.raises(AllocationError) as raised:
+        run(scene)
+    assert str(raised.value) == (
+        "gather pool information: failed to perform node selection for slice slice-1: "
+        "failed to parse node selector: nodeSelectorTerms[0].matchExpressions[0].operator: "
+        'Unsupported value: "Near": supported values: "In", "NotIn", "Exists", '
+        '"DoesNotExist", "Gt", "Lt"')
