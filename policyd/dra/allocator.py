@@ -68,7 +68,7 @@ MAX_RESULTS_PER_CLAIM = 32
 
 # (claim index, request index, sub-request index): one request or sub-request.
 _RequestKey = tuple[int, int, int]
-_ORIGIN = (0, 0, 0)
+_ORIGIN = 0  # search from the first candidate
 
 
 def _random_share_id() -> str:
@@ -148,6 +148,7 @@ class _Candidate:
     device: Device
     slice: ResourceSlice
     pool: Pool
+    index: int  # position in the search order (`_Search.candidates`)
 
 
 @dataclass(slots=True)
@@ -209,9 +210,23 @@ class _Search:
         self.claims = claims
         self.pools = pools
         self.cancelled = cancelled
+        # Every device of the usable pools in search order (pool, slice, device), and
+        # each pool's range in it: a position in this list is upstream's
+        # (pool, slice, device) start location, flattened.
+        self.candidates: list[_Candidate] = []
+        self.pool_ranges: list[tuple[int, int]] = []
+        for pool in pools:
+            first = len(self.candidates)
+            for s in pool.slices:
+                for device in s.devices:
+                    self.candidates.append(_Candidate(
+                        DeviceID(pool.driver, pool.name, device.name), device, s, pool,
+                        len(self.candidates)))
+            self.pool_ranges.append((first, len(self.candidates)))
         self.request_data: dict[_RequestKey, _RequestData] = {}
         self.constraints: list[list[DeviceConstraint]] = []
-        self.matches: dict[tuple[DeviceID, _RequestKey], bool] = {}
+        # per request: whether each candidate passes its selectors (None: not checked)
+        self.matches: dict[_RequestKey, list[bool | None]] = {}
         # device -> indices of the claims it is being allocated for
         self.allocating: dict[DeviceID, set[int]] = {}
         # shared device -> capacity its shares in this attempt consume
@@ -320,7 +335,7 @@ class _Search:
     def _all_devices(self, request: Request, data: _RequestData, key: _RequestKey,
                      where: str) -> list[_Candidate]:
         found = []
-        for pool in self.pools:
+        for pool, (first, end) in zip(self.pools, self.pool_ranges, strict=True):
             if pool.incomplete:
                 raise AllocationError(
                     f"{where}: asks for all devices, but resource pool {pool.id} is "
@@ -329,21 +344,19 @@ class _Search:
                 raise AllocationError(
                     f"{where}: asks for all devices, but resource pool {pool.id} is "
                     "currently invalid")
-            for s in pool.slices:
-                for di, device in enumerate(s.devices):
-                    if not self._selectable(key, data, s, di):
-                        continue
-                    device_id = DeviceID(s.driver, s.pool, device.name)
-                    if (self.features.consumable_capacity
-                            and not self._capacity_fits(request, device_id, device)):
-                        continue
-                    found.append(_Candidate(device_id, device, s, pool))
+            for candidate in self.candidates[first:end]:
+                if not self._selectable(key, data, candidate):
+                    continue
+                if (self.features.consumable_capacity
+                        and not self._capacity_fits(request, candidate.id, candidate.device)):
+                    continue
+                found.append(candidate)
         return found
 
     # ------------------------------------------------------------ the search
 
     def _allocate_one(self, ci: int, ri: int, si: int, di: int, in_sub: bool,
-                      start: tuple[int, int, int]) -> bool:
+                      start: int) -> bool:
         """Place device `di` of request (ci, ri, si) and everything after it;
         True when a full solution was found (its choices then stay in place)."""
         self.owner.stats.steps += 1
@@ -391,41 +404,40 @@ class _Search:
 
         key = (ci, ri, si)
         admin = bool(request.admin_access)
-        start_pool, start_slice, start_device = start
-        for pi in range(start_pool, len(self.pools)):
-            pool = self.pools[pi]
-            if pool.incomplete or pool.invalid:
+        # The hottest loop: what the checks read is bound to locals first.
+        candidates = self.candidates
+        known = self._matches_of(key)
+        allocated = self.owner.allocated.devices
+        allocating = self.allocating
+        check_capacity = self.features.consumable_capacity
+        for index in range(start, len(candidates)):
+            candidate = candidates[index]
+            device_id = candidate.id
+            # Invalid and incomplete pools have no candidates: nothing to skip here.
+            if admin:
+                if ci in allocating.get(device_id, ()):
+                    continue
+            elif device_id in allocated or allocating.get(device_id):
                 continue
-            first_slice = start_slice if pi == start_pool else 0
-            for sli in range(first_slice, len(pool.slices)):
-                s = pool.slices[sli]
-                first_device = start_device if pi == start_pool and sli == start_slice else 0
-                for index in range(first_device, len(s.devices)):
-                    device = s.devices[index]
-                    device_id = DeviceID(pool.driver, pool.name, device.name)
-                    if admin:
-                        if ci in self.allocating.get(device_id, ()):
-                            continue
-                    elif self._in_use(device_id):
-                        continue
-                    if not self._selectable(key, data, s, index):
-                        continue
-                    if (self.features.consumable_capacity
-                            and not self._capacity_fits(request, device_id, device)):
-                        continue
-                    undo = self._allocate_device(
-                        ci, ri, si, _Candidate(device_id, device, s, pool), must=False)
-                    if undo is None:
-                        continue
-                    try:
-                        done = self._allocate_one(ci, ri, si, di + 1, in_sub,
-                                                  (pi, sli, index + 1))
-                    except _TooManyDevices:
-                        undo()
-                        raise
-                    if done:
-                        return True
-                    undo()
+            ok = known[index]
+            if ok is None:
+                ok = self._selectable(key, data, candidate)
+            if not ok:
+                continue
+            if check_capacity and not self._capacity_fits(request, device_id,
+                                                          candidate.device):
+                continue
+            undo = self._allocate_device(ci, ri, si, candidate, must=False)
+            if undo is None:
+                continue
+            try:
+                done = self._allocate_one(ci, ri, si, di + 1, in_sub, index + 1)
+            except _TooManyDevices:
+                undo()
+                raise
+            if done:
+                return True
+            undo()
         return False
 
     def _allocate_sub_requests(self, ci: int, ri: int, di: int,
@@ -560,26 +572,31 @@ class _Search:
         return capacity.fits(self.owner.allocated.capacity.get(device_id), request.capacity,
                              device.capacity, self.allocating_capacity.get(device_id))
 
-    def _selectable(self, key: _RequestKey, data: _RequestData, s: ResourceSlice,
-                    index: int) -> bool:
-        device = s.devices[index]
+    def _matches_of(self, key: _RequestKey) -> list[bool | None]:
+        known = self.matches.get(key)
+        if known is None:
+            known = self.matches[key] = [None] * len(self.candidates)
+        return known
+
+    def _selectable(self, key: _RequestKey, data: _RequestData, candidate: _Candidate) -> bool:
+        device = candidate.device
         if not self.features.device_binding_and_status and device.binding_conditions:
             return False
-        device_id = DeviceID(s.driver, s.pool, device.name)
-        cache_key = (device_id, key)
-        known = self.matches.get(cache_key)
-        if known is not None:
-            return known
-        ok = (self._selectors_match(key, device, s.driver, data.device_class,
+        known = self._matches_of(key)
+        ok = known[candidate.index]
+        if ok is not None:
+            return ok
+        driver = candidate.slice.driver
+        ok = (self._selectors_match(key, device, driver, data.device_class,
                                     data.device_class.selectors)
-              and self._selectors_match(key, device, s.driver, None, data.request.selectors))
-        if ok and s.per_device_node_selection:
+              and self._selectors_match(key, device, driver, None, data.request.selectors))
+        if ok and candidate.slice.per_device_node_selection:
             try:
                 ok = _node_matches(self.node, device.node_name or "", bool(device.all_nodes),
                                    device.node_selector)
             except NodeSelectorError as err:
                 raise AllocationError(f"failed to parse node selector: {err}") from None
-        self.matches[cache_key] = ok
+        known[candidate.index] = ok
         return ok
 
     def _selectors_match(self, key: _RequestKey, device: Device, driver: str,

@@ -24,8 +24,22 @@ def fits(allocated: Mapping[str, int] | None, requested: Mapping[str, Quantity] 
          allocating: Mapping[str, int] | None) -> bool:
     """Upstream's CmpRequestOverCapacity; a request naming a capacity the device does
     not have never fits (upstream reports it as an error the allocator skips over)."""
-    if requested and any(name not in capacity for name in requested):
-        return False
+    if requested:
+        for name in requested:
+            if name not in capacity:
+                return False
+    if not requested and allocated is None and allocating is None:
+        # The common case, a device nobody shares yet and a request without capacity:
+        # each capacity consumes its default or all of itself, so only a policy or
+        # a default above the capacity can refuse (the loop below, made short).
+        for cap in capacity.values():
+            policy = cap.request_policy
+            if policy is None:
+                continue
+            consumed = policy.default if policy.default is not None else cap.value
+            if violates_policy(consumed, policy) or consumed.nanos > cap.value.nanos:
+                return False
+        return True
     for name, cap in capacity.items():
         consumed = consumed_for(requested.get(name) if requested else None, cap)
         if violates_policy(consumed, cap.request_policy):
