@@ -15,7 +15,7 @@ import pytest
 
 from tests.unit.dra.upstream_scenes import normalize, run_policyd, scene
 
-RECORDED: dict[str, Any] = json.loads(
+RECORDED: dict[str, dict[str, Any]] = json.loads(
     (Path(__file__).parent / "data" / "upstream_allocations.json").read_text())["scenes"]
 
 
@@ -27,6 +27,6 @@ def test_the_recording_covers_every_kind_of_outcome() -> None:
     assert outcomes.count("error") >= 50
 
 
-@pytest.mark.parametrize("seed", sorted(RECORDED, key=int))
+@pytest.mark.parametrize("seed", sorted(RECORDED, key=lambda seed: int(str(seed))))
 def test_same_allocation_as_upstream(seed: str) -> None:
     assert normalize(run_policyd(scene(int(seed))(False))) == RECORDED[seed]

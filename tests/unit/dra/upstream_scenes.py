@@ -170,7 +170,7 @@ def _device(rng: random.Random, names: list[str], where: str,
 
 
 def _claim(rng: random.Random, index: int) -> dict[str, Any]:
-    requests = []
+    requests: list[dict[str, Any]] = []
     for ri in range(rng.choice([1, 1, 2, 3])):
         if rng.random() < 0.25:
             requests.append({"name": f"r{ri}", "firstAvailable": [
@@ -189,8 +189,8 @@ def _claim(rng: random.Random, index: int) -> dict[str, Any]:
     if rng.random() < 0.3:
         devices["config"] = [{"requests": [requests[0]["name"]],
                               "opaque": {"driver": DRIVERS[0], "parameters": {"c": index}}}]
-    return {"metadata": {"name": f"claim-{index}", "namespace": "default",
-                         "uid": f"uid-{index}"}, "spec": {"devices": devices}}
+    metadata = {"name": f"claim-{index}", "namespace": "default", "uid": f"uid-{index}"}
+    return {"metadata": metadata, "spec": {"devices": devices}}
 
 
 def _exactly(rng: random.Random, *, sub: bool) -> dict[str, Any]:
@@ -215,7 +215,7 @@ def _exactly(rng: random.Random, *, sub: bool) -> dict[str, Any]:
 
 
 def _allocated(rng: random.Random, slices: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     for s in slices:
         for device in s["spec"].get("devices", []):
             if rng.random() >= 0.12:
