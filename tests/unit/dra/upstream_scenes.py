@@ -5,12 +5,14 @@ upstream v1.36.3 gave on them (`data/upstream_allocations.json`, written by
 `upstream/record.py`).
 
 Scenes mix what the allocator reads: several drivers and pools, node-local,
-all-nodes, node-selector and per-device slices, pools of two nodes, old generations,
-incomplete and invalid pools, shared counters, shareable devices with request
-policies, taints, binding conditions, allocated devices and shares; claims with
-ExactCount and All requests, firstAvailable, admin access, tolerations, capacity
-requests, match and distinct constraints and configuration. Every device carries every
-attribute a selector reads, so no CEL expression fails at run time.
+all-nodes (some devices binding to the node), node-selector and per-device slices,
+pools of two nodes, old generations, incomplete and invalid pools, shared counters,
+shareable devices with request policies, taints, binding conditions, allocated
+devices and shares; claims with ExactCount and All requests, firstAvailable, admin
+access, tolerations, capacity requests, match and distinct constraints (string, int,
+bool and version attributes) and configuration for requests and sub-requests;
+admin-access results among the allocated ones. Every device carries every attribute
+a selector reads, so no CEL expression fails at run time.
 """
 
 from __future__ import annotations
@@ -110,8 +112,14 @@ def _slices(rng: random.Random) -> list[dict[str, Any]]:
                 spec["allNodes"] = True
             elif w in ("sel1", "sel2"):
                 selector = copy.deepcopy(_REGION)
-                selector["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] = [
-                    "r1" if w == "sel1" else "r2"]
+                term = selector["nodeSelectorTerms"][0]
+                term["matchExpressions"][0]["values"] = ["r1" if w == "sel1" else "r2"]
+                if rng.random() < 0.4:
+                    term["matchExpressions"].append({"key": "zone",
+                                                     "operator": "DoesNotExist"})
+                if rng.random() < 0.2:
+                    term["matchFields"] = [{"key": "metadata.name", "operator": "In",
+                                            "values": ["node-1"]}]
                 spec["nodeSelector"] = selector
             else:
                 spec["perDeviceNodeSelection"] = True
@@ -141,7 +149,8 @@ def _device(rng: random.Random, names: list[str], where: str,
         "name": names.pop() if rng.random() > 0.05 else "dev-dup",
         "attributes": {"kind": {"string": rng.choice("xy")},
                        "numa": {"int": rng.randint(0, 1)},
-                       "fast": {"bool": rng.random() < 0.5}},
+                       "fast": {"bool": rng.random() < 0.5},
+                       "ver": {"version": rng.choice(["1.0.0", "2.0.0"])}},
         "capacity": {"mem": {"value": rng.choice(["1Gi", "2Gi", "4Gi"])}}}
     if rng.random() < 0.2:
         device["allowMultipleAllocations"] = True
@@ -163,6 +172,8 @@ def _device(rng: random.Random, names: list[str], where: str,
     if partition:
         device["consumesCounters"] = [{"counterSet": "cs", "counters": {
             "m": {"value": rng.choice(["2", "4", "6"])}}}]
+    if where == "all" and rng.random() < 0.1:
+        device["bindsToNode"] = True
     if where == "perdev":
         device.update(rng.choice([{"nodeName": "node-1"}, {"nodeName": "node-2"},
                                   {"allNodes": True}, {"nodeSelector": _REGION}]))
@@ -182,12 +193,16 @@ def _claim(rng: random.Random, index: int) -> dict[str, Any]:
     if rng.random() < 0.3:
         constraint: dict[str, Any] = {
             rng.choice(["matchAttribute", "distinctAttribute"]):
-                rng.choice(["kind", "numa", "fast"])}
+                rng.choice(["kind", "numa", "fast", "ver"])}
         if rng.random() < 0.5 and len(requests) > 1:
             constraint["requests"] = [r["name"] for r in rng.sample(requests, 2)]
         devices["constraints"] = [constraint]
     if rng.random() < 0.3:
-        devices["config"] = [{"requests": [requests[0]["name"]],
+        first = requests[0]
+        named = first["name"]
+        if "firstAvailable" in first and rng.random() < 0.5:
+            named += "/" + rng.choice(first["firstAvailable"])["name"]
+        devices["config"] = [{"requests": [named],
                               "opaque": {"driver": DRIVERS[0], "parameters": {"c": index}}}]
     metadata = {"name": f"claim-{index}", "namespace": "default", "uid": f"uid-{index}"}
     return {"metadata": metadata, "spec": {"devices": devices}}
@@ -223,7 +238,9 @@ def _allocated(rng: random.Random, slices: list[dict[str, Any]]) -> list[dict[st
             result: dict[str, Any] = {"request": "r", "driver": s["spec"]["driver"],
                                       "pool": s["spec"]["pool"]["name"],
                                       "device": device["name"]}
-            if device.get("allowMultipleAllocations") and rng.random() < 0.7:
+            if rng.random() < 0.1:
+                result["adminAccess"] = True
+            elif device.get("allowMultipleAllocations") and rng.random() < 0.7:
                 result["shareID"] = f"00000000-0000-0000-0000-{rng.randint(0, 999):012d}"
                 result["consumedCapacity"] = {"bw": "2Gi"}
             out.append({"metadata": {"name": f"allocated-{len(out)}", "namespace": "default"},
