@@ -13,10 +13,12 @@ from typing import Any
 
 import pytest
 
-from tests.unit.dra.upstream_scenes import normalize, run_policyd, scene
+from tests.unit.dra.upstream_scenes import NAMED_SCENES, normalize, run_policyd, scene
 
-RECORDED: dict[str, dict[str, Any]] = json.loads(
-    (Path(__file__).parent / "data" / "upstream_allocations.json").read_text())["scenes"]
+DATA: dict[str, Any] = json.loads(
+    (Path(__file__).parent / "data" / "upstream_allocations.json").read_text())
+RECORDED: dict[str, dict[str, Any]] = DATA["scenes"]
+NAMED: dict[str, dict[str, Any]] = DATA["named"]
 
 
 def test_the_recording_covers_every_kind_of_outcome() -> None:
@@ -30,3 +32,8 @@ def test_the_recording_covers_every_kind_of_outcome() -> None:
 @pytest.mark.parametrize("seed", sorted(RECORDED, key=lambda seed: int(str(seed))))
 def test_same_allocation_as_upstream(seed: str) -> None:
     assert normalize(run_policyd(scene(int(seed))(False))) == RECORDED[seed]
+
+
+@pytest.mark.parametrize("name", sorted(NAMED_SCENES))
+def test_same_error_as_upstream(name: str) -> None:
+    assert normalize(run_policyd(NAMED_SCENES[name])) == NAMED[name]

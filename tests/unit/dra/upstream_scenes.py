@@ -250,6 +250,59 @@ def _allocated(rng: random.Random, slices: list[dict[str, Any]]) -> list[dict[st
     return out
 
 
+# Hand-written scenes for the errors random scenes rarely reach (whole texts checked).
+def _named_base(claims: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"slices": [{"metadata": {"name": "s"}, "spec": {
+                "driver": DRIVERS[0], "nodeName": "node-1", "devices": [
+                    {"name": f"d{i}"} for i in range(40)],
+                "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}}}],
+            "classes": [{"metadata": {"name": "c"},
+                         "spec": {"selectors": [{"cel": {"expression": "true"}}]}}],
+            "claims": claims, "allocated": [], "node": NODE}
+
+
+def _named_claim(requests: list[dict[str, Any]],
+                 constraints: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    devices: dict[str, Any] = {"requests": requests}
+    if constraints:
+        devices["constraints"] = constraints
+    return {"metadata": {"name": "cl", "namespace": "ns"}, "spec": {"devices": devices}}
+
+
+def _exact(name: str, cls: str = "c", count: int | None = 1,
+           mode: str = "ExactCount", **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"deviceClassName": cls, "allocationMode": mode, **extra}
+    if count is not None:
+        body["count"] = count
+    return {"name": name, "exactly": body}
+
+
+def _sub(name: str, count: int) -> dict[str, Any]:
+    return {"name": name, "deviceClassName": "c", "allocationMode": "ExactCount",
+            "count": count}
+
+
+NAMED_SCENES: dict[str, dict[str, Any]] = {
+    "unknown-class": _named_base([_named_claim([_exact("r", cls="nope")])]),
+    "unknown-mode": _named_base([_named_claim([_exact("r", mode="Some")])]),
+    "empty-constraint": _named_base([_named_claim([_exact("r")], [{"requests": ["r"]}])]),
+    "too-many": _named_base([_named_claim([_exact("r", count=33)])]),
+    "too-many-all": _named_base([_named_claim([_exact("r", count=None, mode="All")])]),
+    "missing-class-name": _named_base([_named_claim([_exact("r", cls="")])]),
+    "selector-without-cel": _named_base([_named_claim([_exact("r", selectors=[{}])])]),
+    "too-many-in-every-sub-request": _named_base([_named_claim([
+        {"name": "r", "firstAvailable": [_sub("a", 33), _sub("b", 34)]}])]),
+    "first-claim-limit-picks-smaller-sub-request": _named_base([_named_claim([
+        {"name": "r", "firstAvailable": [_sub("a", 31), _sub("b", 1)]},
+        {"name": "q", "firstAvailable": [_sub("x", 2)]}])]),
+    "second-claim-limit": _named_base([
+        _named_claim([_exact("r")]),
+        {**_named_claim([{"name": "r", "firstAvailable": [_sub("a", 30), _sub("b", 3)]},
+                         _exact("q", count=3)]),
+         "metadata": {"name": "cl2", "namespace": "ns"}}]),
+}
+
+
 def run_policyd(data: dict[str, Any]) -> dict[str, Any]:
     """The scene allocated by policyd, in the harness's output shape."""
     classes = {c.name: c for c in map(decode_device_class, data["classes"])}

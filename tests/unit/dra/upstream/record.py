@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.unit.dra.upstream_scenes import normalize, scene
+from tests.unit.dra.upstream_scenes import NAMED_SCENES, normalize, scene
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[3]
@@ -46,21 +46,28 @@ def main(count: int) -> None:
         binary = build(Path(tmp))
         harness = subprocess.Popen([binary], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    text=True)
-        assert harness.stdin is not None and harness.stdout is not None
+
+        def allocate(data: dict[str, object]) -> dict[str, object]:
+            assert harness.stdin is not None and harness.stdout is not None
+            harness.stdin.write(json.dumps(data) + "\n")
+            harness.stdin.flush()
+            output: dict[str, object] = json.loads(harness.stdout.readline())
+            return output
+
         recorded: dict[str, object] = {}
         for seed in range(count):
-            harness.stdin.write(json.dumps(scene(seed)(True)) + "\n")
-            harness.stdin.flush()
-            output = json.loads(harness.stdout.readline())
-            if output["millis"] > SLOW_MS or "aborted" in output.get("error", ""):
+            output = allocate(scene(seed)(True))
+            if float(str(output["millis"])) > SLOW_MS or "aborted" in str(output.get("error")):
                 continue
             recorded[str(seed)] = normalize(output)
-        harness.stdin.close()
+        named = {name: normalize(allocate(data)) for name, data in NAMED_SCENES.items()}
+        if harness.stdin is not None:
+            harness.stdin.close()
         harness.wait()
-    OUT.write_text(json.dumps({"kubernetes": "v1.36.3", "scenes": recorded}, indent=None,
-                              sort_keys=True, separators=(",", ":")) + "\n")
+    data = {"kubernetes": "v1.36.3", "scenes": recorded, "named": named}
+    OUT.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n")
     print(f"{len(recorded)} of {count} scenes recorded in {OUT}")
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 600)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 800)
