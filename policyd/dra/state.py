@@ -32,12 +32,14 @@ class AllocatedState:
     shares: frozenset[tuple[DeviceID, str]] = frozenset()
     # consumed capacity of shared devices, summed over their shares, in billionths
     capacity: Mapping[DeviceID, Mapping[str, int]] = field(default_factory=dict)
+    # the devices of `shares`
+    shared_devices: frozenset[DeviceID] = frozenset()
 
     def is_allocated(self, device: DeviceID) -> bool:
         """Whether the device is taken whole or holds at least one share (its
         counters then count as consumed)."""
         return (device in self.devices or device in self.capacity
-                or any(d == device for d, _ in self.shares))
+                or device in self.shared_devices)
 
 
 def gather_allocated_state(claims: Iterable[ResourceClaim], *,
@@ -58,4 +60,5 @@ def gather_allocated_state(claims: Iterable[ResourceClaim], *,
                         total[name] = total.get(name, 0) + q.nanos
                 continue
             devices.add(device)
-    return AllocatedState(frozenset(devices), frozenset(shares), capacity)
+    return AllocatedState(frozenset(devices), frozenset(shares), capacity,
+                          frozenset(d for d, _ in shares))

@@ -26,7 +26,8 @@ CLAIMS = [
     allocated(result("plain"), result("admin", adminAccess=True)),
     allocated(result("shared", shareID="s1", consumedCapacity={"bw": "1Gi"}),
               result("shared", shareID="s2", consumedCapacity={"bw": "2Gi"}),
-              result("empty-share", shareID="s3", consumedCapacity={})),
+              result("empty-share", shareID="s3", consumedCapacity={}),
+              result("bare-share", shareID="s4")),
     decode_resource_claim(claim("unallocated", request("r")), nano_value),
 ]
 
@@ -36,13 +37,15 @@ def test_with_consumable_capacity() -> None:
     assert state.devices == {DeviceID("x", "p", "plain")}
     assert state.capacity == {DeviceID("x", "p", "shared"): {"bw": 3 * GIB},
                               DeviceID("x", "p", "empty-share"): {}}
-    assert {s for _, s in state.shares} == {"s1", "s2", "s3"}
+    assert {s for _, s in state.shares} == {"s1", "s2", "s3", "s4"}
     assert state.is_allocated(DeviceID("x", "p", "shared"))
+    # A share without consumed capacity is still a device in use (its counters count).
+    assert state.is_allocated(DeviceID("x", "p", "bare-share"))
     assert not state.is_allocated(DeviceID("x", "p", "admin"))
 
 
 def test_without_consumable_capacity_shares_are_whole_devices() -> None:
     state = gather_allocated_state(CLAIMS, consumable_capacity=False)
     assert state.devices == {DeviceID("x", "p", d) for d in ("plain", "shared",
-                                                             "empty-share")}
+                                                             "empty-share", "bare-share")}
     assert not state.capacity and not state.shares
