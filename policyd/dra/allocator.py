@@ -103,8 +103,10 @@ class Allocator:
             else:
                 self._on_node.setdefault(s.node_name, []).append(s)
         # Counters still free per pool, from the allocated devices only (they do not
-        # change during a search). Upstream keys this by the pool's name alone, not
-        # its driver; kept so, for the same answers.
+        # change during a search). v1.36.3 keys this and the counters consumed during a
+        # search by the pool's name alone, so two drivers' pools of one name share one
+        # account (kubernetes/kubernetes#140434, fixed after v1.36.3); kept so, for the
+        # same answers as the kube-scheduler policyd reproduces.
         self._available_counters: dict[str, dict[str, dict[str, int]]] = {}
 
     def allocate(self, node: Node, claims: Sequence[ResourceClaim], *,
@@ -231,7 +233,8 @@ class _Search:
         self.allocating: dict[DeviceID, set[int]] = {}
         # shared device -> capacity its shares in this attempt consume
         self.allocating_capacity: dict[DeviceID, dict[str, int]] = {}
-        # pool name -> counter set -> counter -> consumed in this attempt
+        # pool name (not driver: see Allocator) -> counter set -> counter -> consumed
+        # in this attempt
         self.consumed_counters: dict[str, dict[str, dict[str, int]]] = {}
         self.results: list[list[_Chosen]] = [[] for _ in claims]
 

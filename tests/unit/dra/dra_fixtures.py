@@ -3,7 +3,7 @@ would), a fake CEL backend with a tiny test-only syntax, and a one-call allocati
 
 The fake CEL syntax: clauses joined by ` && `, each one of
   `true`, `false`             constant
-  `driver=NAME`               the device's driver
+  `driver=NAME`               the device's driver (also `device.driver == "NAME"`)
   `attr:NAME=VALUE`           attribute NAME (as stored) printed equals VALUE
   `cap:NAME>=QUANTITY`        capacity NAME at least QUANTITY
   `multi`                     allowMultipleAllocations is true
@@ -42,6 +42,11 @@ NODE_1 = "node-1"
 NODE_2 = "node-2"
 
 
+# The one real CEL form the fake also reads, so hand-written scenes can be run by
+# upstream's allocator and by policyd unchanged.
+_CEL_DRIVER = 'device.driver == "'
+
+
 class FakeCompileError(Exception):
     pass
 
@@ -67,6 +72,8 @@ def _clause(clause: str, driver: str, device: Mapping[str, Any]) -> bool:
         return bool(device.get("allowMultipleAllocations"))
     if clause.startswith("driver="):
         return driver == clause.removeprefix("driver=")
+    if clause.startswith(_CEL_DRIVER):
+        return driver == clause.removeprefix(_CEL_DRIVER).removesuffix('"')
     if clause.startswith("attr:"):
         name, _, value = clause.removeprefix("attr:").partition("=")
         attribute = (device.get("attributes") or {}).get(name)
@@ -84,6 +91,7 @@ def fake_compile(expression: str) -> FakeSelector:
     clauses = tuple(expression.split(" && "))
     for c in clauses:
         known = (c in ("true", "false", "boom", "multi") or c.startswith("driver=")
+                 or (c.startswith(_CEL_DRIVER) and c.endswith('"'))
                  or (c.startswith("attr:") and "=" in c)
                  or (c.startswith("cap:") and ">=" in c))
         if not known:

@@ -282,7 +282,30 @@ def _sub(name: str, count: int) -> dict[str, Any]:
             "count": count}
 
 
+def _partitioned(driver: str, available: str) -> list[dict[str, Any]]:
+    pool = {"name": "p", "generation": 1, "resourceSliceCount": 2}
+    consumes = [{"counterSet": "cs", "counters": {"m": {"value": "4"}}}]
+    return [{"metadata": {"name": f"{driver}-devices"}, "spec": {
+                "driver": driver, "nodeName": "node-1", "pool": pool, "devices": [
+                    {"name": f"d{i}", "consumesCounters": consumes} for i in range(2)]}},
+            {"metadata": {"name": f"{driver}-counters"}, "spec": {
+                "driver": driver, "nodeName": "node-1", "pool": pool,
+                "sharedCounters": [{"name": "cs", "counters": {"m": {"value": available}}}]}}]
+
+
+def _by_driver(name: str, driver: str) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"selectors": [
+        {"cel": {"expression": f'device.driver == "{driver}"'}}]}}
+
+
 NAMED_SCENES: dict[str, dict[str, Any]] = {
+    # v1.36.3 tracks shared counters by pool name alone (kubernetes/kubernetes#140434):
+    # two drivers' pools named alike share one account, and the first pool used sets
+    # what is available. ca takes 4 of driver a's 4; cb then finds nothing left.
+    "same-pool-name-in-two-drivers": {
+        **_named_base([_named_claim([_exact("ra", cls="ca"), _exact("rb", cls="cb")])]),
+        "slices": _partitioned(DRIVERS[0], "4") + _partitioned(DRIVERS[1], "8"),
+        "classes": [_by_driver("ca", DRIVERS[0]), _by_driver("cb", DRIVERS[1])]},
     "unknown-class": _named_base([_named_claim([_exact("r", cls="nope")])]),
     "unknown-mode": _named_base([_named_claim([_exact("r", mode="Some")])]),
     "empty-constraint": _named_base([_named_claim([_exact("r")], [{"requests": ["r"]}])]),
