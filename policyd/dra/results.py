@@ -76,9 +76,8 @@ class AllocationResult:
             devices["results"] = [d.to_api() for d in self.devices]
         if self.config:
             devices["config"] = [c.to_api() for c in self.config]
-        out: dict[str, Any] = {}
-        if devices:
-            out["devices"] = devices
+        # `devices` is a struct upstream, written even when empty.
+        out: dict[str, Any] = {"devices": devices}
         if self.node_selector is not None:
             out["nodeSelector"] = self.node_selector.to_api()
         return out
