@@ -28,6 +28,7 @@ configuration, and the node selector the claims are then bound to.
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -243,6 +244,7 @@ class _Search:
     def run(self) -> list[AllocationResult] | None:
         for ci, claim in enumerate(self.claims):
             self._prepare_claim(ci, claim)
+        _ensure_recursion_depth(self.claims)
         try:
             done = self._allocate_one(0, 0, 0, 0, False, _ORIGIN)
         except _TooManyDevices:
@@ -737,6 +739,27 @@ class _Search:
         if fields or expressions:
             return NodeSelector((Term(tuple(expressions), tuple(fields)),))
         return None
+
+
+# Frames the search may stack per claim: a few per request and two per device, with at
+# most 32 of each (the API's limits on requests and on a claim's results).
+_FRAMES_PER_CLAIM = 4 * MAX_RESULTS_PER_CLAIM + 8
+
+
+def _ensure_recursion_depth(claims: Sequence[ResourceClaim]) -> None:
+    """The search recurses once per device placed, as upstream's does; a pod with
+    many claims must not end in RecursionError. Python 3.11+ keeps Python-to-Python
+    calls off the C stack, so a higher limit is safe; it is only ever raised."""
+    search = _FRAMES_PER_CLAIM * (len(claims) + 1)
+    limit = sys.getrecursionlimit()
+    if search + 300 < limit:
+        return  # one or a few claims: plenty of room (the common case, checked cheaply)
+    depth, frame = 0, sys._getframe()
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back  # type: ignore[assignment]
+    if limit < depth + search:
+        sys.setrecursionlimit(depth + search)
 
 
 def _add_new(new: Sequence[Requirement], into: list[Requirement]) -> None:

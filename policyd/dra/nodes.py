@@ -67,9 +67,6 @@ class NodeSelector:
     def to_api(self) -> dict[str, Any]:
         return {"nodeSelectorTerms": [t.to_api() for t in self.terms]}
 
-    def describe(self) -> str:
-        return str(self.to_api())
-
 
 class NodeSelectorError(ValueError):
     """A node selector nodeaffinity cannot build (the message lists every problem)."""

@@ -661,3 +661,12 @@ def test_unreadable_slice_node_selector_fails_the_allocation() -> None:
         "failed to parse node selector: nodeSelectorTerms[0].matchExpressions[0].operator: "
         'Unsupported value: "Near": supported values: "In", "NotIn", "Exists", '
         '"DoesNotExist", "Gt", "Lt"')
+
+
+def test_many_claims_do_not_exhaust_the_recursion_limit() -> None:
+    # 60 claims of 32 devices each: far deeper than Python's default limit of 1000.
+    scene = Scene([claim(f"claim-{i}", request("req-0", count=32)) for i in range(60)],
+                  [one("slice-1", *(f"device-{i:04d}" for i in range(60 * 32)))])
+    results = run(scene)
+    assert results is not None
+    assert results[-1].devices[-1].device == f"device-{60 * 32 - 1:04d}"
