@@ -1,10 +1,10 @@
 """CEL device selectors as the allocator sees them: compiled once per expression.
 
-The CEL library itself is injected (`CelBackend`): policyd.cel provides
-`compile_device_selector(expression) -> DeviceSelector` raising CelCompileError and
-`DeviceSelector.matches(driver, device)` raising CelRuntimeError; the allocator only
-needs those two calls and the two error types, so this package does not depend on
-which CEL implementation serves them (tests use a small fake).
+The CEL library is a `CelBackend`: `KUBERNETES_CEL` is policyd.cel's
+(`compile_device_selector(expression) -> DeviceSelector` raising CelCompileError and
+`DeviceSelector.matches(driver, device)` raising CelRuntimeError, with Kubernetes'
+environment and error texts); the allocator only needs those two calls and the two
+error types, so tests can also give it a small fake of their own.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from policyd.cel import CelCompileError, CelRuntimeError, compile_device_selector
 
 
 class DeviceSelector(Protocol):
@@ -23,6 +25,10 @@ class CelBackend:
     compile: Callable[[str], DeviceSelector]
     compile_error: type[Exception]
     runtime_error: type[Exception]
+
+
+# Kubernetes' CEL environment for DRA (policyd.cel): what the plugin allocates with.
+KUBERNETES_CEL = CelBackend(compile_device_selector, CelCompileError, CelRuntimeError)
 
 
 @dataclass(frozen=True, slots=True)

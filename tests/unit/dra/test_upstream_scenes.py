@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from policyd.dra.selectors import KUBERNETES_CEL
 from tests.unit.dra.upstream_scenes import NAMED_SCENES, normalize, run_policyd, scene
 
 DATA: dict[str, Any] = json.loads(
@@ -32,6 +33,13 @@ def test_the_recording_covers_every_kind_of_outcome() -> None:
 @pytest.mark.parametrize("seed", sorted(RECORDED, key=lambda seed: int(str(seed))))
 def test_same_allocation_as_upstream(seed: str) -> None:
     assert normalize(run_policyd(scene(int(seed))(False))) == RECORDED[seed]
+
+
+@pytest.mark.parametrize("seed", sorted(RECORDED, key=lambda seed: int(str(seed))))
+def test_same_allocation_as_upstream_with_kubernetes_cel(seed: str) -> None:
+    """The same scenes with the CEL selectors upstream was given, compiled and run by
+    policyd.cel: the allocator and the CEL library together."""
+    assert normalize(run_policyd(scene(int(seed))(True), KUBERNETES_CEL)) == RECORDED[seed]
 
 
 @pytest.mark.parametrize("name", sorted(NAMED_SCENES))

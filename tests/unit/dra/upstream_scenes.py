@@ -28,7 +28,7 @@ from policyd.dra.errors import AllocationError, NodeAllocationError
 from policyd.dra.features import AllocatorFeatures
 from policyd.dra.nodes import Node
 from policyd.dra.objects import decode_device_class, decode_resource_claim, decode_resource_slice
-from policyd.dra.selectors import SelectorCache
+from policyd.dra.selectors import CelBackend, SelectorCache
 from policyd.dra.state import gather_allocated_state
 from policyd.model.quantity import nano_value
 from tests.unit.dra.dra_fixtures import FAKE_CEL
@@ -326,15 +326,16 @@ NAMED_SCENES: dict[str, dict[str, Any]] = {
 }
 
 
-def run_policyd(data: dict[str, Any]) -> dict[str, Any]:
-    """The scene allocated by policyd, in the harness's output shape."""
+def run_policyd(data: dict[str, Any], backend: CelBackend = FAKE_CEL) -> dict[str, Any]:
+    """The scene allocated by policyd, in the harness's output shape, its selectors
+    compiled by `backend` (the fake one by default: `scene(seed)(False)`'s syntax)."""
     classes = {c.name: c for c in map(decode_device_class, data["classes"])}
     slices = [decode_resource_slice(s, nano_value) for s in data["slices"]]
     allocated = [decode_resource_claim(c, nano_value) for c in data["allocated"]]
     allocator = Allocator(
         features=AllocatorFeatures(), classes=classes, slices=slices,
         allocated=gather_allocated_state(allocated, consumable_capacity=True),
-        selectors=SelectorCache(FAKE_CEL))
+        selectors=SelectorCache(backend))
     claims = [decode_resource_claim(c, nano_value) for c in data["claims"]]
     node = data["node"]["metadata"]
     try:
