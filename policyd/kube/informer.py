@@ -219,17 +219,20 @@ class Informer:
         # N and completed sets `_listed_gen` to N.
         self._relist_wanted = 0
         self._listed_gen = 0
+        self._wake = threading.Event()  # ends the wait between lists of an absent API
 
     # -- the loop ---------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
         need_list = True
         while not stop.is_set():
+            wanted = self._relist_wanted
+            listing = False
             try:
-                wanted = self._relist_wanted
                 if need_list or wanted > self._listed_gen:
+                    listing = True
                     self._list()
-                    need_list = False
+                    listing = need_list = False
                     self.absent = False
                     self._listed_gen = wanted
                     self.synced.set()
@@ -243,7 +246,10 @@ class Informer:
                              self.resource_version)
                     need_list = True
                     continue
-                if exc.status == 404 and self.optional and need_list:
+                if exc.status == 404 and self.optional and listing:
+                    # As fresh as a list of it can be: a relist asked for is answered.
+                    self._listed_gen = max(self._listed_gen, wanted)
+                    need_list = True
                     self._not_served(stop)
                     continue
                 if isinstance(exc, BadWatchEvent):
@@ -274,7 +280,14 @@ class Informer:
                         self.name, self.path, "keeping what was listed"
                         if self.synced.is_set() else "taken as empty")
         self.synced.set()
-        stop.wait(self.backoff.next_delay(None))
+        # Woken early by a relist asked for (a new leader's), which this answers at once.
+        deadline = time.monotonic() + self.backoff.next_delay(None)
+        while not stop.is_set() and not self._wake.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            stop.wait(min(left, 0.25))
+        self._wake.clear()
 
     def stop(self) -> None:
         with self._lock:
@@ -290,6 +303,7 @@ class Informer:
             self._relist_wanted += 1
             token = self._relist_wanted
             stream = self._stream
+        self._wake.set()
         if stream is not None:
             stream.interrupt()
         return token

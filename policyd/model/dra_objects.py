@@ -181,7 +181,10 @@ class ClaimCache:
     In-flight allocations are kept by claim uid with a count of the pods sharing
     them (`signal_pending_allocation` in Reserve, `remove_pending_allocation` once
     PreBind wrote it or Unreserve gave it up), apart from the objects, as upstream
-    keeps them: the next cycle counts their devices as taken."""
+    keeps them: the next cycle counts their devices as taken.
+
+    Not thread-safe by itself: in the daemon every change is made under the
+    scheduling state's lock, the lock its listener takes to move pods."""
 
     def __init__(self, memo: DecodeMemo) -> None:
         self._memo = memo

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, cast
 
 import pytest
@@ -153,3 +154,27 @@ def test_other_failures_of_an_optional_resource_are_failures() -> None:
     client = ScriptedClient([ApiError(403, "Forbidden")], stop, stop_after_lists=2)
     informer, _, errors = _run(client, optional=True)
     assert not informer.synced.is_set() and errors and errors[0].status == 403
+
+
+def test_a_relist_asked_for_is_answered_while_the_api_is_absent() -> None:
+    """A new leader asks every informer for a fresh list and waits for each: an absent
+    API answers at once (its 404 is as fresh as a list can be), not after the backoff."""
+    stop = threading.Event()
+    client = ScriptedClient([NOT_FOUND], stop)
+    errors: list[ApiError] = []
+    informer = Informer(cast(KubeClient, client), PATH, Recorder(), name="DeviceClass",
+                        backoff=Backoff(initial=30.0, maximum=30.0), on_error=errors.append,
+                        optional=True)
+    worker = threading.Thread(target=informer.run, args=(stop,))
+    worker.start()
+    try:
+        assert informer.synced.wait(5)
+        token = informer.request_relist()
+        deadline = time.monotonic() + 5
+        while not informer.listed_since(token) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert informer.listed_since(token) and client.lists >= 2
+    finally:
+        stop.set()
+        worker.join(5)
+    assert not worker.is_alive() and errors == []
