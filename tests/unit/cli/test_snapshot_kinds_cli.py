@@ -19,7 +19,7 @@ from tests.unit.cli.test_schedule_cmds_inputs import run
 ROOT = Path(__file__).resolve().parents[3]
 GET_ALL = str(ROOT / "tests" / "unit" / "model" / "fixtures" / "kubectl_get_all.yaml")
 NOTE = ("skipped 2 Deployment, 2 Job, 1 CronJob, 1 DaemonSet, 1 Endpoints, "
-        "1 HorizontalPodAutoscaler, 1 ResourceClaim object(s): kinds the scheduler does "
+        "1 HorizontalPodAutoscaler object(s): kinds the scheduler does "
         "not read (--strict refuses them)")
 STRICT = "items[4]: unexpected kind 'DaemonSet': --strict refuses kinds the scheduler"
 POLICY = """\
