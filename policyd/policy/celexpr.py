@@ -1,0 +1,240 @@
+"""CEL for policies: the `cel` filter and score kinds' expressions, compiled once, linted
+with positions, and fed only the parts of the pod and node they read.
+
+The variables are `pod` and `node`, the raw Kubernetes objects (JSON as the API server
+serves them), each with two shortcuts at its top level: `labels` and `annotations`
+are `metadata.labels` and `metadata.annotations`, `{}` when absent, so
+`node.labels["tier"] == pod.annotations["myorg.io/tier"]` is the whole rule.
+Unlike JMESPath, reading a missing key is an error, not null: guard it with `has()`
+(`has(node.labels.tier)`), `in` (`"tier" in node.labels`) or an optional
+(`node.labels.?tier.orValue("")`). A filter rejects a node on false or an error; a
+score counts an error as a missing value.
+
+Speed: converting a whole node (several KB: conditions, images, addresses) into CEL
+values costs more than the evaluation itself. `paths()` reads from the checked tree
+which fields of `pod` and `node` the expression selects with constant names
+(`node.status.allocatable`, `node.labels["tier"]`, `node.?spec.taints`) and `view()`
+copies just those subtrees (the whole object when the expression uses a variable by
+itself, e.g. `cel.bind(n, node, ...)` or `node == ...`). A view is built once per node
+record (its `cache`) and once per pod per cycle; the library's Activation, which
+binds them, is made per evaluation, so no thread ever evaluates another's.
+
+Cost: the worst case is estimated at compile time with every list, map and string of
+`pod` and `node` as large as the biggest object the API server stores (3 MiB). One
+pass over an object's data stays under `MAX_COST`; a loop inside a loop over them, or
+a substring search of data inside data within a loop, does not, and lint refuses it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Protocol
+
+from policyd.cel import CelCompileError, CompiledRule, compile_rule
+from policyd.cel.checked_ast import CheckedAst, Node
+from policyd.cel.cost import Shape, estimate
+
+VARIABLES = {"pod": dict, "node": dict}
+SHORTCUTS = ("labels", "annotations")
+FILTER_TYPES = frozenset({"bool", "dyn"})
+SCORE_TYPES = frozenset({"int", "uint", "double", "dyn"})
+
+# The API server's largest request body (k8s.io/apiserver's MaxRequestSizeBytes): no
+# stored object, so no list, map or string inside one, is larger.
+MAX_OBJECT_BYTES = 3 * 1024 * 1024
+# Above one pass over the data (3 Mi elements times a step), below two nested passes.
+MAX_COST = 10**12
+_SHAPE_DEPTH = 32
+
+# Calls that select one constant key of their first argument.
+_INDEX_CALLS = frozenset({"_[_]", "_[?_]", "_?._"})
+
+# A path of constant keys from a variable; () means the whole variable.
+Path = tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CelProblem:
+    """A lint problem: message, 1-based line and column inside the expression."""
+
+    message: str
+    line: int
+    column: int
+    expression: str
+
+    def offset(self) -> int:
+        """The 0-based character offset in the expression."""
+        lines = self.expression.split("\n")
+        before = sum(len(text) + 1 for text in lines[:self.line - 1])
+        return before + max(0, self.column - 1)
+
+    def caret(self) -> tuple[str, str]:
+        """The expression's line and a caret under the column."""
+        lines = self.expression.split("\n")
+        text = lines[self.line - 1] if 0 < self.line <= len(lines) else ""
+        return text, " " * max(0, self.column - 1) + "^"
+
+
+def _object_shape(depth: int = _SHAPE_DEPTH) -> Shape:
+    inner = _object_shape(depth - 1) if depth else None
+    return Shape(MAX_OBJECT_BYTES, inner, inner)
+
+
+_SHAPES = {name: _object_shape() for name in VARIABLES}
+
+
+@cache
+def compile_cel(source: str) -> CompiledRule:
+    """The compiled expression; CelCompileError when it does not compile."""
+    return compile_rule(source, VARIABLES)
+
+
+def check(source: str, wanted: frozenset[str], what: str) -> list[CelProblem]:
+    """Every lint problem of `source` as a rule whose result must have one of the
+    `wanted` types (`what`: "a filter", "a score"): compile errors at their position,
+    a wrong result type and a worst-case cost over `MAX_COST`."""
+    try:
+        rule = compile_cel(source)
+    except CelCompileError as e:
+        # cel-go's issue lines without their source-and-caret lines: lint draws its
+        # own caret, and a problem's message is one line.
+        issues = "; ".join(line for line in e.message.split("\n")
+                           if line.strip() and not line.startswith(" |"))
+        return [CelProblem(f"invalid CEL: {issues}", e.line or 1, e.column or 1, source)]
+    problems: list[CelProblem] = []
+    if rule.output_type not in wanted:
+        problems.append(CelProblem(
+            f"CEL expression of {what} must give {_one_of(wanted)}, but it gives "
+            f"{rule.output_type}", 1, 1, source))
+    cost = estimate(rule.ast, _SHAPES)
+    if cost > MAX_COST:
+        problems.append(CelProblem(
+            f"CEL expression is too expensive: its estimated worst-case cost "
+            f"({_magnitude(cost)}, with every list, map and string in pod and node as large "
+            f"as a 3 MiB object allows) exceeds {_magnitude(MAX_COST)}, which one pass "
+            "over the data stays under; avoid loops inside loops over pod or node data",
+            1, 1, source))
+    return problems
+
+
+def _one_of(types: frozenset[str]) -> str:
+    named = sorted(t for t in types if t != "dyn")
+    return (", ".join(named[:-1]) + " or " + named[-1]) if len(named) > 1 else named[0]
+
+
+def _magnitude(n: int) -> str:
+    return f"about 10^{math.floor(math.log10(n))}" if n > 0 else "0"
+
+
+# --- what the expression reads ----------------------------------------------------------
+
+def paths(ast: CheckedAst) -> dict[str, frozenset[Path]]:
+    """Per variable the expression reads, the constant-key paths it selects from it
+    (maximal chains of `.name`, `["name"]`, `.?name`, `[?"name"]`, `has(...)`)."""
+    found: dict[str, set[Path]] = {}
+    stack: list[Node] = [ast.root]
+    while stack:
+        n = stack.pop()
+        chain = _chain(n)
+        if chain is not None:
+            name, path = chain
+            found.setdefault(name, set()).add(path)
+            # The chain's own operands are covered; its index keys are constants.
+            continue
+        stack.extend(n.children())
+    return {name: frozenset(p) for name, p in found.items()}
+
+
+def _chain(n: Node) -> tuple[str, Path] | None:
+    keys: list[str] = []
+    while True:
+        if n.kind == "ident":
+            if n.name not in VARIABLES:
+                return None
+            return n.name, tuple(reversed(keys))
+        if n.kind == "select" and n.operand is not None:
+            keys.append(n.name)
+            n = n.operand
+        elif (n.kind == "call" and n.name in _INDEX_CALLS and n.operand is None
+              and len(n.args) == 2 and n.args[1].kind == "const"
+              and isinstance(n.args[1].value, str)):
+            keys.append(n.args[1].value)
+            n = n.args[0]
+        else:
+            return None
+
+
+def with_shortcuts(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """`raw` with `labels` and `annotations` at its top level (from metadata, {} when
+    absent or not maps)."""
+    meta = raw.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    out = dict(raw)
+    for key in SHORTCUTS:
+        value = meta.get(key)
+        out[key] = value if isinstance(value, Mapping) else {}
+    return out
+
+
+def view(raw: Mapping[str, Any], selected: frozenset[Path]) -> Any:
+    """The part of `raw` (with its shortcuts) that paths `selected` reach: each path's
+    subtree where it exists, every key along it, nothing else."""
+    full = with_shortcuts(raw)
+    if () in selected:
+        return full
+    return _prune(full, sorted(selected))
+
+
+def _prune(value: Any, selected: list[Path]) -> Any:
+    if any(not p for p in selected) or not isinstance(value, Mapping):
+        # A path ends here, or a step would select from a list or scalar (which the
+        # expression then fails on, or reads whole): keep the value as it is.
+        return value
+    by_key: dict[str, list[Path]] = {}
+    for p in selected:
+        by_key.setdefault(p[0], []).append(p[1:])
+    return {k: _prune(value[k], rest) for k, rest in by_key.items() if k in value}
+
+
+class HasRaw(Protocol):
+    """What `CelInput` reads of a node record: its raw object and its memo."""
+
+    raw: dict[str, Any]
+    cache: dict[str, Any]
+
+
+class CelInput:
+    """A policy's CEL expression, compiled once, with the views of pod and node it
+    reads. `bind(pod)` once per cycle, then the returned function per node."""
+
+    __slots__ = ("_cache_key", "_node_paths", "_pod_paths", "rule", "source")
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.rule = compile_cel(source)
+        selected = paths(self.rule.ast)
+        self._pod_paths = selected.get("pod")
+        self._node_paths = selected.get("node")
+        # Rules reading the same node fields share a node's view.
+        self._cache_key = "cel-view:" + repr(sorted(self._node_paths or ()))
+
+    def bind(self, pod_raw: Mapping[str, Any]) -> Any:
+        """The per-node evaluation for this pod: node record -> the result (plain
+        Python), or CelRuntimeError."""
+        pod = {} if self._pod_paths is None else view(pod_raw, self._pod_paths)
+        node_paths = self._node_paths
+        key = self._cache_key
+        evaluate = self.rule.evaluate
+
+        def run(node: HasRaw) -> Any:
+            if node_paths is None:
+                return evaluate({"pod": pod, "node": {}})
+            memo = node.cache
+            found = memo.get(key)
+            if found is None:
+                found = memo[key] = view(node.raw, node_paths)
+            return evaluate({"pod": pod, "node": found})
+        return run
