@@ -17,7 +17,9 @@ which fields of `pod` and `node` the expression selects with constant names
 copies just those subtrees (the whole object when the expression uses a variable by
 itself, e.g. `cel.bind(n, node, ...)` or `node == ...`). A view is built once per node
 record (its `cache`) and once per pod per cycle; the library's Activation, which
-binds them, is made per evaluation, so no thread ever evaluates another's.
+binds them, is made per evaluation, so no thread ever evaluates another's. An
+expression that reads no pod field is a function of the node alone: its result is
+kept on the node record, so later pods and cycles pay a dict lookup.
 
 Cost: the worst case is estimated at compile time with every list, map and string of
 `pod` and `node` as large as the biggest object the API server stores (3 MiB). One
@@ -28,12 +30,12 @@ a substring search of data inside data within a loop, does not, and lint refuses
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol
 
-from policyd.cel import CelCompileError, CompiledRule, compile_rule
+from policyd.cel import CelCompileError, CelRuntimeError, CompiledRule, compile_rule
 from policyd.cel.checked_ast import CheckedAst, Node
 from policyd.cel.cost import Shape, estimate
 
@@ -210,7 +212,8 @@ class CelInput:
     """A policy's CEL expression, compiled once, with the views of pod and node it
     reads. `bind(pod)` once per cycle, then the returned function per node."""
 
-    __slots__ = ("_cache_key", "_node_paths", "_pod_paths", "rule", "source")
+    __slots__ = ("_cache_key", "_node_paths", "_pod_paths", "_result_key", "rule",
+                 "source")
 
     def __init__(self, source: str) -> None:
         self.source = source
@@ -220,8 +223,9 @@ class CelInput:
         self._node_paths = selected.get("node")
         # Rules reading the same node fields share a node's view.
         self._cache_key = "cel-view:" + repr(sorted(self._node_paths or ()))
+        self._result_key = "cel-result:" + source
 
-    def bind(self, pod_raw: Mapping[str, Any]) -> Any:
+    def bind(self, pod_raw: Mapping[str, Any]) -> Callable[[HasRaw], Any]:
         """The per-node evaluation for this pod: node record -> the result (plain
         Python), or CelRuntimeError."""
         pod = {} if self._pod_paths is None else view(pod_raw, self._pod_paths)
@@ -237,4 +241,27 @@ class CelInput:
             if found is None:
                 found = memo[key] = view(node.raw, node_paths)
             return evaluate({"pod": pod, "node": found})
-        return run
+
+        if self._pod_paths is not None:
+            return run
+        # Without pod fields the result is the node's alone, and a node record never
+        # changes (an update makes a new one): keep it, value or error, on the record,
+        # so every later pod and cycle pays a lookup.
+        result_key = self._result_key
+
+        def remembered(node: HasRaw) -> Any:
+            memo = node.cache
+            found = memo.get(result_key, _UNSET)
+            if found is _UNSET:
+                try:
+                    found = run(node)
+                except CelRuntimeError as e:
+                    found = e
+                memo[result_key] = found
+            if isinstance(found, CelRuntimeError):
+                raise found
+            return found
+        return remembered
+
+
+_UNSET = object()

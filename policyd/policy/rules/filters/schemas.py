@@ -124,7 +124,7 @@ CEL = RuleKind(
     {"type": "string", "description":
      "CEL over pod and node (raw objects, with labels and annotations shortcuts); "
      "the node passes when true."},
-    ("a [CEL](#cel-rules) expression over `pod` and `node` (the raw Kubernetes objects, "
+    ("a [CEL](#cel) expression over `pod` and `node` (the raw Kubernetes objects, "
      "with `labels` and `annotations` shortcuts) is true; false or an error (a missing "
      "key) rejects", _UNRESOLVABLE),
     """\

@@ -120,7 +120,7 @@ CEL = RuleKind(
     "cel",
     {"type": "string", "description":
      "CEL over pod and node giving an int, uint or double."},
-    ("a [CEL](#cel-rules) expression over `pod` and `node` giving an int, uint or "
+    ("a [CEL](#cel) expression over `pod` and `node` giving an int, uint or "
      "double; an error (a missing key) or another type is a missing value",),
     """\
 - id: more-memory

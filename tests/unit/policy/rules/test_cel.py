@@ -1,0 +1,122 @@
+"""`cel` filter and score rules: the issue's one-liner, missing keys as errors and their
+guards, result types, and the node view built once per node record."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from policyd.model.cluster import ClusterState
+from policyd.model.node_info import NodeInfo
+from policyd.model.records import Node, Pod
+from policyd.policy.compiler import compile_policy
+from policyd.policy.rules.filters.cel import CelFilter
+from policyd.policy.rules.scores.cel import CelScore
+from tests.builders import make_node, make_pod
+from tests.unit.policy.conftest import make_policy
+
+
+def _info(node: Node) -> NodeInfo:
+    [info] = ClusterState([node], []).node_infos()
+    return info
+
+
+def _pod(**annotations: str) -> Pod:
+    return make_pod("p").annotations(annotations).label("env", "prod").req(cpu="1").obj()
+
+
+GOLD = make_node("gold").label("tier", "gold").capacity(cpu="8", memory="32Gi").obj()
+SILVER = make_node("silver").label("tier", "silver").capacity(cpu="4", memory="8Gi").obj()
+BARE = make_node("bare").capacity(cpu="2", memory="4Gi").obj()
+
+ONE_LINER = 'node.labels["tier"] == pod.annotations["myorg.io/tier"]'
+
+
+@pytest.mark.parametrize(("expression", "pod", "node", "passes"), [
+    (ONE_LINER, {"myorg.io/tier": "gold"}, GOLD, True),
+    (ONE_LINER, {"myorg.io/tier": "gold"}, SILVER, False),
+    # A missing key is an error, and an error rejects.
+    (ONE_LINER, {"myorg.io/tier": "gold"}, BARE, False),
+    (ONE_LINER, {}, GOLD, False),
+    # Guards: has(), in, optionals, && / || skipping the side that fails.
+    ("has(node.labels.tier)", {}, GOLD, True),
+    ("has(node.labels.tier)", {}, BARE, False),
+    ('"myorg.io/tier" in pod.annotations', {"myorg.io/tier": "x"}, BARE, True),
+    ('node.labels.?tier.orValue("none") == "none"', {}, BARE, True),
+    ('!("myorg.io/tier" in pod.annotations) || node.labels.?tier.orValue("") == '
+     'pod.annotations["myorg.io/tier"]', {}, BARE, True),
+    ('!("myorg.io/tier" in pod.annotations) || node.labels.?tier.orValue("") == '
+     'pod.annotations["myorg.io/tier"]', {"myorg.io/tier": "gold"}, BARE, False),
+    # The raw objects, beyond the shortcuts.
+    ('quantity(node.status.allocatable.memory).isGreaterThan(quantity("16Gi"))', {},
+     GOLD, True),
+    ('quantity(node.status.allocatable.memory).isGreaterThan(quantity("16Gi"))', {},
+     SILVER, False),
+    ('pod.spec.containers.all(c, quantity(c.resources.requests.cpu).asInteger() <= '
+     'quantity(node.status.allocatable.cpu).asInteger())', {}, BARE, True),
+    ('pod.metadata.labels.env == "prod" && node.metadata.name == "gold"', {}, GOLD, True),
+    # Wholesale use of a variable gets the whole object.
+    ('size(node) > 3 && node.metadata.name == "silver"', {}, SILVER, True),
+    ('cel.bind(n, node, n.labels.tier) == "gold"', {}, GOLD, True),
+    # A dyn result that is not a bool rejects (it is not true).
+    ("node.labels.tier", {}, GOLD, False),
+])
+def test_filter(expression: str, pod: dict[str, str], node: Node, passes: bool) -> None:
+    rule = CelFilter("r", "m", expression)
+    policy: Any = None  # unused by cel rules
+    check = rule.bind(policy, _pod(**pod))
+    assert check is not None
+    assert check(_info(node)) is passes
+
+
+@pytest.mark.parametrize(("expression", "node", "value"), [
+    ("int(node.labels.n)", make_node("a").label("n", "7").obj(), 7.0),
+    ("double(node.labels.n) / 2.0", make_node("a").label("n", "5").obj(), 2.5),
+    # The builder adds kubernetes.io/hostname: two labels.
+    ("uint(size(node.labels)) * 3u", make_node("a").label("n", "5").obj(), 6.0),
+    ("quantity(node.status.allocatable.memory).asApproximateFloat()", SILVER,
+     8 * 2.0**30),
+    # Missing: an error (no label, a label that is not a number), a string, a bool.
+    ("int(node.labels.n)", BARE, None),
+    ("int(node.labels.n)", make_node("a").label("n", "x").obj(), None),
+    ("dyn(node.metadata.name)", BARE, None),
+    ("dyn(true)", BARE, None),
+])
+def test_score(expression: str, node: Node, value: float | None) -> None:
+    rule = CelScore({"id": "s", "weight": 1, "normalize": "none", "cel": expression})
+    assert rule.bind(_pod())(_info(node)) == value
+
+
+def test_the_node_view_is_built_once_per_node_record_and_holds_only_what_is_read() -> None:
+    rule = CelFilter("r", "m", ONE_LINER)
+    node = make_node("gold").label("tier", "gold").ready().image(10, "busybox").obj()
+    info = _info(node)
+    for _ in range(2):
+        check = rule.bind(None, _pod(**{"myorg.io/tier": "gold"}))  # type: ignore[arg-type]
+        assert check is not None and check(info)
+    [view] = [v for k, v in node.cache.items() if k.startswith("cel-view:")]
+    assert view == {"labels": {"tier": "gold"}}
+
+
+def test_a_node_only_result_is_kept_on_the_node_record_errors_too() -> None:
+    rule = CelScore({"id": "s", "weight": 1, "normalize": "none",
+                     "cel": "int(node.labels.n)"})
+    good = make_node("a").label("n", "4").obj()
+    bad = make_node("b").obj()
+    for _ in range(2):
+        value = rule.bind(_pod())
+        assert (value(_info(good)), value(_info(bad))) == (4.0, None)
+    assert good.cache["cel-result:int(node.labels.n)"] == 4
+    assert "no such key: n" in str(bad.cache["cel-result:int(node.labels.n)"])
+
+
+def test_the_issue_one_liner_as_a_policy() -> None:
+    doc = make_policy(filters=[{"id": "tier", "message": "node(s) are not in the pod's tier",
+                                "cel": ONE_LINER}])
+    policy = compile_policy(doc)
+    (rule,) = policy.filter_rules
+    assert isinstance(rule, CelFilter)
+    check = rule.bind(policy, _pod(**{"myorg.io/tier": "silver"}))
+    assert check is not None
+    assert [check(_info(n)) for n in (GOLD, SILVER, BARE)] == [False, True, False]
