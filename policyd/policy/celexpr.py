@@ -60,7 +60,8 @@ Path = tuple[str, ...]
 
 @dataclass(frozen=True, slots=True)
 class CelProblem:
-    """A lint problem: message, 1-based line and column inside the expression."""
+    """A lint problem: message, 1-based line and column inside the expression; line
+    0 for a problem of the whole expression (its type, its cost)."""
 
     message: str
     line: int
@@ -73,8 +74,10 @@ class CelProblem:
         before = sum(len(text) + 1 for text in lines[:self.line - 1])
         return before + max(0, self.column - 1)
 
-    def caret(self) -> tuple[str, str]:
-        """The expression's line and a caret under the column."""
+    def caret(self) -> tuple[str, ...]:
+        """The expression's line and a caret under the column; () for the whole."""
+        if self.line == 0:
+            return ()
         lines = self.expression.split("\n")
         text = lines[self.line - 1] if 0 < self.line <= len(lines) else ""
         return text, " " * max(0, self.column - 1) + "^"
@@ -110,15 +113,15 @@ def check(source: str, wanted: frozenset[str], what: str) -> list[CelProblem]:
     if rule.output_type not in wanted:
         problems.append(CelProblem(
             f"CEL expression of {what} must give {_one_of(wanted)}, but it gives "
-            f"{rule.output_type}", 1, 1, source))
+            f"{rule.output_type}", 0, 0, source))
     cost = estimate(rule.ast, _SHAPES)
     if cost > MAX_COST:
         problems.append(CelProblem(
             f"CEL expression is too expensive: its estimated worst-case cost "
             f"({_magnitude(cost)}, with every list, map and string in pod and node as large "
-            f"as a 3 MiB object allows) exceeds {_magnitude(MAX_COST)}, which one pass "
+            f"as a 3 MiB object allows) exceeds 10^{round(math.log10(MAX_COST))}, which one pass "
             "over the data stays under; avoid loops inside loops over pod or node data",
-            1, 1, source))
+            0, 0, source))
     return problems
 
 

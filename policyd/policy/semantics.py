@@ -111,8 +111,8 @@ class _Checker:
         if not isinstance(source, str):
             return
         for err in celexpr.check(source, wanted, what):
-            at = self.doc.column_in_scalar(path, err.offset()) if "\n" not in source \
-                else None
+            at = self.doc.column_in_scalar(path, err.offset()) \
+                if err.line and "\n" not in source else None
             self.add(path, "cel", err.message, detail=err.caret(), at=at)
 
     def quantity(self, path: JsonPath, value: Any) -> None:

@@ -85,11 +85,11 @@ def _lint(expression: str, section: str = "filters") -> list[celexpr.CelProblem]
      "invalid CEL: ERROR: <input>:1:1: undeclared reference to 'nodes'"),
     ("node.labels.tier == 'a' &&\n  pod.labels.x = 'b'", "filters", 2, 16,
      "invalid CEL: ERROR: <input>:2:16: Syntax error"),
-    ("size(node.labels)", "filters", 1, 1,
+    ("size(node.labels)", "filters", 0, 0,
      "CEL expression of a filter must give bool, but it gives int"),
-    ("node.metadata.name + 'x'", "scores", 1, 1,
+    ("node.metadata.name + 'x'", "scores", 0, 0,
      "CEL expression of a score must give double, int or uint, but it gives string"),
-    ("node.status.images.all(i, node.status.images.exists(j, i == j))", "filters", 1, 1,
+    ("node.status.images.all(i, node.status.images.exists(j, i == j))", "filters", 0, 0,
      "CEL expression is too expensive: its estimated worst-case cost (about 10^"),
 ])
 def test_lint_problems(expression: str, section: str, line: int, column: int,
@@ -153,6 +153,7 @@ def test_score_rule_type_is_linted() -> None:
     [p] = check_docs(doc).problems
     assert (p.rule, p.path) == ("cel", "spec.scores[0].cel")
     assert "must give double, int or uint, but it gives bool" in p.message
+    assert p.detail == ()  # the whole expression: no caret
 
 
 def _example(kind: Any) -> dict[str, Any]:
