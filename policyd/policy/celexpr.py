@@ -19,7 +19,9 @@ itself, e.g. `cel.bind(n, node, ...)` or `node == ...`). A view is built once pe
 record (its `cache`) and once per pod per cycle; the library's Activation, which
 binds them, is made per evaluation, so no thread ever evaluates another's. An
 expression that reads no pod field is a function of the node alone: its result is
-kept on the node record, so later pods and cycles pay a dict lookup.
+kept on the node record, so later pods and cycles pay a dict lookup; one that reads
+the pod is evaluated once per pod per distinct node view (nodes of one tier or zone
+share the verdict).
 
 Cost: the worst case is estimated at compile time with every list, map and string of
 `pod` and `node` as large as the biggest object the API server stores (3 MiB). One
@@ -29,6 +31,7 @@ a substring search of data inside data within a loop, does not, and lint refuses
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -236,14 +239,45 @@ class CelInput:
         key = self._cache_key
         evaluate = self.rule.evaluate
 
-        def run(node: HasRaw) -> Any:
-            if node_paths is None:
+        if node_paths is None:
+            def without_node(node: HasRaw) -> Any:
                 return evaluate({"pod": pod, "node": {}})
-            memo = node.cache
-            found = memo.get(key)
-            if found is None:
-                found = memo[key] = view(node.raw, node_paths)
-            return evaluate({"pod": pod, "node": found})
+            return without_node
+
+        if () in node_paths or self._pod_paths is None:
+            def plain(node: HasRaw) -> Any:
+                memo = node.cache
+                found = memo.get(key)
+                if found is None:
+                    found = memo[key] = view(node.raw, node_paths)
+                return evaluate({"pod": pod, "node": found})
+            run = plain
+        else:
+            # Nodes often agree on the few fields an expression reads (the same
+            # tier, zone, allocatable): the result is a function of the two views,
+            # so this pod evaluates once per distinct node view. A view's canonical
+            # text, its key here, is made once per node record beside the view.
+            results: dict[str, Any] = {}
+            key = "cel-keyed-" + key  # (view, text) pairs: not the plain views' entry
+
+            def grouped(node: HasRaw) -> Any:
+                memo = node.cache
+                found = memo.get(key)
+                if found is None:
+                    selected = view(node.raw, node_paths)
+                    found = memo[key] = (selected, _canonical(selected))
+                selected, text = found
+                result = results.get(text, _UNSET)
+                if result is _UNSET:
+                    try:
+                        result = evaluate({"pod": pod, "node": selected})
+                    except CelRuntimeError as e:
+                        result = e
+                    results[text] = result
+                if isinstance(result, CelRuntimeError):
+                    raise result
+                return result
+            run = grouped
 
         if self._pod_paths is not None:
             return run
@@ -268,3 +302,9 @@ class CelInput:
 
 
 _UNSET = object()
+
+
+def _canonical(value: Any) -> str:
+    """One text per distinct view: JSON with sorted keys, types kept apart (1, 1.0,
+    "1" and true differ; CEL tells them apart too)."""
+    return json.dumps(value, sort_keys=True, default=repr)

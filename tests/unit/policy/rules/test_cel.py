@@ -95,8 +95,32 @@ def test_the_node_view_is_built_once_per_node_record_and_holds_only_what_is_read
     for _ in range(2):
         check = rule.bind(None, _pod(**{"myorg.io/tier": "gold"}))  # type: ignore[arg-type]
         assert check is not None and check(info)
-    [view] = [v for k, v in node.cache.items() if k.startswith("cel-view:")]
+    [(view, text)] = [v for k, v in node.cache.items() if k.startswith("cel-keyed-cel-view:")]
     assert view == {"labels": {"tier": "gold"}}
+    assert text == '{"labels": {"tier": "gold"}}'
+
+
+def test_a_pod_evaluates_once_per_distinct_node_view() -> None:
+    rule = CelFilter("r", "m", ONE_LINER)
+    calls: list[object] = []
+    evaluate = rule.expr.rule.evaluate
+
+    class Counting:
+        def evaluate(self, activation: Any) -> Any:
+            calls.append(activation["node"])
+            return evaluate(activation)
+    rule.expr.rule = Counting()  # type: ignore[assignment]
+    nodes = [make_node(f"n{i}").label("tier", ("gold", "silver")[i % 2]).obj()
+             for i in range(6)] + [BARE]
+    infos = ClusterState(nodes, []).node_infos()
+    check = rule.bind(None, _pod(**{"myorg.io/tier": "gold"}))  # type: ignore[arg-type]
+    assert check is not None
+    assert [check(i) for i in infos] == [True, False] * 3 + [False]
+    assert len(calls) == 3  # gold, silver, and the node without the label (an error)
+    again = rule.bind(None, _pod(**{"myorg.io/tier": "silver"}))  # type: ignore[arg-type]
+    assert again is not None
+    assert [again(i) for i in infos] == [False, True] * 3 + [False]
+    assert len(calls) == 6
 
 
 def test_a_node_only_result_is_kept_on_the_node_record_errors_too() -> None:
