@@ -231,6 +231,15 @@ class CelInput:
         self._cache_key = "cel-view:" + repr(sorted(self._node_paths or ()))
         self._result_key = "cel-result:" + source
 
+    def node_label_keys(self) -> tuple[str, ...]:
+        """The node label keys the expression reads by name (`node.labels.tier`,
+        `node.metadata.labels["myorg.io/x"]`, `has(...)`, `.?`), for explain and
+        audit's case check."""
+        keys = [p[-1] for p in sorted(self._node_paths or ())
+                if (len(p) == 2 and p[0] == "labels")
+                or (len(p) == 3 and p[:2] == ("metadata", "labels"))]
+        return tuple(dict.fromkeys(keys))
+
     def bind(self, pod_raw: Mapping[str, Any]) -> Callable[[HasRaw], Any]:
         """The per-node evaluation for this pod: node record -> the result (plain
         Python), or CelRuntimeError."""

@@ -24,6 +24,9 @@ class CelFilter(FilterRule):
         super().__init__(rule_id, message)
         self.expr = CelInput(source)
 
+    def node_label_keys(self) -> tuple[str, ...]:
+        return self.expr.node_label_keys()
+
     def bind(self, policy: RulePolicy, pod: Pod) -> NodeCheck | None:
         evaluate = self.expr.bind(pod.raw)
 

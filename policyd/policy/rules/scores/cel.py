@@ -26,6 +26,9 @@ class CelScore(ScoreRule):
         super().__init__(spec)
         self.expr = CelInput(spec["cel"])
 
+    def node_label_keys(self) -> tuple[str, ...]:
+        return self.expr.node_label_keys()
+
     def bind(self, pod: Pod) -> NodeValue:
         evaluate = self.expr.bind(pod.raw)
 

@@ -144,3 +144,13 @@ def test_the_issue_one_liner_as_a_policy() -> None:
     check = rule.bind(policy, _pod(**{"myorg.io/tier": "silver"}))
     assert check is not None
     assert [check(_info(n)) for n in (GOLD, SILVER, BARE)] == [False, True, False]
+
+
+def test_node_label_keys_are_the_labels_read_by_name() -> None:
+    rule = CelFilter("r", "m", 'node.labels.tier == "a" && has(node.metadata.labels.Zone) '
+                               '&& node.labels[?"myorg.io/x"].hasValue() && '
+                               'pod.labels.env == "b" && size(node.labels) > 0')
+    assert sorted(rule.node_label_keys()) == ["Zone", "myorg.io/x", "tier"]
+    score = CelScore({"id": "s", "weight": 1, "normalize": "none",
+                      "cel": "int(node.metadata.labels.n)"})
+    assert score.node_label_keys() == ("n",)
