@@ -221,9 +221,14 @@ class CelInput:
     __slots__ = ("_cache_key", "_node_paths", "_pod_paths", "_result_key", "rule",
                  "source")
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, rule_id: str = "") -> None:
         self.source = source
-        self.rule = compile_cel(source)
+        try:
+            self.rule = compile_cel(source)
+        except CelCompileError as e:
+            # Lint reports this first; only a document that skipped it gets here.
+            raise ValueError(f"rule {rule_id!r}: invalid CEL {source!r}: "
+                             + e.message.split("\n")[0]) from None
         selected = paths(self.rule.ast)
         self._pod_paths = selected.get("pod")
         self._node_paths = selected.get("node")

@@ -22,7 +22,7 @@ class CelFilter(FilterRule):
 
     def __init__(self, rule_id: str, message: str, source: str) -> None:
         super().__init__(rule_id, message)
-        self.expr = CelInput(source)
+        self.expr = CelInput(source, rule_id)
 
     def node_label_keys(self) -> tuple[str, ...]:
         return self.expr.node_label_keys()

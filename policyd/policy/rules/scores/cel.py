@@ -24,7 +24,7 @@ class CelScore(ScoreRule):
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
         super().__init__(spec)
-        self.expr = CelInput(spec["cel"])
+        self.expr = CelInput(spec["cel"], self.id)
 
     def node_label_keys(self) -> tuple[str, ...]:
         return self.expr.node_label_keys()

@@ -154,3 +154,9 @@ def test_node_label_keys_are_the_labels_read_by_name() -> None:
     score = CelScore({"id": "s", "weight": 1, "normalize": "none",
                       "cel": "int(node.metadata.labels.n)"})
     assert score.node_label_keys() == ("n",)
+
+
+def test_a_rule_that_skipped_lint_fails_naming_it() -> None:
+    with pytest.raises(ValueError, match=r"^rule 'r': invalid CEL 'node\.x =': ERROR: "
+                                         r"<input>:1:8: Syntax error"):
+        CelFilter("r", "m", "node.x =")
