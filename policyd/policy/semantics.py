@@ -9,8 +9,8 @@ skips what the schema already reports. Each check yields `Problem`s with a rule 
 - `jmespath`: parse errors (with the column inside the expression) and unknown
   functions;
 - `cel`: compile errors (at their line and column inside the expression), a result
-  type the rule cannot use (a filter needs bool, a score int, uint or double) and a
-  worst-case cost over `celexpr.MAX_COST`;
+  type the rule cannot use (a filter needs bool, a score int, uint or double), and a
+  worst-case cost over `celexpr.MAX_COST` (a warning);
 - `quantity`: quantities that do not parse or are negative;
 - `never-matches`: requirements that contradict each other (In a and NotIn a; Gt 5 and
   Lt 6; DoesNotExist and Exists), or a policy that can apply to no pod;
@@ -113,7 +113,8 @@ class _Checker:
         for err in celexpr.check(source, wanted, what):
             at = self.doc.column_in_scalar(path, err.offset()) \
                 if err.line and "\n" not in source else None
-            self.add(path, "cel", err.message, detail=err.caret(), at=at)
+            self.add(path, "cel", err.message, detail=err.caret(), at=at,
+                     level=WARNING if err.warning else ERROR)
 
     def quantity(self, path: JsonPath, value: Any) -> None:
         # Other types are schema errors, .inf and .nan `finite_numbers` errors: one each.
