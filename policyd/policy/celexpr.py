@@ -243,6 +243,11 @@ class CelInput:
         self._cache_key = "cel-view:" + repr(sorted(self._node_paths or ()))
         self._result_key = "cel-result:" + source
 
+    @property
+    def reads_pod(self) -> bool:
+        """Whether the result depends on the pod (it names `pod`)."""
+        return self._pod_paths is not None
+
     def node_label_keys(self) -> tuple[str, ...]:
         """The node label keys the expression reads by name (`node.labels.tier`,
         `node.metadata.labels["myorg.io/x"]`, `has(...)`, `.?`), for explain and

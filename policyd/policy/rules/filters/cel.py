@@ -23,6 +23,8 @@ class CelFilter(FilterRule):
     def __init__(self, rule_id: str, message: str, source: str) -> None:
         super().__init__(rule_id, message)
         self.expr = CelInput(source, rule_id)
+        # Only a rule that names `pod` can change its verdict when the pod does.
+        self.reads_pod = self.expr.reads_pod
 
     def node_label_keys(self) -> tuple[str, ...]:
         return self.expr.node_label_keys()

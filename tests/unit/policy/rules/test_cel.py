@@ -11,6 +11,7 @@ from policyd.model.cluster import ClusterState
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod
 from policyd.policy.compiler import compile_policy
+from policyd.policy.requeue import POD_OWN_UPDATE
 from policyd.policy.rules.filters.cel import CelFilter
 from policyd.policy.rules.scores.cel import CelScore
 from tests.builders import make_node, make_pod
@@ -160,3 +161,13 @@ def test_a_rule_that_skipped_lint_fails_naming_it() -> None:
     with pytest.raises(ValueError, match=r"^rule 'r': invalid CEL 'node\.x =': ERROR: "
                                          r"<input>:1:8: Syntax error"):
         CelFilter("r", "m", "node.x =")
+
+
+def test_only_a_rule_naming_pod_requeues_on_the_pod_update() -> None:
+    for expression, reads in ((ONE_LINER, True), ('node.labels.?tier.orValue("") == "a"',
+                                                  False)):
+        policy = compile_policy(make_policy(filters=[{"id": "f", "message": "m",
+                                                      "cel": expression}]))
+        assert policy.filter_rules[0].reads_pod is reads
+        events = [e.event for e in policy.events_to_register()]
+        assert (POD_OWN_UPDATE in events) is reads
