@@ -42,10 +42,16 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol
 
-from policyd.cel import CelCompileError, CelRuntimeError, CompiledRule, compile_rule
-from policyd.cel.checked_ast import CheckedAst, Node
-from policyd.cel.cost import Shape
-from policyd.cel.rule_cost import estimate_bounded
+from policyd.cel import (
+    CelCompileError,
+    CelNode,
+    CelRuntimeError,
+    CheckedAst,
+    CompiledRule,
+    Shape,
+    compile_rule,
+    estimate_bounded,
+)
 
 VARIABLES = {"pod": dict, "node": dict}
 SHORTCUTS = ("labels", "annotations")
@@ -150,7 +156,7 @@ def paths(ast: CheckedAst) -> dict[str, frozenset[Path]]:
     """Per variable the expression reads, the constant-key paths it selects from it
     (maximal chains of `.name`, `["name"]`, `.?name`, `[?"name"]`, `has(...)`)."""
     found: dict[str, set[Path]] = {}
-    stack: list[Node] = [ast.root]
+    stack: list[CelNode] = [ast.root]
     while stack:
         n = stack.pop()
         chain = _chain(n)
@@ -163,7 +169,7 @@ def paths(ast: CheckedAst) -> dict[str, frozenset[Path]]:
     return {name: frozenset(p) for name, p in found.items()}
 
 
-def _chain(n: Node) -> tuple[str, Path] | None:
+def _chain(n: CelNode) -> tuple[str, Path] | None:
     keys: list[str] = []
     while True:
         if n.kind == "ident":
