@@ -5,7 +5,10 @@ The public API (the DRA allocator and the policy language use only this):
 - `compile_device_selector(expression) -> DeviceSelector`, cached per expression;
   `DeviceSelector.matches(driver, device) -> bool` (`prepare_device` +
   `matches_input` to convert a device once for several selectors);
-- `compile_rule(expression, variables) -> CompiledRule`, `.evaluate(activation)`;
+- `compile_rule(expression, variables) -> CompiledRule`, `.evaluate(activation)`,
+  `.ast` (a `CheckedAst` of `CelNode`s, to read what an expression selects) and
+  `estimate_bounded(ast, shapes, bound)`, the worst-case cost of a rule whose every
+  value is bounded by its inputs (`Shape`);
 - `CelCompileError` and `CelRuntimeError`, whose text is upstream's.
 
 The library: cel-expr-python (PyPI `cel-expr-python`, Google's CEL-C++ runtime
@@ -40,6 +43,9 @@ with their reasons.
 A leaf package: it imports nothing of policyd, so any layer may use it.
 """
 
+from policyd.cel.checked_ast import CheckedAst
+from policyd.cel.checked_ast import Node as CelNode
+from policyd.cel.cost import Shape
 from policyd.cel.device import (
     CEL_SELECTOR_MAX_COST,
     DeviceDataError,
@@ -50,18 +56,23 @@ from policyd.cel.device import (
 )
 from policyd.cel.errors import CelCompileError, CelError, CelRuntimeError
 from policyd.cel.rule import CompiledRule, TypeLike, compile_rule
+from policyd.cel.rule_cost import estimate_bounded
 
 __all__ = [
     "CEL_SELECTOR_MAX_COST",
     "CelCompileError",
     "CelError",
+    "CelNode",
     "CelRuntimeError",
+    "CheckedAst",
     "CompiledRule",
     "DeviceDataError",
     "DeviceInput",
     "DeviceSelector",
+    "Shape",
     "TypeLike",
     "compile_device_selector",
     "compile_rule",
+    "estimate_bounded",
     "prepare_device",
 ]

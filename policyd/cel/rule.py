@@ -56,7 +56,7 @@ def cel_type(t: TypeLike) -> Any:
 class CompiledRule:
     """A compiled rule; `evaluate` is safe to call from several threads."""
 
-    __slots__ = ("_program", "_variables", "expression", "max_cost", "output_type")
+    __slots__ = ("_program", "_variables", "ast", "expression", "max_cost", "output_type")
 
     def __init__(self, expression: str, compiled: environment.Compiled,
                  variables: frozenset[str]) -> None:
@@ -64,6 +64,8 @@ class CompiledRule:
         self._program = compiled.program
         self._variables = variables
         self.output_type = compiled.output_type
+        # The checked tree, for callers that read what the expression selects.
+        self.ast = compiled.ast
         unknown = {name: Shape(UNBOUNDED) for name in variables}
         self.max_cost = estimate(compiled.ast, unknown)
 

@@ -75,6 +75,10 @@ RULES: tuple[Rule, ...] = (
                          "unknown functions; wrong argument counts; nesting deeper than 64 "
                          "levels of brackets, calls, `!` and `&`, or a parsed tree deeper "
                          "than 128 (long `\\|\\|`/`&&`/`\\|` chains)"),
+    Rule("cel", (ERROR, WARNING), "compile errors at their line and column with a caret "
+                                  "and a result type the rule cannot use (filters: bool, "
+                                  "scores: int, uint or double), errors; a worst-case cost "
+                                  "beyond one pass over the data, a warning ([CEL](#cel))"),
     Rule("quantity", _E, "quantities Kubernetes would reject, beyond 2^63-1, or negative "
                          "([grammar](#numbers-and-quantities))"),
     Rule("number", _E, "`.inf` or `.nan` anywhere (in a PolicyTest's metrics: any value "

@@ -19,6 +19,7 @@ from typing import Any
 
 import jmespath
 
+from policyd.cel import compile_rule
 from policyd.model.node_info import NodeInfo
 from policyd.model.node_metrics import MetricsReader
 from policyd.model.quantity import resource_value
@@ -130,6 +131,28 @@ def _jmespath_filter(expr: str, doc: Mapping[str, Any], pod: Pod,
         return False
 
 
+def _cel_objects(pod: Pod, info: NodeInfo) -> dict[str, Any]:
+    """The whole raw objects, each with its `labels`/`annotations` shortcuts."""
+    out = {}
+    for name, raw in (("pod", pod.raw), ("node", info.node.raw)):
+        meta = raw.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
+        out[name] = {**raw, **{k: meta[k] if isinstance(meta.get(k), dict) else {}
+                               for k in ("labels", "annotations")}}
+    return out
+
+
+def _cel(expr: str, pod: Pod, info: NodeInfo) -> Any:
+    return compile_rule(expr, {"pod": dict, "node": dict}).evaluate(_cel_objects(pod, info))
+
+
+def _cel_filter(expr: str, doc: Mapping[str, Any], pod: Pod, info: NodeInfo) -> bool | None:
+    try:
+        return _cel(expr, pod, info) is True
+    except Exception:
+        return False
+
+
 # Per filter kind: whether the node passes (None: the rule is inactive for the pod).
 _FILTERS: dict[str, Callable[[Any, Mapping[str, Any], Pod, NodeInfo], bool | None]] = {
     "annotationToNodeLabel": _annotation_to_node_label,
@@ -138,6 +161,7 @@ _FILTERS: dict[str, Callable[[Any, Mapping[str, Any], Pod, NodeInfo], bool | Non
     "requireExtendedResource": _require_extended_resource,
     "maxPodsPerNode": _max_pods_per_node,
     "jmespath": _jmespath_filter,
+    "cel": _cel_filter,
 }
 # The kinds whose rejection evicting pods can resolve.
 _RESOLVABLE = {"headroom", "maxPodsPerNode"}
@@ -249,6 +273,16 @@ def _jmespath_score(expr: str, pod: Pod, info: NodeInfo,
         return None
 
 
+def _cel_score(expr: str, pod: Pod, info: NodeInfo,
+               metrics: MetricsReader | None) -> Fraction | None:
+    try:
+        v = _cel(expr, pod, info)
+    except Exception:
+        return None
+    # Numbers only: a string result is missing even when it holds a number.
+    return None if isinstance(v, str) else _number(v)
+
+
 # Per score kind: the node's raw value (None: missing).
 _SCORES: dict[str, Callable[[Any, Pod, NodeInfo, MetricsReader | None], Fraction | None]] = {
     "labelValue": _label_value,
@@ -256,6 +290,7 @@ _SCORES: dict[str, Callable[[Any, Pod, NodeInfo, MetricsReader | None], Fraction
     "allocation": _allocation,
     "jmespath": _jmespath_score,
     "metric": _metric,
+    "cel": _cel_score,
 }
 
 

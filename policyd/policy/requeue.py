@@ -10,8 +10,9 @@ derived once, when the policy is compiled, from what its filter rules read
 |                                              | scaled down (Pod Delete, ScaleDown)    |
 | pods on the node (maxPodsPerNode)            | Node Add; a bound pod deleted, or      |
 |                                              | updated out of the policy's appliesTo  |
-| JMESPath over the node                       | Node Add, any Node update              |
-| the pod (annotations, JMESPath over the pod, | the pod's own update                   |
+| JMESPath or CEL over the node                | Node Add, any Node update              |
+| the pod (annotations, JMESPath or CEL over   | the pod's own update                   |
+| the pod,                                     |                                        |
 | appliesTo selectors and condition, requests) |                                        |
 
 Each filter rule kind declares its row in its own module (`events`, under

@@ -8,6 +8,9 @@ skips what the schema already reports. Each check yields `Problem`s with a rule 
   Kubernetes API server would reject;
 - `jmespath`: parse errors (with the column inside the expression) and unknown
   functions;
+- `cel`: compile errors (at their line and column inside the expression), a result
+  type the rule cannot use (a filter needs bool, a score int, uint or double), and a
+  worst-case cost over `celexpr.MAX_COST` (a warning);
 - `quantity`: quantities that do not parse or are negative;
 - `never-matches`: requirements that contradict each other (In a and NotIn a; Gt 5 and
   Lt 6; DoesNotExist and Exists), or a policy that can apply to no pod;
@@ -36,7 +39,7 @@ from policyd.model.int64 import parse_int64
 from policyd.model.quantity import parse_quantity
 from policyd.model.spelling import show_value
 from policyd.plugins import names as builtin
-from policyd.policy import jmes
+from policyd.policy import celexpr, jmes
 from policyd.policy.policy_schema import AUDIT
 from policyd.problems import ERROR, WARNING, Problem
 from policyd.sourcefile import JsonPath, SourceDocument
@@ -103,6 +106,15 @@ class _Checker:
         for err in jmes.check(source):
             at = self.doc.column_in_scalar(path, err.offset) if "\n" not in source else None
             self.add(path, "jmespath", err.message, detail=err.caret(), at=at)
+
+    def cel(self, path: JsonPath, source: Any, wanted: frozenset[str], what: str) -> None:
+        if not isinstance(source, str):
+            return
+        for err in celexpr.check(source, wanted, what):
+            at = self.doc.column_in_scalar(path, err.offset()) \
+                if err.line and "\n" not in source else None
+            self.add(path, "cel", err.message, detail=err.caret(), at=at,
+                     level=WARNING if err.warning else ERROR)
 
     def quantity(self, path: JsonPath, value: Any) -> None:
         # Other types are schema errors, .inf and .nan `finite_numbers` errors: one each.
@@ -336,6 +348,7 @@ class _Checker:
                          "use headroom for native resources", level=WARNING)
             self.quantity((*p, "quantity"), ext.get("quantity"))
         self.expression((*path, "jmespath"), rule.get("jmespath"))
+        self.cel((*path, "cel"), rule.get("cel"), celexpr.FILTER_TYPES, "a filter")
 
     def resource(self, path: JsonPath, name: Any) -> None:
         if isinstance(name, str):
@@ -396,6 +409,7 @@ class _Checker:
                          "stretches small differences between nodes to the full range "
                          "(use none to keep them proportional)", level=WARNING)
         self.expression((*path, "jmespath"), rule.get("jmespath"))
+        self.cel((*path, "cel"), rule.get("cel"), celexpr.SCORE_TYPES, "a score")
 
 
 def _is_int(value: str) -> bool:

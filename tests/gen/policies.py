@@ -42,6 +42,28 @@ NAMES = replace(DEFAULT_NAMES, namespaces=["default", "prod", "kube-system"])
 MIX = next(m for m in MIXES if m.name == "fit")
 
 
+# CEL rules: missing keys (errors), guards, optionals, shortcuts, whole-object use
+# and a dyn result that is sometimes not a number.
+CEL_FILTERS = [
+    'node.labels["env"] == pod.labels["env"]',
+    '"tier" in node.labels',
+    'node.labels.?n.orValue("0") != "0" && int(node.labels.n) > 2',
+    'quantity(node.status.allocatable.memory).isGreaterThan(quantity("3Gi"))',
+    'has(node.metadata.annotations) && node.annotations.exists(k, k == pod.labels.?env'
+    '.orValue(""))',
+    'size(node) > 0 && node.metadata.name.startsWith("n")',
+    'dyn(node.annotations.?hw.orValue(true)) == true',
+]
+CEL_SCORES = [
+    'int(node.labels.n)',
+    'size(node.labels)',
+    'double(node.annotations.lat)',
+    'quantity(node.status.allocatable.cpu).asApproximateFloat()',
+    'dyn(node.labels.?n.hasValue() ? int(node.labels.n) : node.metadata.name)',
+    'uint(size(pod.spec.containers)) * 3u',
+]
+
+
 def policy_pod(rng: random.Random, name: str, node: str = "") -> dict[str, Any]:
     return gen_pod(rng, name, bound_to=node or None, names=NAMES, mix=MIX,
                    vocabulary=VOCABULARY).raw()
@@ -71,7 +93,7 @@ def _selector(rng: random.Random, node: bool) -> dict[str, Any]:
 
 
 def _filter(rng: random.Random, i: int) -> dict[str, Any]:
-    kind = rng.choice(["a2l", "labels", "headroom", "ext", "cap", "jmes"])
+    kind = rng.choice(["a2l", "labels", "headroom", "ext", "cap", "jmes", "cel"])
     r: dict[str, Any] = {"id": f"f{i}", "message": f"filter {i} failed"}
     if kind == "a2l":
         a: dict[str, Any] = {"annotation": rng.choice(ANN_KEYS), "label": rng.choice(KEYS)}
@@ -99,7 +121,7 @@ def _filter(rng: random.Random, i: int) -> dict[str, Any]:
                                         "quantity": rng.randint(1, 3)}
     elif kind == "cap":
         r["maxPodsPerNode"] = rng.randint(1, 3)
-    else:
+    elif kind == "jmes":
         r["jmespath"] = rng.choice([
             "node.metadata.labels.env == pod.metadata.labels.env",
             "quantity(node.status.allocatable.memory) > quantity('3Gi')",
@@ -107,11 +129,13 @@ def _filter(rng: random.Random, i: int) -> dict[str, Any]:
             "contains(keys(node.metadata.labels), 'tier')",
             "abs(node.metadata.name)",
         ])
+    else:
+        r["cel"] = rng.choice(CEL_FILTERS)
     return r
 
 
 def _score(rng: random.Random, i: int) -> dict[str, Any]:
-    kind = rng.choice(["lv", "num", "alloc", "jmes"])
+    kind = rng.choice(["lv", "num", "alloc", "jmes", "cel"])
     r: dict[str, Any] = {"id": f"s{i}", "weight": rng.randint(1, 100),
                          "normalize": rng.choice(["minmax", "max", "none"])}
     if kind != "num" and rng.random() < 0.3:
@@ -130,7 +154,7 @@ def _score(rng: random.Random, i: int) -> dict[str, Any]:
             r["allocation"]["resources"] = [
                 {"name": n, "weight": rng.randint(1, 5)}
                 for n in rng.sample(["cpu", "memory", "example.com/gpu"], rng.randint(1, 3))]
-    else:
+    elif kind == "jmes":
         r["jmespath"] = rng.choice([
             "to_number(node.metadata.labels.n)",
             "length(keys(node.metadata.labels))",
@@ -138,6 +162,8 @@ def _score(rng: random.Random, i: int) -> dict[str, Any]:
             "quantity(node.status.allocatable.cpu)",
             "node.metadata.name",
         ])
+    else:
+        r["cel"] = rng.choice(CEL_SCORES)
     return r
 
 

@@ -14,12 +14,14 @@ from typing import Any
 
 from policyd.policy.rules.base import FilterRule, ScoreRule
 from policyd.policy.rules.filters.annotation_to_node_label import AnnotationToNodeLabel
+from policyd.policy.rules.filters.cel import CelFilter
 from policyd.policy.rules.filters.headroom import Headroom
 from policyd.policy.rules.filters.jmespath import JmesFilter
 from policyd.policy.rules.filters.max_pods_per_node import MaxPodsPerNode
 from policyd.policy.rules.filters.node_labels import NodeLabels
 from policyd.policy.rules.filters.require_extended_resource import RequireExtendedResource
 from policyd.policy.rules.scores.allocation import AllocationScore
+from policyd.policy.rules.scores.cel import CelScore
 from policyd.policy.rules.scores.jmespath import JmesScore
 from policyd.policy.rules.scores.label_value import LabelValueScore
 from policyd.policy.rules.scores.metric import MetricScore
@@ -32,10 +34,10 @@ ScoreFactory = Callable[[Mapping[str, Any]], ScoreRule]
 
 FILTER_RULES: dict[str, FilterFactory] = {cls.kind.name: cls for cls in (
     AnnotationToNodeLabel, NodeLabels, Headroom, RequireExtendedResource, MaxPodsPerNode,
-    JmesFilter)}
+    JmesFilter, CelFilter)}
 
 SCORE_RULES: dict[str, ScoreFactory] = {cls.kind.name: cls for cls in (
-    LabelValueScore, NumericScore, AllocationScore, JmesScore, MetricScore)}
+    LabelValueScore, NumericScore, AllocationScore, JmesScore, MetricScore, CelScore)}
 
 
 def rule_kind(spec: Mapping[str, Any], kinds: Mapping[str, object], section: str) -> str:

@@ -119,5 +119,19 @@ JMESPATH = RuleKind(
   jmespath: "label(node, 'myorg.io/rack') == annotation(pod, 'myorg.io/rack')"
 """)
 
+CEL = RuleKind(
+    "cel",
+    {"type": "string", "description":
+     "CEL over pod and node (raw objects, with labels and annotations shortcuts); "
+     "the node passes when true."},
+    ("a [CEL](#cel) expression over `pod` and `node` (the raw Kubernetes objects, "
+     "with `labels` and `annotations` shortcuts) is true; false or an error (a missing "
+     "key) rejects", _UNRESOLVABLE),
+    """\
+- id: same-tier
+  message: node(s) are not in the pod's tier
+  cel: 'node.labels["tier"] == pod.annotations["myorg.io/tier"]'
+""")
+
 KINDS = (ANNOTATION_TO_NODE_LABEL, NODE_LABELS, HEADROOM, REQUIRE_EXTENDED_RESOURCE,
-         MAX_PODS_PER_NODE, JMESPATH)
+         MAX_PODS_PER_NODE, JMESPATH, CEL)

@@ -116,4 +116,17 @@ METRIC = RuleKind(
 """,
     shape="{name, prefer: highest \\| lowest, missing: worst \\| neutral \\| skip}")
 
-KINDS = (LABEL_VALUE, NUMERIC, ALLOCATION, JMESPATH, METRIC)
+CEL = RuleKind(
+    "cel",
+    {"type": "string", "description":
+     "CEL over pod and node giving an int, uint or double."},
+    ("a [CEL](#cel) expression over `pod` and `node` giving an int, uint or "
+     "double; an error (a missing key) or another type is a missing value",),
+    """\
+- id: more-memory
+  weight: 20
+  normalize: max
+  cel: 'quantity(node.status.allocatable.memory).asApproximateFloat()'
+""")
+
+KINDS = (LABEL_VALUE, NUMERIC, ALLOCATION, JMESPATH, METRIC, CEL)

@@ -26,6 +26,7 @@ FILTER_SPECS: dict[str, Any] = {
     "requireExtendedResource": {"name": "example.com/gpu"},
     "maxPodsPerNode": 3,
     "jmespath": "node.metadata.name",
+    "cel": "node.labels.tier == 'a'",
 }
 SCORE_SPECS: dict[str, Any] = {
     "labelValue": {"label": "l", "values": {"a": 1}},
@@ -33,6 +34,7 @@ SCORE_SPECS: dict[str, Any] = {
     "allocation": {"strategy": "least"},
     "jmespath": "`1`",
     "metric": {"name": "m", "prefer": "lowest"},
+    "cel": "1",
 }
 
 
