@@ -73,6 +73,10 @@ CSI_NODE = "storage.k8s.io/CSINode"
 CSI_DRIVER = "storage.k8s.io/CSIDriver"
 CSI_STORAGE_CAPACITY = "storage.k8s.io/CSIStorageCapacity"
 VOLUME_ATTACHMENT = "storage.k8s.io/VolumeAttachment"
+# DRA resources (upstream's names); their hints get the raw objects as old/new too.
+RESOURCE_CLAIM = "resource.k8s.io/ResourceClaim"
+RESOURCE_SLICE = "resource.k8s.io/ResourceSlice"
+DEVICE_CLASS = "resource.k8s.io/DeviceClass"
 WILDCARD = "*"
 
 

@@ -12,7 +12,6 @@ from policyd.model.cluster import ClusterState
 from policyd.plugins import names, registry
 from tests.builders import make_node, make_pod
 
-TAIL = "policyd does not allocate DRA devices yet (see README, known limits)"
 PREEMPTION = ", preemption: "
 
 
@@ -42,13 +41,13 @@ def _tail_ok(message: str, head: str) -> bool:
 
 
 @pytest.mark.parametrize("reference", [False, True])
-def test_the_default_profile_refuses_a_pod_with_claims(reference: bool) -> None:
+def test_the_default_profile_refuses_a_pod_whose_claim_is_missing(reference: bool) -> None:
     state = ClusterState([make_node("n1").obj(), make_node("n2").obj()])
     pod = make_pod("gpu-job").resource_claim("gpu", claim="c1").obj()
     r = schedule_one(default_framework([]), pod, state, reference=reference)
     assert r.node is None and r.unschedulable
-    assert _tail_ok(r.message, f'0/2 nodes are available: pod uses ResourceClaim "c1": '
-                               f"{TAIL}. no new claims to deallocate")
+    assert _tail_ok(r.message, '0/2 nodes are available: could not find ResourceClaim '
+                               '"default/c1". no new claims to deallocate')
     assert r.diagnosis.unschedulable_plugins == {names.DYNAMIC_RESOURCES}
 
 
