@@ -15,7 +15,8 @@ a pod. policyd has it at the same points but PreEnqueue:
   exist. When some claim is unallocated, one `policyd.dra.Allocator` is built for the
   cycle over every slice and class, with the devices of every allocated claim and
   every allocation in flight taken (`allocation.py`).
-- Filter: an allocated claim whose node selector does not match the node makes it
+- Filter: an allocated claim whose node selector does not match the node, or whose
+  binding conditions failed or timed out (`binding.py`), makes it
   `resourceclaim not available on the node`; the allocator must then allocate every
   unallocated claim there (`cannot allocate all claims`; a claim or class it cannot
   use is an Error, a timeout after `filterTimeout` too). The node's allocation is
@@ -31,8 +32,13 @@ a pod. policyd has it at the same points but PreEnqueue:
   deallocation: upstream writes that at once and answers `deallocation of
   ResourceClaim completed`. policyd's engine makes no API call: the decision is kept
   in the cycle state (`claim_to_deallocate`) for whoever acts on it.
-- PreBind: not yet: the allocation and reservedFor are not written (see
-  `pre_bind`).
+- PreBind: nothing to do when every claim is allocated and reserved for the pod;
+  otherwise upstream writes the allocation and reservedFor and waits for binding
+  conditions, which policyd does not do yet: PreBind fails with a clear error (so
+  Unreserve withdraws the in-flight allocation). The daemon's binding handle has no
+  claim status write; the engine-side decisions (explain, simulate) are whole.
+  Unreserve's removal of the pod from an allocated claim's reservedFor (an API patch
+  upstream) is not made either.
 
 When an earlier PreFilter rejected the pod as unresolvable, this PreFilter never ran,
 and upstream's PostFilter fails reading its cycle state: an Error whose text is
@@ -80,6 +86,7 @@ from policyd.plugins.dynamicresources.allocation import (
     matches,
 )
 from policyd.plugins.dynamicresources.args import DynamicResourcesArgs, parse_args
+from policyd.plugins.dynamicresources.binding import binding_state, binding_timed_out
 from policyd.plugins.dynamicresources.claims import ClaimLookupError, PodClaim, pod_claims
 from policyd.plugins.dynamicresources.scoring import pod_score
 from policyd.plugins.dynamicresources.store import DraStore, claim_of, dra_of
@@ -119,13 +126,15 @@ class DynamicResources:
     pre_filter_reads_other_pods = False
 
     def __init__(self, args: DynamicResourcesArgs, *, features: FeatureGates = DEFAULTS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:
         self.args = args
         self.allocator_features = AllocatorFeatures.from_gates(features)
         self.score_enabled = features.enabled(_PRIORITIZED_LIST_GATE)
         self.filter_timeout = (args.filter_timeout_seconds
                                if features.enabled(_FILTER_TIMEOUT_GATE) else 0.0)
         self._clock = clock
+        self._wall = wall  # allocationTimestamp is wall time
         # Compiled CEL selectors, kept across cycles as upstream's cel.Cache.
         self._selectors = SelectorCache(KUBERNETES_CEL)
 
@@ -209,8 +218,9 @@ class DynamicResources:
             return None
         target = Node(node.node.name, node.node.labels)
         unavailable = [i for i, info in enumerate(data.claims)
-                       if info.available_on is not None
-                       and not matches(info.available_on, target)]
+                       if (info.available_on is not None
+                           and not matches(info.available_on, target))
+                       or self._binding_failed(info)]
         results: list[AllocationResult] | None = None
         if data.allocator is not None:
             to_allocate = [data.claims[i].decoded for i in data.to_allocate()]
@@ -234,6 +244,15 @@ class DynamicResources:
         if results is not None:
             data.node_allocations[target.name] = results
         return None
+
+    def _binding_failed(self, info: ClaimInfo) -> bool:
+        """An allocated claim whose binding failed or timed out: PostFilter may free
+        it so that other devices can be tried."""
+        if not info.allocated or not self.allocator_features.device_binding_and_status:
+            return False
+        ready, failed = binding_state(info.claim.obj)
+        return failed or (not ready and binding_timed_out(
+            info.claim.obj, self.args.binding_timeout_seconds, self._wall()))
 
     def _deadline(self) -> Callable[[], str | None] | None:
         if self.filter_timeout <= 0:
@@ -342,6 +361,9 @@ class DynamicResources:
         data: DraState | None = state.get(STATE_KEY)
         if data is None or not data.claims:
             return None
+        if all(info.allocated and any(r.uid == pod.uid for r in info.decoded.reserved_for)
+               for info in data.claims):
+            return None  # every claim is reserved for the pod already: nothing to write
         # Upstream writes each claim's status (allocation, then reservedFor with the
         # pod) and waits for binding conditions; policyd has no claim status write in
         # its binding handle yet, and binding the pod without it would leave a pod no

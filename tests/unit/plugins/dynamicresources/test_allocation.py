@@ -307,3 +307,14 @@ def test_filter_without_pre_filter() -> None:
     status = new().filter(CycleState(), with_claim, node)
     assert status is not None and status.code is Code.ERROR
     assert status.reasons == ("not found",)
+
+
+def test_pre_bind_has_nothing_to_write_for_claims_reserved_for_the_pod() -> None:
+    status = {"allocation": allocation("n1", "g0"),
+              "reservedFor": [{"resource": "pods", "name": "p", "uid": "pod-uid-p"}]}
+    state = cluster(nodes("n1"), classes=[gpu_class()], claims=[claim("c1", status=status)])
+    r = schedule(state, pod_using("p", "c1"))
+    assert r.node == "n1"
+    plugin = new()
+    cycle, pod, _ = pre_filtered(state, pod_using("p", "c1"), plugin)
+    assert plugin.pre_bind(cycle, pod, "n1", handle=None) is None  # type: ignore[arg-type]
