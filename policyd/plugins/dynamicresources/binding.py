@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from policyd.features import go_quote
+
 
 def _dict(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, dict) else {}
@@ -32,31 +34,36 @@ def _results(claim: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def _device_conditions(claim: Mapping[str, Any], result: Mapping[str, Any]
-                       ) -> dict[str, str] | None:
-    """The condition statuses by type of the result's device in status.devices."""
+                       ) -> dict[str, Mapping[str, Any]] | None:
+    """The conditions by type of the result's device in status.devices."""
     for device in _list(_dict(claim.get("status")).get("devices")):
         if not isinstance(device, dict):
             continue
         if all(device.get(k) == result.get(k) for k in ("device", "driver", "pool")):
-            return {str(c.get("type")): str(c.get("status"))
+            return {str(c.get("type")): c
                     for c in _list(device.get("conditions")) if isinstance(c, dict)}
     return None
 
 
-def binding_state(claim: Mapping[str, Any]) -> tuple[bool, bool]:
-    """(ready, failed) for an allocated claim."""
+def binding_state(claim: Mapping[str, Any]) -> tuple[bool, str | None]:
+    """(ready, failure) for an allocated claim: failure is upstream's detail of a
+    failed binding (`claim=NAME, reason=R, message="M"`), None while none failed."""
     for result in _results(claim):
         conditions = _list(result.get("bindingConditions"))
         if not conditions:
             continue
         found = _device_conditions(claim, result)
         if found is None:
-            return False, False
-        if any(found.get(c) == "True" for c in _list(result.get("bindingFailureConditions"))):
-            return False, True
-        if any(found.get(c) != "True" for c in conditions):
-            return False, False
-    return True, False
+            return False, None
+        for name in _list(result.get("bindingFailureConditions")):
+            cond = found.get(name)
+            if cond is not None and cond.get("status") == "True":
+                meta = _dict(claim.get("metadata"))
+                return False, (f"claim={meta.get('name', '')}, reason={cond.get('reason', '')}"
+                               f", message={go_quote(str(cond.get('message', '')))}")
+        if any(_dict(found.get(c)).get("status") != "True" for c in conditions):
+            return False, None
+    return True, None
 
 
 def binding_timed_out(claim: Mapping[str, Any], timeout_seconds: float, now: float) -> bool:

@@ -32,13 +32,12 @@ a pod. policyd has it at the same points but PreEnqueue:
   deallocation: upstream writes that at once and answers `deallocation of
   ResourceClaim completed`. policyd's engine makes no API call: the decision is kept
   in the cycle state (`claim_to_deallocate`) for whoever acts on it.
-- PreBind: nothing to do when every claim is allocated and reserved for the pod;
-  otherwise upstream writes the allocation and reservedFor and waits for binding
-  conditions, which policyd does not do yet: PreBind fails with a clear error (so
-  Unreserve withdraws the in-flight allocation). The daemon's binding handle has no
-  claim status write; the engine-side decisions (explain, simulate) are whole.
-  Unreserve's removal of the pod from an allocated claim's reservedFor (an API patch
-  upstream) is not made either.
+- PreBind (`prebind.py`): each claim not yet reserved for the pod gets its
+  allocation (from Reserve) and the pod in reservedFor written, then the wait for
+  binding conditions; this needs a binding handle that writes a claim's status
+  (`prebind.ClaimStatusWriter`), else PreBind fails with a clear error and
+  Unreserve withdraws the in-flight allocation. Unreserve's removal of the pod from
+  an allocated claim's reservedFor (an API patch upstream) is not made.
 
 When an earlier PreFilter rejected the pod as unresolvable, this PreFilter never ran,
 and upstream's PostFilter fails reading its cycle state: an Error whose text is
@@ -88,6 +87,7 @@ from policyd.plugins.dynamicresources.allocation import (
 from policyd.plugins.dynamicresources.args import DynamicResourcesArgs, parse_args
 from policyd.plugins.dynamicresources.binding import binding_state, binding_timed_out
 from policyd.plugins.dynamicresources.claims import ClaimLookupError, PodClaim, pod_claims
+from policyd.plugins.dynamicresources.prebind import CLAIM_FINALIZER, bind_claims
 from policyd.plugins.dynamicresources.scoring import pod_score
 from policyd.plugins.dynamicresources.store import DraStore, claim_of, dra_of
 
@@ -105,12 +105,6 @@ STATE_NOT_FOUND = "not found"
 NOT_AVAILABLE_ON_NODE = "resourceclaim not available on the node"
 CANNOT_ALLOCATE = "cannot allocate all claims"
 ALLOCATION_NOT_FOUND = "claim allocation not found for node"
-
-# resourceapi.Finalizer: set on a claim the scheduler allocates.
-CLAIM_FINALIZER = "resource.kubernetes.io/delete-protection"
-PREBIND_MISSING = ("policyd does not write DRA allocations yet: the claim's "
-                   "status.allocation and reservedFor are not written (see README, known "
-                   "limits)")
 
 STATE_KEY = f"{NAME}/claims"
 
@@ -250,8 +244,8 @@ class DynamicResources:
         it so that other devices can be tried."""
         if not info.allocated or not self.allocator_features.device_binding_and_status:
             return False
-        ready, failed = binding_state(info.claim.obj)
-        return failed or (not ready and binding_timed_out(
+        ready, failure = binding_state(info.claim.obj)
+        return failure is not None or (not ready and binding_timed_out(
             info.claim.obj, self.args.binding_timeout_seconds, self._wall()))
 
     def _deadline(self) -> Callable[[], str | None] | None:
@@ -364,11 +358,10 @@ class DynamicResources:
         if all(info.allocated and any(r.uid == pod.uid for r in info.decoded.reserved_for)
                for info in data.claims):
             return None  # every claim is reserved for the pod already: nothing to write
-        # Upstream writes each claim's status (allocation, then reservedFor with the
-        # pod) and waits for binding conditions; policyd has no claim status write in
-        # its binding handle yet, and binding the pod without it would leave a pod no
-        # kubelet can start: refuse, so Unreserve withdraws the allocation.
-        return Status.error(PREBIND_MISSING)
+        problem = bind_claims(handle, pod, data.claims,
+                              binding_conditions=self.allocator_features.device_binding_and_status,
+                              timeout_seconds=self.args.binding_timeout_seconds)
+        return Status.error(problem) if problem is not None else None
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return hints.events()

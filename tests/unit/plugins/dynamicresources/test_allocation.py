@@ -289,15 +289,12 @@ def test_post_filter_keeps_a_claim_reserved_for_another_pod() -> None:
     assert claim_to_deallocate(cycle) is None
 
 
-def test_pre_bind_refuses_until_allocations_are_written() -> None:
+def test_pre_bind_pre_flight_says_prebind_has_work() -> None:
     state = cluster(nodes("n1"), classes=[gpu_class()], slices=[gpu_slice("n1", "g0")],
                     claims=[claim("c1")])
     plugin = new()
     cycle, pod, _ = pre_filtered(state, pod_using("p", "c1"), plugin)
-    pre_flight = plugin.pre_bind_pre_flight(cycle, pod, "n1")
-    assert pre_flight is None  # PreBind has work: the claim
-    status = plugin.pre_bind(cycle, pod, "n1", handle=None)  # type: ignore[arg-type]
-    assert status is not None and status.code is Code.ERROR
+    assert plugin.pre_bind_pre_flight(cycle, pod, "n1") is None
 
 
 def test_filter_without_pre_filter() -> None:

@@ -47,16 +47,18 @@ def _claim(conditions: dict[str, str] | None, *, failure: tuple[str, ...] = ("Fa
     return claim("c1", status=status)
 
 
-@pytest.mark.parametrize(("obj", "ready", "failed"), [
-    (_claim(None, wanted=None), True, False),  # no binding conditions at all
-    (_claim(None), False, False),  # no device status yet
-    (_claim({"Attached": "False"}), False, False),
-    (_claim({"Attached": "True"}), True, False),
-    (_claim({"Attached": "False", "Failed": "True"}), False, True),
-    (_claim({"Attached": "True", "Failed": "False"}), True, False),
+@pytest.mark.parametrize(("obj", "ready", "failure"), [
+    (_claim(None, wanted=None), True, None),  # no binding conditions at all
+    (_claim(None), False, None),  # no device status yet
+    (_claim({"Attached": "False"}), False, None),
+    (_claim({"Attached": "True"}), True, None),
+    # The failure's detail as upstream's ErrDeviceBindingFailed wraps it.
+    (_claim({"Attached": "False", "Failed": "True"}), False,
+     'claim=c1, reason=, message=""'),
+    (_claim({"Attached": "True", "Failed": "False"}), True, None),
 ])
-def test_binding_state(obj: Obj, ready: bool, failed: bool) -> None:
-    assert binding_state(obj) == (ready, failed)
+def test_binding_state(obj: Obj, ready: bool, failure: str | None) -> None:
+    assert binding_state(obj) == (ready, failure)
 
 
 @pytest.mark.parametrize(("obj", "now", "late"), [
