@@ -126,6 +126,15 @@ def cluster(nodes: Sequence[Node], *, classes: Sequence[Obj] = (),
     return state
 
 
+def add_claim(state: ClusterState, obj: Obj) -> None:
+    """A claim created after the cluster was built (the informer's add)."""
+    store = state.dra  # type: ignore[attr-defined]
+    if isinstance(store, FakeDra):
+        store.claims.put(obj)
+    else:
+        store.upsert("ResourceClaim", copy.deepcopy(obj))
+
+
 def nodes(*names: str, labels: dict[str, str] | None = None) -> list[Node]:
     out = []
     for n in names:
