@@ -71,6 +71,7 @@ from policyd.framework.fit_error import Diagnosis
 from policyd.framework.interfaces import (
     BindingHandle,
     PostFilterResult,
+    Verdict,
     default_normalize_score,
 )
 from policyd.model.node_info import NodeInfo
@@ -87,6 +88,7 @@ from policyd.plugins.dynamicresources.allocation import (
 from policyd.plugins.dynamicresources.args import DynamicResourcesArgs, parse_args
 from policyd.plugins.dynamicresources.binding import binding_state, binding_timed_out
 from policyd.plugins.dynamicresources.claims import ClaimLookupError, PodClaim, pod_claims
+from policyd.plugins.dynamicresources.explain import claim_verdicts
 from policyd.plugins.dynamicresources.prebind import CLAIM_FINALIZER, bind_claims
 from policyd.plugins.dynamicresources.scoring import pod_score
 from policyd.plugins.dynamicresources.store import DraStore, claim_of, dra_of
@@ -362,6 +364,14 @@ class DynamicResources:
                               binding_conditions=self.allocator_features.device_binding_and_status,
                               timeout_seconds=self.args.binding_timeout_seconds)
         return Status.error(problem) if problem is not None else None
+
+    def verdicts(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[Verdict, ...]:
+        """For explain: each claim's devices on the node, or why it has none there."""
+        data: DraState | None = state.get(STATE_KEY)
+        if data is None or not data.claims:
+            return ()
+        return claim_verdicts(data, Node(node.node.name, node.node.labels),
+                              self._binding_failed)
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return hints.events()

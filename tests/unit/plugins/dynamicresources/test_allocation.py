@@ -315,3 +315,33 @@ def test_pre_bind_has_nothing_to_write_for_claims_reserved_for_the_pod() -> None
     plugin = new()
     cycle, pod, _ = pre_filtered(state, pod_using("p", "c1"), plugin)
     assert plugin.pre_bind(cycle, pod, "n1", handle=None) is None  # type: ignore[arg-type]
+
+
+def test_verdicts_say_which_devices_each_claim_gets_or_why_not() -> None:
+    state = cluster(nodes("n1", "n2"), classes=[gpu_class()],
+                    slices=[gpu_slice("n1", "g0", "g1"), gpu_slice("n2", "g0")],
+                    claims=[claim("a"), claim("b", exact("gpu", count=2)),
+                            claim("old", status={"allocation": allocation("n1", "g9")})])
+    plugin = new()
+    cycle, pod, _ = pre_filtered(state, pod_using("p", "a", "b", "old"), plugin)
+    n1, n2 = state.node_infos()
+    assert plugin.filter(cycle, pod, n1) is not None  # a and b need three devices
+    assert plugin.filter(cycle, pod, n2) is not None
+    assert [(v.subject, v.fits, v.verdict) for v in plugin.verdicts(cycle, pod, n1)] == [
+        ("default/a", True, f"could get {DRIVER}/n1/g0 (request gpu) alone, but not "
+                            "together with the pod's other claims"),
+        ("default/b", True, f"could get {DRIVER}/n1/g0 (request gpu), {DRIVER}/n1/g1 "
+                            "(request gpu) alone, but not together with the pod's other "
+                            "claims"),
+        ("default/old", True, f"is allocated ({DRIVER}/n1/g9)"),
+    ]
+    assert [(v.subject, v.fits) for v in plugin.verdicts(cycle, pod, n2)] == [
+        ("default/a", True), ("default/b", False), ("default/old", False)]
+    # Where the pod fits, the verdicts are Filter's decision.
+    single = cluster(nodes("n1"), classes=[gpu_class()], slices=[gpu_slice("n1", "g0")],
+                     claims=[claim("a")])
+    cycle, pod, _ = pre_filtered(single, pod_using("p", "a"), plugin)
+    node = single.node_infos()[0]
+    assert plugin.filter(cycle, pod, node) is None
+    assert [v.verdict for v in plugin.verdicts(cycle, pod, node)] == [
+        f"gets {DRIVER}/n1/g0 (request gpu)"]
