@@ -108,10 +108,10 @@ def _claim_key(obj: Obj) -> str:
 def cluster(nodes: Sequence[Node], *, classes: Sequence[Obj] = (),
             slices: Sequence[Obj] = (), claims: Sequence[Obj] = ()) -> ClusterState:
     state = ClusterState(list(nodes))
-    store = getattr(state, "dra", None)
+    store = dra(state)
     if store is None:
         store = FakeDra()
-        state.dra = store  # type: ignore[attr-defined]
+        vars(state)["dra"] = store  # before the model had a DRA store
         for obj in classes:
             store.classes.put(obj)
         for obj in slices:
@@ -126,9 +126,14 @@ def cluster(nodes: Sequence[Node], *, classes: Sequence[Obj] = (),
     return state
 
 
+def dra(state: ClusterState) -> Any:
+    """The cluster's DRA store (the model's, or FakeDra)."""
+    return getattr(state, "dra", None)
+
+
 def add_claim(state: ClusterState, obj: Obj) -> None:
     """A claim created after the cluster was built (the informer's add)."""
-    store = state.dra  # type: ignore[attr-defined]
+    store = dra(state)
     if isinstance(store, FakeDra):
         store.claims.put(obj)
     else:

@@ -30,6 +30,7 @@ from tests.unit.plugins.dynamicresources.scene import (
     allocation,
     claim,
     cluster,
+    dra,
     exact,
     first_available,
     framework,
@@ -235,7 +236,7 @@ def test_reserve_records_the_allocation_as_prebind_would_write_it() -> None:
     fw = framework()
     r = reserve(fw, schedule_one(fw, pod_using("p", "c1").obj(), state))
     assert r.node == "n1"
-    in_flight = state.dra.claims.pending_allocation("uid-c1")  # type: ignore[attr-defined]
+    in_flight = dra(state).claims.pending_allocation("uid-c1")
     assert in_flight["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
     assert in_flight["status"]["allocation"] == {
         "devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n1",
@@ -243,7 +244,7 @@ def test_reserve_records_the_allocation_as_prebind_would_write_it() -> None:
         "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
             {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}
     # The stored claim itself is untouched until PreBind writes it.
-    assert "status" not in state.dra.claims.get("default/c1")  # type: ignore[attr-defined]
+    assert "status" not in dra(state).claims.get("default/c1")
 
 
 @pytest.mark.parametrize("reference", [False, True])

@@ -21,6 +21,7 @@ from tests.unit.plugins.dynamicresources.scene import (
     DRIVER,
     claim,
     cluster,
+    dra,
     framework,
     gpu_class,
     gpu_slice,
@@ -107,7 +108,7 @@ def test_writes_the_finalizer_then_allocation_and_reservation() -> None:
     assert second["status"]["reservedFor"] == [
         {"resource": "pods", "name": "p", "uid": "pod-uid-p"}]
     # The tracker shows the written claim (assumed), and nothing is in flight any more.
-    store: Any = state.dra  # type: ignore[attr-defined]
+    store = dra(state)
     assert store.claims.get("default/c1")["status"]["reservedFor"][0]["uid"] == "pod-uid-p"
     assert store.claims.pending_allocation("uid-c1") is None
     # Another pod now finds the device taken by the allocated claim, not in flight.
@@ -122,7 +123,7 @@ def test_without_a_status_writer_prebind_fails_and_the_allocation_is_withdrawn()
     status = plugin.pre_bind(r.cycle_state, r.pod, "n1", NoStatusHandle(state))
     assert status is not None and status.code is Code.ERROR
     assert status.reasons == (NO_STATUS_WRITER,)
-    store: Any = state.dra  # type: ignore[attr-defined]
+    store = dra(state)
     assert store.claims.pending_allocation("uid-c1") is None
 
 
@@ -142,7 +143,7 @@ def test_a_failed_write_is_upstreams_error(fail: str, message: str) -> None:
 
 def _conditions(status: str, failed: str = "False") -> Callable[[ClusterState], None]:
     def set_conditions(state: ClusterState) -> None:
-        store: Any = state.dra  # type: ignore[attr-defined]
+        store = dra(state)
         current = copy.deepcopy(store.claims.get("default/c1"))
         current["status"]["devices"] = [{
             "driver": DRIVER, "pool": "n1", "device": "g0",
