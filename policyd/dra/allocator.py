@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from policyd.dra import capacity
@@ -244,9 +245,9 @@ class _Search:
     def run(self) -> list[AllocationResult] | None:
         for ci, claim in enumerate(self.claims):
             self._prepare_claim(ci, claim)
-        _ensure_recursion_depth(self.claims)
         try:
-            done = self._allocate_one(0, 0, 0, 0, False, _ORIGIN)
+            with _recursion_depth_for(self.claims):
+                done = self._allocate_one(0, 0, 0, 0, False, _ORIGIN)
         except _TooManyDevices:
             # Only the first claim's limit can reach this far; upstream returns its
             # internal sentinel as the error then.
@@ -746,20 +747,31 @@ class _Search:
 _FRAMES_PER_CLAIM = 4 * MAX_RESULTS_PER_CLAIM + 8
 
 
-def _ensure_recursion_depth(claims: Sequence[ResourceClaim]) -> None:
+@contextmanager
+def _recursion_depth_for(claims: Sequence[ResourceClaim]) -> Iterator[None]:
     """The search recurses once per device placed, as upstream's does; a pod with
     many claims must not end in RecursionError. Python 3.11+ keeps Python-to-Python
-    calls off the C stack, so a higher limit is safe; it is only ever raised."""
+    calls off the C stack, so a higher limit is safe for the search itself; but the
+    limit is the whole process's (C code such as the JSON decoder guards its own
+    recursion with it, and tells deeply nested input apart by it), so it is raised
+    only for the search of such a pod and put back after."""
     search = _FRAMES_PER_CLAIM * (len(claims) + 1)
     limit = sys.getrecursionlimit()
     if search + 300 < limit:
-        return  # one or a few claims: plenty of room (the common case, checked cheaply)
+        yield  # one or a few claims: plenty of room (the common case, checked cheaply)
+        return
     depth, frame = 0, sys._getframe()
     while frame is not None:
         depth += 1
         frame = frame.f_back  # type: ignore[assignment]
-    if limit < depth + search:
-        sys.setrecursionlimit(depth + search)
+    if limit >= depth + search:
+        yield
+        return
+    sys.setrecursionlimit(depth + search)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def _add_new(new: Sequence[Requirement], into: list[Requirement]) -> None:

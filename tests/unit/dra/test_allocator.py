@@ -4,6 +4,7 @@ allocated (None), or the error upstream returns."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -667,6 +668,9 @@ def test_many_claims_do_not_exhaust_the_recursion_limit() -> None:
     # 60 claims of 32 devices each: far deeper than Python's default limit of 1000.
     scene = Scene([claim(f"claim-{i}", request("req-0", count=32)) for i in range(60)],
                   [one("slice-1", *(f"device-{i:04d}" for i in range(60 * 32)))])
+    limit = sys.getrecursionlimit()
     results = run(scene)
     assert results is not None
     assert results[-1].devices[-1].device == f"device-{60 * 32 - 1:04d}"
+    # Raised for that search only: the limit is the whole process's.
+    assert sys.getrecursionlimit() == limit
