@@ -306,6 +306,15 @@ class DynamicResources:
                 return None, Status.unschedulable(DEALLOCATION_COMPLETED)
         return None, Status.unschedulable(STILL_NOT_SCHEDULABLE)
 
+    def post_filter_notes(self, state: CycleState) -> list[str]:
+        """For explain: the claim PostFilter chose to free, if any."""
+        chosen = claim_to_deallocate(state)
+        if chosen is None:
+            return []
+        return [f"would deallocate ResourceClaim {chosen.key} (allocated, not available "
+                "on any node tried, and reserved for no other pod): policyd does not "
+                "write that yet"]
+
     # Reserve / Unreserve
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         data: DraState | None = state.get(STATE_KEY)

@@ -273,6 +273,10 @@ def test_post_filter_frees_an_allocated_claim_nobody_uses() -> None:
     assert r.cycle_state is not None
     chosen = claim_to_deallocate(r.cycle_state)
     assert chosen is not None and chosen.key == "default/c1"
+    explained = schedule_one(framework(), pod_using("p", "c1").obj(), state, explain=True)
+    assert explained.post_filter_notes == {"DynamicResources": [
+        "would deallocate ResourceClaim default/c1 (allocated, not available on any node "
+        "tried, and reserved for no other pod): policyd does not write that yet"]}
 
 
 def test_post_filter_keeps_a_claim_reserved_for_another_pod() -> None:
