@@ -350,3 +350,13 @@ def test_verdicts_say_which_devices_each_claim_gets_or_why_not() -> None:
     assert plugin.filter(cycle, pod, node) is None
     assert [v.verdict for v in plugin.verdicts(cycle, pod, node)] == [
         f"gets {DRIVER}/n1/g0 (request gpu)"]
+
+
+def test_a_malformed_slice_is_an_error_naming_it() -> None:
+    broken = gpu_slice("n1", "g0")
+    broken["spec"]["devices"][0]["attributes"] = {"mem": {"int": "eighty"}}
+    state = cluster(nodes("n1"), classes=[gpu_class()], slices=[broken], claims=[claim("c1")])
+    _, _, status = pre_filtered(state, pod_using("p", "c1"), new())
+    assert status is not None and status.code is Code.ERROR
+    assert status.reasons == (
+        "ResourceSlice n1-gpus: spec.devices[0].attributes.mem.int: must be an integer",)
