@@ -1,8 +1,8 @@
 """Generate policyd/data/k8s_fields.json: the field names of every typed object inside
 the kinds policyd reads (Pod, Node, Namespace, Service, ReplicaSet, StatefulSet,
-ReplicationController, the storage kinds the volume plugins read, and the
-PodDisruptionBudgets and PriorityClasses preemption reads), from the kubernetes Python
-client's models.
+ReplicationController, the storage kinds the volume plugins read, the DRA kinds
+DynamicResources reads, and the PodDisruptionBudgets and PriorityClasses preemption
+reads), from the kubernetes Python client's models.
 
 The API server rejects unknown fields (strict field validation); the offline commands
 do the same with this table, without importing the client at run time (it is slow to
@@ -38,6 +38,10 @@ ROOT_KINDS = {
     "CSIDriver": "V1CSIDriver",
     "CSIStorageCapacity": "V1CSIStorageCapacity",
     "VolumeAttachment": "V1VolumeAttachment",
+    # The client names resource.k8s.io's claim apart from the pod's ResourceClaim entry.
+    "DeviceClass": "V1DeviceClass",
+    "ResourceSlice": "V1ResourceSlice",
+    "ResourceClaim": "ResourceV1ResourceClaim",
     "PodDisruptionBudget": "V1PodDisruptionBudget",
     "PriorityClass": "V1PriorityClass",
 }

@@ -87,7 +87,7 @@ ValidateOpt = Annotated[FieldValidation, typer.Option(
     "warn = print each to stderr (and a JSON `warnings` array) and go on; ignore.")]
 StrictOpt = Annotated[bool, typer.Option(
     "--strict", help="Refuse (exit 2) a snapshot object of a kind the scheduler does not "
-    "read (Deployment, Job, ResourceClaim...), instead of skipping it with one note.")]
+    "read (Deployment, Job, ResourceClaimTemplate...), instead of skipping it with one note.")]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for breaking score ties.")]
 MetricsOpt = Annotated[Path | None, typer.Option(
     "--metrics", help="Node metric values for `metric` score rules, YAML or JSON: "

@@ -74,6 +74,8 @@ class Scheduler:
         self.on_workload, self.on_workload_update = h.on_workload, h.on_workload_update
         self.on_storage, self.on_storage_update, self.on_storage_delete = (
             h.on_storage, h.on_storage_update, h.on_storage_delete)
+        self.on_dra, self.on_dra_update, self.on_dra_delete = (
+            h.on_dra, h.on_dra_update, h.on_dra_delete)
         self.run = self.loop.run
         self.schedule = self.loop.schedule
         # The shared state, as tests and the e2e helpers reach for it.

@@ -2,8 +2,9 @@
 
 Requeueing follows upstream's queueing hints: every informer change that can matter is
 turned into a cluster event (a bound pod added, confirmed, updated or deleted; a node
-added, updated in the fields it changed, or deleted; a storage object added, updated
-or deleted, with the raw objects for the hints) and handed to the queue, which
+added, updated in the fields it changed, or deleted; a storage or DRA object added,
+updated or deleted, with the raw objects for the hints; a ResourceClaim changed as the
+claim cache sees it, the scheduler's own assumptions included) and handed to the queue, which
 moves only the unschedulable pods whose rejecting plugins registered that event and
 whose hints say it may help (see `policyd.framework.events`). At `-v 4` every event
 that finds unschedulable pods logs how many it moved, and which.
@@ -35,7 +36,7 @@ from policyd.framework.events import (
     pod_update_events,
 )
 from policyd.kube import api
-from policyd.model import storage
+from policyd.model import dra_objects, storage
 from policyd.model.disruption import disruption_key
 from policyd.model.records import Pod, node_from_dict, pod_from_dict
 
@@ -61,6 +62,23 @@ def _storage_event(kind: str, action: ActionType) -> ClusterEvent:
     return ClusterEvent(STORAGE_EVENT_RESOURCES[kind], action)
 
 
+# The same for the DRA kinds. A ResourceClaim's events come from the claim cache, not
+# from the informer (upstream registers its handlers on the claim assume cache): a
+# version the cache keeps out (not newer) moves nothing, and the scheduler's own
+# assumptions and restores move pods as informer changes do.
+DRA_EVENT_RESOURCES = {
+    dra_objects.DEVICE_CLASS: events.DEVICE_CLASS,
+    dra_objects.RESOURCE_SLICE: events.RESOURCE_SLICE,
+    dra_objects.RESOURCE_CLAIM: events.RESOURCE_CLAIM,
+}
+
+
+def _action(old: Obj | None, new: Obj | None) -> ActionType:
+    if old is None:
+        return ActionType.ADD
+    return ActionType.DELETE if new is None else ActionType.UPDATE
+
+
 class EventHandlers:
     """The informers' callbacks for pods, nodes, namespaces and workloads."""
 
@@ -72,6 +90,7 @@ class EventHandlers:
         self.is_leader = is_leader
         self._bad_objects: dict[str, str] = {}  # uid -> resourceVersion already reported
         self._workloads: dict[str, dict[str, Obj]] = {}  # kind -> ns/name -> object
+        state.cluster.dra.claims.subscribe(self._claim_changed)
 
     # -- pods -----------------------------------------------------------------------------
 
@@ -259,6 +278,38 @@ class EventHandlers:
             s.cluster.storage.delete(kind, storage.object_key(kind, obj))
             s.move(_storage_event(kind, ActionType.DELETE), obj, None)
 
+
+    # -- DRA ------------------------------------------------------------------------------
+
+    def on_dra(self, kind: str, obj: Obj) -> None:
+        """A DeviceClass, ResourceSlice or ResourceClaim added: into `cluster.dra`,
+        then its Add event (a claim's through the claim cache)."""
+        self._dra_changed(kind, None, obj)
+
+    def on_dra_update(self, kind: str, old: Obj, new: Obj) -> None:
+        self._dra_changed(kind, old, new)
+
+    def _dra_changed(self, kind: str, old: Obj | None, new: Obj) -> None:
+        s = self.state
+        with s.lock:
+            s.cluster.dra.upsert(kind, new)
+            if kind != dra_objects.RESOURCE_CLAIM:
+                s.move(ClusterEvent(DRA_EVENT_RESOURCES[kind], _action(old, new)), old, new)
+
+    def on_dra_delete(self, kind: str, obj: Obj) -> None:
+        s = self.state
+        with s.lock:
+            s.cluster.dra.delete(kind, dra_objects.dra_key(kind, obj))
+            if kind != dra_objects.RESOURCE_CLAIM:
+                s.move(ClusterEvent(DRA_EVENT_RESOURCES[kind], ActionType.DELETE), obj, None)
+
+    def _claim_changed(self, old: Obj | None, new: Obj | None) -> None:
+        """The claim cache's listener: every change the scheduler sees of a claim (an
+        informer version, or the scheduler's own assumption or restore), as one
+        ResourceClaim Add/Update/Delete with the versions before and after."""
+        s = self.state
+        with s.lock:
+            s.move(ClusterEvent(events.RESOURCE_CLAIM, _action(old, new)), old, new)
 
     # -- what preemption reads ----------------------------------------------------------
 

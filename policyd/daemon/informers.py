@@ -14,6 +14,7 @@ from policyd.kube import api
 from policyd.kube.client import ApiError, KubeClient
 from policyd.kube.cluster_read import (
     DISRUPTION_RESOURCES,
+    DRA_RESOURCES,
     STORAGE_RESOURCES,
     WORKLOAD_RESOURCES,
     Resource,
@@ -27,7 +28,7 @@ Obj = dict[str, Any]
 @dataclass(slots=True)
 class ClusterWatches:
     """What scheduling waits for (`synced`): nodes, pods, and `extra`, what the plugins
-    read besides them (namespaces, workloads, storage and disruption kinds)."""
+    read besides them (namespaces, workloads, storage, DRA and disruption kinds)."""
 
     nodes: Informer
     pods: Informer
@@ -65,18 +66,20 @@ def cluster_watches(client: KubeClient, sch: EventHandlers, metrics: Metrics,
                     watch_timeout: float) -> ClusterWatches:
     """An informer per kind the scheduling state is built from, not started."""
     def informer(path: str, handler: InformerHandler, name: str, counted_as: str, *,
-                 errors_counted: bool = True) -> Informer:
+                 errors_counted: bool = True, optional: bool = False) -> Informer:
         return Informer(client, path, handler, name=name, watch_timeout=watch_timeout,
                         on_error=watch_error_counter(metrics, counted_as)
                         if errors_counted else None,
-                        on_skip=skip_counter(metrics, counted_as))
+                        on_skip=skip_counter(metrics, counted_as), optional=optional)
 
     def kind_informer(r: Resource, add: Callable[[str, Obj], None],
                       update: Callable[[str, Obj, Obj], None],
-                      delete: Callable[[str, Obj], None]) -> Informer:
+                      delete: Callable[[str, Obj], None], *,
+                      optional: bool = False) -> Informer:
         # Each handler is told the kind; metrics count under the resource's name.
         return informer(r.path, Handler(partial(add, r.kind), partial(update, r.kind),
-                                        partial(delete, r.kind)), r.kind, r.name)
+                                        partial(delete, r.kind)), r.kind, r.name,
+                        optional=optional)
 
     nodes = informer("/api/v1/nodes", Handler(
         sch.on_node_add, sch.on_node_update, sch.on_node_delete), "nodes", "nodes")
@@ -95,6 +98,10 @@ def cluster_watches(client: KubeClient, sch: EventHandlers, metrics: Metrics,
         errors_counted=False) for r in WORKLOAD_RESOURCES]
     extra += [kind_informer(r, sch.on_storage, sch.on_storage_update, sch.on_storage_delete)
               for r in STORAGE_RESOURCES]
+    # What DynamicResources reads. resource.k8s.io may be turned off on a server
+    # (--runtime-config): then these stay empty rather than hold scheduling back.
+    extra += [kind_informer(r, sch.on_dra, sch.on_dra_update, sch.on_dra_delete,
+                            optional=True) for r in DRA_RESOURCES]
     extra += [kind_informer(r, sch.on_disruption, sch.on_disruption_update,
                             sch.on_disruption_delete) for r in DISRUPTION_RESOURCES]
     return ClusterWatches(nodes, pods, extra)

@@ -1,4 +1,5 @@
-"""kube-controller-manager next to the local API server, for the real PV controller.
+"""kube-controller-manager next to the local API server, for the real PV and resource
+claim controllers.
 
 Volume scheduling is only half the scheduler's work: after PreBind writes a PV's
 claimRef or a claim's selected-node annotation, the PersistentVolume controller of
@@ -13,6 +14,12 @@ kube-controller-manager, but only with the controllers volumes need:
   StorageObjectInUseProtection admission puts finalizers on every PV and PVC, and only
   these controllers remove them: without them a deleted claim stays Terminating forever;
 - ``ephemeral-volume-controller``: creates the claim of a generic ephemeral volume.
+
+Device scheduling (DRA) has the same split: a pod names a ResourceClaimTemplate, and
+``resourceclaim-controller`` creates the pod's ResourceClaim from it (and records it in
+the pod's status.resourceClaimStatuses), which the scheduler then allocates; it also
+removes a pod's reservation once the pod is gone and deletes the claims it made. So it
+runs too.
 
 Everything else stays off. The node lifecycle controller above all: the test clusters'
 Nodes have no kubelet, it would mark them all unreachable and taint them, and every
@@ -49,13 +56,19 @@ CONTROLLER_ROLES: dict[str, str] = {
     "persistentvolumeclaim-protection-controller":
         "system:controller:pvc-protection-controller",
     "ephemeral-volume-controller": "system:controller:ephemeral-volume-controller",
+    "resourceclaim-controller": "system:controller:resource-claim-controller",
 }
-VOLUME_CONTROLLERS: tuple[str, ...] = tuple(CONTROLLER_ROLES)
+VOLUME_CONTROLLERS: tuple[str, ...] = (
+    "persistentvolume-binder-controller", "persistentvolume-protection-controller",
+    "persistentvolumeclaim-protection-controller", "ephemeral-volume-controller")
+DRA_CONTROLLERS: tuple[str, ...] = ("resourceclaim-controller",)
+# What the local control plane runs.
+CONTROLLERS: tuple[str, ...] = (*VOLUME_CONTROLLERS, *DRA_CONTROLLERS)
 
 _BINDING_PREFIX = "policyd-dev:kube-controller-manager:"
 
 
-def role_bindings(controllers: Sequence[str] = VOLUME_CONTROLLERS) -> list[dict[str, Any]]:
+def role_bindings(controllers: Sequence[str] = CONTROLLERS) -> list[dict[str, Any]]:
     """ClusterRoleBindings granting `USER` the bootstrap role of each controller."""
     return [
         {
@@ -76,7 +89,7 @@ def role_bindings(controllers: Sequence[str] = VOLUME_CONTROLLERS) -> list[dict[
 
 
 def controller_manager_args(
-    binary: Path, kubeconfig: Path, port: int, controllers: Sequence[str] = VOLUME_CONTROLLERS
+    binary: Path, kubeconfig: Path, port: int, controllers: Sequence[str] = CONTROLLERS
 ) -> list[str]:
     """The command line of kube-controller-manager for the local control plane."""
     return [
@@ -125,7 +138,7 @@ class KubeControllerManager(Component):
     name = "kube-controller-manager"
 
     def __init__(
-        self, process: ManagedProcess, port: int, controllers: Sequence[str] = VOLUME_CONTROLLERS
+        self, process: ManagedProcess, port: int, controllers: Sequence[str] = CONTROLLERS
     ) -> None:
         super().__init__(process, port)
         self.controllers = tuple(controllers)

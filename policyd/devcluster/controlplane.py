@@ -4,9 +4,9 @@ on loopback, and stop them.
 This is the project's real Kubernetes API for tests, demos and benchmarks. It is set up
 like a small production control plane where that matters to policyd — TLS, client
 certificate and ServiceAccount token authentication, RBAC authorization, TokenRequest,
-the real PersistentVolume controller — and trimmed where it doesn't: the controller
-manager runs only the volume controllers (`controllermanager`), no kubelet, etcd
-without fsync.
+the real PersistentVolume and resource claim controllers — and trimmed where it
+doesn't: the controller manager runs only the volume controllers and the resource claim
+controller (`controllermanager`), no kubelet, etcd without fsync.
 
 Lifecycle: ``ControlPlane(...).start()`` / ``.stop()`` or ``with ControlPlane() as cp``.
 Every process is tracked by pid (see `process`), so ``stop()`` leaves nothing behind.
@@ -304,7 +304,8 @@ class ControlPlane:
             self._start_controller_manager(binaries)
 
     def _start_controller_manager(self, binaries: Binaries) -> None:
-        """kube-controller-manager with the volume controllers, ready when it returns.
+        """kube-controller-manager with the volume and resource claim controllers, ready
+        when it returns.
 
         It runs as its own user (not the admin) with its controllers' bootstrap roles
         bound to it first, so that a controller never starts with a forbidden write.

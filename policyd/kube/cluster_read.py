@@ -24,7 +24,7 @@ from policyd.errors import PolicydError
 from policyd.kube.backoff import GiveUp, RetryPolicy
 from policyd.kube.client import ApiError
 from policyd.kube.official import kubeconfig_contexts
-from policyd.model import disruption, storage
+from policyd.model import disruption, dra_objects, storage
 from policyd.policy import crd, policy_schema
 
 if TYPE_CHECKING:
@@ -82,6 +82,12 @@ STORAGE_RESOURCES = (
     Resource("/apis/storage.k8s.io/v1/csistoragecapacities", storage.CSI_STORAGE_CAPACITY),
     Resource("/apis/storage.k8s.io/v1/volumeattachments", storage.VOLUME_ATTACHMENT),
 )
+# What DynamicResources reads: the kinds kube-scheduler watches for it.
+DRA_RESOURCES = (
+    Resource("/apis/resource.k8s.io/v1/deviceclasses", dra_objects.DEVICE_CLASS),
+    Resource("/apis/resource.k8s.io/v1/resourceslices", dra_objects.RESOURCE_SLICE),
+    Resource("/apis/resource.k8s.io/v1/resourceclaims", dra_objects.RESOURCE_CLAIM),
+)
 # What preemption reads.
 DISRUPTION_RESOURCES = (
     Resource("/apis/policy/v1/poddisruptionbudgets", disruption.POD_DISRUPTION_BUDGET),
@@ -91,7 +97,7 @@ SNAPSHOT_RESOURCES = (
     Resource("/api/v1/nodes", "Node"),
     Resource("/api/v1/pods", "Pod"),
     Resource("/api/v1/namespaces", "Namespace"),
-    *WORKLOAD_RESOURCES, *STORAGE_RESOURCES, *DISRUPTION_RESOURCES,
+    *WORKLOAD_RESOURCES, *STORAGE_RESOURCES, *DRA_RESOURCES, *DISRUPTION_RESOURCES,
 )
 # The CRD's own list path and kind (policyd.policy.crd generates the CRD from them).
 POLICY_RESOURCE = Resource(crd.LIST_PATH, policy_schema.KIND)

@@ -29,6 +29,11 @@ so one bad object cannot stop the informer or the scheduling behind it. A watch 
 ends at once without an event counts as a failure (client-go's "very short watch"), so
 a server that hangs up on every watch is retried with backoff instead of in a spin.
 
+An `optional` resource (an API group a server may have turned off, such as
+resource.k8s.io) whose list answers 404 is taken as empty and synced, and listed again
+after a backoff until it is served: client-go's reflector would retry with its
+informer never synced, and a scheduler waiting for its caches would never start.
+
 The official client's `SharedInformer` is not used: it decodes every object into
 models (about 4x slower than json.loads) and reconnects a failing watch without any
 backoff.
@@ -187,7 +192,8 @@ class Informer:
                  name: str = "", page_size: int = 500, watch_timeout: float = 300.0,
                  backoff: Backoff | None = None,
                  on_error: Callable[[ApiError], None] | None = None,
-                 on_skip: Callable[[str], None] | None = None) -> None:
+                 on_skip: Callable[[str], None] | None = None,
+                 optional: bool = False) -> None:
         self.client = client
         self.path = path
         self.name = name or path
@@ -197,6 +203,10 @@ class Informer:
         self.backoff = backoff or Backoff(initial=0.8, maximum=30.0)
         self.on_error = on_error
         self.on_skip = on_skip
+        # An API a server may not serve (a disabled group): a 404 on the list counts
+        # as an empty list, so the informers waiting for it do not wait forever.
+        self.optional = optional
+        self.absent = False  # the last list found the resource not served
         self._skipped: dict[str, str] = {}  # uid/key -> problem last logged
         self.synced = threading.Event()
         self.resource_version = ""
@@ -209,17 +219,21 @@ class Informer:
         # N and completed sets `_listed_gen` to N.
         self._relist_wanted = 0
         self._listed_gen = 0
+        self._wake = threading.Event()  # ends the wait between lists of an absent API
 
     # -- the loop ---------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
         need_list = True
         while not stop.is_set():
+            wanted = self._relist_wanted
+            listing = False
             try:
-                wanted = self._relist_wanted
                 if need_list or wanted > self._listed_gen:
+                    listing = True
                     self._list()
-                    need_list = False
+                    listing = need_list = False
+                    self.absent = False
                     self._listed_gen = wanted
                     self.synced.set()
                 self._watch(stop)
@@ -231,6 +245,12 @@ class Informer:
                     log.info("%s: resourceVersion %s expired; re-listing", self.name,
                              self.resource_version)
                     need_list = True
+                    continue
+                if exc.status == 404 and self.optional and listing:
+                    # As fresh as a list of it can be: a relist asked for is answered.
+                    self._listed_gen = max(self._listed_gen, wanted)
+                    need_list = True
+                    self._not_served(stop)
                     continue
                 if isinstance(exc, BadWatchEvent):
                     self._count_skip(SKIP_BAD_WATCH_LINE)
@@ -247,6 +267,28 @@ class Informer:
                     need_list = True
                 stop.wait(delay)
 
+    def _not_served(self, stop: threading.Event) -> None:
+        """The list of an optional resource answered 404: the server does not serve it
+        (its API group is off). Synced as empty the first time, what was listed before
+        kept (an API that went away for a moment must not look like every object
+        deleted); listed again after the backoff, which grows to its maximum, so the
+        informer picks the resource up once it is served. Logged once per absence and
+        not counted as a watch error: nothing is broken."""
+        if not self.absent:
+            self.absent = True
+            log.warning("%s: the API server does not serve %s; %s until it does",
+                        self.name, self.path, "keeping what was listed"
+                        if self.synced.is_set() else "taken as empty")
+        self.synced.set()
+        # Woken early by a relist asked for (a new leader's), which this answers at once.
+        deadline = time.monotonic() + self.backoff.next_delay(None)
+        while not stop.is_set() and not self._wake.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            stop.wait(min(left, 0.25))
+        self._wake.clear()
+
     def stop(self) -> None:
         with self._lock:
             stream = self._stream
@@ -261,6 +303,7 @@ class Informer:
             self._relist_wanted += 1
             token = self._relist_wanted
             stream = self._stream
+        self._wake.set()
         if stream is not None:
             stream.interrupt()
         return token
@@ -478,7 +521,8 @@ _KINDS = {"pods": "Pod", "nodes": "Node", "namespaces": "Namespace", "services":
           "persistentvolumeclaims": "PersistentVolumeClaim", "storageclasses": "StorageClass",
           "csinodes": "CSINode", "csidrivers": "CSIDriver",
           "csistoragecapacities": "CSIStorageCapacity",
-          "volumeattachments": "VolumeAttachment"}
+          "volumeattachments": "VolumeAttachment", "deviceclasses": "DeviceClass",
+          "resourceslices": "ResourceSlice", "resourceclaims": "ResourceClaim"}
 
 
 def _item_kind(path: str) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from policyd.features import DEFAULTS, FeatureGates
 from policyd.model.disruption import DisruptionBudgets
+from policyd.model.dra_objects import DraObjects
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod
 from policyd.model.storage import StorageObjects
@@ -71,6 +72,9 @@ class ClusterState:
         self._table: NodeTable | None = None
         # PersistentVolumes, claims, StorageClasses and the CSI objects (volume plugins).
         self.storage = StorageObjects()
+        # DeviceClasses, ResourceSlices and ResourceClaims (DynamicResources), claims in
+        # kube-scheduler's claim tracker.
+        self.dra = DraObjects()
         # PodDisruptionBudgets and PriorityClasses (DefaultPreemption's victim choice).
         self.disruption_budgets = DisruptionBudgets()
         # "namespace/claim" -> pods on known nodes (assumed included) using the claim in

@@ -2,14 +2,16 @@
 prints, or a multi-document YAML of Nodes and Pods (plus optional Namespaces, Services,
 ReplicaSets, StatefulSets and ReplicationControllers for affinity and default spread,
 and PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, CSIDrivers,
-CSIStorageCapacities and VolumeAttachments for the volume plugins, and
-PodDisruptionBudgets and PriorityClasses for preemption).
+CSIStorageCapacities and VolumeAttachments for the volume plugins, DeviceClasses,
+ResourceSlices and ResourceClaims for DynamicResources, and PodDisruptionBudgets and
+PriorityClasses for preemption).
 
 Objects of other kinds (what `kubectl get all -A -o yaml` adds: Deployments, DaemonSets,
-Jobs, Endpoints..., and DRA's ResourceClaims, which policyd does not allocate) are
-skipped and counted, for one note (`Snapshot.notes`); `strict` refuses them instead. A
-kind one letter from a read one (`Nodes`, `pod`) is a typo, refused either way. Every
-object read has its metadata checked as the API server would (model.objectmeta).
+Jobs, Endpoints..., and ResourceClaimTemplates, which the scheduler never reads: the
+claims made from them it does) are skipped and counted, for one note (`Snapshot.notes`);
+`strict` refuses them instead. A kind one letter from a read one (`Nodes`, `pod`) is a
+typo, refused either way. Every object read has its metadata checked as the API server
+would (model.objectmeta).
 
 Every error names the file, the object and the field; nothing half-loads.
 """
@@ -29,6 +31,7 @@ from policyd.features import DEFAULTS, FeatureGates
 from policyd.model.cluster import ClusterState
 from policyd.model.datafile import iter_objects
 from policyd.model.disruption import DISRUPTION_KINDS, disruption_key
+from policyd.model.dra_objects import DRA_KINDS, dra_key
 from policyd.model.fieldcheck import check_fields
 from policyd.model.file_kinds import SNAPSHOT, wrong_file
 from policyd.model.k8snames import printable
@@ -37,7 +40,7 @@ from policyd.model.records import Node, Pod, node_from_dict, pod_from_dict
 from policyd.model.storage import STORAGE_KINDS, object_key
 
 WORKLOAD_KINDS = ("Service", "ReplicaSet", "StatefulSet", "ReplicationController")
-READ_KINDS = ("Node", "Pod", "Namespace", *WORKLOAD_KINDS, *STORAGE_KINDS,
+READ_KINDS = ("Node", "Pod", "Namespace", *WORKLOAD_KINDS, *STORAGE_KINDS, *DRA_KINDS,
               *DISRUPTION_KINDS)
 _READ_KINDS_FOLDED = {k.lower(): k for k in READ_KINDS}
 
@@ -50,6 +53,9 @@ class Snapshot:
     workloads: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # Storage objects by kind, then by `object_key`, raw (see model.storage).
     storage: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    # DeviceClasses, ResourceSlices and ResourceClaims by kind, then by `dra_key`, raw
+    # (see model.dra_objects).
+    dra: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     # PodDisruptionBudgets and PriorityClasses by kind, then by key, raw (model.disruption).
     disruption: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     # Unknown fields found with field_validation="warn" (see model.fieldcheck).
@@ -76,6 +82,9 @@ class Snapshot:
         for kind, objects in self.storage.items():
             for obj in objects.values():
                 state.storage.upsert(kind, obj)
+        for kind, objects in self.dra.items():
+            for obj in objects.values():
+                state.dra.upsert(kind, obj)
         for kind, objects in self.disruption.items():
             for obj in objects.values():
                 state.disruption_budgets.upsert(kind, obj)
@@ -91,6 +100,8 @@ class Snapshot:
             self.workloads.setdefault(k, []).extend(v)
         for k, objects in other.storage.items():
             self.storage.setdefault(k, {}).update(objects)
+        for k, objects in other.dra.items():
+            self.dra.setdefault(k, {}).update(objects)
         for k, objects in other.disruption.items():
             self.disruption.setdefault(k, {}).update(objects)
 
@@ -165,6 +176,8 @@ def _add(snap: Snapshot, obj: Any, where: str, pods_only: bool,
             snap.workloads.setdefault(kind, []).append(obj)
         elif kind in STORAGE_KINDS and not pods_only:
             _add_named_object(snap.storage, kind, obj, where, object_key)
+        elif kind in DRA_KINDS and not pods_only:
+            _add_named_object(snap.dra, kind, obj, where, dra_key)
         elif kind in DISRUPTION_KINDS and not pods_only:
             _add_named_object(snap.disruption, kind, obj, where, disruption_key)
         else:
@@ -203,7 +216,7 @@ def _unexpected_kind(kind: Any, pods_only: bool, strict: bool) -> str:
 def _add_named_object(into: dict[str, dict[str, dict[str, Any]]], kind: str,
                       obj: dict[str, Any], where: str,
                       key_of: Callable[[str, dict[str, Any]], str]) -> None:
-    """Keep a storage or disruption object once it has a name, once per `key_of` key.
+    """Keep a storage, DRA or disruption object once it has a name, once per `key_of` key.
     Its fields are its readers' to judge, per object: a PV with a bad node affinity
     fails the pods that need it, a budget with a bad selector protects nothing; neither
     fails the whole load."""

@@ -1,5 +1,5 @@
 """Load one PolicyTest document into a Suite: its policies compiled (or its profile's
-frameworks, `profile_ref`), its nodes, pods and storage objects decoded (inline, and
+frameworks, `profile_ref`), its nodes, pods, storage and DRA objects decoded (inline, and
 from its cluster file, `cluster_ref`), every reference checked; any problem is bad
 input (recorded, then `BadSuite`), never a test failure. A refused node, pod or policy
 is reported once: what names it does not become "no node named ..." too."""
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from policyd.config.plugins import default_framework
 from policyd.errors import InvalidObjectError, PolicydError
 from policyd.model.cluster_files import Snapshot
+from policyd.model.dra_objects import DRA_KINDS, dra_key
 from policyd.model.fieldcheck import unknown_field_paths
 from policyd.model.node_metrics import StaticMetrics
 from policyd.model.objectmeta import check_metadata
@@ -60,7 +61,7 @@ class Suite:
     # They are about the rules themselves, so an Audit-mode policy is judged as it will
     # act once enforced; whole-scheduler expectations run the policies in their modes.
     rule_forms: dict[str, CompiledPolicy]
-    # Every node, bound pod (the cluster's load), namespace, workload and storage
+    # Every node, bound pod (the cluster's load), namespace, workload, storage and DRA
     # object: spec.cluster.file's and the inline ones together.
     cluster: Snapshot
     pods: dict[str, Pod]  # by name, and by namespace/name (pods under test, bound ones)
@@ -122,6 +123,7 @@ def load_suite(doc: SourceDocument, base_dir: Path, problems: list[Problem],
     known_nodes = node_names | refused.nodes
     pods = _load_pods(doc, spec.get("pods") or [], cluster, known_nodes, refused, problems)
     _load_storage(doc, spec.get("storage") or [], cluster.storage, problems)
+    _load_devices(doc, spec.get("devices") or [], cluster.dra, problems)
     rule_forms = {p.name: compile_policy(p.document, p.source, enforced=True)
                   if isinstance(p, AuditedPolicy) else p for p in policies}
     _use_metrics(doc, spec.get("metrics") or {},
@@ -259,15 +261,34 @@ def _load_storage(doc: SourceDocument, entries: list[dict[str, Any]],
                   into: dict[str, dict[str, dict[str, Any]]], problems: list[Problem]
                   ) -> None:
     """spec.storage into `into` (kind -> object_key -> object, the cluster file's
-    already there): full objects of the storage kinds, each once per name, with no
-    field or metadata the API server would refuse."""
+    already there): full objects of the storage kinds."""
+    _load_objects(doc, "storage", entries, into, problems, kinds=STORAGE_KINDS,
+                  kind_noun="a storage kind", key_of=object_key)
+
+
+def _load_devices(doc: SourceDocument, entries: list[dict[str, Any]],
+                  into: dict[str, dict[str, dict[str, Any]]], problems: list[Problem]
+                  ) -> None:
+    """spec.devices into `into` (kind -> dra_key -> object, the cluster file's already
+    there): DeviceClasses, ResourceSlices and ResourceClaims, what DynamicResources
+    reads."""
+    _load_objects(doc, "devices", entries, into, problems, kinds=DRA_KINDS,
+                  kind_noun="a DRA kind", key_of=dra_key)
+
+
+def _load_objects(doc: SourceDocument, section: str, entries: list[dict[str, Any]],
+                  into: dict[str, dict[str, dict[str, Any]]], problems: list[Problem], *,
+                  kinds: Sequence[str], kind_noun: str,
+                  key_of: Callable[[str, dict[str, Any]], str]) -> None:
+    """Full objects of `kinds` from spec.<section>, each once per name, with no field
+    or metadata the API server would refuse."""
     for i, raw in enumerate(entries):
-        path: JsonPath = ("spec", "storage", i)
+        path: JsonPath = ("spec", section, i)
         kind = raw.get("kind")
-        if kind not in STORAGE_KINDS:
+        if not isinstance(kind, str) or kind not in kinds:
             problems.append(doc.problem((*path, "kind"), "invalid-object",
-                                        f"kind {kind!r} is not a storage kind (one of "
-                                        f"{', '.join(STORAGE_KINDS)})"))
+                                        f"kind {kind!r} is not {kind_noun} (one of "
+                                        f"{', '.join(kinds)})"))
             continue
         found = unknown_field_paths(kind, raw)
         if found:
@@ -281,11 +302,11 @@ def _load_storage(doc: SourceDocument, entries: list[dict[str, Any]],
                                         f"{kind} needs metadata.name"))
             continue
         try:
-            check_metadata(kind, raw)  # as a snapshot's storage objects get it
+            check_metadata(kind, raw)  # as a snapshot's objects get it
         except InvalidObjectError as exc:
             problems.append(_refused_field(doc, (*path, *object_path(exc.field)), exc))
             continue
-        key = object_key(kind, raw)
+        key = key_of(kind, raw)
         objects = into.setdefault(kind, {})
         if key in objects:
             problems.append(doc.problem(path, "duplicate-name",

@@ -81,6 +81,10 @@ SCHEMA: dict[str, Any] = {
         # what the volume plugins read.
         "storage": {"type": "array", "items": {"type": "object",
                                                "required": ["kind", "metadata"]}},
+        # DeviceClasses, ResourceSlices and ResourceClaims, as full objects: what
+        # DynamicResources reads.
+        "devices": {"type": "array", "items": {"type": "object",
+                                               "required": ["kind", "metadata"]}},
         # Node metric values for `metric` score rules: metric -> node -> number, as the
         # daemon's cache would hold them (they never age here).
         "metrics": {"type": "object", "additionalProperties": {
@@ -154,6 +158,7 @@ class SuiteSpec(TypedDict, total=False):
     nodes: list[dict[str, Any]]  # full objects or NODE_SHORTHAND
     pods: list[dict[str, Any]]  # full objects or POD_SHORTHAND
     storage: list[dict[str, Any]]
+    devices: list[dict[str, Any]]
     metrics: dict[str, dict[str, float]]
     tests: Required[list[CaseSpec]]
 

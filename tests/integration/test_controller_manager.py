@@ -1,5 +1,6 @@
 """kube-controller-manager in the local control plane: the real volume controllers bind,
-protect and create claims, and nothing else runs (issue 16).
+protect and create claims, the resource claim controller turns templates into
+ResourceClaims (tests/integration/test_dra_objects.py), and nothing else runs (issue 16).
 
 Every test here talks to the session's control plane (`control_plane` fixture), which
 starts kube-controller-manager by default. The WaitForFirstConsumer path with dynamic
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 
 from policyd.devcluster import ControlPlane
-from policyd.devcluster.controllermanager import VOLUME_CONTROLLERS
+from policyd.devcluster.controllermanager import CONTROLLERS
 from policyd.devcluster.kubeconfig import kube_client_from
 from policyd.devcluster.probe import http_get, unverified_context
 from policyd.devcluster.process import proc_start_time
@@ -79,7 +80,7 @@ def _volume(name: str, storage_class: str, size: str = "2Gi") -> Obj:
                      "hostPath": {"path": f"/tmp/{name}"}}}
 
 
-def test_only_the_volume_controllers_run(control_plane: ControlPlane) -> None:
+def test_only_the_volume_and_claim_controllers_run(control_plane: ControlPlane) -> None:
     manager = control_plane.kube_controller_manager
     assert manager is not None and manager.alive()
     status, body = http_get(f"https://127.0.0.1:{manager.port}/healthz?verbose",
@@ -87,7 +88,7 @@ def test_only_the_volume_controllers_run(control_plane: ControlPlane) -> None:
     assert status == 200
     checks = {line[3:].rsplit(" ", 1)[0] for line in body.splitlines()
               if line.startswith("[+]")}
-    assert checks == set(VOLUME_CONTROLLERS)
+    assert checks == set(CONTROLLERS)
     log = manager.log_path.read_text()
     # The node lifecycle controller would taint every kubelet-less Node unreachable.
     assert 'controller is disabled" controller="node-lifecycle-controller"' in log

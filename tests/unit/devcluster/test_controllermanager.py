@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from policyd.devcluster.controllermanager import (
+    CONTROLLER_ROLES,
+    CONTROLLERS,
     USER,
     VOLUME_CONTROLLERS,
     controller_manager_args,
@@ -17,7 +19,7 @@ def _flags(argv: list[str]) -> dict[str, str]:
     return dict(a[2:].split("=", 1) for a in argv[1:])
 
 
-def test_only_the_volume_controllers_run() -> None:
+def test_only_the_volume_and_resource_claim_controllers_run() -> None:
     flags = _flags(controller_manager_args(Path("/bin/kcm"), Path("/kc"), 4242))
     controllers = flags["controllers"].split(",")
     assert set(controllers) == {
@@ -25,7 +27,10 @@ def test_only_the_volume_controllers_run() -> None:
         "persistentvolume-protection-controller",
         "persistentvolumeclaim-protection-controller",
         "ephemeral-volume-controller",
+        # Pods' ResourceClaimTemplates become ResourceClaims, as in a real cluster.
+        "resourceclaim-controller",
     }
+    assert set(VOLUME_CONTROLLERS) < set(controllers)
     # No "*": that would add every default controller, the node lifecycle one (which
     # taints kubelet-less Nodes unreachable) among them.
     assert "*" not in controllers and "node-lifecycle-controller" not in controllers
@@ -41,7 +46,9 @@ def test_only_the_volume_controllers_run() -> None:
 
 def test_each_controller_gets_its_bootstrap_role_as_the_kcm_user() -> None:
     bindings = role_bindings()
-    assert len(bindings) == len(VOLUME_CONTROLLERS)
+    assert len(bindings) == len(CONTROLLERS) == len(CONTROLLER_ROLES)
+    roles = {b["roleRef"]["name"] for b in bindings}
+    assert "system:controller:resource-claim-controller" in roles
     assert len({b["metadata"]["name"] for b in bindings}) == len(bindings)
     roles = {b["roleRef"]["name"] for b in bindings}
     assert "system:controller:persistent-volume-binder" in roles

@@ -27,6 +27,7 @@ from policyd.model.cluster_files import (
 )
 from policyd.model.datafile import iter_objects
 from policyd.model.disruption import DISRUPTION_KINDS
+from policyd.model.dra_objects import DRA_KINDS
 from policyd.model.storage import STORAGE_KINDS
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -67,7 +68,7 @@ def test_a_bad_object_is_named_with_where_it_came_from() -> None:
 def test_the_read_lists_every_kind_the_snapshot_loader_takes() -> None:
     kinds = {r.kind for r in SNAPSHOT_RESOURCES}
     assert kinds == {"Node", "Pod", "Namespace", *WORKLOAD_KINDS, *STORAGE_KINDS,
-                     *DISRUPTION_KINDS}
+                     *DRA_KINDS, *DISRUPTION_KINDS}
     assert POLICY_RESOURCE.path == "/apis/policyd.io/v1alpha1/schedulingpolicies"
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from policyd.kube.cluster_read import STORAGE_RESOURCES, WORKLOAD_RESOURCES
+from policyd.kube.cluster_read import DRA_RESOURCES, STORAGE_RESOURCES, WORKLOAD_RESOURCES
 from policyd.kube.informer import _item_api_version, _item_kind
 
 
 @pytest.mark.parametrize(("path", "kind"), [
-    (r.path, r.kind) for r in (*STORAGE_RESOURCES, *WORKLOAD_RESOURCES)])
+    (r.path, r.kind) for r in (*STORAGE_RESOURCES, *DRA_RESOURCES, *WORKLOAD_RESOURCES)])
 def test_every_watched_path_gets_its_kind(path: str, kind: str) -> None:
     assert _item_kind(path) == kind
 

@@ -144,7 +144,7 @@ def test_claims_in_different_namespaces_are_different_claims(tmp_path: Path) -> 
 
 GET_ALL = Path(__file__).parent / "fixtures" / "kubectl_get_all.yaml"
 GET_ALL_NOTE = ("skipped 2 Deployment, 2 Job, 1 CronJob, 1 DaemonSet, 1 Endpoints, "
-                "1 HorizontalPodAutoscaler, 1 ResourceClaim object(s): kinds the scheduler "
+                "1 HorizontalPodAutoscaler object(s): kinds the scheduler "
                 "does not read (--strict refuses them)")
 
 
@@ -154,8 +154,9 @@ def test_kubectl_get_all_loads_what_the_scheduler_reads_and_counts_the_rest() ->
     assert [p.key for p in snap.pods] == ["shop/web-7d4f9c-abcde", "shop/web-pending"]
     assert sorted(snap.workloads) == ["ReplicaSet", "Service", "StatefulSet"]
     assert snap.skipped == {"Deployment": 2, "Job": 2, "CronJob": 1, "DaemonSet": 1,
-                            "Endpoints": 1, "HorizontalPodAutoscaler": 1,
-                            "ResourceClaim": 1}
+                            "Endpoints": 1, "HorizontalPodAutoscaler": 1}
+    # DynamicResources reads claims: kept, not skipped.
+    assert list(snap.dra["ResourceClaim"]) == ["shop/gpu"]
     assert snap.notes == [GET_ALL_NOTE]
     assert snap.warnings == []
     assert [p.name for p in snap.cluster().pending_pods()] == ["web-pending"]
@@ -181,7 +182,7 @@ def test_skipped_kinds_are_counted_across_files_in_one_note(tmp_path: Path) -> N
     other = load_snapshot(a)
     other.extend(load_snapshot(b))
     assert other.notes == snap.notes
-    assert load_snapshot(GET_ALL).skipped["ResourceClaim"] == 1
+    assert "ResourceClaim" not in load_snapshot(GET_ALL).skipped
 
 
 @pytest.mark.parametrize(("kind", "message"), [
@@ -268,3 +269,81 @@ def test_a_live_clusters_metadata_is_the_api_servers_to_judge() -> None:
     with pytest.raises(InputFileError, match="must be a string"):
         raw["metadata"]["labels"] = {"pci": True}  # not a label map any server returns
         snapshot_from_objects([raw], "https://10.0.0.1:6443")
+
+
+# -- DRA objects -------------------------------------------------------------------------
+
+DRA_SNAPSHOT = """\
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.example.com}
+spec: {extendedResourceName: example.com/gpu}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: n1-gpu}
+spec:
+  driver: gpu.example.com
+  nodeName: n1
+  pool: {name: n1, generation: 1, resourceSliceCount: 1}
+  devices: [{name: gpu-0}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: gpu, namespace: a}
+spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.example.com}}]}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: gpu, namespace: b}
+spec: {devices: {requests: []}}
+status:
+  allocation:
+    devices:
+      results: [{request: gpu, driver: gpu.example.com, pool: n1, device: gpu-0}]
+  reservedFor: [{resource: pods, name: web, uid: u1}]
+"""
+
+
+def test_dra_objects_load_into_the_store(tmp_path: Path) -> None:
+    path = tmp_path / "dra.yaml"
+    path.write_text(DRA_SNAPSHOT)
+    snap = load_snapshot(path)
+    assert snap.skipped == {} and snap.notes == []
+    dra = snap.cluster().dra
+    assert dra.classes.for_extended_resource("example.com/gpu") is not None
+    assert [s["metadata"]["name"] for s in dra.slices.on_node("n1")] == ["n1-gpu"]
+    assert len(dra.claims) == 2 and dra.claims.reserved_for_pod("u1") == {"b/gpu"}
+    assert dra.claims.allocated_device_ids() == {("gpu.example.com", "n1", "gpu-0")}
+    # Files add up, as the other kinds do.
+    other = tmp_path / "other.yaml"
+    other.write_text("apiVersion: resource.k8s.io/v1\nkind: DeviceClass\n"
+                     "metadata: {name: nic.example.com}\n")
+    both = load_snapshot(path)
+    both.extend(load_snapshot(other))
+    assert sorted(both.dra["DeviceClass"]) == ["gpu.example.com", "nic.example.com"]
+    # pods_only files take none of them.
+    with pytest.raises(InputFileError, match="expected Pod"):
+        load_snapshot(path, pods_only=True)
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: g}\n---\n"
+     "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: g}\n",
+     "DeviceClass g is defined twice"),
+    ("apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {}\nspec: {}\n",
+     "ResourceSlice needs metadata.name"),
+    ("apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: s}\n"
+     "spec: {driver: d, nodeNmae: n1}\n", "nodeNmae"),
+    ("apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\n"
+     "metadata: {name: Gpu_1, namespace: a}\n", "ResourceClaim a/Gpu_1: metadata.name"),
+    ("apiVersion: resource.k8s.io/v1\nkind: ResourceSlices\nmetadata: {name: s}\n",
+     "did you mean 'ResourceSlice'?"),
+])
+def test_bad_dra_objects_are_refused_naming_them(tmp_path: Path, content: str,
+                                                 message: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    with pytest.raises(InputFileError) as e:
+        load_snapshot(path)
+    assert message in str(e.value) and "bad.yaml" in str(e.value)

@@ -17,6 +17,7 @@ from policyd.errors import InputFileError
 from policyd.model.cluster_files import WORKLOAD_KINDS, load_snapshot
 from policyd.model.datafile import read_documents
 from policyd.model.disruption import DISRUPTION_KINDS
+from policyd.model.dra_objects import DRA_KINDS
 from policyd.model.fieldcheck import check_fields, known_kinds, unknown_fields
 from policyd.model.storage import STORAGE_KINDS
 from tests.builders import make_node, make_pod
@@ -45,7 +46,7 @@ def test_committed_table_equals_one_generated_from_the_installed_client() -> Non
 
 def test_every_kind_the_snapshot_reads_is_in_the_table() -> None:
     assert set(known_kinds()) == {"Pod", "Node", "Namespace", *WORKLOAD_KINDS,
-                                  *STORAGE_KINDS, *DISRUPTION_KINDS}
+                                  *STORAGE_KINDS, *DRA_KINDS, *DISRUPTION_KINDS}
 
 
 def test_checking_does_not_import_the_kubernetes_client() -> None:
