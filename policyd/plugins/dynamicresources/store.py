@@ -3,8 +3,9 @@
 The objects live in `ClusterState.dra` (policyd.model.dra_objects: DeviceClasses,
 ResourceSlices and ResourceClaims as raw JSON, the claims in kube-scheduler's claim
 tracker with its in-flight allocations). `DraStore` names the part of it this plugin
-uses, so the plugin depends on those calls only; `dra_of` finds it on a cycle's
-cluster (none for a bare CycleState, which then has no DRA objects at all).
+uses (mypy checks that the model's store is one), so the plugin depends on those
+calls only; `dra_of` finds it on a cycle's cluster (none for a bare CycleState,
+which then has no DRA objects at all).
 
 Objects are decoded once per stored version through the store's memo
 (`DraStore.decoded`), with the project's quantity parser.
@@ -23,6 +24,7 @@ from policyd.dra.objects import (
     decode_resource_claim,
     decode_resource_slice,
 )
+from policyd.model.cluster import ClusterState
 from policyd.model.quantity import nano_value
 
 T = TypeVar("T")
@@ -49,17 +51,19 @@ class ByName(Protocol):
 
 
 class DraStore(Protocol):
-    claims: ClaimTracker
-    classes: ByName
-    slices: ByName
+    @property
+    def claims(self) -> ClaimTracker: ...
+    @property
+    def classes(self) -> ByName: ...
+    @property
+    def slices(self) -> ByName: ...
 
     def decoded(self, obj: Obj, what: str, decode: Callable[[Obj], T]) -> T: ...
 
 
-def dra_of(cluster: object) -> DraStore | None:
+def dra_of(cluster: ClusterState | None) -> DraStore | None:
     """The cluster's DRA objects, None when the cycle has no cluster."""
-    store: DraStore | None = getattr(cluster, "dra", None)
-    return store
+    return cluster.dra if cluster is not None else None
 
 
 def claim_of(store: DraStore, obj: Obj) -> ResourceClaim:

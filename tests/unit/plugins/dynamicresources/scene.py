@@ -1,26 +1,27 @@
 """A cluster with DRA objects for DynamicResources' tests: nodes, classes, slices and
-claims in a ClusterState's DRA store, and pods using the claims.
-
-`ClusterState.dra` (policyd.model.dra_objects) holds the objects when the model has
-it; `FakeDra` below stands in for it otherwise, with the same calls the plugin makes
-(its `DraStore` protocol), so the same tests run against either.
-"""
+claims in a ClusterState's DRA store (policyd.model.dra_objects), and pods using the
+claims."""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from policyd.engine.cycle import ScheduleResult, schedule_one
 from policyd.framework import CycleState
 from policyd.framework.runtime import Framework, WeightedScorePlugin
 from policyd.model.cluster import ClusterState
+from policyd.model.dra_objects import (
+    DEVICE_CLASS,
+    RESOURCE_CLAIM,
+    RESOURCE_SLICE,
+    DraObjects,
+)
 from policyd.model.records import Node, Pod
 from policyd.plugins.dynamicresources.plugin import DynamicResources, new
 from tests.builders import PodBuilder, make_node, make_pod
 
-T = TypeVar("T")
 Obj = dict[str, Any]
 
 DRIVER = "gpu.example.com"
@@ -28,116 +29,30 @@ GPU_CLASS = "gpu"
 CLASS_SELECTOR = f'device.driver == "{DRIVER}"'
 
 
-class _Named:
-    def __init__(self, key: Callable[[Obj], str]) -> None:
-        self._key = key
-        self.objects: dict[str, Obj] = {}
-
-    def get(self, key: str) -> Obj | None:
-        return self.objects.get(key)
-
-    def values(self) -> Iterator[Obj]:
-        return iter(list(self.objects.values()))
-
-    def put(self, obj: Obj) -> None:
-        self.objects[self._key(obj)] = obj
-
-
-class _Claims(_Named):
-    def __init__(self) -> None:
-        super().__init__(_claim_key)
-        self.api: dict[str, Obj] = {}
-        self.in_flight: dict[str, tuple[Obj, int]] = {}
-
-    def put(self, obj: Obj) -> None:
-        super().put(obj)
-        self.api[_claim_key(obj)] = obj
-
-    def assume(self, obj: Obj) -> None:
-        self.objects[_claim_key(obj)] = obj
-
-    def restore(self, key: str) -> None:
-        if key in self.api:
-            self.objects[key] = self.api[key]
-
-    def signal_pending_allocation(self, uid: str, allocated: Obj) -> None:
-        entry = self.in_flight.get(uid)
-        self.in_flight[uid] = (allocated, 1) if entry is None else (entry[0], entry[1] + 1)
-
-    def pending_allocation(self, uid: str) -> Obj | None:
-        entry = self.in_flight.get(uid)
-        return entry[0] if entry is not None else None
-
-    def remove_pending_allocation(self, uid: str, *, force: bool = False) -> bool:
-        entry = self.in_flight.get(uid)
-        if entry is None:
-            return False
-        if force or entry[1] <= 1:
-            del self.in_flight[uid]
-            return True
-        self.in_flight[uid] = (entry[0], entry[1] - 1)
-        return False
-
-    def pending_allocations(self) -> Iterator[Obj]:
-        return iter([c for c, _ in self.in_flight.values()])
-
-
-class FakeDra:
-    def __init__(self) -> None:
-        self.classes = _Named(_name)
-        self.slices = _Named(_name)
-        self.claims = _Claims()
-        self._memo: dict[tuple[int, str], Any] = {}
-
-    def decoded(self, obj: Obj, what: str, decode: Callable[[Obj], T]) -> T:
-        key = (id(obj), what)
-        if key not in self._memo:
-            self._memo[key] = (obj, decode(obj))
-        return self._memo[key][1]  # type: ignore[no-any-return]
-
-
-def _name(obj: Obj) -> str:
-    return str(obj["metadata"]["name"])
-
-
-def _claim_key(obj: Obj) -> str:
-    meta = obj["metadata"]
-    return f"{meta.get('namespace') or 'default'}/{meta['name']}"
-
-
 def cluster(nodes: Sequence[Node], *, classes: Sequence[Obj] = (),
             slices: Sequence[Obj] = (), claims: Sequence[Obj] = ()) -> ClusterState:
     state = ClusterState(list(nodes))
-    store = dra(state)
-    if store is None:
-        store = FakeDra()
-        vars(state)["dra"] = store  # before the model had a DRA store
-        for obj in classes:
-            store.classes.put(obj)
-        for obj in slices:
-            store.slices.put(obj)
-        for obj in claims:
-            store.claims.put(obj)
-    else:
-        for kind, objs in (("DeviceClass", classes), ("ResourceSlice", slices),
-                           ("ResourceClaim", claims)):
-            for obj in objs:
-                store.upsert(kind, copy.deepcopy(obj))
+    for kind, objs in ((DEVICE_CLASS, classes), (RESOURCE_SLICE, slices),
+                       (RESOURCE_CLAIM, claims)):
+        for obj in objs:
+            state.dra.upsert(kind, copy.deepcopy(obj))
     return state
 
 
-def dra(state: ClusterState) -> Any:
-    """The cluster's DRA store (the model's, or FakeDra)."""
-    return getattr(state, "dra", None)
+def dra(state: ClusterState) -> DraObjects:
+    return state.dra
+
+
+def stored_claim(state: ClusterState, key: str) -> Obj:
+    """The claim the tracker shows (assumed version first); it must exist."""
+    found = state.dra.claims.get(key)
+    assert found is not None, key
+    return found
 
 
 def add_claim(state: ClusterState, obj: Obj) -> None:
     """A claim created after the cluster was built (the informer's add)."""
-    store = dra(state)
-    if isinstance(store, FakeDra):
-        store.claims.put(obj)
-    else:
-        store.upsert("ResourceClaim", copy.deepcopy(obj))
+    state.dra.upsert(RESOURCE_CLAIM, copy.deepcopy(obj))
 
 
 def nodes(*names: str, labels: dict[str, str] | None = None) -> list[Node]:

@@ -40,6 +40,7 @@ from tests.unit.plugins.dynamicresources.scene import (
     pod_using,
     pre_filtered,
     schedule,
+    stored_claim,
 )
 
 Obj = dict[str, Any]
@@ -237,6 +238,7 @@ def test_reserve_records_the_allocation_as_prebind_would_write_it() -> None:
     r = reserve(fw, schedule_one(fw, pod_using("p", "c1").obj(), state))
     assert r.node == "n1"
     in_flight = dra(state).claims.pending_allocation("uid-c1")
+    assert in_flight is not None
     assert in_flight["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
     assert in_flight["status"]["allocation"] == {
         "devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n1",
@@ -244,7 +246,7 @@ def test_reserve_records_the_allocation_as_prebind_would_write_it() -> None:
         "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
             {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}
     # The stored claim itself is untouched until PreBind writes it.
-    assert "status" not in dra(state).claims.get("default/c1")
+    assert "status" not in stored_claim(state, "default/c1")
 
 
 @pytest.mark.parametrize("reference", [False, True])

@@ -27,6 +27,7 @@ from tests.unit.plugins.dynamicresources.scene import (
     gpu_slice,
     nodes,
     pod_using,
+    stored_claim,
 )
 
 T = TypeVar("T")
@@ -109,7 +110,7 @@ def test_writes_the_finalizer_then_allocation_and_reservation() -> None:
         {"resource": "pods", "name": "p", "uid": "pod-uid-p"}]
     # The tracker shows the written claim (assumed), and nothing is in flight any more.
     store = dra(state)
-    assert store.claims.get("default/c1")["status"]["reservedFor"][0]["uid"] == "pod-uid-p"
+    assert stored_claim(state, "default/c1")["status"]["reservedFor"][0]["uid"] == "pod-uid-p"
     assert store.claims.pending_allocation("uid-c1") is None
     # Another pod now finds the device taken by the allocated claim, not in flight.
     state2 = schedule_one(framework(DynamicResources(parse_args(None))),
@@ -144,7 +145,7 @@ def test_a_failed_write_is_upstreams_error(fail: str, message: str) -> None:
 def _conditions(status: str, failed: str = "False") -> Callable[[ClusterState], None]:
     def set_conditions(state: ClusterState) -> None:
         store = dra(state)
-        current = copy.deepcopy(store.claims.get("default/c1"))
+        current = copy.deepcopy(stored_claim(state, "default/c1"))
         current["status"]["devices"] = [{
             "driver": DRIVER, "pool": "n1", "device": "g0",
             "conditions": [{"type": "Attached", "status": status},
