@@ -100,3 +100,55 @@ def test_a_malformed_claim_is_exit_2_naming_the_field(tmp_path: Path,
     assert "Pod ml/p: spec.resourceClaims[0]" in r.stderr
     assert "exactly one of resourceClaimName and resourceClaimTemplateName" in r.stderr
     assert "Traceback" not in r.stderr + r.stdout
+
+
+DEVICES = """\
+- apiVersion: resource.k8s.io/v1
+  kind: DeviceClass
+  metadata: {name: gpu}
+  spec: {selectors: [{cel: {expression: 'device.driver == "gpu.example.com"'}}]}
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceSlice
+  metadata: {name: n2-gpus}
+  spec:
+    driver: gpu.example.com
+    nodeName: n2
+    pool: {name: n2, generation: 1, resourceSliceCount: 1}
+    devices: [{name: g0}]
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceClaim
+  metadata: {name: shared-accelerator, namespace: ml, uid: u1}
+  spec: {devices: {requests: [{name: acc, exactly: {deviceClassName: gpu}}]}}
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceClaim
+  metadata: {name: other, namespace: ml, uid: u2}
+  spec: {devices: {requests: [{name: acc, exactly: {deviceClassName: gpu}}]}}
+"""
+
+CLAIM_PODS = """\
+apiVersion: v1
+kind: List
+items:
+- kind: Pod
+  metadata: {name: first, namespace: ml}
+  spec: {resourceClaims: [{name: acc, resourceClaimName: shared-accelerator}],
+         containers: [{name: main}]}
+- kind: Pod
+  metadata: {name: second, namespace: ml}
+  spec: {resourceClaims: [{name: acc, resourceClaimName: other}],
+         containers: [{name: main}]}
+"""
+
+
+def test_simulate_allocates_the_device_once(tmp_path: Path) -> None:
+    (tmp_path / "cluster.yaml").write_text(CLUSTER + DEVICES)
+    (tmp_path / "pods.yaml").write_text(CLAIM_PODS)
+    files = ["--cluster", str(tmp_path / "cluster.yaml"), "--pods", str(tmp_path / "pods.yaml")]
+    r = policyd("simulate", *files, "--format", "json")
+    assert r.returncode == 1, r.stderr
+    out = json.loads(r.stdout)
+    placed = {p["pod"]: p["node"] for p in out["placements"]}
+    # The only device is on n2; the second pod finds it taken by the first's allocation.
+    assert placed == {"ml/first": "n2", "ml/second": None}
+    r = policyd("explain", *files, "--pod", "ml/first")
+    assert "ml/shared-accelerator: ok, gets gpu.example.com/n2/g0 (request acc)" in r.stdout
