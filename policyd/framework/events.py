@@ -171,9 +171,21 @@ def pod_update_events(old: Pod, new: Pod, features: FeatureGates = DEFAULTS
         actions.append(ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED)
     if len(old.tolerations) != len(new.tolerations):
         actions.append(ActionType.UPDATE_POD_TOLERATION)
+    if _claim_statuses(old) != _claim_statuses(new):
+        # The claim controller named a template's generated claim (DynamicResources).
+        actions.append(ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM)
     if not actions:
         actions.append(ActionType.UPDATE)
     return [ClusterEvent(resource, a) for a in actions]
+
+
+def _claim_statuses(pod: Pod) -> list[tuple[Any, Any]]:
+    """status.resourceClaimStatuses as resourceclaim.PodStatusEqual compares them (in
+    order, by name and claim name; none and an empty list alike)."""
+    status = pod.raw.get("status")
+    entries = status.get("resourceClaimStatuses") if isinstance(status, dict) else None
+    return [(e.get("name"), e.get("resourceClaimName")) for e in entries or ()
+            if isinstance(e, dict)] if isinstance(entries, list) else []
 
 
 def _scaled_down(old: Pod, new: Pod, features: FeatureGates) -> bool:

@@ -1,6 +1,8 @@
-"""Pods with DRA ResourceClaims on the real API server (issue 12, item 4): the daemon
-leaves them Pending with a FailedScheduling event naming the claim, instead of binding
-them with their claims unallocated (no kubelet could ever start them)."""
+"""Pods with DRA ResourceClaims that cannot be allocated on the real API server (issue
+12, item 4; issue 28): the daemon leaves them Pending with a FailedScheduling event in
+upstream's words (a template's claim not created yet, a DeviceClass that does not
+exist), instead of binding them with their claims unallocated. Needs the daemon to
+watch ResourceClaims and DeviceClasses (branch draobj)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,6 @@ from pathlib import Path
 from policyd.daemon.queue import UNSCHEDULABLE
 from tests.e2e.helpers import Cluster, DaemonFactory, wait_for, write_profile
 
-TAIL = "policyd does not allocate DRA devices yet (see README, known limits)"
 # What follows the refusal: DynamicResources' PostFilter, then DefaultPreemption's
 # (preemption cannot help a pod refused as unresolvable), as kube-scheduler v1.36.3
 # words it for a pod its own DynamicResources refuses in PreFilter.
@@ -40,10 +41,11 @@ def test_claim_pods_stay_pending_with_the_reason(cluster: Cluster, daemons: Daem
     cluster.pod("plain", sched)
     assert cluster.wait_bound("plain") == "n1"  # the daemon is scheduling
 
+    # Upstream's PreEnqueue would hold gpu-job back silently; policyd has none, so its
+    # PreFilter says why (the same text).
     expected = {
-        "gpu-job": 'pod uses ResourceClaim "gpu" (from ResourceClaimTemplate '
-                   f'"single-gpu"): {TAIL}',
-        "shared": f'pod uses ResourceClaim "shared-accelerator": {TAIL}'}
+        "gpu-job": f'pod "{cluster.ns}/gpu-job": ResourceClaim not created yet',
+        "shared": "request acc: device class accelerators.example.com does not exist"}
     for name, reason in expected.items():
         message = f"0/1 nodes are available: {reason}. {POST_FILTER}"
         events = wait_for(lambda n=name: cluster.events(pod=n, reason="FailedScheduling"),

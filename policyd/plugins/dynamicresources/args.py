@@ -3,9 +3,9 @@
 feature gates: DRASchedulerFilterTimeout, DRADeviceBindingConditions and
 DRAResourceClaimDeviceStatus are all on, so both fields are accepted and defaulted.
 
-policyd allocates no devices, so neither timeout changes what it does; they are
-validated anyway so that a kube-scheduler configuration (whose defaulted form names
-both) is accepted or refused exactly as kube-scheduler would.
+`filterTimeout` bounds each node's allocation search in Filter; `bindingTimeout` is
+how long an allocated claim's binding conditions may stay unmet before Filter treats
+it as unavailable (PreBind's wait for them is not written yet).
 """
 
 from __future__ import annotations

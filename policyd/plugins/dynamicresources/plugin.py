@@ -1,75 +1,118 @@
-"""DynamicResources (kube-scheduler v1.36, `pkg/scheduler/framework/plugins/
-dynamicresources`), as far as policyd can go without allocating DRA devices.
+"""DynamicResources (kube-scheduler v1.36.3, `pkg/scheduler/framework/plugins/
+dynamicresources`): a pod's ResourceClaims must be allocatable where it goes.
 
 Upstream's plugin sits at PreEnqueue, PreFilter, Filter, PostFilter, Score (weight 2 in
 the default profile), Reserve/Unreserve and PreBind; in the default profile it comes
 right before DefaultPreemption, so that PostFilter frees an idle claim before evicting
-a pod. policyd has it at the same points, with these semantics:
+a pod. policyd has it at the same points but PreEnqueue:
 
-- A pod without resource claims, exactly as upstream: PreFilter records that it ran
-  and says Skip, so Filter does not run; Score gives every node 0 (normalized, still
-  0); Reserve and PreBind have nothing to do; PostFilter answers Unschedulable
-  `no new claims to deallocate`, the part every unschedulable pod's FailedScheduling
-  message has before `preemption: `. When an earlier PreFilter rejected the pod as
-  unresolvable, PreFilter never ran here, and upstream's PostFilter fails reading its
-  cycle state: an Error whose text is `not found`, which ends the PostFilter run
-  (DefaultPreemption is not asked) and the message (`0/3 nodes are available:
-  persistentvolumeclaim "data" not found. not found`, as kube-scheduler v1.36.3 says
-  it). policyd says the same.
-- A pod with `spec.resourceClaims`: policyd cannot allocate its devices, and a pod bound
-  with its claims unallocated never starts (no kubelet prepares an unallocated claim).
-  PreFilter refuses it, UnschedulableAndUnresolvable, naming the first claim; Filter
-  says the same if PreFilter was disabled in a profile. PostFilter then answers
-  `no new claims to deallocate`, as upstream's does after its own PreFilter refused a
-  pod (its claims are only recorded once PreFilter passed): nothing is deallocated.
-  No event policyd watches can change that (it does not watch ResourceClaims, device
-  classes or ResourceSlices), so the pod is retried only by the periodic flush.
+- PreFilter: a pod without claims gets Skip (Filter then does not run) after
+  recording that PreFilter ran. Otherwise its claims are looked up (`claims.py`: a
+  missing one, one being deleted, a template's claim not created yet or not the
+  pod's, each refused UnschedulableAndUnresolvable with upstream's text), an
+  allocated claim's node selector is kept for Filter, a claim whose allocation is in
+  flight for another pod makes this one wait, and every request's DeviceClass must
+  exist. When some claim is unallocated, one `policyd.dra.Allocator` is built for the
+  cycle over every slice and class, with the devices of every allocated claim and
+  every allocation in flight taken (`allocation.py`).
+- Filter: an allocated claim whose node selector does not match the node, or whose
+  binding conditions failed or timed out (`binding.py`), makes it
+  `resourceclaim not available on the node`; the allocator must then allocate every
+  unallocated claim there (`cannot allocate all claims`; a claim or class it cannot
+  use is an Error, a timeout after `filterTimeout` too). The node's allocation is
+  kept for Score and Reserve.
+- Score: `scoring.py` (which `firstAvailable` alternatives were chosen), normalized
+  to 100 for the best node.
+- Reserve: each unallocated claim's allocation on the chosen node is signalled as in
+  flight in the claim tracker, so the next pod's cycle does not take its devices;
+  Unreserve withdraws it and restores the tracker's claim.
+- PostFilter: `no new claims to deallocate` for a pod without claims (every
+  unschedulable pod's message has it); otherwise an allocated claim that was not
+  available on some node and is reserved for nobody (or only this pod) is chosen for
+  deallocation: upstream writes that at once and answers `deallocation of
+  ResourceClaim completed`. policyd's engine makes no API call: the decision is kept
+  in the cycle state (`claim_to_deallocate`) for whoever acts on it.
+- PreBind (`prebind.py`): each claim not yet reserved for the pod gets its
+  allocation (from Reserve) and the pod in reservedFor written, then the wait for
+  binding conditions; this needs a binding handle that writes a claim's status
+  (`prebind.ClaimStatusWriter`), else PreBind fails with a clear error and
+  Unreserve withdraws the in-flight allocation. Unreserve's removal of the pod from
+  an allocated claim's reservedFor (an API patch upstream) is not made.
 
-Upstream's PreEnqueue holds back a pod whose claim does not exist yet, silently (no
-event, no condition); policyd has no PreEnqueue and such a pod gets the refusal above.
-Extended resources backed by device classes (DRAExtendedResource, beta and on in v1.36)
-are not modelled: NodeResourcesFit treats every extended resource as a node's own.
+When an earlier PreFilter rejected the pod as unresolvable, this PreFilter never ran,
+and upstream's PostFilter fails reading its cycle state: an Error whose text is
+`not found`, which ends the PostFilter run (DefaultPreemption is not asked). policyd
+says the same.
+
+Upstream's PreEnqueue holds back a pod whose claim does not exist yet, silently;
+policyd has no PreEnqueue and such a pod gets PreFilter's refusal. Extended resources
+backed by device classes (DRAExtendedResource) are not modelled.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import copy
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from policyd.dra.errors import AllocationAborted, AllocationError, NodeAllocationError
+from policyd.dra.features import AllocatorFeatures
+from policyd.dra.nodes import Node, NodeSelectorError
+from policyd.dra.results import AllocationResult
+from policyd.dra.selectors import KUBERNETES_CEL, SelectorCache
+from policyd.errors import InvalidObjectError
+from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework import CycleState, Status
 from policyd.framework.events import ClusterEventWithHint
 from policyd.framework.fit_error import Diagnosis
-from policyd.framework.interfaces import BindingHandle, PostFilterResult
+from policyd.framework.interfaces import (
+    BindingHandle,
+    PostFilterResult,
+    Verdict,
+    default_normalize_score,
+)
 from policyd.model.node_info import NodeInfo
-from policyd.model.records import Pod, PodResourceClaim
+from policyd.model.records import Pod
 from policyd.model.table import IntArray, NodeTable
-from policyd.plugins.dynamicresources import NAME
+from policyd.plugins.dynamicresources import NAME, hints
+from policyd.plugins.dynamicresources.allocation import (
+    ClaimInfo,
+    DraState,
+    allocation_node_selector,
+    build_allocator,
+    matches,
+)
 from policyd.plugins.dynamicresources.args import DynamicResourcesArgs, parse_args
+from policyd.plugins.dynamicresources.binding import binding_state, binding_timed_out
+from policyd.plugins.dynamicresources.claims import ClaimLookupError, PodClaim, pod_claims
+from policyd.plugins.dynamicresources.explain import claim_verdicts
+from policyd.plugins.dynamicresources.prebind import CLAIM_FINALIZER, bind_claims
+from policyd.plugins.dynamicresources.scoring import pod_score
+from policyd.plugins.dynamicresources.store import DraStore, claim_of, dra_of
 
 DEFAULT_WEIGHT: int | None = 2
+MAX_NODE_SCORE = 100
 
-# PostFilter's answer when the pod has no claim it could free (upstream's wording).
+# PostFilter's answers (upstream's wording).
 NO_CLAIMS_TO_DEALLOCATE = "no new claims to deallocate"
-# Upstream's PostFilter when its PreFilter did not run: the cycle state's ErrNotFound.
+DEALLOCATION_COMPLETED = "deallocation of ResourceClaim completed"
+STILL_NOT_SCHEDULABLE = "still not schedulable"
+# Upstream's PostFilter (and Filter, Reserve) when its PreFilter did not run: the
+# cycle state's ErrNotFound.
 STATE_NOT_FOUND = "not found"
-UNSUPPORTED = "policyd does not allocate DRA devices yet (see README, known limits)"
+# Filter's reasons.
+NOT_AVAILABLE_ON_NODE = "resourceclaim not available on the node"
+CANNOT_ALLOCATE = "cannot allocate all claims"
+ALLOCATION_NOT_FOUND = "claim allocation not found for node"
 
-# Written by PreFilter: the claims PostFilter may deallocate. Always empty, since
-# policyd allocates none; its presence says PreFilter ran (PostFilter needs to know).
 STATE_KEY = f"{NAME}/claims"
 
 _NOTHING_TO_DEALLOCATE = Status.unschedulable(NO_CLAIMS_TO_DEALLOCATE)
-
-
-def reason(claim: PodResourceClaim) -> str:
-    """`pod uses ResourceClaim "x": ...`, naming the ResourceClaim; a template's claim
-    not created yet is named by the pod's entry and its template."""
-    if claim.claim:
-        return f'pod uses ResourceClaim "{claim.claim}": {UNSUPPORTED}'
-    return (f'pod uses ResourceClaim "{claim.name}" (from ResourceClaimTemplate '
-            f'"{claim.template}"): {UNSUPPORTED}')
+_FILTER_TIMEOUT_GATE = "DRASchedulerFilterTimeout"
+_PRIORITIZED_LIST_GATE = "DRAPrioritizedList"
 
 
 class DynamicResources:
@@ -78,70 +121,305 @@ class DynamicResources:
     # (preemption's dry runs rely on that; framework/interfaces.py).
     pre_filter_reads_other_pods = False
 
-    def __init__(self, args: DynamicResourcesArgs) -> None:
+    def __init__(self, args: DynamicResourcesArgs, *, features: FeatureGates = DEFAULTS,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:
         self.args = args
+        self.allocator_features = AllocatorFeatures.from_gates(features)
+        self.score_enabled = features.enabled(_PRIORITIZED_LIST_GATE)
+        self.filter_timeout = (args.filter_timeout_seconds
+                               if features.enabled(_FILTER_TIMEOUT_GATE) else 0.0)
+        self._clock = clock
+        self._wall = wall  # allocationTimestamp is wall time
+        # Compiled CEL selectors, kept across cycles as upstream's cel.Cache.
+        self._selectors = SelectorCache(KUBERNETES_CEL)
 
+    # PreFilter
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[set[str] | None, Status | None]:
-        state.write(STATE_KEY, ())
+        data = DraState()
+        state.write(STATE_KEY, data)
         if not pod.resource_claims:
             return None, Status.skip()
-        return None, Status.unresolvable(reason(pod.resource_claims[0]))
+        store = dra_of(state.cluster)
+        try:
+            found = pod_claims(store, pod)
+        except ClaimLookupError as err:
+            return None, Status.unresolvable(str(err))
+        if not found:
+            return None, Status.skip()
+        assert store is not None  # found claims came from it
+        try:
+            infos = [ClaimInfo(c, claim_of(store, c.obj)) for c in found]
+            problem = self._check_claims(store, infos)
+        except InvalidObjectError as err:
+            return None, Status.error(str(err))
+        if problem is not None:
+            return None, problem
+        if any(not info.allocated for info in infos):
+            try:
+                data.allocator = build_allocator(store, self.allocator_features,
+                                                 self._selectors)
+            except InvalidObjectError as err:
+                return None, Status.error(str(err))
+        data.claims = infos
+        return None, None
 
-    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
-        # Runs only when PreFilter did not skip, i.e. for a pod with claims whose
-        # PreFilter is disabled in the profile: still never bound blindly.
-        if pod.resource_claims:
-            return Status.unresolvable(reason(pod.resource_claims[0]))
+    def _check_claims(self, store: DraStore, infos: list[ClaimInfo]) -> Status | None:
+        for info in infos:
+            claim = info.decoded
+            if claim.allocated is not None:
+                # v1.36.3 lets any number of pods share a claim (CanBeReserved), so an
+                # allocated claim is never "in use" for this pod.
+                try:
+                    info.available_on = allocation_node_selector(info.claim, claim)
+                except NodeSelectorError as err:
+                    return Status.error(str(err))
+                continue
+            if store.claims.pending_allocation(claim.uid) is not None:
+                return Status.unresolvable(
+                    f"resource claim {claim.key} is in the process of being allocated")
+            for request in claim.requests:
+                if request.exactly is not None:
+                    problem = _check_class(store, request.exactly.device_class_name,
+                                           request.name)
+                elif request.first_available:
+                    if not self.allocator_features.prioritized_list:
+                        return Status.unresolvable(
+                            f"resource claim {claim.key}, request {request.name}: has "
+                            "subrequests, but the DRAPrioritizedList feature is disabled")
+                    problem = None
+                    for sub in request.first_available:
+                        problem = _check_class(store, sub.device_class_name,
+                                               f"{request.name}/{sub.name}")
+                        if problem is not None:
+                            break
+                else:
+                    return Status.unresolvable(
+                        f"resource claim {claim.key}, request {request.name}: unknown "
+                        "request type")
+                if problem is not None:
+                    return problem
         return None
 
+    # Filter
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        data: DraState | None = state.get(STATE_KEY)
+        if data is None:
+            # PreFilter did not run (disabled in a profile): as upstream, an Error for
+            # a pod with claims; nothing to check for one without.
+            return Status.error(STATE_NOT_FOUND) if pod.resource_claims else None
+        if not data.claims:
+            return None
+        target = Node(node.node.name, node.node.labels)
+        unavailable = [i for i, info in enumerate(data.claims)
+                       if (info.available_on is not None
+                           and not matches(info.available_on, target))
+                       or self._binding_failed(info)]
+        results: list[AllocationResult] | None = None
+        if data.allocator is not None:
+            to_allocate = [data.claims[i].decoded for i in data.to_allocate()]
+            try:
+                results = data.allocator.allocate(target, to_allocate,
+                                                  cancelled=self._deadline())
+            except AllocationAborted:
+                # Possibly transient: an Error retries the pod with backoff.
+                return Status.error(f"node {target.name}: timed out trying to allocate "
+                                    "devices")
+            except NodeAllocationError as err:
+                return Status.unresolvable(str(err))
+            except AllocationError as err:
+                # Something wrong with a claim or class: abort scheduling the pod.
+                return Status.error(str(err))
+            if results is None or len(results) != len(to_allocate):
+                return Status.unresolvable(CANNOT_ALLOCATE)
+        if unavailable:
+            data.unavailable.update(unavailable)
+            return Status.unresolvable(NOT_AVAILABLE_ON_NODE)
+        if results is not None:
+            data.node_allocations[target.name] = results
+        return None
+
+    def _binding_failed(self, info: ClaimInfo) -> bool:
+        """An allocated claim whose binding failed or timed out: PostFilter may free
+        it so that other devices can be tried."""
+        if not info.allocated or not self.allocator_features.device_binding_and_status:
+            return False
+        ready, failure = binding_state(info.claim.obj)
+        return failure is not None or (not ready and binding_timed_out(
+            info.claim.obj, self.args.binding_timeout_seconds, self._wall()))
+
+    def _deadline(self) -> Callable[[], str | None] | None:
+        if self.filter_timeout <= 0:
+            return None
+        clock, end = self._clock, self._clock() + self.filter_timeout
+        return lambda: "context deadline exceeded" if clock() >= end else None
+
+    # Score
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
-        # Upstream scores only the prioritized-list choices of allocated claims; a pod
-        # that gets this far has none, so every node scores 0 (and normalizing zeros
-        # leaves zeros).
-        return 0
+        data: DraState | None = state.get(STATE_KEY)
+        if not self.score_enabled or data is None or not data.claims:
+            return 0
+        allocations = data.node_allocations.get(node.node.name)
+        if allocations is None:
+            return 0
+        per_claim: list[tuple[Any, list[str]]] = []
+        fresh = iter(allocations)
+        for info in data.claims:
+            if info.decoded.allocated is not None:
+                requests = [d.request for d in info.decoded.allocated]
+            else:
+                requests = [d.request for d in next(fresh).devices]
+            per_claim.append((info.decoded, requests))
+        return pod_score(per_claim)
+
+    def normalize_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo],
+                        scores: list[int]) -> Status | None:
+        default_normalize_score(MAX_NODE_SCORE, False, scores)
+        return None
 
     def score_vector(self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray
-                     ) -> IntArray:
+                     ) -> IntArray | None:
+        data: DraState | None = state.get(STATE_KEY)
+        if self.score_enabled and data is not None and data.node_allocations:
+            return None  # per node: only pods whose claims Filter allocated
+        # Every node scores 0, and normalizing zeros leaves zeros.
         scores: IntArray = np.zeros(idx.size, np.int64)
         return scores
 
+    # PostFilter
     def post_filter(self, state: CycleState, pod: Pod, diagnosis: Diagnosis
                     ) -> tuple[PostFilterResult | None, Status]:
-        if state.get(STATE_KEY) is None:
+        data: DraState | None = state.get(STATE_KEY)
+        if data is None:
             return None, Status.error(STATE_NOT_FOUND)
-        return None, _NOTHING_TO_DEALLOCATE
+        if not data.claims:
+            return None, _NOTHING_TO_DEALLOCATE
+        # Upstream picks at random among the unavailable claims (map order); the
+        # first in the pod's order is as good and repeatable.
+        for index in sorted(data.unavailable):
+            info = data.claims[index]
+            reserved = info.decoded.reserved_for
+            if not reserved or (len(reserved) == 1 and reserved[0].uid == pod.uid):
+                data.deallocate = info.claim
+                return None, Status.unschedulable(DEALLOCATION_COMPLETED)
+        return None, Status.unschedulable(STILL_NOT_SCHEDULABLE)
 
-    # Reserve, Unreserve and PreBind: upstream's act only on claims the pod takes, so
-    # for every pod policyd binds they do nothing. They are here so that the plugin
-    # has upstream's extension points (a profile naming it at reserve or preBind is
-    # valid, as it is for kube-scheduler).
+    def post_filter_notes(self, state: CycleState) -> list[str]:
+        """For explain: the claim PostFilter chose to free, if any."""
+        chosen = claim_to_deallocate(state)
+        if chosen is None:
+            return []
+        return [f"would deallocate ResourceClaim {chosen.key} (allocated, not available "
+                "on any node tried, and reserved for no other pod): policyd does not "
+                "write that yet"]
+
+    # Reserve / Unreserve
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        data: DraState | None = state.get(STATE_KEY)
+        if data is None:
+            return Status.error(STATE_NOT_FOUND) if pod.resource_claims else None
+        to_allocate = data.to_allocate()
+        if not to_allocate or data.allocator is None:
+            return None
+        allocations = data.node_allocations.get(node_name)
+        if not allocations:
+            return Status.error(ALLOCATION_NOT_FOUND)
+        if len(allocations) != len(to_allocate):
+            return Status.error(
+                f"internal error, have {len(allocations)} allocations, {len(to_allocate)} "
+                f"claims to allocate, want {len(to_allocate)} claims")
+        store = dra_of(state.cluster)
+        for index, allocation in zip(to_allocate, allocations, strict=True):
+            info = data.claims[index]
+            info.allocation = allocation
+            if store is not None:
+                store.claims.signal_pending_allocation(
+                    info.decoded.uid, allocated_claim(info.claim.obj, allocation.to_api()))
         return None
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
-        return None
+        data: DraState | None = state.get(STATE_KEY)
+        store = dra_of(state.cluster)
+        if data is None or store is None:
+            return
+        for info in data.claims:
+            # The allocation stays in flight while another pod sharing it still needs
+            # it; once withdrawn, the tracker shows the API server's claim again.
+            if store.claims.remove_pending_allocation(info.decoded.uid):
+                store.claims.restore(info.claim.key)
+            info.allocation = None
 
+    # PreBind
     def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str
                             ) -> Status | None:
-        # Upstream's: Skip when the pod has no claims, which is every pod policyd
-        # binds; an error when PreFilter did not run (its cycle state is missing).
-        if state.get(STATE_KEY) is None:
+        data: DraState | None = state.get(STATE_KEY)
+        if data is None:
             return Status.error(STATE_NOT_FOUND)
-        return Status.skip()
+        if not data.claims:
+            return Status.skip()
+        return None
 
     def pre_bind(self, state: CycleState, pod: Pod, node_name: str,
                  handle: BindingHandle) -> Status | None:
-        return None
+        data: DraState | None = state.get(STATE_KEY)
+        if data is None or not data.claims:
+            return None
+        if all(info.allocated and any(r.uid == pod.uid for r in info.decoded.reserved_for)
+               for info in data.claims):
+            return None  # every claim is reserved for the pod already: nothing to write
+        problem = bind_claims(handle, pod, data.claims,
+                              binding_conditions=self.allocator_features.device_binding_and_status,
+                              timeout_seconds=self.args.binding_timeout_seconds)
+        return Status.error(problem) if problem is not None else None
+
+    def verdicts(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[Verdict, ...]:
+        """For explain: each claim's devices on the node, or why it has none there."""
+        data: DraState | None = state.get(STATE_KEY)
+        if data is None or not data.claims:
+            return ()
+        return claim_verdicts(data, Node(node.node.name, node.node.labels),
+                              self._binding_failed)
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
-        # Upstream registers ResourceClaim, DeviceClass, ResourceSlice and node events;
-        # none of them can give policyd an allocator, and it watches none of the DRA
-        # objects: a refused pod is retried only by the periodic flush.
-        return ()
+        return hints.events()
 
 
-def new(args: Mapping[str, Any] | None = None) -> DynamicResources:
+def _check_class(store: DraStore, class_name: str, request: str) -> Status | None:
+    """validateDeviceClass: the class must exist (Unresolvable until a DeviceClass
+    event); an empty name is an unsupported request type."""
+    if not class_name:
+        return Status.error(f"request {request}: unsupported request type")
+    if store.classes.get(class_name) is None:
+        return Status.unresolvable(
+            f"request {request}: device class {class_name} does not exist")
+    return None
+
+
+def allocated_claim(obj: Mapping[str, Any], allocation: dict[str, Any]) -> dict[str, Any]:
+    """The claim as Reserve records it in flight: the finalizer set and the
+    allocation in its status (what PreBind would write)."""
+    claim = copy.deepcopy(dict(obj))
+    meta = claim.setdefault("metadata", {})
+    finalizers = list(meta.get("finalizers") or [])
+    if CLAIM_FINALIZER not in finalizers:
+        finalizers.append(CLAIM_FINALIZER)
+    meta["finalizers"] = finalizers
+    status = dict(claim.get("status") or {})
+    status["allocation"] = allocation
+    claim["status"] = status
+    return claim
+
+
+def claim_to_deallocate(state: CycleState) -> PodClaim | None:
+    """The claim PostFilter decided to deallocate in this cycle, if any: the caller
+    clears its status.allocation, reservedFor and devices (upstream's UpdateStatus)."""
+    data: DraState | None = state.get(STATE_KEY)
+    return data.deallocate if data is not None else None
+
+
+def new(args: Mapping[str, Any] | None = None, *, features: FeatureGates = DEFAULTS
+        ) -> DynamicResources:
     """Build DynamicResources from DynamicResourcesArgs; raises PluginError."""
-    return DynamicResources(parse_args(args))
+    return DynamicResources(parse_args(args), features=features)

@@ -66,6 +66,15 @@ def test_pod_update_events() -> None:
     assert bound[0].resource == ASSIGNED_POD
 
 
+def test_a_generated_claim_named_in_the_pod_status_is_its_own_event() -> None:
+    waiting = make_pod("p").uid("u").resource_claim("gpu", template="t")
+    named = make_pod("p").uid("u").resource_claim("gpu", template="t").set(
+        "status.resourceClaimStatuses", [{"name": "gpu", "resourceClaimName": "p-gpu"}])
+    assert _actions(pod_update_events(waiting.obj(), named.obj())) == [
+        A.UPDATE_POD_GENERATED_RESOURCE_CLAIM]
+    assert _actions(pod_update_events(named.obj(), named.obj())) == [A.UPDATE]
+
+
 def test_node_update_events_ignore_heartbeats() -> None:
     base = make_node("n").label("a", "1")
     assert node_update_events(base.obj(), make_node("n").label("a", "1").obj()) == []

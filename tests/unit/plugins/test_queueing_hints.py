@@ -14,7 +14,6 @@ from policyd.framework.events import (
     QUEUE_SKIP,
     ActionType,
     ClusterEvent,
-    registrations,
 )
 from policyd.plugins.interpodaffinity import plugin as inter_pod_affinity
 from policyd.plugins.nodeaffinity import node_affinity
@@ -208,11 +207,3 @@ def test_every_rejecting_builtin_plugin_declares_its_events() -> None:
         assert spec is not None
         if spec.extension_points & {"filter", "preFilter"}:
             assert isinstance(spec.factory(None), EnqueueExtensions), name
-
-
-@pytest.mark.parametrize("module", ["dynamicresources.plugin"])
-def test_pods_refused_for_what_policyd_lacks_wait_for_the_flush(module: str) -> None:
-    import importlib
-
-    plugin = importlib.import_module(f"policyd.plugins.{module}").new(None)
-    assert registrations(plugin) == ()

@@ -25,7 +25,6 @@ from policyd.plugins.noderesources.fit import new as node_resources_fit
 from policyd.plugins.volumebinding.plugin import new as volume_binding
 from tests.builders import PodBuilder, make_node, make_pod
 
-TAIL = "policyd does not allocate DRA devices yet (see README, known limits)"
 NOT_HELPFUL = "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
 
 
@@ -75,13 +74,13 @@ def test_a_pod_without_claims_ends_with_no_new_claims_to_deallocate(reference: b
 
 
 @pytest.mark.parametrize("reference", [False, True])
-def test_a_pod_with_claims_is_refused_naming_the_claim(reference: bool) -> None:
+def test_a_pod_whose_claim_is_missing_is_refused_naming_it(reference: bool) -> None:
     preemption = Preemption()
     r = _run(make_pod("gpu-job").resource_claim("gpu", claim="gpu-claim"), reference,
              preemption)
     assert r.node is None and r.unschedulable and r.error is None
-    assert r.message == (f'0/2 nodes are available: pod uses ResourceClaim "gpu-claim": '
-                         f"{TAIL}. no new claims to deallocate, {NOT_HELPFUL}")
+    assert r.message == ('0/2 nodes are available: could not find ResourceClaim '
+                         f'"default/gpu-claim". no new claims to deallocate, {NOT_HELPFUL}')
     assert r.diagnosis.unschedulable_plugins == {"DynamicResources"}
 
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 
 from policyd.config.plugins import default_framework
-from policyd.engine.cycle import schedule_one
+from policyd.engine.cycle import reserve, schedule_one
 from policyd.model.cluster import ClusterState
 from policyd.plugins import names, registry
 from tests.builders import make_node, make_pod
+from tests.unit.plugins.dynamicresources import scene
 
-TAIL = "policyd does not allocate DRA devices yet (see README, known limits)"
 PREEMPTION = ", preemption: "
 
 
@@ -42,13 +42,13 @@ def _tail_ok(message: str, head: str) -> bool:
 
 
 @pytest.mark.parametrize("reference", [False, True])
-def test_the_default_profile_refuses_a_pod_with_claims(reference: bool) -> None:
+def test_the_default_profile_refuses_a_pod_whose_claim_is_missing(reference: bool) -> None:
     state = ClusterState([make_node("n1").obj(), make_node("n2").obj()])
     pod = make_pod("gpu-job").resource_claim("gpu", claim="c1").obj()
     r = schedule_one(default_framework([]), pod, state, reference=reference)
     assert r.node is None and r.unschedulable
-    assert _tail_ok(r.message, f'0/2 nodes are available: pod uses ResourceClaim "c1": '
-                               f"{TAIL}. no new claims to deallocate")
+    assert _tail_ok(r.message, '0/2 nodes are available: could not find ResourceClaim '
+                               '"default/c1". no new claims to deallocate')
     assert r.diagnosis.unschedulable_plugins == {names.DYNAMIC_RESOURCES}
 
 
@@ -68,3 +68,19 @@ def test_a_missing_pvc_is_named_before_the_claim_as_upstream_orders_the_plugins(
     # The volume plugins' PreFilters run before DynamicResources', which then never
     # runs: its PostFilter errs ("not found") and stops the others, as upstream's does.
     assert r.message == '0/1 nodes are available: persistentvolumeclaim "data" not found. not found'
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_the_default_profile_places_a_pod_where_its_device_is(reference: bool) -> None:
+    state = scene.cluster(scene.nodes("n1", "n2", "n3"), classes=[scene.gpu_class()],
+                          slices=[scene.gpu_slice("n2", "g0")], claims=[scene.claim("c1")])
+    fw = default_framework([])
+    r = schedule_one(fw, scene.pod_using("p", "c1").obj(), state, reference=reference)
+    assert r.node == "n2"
+    # Reserved, its device is in flight: the next pod's claim finds no other.
+    reserve(fw, r)
+    scene.add_claim(state, scene.claim("c2"))
+    r2 = schedule_one(fw, scene.pod_using("q", "c2").obj(), state, reference=reference)
+    assert r2.node is None
+    assert _tail_ok(r2.message, "0/3 nodes are available: 3 cannot allocate all claims. "
+                                "still not schedulable")

@@ -1,6 +1,6 @@
 """DynamicResources, plugin by extension point: upstream's behaviour for pods without
-resource claims (kube-scheduler v1.36 dynamicresources.go), and policyd's refusal,
-naming the claim, of pods that have some (it allocates no devices)."""
+resource claims (kube-scheduler v1.36 dynamicresources.go), and for pods whose claims
+cannot be found (test_allocation.py has pods whose claims exist)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,14 @@ import numpy as np
 import pytest
 
 from policyd.framework import Code, CycleState
+from policyd.framework.events import (
+    DEVICE_CLASS,
+    NODE,
+    POD,
+    RESOURCE_CLAIM,
+    RESOURCE_SLICE,
+    ActionType,
+)
 from policyd.framework.fit_error import Diagnosis
 from policyd.framework.interfaces import extension_points
 from policyd.model.cluster import ClusterState
@@ -19,8 +27,6 @@ from policyd.plugins.dynamicresources.plugin import (
     new,
 )
 from tests.builders import PodBuilder, make_node, make_pod
-
-TAIL = "policyd does not allocate DRA devices yet (see README, known limits)"
 
 
 def _pre_filtered(pod: Pod) -> tuple[CycleState, Code | None]:
@@ -43,27 +49,25 @@ def test_skips_pod_without_claims() -> None:
 
 
 @pytest.mark.parametrize(("pod", "reason"), [
+    # No DRA objects in the cycle's cluster: each claim is missing (upstream's claim
+    # tracker's text), the first one named.
     (make_pod().resource_claim("gpu", claim="shared-gpu"),
-     f'pod uses ResourceClaim "shared-gpu": {TAIL}'),
-    (make_pod().resource_claim("gpu", template="single-gpu"),
-     f'pod uses ResourceClaim "gpu" (from ResourceClaimTemplate "single-gpu"): {TAIL}'),
+     'could not find ResourceClaim "default/shared-gpu"'),
+    (make_pod("job").resource_claim("gpu", template="single-gpu"),
+     'pod "default/job": ResourceClaim not created yet'),
     # The claim controller created the template's claim: its generated name is used.
     (make_pod("job").resource_claim("gpu", template="single-gpu").set(
         "status.resourceClaimStatuses", [{"name": "gpu", "resourceClaimName": "job-gpu-x7"}]),
-     f'pod uses ResourceClaim "job-gpu-x7": {TAIL}'),
-    # Several: the first is named.
+     'could not find ResourceClaim "default/job-gpu-x7"'),
     (make_pod().resource_claim("a", claim="first").resource_claim("b", template="t"),
-     f'pod uses ResourceClaim "first": {TAIL}'),
+     'could not find ResourceClaim "default/first"'),
 ])
-def test_refuses_pod_with_claim_naming_it(pod: PodBuilder, reason: str) -> None:
+def test_refuses_pod_whose_claim_is_missing(pod: PodBuilder, reason: str) -> None:
     obj = pod.obj()
     _, status = new().pre_filter(CycleState(), obj, [])
     assert status is not None
     assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert status.reasons == (reason,)
-    # Filter says the same, for a profile that disables the PreFilter.
-    node = ClusterState([make_node("n1").obj()]).node_infos()[0]
-    assert new().filter(CycleState(), obj, node) == status
 
 
 def test_container_claims_alone_are_not_pod_claims() -> None:
@@ -87,6 +91,7 @@ def test_every_node_scores_zero_in_both_forms() -> None:
     table = cluster.table()
     idx = np.arange(len(table.names))
     scores = plugin.score_vector(CycleState(), pod, table, idx)
+    assert scores is not None
     assert scores.tolist() == [0, 0, 0] and scores.dtype == np.int64
 
 
@@ -132,7 +137,16 @@ def test_pre_bind_pre_flight_skips_a_pod_without_claims_as_upstream() -> None:
     assert missing.reasons == (STATE_NOT_FOUND,)
 
 
-def test_no_event_policyd_watches_can_help_a_refused_pod() -> None:
-    # Upstream's ResourceClaim/DeviceClass/ResourceSlice events cannot give policyd an
-    # allocator: the pod waits for the periodic flush.
-    assert new().events_to_register() == ()
+def test_events_are_upstreams() -> None:
+    add_or_update = ActionType.ADD | ActionType.UPDATE
+    registered = [(e.event.resource, e.event.action, e.hint is not None)
+                  for e in new().events_to_register()]
+    assert registered == [
+        # SchedulerQueueingHints is GA: no UpdateNodeTaint.
+        (NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL
+         | ActionType.UPDATE_NODE_ALLOCATABLE, False),
+        (RESOURCE_CLAIM, add_or_update, True),
+        (POD, ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM, True),
+        (DEVICE_CLASS, add_or_update, False),
+        (RESOURCE_SLICE, add_or_update, False),
+    ]

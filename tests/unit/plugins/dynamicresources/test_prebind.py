@@ -1,0 +1,179 @@
+"""DynamicResources' PreBind (bindClaim and the wait for binding conditions, v1.36.3)
+through a fake binding handle: what is written, in which order, what the claim
+tracker then holds, and upstream's errors."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import pytest
+
+from policyd.engine.cycle import ScheduleResult, reserve, schedule_one
+from policyd.framework import Code
+from policyd.framework.interfaces import BindingApiError
+from policyd.model.cluster import ClusterState
+from policyd.plugins.dynamicresources.args import parse_args
+from policyd.plugins.dynamicresources.plugin import DynamicResources
+from policyd.plugins.dynamicresources.prebind import CLAIM_FINALIZER, NO_STATUS_WRITER
+from tests.unit.plugins.dynamicresources.scene import (
+    DRIVER,
+    claim,
+    cluster,
+    dra,
+    framework,
+    gpu_class,
+    gpu_slice,
+    nodes,
+    pod_using,
+    stored_claim,
+)
+
+T = TypeVar("T")
+Obj = dict[str, Any]
+
+
+class Handle:
+    """Records writes; the server bumps resourceVersion; waits advance a fake clock.
+    `on_wait` may change the cluster between polls (a driver setting conditions)."""
+
+    def __init__(self, state: ClusterState, *, fail: str | None = None,
+                 on_wait: Callable[[ClusterState], None] | None = None) -> None:
+        self.state = state
+        self.fail = fail
+        self.on_wait = on_wait
+        self.writes: list[tuple[str, Obj]] = []
+        self.clock = 0.0
+
+    def _store(self, how: str, obj: Obj) -> Obj:
+        if self.fail == how:
+            raise BindingApiError('Operation cannot be fulfilled on resourceclaims.'
+                                  'resource.k8s.io "c1": the object has been modified')
+        self.writes.append((how, obj))
+        stored = copy.deepcopy(obj)
+        meta = stored["metadata"]
+        meta["resourceVersion"] = str(int(meta.get("resourceVersion") or "0") + 1)
+        return stored
+
+    def update(self, obj: Obj) -> Obj:
+        return self._store("update", obj)
+
+    def update_status(self, obj: Obj) -> Obj:
+        return self._store("status", obj)
+
+    def locked(self, fn: Callable[[ClusterState], T]) -> T:
+        return fn(self.state)
+
+    def wait(self, seconds: float) -> bool:
+        self.clock += seconds
+        if self.on_wait is not None:
+            self.on_wait(self.state)
+        return False
+
+    def now(self) -> float:
+        return self.clock
+
+
+class NoStatusHandle(Handle):
+    update_status = None  # type: ignore[assignment]
+
+
+def _reserved(slice_devices: list[Obj] | None = None, **args: Any
+              ) -> tuple[ClusterState, DynamicResources, ScheduleResult]:
+    node_slice = gpu_slice("n1", "g0")
+    if slice_devices is not None:
+        node_slice["spec"]["devices"] = slice_devices
+    state = cluster(nodes("n1"), classes=[gpu_class()], slices=[node_slice],
+                    claims=[claim("c1")])
+    plugin = DynamicResources(parse_args(args or None))
+    fw = framework(plugin)
+    r = reserve(fw, schedule_one(fw, pod_using("p", "c1").obj(), state))
+    assert r.node == "n1" and r.cycle_state is not None
+    return state, plugin, r
+
+
+def test_writes_the_finalizer_then_allocation_and_reservation() -> None:
+    state, plugin, r = _reserved()
+    assert r.cycle_state is not None
+    handle = Handle(state)
+    assert plugin.pre_bind(r.cycle_state, r.pod, "n1", handle) is None
+    (how1, first), (how2, second) = handle.writes
+    assert how1 == "update" and first["metadata"]["finalizers"] == [CLAIM_FINALIZER]
+    assert "status" not in first or not first["status"].get("allocation")
+    assert how2 == "status"
+    allocation = second["status"]["allocation"]
+    assert allocation["devices"]["results"] == [
+        {"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "g0"}]
+    assert allocation["allocationTimestamp"].endswith("Z")
+    assert second["status"]["reservedFor"] == [
+        {"resource": "pods", "name": "p", "uid": "pod-uid-p"}]
+    # The tracker shows the written claim (assumed), and nothing is in flight any more.
+    store = dra(state)
+    assert stored_claim(state, "default/c1")["status"]["reservedFor"][0]["uid"] == "pod-uid-p"
+    assert store.claims.pending_allocation("uid-c1") is None
+    # Another pod now finds the device taken by the allocated claim, not in flight.
+    state2 = schedule_one(framework(DynamicResources(parse_args(None))),
+                          pod_using("q", "c1").obj(), state)
+    assert state2.node == "n1"  # sharing the allocated claim is allowed
+
+
+def test_without_a_status_writer_prebind_fails_and_the_allocation_is_withdrawn() -> None:
+    state, plugin, r = _reserved()
+    assert r.cycle_state is not None
+    status = plugin.pre_bind(r.cycle_state, r.pod, "n1", NoStatusHandle(state))
+    assert status is not None and status.code is Code.ERROR
+    assert status.reasons == (NO_STATUS_WRITER,)
+    store = dra(state)
+    assert store.claims.pending_allocation("uid-c1") is None
+
+
+@pytest.mark.parametrize(("fail", "message"), [
+    ("update", 'add finalizer to claim default/c1: Operation cannot be fulfilled on '
+               'resourceclaims.resource.k8s.io "c1": the object has been modified'),
+    ("status", 'add allocation and reservation to claim default/c1: Operation cannot be '
+               'fulfilled on resourceclaims.resource.k8s.io "c1": the object has been '
+               'modified'),
+])
+def test_a_failed_write_is_upstreams_error(fail: str, message: str) -> None:
+    state, plugin, r = _reserved()
+    assert r.cycle_state is not None
+    status = plugin.pre_bind(r.cycle_state, r.pod, "n1", Handle(state, fail=fail))
+    assert status is not None and status.reasons == (message,)
+
+
+def _conditions(status: str, failed: str = "False") -> Callable[[ClusterState], None]:
+    def set_conditions(state: ClusterState) -> None:
+        store = dra(state)
+        current = copy.deepcopy(stored_claim(state, "default/c1"))
+        current["status"]["devices"] = [{
+            "driver": DRIVER, "pool": "n1", "device": "g0",
+            "conditions": [{"type": "Attached", "status": status},
+                           {"type": "Failed", "status": failed, "reason": "NoPort",
+                            "message": "port busy"}]}]
+        current["metadata"]["resourceVersion"] = "9"
+        store.claims.assume(current)
+    return set_conditions
+
+
+GATED = [{"name": "g0", "bindingConditions": ["Attached"],
+          "bindingFailureConditions": ["Failed"], "bindsToNode": True}]
+
+
+@pytest.mark.parametrize(("on_wait", "message", "waited"), [
+    (_conditions("True"), None, 5.0),
+    (_conditions("False"), "device binding timeout: context deadline exceeded", 60.0),
+    (_conditions("False", failed="True"),
+     'device binding failed: claim=c1, reason=NoPort, message="port busy"', 5.0),
+])
+def test_prebind_waits_for_binding_conditions(on_wait: Callable[[ClusterState], None],
+                                              message: str | None, waited: float) -> None:
+    state, plugin, r = _reserved(GATED, bindingTimeout="1m")
+    assert r.cycle_state is not None
+    handle = Handle(state, on_wait=on_wait)
+    status = plugin.pre_bind(r.cycle_state, r.pod, "n1", handle)
+    if message is None:
+        assert status is None
+    else:
+        assert status is not None and status.reasons == (message,)
+    assert handle.clock == waited
