@@ -1,5 +1,6 @@
-"""What a PreBind plugin may do in the daemon: write a volume binding to the API server,
-read the informer-fed state under its lock, and wait without blocking a shutdown.
+"""What a PreBind plugin may do in the daemon: write a volume binding or a claim's
+allocation to the API server, read the informer-fed state under its lock, and wait
+without blocking a shutdown.
 
 One handle per bind. Its waits end early ("give up now") when the shutdown grace
 period is over, when preemption calls the bind off (`pods_in_prebind`), and also when
@@ -45,12 +46,21 @@ class DaemonBindingHandle:
         """PUT `obj`; what the server stored. The server's own message on failure
         (a 409 reads "Operation cannot be fulfilled on persistentvolumes ...", as
         upstream's binder reports it)."""
+        return self._write(api.update_object, obj)
+
+    def _write(self, call: Callable[[KubeClient, dict[str, Any]], dict[str, Any]],
+               obj: dict[str, Any]) -> dict[str, Any]:
         try:
-            return api.update_object(self._client, obj)
+            return call(self._client, obj)
         except ApiError as exc:
             raise BindingApiError(exc.message or str(exc)) from exc
         except ValueError as exc:  # a kind the scheduler never writes
             raise BindingApiError(str(exc)) from exc
+
+    def update_status(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """PUT `obj`'s status subresource (DynamicResources' claim allocation and
+        reservation); what the server stored, or the server's message."""
+        return self._write(api.update_status, obj)
 
     def locked(self, fn: Callable[[ClusterState], T]) -> T:
         with self._state.lock:

@@ -568,9 +568,19 @@ def _in_queue_order(pods: list[QueuedPod]) -> list[QueuedPod]:
     return sorted(pods, key=lambda qp: qp.order)
 
 
+# The status fields upstream's isPodUpdated keeps: the claims the resourceclaim
+# controller generated for the pod's templates (and for DRA-backed extended resources).
+_SCHEDULING_STATUS = ("resourceClaimStatuses", "extendedResourceClaimStatus")
+
+
 def spec_changed(old: Pod, new: Pod) -> bool:
     """Whether an update can change scheduling: anything but status and bookkeeping
-    metadata (upstream's isPodUpdated strips the same)."""
+    metadata, except the generated claims' names in status (upstream's isPodUpdated
+    strips the same)."""
     if old.labels != new.labels or old.annotations != new.annotations:
         return True
-    return bool(old.raw.get("spec") != new.raw.get("spec"))
+    if old.raw.get("spec") != new.raw.get("spec"):
+        return True
+    old_status = old.raw.get("status") or {}
+    new_status = new.raw.get("status") or {}
+    return any(old_status.get(f) != new_status.get(f) for f in _SCHEDULING_STATUS)

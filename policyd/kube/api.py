@@ -94,28 +94,31 @@ def get_pod(client: KubeClient, namespace: str, name: str) -> dict[str, Any] | N
 
 # Where a full object of each kind a PreBind plugin may write is PUT: exactly the kinds
 # upstream's volume binder updates (and deploy/rbac.yaml grants `update` on).
-_UPDATABLE = {"PersistentVolume": ("persistentvolumes", False),
-              "PersistentVolumeClaim": ("persistentvolumeclaims", True)}
+# Kinds the scheduler writes (PreBind): kind -> (API prefix, resource, namespaced).
+_UPDATABLE = {"PersistentVolume": ("/api/v1", "persistentvolumes", False),
+              "PersistentVolumeClaim": ("/api/v1", "persistentvolumeclaims", True),
+              "ResourceClaim": ("/apis/resource.k8s.io/v1", "resourceclaims", True)}
 
 
 def object_path(obj: dict[str, Any]) -> str:
-    """The API path of `obj` by its kind, name and (for claims) namespace. Raises
-    ValueError for a kind the scheduler never writes or an object without a name."""
+    """The API path of `obj` by its kind, name and (for namespaced kinds) namespace.
+    Raises ValueError for a kind the scheduler never writes or an object without a
+    name."""
     kind = obj.get("kind")
     spec = _UPDATABLE.get(kind) if isinstance(kind, str) else None
     if spec is None:
         raise ValueError(f"the scheduler does not write objects of kind {kind!r}")
-    resource, namespaced = spec
+    prefix, resource, namespaced = spec
     meta = obj.get("metadata") or {}
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise ValueError(f"{kind} without metadata.name")
     if not namespaced:
-        return f"/api/v1/{resource}/{quote(name, safe='')}"
+        return f"{prefix}/{resource}/{quote(name, safe='')}"
     ns = meta.get("namespace")
     if not isinstance(ns, str) or not ns:
         raise ValueError(f"{kind} {name} without metadata.namespace")
-    return f"/api/v1/namespaces/{quote(ns, safe='')}/{resource}/{quote(name, safe='')}"
+    return f"{prefix}/namespaces/{quote(ns, safe='')}/{resource}/{quote(name, safe='')}"
 
 
 def update_object(client: KubeClient, obj: dict[str, Any], *,
@@ -124,6 +127,13 @@ def update_object(client: KubeClient, obj: dict[str, Any], *,
     and return what the server stored. One attempt; ApiError on any failure, as
     upstream's binder makes one Update call and lets the caller retry the pod."""
     return client.request("PUT", object_path(obj), body=obj, timeout=timeout)
+
+
+def update_status(client: KubeClient, obj: dict[str, Any], *,
+                  timeout: float | None = None) -> dict[str, Any]:
+    """`update_object` on the status subresource (a ResourceClaim's allocation and
+    reservedFor, as upstream's bindClaim writes them with UpdateStatus)."""
+    return client.request("PUT", object_path(obj) + "/status", body=obj, timeout=timeout)
 
 
 # -- events ---------------------------------------------------------------------------

@@ -1,14 +1,17 @@
-"""Pods with DRA ResourceClaims that cannot be allocated on the real API server (issue
-12, item 4; issue 28): the daemon leaves them Pending with a FailedScheduling event in
-upstream's words (a template's claim not created yet, a DeviceClass that does not
-exist), instead of binding them with their claims unallocated. Needs the daemon to
-watch ResourceClaims and DeviceClasses (branch draobj)."""
+"""Pods with DRA ResourceClaims on the real API server (issue 12, item 4; issue 28):
+a pod whose template claim the resourceclaim controller creates is bound with its
+claim allocated and reserved for it, a second pod cannot take the same device, and
+freeing it lets the waiting pod bind on the claim's event; pods whose claims cannot
+be allocated stay Pending with a FailedScheduling event in upstream's words (a
+template's claim not created yet, a DeviceClass that does not exist), instead of
+being bound with their claims unallocated."""
 
 from __future__ import annotations
 
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from policyd.daemon.queue import UNSCHEDULABLE
 from tests.e2e.helpers import Cluster, DaemonFactory, wait_for, write_profile
@@ -63,3 +66,84 @@ def test_claim_pods_stay_pending_with_the_reason(cluster: Cluster, daemons: Daem
     for name in expected:
         assert cluster.node_of(name) is None
         assert (cluster.get_pod(name) or {})["status"].get("phase") == "Pending"
+
+
+DRA = "/apis/resource.k8s.io/v1"
+DRIVER = "gpu.example.com"
+
+
+def _claim_of(cluster: Cluster, pod: str) -> dict[str, Any] | None:
+    """The ResourceClaim generated for `pod`'s one template claim, once it exists."""
+    statuses = ((cluster.get_pod(pod) or {}).get("status") or {}).get(
+        "resourceClaimStatuses") or []
+    name = statuses[0].get("resourceClaimName") if statuses else None
+    if not name:
+        return None
+    return cluster._get(f"{DRA}/namespaces/{cluster.ns}/resourceclaims/{name}")
+
+
+def test_a_device_is_allocated_reserved_and_freed_for_the_next_pod(
+        cluster: Cluster, daemons: DaemonFactory, policy_dir: Path) -> None:
+    suffix = uuid.uuid4().hex[:6]
+    sched = f"policyd-{suffix}"
+    cluster.node("n1")
+    device_class = f"gpu-{suffix}"
+    cluster._create_cluster_object(f"{DRA}/deviceclasses", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": device_class},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}})
+    # One GPU on n1, in a pool of its own.
+    cluster._create_cluster_object(f"{DRA}/resourceslices", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": f"n1-{suffix}"},
+        "spec": {"driver": DRIVER, "nodeName": "n1",
+                 "pool": {"name": f"n1-{suffix}", "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": "gpu-0", "attributes": {
+                     "model": {"string": "a100"}}}]}})
+    cluster.client.request(
+        "POST", f"{DRA}/namespaces/{cluster.ns}/resourceclaimtemplates",
+        body={"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+              "metadata": {"name": "one-gpu"},
+              "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                  "deviceClassName": device_class}}]}}}})
+    daemons.start(write_profile(policy_dir.parent, sched))
+    claims = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+
+    cluster.pod("first", sched, resourceClaims=claims)
+    assert cluster.wait_bound("first", 30) == "n1"
+    first = cluster.get_pod("first") or {}
+    claim = wait_for(lambda: _claim_of(cluster, "first"), 10, "the first pod's claim")
+    status = claim.get("status") or {}
+    # Written at PreBind as upstream's bindClaim writes it: the allocation with the
+    # device and the node it is on, the pod in reservedFor, the finalizer.
+    assert [(r["request"], r["driver"], r["pool"], r["device"])
+            for r in status["allocation"]["devices"]["results"]] == [
+        ("gpu", DRIVER, f"n1-{suffix}", "gpu-0")]
+    terms = status["allocation"]["nodeSelector"]["nodeSelectorTerms"]
+    assert terms == [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]
+    assert status["reservedFor"] == [{"resource": "pods", "name": "first",
+                                      "uid": first["metadata"]["uid"]}]
+    assert "resource.kubernetes.io/delete-protection" in claim["metadata"]["finalizers"]
+
+    # The one device is taken: the second pod waits, saying why (once its claim
+    # exists; before, that it does not: policyd has no PreEnqueue to hold it silently).
+    cluster.pod("second", sched, resourceClaims=claims)
+
+    def cannot_allocate() -> list[dict[str, Any]]:
+        return [e for e in cluster.events(pod="second", reason="FailedScheduling")
+                if "1 cannot allocate all claims" in e["message"]]
+
+    wait_for(cannot_allocate, 30, "FailedScheduling for the second pod: cannot allocate")
+    assert cluster.node_of("second") is None
+
+    # Freed when the first pod goes (the resourceclaim controller takes it out of
+    # reservedFor and deallocates or deletes its claim): the claim's event moves the
+    # waiting pod, long before any periodic flush.
+    cluster.delete_pod("first")
+    t0 = time.monotonic()
+    assert cluster.wait_bound("second", 30) == "n1"
+    assert time.monotonic() - t0 < 15
+    second = wait_for(lambda: _claim_of(cluster, "second"), 10, "the second pod's claim")
+    results = second["status"]["allocation"]["devices"]["results"]
+    assert [r["device"] for r in results] == ["gpu-0"]

@@ -200,3 +200,25 @@ def test_unknown_profile_is_never_stranded() -> None:
     q.requeue(qp, unschedulable=True, plugins={"Labels"})
     clock.advance(5)
     assert len(q.move(NODE_ADD, None, make_node("n").obj())) == 1
+
+
+def test_the_generated_claims_in_status_move_a_pod_and_other_status_does_not() -> None:
+    """upstream's isPodUpdated keeps status.resourceClaimStatuses: a pod refused because
+    its template's claim was not named yet moves when the resourceclaim controller
+    names it (UpdatePodGeneratedResourceClaim); a phase or condition change does not."""
+    clock = ManualClock()
+    q = SchedulingQueue(PrioritySort().less, clock=clock, initial_backoff=1, max_backoff=1)
+    q.set_hints({"policyd": [("DynamicResources", ClusterEventWithHint(
+        ClusterEvent("Pod", A.UPDATE_POD_GENERATED_RESOURCE_CLAIM)))]})
+    builder = make_pod("p").uid("p").scheduler("policyd").set(
+        "spec.resourceClaims", [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}])
+    q.add(builder.obj())
+    qp = q.pop(timeout=0)
+    assert qp is not None
+    q.requeue(qp, unschedulable=True, plugins={"DynamicResources"})
+    q.add(builder.set("status.conditions", [{"type": "PodScheduled", "status": "False"}])
+          .obj())
+    assert q.where("p") == UNSCHEDULABLE
+    q.add(builder.set("status.resourceClaimStatuses",
+                      [{"name": "gpu", "resourceClaimName": "p-gpu-x7k2q"}]).obj())
+    assert q.where("p") in (ACTIVE, BACKOFF)

@@ -177,3 +177,19 @@ def test_lease_spec_acquire_renew_and_takeover() -> None:
 def test_may_acquire(holder: str, age: float, expected: bool) -> None:
     spec = {"holderIdentity": holder, "leaseDurationSeconds": 15}
     assert may_acquire(spec, "me", age, 15.0) is expected
+
+
+def test_the_objects_prebind_writes_have_their_api_paths() -> None:
+    def obj(kind: str, ns: str | None = "team a") -> dict[str, Any]:
+        meta = {"name": "x/y", **({"namespace": ns} if ns else {})}
+        return {"kind": kind, "metadata": meta}
+
+    assert api.object_path(obj("PersistentVolume", None)) == "/api/v1/persistentvolumes/x%2Fy"
+    assert api.object_path(obj("PersistentVolumeClaim")) == (
+        "/api/v1/namespaces/team%20a/persistentvolumeclaims/x%2Fy")
+    assert api.object_path(obj("ResourceClaim")) == (
+        "/apis/resource.k8s.io/v1/namespaces/team%20a/resourceclaims/x%2Fy")
+    with pytest.raises(ValueError, match="does not write objects of kind 'Pod'"):
+        api.object_path(obj("Pod"))
+    with pytest.raises(ValueError, match="ResourceClaim x/y without metadata.namespace"):
+        api.object_path(obj("ResourceClaim", None))
