@@ -191,5 +191,5 @@ def test_the_objects_prebind_writes_have_their_api_paths() -> None:
         "/apis/resource.k8s.io/v1/namespaces/team%20a/resourceclaims/x%2Fy")
     with pytest.raises(ValueError, match="does not write objects of kind 'Pod'"):
         api.object_path(obj("Pod"))
-    with pytest.raises(ValueError, match="ResourceClaim x/y without metadata.namespace"):
+    with pytest.raises(ValueError, match=r"ResourceClaim x/y without metadata\.namespace"):
         api.object_path(obj("ResourceClaim", None))
