@@ -100,15 +100,10 @@ def _incremental(fw: Framework, pod: Pod, cluster: ClusterState, base: CycleStat
     """addGENominatedPods and the filters on one node; an error is returned."""
     original = cluster.get(node_name)
     assert original is not None  # yielded_to keeps known nodes only
-    extensions = fw.pre_filter_extensions_run(base)
-    state = base.clone() if extensions else base
-    info = original.clone()
-    for p in pods:
-        info.add_pod(p)
-        if extensions:
-            status = fw.run_pre_filter_extension_add_pod(state, pod, p, info)
-            if status is not None:
-                return status
+    added = fw.with_pods_added(base, pod, original, pods)
+    if isinstance(added, Status):
+        return added
+    state, info = added
     status = fw.run_filters_on_node(state, pod, info)
     if status is None:
         return None

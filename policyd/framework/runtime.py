@@ -315,6 +315,23 @@ class Framework:
         it is, and what only reads it need not copy it."""
         return any(pl.name not in state.skip_filter for pl in self.pre_filter_extensions)
 
+    def with_pods_added(self, state: CycleState, pod: Pod, node: NodeInfo,
+                        pods: Sequence[Pod]) -> tuple[CycleState, NodeInfo] | Status:
+        """Copies of `state` and `node` with `pods` counted on the node, the state
+        through the PreFilterExtensions (copied only when one runs): upstream's
+        addGENominatedPods, for the nominated pods' pass and preemption's dry runs.
+        The first extension's failure is returned instead."""
+        extensions = self.pre_filter_extensions_run(state)
+        out_state = state.clone() if extensions else state
+        out_node = node.clone()
+        for p in pods:
+            out_node.add_pod(p)
+            if extensions:
+                status = self.run_pre_filter_extension_add_pod(out_state, pod, p, out_node)
+                if status is not None:
+                    return status
+        return out_state, out_node
+
     def run_pre_filter_extension_add_pod(self, state: CycleState, pod: Pod,
                                          pod_to_add: Pod, node: NodeInfo) -> Status | None:
         """RunPreFilterExtensionAddPod: every PreFilter plugin with extensions whose

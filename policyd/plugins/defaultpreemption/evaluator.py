@@ -277,14 +277,10 @@ class Evaluator:
         pod = self.pod
         fw = self.framework
         if ahead:
-            with_ahead = state.clone() if self._extensions else state
-            placed = info.clone()
-            for p in ahead:
-                placed.add_pod(p)
-                if self._extensions:
-                    status = fw.run_pre_filter_extension_add_pod(with_ahead, pod, p, placed)
-                    if status is not None:
-                        return status
+            added = fw.with_pods_added(state, pod, info, ahead)
+            if isinstance(added, Status):
+                return added
+            with_ahead, placed = added
             status = fw.run_filters_on_node(with_ahead, pod, placed, filters)
             if status is not None:
                 return status
