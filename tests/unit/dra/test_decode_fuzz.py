@@ -14,6 +14,7 @@ from policyd.dra.errors import AllocationError
 from policyd.dra.objects import decode_device_class, decode_resource_claim, decode_resource_slice
 from policyd.errors import InvalidObjectError
 from policyd.model.quantity import nano_value
+from tests.gen.mutate import mutate
 from tests.unit.dra.dra_fixtures import (
     Scene,
     build,
@@ -31,30 +32,8 @@ JUNK = [None, 0, -1, 1.5, True, "", "x", "1Gi", "-1", "All", "ExactCount", "NoSc
         [], {}, [1], {"a": 1}, ["x"], {"string": "x"}, {"value": "1"}, "99999999999999999999"]
 
 
-def _paths(obj: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix] if prefix else []
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            out += _paths(v, (*prefix, k))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            out += _paths(v, (*prefix, i))
-    return out
-
-
 def _mutate(obj: dict[str, Any], rng: random.Random, n: int) -> dict[str, Any]:
-    obj = copy.deepcopy(obj)
-    for _ in range(n):
-        paths = _paths(obj)
-        path = rng.choice(paths)
-        target = obj
-        for p in path[:-1]:
-            target = target[p]
-        if rng.random() < 0.2 and isinstance(target, dict):
-            del target[path[-1]]
-        else:
-            target[path[-1]] = copy.deepcopy(rng.choice(JUNK))
-    return obj
+    return mutate(obj, rng, n, JUNK)
 
 
 SELECTOR = {"nodeSelectorTerms": [{"matchExpressions": [

@@ -3,7 +3,6 @@ field, and whatever decodes can be scheduled without an exception escaping the e
 
 from __future__ import annotations
 
-import copy
 import random
 from typing import Any
 
@@ -16,37 +15,14 @@ from policyd.errors import InvalidObjectError
 from policyd.model.cluster import ClusterState
 from policyd.model.records import node_from_dict, pod_from_dict
 from tests.gen.clusters import gen_cluster, gen_pod
+from tests.gen.mutate import mutate
 
 JUNK = [None, 0, -1, 1.5, True, "", "x", "-1", "1e400", "NaN", [], {}, [1], {"a": 1},
         "Infinity", "999999999999999999999999", "100m", {"key": None}]
 
 
-def _paths(obj: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix] if prefix else []
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            out += _paths(v, (*prefix, k))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            out += _paths(v, (*prefix, i))
-    return out
-
-
 def _mutate(obj: dict[str, Any], rng: random.Random, n: int) -> dict[str, Any]:
-    obj = copy.deepcopy(obj)
-    for _ in range(n):
-        paths = _paths(obj)
-        if not paths:
-            break
-        path = rng.choice(paths)
-        target = obj
-        for p in path[:-1]:
-            target = target[p]
-        if rng.random() < 0.2 and isinstance(target, dict):
-            del target[path[-1]]
-        else:
-            target[path[-1]] = copy.deepcopy(rng.choice(JUNK))
-    return obj
+    return mutate(obj, rng, n, JUNK)
 
 
 @settings(max_examples=300, deadline=None)
