@@ -25,7 +25,8 @@ from policyd.devcluster.controllermanager import CONTROLLERS
 from policyd.devcluster.kubeconfig import kube_client_from
 from policyd.devcluster.probe import http_get, unverified_context
 from policyd.devcluster.process import proc_start_time
-from policyd.kube.client import ApiError, KubeClient
+from policyd.kube.client import KubeClient
+from tests.api_reads import get_or_none
 from tests.polling import wait_for
 
 pytestmark = pytest.mark.integration
@@ -54,15 +55,6 @@ def namespace(kube: KubeClient) -> Iterator[str]:
                      query={"gracePeriodSeconds": 0})
         kube.request("DELETE", f"/api/v1/namespaces/{name}/persistentvolumeclaims")
         kube.request("DELETE", f"/api/v1/namespaces/{name}")
-
-
-def _get(kube: KubeClient, path: str) -> Obj | None:
-    try:
-        return kube.request("GET", path)
-    except ApiError as exc:
-        if exc.status == 404:
-            return None
-        raise
 
 
 def _claim(name: str, storage_class: str, size: str = "1Gi", **spec: Any) -> Obj:
@@ -108,14 +100,14 @@ def test_immediate_claim_is_bound_by_the_pv_controller(kube: KubeClient,
                      body=_claim("data", klass))
         claim_path = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/data"
         claim = wait_for(
-            lambda: (c := _get(kube, claim_path)) and c.get("status", {}).get("phase")
+            lambda: (c := get_or_none(kube, claim_path)) and c.get("status", {}).get("phase")
             == "Bound" and c, 20, "claim Bound")
         assert claim["spec"]["volumeName"] == pv_name
         assert claim["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] == "yes"
         # The API server's StorageObjectInUseProtection admission adds the finalizer;
         # the protection controller below is what removes it.
         assert "kubernetes.io/pvc-protection" in claim["metadata"]["finalizers"]
-        pv = wait_for(lambda: (v := _get(kube, f"/api/v1/persistentvolumes/{pv_name}"))
+        pv = wait_for(lambda: (v := get_or_none(kube, f"/api/v1/persistentvolumes/{pv_name}"))
                       and v["status"]["phase"] == "Bound" and v, 10, "PV Bound")
         assert pv["spec"]["claimRef"]["uid"] == claim["metadata"]["uid"]
         # The claim asked for 1Gi, the volume has 2Gi: the claim reports the volume's.
@@ -124,12 +116,12 @@ def test_immediate_claim_is_bound_by_the_pv_controller(kube: KubeClient,
         # Deleting the unused claim: the PVC protection controller lets it go, the PV
         # controller releases the volume, the PV protection controller lets it go too.
         kube.request("DELETE", claim_path)
-        wait_for(lambda: _get(kube, claim_path) is None, 20, "claim deleted")
-        wait_for(lambda: (_get(kube, f"/api/v1/persistentvolumes/{pv_name}") or {})
+        wait_for(lambda: get_or_none(kube, claim_path) is None, 20, "claim deleted")
+        wait_for(lambda: (get_or_none(kube, f"/api/v1/persistentvolumes/{pv_name}") or {})
                  .get("status", {}).get("phase") == "Released", 20, "PV Released")
     finally:
         kube.request("DELETE", f"/api/v1/persistentvolumes/{pv_name}")
-    wait_for(lambda: _get(kube, f"/api/v1/persistentvolumes/{pv_name}") is None, 20,
+    wait_for(lambda: get_or_none(kube, f"/api/v1/persistentvolumes/{pv_name}") is None, 20,
              "PV deleted")
 
 
@@ -141,7 +133,7 @@ def test_generic_ephemeral_volume_gets_its_claim(kube: KubeClient, namespace: st
                         "spec": _claim("", "fast")["spec"]}}}]}}
     created = kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=pod)
     # The ephemeral volume controller names the claim <pod>-<volume>, owned by the pod.
-    claim = wait_for(lambda: _get(
+    claim = wait_for(lambda: get_or_none(
         kube, f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/scratch-work"),
         20, "ephemeral claim")
     owners = claim["metadata"]["ownerReferences"]

@@ -18,6 +18,7 @@ from policyd.daemon.run import Daemon, RunOptions, connect, load_config
 from policyd.devcluster import ControlPlane
 from policyd.devcluster.kubeconfig import kube_client_from
 from policyd.kube.client import ApiError, KubeClient
+from tests.api_reads import get_or_none
 from tests.builders import make_node
 from tests.polling import wait_for
 
@@ -43,15 +44,6 @@ def _start_daemon(cp: ControlPlane, workdir: Path, scheduler: str) -> Daemon:
         daemon.shutdown()
         raise
     return daemon
-
-
-def _get(kube: KubeClient, path: str) -> Obj | None:
-    try:
-        return kube.request("GET", path)
-    except ApiError as exc:
-        if exc.status == 404:
-            return None
-        raise
 
 
 def _delete(kube: KubeClient, path: str) -> None:
@@ -110,13 +102,13 @@ def test_templates_become_claims_and_the_daemon_holds_all_three(
 
         # The resource claim controller: a claim owned by the pod, named in its status.
         def generated() -> str | None:
-            pod = _get(kube, f"/api/v1/namespaces/{ns}/pods/trainer") or {}
+            pod = get_or_none(kube, f"/api/v1/namespaces/{ns}/pods/trainer") or {}
             statuses = (pod.get("status") or {}).get("resourceClaimStatuses") or []
             names = [s.get("resourceClaimName") for s in statuses if s.get("name") == "gpu"]
             return names[0] if names and names[0] else None
 
         claim_name = wait_for(generated, 30, "the resource claim controller's claim")
-        claim = _get(kube, f"{RESOURCE}/namespaces/{ns}/resourceclaims/{claim_name}")
+        claim = get_or_none(kube, f"{RESOURCE}/namespaces/{ns}/resourceclaims/{claim_name}")
         assert claim is not None
         owner = claim["metadata"]["ownerReferences"][0]
         assert (owner["kind"], owner["name"]) == ("Pod", "trainer")
@@ -186,7 +178,7 @@ def test_a_server_without_resource_k8s_io_does_not_hold_the_daemon_back(
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
             "spec": {"schedulerName": "policyd",
                      "containers": [{"name": "c", "image": "web"}]}})
-        node = wait_for(lambda: ((_get(kube, "/api/v1/namespaces/default/pods/web") or {})
+        node = wait_for(lambda: ((get_or_none(kube, "/api/v1/namespaces/default/pods/web") or {})
                                  .get("spec") or {}).get("nodeName"), 30, "web bound")
         assert node == "n1"
         assert daemon.synced()
