@@ -67,7 +67,8 @@ EXIT_CODES: Mapping[str, tuple[tuple[int, str], ...]] = {
     "policyd simulate": (
         (0, "every pod tried was placed"),
         (1, "some pod could not be placed, or a pending pod given with `--pods` was "
-            "skipped or is held by scheduling gates"),
+            "skipped or is held out of the queue (scheduling gates, a missing "
+            "ResourceClaim)"),
         (2, "bad input (as for explain), a Node or Pod given twice, or "
             "`--all-schedulers` with pods no profile serves and several profiles, none "
             "serving default-scheduler"),

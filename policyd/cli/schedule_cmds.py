@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # the engine (and numpy) load only when a command here runs
     from policyd.engine.inputs import PodFile
     from policyd.framework.interfaces import Plugin
     from policyd.framework.runtime import Framework
+    from policyd.model.cluster import ClusterState
     from policyd.model.cluster_files import Snapshot
     from policyd.model.records import Pod
     from policyd.policy.compiler import CompiledPolicy
@@ -385,11 +386,25 @@ def _explain_profile(target: Pod, frameworks: dict[str, Framework], notes: list[
     if why_not is not None:
         notes.append(f"pod {target.key} is {why_not}: kube-scheduler would not try it; "
                      "explained as if it were pending")
-    elif target.scheduling_gates:
-        notes.append(f"pod {target.key} is held by scheduling gates "
-                     f"({', '.join(target.scheduling_gates)}): kube-scheduler will not try "
-                     "it before they are removed; explained as if they were")
     return fw
+
+
+def _held_note(target: Pod, fw: Framework, state: ClusterState) -> str | None:
+    """The note for a pending pod kube-scheduler keeps out of its queue."""
+    from policyd.engine.simulate import SCHEDULING_GATES, gate_of, skip_reason
+
+    if skip_reason(target, {target.scheduler_name: fw}) is not None:
+        return None  # its skip note says more
+    gate = gate_of(target, fw, state)
+    if gate is None:
+        return None
+    if gate.plugin == SCHEDULING_GATES:
+        return (f"pod {target.key} is held by scheduling gates "
+                f"({', '.join(target.scheduling_gates)}): kube-scheduler will not try it "
+                "before they are removed; explained as if they were")
+    return (f"pod {target.key} is held out of the queue by {gate.plugin} ({gate.reason}): "
+            "kube-scheduler will not try it, and says nothing, until an event that plugin "
+            "registered changes that; explained as if it had been let in")
 
 
 def label_policies(fw: Framework) -> list[CompiledPolicy]:
@@ -514,6 +529,8 @@ def explain(
     snap.pods = merged.snapshot + merged.extra
     state = snap.cluster(fw.features)
     state.remove_pod(target.uid)
+    if (held := _held_note(target, fw, state)) is not None:
+        notes.append(held)
     result = schedule_one(fw, target, state, explain=True)
     hints: dict[str, dict[str, list[str]]] = {}
     for m in label_case_mismatches(label_policies(fw), snap.nodes):
@@ -561,9 +578,9 @@ def simulate(
     how many. A --pods pod replaces the cluster's copy.
 
     Exit 0 when every pod tried was placed; 1 when some could not be, or a pending pod
-    given with --pods was skipped or is held by scheduling gates; 2 for bad input
-    (including unknown fields, unless --validate says otherwise, and a Node or Pod
-    given twice)."""
+    given with --pods was skipped or is held out of the queue (scheduling gates, a
+    missing ResourceClaim); 2 for bad input (including unknown fields, unless
+    --validate says otherwise, and a Node or Pod given twice)."""
     from policyd.engine.inputs import check_unique_pods, merge_pods
     from policyd.engine.profiles import serving_profiles
     from policyd.engine.report import simulate_json, simulate_text
@@ -600,7 +617,7 @@ def simulate(
         _emit(simulate_json(result, notes=notes, warnings=warnings), output)
     requested = {p.uid for p in merged.extra}
     left_out = any(s.pod.uid in requested and not s.pod.node_name and not s.pod.finished
-                   for s in result.skipped) or any(p.uid in requested for p in result.gated)
+                   for s in result.skipped) or any(g.pod.uid in requested for g in result.gated)
     failed = left_out or any(r.node is None for r in result.results)
     raise typer.Exit(EXIT_PROBLEMS if failed else EXIT_OK)
 

@@ -24,6 +24,7 @@ from policyd.framework.interfaces import (
     Plugin,
     PostFilterPlugin,
     PreBindPlugin,
+    PreEnqueuePlugin,
     PreFilterPlugin,
     PreScorePlugin,
     QueueSortPlugin,
@@ -37,11 +38,11 @@ from policyd.plugins import registry
 from policyd.problems import ERROR, Problem
 from policyd.sourcefile import JsonPath, format_path
 
-POINTS = ("queueSort", "preFilter", "filter", "postFilter", "preScore", "score", "reserve",
-          "preBind")
+POINTS = ("preEnqueue", "queueSort", "preFilter", "filter", "postFilter", "preScore", "score",
+          "reserve", "preBind")
 # Upstream extension points policyd has no plugins for; accepted so that profiles copied
 # from kube-scheduler can disable upstream plugins there.
-OTHER_POINTS = ("preEnqueue", "permit", "bind", "postBind")
+OTHER_POINTS = ("permit", "bind", "postBind")
 
 # Rule ids of the problems found here (the lint rule namespace of `check-config`).
 RULE_UNKNOWN = "plugin-unknown"
@@ -424,6 +425,7 @@ def build_framework(
     def plugins_at(point: str) -> list[Any]:
         return [instances[e.name] for e in final[point]]
 
+    pre_enqueue: list[PreEnqueuePlugin] = plugins_at("preEnqueue")
     queue_sort: list[QueueSortPlugin] = plugins_at("queueSort")
     pre_filter: list[PreFilterPlugin] = plugins_at("preFilter")
     filters: list[FilterPlugin] = plugins_at("filter")
@@ -436,6 +438,7 @@ def build_framework(
     pre_bind: list[PreBindPlugin] = plugins_at("preBind")
     return Framework(
         resolved.scheduler_name,
+        pre_enqueue=pre_enqueue,
         queue_sort=queue_sort[0] if queue_sort else None,
         pre_filter=pre_filter,
         filter=filters,

@@ -20,7 +20,14 @@ PriorityQueue in pkg/scheduler/backend/queue).
   plugin named (no nodes at all) moves on any event. Every pod also returns after
   `max_in_unschedulable` seconds (upstream's podMaxInUnschedulablePodsDuration,
   5 min) via `flush`, and on a wildcard move (`move_all`, e.g. a policy reload).
-- gated: pods with schedulingGates wait here until the gates are removed.
+- gated: pods with schedulingGates wait here until the gates are removed; and pods a
+  PreEnqueue plugin refused (upstream's gating plugin, e.g. DynamicResources while a
+  claim does not exist). PreEnqueue runs whenever a pod is about to enter activeQ, or
+  backoffQ with SchedulerPopFromBackoffQ (then not again when it leaves backoffQ), as
+  upstream's moveToActiveQ/moveToBackoffQ run it. A refused pod waits among the
+  unschedulable pods, counted and shown as gated; only an event its gating plugin
+  registered can move it (not the 5-minute flush, not a wildcard move), and it then
+  meets PreEnqueue again. A policy reload asks PreEnqueue again for every such pod.
 
 Events that arrive while pods are being scheduled (in flight) are kept until those
 pods are back; a pod that then fails goes to backoffQ instead of unschedulable if one
@@ -53,6 +60,7 @@ from policyd.framework.events import (
     matches,
     pod_update_events,
 )
+from policyd.framework.status import Status
 from policyd.model.records import Pod
 
 log = logging.getLogger("policyd.daemon.queue")
@@ -60,6 +68,10 @@ log = logging.getLogger("policyd.daemon.queue")
 # Per profile (schedulerName): every (plugin, registration) of its plugins that can
 # reject a pod (PreFilter and Filter), as Framework.queueing_hints builds it.
 HintMap = Mapping[str, Sequence[tuple[str, ClusterEventWithHint]]]
+# The pod's profile's PreEnqueue plugins (Framework.run_pre_enqueue): given the pod and
+# the plugin that gated it last (or ""), the plugin that refuses it now and its status,
+# or None to let it in.
+PreEnqueue = Callable[[Pod, str], tuple[str, Status] | None]
 
 # Upstream's defaults (pkg/scheduler/backend/queue, apis/config/v1 defaults).
 DEFAULT_INITIAL_BACKOFF = 1.0
@@ -90,6 +102,7 @@ class QueuedPod:
     order: int = 0  # when it entered the queue's set of pods: moves keep this order
     unschedulable_plugins: set[str] = field(default_factory=set)
     in_flight_since: int = 0  # id of the first cluster event seen while in flight
+    gating_plugin: str = ""  # the PreEnqueue plugin holding it back, "" when none
 
     @property
     def uid(self) -> str:
@@ -137,9 +150,12 @@ class _BackoffEntry:
 
 
 def backoff_duration(attempts: int, initial: float, maximum: float) -> float:
-    """initial * 2^(attempts-1), capped at maximum (calculateBackoffDuration)."""
+    """initial * 2^(attempts-1), capped at maximum (calculateBackoffDuration); none
+    for a pod never tried (one PreEnqueue held back from the start)."""
+    if attempts <= 0:
+        return 0.0
     duration = initial
-    for _ in range(1, max(1, attempts)):
+    for _ in range(1, attempts):
         if duration >= maximum:
             return maximum
         duration *= 2
@@ -177,6 +193,7 @@ class SchedulingQueue:
         self._seq = itertools.count()
         self.scheduling_cycle = 0
         self._hints: HintMap = {}
+        self._pre_enqueue: PreEnqueue | None = None
         # Events seen while any pod was in flight: (id, event, old, new), ids rising.
         self._in_flight_events: list[tuple[int, ClusterEvent, Any, Any]] = []
         self._event_ids = itertools.count()
@@ -188,6 +205,26 @@ class SchedulingQueue:
         """The profiles' registered events and queueing hints (at start and reload)."""
         with self._cond:
             self._hints = dict(hints)
+
+    def set_pre_enqueue(self, pre_enqueue: PreEnqueue | None) -> None:
+        """The PreEnqueue plugins' runner. It is called under the queue's lock; the
+        caller of every queue method that may run it (adding, moving, requeueing,
+        activating, flushing) holds whatever it reads consistent."""
+        with self._cond:
+            self._pre_enqueue = pre_enqueue
+
+    def regate(self) -> int:
+        """Ask PreEnqueue again for every gated pod (a reload may have changed the
+        plugins): those now let in move. Returns how many moved."""
+        with self._cond:
+            gated = [qp for qp in self._unschedulable.values() if qp.gating_plugin]
+            moved = 0
+            for qp in _in_queue_order(gated):
+                self._move_one(qp)
+                moved += not qp.gating_plugin
+            if moved:
+                self._cond.notify_all()
+            return moved
 
     # -- ordering -----------------------------------------------------------------------
 
@@ -226,13 +263,13 @@ class SchedulingQueue:
             if pod.scheduling_gates:
                 self._set_where(qp, GATED)
             else:
-                self._push_active(qp)
+                self._enqueue_active(qp)
 
     def _update(self, qp: QueuedPod, pod: Pod) -> None:
         old = qp.pod
         qp.pod = pod
         if qp.where == GATED and not pod.scheduling_gates:
-            self._push_active(qp)
+            self._enqueue_active(qp)
         elif qp.where == UNSCHEDULABLE and spec_changed(old, pod):
             # The pod itself changed: it moves if a rejecting plugin registered that
             # kind of change (a new toleration, its labels...) and its hint agrees.
@@ -362,7 +399,7 @@ class SchedulingQueue:
             elif not unschedulable or self._helped_while_in_flight(qp):
                 # An error, or an event arrived while this pod was being scheduled
                 # that may be what it needed: only back off.
-                self._push_backoff(qp)
+                self._enqueue_backoff(qp)
             else:
                 self._set_where(qp, UNSCHEDULABLE)
             self._prune_in_flight_events()
@@ -385,7 +422,8 @@ class SchedulingQueue:
         moved."""
         with self._cond:
             worth = [qp for qp in list(self._unschedulable.values())
-                     if self._worth_requeuing(qp, event, old, new)]
+                     if self._gate_hears(qp, event)
+                     and self._worth_requeuing(qp, event, old, new)]
             moved: list[Pod] = []
             for qp in _in_queue_order(worth):
                 self._move_one(qp)
@@ -400,6 +438,18 @@ class SchedulingQueue:
         as a policy reload that may have changed every plugin). Returns how many."""
         event = ClusterEvent(FORCE_ACTIVATE.resource, FORCE_ACTIVATE.action, label)
         return len(self.move(event))
+
+    def _gate_hears(self, qp: QueuedPod, event: ClusterEvent) -> bool:
+        """A gated pod moves only on an event its gating plugin registered, whatever
+        else rejected it before (GatingPluginEvents). A wildcard event is none of
+        them: upstream matches it against a registration, not the other way round."""
+        if not qp.gating_plugin:
+            return True
+        registered = self._hints.get(qp.pod.scheduler_name)
+        if registered is None:
+            return True  # a profile we know nothing about: never strand its pods
+        return any(plugin == qp.gating_plugin and matches(reg.event, event)
+                   for plugin, reg in registered)
 
     def _worth_requeuing(self, qp: QueuedPod, event: ClusterEvent, old: Any,
                          new: Any) -> bool:
@@ -453,9 +503,9 @@ class SchedulingQueue:
 
     def _move_one(self, qp: QueuedPod) -> None:
         if self.clock() < self._backoff_ends(self.backoff_expiry(qp)):
-            self._push_backoff(qp)
+            self._enqueue_backoff(qp)
         else:
-            self._push_active(qp)
+            self._enqueue_active(qp)
 
     def activate(self, uid: str) -> bool:
         """Move a waiting pod (unschedulable or backing off) straight to activeQ
@@ -464,7 +514,7 @@ class SchedulingQueue:
             qp = self._pods.get(uid)
             if qp is None or qp.where not in (UNSCHEDULABLE, BACKOFF):
                 return False
-            self._push_active(qp)
+            self._enqueue_active(qp)
             return True
 
     def flush(self) -> None:
@@ -474,7 +524,8 @@ class SchedulingQueue:
             now = self.clock()
             self._flush_backoff_locked(now)
             for qp in _in_queue_order(list(self._unschedulable.values())):
-                if now - qp.timestamp >= self.max_in_unschedulable:
+                if now - qp.timestamp >= self.max_in_unschedulable \
+                        and self._gate_hears(qp, UNSCHEDULABLE_TIMEOUT):
                     log.debug("%s: %s", UNSCHEDULABLE_TIMEOUT.label, qp.pod.key)
                     self._move_one(qp)
 
@@ -483,7 +534,11 @@ class SchedulingQueue:
             while heap and self._backoff_ends(heap[0].expiry) <= now:
                 entry = heapq.heappop(heap)
                 if self._valid_backoff(entry):
-                    self._push_active(entry.qp)
+                    if self.pop_from_backoff:
+                        # PreEnqueue ran when it entered backoffQ.
+                        self._push_active(entry.qp)
+                    else:
+                        self._enqueue_active(entry.qp)
 
     def backoff_expiry(self, qp: QueuedPod) -> float:
         """When the pod's backoff expires; with SchedulerPopFromBackoffQ rounded down to
@@ -503,6 +558,36 @@ class SchedulingQueue:
         return expiry + BACKOFF_WINDOW if self.pop_from_backoff else expiry
 
     # -- internals ----------------------------------------------------------------------
+
+    def _enqueue_active(self, qp: QueuedPod) -> None:
+        """To activeQ if PreEnqueue lets it in (moveToActiveQ)."""
+        if not self._gated(qp):
+            self._push_active(qp)
+
+    def _enqueue_backoff(self, qp: QueuedPod) -> None:
+        """To backoffQ; with SchedulerPopFromBackoffQ only if PreEnqueue lets it in
+        (moveToBackoffQ: such a pod may be popped before its backoff ends)."""
+        if not (self.pop_from_backoff and self._gated(qp)):
+            self._push_backoff(qp)
+
+    def _gated(self, qp: QueuedPod) -> bool:
+        """Run PreEnqueue (runPreEnqueuePlugins): True when a plugin refused `qp`,
+        which then waits among the unschedulable pods with that plugin as its gate
+        (and among its rejecting plugins, for the hints)."""
+        if self._pre_enqueue is None:
+            return False
+        found = self._pre_enqueue(qp.pod, qp.gating_plugin)
+        if found is None:
+            qp.gating_plugin = ""
+            return False
+        plugin, status = found
+        if qp.gating_plugin != plugin or qp.where != UNSCHEDULABLE:
+            log.debug("%s gated by PreEnqueue plugin %s: %s", qp.pod.key, plugin,
+                      status.message, extra={"pod": qp.pod.key, "plugin": plugin})
+        qp.gating_plugin = plugin
+        qp.unschedulable_plugins.add(plugin)
+        self._set_where(qp, UNSCHEDULABLE)
+        return True
 
     def _push_active(self, qp: QueuedPod) -> None:
         qp.seq = next(self._seq)
@@ -544,22 +629,30 @@ class SchedulingQueue:
         with self._cond:
             out = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0, IN_FLIGHT: 0}
             for qp in self._pods.values():
-                if qp.where in out:
-                    out[qp.where] += 1
+                place = _shown_place(qp)
+                if place in out:
+                    out[place] += 1
             return out
 
     def where(self, uid: str) -> str | None:
+        """The queue a pod is shown in (a pod PreEnqueue refused: gated)."""
         with self._cond:
             qp = self._pods.get(uid)
-            return qp.where if qp is not None else None
+            return _shown_place(qp) if qp is not None else None
 
     def pending(self) -> list[tuple[Pod, str, int, float, float, frozenset[str]]]:
         """Every pod the queue holds as (pod, queue, attempts, first added, last
         (re-)queued, plugins that rejected it), for /debug/queue; a copy taken under
         the lock."""
         with self._cond:
-            return [(qp.pod, qp.where, qp.attempts, qp.added, qp.timestamp,
+            return [(qp.pod, _shown_place(qp), qp.attempts, qp.added, qp.timestamp,
                      frozenset(qp.unschedulable_plugins)) for qp in self._pods.values()]
+
+
+def _shown_place(qp: QueuedPod) -> str:
+    """Where metrics and /debug/queue show a pod: one PreEnqueue refused waits among
+    the unschedulable pods but is gated, as upstream counts it."""
+    return GATED if qp.gating_plugin and qp.where == UNSCHEDULABLE else qp.where
 
 
 def _in_queue_order(pods: list[QueuedPod]) -> list[QueuedPod]:

@@ -63,7 +63,8 @@ class SchedulingLoop:
                 self.clock.wait(stop, NOT_READY_WAIT)
                 continue
             if self.clock.now() >= next_flush:
-                queue.flush()
+                with self.state.lock:  # flushing may run PreEnqueue
+                    queue.flush()
                 next_flush = self.clock.now() + FLUSH_UNSCHEDULABLE_PERIOD
             qp = queue.pop(timeout=POP_WAIT)
             if qp is None:
@@ -76,7 +77,8 @@ class SchedulingLoop:
             except Exception:
                 # A bug in one cycle must not stop the scheduler: back off this pod.
                 log.exception("scheduling %s failed", qp.pod.key)
-                queue.requeue(qp, unschedulable=False)
+                with self.state.lock:
+                    queue.requeue(qp, unschedulable=False)
 
     def schedule(self, qp: QueuedPod) -> ScheduleResult | None:
         """One cycle for one popped pod."""

@@ -2,10 +2,14 @@
 
 One `ClusterState`, the queue and the pods assumed on a node but not yet shown bound
 by the API, all under one lock (lock order: this lock, then the queue's own lock; the
-queue never calls back). A cycle holds the lock from decision to `assume`, so a
-placement counts on its node before the next pod is considered; binding runs without
-it. The binding cycles in PreBind that preemption may call off have a lock of their
-own (`in_pre_bind`), taken under none of the others.
+queue calls back only into the profiles' PreEnqueue plugins, which read the cluster
+state and take no lock: every queue call that may run them is made under this lock,
+so a claim cannot appear between a pod's refusal and the event that would move it;
+with SchedulerPopFromBackoffQ off, a pod leaving backoffQ inside `pop` is the one
+exception). A cycle holds the lock from decision to `assume`, so a placement counts on
+its node before the next pod is considered; binding runs without it. The binding
+cycles in PreBind that preemption may call off have a lock of their own
+(`in_pre_bind`), taken under none of the others.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from policyd.daemon.queue import UNSCHEDULABLE, QueuedPod, SchedulingQueue
 from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework.events import ClusterEvent, ClusterEventWithHint
 from policyd.framework.runtime import Framework
+from policyd.framework.status import Status
 from policyd.model.cluster import ClusterState
 from policyd.model.records import Pod
 
@@ -48,6 +53,7 @@ class SchedulingState:
                                      pop_from_backoff=gates.enabled("SchedulerPopFromBackoffQ"),
                                      features=gates)
         self.queue.set_hints(hints_of(frameworks))
+        self.queue.set_pre_enqueue(self._pre_enqueue)
         self.assumed: dict[str, str] = {}  # pod uid -> node, until the API shows it bound
         self.throttle = FailureThrottle(now)
         # Binding cycles in PreBind that preemption may still call off (its own lock).
@@ -59,6 +65,11 @@ class SchedulingState:
         if fw is None:
             return a.creation_timestamp < b.creation_timestamp
         return fw.less(a, b)
+
+    def _pre_enqueue(self, pod: Pod, gating: str) -> tuple[str, Status] | None:
+        """The queue's PreEnqueue runner (called under the lock, see above)."""
+        fw = self.frameworks.get(pod.scheduler_name)
+        return fw.run_pre_enqueue(pod, self.cluster, gating) if fw is not None else None
 
     def set_frameworks(self, frameworks: dict[str, Framework]) -> None:
         """Swap profiles (hot reload) and give every waiting pod another chance."""
@@ -73,6 +84,7 @@ class SchedulingState:
                 if self.responsible(pod) and pod.uid not in self.queue:
                     self.queue.add(pod)
             self.queue.move_all("PolicyReload")
+            self.queue.regate()
 
     def _queued_items(self) -> list[tuple[str, QueuedPod]]:
         out = []

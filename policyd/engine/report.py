@@ -351,7 +351,8 @@ def simulate_json(sim: SimulationResult, *, notes: Sequence[str] = (),
         "placements": [
             _placement_json(r) for r in sim.results
         ],
-        "gated": [p.key for p in sim.gated],
+        "gated": [{"pod": g.pod.key, "plugin": g.plugin, "reason": g.reason}
+                  for g in sim.gated],
         "skipped": [{"pod": s.pod.key, "reason": s.reason} for s in sim.skipped],
         "preemptions": [{"pod": p.pod.key, "node": p.node,
                          "evicted": [v.key for v in p.victims]} for p in sim.preemptions],
@@ -371,8 +372,8 @@ def simulate_text(sim: SimulationResult, *, notes: Sequence[str] = ()) -> str:
                 f"{', '.join(v.key for v in p.victims) or 'nothing'}"
                 for p in sim.preemptions]
     if sim.gated:
-        out += ["", "Held by scheduling gates (not tried until every gate is removed):"]
-        out += [f"  {p.key}: {', '.join(p.scheduling_gates)}" for p in sim.gated]
+        out += ["", "Held out of the queue (not tried until what holds them changes):"]
+        out += [f"  {g.pod.key}: {g.plugin}: {g.reason}" for g in sim.gated]
     if sim.skipped:
         out += ["", "Skipped (kube-scheduler would not try them):"]
         out += [f"  {s.pod.key}: {s.reason}" for s in sim.skipped]
@@ -386,5 +387,5 @@ def simulate_text(sim: SimulationResult, *, notes: Sequence[str] = ()) -> str:
                   "-o json lists the findings)" if audited else "")
                + (f", {len(sim.preemptions)} preempted" if sim.preemptions else "")
                + (f", {len(sim.skipped)} skipped" if sim.skipped else "")
-               + (f", {len(sim.gated)} held by scheduling gates" if sim.gated else ""))
+               + (f", {len(sim.gated)} held out of the queue" if sim.gated else ""))
     return "\n".join(out)

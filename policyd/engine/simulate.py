@@ -34,10 +34,39 @@ class Preemption:
     victims: tuple[Pod, ...]
 
 
+# Upstream's plugin whose PreEnqueue holds pods with spec.schedulingGates (policyd's
+# queue holds them itself).
+SCHEDULING_GATES = "SchedulingGates"
+
+
+@dataclass(frozen=True, slots=True)
+class GatedPod:
+    """A pod kept out of the scheduling queue: by its schedulingGates, or by a
+    PreEnqueue plugin (DynamicResources while a claim does not exist). kube-scheduler
+    does not try it, and says nothing, until that changes."""
+
+    pod: Pod
+    plugin: str
+    reason: str
+
+
+def gate_of(pod: Pod, fw: Framework, cluster: ClusterState) -> GatedPod | None:
+    """What holds `pod` out of the queue now, or None (upstream's PreEnqueue plugins,
+    SchedulingGates first: its wording)."""
+    if pod.scheduling_gates:
+        return GatedPod(pod, SCHEDULING_GATES,
+                        f"waiting for scheduling gates: [{' '.join(pod.scheduling_gates)}]")
+    found = fw.run_pre_enqueue(pod, cluster)
+    if found is None:
+        return None
+    plugin, status = found
+    return GatedPod(pod, plugin, status.message)
+
+
 @dataclass(slots=True)
 class SimulationResult:
     results: list[ScheduleResult]
-    gated: list[Pod]  # pods held back by spec.schedulingGates, as upstream holds them
+    gated: list[GatedPod]  # pods held out of the queue, as upstream holds them
     skipped: list[SkippedPod]  # pods no cycle would run for (see `skip_reason`)
     preemptions: list[Preemption] = field(default_factory=list)
 
@@ -51,7 +80,7 @@ def skip_reason(pod: Pod, frameworks: Mapping[str, Framework]) -> str | None:
 
     Finished and bound pods never enter its queue; a pod no profile serves is another
     scheduler's; a pod being deleted is dropped when popped (`skipPodSchedule`).
-    Scheduling gates are not a skip: such a pod waits (see `SimulationResult.gated`)."""
+    Being gated is not a skip: such a pod waits (see `gate_of`)."""
     if pod.finished:
         return f"finished (status.phase is {pod.phase})"
     if pod.node_name:
@@ -83,16 +112,18 @@ def simulate(
     """Schedule `pods` (plus nothing else) on `cluster`, which is changed in place: every
     placed pod is assumed on its node before the next pod is tried. `frameworks` maps
     each schedulerName served to its profile; every pod not scheduled is in the result's
-    `skipped` or `gated`, none is dropped."""
-    gated: list[Pod] = []
+    `skipped` or `gated`, none is dropped. The PreEnqueue plugins judge every pod as
+    the batch arrives, before any is placed (what they read, a claim's existence,
+    placing pods does not change)."""
+    gated: list[GatedPod] = []
     skipped: list[SkippedPod] = []
     queue: list[Pod] = []
     for pod in pods:
         reason = skip_reason(pod, frameworks)
         if reason is not None:
             skipped.append(SkippedPod(pod, reason))
-        elif pod.scheduling_gates:
-            gated.append(pod)
+        elif (gate := gate_of(pod, frameworks[pod.scheduler_name], cluster)) is not None:
+            gated.append(gate)
         else:
             queue.append(pod)
     # One queue across profiles, ordered by the first profile's QueueSort: upstream

@@ -43,6 +43,14 @@ class Plugin(Protocol):
 
 
 @runtime_checkable
+class PreEnqueuePlugin(Plugin, Protocol):
+    def pre_enqueue(self, pod: Pod, cluster: ClusterState) -> Status | None:
+        """Whether `pod` may enter the scheduling queue's active or backoff queue now
+        (upstream's PreEnqueue). A rejection gates it, silently: no cycle, no event,
+        until one of this plugin's registered events moves it and it passes."""
+
+
+@runtime_checkable
 class QueueSortPlugin(Plugin, Protocol):
     def less(self, a: Pod, b: Pod) -> bool:
         """Whether `a` should be scheduled before `b`."""
@@ -323,6 +331,7 @@ class AuditPlugin(Plugin, Protocol):
 
 # The config's extension point names and the protocol that puts a plugin there.
 EXTENSION_POINTS: dict[str, type] = {
+    "preEnqueue": PreEnqueuePlugin,
     "queueSort": QueueSortPlugin,
     "preFilter": PreFilterPlugin,
     "filter": FilterPlugin,

@@ -31,7 +31,7 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter
-from typing import TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import numpy as np
 
@@ -54,6 +54,7 @@ from policyd.framework.interfaces import (
     PostFilterResult,
     PreBindPlugin,
     PreBindPreFlightPlugin,
+    PreEnqueuePlugin,
     PreFilterExtensionsPlugin,
     PreFilterPlugin,
     PreScorePlugin,
@@ -71,6 +72,9 @@ from policyd.framework.status import Code, Status
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import BoolArray, IntArray, NodeTable
+
+if TYPE_CHECKING:
+    from policyd.model.cluster import ClusterState
 
 _log = logging.getLogger(__name__)
 
@@ -207,6 +211,7 @@ class Framework:
         self,
         profile_name: str,
         *,
+        pre_enqueue: Sequence[PreEnqueuePlugin] = (),
         queue_sort: QueueSortPlugin | None = None,
         pre_filter: Sequence[PreFilterPlugin] = (),
         filter: Sequence[FilterPlugin | AuditPlugin] = (),
@@ -222,6 +227,7 @@ class Framework:
         # The feature gates its plugins were built under: the one place the engine,
         # the daemon (binder, queue) and the offline commands read them from.
         self.features = features
+        self.pre_enqueue_plugins = list(pre_enqueue)
         self.queue_sort = queue_sort
         # An audited policy goes wherever the profile puts its Enforce form; it is
         # audited where that form would filter, and nowhere else: not a PreFilter
@@ -258,6 +264,31 @@ class Framework:
         # Called with (extension point, plugin, seconds) after each plugin call when set:
         # the daemon's per-plugin latency metric. None costs one comparison per plugin.
         self.plugin_timer: Callable[[str, str, float], None] | None = None
+
+    # PreEnqueue: before the pod enters activeQ or backoffQ.
+    def run_pre_enqueue(self, pod: Pod, cluster: ClusterState, gating: str = ""
+                        ) -> tuple[str, Status] | None:
+        """The first PreEnqueue plugin that does not let `pod` in, with its status, or
+        None when all do (runPreEnqueuePlugins). The plugin that gated the pod last
+        time (`gating`) is asked first: the likeliest to still refuse. Upstream asks
+        the others in map order (random); policyd in profile order. A plugin that
+        raises gates the pod with an Error, as an Error status does upstream."""
+        plugins = self.pre_enqueue_plugins
+        if gating:
+            plugins = sorted(plugins, key=lambda pl: pl.name != gating)
+        timer = self.plugin_timer
+        for pl in plugins:
+            try:
+                t0 = perf_counter()
+                status = pl.pre_enqueue(pod, cluster)
+                if timer is not None:
+                    timer("PreEnqueue", pl.name, perf_counter() - t0)
+            except Exception as exc:
+                _log.exception("running PreEnqueue plugin %r for %s", pl.name, pod.key)
+                return pl.name, _error("PreEnqueue", pl.name, exc)
+            if status is not None and not status.is_success:
+                return pl.name, status.with_plugin(pl.name)
+        return None
 
     # PreFilter
     def run_pre_filter(
@@ -654,12 +685,13 @@ class Framework:
         return out
 
     def queueing_hints(self) -> list[tuple[str, ClusterEventWithHint]]:
-        """Every (plugin, registered event) of the plugins that can reject a pod
-        (PreFilter and Filter), each plugin once: what the scheduling queue consults
-        to decide which events can help a pod those plugins rejected."""
+        """Every (plugin, registered event) of the plugins that can reject or gate a
+        pod (PreEnqueue, PreFilter and Filter), each plugin once: what the scheduling
+        queue consults to decide which events can help a pod those plugins rejected."""
         seen: set[str] = set()
         out: list[tuple[str, ClusterEventWithHint]] = []
-        for pl in [*self.pre_filter_plugins, *self.filter_plugins]:
+        for pl in [*self.pre_enqueue_plugins, *self.pre_filter_plugins,
+                   *self.filter_plugins]:
             if pl.name in seen:
                 continue
             seen.add(pl.name)

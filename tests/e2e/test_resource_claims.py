@@ -1,10 +1,11 @@
 """Pods with DRA ResourceClaims on the real API server (issue 12, item 4; issue 28):
 a pod whose template claim the resourceclaim controller creates is bound with its
 claim allocated and reserved for it, a second pod cannot take the same device, and
-freeing it lets the waiting pod bind on the claim's event; pods whose claims cannot
-be allocated stay Pending with a FailedScheduling event in upstream's words (a
-template's claim not created yet, a DeviceClass that does not exist), instead of
-being bound with their claims unallocated."""
+freeing it lets the waiting pod bind on the claim's event; a pod whose template's
+claim does not exist is held out of the queue silently (upstream's PreEnqueue), and
+one whose claim cannot be allocated stays Pending with a FailedScheduling event in
+upstream's words (a DeviceClass that does not exist), instead of being bound with
+its claims unallocated."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from policyd.daemon.queue import UNSCHEDULABLE
+from policyd.daemon.queue import GATED, UNSCHEDULABLE
 from tests.e2e.helpers import Cluster, DaemonFactory, wait_for, write_profile
 
 # What follows the refusal: DynamicResources' PostFilter, then DefaultPreemption's
@@ -44,10 +45,11 @@ def test_claim_pods_stay_pending_with_the_reason(cluster: Cluster, daemons: Daem
     cluster.pod("plain", sched)
     assert cluster.wait_bound("plain") == "n1"  # the daemon is scheduling
 
-    # Upstream's PreEnqueue would hold gpu-job back silently; policyd has none, so its
-    # PreFilter says why (the same text).
+    # No claim controller makes gpu-job's claim (its template does not exist):
+    # DynamicResources' PreEnqueue holds it out of the queue, no cycle, no event.
+    gpu_job = cluster.get_pod("gpu-job")["metadata"]["uid"]  # type: ignore[index]
+    wait_for(lambda: d.scheduler.queue.where(gpu_job) == GATED, 10, "gpu-job gated")
     expected = {
-        "gpu-job": f'pod "{cluster.ns}/gpu-job": ResourceClaim not created yet',
         "shared": "request acc: device class accelerators.example.com does not exist"}
     for name, reason in expected.items():
         message = f"0/1 nodes are available: {reason}. {POST_FILTER}"
@@ -61,9 +63,12 @@ def test_claim_pods_stay_pending_with_the_reason(cluster: Cluster, daemons: Daem
         uid = cluster.get_pod(name)["metadata"]["uid"]  # type: ignore[index]
         wait_for(lambda u=uid: d.scheduler.queue.where(u) == UNSCHEDULABLE, 10,
                  "unschedulable")
-    # Still Pending a while later: never bound with its claim unallocated.
+    # Still Pending a while later: never bound with its claim unallocated; the held
+    # pod never tried.
     time.sleep(1.5)
-    for name in expected:
+    assert cluster.events(pod="gpu-job", reason="FailedScheduling") == []
+    assert cluster.condition("gpu-job") is None
+    for name in [*expected, "gpu-job"]:
         assert cluster.node_of(name) is None
         assert (cluster.get_pod(name) or {})["status"].get("phase") == "Pending"
 
@@ -127,7 +132,7 @@ def test_a_device_is_allocated_reserved_and_freed_for_the_next_pod(
     assert "resource.kubernetes.io/delete-protection" in claim["metadata"]["finalizers"]
 
     # The one device is taken: the second pod waits, saying why (once its claim
-    # exists; before, that it does not: policyd has no PreEnqueue to hold it silently).
+    # exists; before, PreEnqueue holds it silently).
     cluster.pod("second", sched, resourceClaims=claims)
 
     def cannot_allocate() -> list[dict[str, Any]]:

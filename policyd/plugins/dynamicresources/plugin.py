@@ -4,8 +4,10 @@ dynamicresources`): a pod's ResourceClaims must be allocatable where it goes.
 Upstream's plugin sits at PreEnqueue, PreFilter, Filter, PostFilter, Score (weight 2 in
 the default profile), Reserve/Unreserve and PreBind; in the default profile it comes
 right before DefaultPreemption, so that PostFilter frees an idle claim before evicting
-a pod. policyd has it at the same points but PreEnqueue:
+a pod. policyd has it at the same points:
 
+- PreEnqueue: a pod whose claim lookup fails (below) is held out of the queue, as
+  Unschedulable, silently, until a claim or pod event moves it.
 - PreFilter: a pod without claims gets Skip (Filter then does not run) after
   recording that PreFilter ran. Otherwise its claims are looked up (`claims.py`: a
   missing one, one being deleted, a template's claim not created yet or not the
@@ -44,9 +46,7 @@ and upstream's PostFilter fails reading its cycle state: an Error whose text is
 `not found`, which ends the PostFilter run (DefaultPreemption is not asked). policyd
 says the same.
 
-Upstream's PreEnqueue holds back a pod whose claim does not exist yet, silently;
-policyd has no PreEnqueue and such a pod gets PreFilter's refusal. Extended resources
-backed by device classes (DRAExtendedResource) are not modelled.
+Extended resources backed by device classes (DRAExtendedResource) are not modelled.
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ from policyd.framework.interfaces import (
     Verdict,
     default_normalize_score,
 )
+from policyd.model.cluster import ClusterState
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import IntArray, NodeTable
@@ -133,6 +134,21 @@ class DynamicResources:
         self._wall = wall  # allocationTimestamp is wall time
         # Compiled CEL selectors, kept across cycles as upstream's cel.Cache.
         self._selectors = SelectorCache(KUBERNETES_CEL)
+
+    # PreEnqueue
+    def pre_enqueue(self, pod: Pod, cluster: ClusterState) -> Status | None:
+        """Hold the pod out of the queue while a claim is missing, being deleted, or a
+        template's claim is not created yet or not the pod's (upstream's texts, as
+        Unschedulable): it is not tried, and says nothing, until a claim or pod event
+        this plugin registered moves it. PreFilter asks the same again, for the time
+        between the two."""
+        if not pod.resource_claims:
+            return None
+        try:
+            pod_claims(dra_of(cluster), pod)
+        except ClaimLookupError as err:
+            return Status.unschedulable(str(err))
+        return None
 
     # PreFilter
     def pre_filter(

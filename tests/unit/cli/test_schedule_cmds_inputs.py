@@ -168,12 +168,16 @@ def test_gated_pods_are_held_and_listed(app: typer.Typer, tmp_path: Path) -> Non
     cluster = write(tmp_path, "c.yaml", NODES, pod("snap-gated", spec=GATED))
     code, out, _ = run(app, "simulate", "--cluster", cluster)
     assert code == 0
-    assert "default/snap-gated: example.com/quota" in out
-    assert "1 held by scheduling gates" in out
+    assert ("default/snap-gated: SchedulingGates: waiting for scheduling gates: "
+            "[example.com/quota]") in out
+    assert "1 held out of the queue" in out
     pods = write(tmp_path, "p.yaml", pod("gated", spec=GATED))
     code, doc, _ = sim_json(app, "--cluster", cluster, "--pods", pods)
     assert code == 1 and doc["scheduled"] == 0
-    assert doc["gated"] == ["default/snap-gated", "default/gated"]
+    reason = "waiting for scheduling gates: [example.com/quota]"
+    assert doc["gated"] == [
+        {"pod": f"default/{name}", "plugin": "SchedulingGates", "reason": reason}
+        for name in ("snap-gated", "gated")]
 
 
 def test_bound_pods_in_pod_files_count_on_their_node_and_are_listed(
@@ -379,6 +383,25 @@ def test_explain_notes_pods_the_scheduler_would_not_try(
     code, out, _ = run(app, "explain", "--cluster", cluster, "--pod", "default/web")
     assert code == 0
     assert f"note: pod default/web {words}" in out
+
+
+CLAIM_FROM_TEMPLATE = "  resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]\n"
+NO_CLAIM_YET = 'pod "default/web": ResourceClaim not created yet'
+
+
+def test_a_pod_whose_claim_does_not_exist_is_held_not_tried(
+        app: typer.Typer, tmp_path: Path) -> None:
+    """DynamicResources' PreEnqueue: kube-scheduler keeps the pod out of its queue
+    (no FailedScheduling) until the claim controller has created its claim."""
+    cluster = write(tmp_path, "c.yaml", NODES, pod("web", spec=CLAIM_FROM_TEMPLATE))
+    code, doc, _ = sim_json(app, "--cluster", cluster)
+    assert code == 0 and doc["placements"] == []
+    assert doc["gated"] == [{"pod": "default/web", "plugin": "DynamicResources",
+                             "reason": NO_CLAIM_YET}]
+    code, out, _ = run(app, "explain", "--cluster", cluster, "--pod", "default/web")
+    assert code == 1  # explained as if let in: PreFilter refuses it for the same reason
+    assert (f"note: pod default/web is held out of the queue by DynamicResources "
+            f"({NO_CLAIM_YET}): kube-scheduler will not try it") in out
 
 
 # -- through the real entry point --------------------------------------------------------------

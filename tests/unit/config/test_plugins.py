@@ -91,6 +91,18 @@ def test_disable_at_one_point_only() -> None:
     assert "NodePorts" in names(fw.pre_filter_plugins)
 
 
+def test_pre_enqueue_is_a_point_of_its_own() -> None:
+    """DynamicResources is the default profile's PreEnqueue plugin; disabling it there
+    (as a kube-scheduler profile may) leaves its other points alone, and enabling a
+    plugin at preEnqueue that has no PreEnqueue is refused as at any other point."""
+    assert names(default_framework().pre_enqueue_plugins) == ["DynamicResources"]
+    fw = build_framework({"plugins": {"preEnqueue": {"disabled": [{"name": "*"}]}}})
+    assert fw.pre_enqueue_plugins == []
+    assert "DynamicResources" in names(fw.pre_filter_plugins)
+    with pytest.raises(ProfileError, match="does not implement the preEnqueue extension"):
+        build_framework({"plugins": {"preEnqueue": {"enabled": [{"name": "NodePorts"}]}}})
+
+
 def test_policy_plugins_default_and_override_weight(low_latency: dict[str, Any]) -> None:
     fw = build_framework({}, low_latency)
     assert scores(fw)[-1] == ("LowLatency", 2)  # spec.weight

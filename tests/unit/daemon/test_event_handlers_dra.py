@@ -12,7 +12,7 @@ import pytest
 
 from policyd.daemon.coordinator import Scheduler
 from policyd.daemon.event_handlers import DRA_EVENT_RESOURCES
-from policyd.daemon.queue import UNSCHEDULABLE
+from policyd.daemon.queue import GATED, UNSCHEDULABLE
 from policyd.framework.events import (
     QUEUE,
     QUEUE_SKIP,
@@ -163,3 +163,28 @@ def test_dra_event_labels_are_upstreams() -> None:
     assert labels == {f"resource.k8s.io/{kind}{action}"
                       for kind in ("ResourceClaim", "ResourceSlice", "DeviceClass")
                       for action in ("Add", "Update", "Delete")}
+
+
+def test_a_pod_waits_gated_until_its_templates_claim_is_there(sched: Scheduler) -> None:
+    """DynamicResources' PreEnqueue through the daemon: no cycle (so no event) while
+    the claim controller has not created the pod's claim; the pod's status naming
+    it is not enough while the claim is not in the cache; the claim's own event,
+    through the plugin's hint, lets it into the queue."""
+    pod = (make_pod("job").uid("job-uid").scheduler("policyd")
+           .resource_claim("gpu", template="one-gpu").set("metadata.namespace", "ml"))
+    sched.on_pod_add(pod.raw())
+    assert sched.queue.where("job-uid") == GATED
+    assert sched.queue.pop(timeout=0) is None
+    named = pod.set("status.resourceClaimStatuses",
+                    [{"name": "gpu", "resourceClaimName": "gpu"}])
+    sched.on_pod_update(pod.raw(), named.raw())
+    assert sched.queue.where("job-uid") == GATED  # the claim is not there yet
+    owned = _claim("7")
+    owned["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod",
+                                             "name": "job", "uid": "job-uid",
+                                             "controller": True}]
+    with sched.lock:  # informer callbacks run under the state lock
+        sched.on_dra("ResourceClaim", owned)
+    assert sched.queue.where("job-uid") != GATED
+    qp = sched.queue.pop(timeout=0)
+    assert qp is not None and qp.pod.name == "job"

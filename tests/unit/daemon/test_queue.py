@@ -36,7 +36,7 @@ def _names(q: SchedulingQueue) -> list[str]:
 
 
 @pytest.mark.parametrize(("attempts", "expected"), [
-    (0, 1.0), (1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (5, 10.0), (50, 10.0), (2000, 10.0),
+    (0, 0.0), (1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (5, 10.0), (50, 10.0), (2000, 10.0),
 ])
 def test_backoff_duration_doubles_up_to_the_maximum(attempts: int, expected: float) -> None:
     assert backoff_duration(attempts, 1.0, 10.0) == expected

@@ -145,7 +145,8 @@ def test_gated_pods_are_held_not_placed_and_deletion_wins_over_gates(fw: Framewo
     free = make_pod("free").scheduler("policyd").obj()
     state = _cluster("n1")
     sim = simulate({"policyd": fw}, state, [gated, gated_deleting, free])
-    assert [p.key for p in sim.gated] == ["default/gated"]
+    assert [(g.pod.key, g.plugin, g.reason) for g in sim.gated] == [
+        ("default/gated", "SchedulingGates", "waiting for scheduling gates: [example.com/wait]")]
     assert [s.pod.key for s in sim.skipped] == ["default/gd"]
     assert [(r.pod.key, r.node) for r in sim.results] == [("default/free", "n1")]
     assert state.node_of(gated.uid) is None and state.node_of(gated_deleting.uid) is None
@@ -162,7 +163,7 @@ def test_every_input_pod_is_accounted_for(fw: Framework) -> None:
     ]
     served = serving_profiles({"policyd": fw}, default_profile=True)
     sim = simulate(served, _cluster("n1", "n2"), pods)
-    seen = ([r.pod.key for r in sim.results] + [p.key for p in sim.gated]
+    seen = ([r.pod.key for r in sim.results] + [g.pod.key for g in sim.gated]
             + [s.pod.key for s in sim.skipped])
     assert sorted(seen) == sorted(p.key for p in pods)
     placed = {r.pod.key: r.node for r in sim.results}

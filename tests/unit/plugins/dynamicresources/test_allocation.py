@@ -124,6 +124,24 @@ def test_pre_filter(case: PreFilterCase) -> None:
         assert status.reasons == (case.reason,)
 
 
+# The PreFilter refusals PreEnqueue makes first (upstream's foreachPodResourceClaim in
+# both): about the claims' existence and ownership, never about classes or devices.
+GATED_BY_PRE_ENQUEUE = {"claim missing", "template's claim not created yet",
+                        "template's claim not the pod's", "claim being deleted"}
+
+
+@pytest.mark.parametrize("name", PRE_FILTER.keys())
+def test_pre_enqueue_holds_back_what_the_claims_lookup_refuses(name: str) -> None:
+    case = PRE_FILTER[name]
+    state = cluster(nodes("n1"), classes=case.classes, claims=case.claims)
+    status = new().pre_enqueue(case.pod.obj(), state)
+    if name not in GATED_BY_PRE_ENQUEUE:
+        assert status is None
+        return
+    assert status is not None
+    assert (status.code, status.reasons) == (Code.UNSCHEDULABLE, (case.reason,))
+
+
 def test_pre_filter_waits_for_an_allocation_in_flight() -> None:
     state = cluster(nodes("n1"), classes=[gpu_class()], slices=[gpu_slice("n1", "g0")],
                     claims=[claim("shared")])

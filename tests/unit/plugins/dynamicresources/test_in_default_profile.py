@@ -20,7 +20,7 @@ def test_registered_with_upstreams_weight_and_points() -> None:
     spec = registry.builtin(names.DYNAMIC_RESOURCES)
     assert spec is not None and spec.default_weight == 2
     assert spec.extension_points == {
-        "preFilter", "filter", "postFilter", "score", "reserve", "preBind"}
+        "preEnqueue", "preFilter", "filter", "postFilter", "score", "reserve", "preBind"}
     assert names.DYNAMIC_RESOURCES not in names.UPSTREAM_NOT_IMPLEMENTED
     assert registry.builtin("ResourceClaimUnsupported") is None
 

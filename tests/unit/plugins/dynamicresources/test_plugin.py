@@ -37,9 +37,9 @@ def _pre_filtered(pod: Pod) -> tuple[CycleState, Code | None]:
 
 
 def test_upstreams_extension_points_and_weight() -> None:
-    # PreEnqueue has no counterpart in policyd; everything else upstream implements.
+    # Every point upstream's plugin implements.
     assert extension_points(new()) == {
-        "preFilter", "filter", "postFilter", "score", "reserve", "preBind"}
+        "preEnqueue", "preFilter", "filter", "postFilter", "score", "reserve", "preBind"}
     assert DEFAULT_WEIGHT == 2  # applyDynamicResources in v1.36's default_plugins.go
 
 
@@ -68,6 +68,11 @@ def test_refuses_pod_whose_claim_is_missing(pod: PodBuilder, reason: str) -> Non
     assert status is not None
     assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert status.reasons == (reason,)
+    # PreEnqueue holds the pod back for the same reason, as Unschedulable (upstream's
+    # statusUnschedulable), before any cycle.
+    gated = new().pre_enqueue(obj, ClusterState())
+    assert gated is not None
+    assert (gated.code, gated.reasons) == (Code.UNSCHEDULABLE, (reason,))
 
 
 def test_container_claims_alone_are_not_pod_claims() -> None:
