@@ -23,6 +23,7 @@ from policyd.kube.client import ApiError, KubeClient
 from policyd.model.cluster import ClusterState
 
 T = TypeVar("T")
+CONFLICT = 409
 
 
 class DaemonBindingHandle:
@@ -53,9 +54,14 @@ class DaemonBindingHandle:
         try:
             return call(self._client, obj)
         except ApiError as exc:
-            raise BindingApiError(exc.message or str(exc)) from exc
+            raise BindingApiError(exc.message or str(exc),
+                                  conflict=exc.status == CONFLICT) from exc
         except ValueError as exc:  # a kind the scheduler never writes
             raise BindingApiError(str(exc)) from exc
+
+    def get(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """`obj` as the API server has it now (a claim re-read after a conflict)."""
+        return self._write(api.get_object, obj)
 
     def update_status(self, obj: dict[str, Any]) -> dict[str, Any]:
         """PUT `obj`'s status subresource (DynamicResources' claim allocation and

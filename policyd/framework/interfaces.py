@@ -222,7 +222,13 @@ class BindingHandle(Protocol):
 
 
 class BindingApiError(Exception):
-    """A write a PreBind plugin asked for failed (the API server's message)."""
+    """A write a PreBind plugin asked for failed (the API server's message).
+    `conflict`: the object changed since it was read (409), so reading it again and
+    retrying may succeed."""
+
+    def __init__(self, message: str, *, conflict: bool = False) -> None:
+        super().__init__(message)
+        self.conflict = conflict
 
 
 @runtime_checkable

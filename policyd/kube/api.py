@@ -121,6 +121,12 @@ def object_path(obj: dict[str, Any]) -> str:
     return f"{prefix}/namespaces/{quote(ns, safe='')}/{resource}/{quote(name, safe='')}"
 
 
+def get_object(client: KubeClient, obj: dict[str, Any], *,
+               timeout: float | None = None) -> dict[str, Any]:
+    """GET the current version of `obj` (by its kind, namespace and name)."""
+    return client.request("GET", object_path(obj), timeout=timeout)
+
+
 def update_object(client: KubeClient, obj: dict[str, Any], *,
                   timeout: float | None = None) -> dict[str, Any]:
     """PUT `obj` (carrying its resourceVersion: a concurrent writer makes this a 409)

@@ -14,9 +14,10 @@ The status update needs a binding handle that can write a claim's status
 Unreserve withdraws the allocation. PreBind runs in the binder, outside the state
 lock: every read and write of the cluster state goes through `handle.locked`.
 
-Upstream retries a status update that conflicts (after reading the claim again from
-the API server); a binding handle offers no read, so a conflict fails the attempt
-here and the pod is retried by the scheduler instead.
+A write that conflicts (the claim changed since it was read: the claim controller, a
+driver) is retried as upstream's retry.RetryOnConflict(retry.DefaultRetry): up to five
+attempts 10 ms apart, each on the claim read again from the API server and checked
+again (deleted, allocated elsewhere meanwhile).
 """
 
 from __future__ import annotations
@@ -45,13 +46,21 @@ BINDING_TIMEOUT = "device binding timeout"
 BINDING_FAILED = "device binding failed"
 DEADLINE_EXCEEDED = "context deadline exceeded"
 CANCELED = "context canceled"
+# retry.DefaultRetry: Steps 5, Duration 10 ms (its 10% jitter left out).
+CONFLICT_ATTEMPTS = 5
+CONFLICT_BACKOFF_SECONDS = 0.01
 
 
 @runtime_checkable
 class ClaimStatusWriter(Protocol):
+    def update(self, obj: dict[str, Any]) -> dict[str, Any]: ...
+
     def update_status(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Replace `obj`'s status (the status subresource); what the server stored.
         Raises `BindingApiError`."""
+
+    def get(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """`obj` as the API server has it now. Raises `BindingApiError`."""
 
 
 def bind_claims(handle: BindingHandle, pod: Pod, claims: list[ClaimInfo], *,
@@ -73,43 +82,77 @@ def bind_claims(handle: BindingHandle, pod: Pod, claims: list[ClaimInfo], *,
 def _bind_claim(handle: BindingHandle, pod: Pod, info: ClaimInfo, *,
                 binding_conditions: bool) -> str | None:
     allocation = info.allocation.to_api() if info.allocation is not None else None
-    claim = copy.deepcopy(info.claim.obj)
     name = info.claim.key
     written: Obj | None = None
     try:
         if not isinstance(handle, ClaimStatusWriter):
             return NO_STATUS_WRITER
-        meta = claim.setdefault("metadata", {})
-        if meta.get("deletionTimestamp") is not None:
-            return f"claim {name} got deleted in the meantime"
-        status = claim.setdefault("status", {})
-        if allocation is not None:
-            if status.get("allocation") is not None:
-                return f"claim {name} got allocated elsewhere in the meantime"
-            if CLAIM_FINALIZER not in (meta.get("finalizers") or []):
-                meta["finalizers"] = [*(meta.get("finalizers") or []), CLAIM_FINALIZER]
+        claim = copy.deepcopy(info.claim.obj)
+        # retry.RetryOnConflict(retry.DefaultRetry): a benign concurrent change (the
+        # claim controller, a driver) makes a write conflict; read the claim again
+        # and try again, checking it anew.
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            if attempt > 1:
+                if handle.wait(CONFLICT_BACKOFF_SECONDS):
+                    return CANCELED
                 try:
-                    claim = handle.update(claim)
+                    claim = handle.get(claim)
                 except BindingApiError as err:
-                    return f"add finalizer to claim {name}: {err}"
-                status = claim.setdefault("status", {})
-            status["allocation"] = allocation
-        status["reservedFor"] = [*(status.get("reservedFor") or []),
-                                 {"resource": "pods", "name": pod.name, "uid": pod.uid}]
-        if binding_conditions:
-            if status.get("allocation") is None:
-                return f"claim {name} got deallocated elsewhere in the meantime"
-            status["allocation"].setdefault("allocationTimestamp", _now_rfc3339())
-        try:
-            written = handle.update_status(claim)
-        except BindingApiError as err:
-            what = "allocation and reservation" if allocation is not None else "reservation"
-            return f"add {what} to claim {name}: {err}"
+                    return f"get updated claim {name} after conflict: {err}"
+            try:
+                written = _try_bind(handle, pod, claim, name, allocation,
+                                    binding_conditions=binding_conditions)
+                break
+            except _Refused as refused:
+                return str(refused)
+            except BindingApiError as err:
+                if not err.conflict or attempt == CONFLICT_ATTEMPTS:
+                    return str(err)
+        assert written is not None
         info.claim = PodClaim(info.claim.entry, info.claim.key, written)
         return None
     finally:
         if allocation is not None:
             handle.locked(_settle(info, written))
+
+
+class _Refused(Exception):
+    """The claim as read cannot take this pod's allocation or reservation."""
+
+
+def _try_bind(handle: ClaimStatusWriter, pod: Pod, claim: Obj, name: str,
+              allocation: Obj | None, *, binding_conditions: bool) -> Obj:
+    """One attempt of bindClaim's update: the finalizer (normal update) if the
+    allocation is new, then allocation and reservedFor (status update). Returns the
+    stored claim; raises _Refused, or BindingApiError with upstream's wording."""
+    meta = claim.setdefault("metadata", {})
+    if meta.get("deletionTimestamp") is not None:
+        raise _Refused(f"claim {name} got deleted in the meantime")
+    status = claim.setdefault("status", {})
+    if allocation is not None:
+        if status.get("allocation") is not None:
+            raise _Refused(f"claim {name} got allocated elsewhere in the meantime")
+        if CLAIM_FINALIZER not in (meta.get("finalizers") or []):
+            meta["finalizers"] = [*(meta.get("finalizers") or []), CLAIM_FINALIZER]
+            try:
+                claim = handle.update(claim)
+            except BindingApiError as err:
+                raise BindingApiError(f"add finalizer to claim {name}: {err}",
+                                      conflict=err.conflict) from err
+            status = claim.setdefault("status", {})
+        status["allocation"] = copy.deepcopy(allocation)
+    status["reservedFor"] = [*(status.get("reservedFor") or []),
+                             {"resource": "pods", "name": pod.name, "uid": pod.uid}]
+    if binding_conditions:
+        if status.get("allocation") is None:
+            raise _Refused(f"claim {name} got deallocated elsewhere in the meantime")
+        status["allocation"].setdefault("allocationTimestamp", _now_rfc3339())
+    try:
+        return handle.update_status(claim)
+    except BindingApiError as err:
+        what = "allocation and reservation" if allocation is not None else "reservation"
+        raise BindingApiError(f"add {what} to claim {name}: {err}",
+                              conflict=err.conflict) from err
 
 
 def _settle(info: ClaimInfo, written: Obj | None) -> Callable[[ClusterState], None]:

@@ -21,8 +21,8 @@ Obj = dict[str, Any]
 
 
 class Server:
-    """Records each request; answers a PUT with the body at the next resourceVersion,
-    or raises `error`."""
+    """Records each request; answers a PUT with the body at the next resourceVersion
+    (a GET with resourceVersion 9), or raises `error`."""
 
     def __init__(self, error: ApiError | None = None) -> None:
         self.error = error
@@ -32,6 +32,8 @@ class Server:
         self.requests.append((method, path, body))
         if self.error is not None:
             raise self.error
+        if method == "GET":
+            return {"metadata": {"resourceVersion": "9"}}
         return {**body, "metadata": {**body["metadata"], "resourceVersion": "8"}}
 
 
@@ -75,10 +77,22 @@ def test_a_refused_update_raises_the_server_message() -> None:
     with pytest.raises(BindingApiError) as err:
         handle.update(_claim())
     assert str(err.value) == message
-    # No reply at all: the client's own description.
+    assert err.value.conflict  # worth reading again and retrying
+    # No reply at all: the client's own description, and no conflict.
     handle, _ = _handle(Server(ApiError(0, "ConnectionRefused")))
-    with pytest.raises(BindingApiError, match="0 ConnectionRefused"):
+    with pytest.raises(BindingApiError, match="0 ConnectionRefused") as err:
         handle.update(_claim())
+    assert not err.value.conflict
+
+
+def test_get_reads_the_object_at_its_kinds_path() -> None:
+    server = Server()
+    handle, _ = _handle(server)
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": "gpu", "namespace": "ml", "resourceVersion": "3"}}
+    assert handle.get(claim)["metadata"]["resourceVersion"] == "9"
+    assert server.requests == [("GET", "/apis/resource.k8s.io/v1/namespaces/ml/"
+                                       "resourceclaims/gpu", None)]
 
 
 @pytest.mark.parametrize("obj, problem", [

@@ -35,25 +35,44 @@ Obj = dict[str, Any]
 
 
 class Handle:
-    """Records writes; the server bumps resourceVersion; waits advance a fake clock.
-    `on_wait` may change the cluster between polls (a driver setting conditions)."""
+    """Records writes; the server bumps resourceVersion and keeps what it stored (read
+    back by `get`); waits advance a fake clock. `fail` makes every write of that kind
+    conflict, `conflicts` only the first that many; `meanwhile` is what a concurrent
+    writer leaves on the server before a conflicting write is answered. `on_wait` may
+    change the cluster between polls (a driver setting conditions)."""
 
-    def __init__(self, state: ClusterState, *, fail: str | None = None,
+    def __init__(self, state: ClusterState, *, fail: str | None = None, conflicts: int = 0,
+                 meanwhile: Callable[[Obj], None] | None = None,
                  on_wait: Callable[[ClusterState], None] | None = None) -> None:
         self.state = state
         self.fail = fail
+        self.conflicts = conflicts
+        self.meanwhile = meanwhile
         self.on_wait = on_wait
         self.writes: list[tuple[str, Obj]] = []
+        self.reads = 0
+        self.server: dict[str, Obj] = {}
         self.clock = 0.0
 
+    def _key(self, obj: Obj) -> str:
+        return f'{obj["metadata"]["namespace"]}/{obj["metadata"]["name"]}'
+
     def _store(self, how: str, obj: Obj) -> Obj:
-        if self.fail == how:
+        if self.fail == how or self.conflicts > 0:
+            self.conflicts = max(0, self.conflicts - 1)
+            if self.meanwhile is not None:
+                key = self._key(obj)
+                changed = copy.deepcopy(self.server.get(key) or stored_claim(self.state, key))
+                self.meanwhile(changed)
+                self.server[key] = changed
             raise BindingApiError('Operation cannot be fulfilled on resourceclaims.'
-                                  'resource.k8s.io "c1": the object has been modified')
+                                  'resource.k8s.io "c1": the object has been modified',
+                                  conflict=True)
         self.writes.append((how, obj))
         stored = copy.deepcopy(obj)
         meta = stored["metadata"]
         meta["resourceVersion"] = str(int(meta.get("resourceVersion") or "0") + 1)
+        self.server[self._key(stored)] = copy.deepcopy(stored)
         return stored
 
     def update(self, obj: Obj) -> Obj:
@@ -61,6 +80,11 @@ class Handle:
 
     def update_status(self, obj: Obj) -> Obj:
         return self._store("status", obj)
+
+    def get(self, obj: Obj) -> Obj:
+        self.reads += 1
+        key = self._key(obj)
+        return copy.deepcopy(self.server.get(key) or stored_claim(self.state, key))
 
     def locked(self, fn: Callable[[ClusterState], T]) -> T:
         return fn(self.state)
@@ -138,8 +162,47 @@ def test_without_a_status_writer_prebind_fails_and_the_allocation_is_withdrawn()
 def test_a_failed_write_is_upstreams_error(fail: str, message: str) -> None:
     state, plugin, r = _reserved()
     assert r.cycle_state is not None
-    status = plugin.pre_bind(r.cycle_state, r.pod, "n1", Handle(state, fail=fail))
+    handle = Handle(state, fail=fail)
+    status = plugin.pre_bind(r.cycle_state, r.pod, "n1", handle)
     assert status is not None and status.reasons == (message,)
+    # A conflict is retried on the claim read again, five attempts in all (DefaultRetry).
+    assert handle.reads == 4
+    assert dra(state).claims.pending_allocation("uid-c1") is None
+
+
+def test_a_conflict_is_retried_on_the_claim_read_again() -> None:
+    """The claim controller added a label meanwhile: the write is made again on the
+    version read back, keeping that change."""
+    state, plugin, r = _reserved()
+    assert r.cycle_state is not None
+
+    def labelled(obj: Obj) -> None:
+        obj["metadata"]["labels"] = {"by": "controller"}
+        obj["metadata"]["resourceVersion"] = "5"
+
+    handle = Handle(state, conflicts=1, meanwhile=labelled)
+    assert plugin.pre_bind(r.cycle_state, r.pod, "n1", handle) is None
+    assert handle.reads == 1
+    (_, finalized), (_, bound) = handle.writes
+    assert finalized["metadata"]["labels"] == {"by": "controller"}
+    assert bound["status"]["reservedFor"] == [
+        {"resource": "pods", "name": "p", "uid": "pod-uid-p"}]
+    assert stored_claim(state, "default/c1")["metadata"]["labels"] == {"by": "controller"}
+
+
+def test_a_claim_allocated_elsewhere_meanwhile_is_not_overwritten() -> None:
+    state, plugin, r = _reserved()
+    assert r.cycle_state is not None
+
+    def allocated(obj: Obj) -> None:
+        obj.setdefault("status", {})["allocation"] = {"devices": {"results": []}}
+
+    handle = Handle(state, conflicts=1, meanwhile=allocated)
+    status = plugin.pre_bind(r.cycle_state, r.pod, "n1", handle)
+    assert status is not None and status.reasons == (
+        "claim default/c1 got allocated elsewhere in the meantime",)
+    assert handle.writes == []
+    assert dra(state).claims.pending_allocation("uid-c1") is None
 
 
 def _conditions(status: str, failed: str = "False") -> Callable[[ClusterState], None]:
