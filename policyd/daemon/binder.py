@@ -106,6 +106,10 @@ class BindRequest:
     nominated: bool = False
     # Its entry in `SchedulingState.in_pre_bind`, while it is there.
     in_pre_bind: PodInPreBind | None = None
+    # The handle its PreBind plugins wrote through (None before PreBind), and whether
+    # what they wrote has been undone after a failure (once, as Unreserve).
+    handle: DaemonBindingHandle | None = None
+    undone: bool = False
 
     @property
     def profile(self) -> str:
@@ -185,6 +189,8 @@ class Binder:
             log.exception("binding %s failed", req.qp.pod.key)
             self._failed(req, BindFailure.INTERNAL_ERROR)
         finally:
+            if req.unreserved:
+                self._undo_pre_bind(req)  # given up without a requeue (deleted, ...)
             # Out of the PreBind map once the cycle is over (bound or not), as
             # upstream's deferred RemovePodInPreBind.
             if req.in_pre_bind is not None:
@@ -233,6 +239,7 @@ class Binder:
         handle = DaemonBindingHandle(
             self.client, s, self.clock, abandon=self._abandon, worth_waiting=worth_waiting,
             wake=req.in_pre_bind.wake if req.in_pre_bind is not None else None)
+        req.handle = handle
         status = req.fw.run_pre_bind(req.state, pod, req.node, handle)
         entry = req.in_pre_bind
         if status is None:
@@ -371,6 +378,15 @@ class Binder:
             return api.BindOutcome.BOUND
         return api.BindOutcome.ALREADY_BOUND
 
+    def _undo_pre_bind(self, req: BindRequest) -> None:
+        """Outside the lock, once: the API writes of PreBind undone (Unreserve's API
+        half, `Framework.run_undo_pre_bind`), before a failed pod is requeued so its
+        next attempt never races them."""
+        if req.undone or req.handle is None or req.state is None:
+            return
+        req.undone = True
+        req.fw.run_undo_pre_bind(req.state, req.qp.pod, req.node, req.handle)
+
     def _unreserve(self, req: BindRequest) -> None:
         """Under the lock: the Reserve plugins release what they took for this pod,
         once whatever path gets here first (upstream's unreserveAndForget)."""
@@ -391,6 +407,9 @@ class Binder:
         logged = f"{why.value}: {detail}" if detail else why.value
         with s.lock:
             self._unreserve(req)
+        # Unreserve's API half, before the pod is requeued (and outside the lock).
+        self._undo_pre_bind(req)
+        with s.lock:
             if not self._still_assumed(req):
                 # Deleted or bound meanwhile: nothing else to undo, nobody to tell, but
                 # said in the log: a pod deleted during a long PreBind wait (volumes)

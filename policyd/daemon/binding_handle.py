@@ -59,6 +59,11 @@ class DaemonBindingHandle:
         except ValueError as exc:  # a kind the scheduler never writes
             raise BindingApiError(str(exc)) from exc
 
+    def patch_status(self, obj: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+        """A strategic-merge patch of `obj`'s status subresource (DynamicResources'
+        Unreserve taking the pod out of a claim's reservedFor)."""
+        return self._write(lambda client, o: api.patch_status(client, o, patch), obj)
+
     def get(self, obj: dict[str, Any]) -> dict[str, Any]:
         """`obj` as the API server has it now (a claim re-read after a conflict)."""
         return self._write(api.get_object, obj)

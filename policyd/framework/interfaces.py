@@ -241,6 +241,20 @@ class PreBindPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class UndoPreBindPlugin(Plugin, Protocol):
+    """A Reserve plugin whose PreBind writes to the API server and whose upstream
+    Unreserve undoes those writes (DynamicResources takes the pod out of its claims'
+    reservedFor). policyd splits that Unreserve: `unreserve` runs under the state lock
+    and touches only the cluster state; this runs after it, outside the lock, before
+    the pod is requeued, with the handle its PreBind had."""
+
+    def undo_pre_bind(self, state: CycleState, pod: Pod, node_name: str,
+                      handle: BindingHandle) -> None:
+        """Undo what this plugin's PreBind wrote for `pod`. Must not fail: a write
+        that fails is logged (the next attempt, or a controller, cleans up)."""
+
+
+@runtime_checkable
 class PreBindPreFlightPlugin(PreBindPlugin, Protocol):
     def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str
                             ) -> Status | None:

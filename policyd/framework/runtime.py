@@ -63,6 +63,7 @@ from policyd.framework.interfaces import (
     RuleScores,
     ScoreBreakdownPlugin,
     ScorePlugin,
+    UndoPreBindPlugin,
     Verdict,
     VerdictsPlugin,
     filter_reads_node_pods,
@@ -765,6 +766,19 @@ class Framework:
                 # Upstream's Unreserve cannot fail; a bug in one plugin's must not keep
                 # the others from releasing what they hold.
                 _log.exception("running Unreserve plugin %r", pl.name)
+
+    def run_undo_pre_bind(self, state: CycleState, pod: Pod, node_name: str,
+                          handle: BindingHandle) -> None:
+        """After `run_unreserve`, outside the state lock: each Reserve plugin's undoing
+        of its PreBind writes, in reverse order as Unreserve; one that raises does not
+        keep the others from theirs."""
+        for pl in reversed(self.reserve_plugins):
+            if not isinstance(pl, UndoPreBindPlugin):
+                continue
+            try:
+                pl.undo_pre_bind(state, pod, node_name, handle)
+            except Exception:
+                _log.exception("undoing the PreBind writes of plugin %r", pl.name)
 
     def run_pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str
                                 ) -> Status | None:

@@ -121,6 +121,13 @@ def object_path(obj: dict[str, Any]) -> str:
     return f"{prefix}/namespaces/{quote(ns, safe='')}/{resource}/{quote(name, safe='')}"
 
 
+def patch_status(client: KubeClient, obj: dict[str, Any], patch: dict[str, Any], *,
+                 timeout: float | None = None) -> dict[str, Any]:
+    """A strategic-merge patch of `obj`'s status subresource."""
+    return client.request("PATCH", object_path(obj) + "/status", body=patch,
+                          content_type=STRATEGIC_MERGE, timeout=timeout)
+
+
 def get_object(client: KubeClient, obj: dict[str, Any], *,
                timeout: float | None = None) -> dict[str, Any]:
     """GET the current version of `obj` (by its kind, namespace and name)."""

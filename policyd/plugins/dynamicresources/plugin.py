@@ -38,8 +38,9 @@ a pod. policyd has it at the same points:
   allocation (from Reserve) and the pod in reservedFor written, then the wait for
   binding conditions; this needs a binding handle that writes a claim's status
   (`prebind.ClaimStatusWriter`), else PreBind fails with a clear error and
-  Unreserve withdraws the in-flight allocation. Unreserve's removal of the pod from
-  an allocated claim's reservedFor (an API patch upstream) is not made.
+  Unreserve withdraws the in-flight allocation; after it, outside the state lock and
+  before the pod is requeued, `undo_pre_bind` patches the pod out of its claims'
+  reservedFor (upstream's Unreserve makes that patch itself).
 
 When an earlier PreFilter rejected the pod as unresolvable, this PreFilter never ran,
 and upstream's PostFilter fails reading its cycle state: an Error whose text is
@@ -90,7 +91,11 @@ from policyd.plugins.dynamicresources.args import DynamicResourcesArgs, parse_ar
 from policyd.plugins.dynamicresources.binding import binding_state, binding_timed_out
 from policyd.plugins.dynamicresources.claims import ClaimLookupError, PodClaim, pod_claims
 from policyd.plugins.dynamicresources.explain import claim_verdicts
-from policyd.plugins.dynamicresources.prebind import CLAIM_FINALIZER, bind_claims
+from policyd.plugins.dynamicresources.prebind import (
+    CLAIM_FINALIZER,
+    bind_claims,
+    unreserve_claims,
+)
 from policyd.plugins.dynamicresources.scoring import pod_score
 from policyd.plugins.dynamicresources.store import DraStore, claim_of, dra_of
 
@@ -366,6 +371,13 @@ class DynamicResources:
             if store.claims.remove_pending_allocation(info.decoded.uid):
                 store.claims.restore(info.claim.key)
             info.allocation = None
+
+    def undo_pre_bind(self, state: CycleState, pod: Pod, node_name: str,
+                      handle: BindingHandle) -> None:
+        """Unreserve's API half: the pod out of its claims' reservedFor (`prebind.py`)."""
+        data: DraState | None = state.get(STATE_KEY)
+        if data is not None and data.claims:
+            unreserve_claims(handle, pod, data.claims)
 
     # PreBind
     def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
@@ -36,6 +37,8 @@ from policyd.plugins.dynamicresources.allocation import ClaimInfo
 from policyd.plugins.dynamicresources.binding import binding_state
 from policyd.plugins.dynamicresources.claims import PodClaim
 from policyd.plugins.dynamicresources.store import Obj, dra_of
+
+log = logging.getLogger(__name__)
 
 CLAIM_FINALIZER = "resource.kubernetes.io/delete-protection"
 POLL_SECONDS = 5.0  # upstream polls binding conditions every 5 seconds
@@ -61,6 +64,35 @@ class ClaimStatusWriter(Protocol):
 
     def get(self, obj: dict[str, Any]) -> dict[str, Any]:
         """`obj` as the API server has it now. Raises `BindingApiError`."""
+
+    def patch_status(self, obj: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+        """A strategic-merge patch of `obj`'s status subresource; what the server
+        stored. Raises `BindingApiError`."""
+
+
+def unreserve_claims(handle: BindingHandle, pod: Pod, claims: list[ClaimInfo]) -> None:
+    """Upstream's Unreserve writes: the pod out of `status.reservedFor` of each of its
+    allocated claims that lists it (as PreBind left them), with a strategic-merge
+    patch that removes that one entry whatever else changed, guarded by the claim's
+    uid. A failure is logged, as upstream's: the pod's next attempt finds the claim
+    still reserved for it and uses it."""
+    if not isinstance(handle, ClaimStatusWriter):
+        return
+    for info in claims:
+        claim = info.claim.obj
+        status = claim.get("status")
+        if not (isinstance(status, dict) and status.get("allocation") is not None
+                and _reserved_for(claim, pod.uid)):
+            continue
+        meta = claim.get("metadata") or {}
+        patch = {"metadata": {"uid": meta.get("uid")},
+                 "status": {"reservedFor": [{"$patch": "delete", "uid": pod.uid}]}}
+        try:
+            handle.patch_status(claim, patch)
+        except BindingApiError as err:
+            log.error("unreserve: removing %s from the reservedFor of ResourceClaim %s "
+                      "failed: %s", pod.key, info.claim.key, err,
+                      extra={"pod": pod.key, "claim": info.claim.key})
 
 
 def bind_claims(handle: BindingHandle, pod: Pod, claims: list[ClaimInfo], *,

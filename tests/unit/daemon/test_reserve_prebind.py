@@ -82,6 +82,8 @@ class Journal:
     """What the test plugins were asked to do, in order."""
 
     calls: list[tuple[str, str]] = field(default_factory=list)
+    # Per undo_pre_bind call: whether the pod was already back in the queue.
+    undo_seen_in_queue: list[bool] = field(default_factory=list)
 
     def count(self, plugin: str, point: str) -> int:
         return self.calls.count((plugin, point))
@@ -98,6 +100,7 @@ class VolumeLike:
         self.journal = journal
         self.reject_reserve = reject_reserve
         self.then = then
+        self.where: Callable[[str], str | None] | None = None  # the queue's, once built
 
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         self.journal.calls.append((self.name, "reserve"))
@@ -117,6 +120,13 @@ class VolumeLike:
         self.journal.calls.append((self.name, "unreserve"))
         if self.name == "Volumes" and state.cluster is not None:
             state.cluster.storage.pvs.restore(PV)
+
+    def undo_pre_bind(self, state: CycleState, pod: Pod, node_name: str,
+                      handle: BindingHandle) -> None:
+        """Unreserve's API half: recorded with where the pod was at that moment."""
+        self.journal.calls.append((self.name, "undo_pre_bind"))
+        self.journal.undo_seen_in_queue.append(self.where is not None and
+                                               self.where(pod.uid) is not None)
 
     def pre_bind(self, state: CycleState, pod: Pod, node_name: str,
                  handle: BindingHandle) -> Status | None:
@@ -197,6 +207,7 @@ def rig() -> Iterator[Callable[..., Rig]]:
         s = Scheduler(cast(KubeClient, api), {"policyd": fw}, metrics=metrics, events=sink,
                       clock=clock, is_leader=lambda: leader[0])
         made.append(s)
+        first.where = second.where = s.queue.where
         s.on_node_add(make_node("n1").capacity(cpu="8", pods="10").raw())
         s.on_storage("PersistentVolume", _pv())
         return Rig(s, api, journal, told, clock, leader)
@@ -255,9 +266,13 @@ def test_a_failed_pre_bind_unreserves_once_and_tells_the_pod(rig: Any) -> None:
                                                      "conflict"))
     r.schedule()
     _undone(r)
+    # Unreserve, then its API half (undo_pre_bind) in the same reverse order, both
+    # before the pod is back in the queue.
     assert r.journal.calls == [("Volumes", "reserve"), ("Other", "reserve"),
                                ("Volumes", "pre_bind"),
-                               ("Other", "unreserve"), ("Volumes", "unreserve")]
+                               ("Other", "unreserve"), ("Volumes", "unreserve"),
+                               ("Other", "undo_pre_bind"), ("Volumes", "undo_pre_bind")]
+    assert r.journal.undo_seen_in_queue == [False, False]
     assert r.api.binds == 0
     assert r.s.queue.where("uid-p") == BACKOFF
     # PreBind's own message, as handleBindingCycleError reports it.

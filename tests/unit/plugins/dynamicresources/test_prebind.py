@@ -50,6 +50,7 @@ class Handle:
         self.meanwhile = meanwhile
         self.on_wait = on_wait
         self.writes: list[tuple[str, Obj]] = []
+        self.patches: list[tuple[str, Obj]] = []
         self.reads = 0
         self.server: dict[str, Obj] = {}
         self.clock = 0.0
@@ -81,6 +82,12 @@ class Handle:
     def update_status(self, obj: Obj) -> Obj:
         return self._store("status", obj)
 
+    def patch_status(self, obj: Obj, patch: Obj) -> Obj:
+        if self.fail == "patch":
+            raise BindingApiError("the server is unavailable")
+        self.patches.append((self._key(obj), patch))
+        return obj
+
     def get(self, obj: Obj) -> Obj:
         self.reads += 1
         key = self._key(obj)
@@ -101,6 +108,28 @@ class Handle:
 
 class NoStatusHandle(Handle):
     update_status = None  # type: ignore[assignment]
+
+
+def test_unreserve_patches_the_pod_out_of_what_prebind_reserved(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Upstream's Unreserve: a strategic-merge patch deleting the pod's reservedFor
+    entry, guarded by the claim's uid; nothing for a claim PreBind did not reserve."""
+    state, plugin, r = _reserved()
+    assert r.cycle_state is not None
+    handle = Handle(state)
+    plugin.undo_pre_bind(r.cycle_state, r.pod, "n1", handle)
+    assert handle.patches == []  # PreBind has not written anything yet
+    assert plugin.pre_bind(r.cycle_state, r.pod, "n1", handle) is None
+    plugin.unreserve(r.cycle_state, r.pod, "n1")
+    plugin.undo_pre_bind(r.cycle_state, r.pod, "n1", handle)
+    assert handle.patches == [("default/c1", {
+        "metadata": {"uid": "uid-c1"},
+        "status": {"reservedFor": [{"$patch": "delete", "uid": "pod-uid-p"}]}})]
+    # A failed patch is logged, never raised (the next attempt reuses the claim).
+    handle.fail = "patch"
+    plugin.undo_pre_bind(r.cycle_state, r.pod, "n1", handle)
+    assert "removing default/p from the reservedFor of ResourceClaim default/c1 " \
+           "failed: the server is unavailable" in caplog.text
 
 
 def _reserved(slice_devices: list[Obj] | None = None, **args: Any
