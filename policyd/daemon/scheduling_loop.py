@@ -23,9 +23,12 @@ from policyd.daemon.queue import FLUSH_UNSCHEDULABLE_PERIOD, QueuedPod
 from policyd.daemon.scheduling_state import LOGGER, SchedulingState
 from policyd.engine.cycle import ScheduleResult, reserve, schedule_one
 from policyd.framework.runtime import Framework
+from policyd.kube import api
+from policyd.kube.client import ApiError
 from policyd.model.cluster import nominated_node_name
 from policyd.model.records import Pod
 from policyd.plugins.defaultpreemption.plugin import preemption_report
+from policyd.plugins.dynamicresources.plugin import claim_to_deallocate
 
 log = logging.getLogger(LOGGER)
 
@@ -118,6 +121,8 @@ class SchedulingLoop:
             else:
                 nominating = self._act_on_post_filter(fw, pod, result, post_filter_ran)
         profile = fw.profile_name
+        if post_filter_ran and result.cycle_state is not None:
+            self._deallocate(pod, result)
         if result.audits:
             # Before the bind is handed over: a bind that completes at once forgets
             # the pod in the throttle, which must not be undone by recording it after.
@@ -131,6 +136,29 @@ class SchedulingLoop:
             return result
         self._failed(qp, result, profile, start, nominating)
         return result
+
+    def _deallocate(self, pod: Pod, result: ScheduleResult) -> None:
+        """DynamicResources' PostFilter chose an allocated claim nobody else uses to free
+        (so the pod's next attempt may allocate it elsewhere): write that, as upstream's
+        PostFilter does, with an UpdateStatus clearing allocation, reservedFor and
+        devices. Outside the state lock; the informer's update then moves the pod. A
+        failure is logged; the next unschedulable attempt decides again."""
+        assert result.cycle_state is not None
+        claim = claim_to_deallocate(result.cycle_state)
+        if claim is None or not self.is_leader():
+            return
+        cleared = dict(claim.obj)
+        cleared["status"] = {k: v for k, v in (claim.obj.get("status") or {}).items()
+                             if k not in ("allocation", "reservedFor", "devices")}
+        try:
+            api.update_status(self.binder.client, cleared)
+        except (ApiError, ValueError) as exc:
+            log.error("deallocating ResourceClaim %s for %s failed: %s", claim.key, pod.key,
+                      exc, extra={"pod": pod.key, "claim": claim.key})
+            return
+        if self.verbosity >= 5:
+            log.info("deallocated ResourceClaim %s for %s", claim.key, pod.key,
+                     extra={"pod": pod.key, "claim": claim.key})
 
     def _report_violations(self, pod: Pod, result: ScheduleResult, profile: str) -> None:
         """Policies in Audit mode that would have rejected nodes for this pod: each

@@ -33,7 +33,8 @@ a pod. policyd has it at the same points:
   available on some node and is reserved for nobody (or only this pod) is chosen for
   deallocation: upstream writes that at once and answers `deallocation of
   ResourceClaim completed`. policyd's engine makes no API call: the decision is kept
-  in the cycle state (`claim_to_deallocate`) for whoever acts on it.
+  in the cycle state (`claim_to_deallocate`); the daemon's scheduling loop writes it
+  after the cycle, outside the state lock.
 - PreBind (`prebind.py`): each claim not yet reserved for the pod gets its
   allocation (from Reserve) and the pod in reservedFor written, then the wait for
   binding conditions; this needs a binding handle that writes a claim's status
@@ -333,8 +334,8 @@ class DynamicResources:
         if chosen is None:
             return []
         return [f"would deallocate ResourceClaim {chosen.key} (allocated, not available "
-                "on any node tried, and reserved for no other pod): policyd does not "
-                "write that yet"]
+                "on any node tried, and reserved for no other pod), as `policyd run` "
+                "does (explain writes nothing)"]
 
     # Reserve / Unreserve
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:

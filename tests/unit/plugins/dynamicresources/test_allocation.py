@@ -296,7 +296,8 @@ def test_post_filter_frees_an_allocated_claim_nobody_uses() -> None:
     explained = schedule_one(framework(), pod_using("p", "c1").obj(), state, explain=True)
     assert explained.post_filter_notes == {"DynamicResources": [
         "would deallocate ResourceClaim default/c1 (allocated, not available on any node "
-        "tried, and reserved for no other pod): policyd does not write that yet"]}
+        "tried, and reserved for no other pod), as `policyd run` does (explain writes "
+        "nothing)"]}
 
 
 def test_post_filter_keeps_a_claim_reserved_for_another_pod() -> None:
