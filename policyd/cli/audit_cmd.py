@@ -79,8 +79,9 @@ def audit(
         "(other schedulers'), against every policy of every profile.")] = False,
     output: Annotated[AuditFormat, output_option()] = TEXT,
     fail_on: Annotated[FailOn, typer.Option(
-        "--fail-on", help="Violations that fail the run: any, or only those of "
-        "Enforce-mode policies (Audit-mode ones are still reported).")] = FailOn.any,
+        "--fail-on", help="Findings that fail the run: any (device findings included), "
+        "or only violations of Enforce-mode policies (the others are still "
+        "reported).")] = FailOn.any,
     validate: ValidateOpt = FieldValidation.strict,
     strict: StrictOpt = False,
     kubeconfig: KubeconfigOpt = None,
@@ -93,7 +94,11 @@ def audit(
     the scheduler saw it before placing the pod: a headroom or maxPodsPerNode rule does
     not count a pod against itself. Policies in both modes are audited; each violation
     names the policy's mode. Scores are not audited (a score ranks nodes, it cannot be
-    violated). Without --config every bound pod is audited against the --policies;
+    violated). Devices too: every allocated device of a bound pod's ResourceClaims is
+    asked what the allocator would ask today (still published; no NoExecute taint the
+    request does not tolerate, which evicts the pod, nor NoSchedule; its DeviceClass
+    present and the class's and request's selectors still selecting it), whatever
+    the policies. Without --config every bound pod is audited against the --policies;
     with --config a pod is audited against the policies of the profile its
     schedulerName names, and pods of other schedulers are skipped unless
     --all-schedulers. Finished and terminating pods, and pods on a node the snapshot
@@ -104,8 +109,9 @@ def audit(
     simulate run them (always without --config, with it when the profile sets
     clusterPolicies: true).
 
-    Exit 0 when no pod violates a policy, 1 when one does (see --fail-on), 2 for bad
-    input (including unknown fields, unless --validate says otherwise)."""
+    Exit 0 when no pod violates a policy (and no device finding), 1 when one does (see
+    --fail-on), 2 for bad input (including unknown fields, unless --validate says
+    otherwise)."""
     from policyd.cli.schedule_cmds import (
         empty_namespace,
         frameworks_for,
@@ -114,6 +120,7 @@ def audit(
     )
     from policyd.engine.audit import audit as run
     from policyd.engine.audit import label_case_mismatches
+    from policyd.engine.device_audit import audit_devices
     from policyd.policy.policy_schema import ENFORCE
 
     source = load_input(cluster, kubeconfig, context, validate, strict)
@@ -127,7 +134,9 @@ def audit(
     choose = _policy_chooser(frameworks, by_profile=config is not None,
                              all_schedulers=all_schedulers)
     pods = [p for p in snap.pods if namespace is None or p.namespace == namespace]
-    result = run(snap.cluster(gates_of(frameworks)), pods, choose)
+    state = snap.cluster(gates_of(frameworks))
+    result = run(state, pods, choose)
+    result.devices = audit_devices(state, pods)
     result.label_case = label_case_mismatches(
         [p for fw in frameworks.values() for p in label_policies(fw)], snap.nodes)
     for w in snap.warnings:
@@ -143,7 +152,8 @@ def audit(
     sys.stdout.write(printable(text) if output == TEXT else text)
     failing = [v for v in result.violations
                if fail_on is FailOn.any or v.mode == ENFORCE]
-    raise typer.Exit(EXIT_PROBLEMS if failing else EXIT_OK)
+    devices_fail = fail_on is FailOn.any and bool(result.devices)
+    raise typer.Exit(EXIT_PROBLEMS if failing or devices_fail else EXIT_OK)
 
 
 def profile_policies(fw: Framework) -> tuple[CompiledPolicy, ...]:
@@ -181,6 +191,10 @@ def summary_line(result: AuditResult) -> str:
     """`3 pods violate 2 policies (hw-encrypt: 2, env-prod: 1); 120 pods checked`."""
     per_policy = result.violating_pods()
     checked = f"{result.checked} pod{'s' if result.checked != 1 else ''} checked"
+    if result.devices:
+        n = len({f.pod for f in result.devices})
+        checked += (f"; {n} pod{'s' if n != 1 else ''} hold{'s' if n == 1 else ''} "
+                    "devices they would not get today")
     if not per_policy:
         return f"no violations; {checked}"
     pods = len({v.pod for v in result.violations})
@@ -207,6 +221,13 @@ def audit_text(result: AuditResult) -> str:
         checks = modes[name]
         lines.append(f"policy {name} ({checks.mode}, plugin {checks.plugin}):")
         lines.extend(entries)
+    if result.devices:
+        lines.append("devices bound pods hold that their claims would not get today:")
+        lines.extend(f"  {f.pod} on {f.node}: claim {f.claim}: {f.message}"
+                     for f in result.devices[:_MAX_LISTED])
+        if len(result.devices) > _MAX_LISTED:
+            lines.append(f"  ... and {len(result.devices) - _MAX_LISTED} more "
+                         "(-o json lists them all)")
     if result.label_case:
         lines.append("node label keys that differ from a policy's only by case (the "
                      "policy never matches them; not counted as violations):")
@@ -246,7 +267,8 @@ def audit_json(result: AuditResult, *, warnings: Sequence[str] = ()) -> dict[str
     `policies` with each one's mode and the number of pods it applies to (`checked`)
     and violates (`violating`); `skipped` with a stable `kind`; `labelCase`, node label
     keys that differ from a policy's only by case (findings, not violations);
-    `summary`."""
+    `devices`, allocated devices bound pods hold that their claims would not get today
+    (with a stable `kind`); `summary`."""
     violating = result.violating_pods()
     return {
         "version": JSON_VERSION,
@@ -261,12 +283,16 @@ def audit_json(result: AuditResult, *, warnings: Sequence[str] = ()) -> dict[str
         "labelCase": [{"node": m.node, "policy": m.policy, "plugin": m.plugin,
                        "nodeKey": m.node_key, "policyKey": m.policy_key,
                        "message": m.describe()} for m in result.label_case],
+        "devices": [{"pod": f.pod, "node": f.node, "claim": f.claim,
+                     "request": f.request, "device": f.device, "kind": f.kind,
+                     "message": f.message} for f in result.devices],
         "summary": {"checked": result.checked,
                     "violatingPods": len({v.pod for v in result.violations}),
                     "violations": len(result.violations),
                     "violatedPolicies": len(violating),
                     "skipped": len(result.skipped),
-                    "labelCase": len(result.label_case)},
+                    "labelCase": len(result.label_case),
+                    "devices": len(result.devices)},
         "warnings": list(warnings),
     }
 
@@ -279,7 +305,7 @@ def _junit(result: AuditResult) -> str:
 
 def junit_suites(result: AuditResult) -> list[Suite]:
     """A suite per policy audited, a case per pod it applies to, a failure per
-    violated rule."""
+    violated rule; and a suite of the pods with device findings, a failure each."""
     from policyd.lint.reporters.junit_xml import Case, Failure, Suite
 
     found: dict[tuple[str, str], list[Failure]] = {}
@@ -288,10 +314,20 @@ def junit_suites(result: AuditResult) -> list[Suite]:
             f"rule {v.rule}: {v.message}",
             f"pod {v.pod} on node {v.node}: policy {v.policy} ({v.mode}), "
             f"rule {v.rule}: {v.message}"))
-    return [Suite(f"policy {p.policy} ({p.mode})",
-                  [Case(f"{pod} on {node}", p.policy, tuple(found.get((p.policy, pod), ())))
-                   for pod, node in p.pods])
-            for p in result.policies]
+    suites = [Suite(f"policy {p.policy} ({p.mode})",
+                    [Case(f"{pod} on {node}", p.policy,
+                          tuple(found.get((p.policy, pod), ())))
+                     for pod, node in p.pods])
+              for p in result.policies]
+    devices: dict[tuple[str, str], list[Failure]] = {}
+    for f in result.devices:
+        devices.setdefault((f.pod, f.node), []).append(Failure(
+            f"{f.kind}: claim {f.claim}", f"pod {f.pod} on node {f.node}: claim "
+            f"{f.claim}: {f.message}"))
+    if devices:
+        suites.append(Suite("devices", [Case(f"{pod} on {node}", "devices", tuple(fs))
+                                        for (pod, node), fs in devices.items()]))
+    return suites
 
 
 __all__ = ["audit"]

@@ -74,8 +74,10 @@ EXIT_CODES: Mapping[str, tuple[tuple[int, str], ...]] = {
             "serving default-scheduler"),
     ),
     "policyd audit": (
-        (0, "no pod violates a policy"),
-        (1, "a pod violates a policy (with `--fail-on enforce`: an Enforce-mode one)"),
+        (0, "no pod violates a policy, no bound pod holds a device its claim would not "
+            "get today"),
+        (1, "a pod violates a policy or holds such a device (with `--fail-on enforce`: "
+            "only a violation of an Enforce-mode policy)"),
         (2, "bad input (as for explain)"),
     ),
     "policyd run": (

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from policyd.engine.device_audit import DeviceFinding
 from policyd.engine.profiles import scheduler_name_words
 from policyd.model.cluster import ClusterState
 from policyd.model.node_info import NodeInfo
@@ -174,6 +175,9 @@ class AuditResult:
     # Node label keys that differ from a policy's only by case (set by the caller, who
     # knows every policy; findings, not violations).
     label_case: list[CaseMismatch] = field(default_factory=list)
+    # Allocated devices of bound pods that today's allocator would not give them
+    # (`policyd.engine.device_audit`, set by the caller).
+    devices: list[DeviceFinding] = field(default_factory=list)
 
     def violating_pods(self) -> dict[str, int]:
         """metadata.name -> number of distinct pods violating the policy, most first

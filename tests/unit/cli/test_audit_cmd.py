@@ -192,7 +192,7 @@ def test_json_shape(app: typer.Typer, files: Path) -> None:
     assert code == 1
     doc = json.loads(out)
     assert set(doc) == {"version", "violations", "policies", "skipped", "labelCase",
-                        "summary", "warnings"}
+                        "devices", "summary", "warnings"}
     assert doc["version"] == 1
     assert doc["violations"][0] == {
         "pod": "shop/legacy", "node": "n2", "policy": "env-prod", "plugin": "EnvProd",
@@ -207,9 +207,80 @@ def test_json_shape(app: typer.Typer, files: Path) -> None:
          "violating": 1}]
     assert doc["skipped"] == [{"pod": "shop/ghost", "node": "n9", "kind": "node-missing",
                                "reason": doc["skipped"][0]["reason"]}]
-    assert doc["labelCase"] == []
+    assert doc["labelCase"] == [] and doc["devices"] == []
     assert doc["summary"] == {"checked": 5, "violatingPods": 3, "violations": 3,
-                              "violatedPolicies": 2, "skipped": 1, "labelCase": 0}
+                              "violatedPolicies": 2, "skipped": 1, "labelCase": 0,
+                              "devices": 0}
+
+
+# A GPU on n1 tainted NoExecute since its claim was allocated, and a claim whose device
+# the driver no longer publishes; the pods hold them whatever the policies say.
+DEVICES = """---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu}
+spec: {selectors: [{cel: {expression: 'device.driver == "gpu.example.com"'}}]}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: n1-gpus}
+spec:
+  driver: gpu.example.com
+  nodeName: n1
+  pool: {name: n1, generation: 1, resourceSliceCount: 1}
+  devices: [{name: g0, taints: [{key: health, value: failed, effect: NoExecute}]}]
+""" + "".join(f"""---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {{name: {name}, namespace: ml, uid: {name}-uid}}
+spec: {{devices: {{requests: [{{name: gpu, exactly: {{deviceClassName: gpu}}}}]}}}}
+status:
+  allocation:
+    devices: {{results: [{{request: gpu, driver: gpu.example.com, pool: n1,
+                          device: {device}}}]}}
+  reservedFor: [{{resource: pods, name: {name}, uid: {name}-pod}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: ml, uid: {name}-pod}}
+spec:
+  nodeName: n1
+  resourceClaims: [{{name: gpu, resourceClaimName: {name}}}]
+  containers: [{{name: c, image: i}}]
+status: {{phase: Running}}
+""" for name, device in (("trainer", "g0"), ("orphan", "g7")))
+
+
+def test_devices_bound_pods_would_not_get_today_are_findings(
+        app: typer.Typer, tmp_path: Path, files: Path) -> None:
+    cluster = tmp_path / "devices.yaml"
+    cluster.write_text(NODES + DEVICES)
+    code, out, _ = run(app, "--cluster", cluster, "--policies", files / "policies")
+    assert code == 1  # --fail-on any: device findings fail the run
+    assert out.splitlines() == [
+        "devices bound pods hold that their claims would not get today:",
+        "  ml/orphan on n1: claim ml/orphan: device gpu.example.com/n1/g7 is no longer "
+        "published in a ResourceSlice",
+        "  ml/trainer on n1: claim ml/trainer: device gpu.example.com/n1/g0 has taint "
+        "health=failed:NoExecute, which request gpu does not tolerate: the device taint "
+        "eviction evicts the pod",
+        "no violations; 2 pods checked; 2 pods hold devices they would not get today"]
+    code, out, _ = run(app, "--cluster", cluster, "--policies", files / "policies",
+                       "-o", "json")
+    doc = json.loads(out)
+    assert [(f["pod"], f["kind"], f["device"]) for f in doc["devices"]] == [
+        ("ml/orphan", "device-gone", "gpu.example.com/n1/g7"),
+        ("ml/trainer", "evicting-taint", "gpu.example.com/n1/g0")]
+    assert doc["summary"]["devices"] == 2
+    # Only Enforce-mode policy violations fail the run with --fail-on enforce.
+    code, _, _ = run(app, "--cluster", cluster, "--policies", files / "policies",
+                     "--fail-on", "enforce")
+    assert code == 0
+    code, out, _ = run(app, "--cluster", cluster, "--policies", files / "policies",
+                       "-o", "junit")
+    suites = {s.get("name"): s for s in ET.fromstring(out).iter("testsuite")}
+    assert [f.get("message") for f in suites["devices"].iter("failure")] == [
+        "device-gone: claim ml/orphan", "evicting-taint: claim ml/trainer"]
 
 
 # n3 says `Env` and `HW` where the policies read `env` and `hw`; n4 has both spellings
