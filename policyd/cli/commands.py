@@ -6,6 +6,7 @@ import typer
 
 from policyd import KUBERNETES_VERSION, __version__
 from policyd.cli import (
+    admit_cmd,
     audit_cmd,
     check_config_cmd,
     demo_cmd,
@@ -25,6 +26,7 @@ def register(app: typer.Typer) -> None:
     app.command("explain")(schedule_cmds.explain)
     app.command("simulate")(schedule_cmds.simulate)
     app.command("audit")(audit_cmd.audit)
+    app.command("admit")(admit_cmd.admit)
     app.command("run")(run_cmd.run)
     app.command("demo")(demo_cmd.demo)
 

@@ -80,6 +80,12 @@ EXIT_CODES: Mapping[str, tuple[tuple[int, str], ...]] = {
             "only a violation of an Enforce-mode policy)"),
         (2, "bad input (as for explain)"),
     ),
+    "policyd admit": (
+        (0, "the admitted pod is printed"),
+        (2, "bad input: a file without exactly one Pod, an unknown `--scheduler-name`, "
+            "several profiles and none the default without `--scheduler-name`, an "
+            "invalid profile or policy"),
+    ),
     "policyd run": (
         (0, "stopped by SIGTERM/SIGINT, after in-flight binds finished and the lease "
             "was released"),

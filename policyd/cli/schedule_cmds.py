@@ -334,7 +334,7 @@ def _load_cluster(path: Path, validate: FieldValidation, strict: bool) -> Snapsh
     return snap
 
 
-def _load_pod_files(paths: list[Path], validate: FieldValidation
+def load_pod_files(paths: list[Path], validate: FieldValidation
                     ) -> tuple[list[PodFile], list[str]]:
     """Each pod file's pods (kept apart to name the file of a duplicate) and warnings."""
     from policyd.engine.inputs import PodFile
@@ -510,7 +510,7 @@ def explain(
     # The --pod file is read like a --pods file (last, once even if also given there).
     paths = [p for p in pods or []
              if not (pod_path and is_file and os.path.realpath(p) == os.path.realpath(pod_path))]
-    files, warnings = _load_pod_files([*paths, pod_path] if pod_path and is_file else paths,
+    files, warnings = load_pod_files([*paths, pod_path] if pod_path and is_file else paths,
                                       validate)
     from_file = files[-1] if is_file else None
     check_unique_pods(files)
@@ -588,7 +588,7 @@ def simulate(
 
     source = load_input(cluster, kubeconfig, context, validate, strict)
     snap = source.snapshot
-    files, warnings = _load_pod_files(list(pods or []), validate)
+    files, warnings = load_pod_files(list(pods or []), validate)
     check_unique_pods(files)
     merged = merge_pods(snap.pods, files)
     frameworks = frameworks_for(config, policies or [], seed, source.policies, warnings)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
@@ -40,6 +41,17 @@ class RulePolicy(Protocol):
     def applies(self, pod: Pod) -> bool: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Projection:
+    """What a filter rule means for one pod in kube-scheduler's own constraints, which
+    an autoscaler simulates (policyd.admission). `requirements`: NodeSelectorRequirements
+    (API JSON) a node must meet, ANDed into every required nodeAffinity term of the pod;
+    `invisible`: why no such constraint expresses the rule ("" when it is projected)."""
+
+    requirements: tuple[Mapping[str, Any], ...] = ()
+    invisible: str = ""
+
+
 class FilterRule:
     """A `filters[]` rule. `unresolvable`: whether evicting pods can never make a
     rejected node pass (the Unschedulable code it fails with); `reads_pod`: whether its
@@ -55,6 +67,13 @@ class FilterRule:
 
     def bind(self, policy: RulePolicy, pod: Pod) -> NodeCheck | None:
         raise NotImplementedError
+
+    def project(self, pod: Pod) -> Projection | None:
+        """This rule for `pod` as kube-scheduler constraints, or why it cannot be; None
+        when the rule is inactive for the pod (as `bind`). By default a kind has no
+        kube-scheduler equivalent: the node's load, metrics, arbitrary expressions."""
+        return Projection(invisible=f"a {self.kind.name} rule has no kube-scheduler "
+                          "equivalent")
 
     def node_label_keys(self) -> tuple[str, ...]:
         """The node label keys the rule reads by name (explain and audit point out a

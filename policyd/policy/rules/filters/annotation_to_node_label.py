@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Any
 from policyd.framework.events import ClusterEventWithHint
 from policyd.model.records import Pod
 from policyd.policy.requeue import NODE_LABELS, node_hint
-from policyd.policy.rules.base import FilterRule, NodeCheck, RulePolicy, label_group_mask
+from policyd.policy.rules.base import (
+    FilterRule,
+    NodeCheck,
+    Projection,
+    RulePolicy,
+    label_group_mask,
+)
 from policyd.policy.rules.filters import schemas
 
 if TYPE_CHECKING:
@@ -31,13 +37,27 @@ class AnnotationToNodeLabel(FilterRule):
         self.label_value: str | None = spec.get("labelValue")
         self.use_annotation_value = bool(spec.get("useAnnotationValue"))
 
-    def bind(self, policy: RulePolicy, pod: Pod) -> NodeCheck | None:
+    def _expected(self, pod: Pod) -> tuple[bool, str | None]:
+        """(active for the pod, the label value a node must have: None for none)."""
         actual = pod.annotations.get(self.annotation)
         if actual is None or (self.value is not None and actual != self.value):
+            return False, None
+        return True, actual if self.use_annotation_value else self.label_value
+
+    def bind(self, policy: RulePolicy, pod: Pod) -> NodeCheck | None:
+        active, expected = self._expected(pod)
+        if not active:
             return None
-        expected = actual if self.use_annotation_value else self.label_value
         label = self.label
         return lambda info: info.node.labels.get(label) == expected
+
+    def project(self, pod: Pod) -> Projection | None:
+        active, expected = self._expected(pod)
+        if not active:
+            return None
+        if expected is None:
+            return Projection(({"key": self.label, "operator": "DoesNotExist"},))
+        return Projection(({"key": self.label, "operator": "In", "values": [expected]},))
 
     def mask(self, check: NodeCheck, policy: RulePolicy, pod: Pod, table: NodeTable,
              idx: IntArray) -> BoolArray:

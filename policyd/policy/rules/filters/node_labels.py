@@ -13,7 +13,13 @@ from policyd.framework.events import ClusterEventWithHint
 from policyd.model.records import Pod
 from policyd.model.selectors import NodeSelectorTerm, compile_node_selector_term
 from policyd.policy.requeue import NODE_LABELS, node_hint
-from policyd.policy.rules.base import FilterRule, NodeCheck, RulePolicy, label_group_mask
+from policyd.policy.rules.base import (
+    FilterRule,
+    NodeCheck,
+    Projection,
+    RulePolicy,
+    label_group_mask,
+)
 from policyd.policy.rules.filters import schemas
 
 if TYPE_CHECKING:
@@ -29,6 +35,15 @@ class NodeLabels(FilterRule):
                  for k, v in (spec.get("matchLabels") or {}).items()]
         exprs.extend(spec.get("matchExpressions") or [])
         self.term: NodeSelectorTerm = compile_node_selector_term({"matchExpressions": exprs})
+        # As kube-scheduler's NodeSelectorRequirements (the same semantics, the
+        # spelling given): what the rule projects to.
+        self.expressions = tuple(
+            {"key": e["key"], "operator": e["operator"],
+             **({"values": [str(v) for v in e["values"]]} if e.get("values") else {})}
+            for e in exprs)
+
+    def project(self, pod: Pod) -> Projection:
+        return Projection(self.expressions)
 
     def bind(self, policy: RulePolicy, pod: Pod) -> NodeCheck | None:
         reqs = self.term.label_requirements

@@ -13,8 +13,15 @@ import numpy as np
 from policyd.framework.events import ClusterEventWithHint
 from policyd.model.quantity import resource_value
 from policyd.model.records import Pod
+from policyd.model.resources import pod_requests
 from policyd.policy.requeue import NODE_ALLOCATABLE, node_hint
-from policyd.policy.rules.base import FilterRule, NodeCheck, RulePolicy, resource_row
+from policyd.policy.rules.base import (
+    FilterRule,
+    NodeCheck,
+    Projection,
+    RulePolicy,
+    resource_row,
+)
 from policyd.policy.rules.filters import schemas
 
 if TYPE_CHECKING:
@@ -35,6 +42,16 @@ class RequireExtendedResource(FilterRule):
     def bind(self, policy: RulePolicy, pod: Pod) -> NodeCheck | None:
         name, q = self.name, self.quantity
         return lambda info: info.node.allocatable.get(name, 0) >= q
+
+    def project(self, pod: Pod) -> Projection:
+        """A request would take the resource where the rule only asks that the node
+        offer it, so it is no projection; but a pod that requests at least the
+        quantity itself already tells kube-scheduler (free >= request >= quantity)."""
+        if pod_requests(pod).get(self.name, 0) >= self.quantity:
+            return Projection()
+        return Projection(invisible=f"a {self.kind.name} rule asks that nodes offer "
+                          f"{self.name}, which no kube-scheduler constraint says unless "
+                          "the pod requests it")
 
     def mask(self, check: NodeCheck, policy: RulePolicy, pod: Pod, table: NodeTable,
              idx: IntArray) -> BoolArray:
