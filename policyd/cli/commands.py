@@ -14,6 +14,7 @@ from policyd.cli import (
     run_cmd,
     schedule_cmds,
     test_cmd,
+    webhook_cmd,
 )
 
 
@@ -27,6 +28,7 @@ def register(app: typer.Typer) -> None:
     app.command("simulate")(schedule_cmds.simulate)
     app.command("audit")(audit_cmd.audit)
     app.command("admit")(admit_cmd.admit)
+    app.command("webhook")(webhook_cmd.webhook)
     app.command("run")(run_cmd.run)
     app.command("demo")(demo_cmd.demo)
 

@@ -86,6 +86,12 @@ EXIT_CODES: Mapping[str, tuple[tuple[int, str], ...]] = {
             "several profiles and none the default without `--scheduler-name`, an "
             "invalid profile or policy"),
     ),
+    "policyd webhook": (
+        (0, "stopped by SIGTERM/SIGINT"),
+        (1, "the serving address is in use or refused by the host"),
+        (2, "usage error, an unreadable serving certificate, an invalid profile or "
+            "policy (nothing is served)"),
+    ),
     "policyd run": (
         (0, "stopped by SIGTERM/SIGINT, after in-flight binds finished and the lease "
             "was released"),

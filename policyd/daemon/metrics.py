@@ -192,31 +192,68 @@ class _Server(ThreadingHTTPServer):
         super().server_bind()
 
 
+# A POST route: (path, body) -> (status, body, content type).
+PostHandler = Callable[[str, bytes], tuple[int, bytes, str]]
+MAX_POST_BYTES = 8 << 20  # an AdmissionReview of the largest pod the API server stores
+
+
 class HealthServer:
     """Serves /metrics, /healthz and /livez (`health()` lists no problem), /readyz
     (caches synced) and the /debug pages; over HTTPS with `tls`, and each request
-    first past `guard` when one is given (secure serving)."""
+    first past `guard` when one is given (secure serving). `post` routes POSTs by path
+    prefix (the admission webhook's reviews), past the guard too."""
 
     def __init__(self, address: str, metrics: Metrics, ready: Callable[[], bool],
                  before_scrape: Callable[[], None] = lambda: None,
                  debug: Mapping[str, Callable[[], Any]] | None = None,
                  health: Callable[[], list[str]] = list,
-                 tls: ssl.SSLContext | None = None, guard: Guard | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, guard: Guard | None = None,
+                 post: Mapping[str, PostHandler] | None = None) -> None:
         host, port, family = parse_bind_address(address)
         metrics_ref, ready_ref, scrape_ref, health_ref = metrics, ready, before_scrape, health
         # /debug/<name> -> a callable giving JSON-ready data (queue, metrics cache).
         debug_ref = dict(debug or {})
         guard_ref = guard
+        post_ref = dict(post or {})
 
         class Handler(BaseHTTPRequestHandler):
+            def _refused(self, path: str) -> bool:
+                if guard_ref is None:
+                    return False
+                refusal = guard_ref(path, self.headers.get("Authorization"))
+                if refusal is None:
+                    return False
+                self._send(refusal.status, f"{refusal.message}\n".encode(), "text/plain")
+                return True
+
+            def do_POST(self) -> None:
+                path = self.path.split("?", 1)[0]
+                route = next((h for prefix, h in post_ref.items()
+                              if path.startswith(prefix)), None)
+                if route is None:
+                    self._send(404, b"not found", "text/plain")
+                    return
+                if self._refused(path):
+                    return
+                try:
+                    length = int(self.headers.get("Content-Length") or "0")
+                except ValueError:
+                    length = -1
+                if not 0 <= length <= MAX_POST_BYTES:
+                    self._send(413 if length > 0 else 411, b"bad Content-Length",
+                               "text/plain")
+                    return
+                try:
+                    code, body, ctype = route(path, self.rfile.read(length))
+                except Exception as exc:  # a handler's bug must not take the server down
+                    log.exception("POST %s failed", path)
+                    code, body, ctype = 500, f"{type(exc).__name__}".encode(), "text/plain"
+                self._send(code, body, ctype)
+
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
-                if guard_ref is not None:
-                    refusal = guard_ref(path, self.headers.get("Authorization"))
-                    if refusal is not None:
-                        self._send(refusal.status, f"{refusal.message}\n".encode(),
-                                   "text/plain")
-                        return
+                if self._refused(path):
+                    return
                 if path == "/metrics":
                     scrape_ref()
                     self._send(200, metrics_ref.render(), CONTENT_TYPE_LATEST)
