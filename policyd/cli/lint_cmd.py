@@ -28,13 +28,19 @@ def lint(
         False, "--skip-non-policies",
         help="Skip documents of other kinds (manifests, CI files) instead of reporting "
              "not-a-policy; for pre-commit hooks over every YAML file."),
+    require_autoscaler_visible: bool = typer.Option(
+        False, "--require-autoscaler-visible",
+        help="Each filter rule of an Enforce-mode policy that cluster-autoscaler and "
+             "Karpenter cannot see (nothing kube-scheduler reads expresses it; see "
+             "docs/autoscalers.md) is an error (autoscaler-invisible)."),
 ) -> None:
     """Check SchedulingPolicy files: YAML, schema, Kubernetes names, JMESPath, contradictions."""
     fmt = problem_format(output_format)
     from policyd.lint.reporters import get_reporter
     from policyd.lint.runner import lint_paths
 
-    result = lint_paths(paths, strict=strict, skip_non_policies=skip_non_policies)
+    result = lint_paths(paths, strict=strict, skip_non_policies=skip_non_policies,
+                        require_autoscaler_visible=require_autoscaler_visible)
     from policyd.model.k8snames import printable
 
     text = get_reporter(fmt)(result.report)

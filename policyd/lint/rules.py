@@ -98,6 +98,10 @@ RULES: tuple[Rule, ...] = (
     Rule("score-range", _W, "points that `none` will clamp; normalization that stretches "
                             "allocation scores"),
     Rule("useless-policy", _W, "neither filters nor scores"),
+    Rule("autoscaler-invisible", _E, "with `--require-autoscaler-visible`: a filter rule "
+                                     "of an Enforce-mode policy that no kube-scheduler "
+                                     "constraint expresses, so cluster-autoscaler and "
+                                     "Karpenter cannot see it"),
     Rule("audit-scores", _W, "scores on a policy in Audit mode: they do not count (only "
                              "its filters are audited) until it is enforced"),
     Rule("message", (ERROR, WARNING), "a filter `message` with a line break (error), with "

@@ -15,6 +15,7 @@ from policyd.lint.reporters import Report
 from policyd.model.file_kinds import POLICY, file_kind
 from policyd.policy.from_paths import load_policy_set
 from policyd.policy.policy_schema import API_VERSION, KIND
+from policyd.policy.visibility import invisible_rules
 
 if TYPE_CHECKING:
     from policyd.problems import Problem
@@ -34,9 +35,13 @@ class LintResult:
 
 
 def lint_paths(paths: Iterable[str | Path], *, strict: bool = False,
-               skip_non_policies: bool = False) -> LintResult:
+               skip_non_policies: bool = False,
+               require_autoscaler_visible: bool = False) -> LintResult:
     result = load_policy_set(paths, compile=False)
     problems = result.problems
+    if require_autoscaler_visible:
+        problems = [*problems, *(p for doc in result.documents
+                                 for p in invisible_rules(doc))]
     if skip_non_policies:
         problems = _without_other_documents(problems, result.files)
     problems = sorted(problems, key=lambda p: p.sort_key())

@@ -41,6 +41,10 @@ class RulePolicy(Protocol):
     def applies(self, pod: Pod) -> bool: ...
 
 
+# FilterRule.autoscaler_visible
+ALWAYS, WHEN_REQUESTED, NEVER = "always", "when-requested", "never"
+
+
 @dataclass(frozen=True, slots=True)
 class Projection:
     """What a filter rule means for one pod in kube-scheduler's own constraints, which
@@ -60,6 +64,10 @@ class FilterRule:
     kind: ClassVar[RuleKind]  # its declaration in filters/schemas.py
     unresolvable = True
     reads_pod = False
+    # Whether `project` can say it in kube-scheduler's constraints (what lint's
+    # --require-autoscaler-visible asks of a policy before any pod exists): ALWAYS,
+    # WHEN_REQUESTED (the pod's own request says it), or NEVER (the default).
+    autoscaler_visible: ClassVar[str] = "never"
 
     def __init__(self, rule_id: str, message: str) -> None:
         self.id = rule_id

@@ -308,3 +308,53 @@ def test_case_trap_fixture_warns_as_documented() -> None:
     ]
     assert result.exit_code == 0
     assert lint_paths([Path(__file__).parent / "fixtures"], strict=True).exit_code == 1
+
+
+MIXED = """\
+apiVersion: policyd.io/v1alpha1
+kind: SchedulingPolicy
+metadata:
+  name: mixed
+spec:
+  pluginName: Mixed
+  filters:
+    - id: prod
+      message: not prod
+      nodeLabels: {matchLabels: {env: prod}}
+    - id: room
+      message: full
+      headroom: {resource: cpu, percent: 20}
+    - id: gpu
+      message: no gpu
+      requireExtendedResource: {name: example.com/gpu}
+---
+apiVersion: policyd.io/v1alpha1
+kind: SchedulingPolicy
+metadata:
+  name: watched
+spec:
+  pluginName: Watched
+  mode: Audit
+  filters:
+    - id: room
+      message: full
+      headroom: {resource: cpu, percent: 20}
+"""
+
+
+def test_require_autoscaler_visible_makes_each_invisible_rule_an_error(tmp_path: Path
+                                                                       ) -> None:
+    path = tmp_path / "mixed.yaml"
+    path.write_text(MIXED)
+    assert lint_paths([path]).exit_code == 0  # without the option: nothing to say
+    result = lint_paths([path], require_autoscaler_visible=True)
+    assert result.exit_code == 1
+    found = [(p.rule, p.line, p.message) for p in result.report.problems]
+    # The Enforce-mode policy's headroom and extended-resource rules, at each rule;
+    # the node label rule is projected, the Audit-mode policy filters nothing.
+    assert found == [
+        ("autoscaler-invisible", 11, "filter rule 'room' (headroom) is not visible to "
+         "cluster-autoscaler or Karpenter: no kube-scheduler constraint expresses it"),
+        ("autoscaler-invisible", 14, "filter rule 'gpu' (requireExtendedResource) is not "
+         "visible to cluster-autoscaler or Karpenter: only when the pod requests the "
+         "resource itself")]

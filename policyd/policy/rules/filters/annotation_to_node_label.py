@@ -13,6 +13,7 @@ from policyd.framework.events import ClusterEventWithHint
 from policyd.model.records import Pod
 from policyd.policy.requeue import NODE_LABELS, node_hint
 from policyd.policy.rules.base import (
+    ALWAYS,
     FilterRule,
     NodeCheck,
     Projection,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 class AnnotationToNodeLabel(FilterRule):
     kind = schemas.ANNOTATION_TO_NODE_LABEL
+    autoscaler_visible = ALWAYS
     reads_pod = True
 
     def __init__(self, rule_id: str, message: str, spec: Mapping[str, Any]) -> None:

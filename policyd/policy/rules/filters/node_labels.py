@@ -14,6 +14,7 @@ from policyd.model.records import Pod
 from policyd.model.selectors import NodeSelectorTerm, compile_node_selector_term
 from policyd.policy.requeue import NODE_LABELS, node_hint
 from policyd.policy.rules.base import (
+    ALWAYS,
     FilterRule,
     NodeCheck,
     Projection,
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 class NodeLabels(FilterRule):
     kind = schemas.NODE_LABELS
+    autoscaler_visible = ALWAYS
 
     def __init__(self, rule_id: str, message: str, spec: Mapping[str, Any]) -> None:
         super().__init__(rule_id, message)

@@ -16,6 +16,7 @@ from policyd.model.records import Pod
 from policyd.model.resources import pod_requests
 from policyd.policy.requeue import NODE_ALLOCATABLE, node_hint
 from policyd.policy.rules.base import (
+    WHEN_REQUESTED,
     FilterRule,
     NodeCheck,
     Projection,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 class RequireExtendedResource(FilterRule):
     kind = schemas.REQUIRE_EXTENDED_RESOURCE
+    autoscaler_visible = WHEN_REQUESTED
 
     # Evicting pods never adds allocatable, so preemption cannot help: unresolvable.
     unresolvable = True
