@@ -60,16 +60,18 @@ def admit(
     output: Annotated[AdmitFormat, output_option()] = YAML,
     validate: ValidateOpt = FieldValidation.strict,
 ) -> None:
-    """Print a pod as the admission webhook would admit it: the profile's scheduler
-    name, and each filter rule of the profile's Enforce-mode policies that applies to
-    the pod and that kube-scheduler can express (node label rules, annotations mapped
-    to node labels) added to every required node affinity term, so that
-    cluster-autoscaler and Karpenter, which simulate kube-scheduler, see it. The
-    annotations policyd.io/autoscaler-visible-rules and
-    policyd.io/autoscaler-invisible-rules name the rules each way; what the webhook
-    would say in the AdmissionReview's warnings goes to stderr (`Warning: ...`, as
-    kubectl shows them). A pod that names another scheduler is printed unchanged
-    unless --override-scheduler. Admitting the printed pod again changes nothing.
+    """Print a pod as the admission webhook would admit it, its policies visible to
+    autoscalers.
+
+    It gets the profile's scheduler name, and each filter rule of the profile's
+    Enforce-mode policies that applies to the pod and that kube-scheduler can
+    express (node label rules, annotations mapped to node labels) added to every
+    required node affinity term, so that the autoscalers simulating kube-scheduler
+    (cluster-autoscaler, Karpenter) see it. Annotations on the pod name the rules
+    they can and cannot see (see docs/autoscalers.md); what the webhook would say
+    in the AdmissionReview's warnings goes to stderr (`Warning: ...`, as kubectl
+    shows them). A pod that names another scheduler is printed unchanged unless
+    --override-scheduler. Admitting the printed pod again changes nothing.
 
     Exit 0 with the admitted pod, 2 for bad input (a file without exactly one Pod, an
     unknown --scheduler-name, an invalid profile or policy)."""

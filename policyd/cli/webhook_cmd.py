@@ -43,8 +43,9 @@ def webhook(
     log_format: Annotated[LogFormat, typer.Option("--log-format",
                                                   help="Log line format.")] = TEXT,
 ) -> None:
-    """Serve the admission webhook that makes policies visible to autoscalers: each
-    pod created in a namespace labelled `policyd.io/scheduler: <schedulerName>` gets
+    """Serve the admission webhook that makes policies visible to autoscalers.
+
+    Each pod created in a namespace labelled `policyd.io/scheduler: <schedulerName>` gets
     that profile's scheduler name and every policy filter rule kube-scheduler can
     express in its required node affinity, as `policyd admit` prints it (see
     docs/autoscalers.md). One path per profile: /mutate/<schedulerName>.
