@@ -26,6 +26,7 @@ from policyd.model import k8snames
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, pod_requests
+from policyd.plugins.helper.extended_resources import is_extended_resource_name
 from policyd.plugins.helper.function_shape import (
     MAX_CUSTOM_PRIORITY_SCORE,
     MAX_UTILIZATION,
@@ -48,7 +49,6 @@ MAX_RESOURCE_WEIGHT = 100
 
 HUGEPAGES_PREFIX = "hugepages-"
 _ATTACHABLE_VOLUMES_PREFIX = "attachable-volumes-"
-_REQUESTS_PREFIX = "requests."
 _NATIVE_DOMAIN = "kubernetes.io/"
 
 def qualified_name_errors(value: str) -> list[str]:
@@ -66,14 +66,6 @@ def is_native_resource(name: str) -> bool:
 
 def is_hugepages_resource(name: str) -> bool:
     return name.startswith(HUGEPAGES_PREFIX)
-
-
-def is_extended_resource_name(name: str) -> bool:
-    """v1helper.IsExtendedResourceName: a domain-prefixed name outside kubernetes.io that
-    would still be a valid quota name once `requests.` is put in front of it."""
-    if is_native_resource(name) or name.startswith(_REQUESTS_PREFIX):
-        return False
-    return not qualified_name_errors(_REQUESTS_PREFIX + name)
 
 
 def is_scalar_resource_name(name: str) -> bool:
