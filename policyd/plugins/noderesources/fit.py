@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from policyd.dra.selectors import KUBERNETES_CEL, SelectorCache
 from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework import CycleState, PluginError, Status
 from policyd.framework.events import (
@@ -69,6 +70,7 @@ from policyd.plugins import names
 from policyd.plugins.helper.extended_resources import GATE as EXTENDED_RESOURCE_GATE
 from policyd.plugins.helper.extended_resources import (
     ClassResolver,
+    DraCapacity,
     delegated_to_dra,
     is_extended_resource_name,
 )
@@ -86,6 +88,7 @@ from policyd.plugins.noderesources.resource_allocation import (
     Scorer,
     VectorScorer,
     check_weights,
+    cycle_dra_capacity,
     is_scalar_resource_name,
     least_allocated_scorer,
     least_allocated_vector,
@@ -121,6 +124,8 @@ SCORING_STRATEGY_TYPES = (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY
 ARGS_KIND = "NodeResourcesFitArgs"
 
 _PRE_FILTER_KEY = "NodeResourcesFit/request"
+# What DRA-served extended resources count per node this cycle (DraCapacity).
+_DRA_KEY = "NodeResourcesFit/dra_capacity"
 _PRE_SCORE_KEY = "NodeResourcesFit/score_request"
 
 _STATUSES: dict[tuple[bool | str, ...], Status] = {}
@@ -281,6 +286,8 @@ class NodeResourcesFit:
         # kept current by its informers): the node and class hints resolve names with
         # them, as upstream's read its DRA manager.
         self._classes: ClassResolver | None = None
+        # Compiled DeviceClass selectors, for counting devices in the score.
+        self._selectors = SelectorCache(KUBERNETES_CEL)
         self.ignored_resource_groups = ignored_resource_groups
         self.strategy = strategy
         self.resources = tuple(resources)
@@ -403,18 +410,24 @@ class NodeResourcesFit:
     def pre_score(self, state: CycleState, pod: Pod,
                   nodes: Sequence[NodeInfo]) -> Status | None:
         state.write(_PRE_SCORE_KEY, pod_request_list(pod, self.resources, False))
+        self._dra_capacity(state)
         return None
+
+    def _dra_capacity(self, state: CycleState) -> DraCapacity | None:
+        return cycle_dra_capacity(state, _DRA_KEY, self.extended_enabled, self._names,
+                                  self._selectors)
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
         pod_request = state.get(_PRE_SCORE_KEY)
         if pod_request is None:
             # PreScore disabled in the profile: upstream computes it here too.
             pod_request = pod_request_list(pod, self.resources, False)
-        return self._score_node(node, pod_request)
+        return self._score_node(node, pod_request, self._dra_capacity(state))
 
-    def _score_node(self, node: NodeInfo, pod_request: Sequence[int]) -> int:
+    def _score_node(self, node: NodeInfo, pod_request: Sequence[int],
+                    dra: DraCapacity | None = None) -> int:
         allocatable, allocated = node_allocatable_allocated(
-            node, self._names, self._kinds, pod_request, False)
+            node, self._names, self._kinds, pod_request, False, dra)
         requested = [allocated[i] + pod_request[i] for i in range(len(allocated))]
         return self._scorer(requested, allocated, allocatable)
 
@@ -424,6 +437,9 @@ class NodeResourcesFit:
         pod_request = state.get(_PRE_SCORE_KEY)
         if pod_request is None:
             pod_request = pod_request_list(pod, self.resources, False)
+        dra = self._dra_capacity(state)
+        if dra is not None and dra.counts_for(self._names, pod_request):
+            return None  # devices counted per node (`score`)
         key = tuple(pod_request)
         scores = self._score_memo.get(table, key, idx)
         # None: some node's values are too large for exact vector math; the rows asked
