@@ -63,7 +63,7 @@ GATES: tuple[Gate, ...] = (
     Gate("DRADeviceBindingConditions", True, _B, modelled=False),
     Gate("DRADeviceTaintRules", False, _B, modelled=False),
     Gate("DRADeviceTaints", True, _B, modelled=False),
-    Gate("DRAExtendedResource", True, _B, modelled=False),
+    Gate("DRAExtendedResource", True, _B),
     Gate("DRAListTypeAttributes", False, _A, modelled=False),
     Gate("DRANodeAllocatableResources", False, _A, modelled=False),
     Gate("DRAPartitionableDevices", True, _B, modelled=False),

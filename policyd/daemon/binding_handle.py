@@ -21,6 +21,7 @@ from policyd.framework.interfaces import BindingApiError
 from policyd.kube import api
 from policyd.kube.client import ApiError, KubeClient
 from policyd.model.cluster import ClusterState
+from policyd.model.records import Pod
 
 T = TypeVar("T")
 CONFLICT = 409
@@ -51,13 +52,7 @@ class DaemonBindingHandle:
 
     def _write(self, call: Callable[[KubeClient, dict[str, Any]], dict[str, Any]],
                obj: dict[str, Any]) -> dict[str, Any]:
-        try:
-            return call(self._client, obj)
-        except ApiError as exc:
-            raise BindingApiError(exc.message or str(exc),
-                                  conflict=exc.status == CONFLICT) from exc
-        except ValueError as exc:  # a kind the scheduler never writes
-            raise BindingApiError(str(exc)) from exc
+        return _translated(call, self._client, obj)
 
     def patch_status(self, obj: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
         """A strategic-merge patch of `obj`'s status subresource (DynamicResources'
@@ -72,6 +67,24 @@ class DaemonBindingHandle:
         """PUT `obj`'s status subresource (DynamicResources' claim allocation and
         reservation); what the server stored, or the server's message."""
         return self._write(api.update_status, obj)
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """POST `obj` named by generateName (DynamicResources' claim for a pod's
+        extended resources); what the server stored."""
+        return self._write(api.create_object, obj)
+
+    def delete(self, obj: dict[str, Any]) -> None:
+        """DELETE `obj` (that claim, when the pod's attempt is given up)."""
+        self._write(_deleted, obj)
+
+    def patch_pod_status(self, pod: Pod, patch: dict[str, Any]) -> None:
+        """A strategic-merge patch of the pod's status (its
+        extendedResourceClaimStatus)."""
+        try:
+            api.patch_pod_status(self._client, pod.namespace, pod.name, patch)
+        except ApiError as exc:
+            raise BindingApiError(exc.message or str(exc),
+                                  conflict=exc.status == CONFLICT) from exc
 
     def locked(self, fn: Callable[[ClusterState], T]) -> T:
         with self._state.lock:
@@ -88,3 +101,38 @@ class DaemonBindingHandle:
 
     def now(self) -> float:
         return self._clock.now()
+
+
+def _deleted(client: KubeClient, obj: dict[str, Any]) -> dict[str, Any]:
+    api.delete_object(client, obj)
+    return obj
+
+
+class ApiClaimWriter:
+    """A claim's reads, updates and deletion straight through the client, for the
+    scheduling loop's writes after a cycle (DynamicResources' PostFilter deleting the
+    claim of a pod's extended resources from an earlier attempt), where no bind and
+    so no binding handle exists."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self._client = client
+
+    def get(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return _translated(api.get_object, self._client, obj)
+
+    def update(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return _translated(api.update_object, self._client, obj)
+
+    def delete(self, obj: dict[str, Any]) -> None:
+        _translated(_deleted, self._client, obj)
+
+
+def _translated(call: Callable[[KubeClient, dict[str, Any]], dict[str, Any]],
+                client: KubeClient, obj: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return call(client, obj)
+    except ApiError as exc:
+        raise BindingApiError(exc.message or str(exc),
+                              conflict=exc.status == CONFLICT) from exc
+    except ValueError as exc:  # a kind the scheduler never writes
+        raise BindingApiError(str(exc)) from exc

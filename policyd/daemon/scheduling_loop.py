@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from policyd.clock import Clock
 from policyd.daemon.binder import Binder, BindRequest
+from policyd.daemon.binding_handle import ApiClaimWriter
 from policyd.daemon.event_recorder import EventSink, condition_shown
 from policyd.daemon.metrics import Metrics, label_children
 from policyd.daemon.preemption import PreemptionActions
@@ -28,7 +29,11 @@ from policyd.kube.client import ApiError
 from policyd.model.cluster import nominated_node_name
 from policyd.model.records import Pod
 from policyd.plugins.defaultpreemption.plugin import preemption_report
-from policyd.plugins.dynamicresources.plugin import claim_to_deallocate
+from policyd.plugins.dynamicresources.extended import delete_claim
+from policyd.plugins.dynamicresources.plugin import (
+    claim_to_deallocate,
+    extended_claim_to_delete,
+)
 
 log = logging.getLogger(LOGGER)
 
@@ -144,6 +149,15 @@ class SchedulingLoop:
         devices. Outside the state lock; the informer's update then moves the pod. A
         failure is logged; the next unschedulable attempt decides again."""
         assert result.cycle_state is not None
+        stale = extended_claim_to_delete(result.cycle_state)
+        if stale is not None and self.is_leader():
+            # The pod's claim for its extended resources from an earlier attempt:
+            # deleted (finalizer first), so the next attempt allocates anew.
+            problem = delete_claim(ApiClaimWriter(self.binder.client), stale)
+            if problem is not None:
+                log.error("deleting ResourceClaim %s/%s for %s failed: %s",
+                          pod.namespace, stale["metadata"].get("name"), pod.key, problem,
+                          extra={"pod": pod.key})
         claim = claim_to_deallocate(result.cycle_state)
         if claim is None or not self.is_leader():
             return

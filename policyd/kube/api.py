@@ -121,6 +121,43 @@ def object_path(obj: dict[str, Any]) -> str:
     return f"{prefix}/namespaces/{quote(ns, safe='')}/{resource}/{quote(name, safe='')}"
 
 
+def collection_path(obj: dict[str, Any]) -> str:
+    """Where an object of `obj`'s kind is created (POST): its namespace's collection.
+    Raises ValueError for a kind the scheduler never writes."""
+    kind = obj.get("kind")
+    spec = _UPDATABLE.get(kind) if isinstance(kind, str) else None
+    if spec is None:
+        raise ValueError(f"the scheduler does not write objects of kind {kind!r}")
+    prefix, resource, namespaced = spec
+    if not namespaced:
+        return f"{prefix}/{resource}"
+    ns = (obj.get("metadata") or {}).get("namespace")
+    if not isinstance(ns, str) or not ns:
+        raise ValueError(f"{kind} without metadata.namespace")
+    return f"{prefix}/namespaces/{quote(ns, safe='')}/{resource}"
+
+
+def create_object(client: KubeClient, obj: dict[str, Any], *,
+                  timeout: float | None = None) -> dict[str, Any]:
+    """POST `obj` (named by the server from generateName, as DynamicResources' claim
+    for a pod's extended resources); what the server stored."""
+    return client.request("POST", collection_path(obj), body=obj, timeout=timeout)
+
+
+def delete_object(client: KubeClient, obj: dict[str, Any], *,
+                  timeout: float | None = None) -> None:
+    """DELETE `obj` with no options, as upstream's deleteClaim."""
+    client.request("DELETE", object_path(obj), timeout=timeout, decode=False)
+
+
+def patch_pod_status(client: KubeClient, namespace: str, name: str, patch: dict[str, Any],
+                     *, timeout: float | None = None) -> None:
+    """A strategic-merge patch of a pod's status (DynamicResources' PreBind recording
+    the claim of the pod's extended resources)."""
+    client.request("PATCH", _pod_path(namespace, name, "status"), body=patch,
+                   content_type=STRATEGIC_MERGE, timeout=timeout, decode=False)
+
+
 def patch_status(client: KubeClient, obj: dict[str, Any], patch: dict[str, Any], *,
                  timeout: float | None = None) -> dict[str, Any]:
     """A strategic-merge patch of `obj`'s status subresource."""

@@ -48,12 +48,15 @@ and upstream's PostFilter fails reading its cycle state: an Error whose text is
 `not found`, which ends the PostFilter run (DefaultPreemption is not asked). policyd
 says the same.
 
-Extended resources backed by device classes (DRAExtendedResource) are not modelled.
+Extended resources backed by device classes (DRAExtendedResource, on by default) are
+allocated through one claim per pod, in memory until PreBind creates it: `extended.py`
+at each of these points.
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -92,13 +95,28 @@ from policyd.plugins.dynamicresources.args import DynamicResourcesArgs, parse_ar
 from policyd.plugins.dynamicresources.binding import binding_state, binding_timed_out
 from policyd.plugins.dynamicresources.claims import ClaimLookupError, PodClaim, pod_claims
 from policyd.plugins.dynamicresources.explain import claim_verdicts
+from policyd.plugins.dynamicresources.extended import (
+    DELETION_COMPLETED,
+    ExtendedClaim,
+    ExtendedClaimWriter,
+    bind_extended,
+    delete_claim,
+    extended_verdict,
+    node_claim,
+    pre_filter_extended,
+    reserve_extended,
+    unreserve_extended,
+)
 from policyd.plugins.dynamicresources.prebind import (
     CLAIM_FINALIZER,
     bind_claims,
     unreserve_claims,
 )
 from policyd.plugins.dynamicresources.scoring import pod_score
-from policyd.plugins.dynamicresources.store import DraStore, claim_of, dra_of
+from policyd.plugins.dynamicresources.store import DraStore, Obj, claim_of, dra_of
+from policyd.plugins.helper.extended_resources import GATE as _EXTENDED_RESOURCE_GATE
+
+log = logging.getLogger(__name__)
 
 DEFAULT_WEIGHT: int | None = 2
 MAX_NODE_SCORE = 100
@@ -116,6 +134,8 @@ CANNOT_ALLOCATE = "cannot allocate all claims"
 ALLOCATION_NOT_FOUND = "claim allocation not found for node"
 
 STATE_KEY = f"{NAME}/claims"
+# The pod's claim for its DRA-backed extended resources (extended.ExtendedClaim).
+EXTENDED_KEY = f"{NAME}/extended"
 
 _NOTHING_TO_DEALLOCATE = Status.unschedulable(NO_CLAIMS_TO_DEALLOCATE)
 _FILTER_TIMEOUT_GATE = "DRASchedulerFilterTimeout"
@@ -134,6 +154,7 @@ class DynamicResources:
         self.args = args
         self.allocator_features = AllocatorFeatures.from_gates(features)
         self.score_enabled = features.enabled(_PRIORITIZED_LIST_GATE)
+        self.extended_enabled = features.enabled(_EXTENDED_RESOURCE_GATE)
         self.filter_timeout = (args.filter_timeout_seconds
                                if features.enabled(_FILTER_TIMEOUT_GATE) else 0.0)
         self._clock = clock
@@ -162,16 +183,24 @@ class DynamicResources:
     ) -> tuple[set[str] | None, Status | None]:
         data = DraState()
         state.write(STATE_KEY, data)
-        if not pod.resource_claims:
-            return None, Status.skip()
         store = dra_of(state.cluster)
         try:
-            found = pod_claims(store, pod)
+            found = pod_claims(store, pod) if pod.resource_claims else []
         except ClaimLookupError as err:
             return None, Status.unresolvable(str(err))
-        if not found:
+        try:
+            ext = (pre_filter_extended(store, pod, store.classes if store else None)
+                   if self.extended_enabled else None)
+        except InvalidObjectError as err:
+            return None, Status.error(str(err))
+        if not found and ext is None:
             return None, Status.skip()
         assert store is not None  # found claims came from it
+        if ext is not None:
+            state.write(EXTENDED_KEY, ext)
+            if not ext.allocated and store.claims.pending_allocation(ext.initial_uid):
+                return None, Status.unresolvable(
+                    f"resource claim {ext.key} is in the process of being allocated")
         try:
             infos = [ClaimInfo(c, claim_of(store, c.obj)) for c in found]
             problem = self._check_claims(store, infos)
@@ -179,7 +208,8 @@ class DynamicResources:
             return None, Status.error(str(err))
         if problem is not None:
             return None, problem
-        if any(not info.allocated for info in infos):
+        if any(not info.allocated for info in infos) or (ext is not None
+                                                          and not ext.allocated):
             try:
                 data.allocator = build_allocator(store, self.allocator_features,
                                                  self._selectors)
@@ -232,8 +262,18 @@ class DynamicResources:
             # PreFilter did not run (disabled in a profile): as upstream, an Error for
             # a pod with claims; nothing to check for one without.
             return Status.error(STATE_NOT_FOUND) if pod.resource_claims else None
-        if not data.claims:
+        ext: ExtendedClaim | None = state.get(EXTENDED_KEY)
+        if not data.claims and ext is None:
             return None
+        for_node = None
+        if ext is not None:
+            store = dra_of(state.cluster)
+            assert store is not None  # PreFilter found the extended resources' classes
+            for_node, problem = node_claim(ext, pod, node, store.classes)
+            if problem is not None:
+                return problem
+            if for_node is None and not data.claims:
+                return None  # the node's device plugin provides them all
         target = Node(node.node.name, node.node.labels)
         unavailable = [i for i, info in enumerate(data.claims)
                        if (info.available_on is not None
@@ -242,6 +282,8 @@ class DynamicResources:
         results: list[AllocationResult] | None = None
         if data.allocator is not None:
             to_allocate = [data.claims[i].decoded for i in data.to_allocate()]
+            if for_node is not None:
+                to_allocate.append(for_node.decoded)  # last, as upstream's claim store
             try:
                 results = data.allocator.allocate(target, to_allocate,
                                                   cancelled=self._deadline())
@@ -260,6 +302,9 @@ class DynamicResources:
             data.unavailable.update(unavailable)
             return Status.unresolvable(NOT_AVAILABLE_ON_NODE)
         if results is not None:
+            if for_node is not None and ext is not None:
+                for_node.allocation = results.pop()
+                ext.node_claims[target.name] = for_node
             data.node_allocations[target.name] = results
         return None
 
@@ -316,7 +361,8 @@ class DynamicResources:
         data: DraState | None = state.get(STATE_KEY)
         if data is None:
             return None, Status.error(STATE_NOT_FOUND)
-        if not data.claims:
+        ext: ExtendedClaim | None = state.get(EXTENDED_KEY)
+        if not data.claims and ext is None:
             return None, _NOTHING_TO_DEALLOCATE
         # Upstream picks at random among the unavailable claims (map order); the
         # first in the pod's order is as good and repeatable.
@@ -326,10 +372,20 @@ class DynamicResources:
             if not reserved or (len(reserved) == 1 and reserved[0].uid == pod.uid):
                 data.deallocate = info.claim
                 return None, Status.unschedulable(DEALLOCATION_COMPLETED)
+        if ext is not None and not ext.in_memory:
+            # From an earlier attempt: deleted, so the next one starts anew.
+            ext.delete = True
+            return None, Status.unschedulable(DELETION_COMPLETED)
         return None, Status.unschedulable(STILL_NOT_SCHEDULABLE)
 
     def post_filter_notes(self, state: CycleState) -> list[str]:
         """For explain: the claim PostFilter chose to free, if any."""
+        stale = extended_claim_to_delete(state)
+        if stale is not None:
+            meta = stale.get("metadata") or {}
+            return [f"would delete ResourceClaim {meta.get('namespace')}/{meta.get('name')} "
+                    "(the pod's claim for its extended resources from an earlier "
+                    "attempt), as `policyd run` does (explain writes nothing)"]
         chosen = claim_to_deallocate(state)
         if chosen is None:
             return []
@@ -342,6 +398,9 @@ class DynamicResources:
         data: DraState | None = state.get(STATE_KEY)
         if data is None:
             return Status.error(STATE_NOT_FOUND) if pod.resource_claims else None
+        ext: ExtendedClaim | None = state.get(EXTENDED_KEY)
+        if ext is not None:
+            reserve_extended(ext, node_name, dra_of(state.cluster), allocated_claim)
         to_allocate = data.to_allocate()
         if not to_allocate or data.allocator is None:
             return None
@@ -372,6 +431,9 @@ class DynamicResources:
             if store.claims.remove_pending_allocation(info.decoded.uid):
                 store.claims.restore(info.claim.key)
             info.allocation = None
+        ext: ExtendedClaim | None = state.get(EXTENDED_KEY)
+        if ext is not None:
+            unreserve_extended(ext, store)
 
     def undo_pre_bind(self, state: CycleState, pod: Pod, node_name: str,
                       handle: BindingHandle) -> None:
@@ -379,6 +441,13 @@ class DynamicResources:
         data: DraState | None = state.get(STATE_KEY)
         if data is not None and data.claims:
             unreserve_claims(handle, pod, data.claims)
+        ext: ExtendedClaim | None = state.get(EXTENDED_KEY)
+        if ext is not None and not ext.in_memory and isinstance(handle, ExtendedClaimWriter):
+            # PreBind created it: delete it, or it would outlive the attempt.
+            problem = delete_claim(handle, ext.obj, handle.wait)
+            if problem is not None:
+                log.error("deleting ResourceClaim %s of %s failed: %s", ext.key, pod.key,
+                          problem, extra={"pod": pod.key, "claim": ext.key})
 
     # PreBind
     def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str
@@ -386,30 +455,42 @@ class DynamicResources:
         data: DraState | None = state.get(STATE_KEY)
         if data is None:
             return Status.error(STATE_NOT_FOUND)
-        if not data.claims:
+        if not data.claims and state.get(EXTENDED_KEY) is None:
             return Status.skip()
         return None
 
     def pre_bind(self, state: CycleState, pod: Pod, node_name: str,
                  handle: BindingHandle) -> Status | None:
         data: DraState | None = state.get(STATE_KEY)
-        if data is None or not data.claims:
+        ext: ExtendedClaim | None = state.get(EXTENDED_KEY)
+        if data is None or (not data.claims and ext is None):
             return None
-        if all(info.allocated and any(r.uid == pod.uid for r in info.decoded.reserved_for)
-               for info in data.claims):
+        conditions = self.allocator_features.device_binding_and_status
+        if (ext is None or ext.reserved is None) and all(
+                info.allocated and any(r.uid == pod.uid for r in info.decoded.reserved_for)
+                for info in data.claims):
             return None  # every claim is reserved for the pod already: nothing to write
-        problem = bind_claims(handle, pod, data.claims,
-                              binding_conditions=self.allocator_features.device_binding_and_status,
-                              timeout_seconds=self.args.binding_timeout_seconds)
+        then = None
+        if ext is not None:
+            def then() -> tuple[str | None, ClaimInfo | None]:
+                assert ext is not None
+                return bind_extended(handle, pod, ext, binding_conditions=conditions)
+        problem = bind_claims(handle, pod, data.claims, binding_conditions=conditions,
+                              timeout_seconds=self.args.binding_timeout_seconds, then=then)
         return Status.error(problem) if problem is not None else None
 
     def verdicts(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[Verdict, ...]:
         """For explain: each claim's devices on the node, or why it has none there."""
         data: DraState | None = state.get(STATE_KEY)
-        if data is None or not data.claims:
+        if data is None:
             return ()
-        return claim_verdicts(data, Node(node.node.name, node.node.labels),
-                              self._binding_failed)
+        verdicts = claim_verdicts(data, Node(node.node.name, node.node.labels),
+                                  self._binding_failed) if data.claims else ()
+        ext: ExtendedClaim | None = state.get(EXTENDED_KEY)
+        store = dra_of(state.cluster)
+        if ext is not None and store is not None:
+            verdicts = (*verdicts, extended_verdict(ext, pod, node, store.classes))
+        return verdicts
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return hints.events()
@@ -439,6 +520,13 @@ def allocated_claim(obj: Mapping[str, Any], allocation: dict[str, Any]) -> dict[
     status["allocation"] = allocation
     claim["status"] = status
     return claim
+
+
+def extended_claim_to_delete(state: CycleState) -> Obj | None:
+    """The pod's extended-resource claim from an earlier attempt that PostFilter
+    decided to delete in this cycle, if any (the caller deletes it, `delete_claim`)."""
+    ext: ExtendedClaim | None = state.get(EXTENDED_KEY)
+    return ext.obj if ext is not None and ext.delete else None
 
 
 def claim_to_deallocate(state: CycleState) -> PodClaim | None:

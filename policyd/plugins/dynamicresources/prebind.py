@@ -96,56 +96,77 @@ def unreserve_claims(handle: BindingHandle, pod: Pod, claims: list[ClaimInfo]) -
 
 
 def bind_claims(handle: BindingHandle, pod: Pod, claims: list[ClaimInfo], *,
-                binding_conditions: bool, timeout_seconds: float) -> str | None:
-    """Every claim not reserved for the pod written; then, with binding conditions,
-    the wait for them. None on success, else upstream's error text."""
+                binding_conditions: bool, timeout_seconds: float,
+                then: Callable[[], tuple[str | None, ClaimInfo | None]] | None = None
+                ) -> str | None:
+    """Every claim not reserved for the pod written, then `then` (the claim for the
+    pod's extended resources, which comes last upstream: its error, or the claim it
+    wrote); then, with binding conditions, the wait for them all. None on success,
+    else upstream's error text."""
     for info in claims:
         if _reserved_for(info.claim.obj, pod.uid):
             continue
         problem = _bind_claim(handle, pod, info, binding_conditions=binding_conditions)
         if problem is not None:
             return problem
+    waiting = list(claims)
+    if then is not None:
+        problem, written = then()
+        if problem is not None:
+            return problem
+        if written is not None:
+            waiting.append(written)
     if not binding_conditions or not any(_has_binding_conditions(i.claim.obj)
-                                         for i in claims):
+                                         for i in waiting):
         return None
-    return _wait_for_binding(handle, claims, timeout_seconds)
+    return _wait_for_binding(handle, waiting, timeout_seconds)
 
 
 def _bind_claim(handle: BindingHandle, pod: Pod, info: ClaimInfo, *,
                 binding_conditions: bool) -> str | None:
     allocation = info.allocation.to_api() if info.allocation is not None else None
-    name = info.claim.key
     written: Obj | None = None
     try:
         if not isinstance(handle, ClaimStatusWriter):
             return NO_STATUS_WRITER
-        claim = copy.deepcopy(info.claim.obj)
-        # retry.RetryOnConflict(retry.DefaultRetry): a benign concurrent change (the
-        # claim controller, a driver) makes a write conflict; read the claim again
-        # and try again, checking it anew.
-        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
-            if attempt > 1:
-                if handle.wait(CONFLICT_BACKOFF_SECONDS):
-                    return CANCELED
-                try:
-                    claim = handle.get(claim)
-                except BindingApiError as err:
-                    return f"get updated claim {name} after conflict: {err}"
-            try:
-                written = _try_bind(handle, pod, claim, name, allocation,
-                                    binding_conditions=binding_conditions)
-                break
-            except _Refused as refused:
-                return str(refused)
-            except BindingApiError as err:
-                if not err.conflict or attempt == CONFLICT_ATTEMPTS:
-                    return str(err)
-        assert written is not None
+        written, problem = write_claim(handle, pod, info.claim.obj, info.claim.key,
+                                       allocation, binding_conditions=binding_conditions)
+        if written is None:
+            return problem
         info.claim = PodClaim(info.claim.entry, info.claim.key, written)
         return None
     finally:
         if allocation is not None:
             handle.locked(_settle(info, written))
+
+
+def write_claim(handle: BindingHandle, pod: Pod, obj: Obj, name: str,
+                allocation: Obj | None, *, binding_conditions: bool
+                ) -> tuple[Obj | None, str | None]:
+    """bindClaim's writes for one claim: (the stored claim, None), or (None, upstream's
+    error text). retry.RetryOnConflict(retry.DefaultRetry): a benign concurrent change
+    (the claim controller, a driver) makes a write conflict; the claim is read again
+    and tried again, checked anew."""
+    if not isinstance(handle, ClaimStatusWriter):
+        return None, NO_STATUS_WRITER
+    claim = copy.deepcopy(obj)
+    for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+        if attempt > 1:
+            if handle.wait(CONFLICT_BACKOFF_SECONDS):
+                return None, CANCELED
+            try:
+                claim = handle.get(claim)
+            except BindingApiError as err:
+                return None, f"get updated claim {name} after conflict: {err}"
+        try:
+            return _try_bind(handle, pod, claim, name, allocation,
+                             binding_conditions=binding_conditions), None
+        except _Refused as refused:
+            return None, str(refused)
+        except BindingApiError as err:
+            if not err.conflict or attempt == CONFLICT_ATTEMPTS:
+                return None, str(err)
+    raise AssertionError("unreachable: the last attempt returns")
 
 
 class _Refused(Exception):

@@ -23,12 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from policyd.dra.selectors import KUBERNETES_CEL, SelectorCache
 from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework import CycleState, PluginError, Status
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.row_memo import RowMemo
 from policyd.plugins import names
+from policyd.plugins.helper.extended_resources import GATE as EXTENDED_RESOURCE_GATE
+from policyd.plugins.helper.extended_resources import DraCapacity
 from policyd.plugins.helper.plugin_args import Problems, check_envelope
 from policyd.plugins.noderesources.resource_allocation import (
     DEFAULT_RESOURCES,
@@ -36,6 +39,7 @@ from policyd.plugins.noderesources.resource_allocation import (
     ResourceSpec,
     balanced_allocation_score,
     balanced_allocation_vector,
+    cycle_dra_capacity,
     node_allocatable_allocated,
     parse_resource_specs,
     pod_request_list,
@@ -51,6 +55,8 @@ DEFAULT_WEIGHT = 1
 
 ARGS_KIND = "NodeResourcesBalancedAllocationArgs"
 
+# What DRA-served extended resources count per node this cycle (DraCapacity).
+_DRA_KEY = "NodeResourcesBalancedAllocation/dra_capacity"
 _PRE_SCORE_KEY = "NodeResourcesBalancedAllocation/request"
 
 
@@ -63,6 +69,10 @@ class NodeResourcesBalancedAllocation:
         self.features = features  # how a pod carrying resize status counts
         self._names = tuple(r.name for r in self.resources)
         self._kinds = tuple(resource_kind(r.name) for r in self.resources)
+        # DRAExtendedResource: a scored extended resource a DeviceClass serves counts
+        # the class's devices on a node whose allocatable lacks it.
+        self.extended_enabled = features.enabled(EXTENDED_RESOURCE_GATE)
+        self._selectors = SelectorCache(KUBERNETES_CEL)
         # Consecutive pods mostly share their requests, and only the rows of the nodes
         # that changed in between differ: see policyd.model.row_memo.
         self._memo: RowMemo[tuple[int, ...]] = RowMemo(
@@ -75,7 +85,12 @@ class NodeResourcesBalancedAllocation:
         if not any(request):
             return Status.skip()
         state.write(_PRE_SCORE_KEY, request)
+        self._dra_capacity(state)
         return None
+
+    def _dra_capacity(self, state: CycleState) -> DraCapacity | None:
+        return cycle_dra_capacity(state, _DRA_KEY, self.extended_enabled, self._names,
+                                  self._selectors)
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
         request = state.get(_PRE_SCORE_KEY)
@@ -86,11 +101,12 @@ class NodeResourcesBalancedAllocation:
                                    features=self.features)
             if not any(request):
                 return 0
-        return self._score_node(node, request)
+        return self._score_node(node, request, self._dra_capacity(state))
 
-    def _score_node(self, node: NodeInfo, request: Sequence[int]) -> int:
+    def _score_node(self, node: NodeInfo, request: Sequence[int],
+                    dra: DraCapacity | None = None) -> int:
         allocatable, allocated = node_allocatable_allocated(
-            node, self._names, self._kinds, request, True)
+            node, self._names, self._kinds, request, True, dra)
         requested = [allocated[i] + request[i] for i in range(len(allocated))]
         return balanced_allocation_score(requested, allocated, allocatable)
 
@@ -103,6 +119,9 @@ class NodeResourcesBalancedAllocation:
                                    features=self.features)
             if not any(request):
                 return np.zeros(idx.size, np.int64)
+        dra = self._dra_capacity(state)
+        if dra is not None and dra.counts_for(self._names, request):
+            return None  # devices counted per node (`score`)
         key = tuple(request)
         scores = self._memo.get(table, key, idx)
         # None: some node's values are too large for exact vector math; the rows asked

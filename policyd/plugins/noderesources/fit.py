@@ -17,10 +17,15 @@ Mirrors kube-scheduler v1.36 `noderesources/fit.go`:
   RequestedToCapacityRatio over "non-zero" cpu/memory requests (a container without a
   request counts 100m / 200Mi); resources a node does not have are left out.
 
+With DRAExtendedResource (beta, on) a request for an extended resource that a
+DeviceClass serves is not checked on a node whose allocatable does not provide it
+(zero or absent): DynamicResources allocates it there (`helper/extended_resources.py`,
+upstream's shouldDelegateResourceToDRA). Which requests a class serves is decided once
+per cycle, at PreFilter (`FitRequest.delegable`); the node half (allocatable zero) is
+a column comparison like the others, so both forms stay one answer.
+
 Deviations, all deliberate: upstream walks the pod's extended resources in Go map order,
 so with several insufficient ones its reason order is random; policyd sorts them by name.
-DRA-backed extended resources (DRAExtendedResource) are not modelled: an extended
-resource the node does not list is insufficient, as with the gate off.
 """
 
 from __future__ import annotations
@@ -32,9 +37,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from policyd.dra.selectors import KUBERNETES_CEL, SelectorCache
 from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework import CycleState, PluginError, Status
 from policyd.framework.events import (
+    DEVICE_CLASS,
     NODE,
     POD,
     QUEUE,
@@ -47,6 +54,7 @@ from policyd.framework.events import (
 )
 from policyd.framework.interfaces import Verdict
 from policyd.framework.status import Code
+from policyd.model.dra_objects import DEVICE_CLASS_RESOURCE_PREFIX
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Node, Pod
 from policyd.model.resources import (
@@ -59,6 +67,13 @@ from policyd.model.resources import (
 )
 from policyd.model.row_memo import RowMemo
 from policyd.plugins import names
+from policyd.plugins.helper.extended_resources import GATE as EXTENDED_RESOURCE_GATE
+from policyd.plugins.helper.extended_resources import (
+    ClassResolver,
+    DraCapacity,
+    delegated_to_dra,
+    is_extended_resource_name,
+)
 from policyd.plugins.helper.function_shape import ShapePoint, parse_shape
 from policyd.plugins.helper.plugin_args import (
     Problems,
@@ -73,7 +88,7 @@ from policyd.plugins.noderesources.resource_allocation import (
     Scorer,
     VectorScorer,
     check_weights,
-    is_extended_resource_name,
+    cycle_dra_capacity,
     is_scalar_resource_name,
     least_allocated_scorer,
     least_allocated_vector,
@@ -109,6 +124,8 @@ SCORING_STRATEGY_TYPES = (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY
 ARGS_KIND = "NodeResourcesFitArgs"
 
 _PRE_FILTER_KEY = "NodeResourcesFit/request"
+# What DRA-served extended resources count per node this cycle (DraCapacity).
+_DRA_KEY = "NodeResourcesFit/dra_capacity"
 _PRE_SCORE_KEY = "NodeResourcesFit/score_request"
 
 _STATUSES: dict[tuple[bool | str, ...], Status] = {}
@@ -136,10 +153,14 @@ class FitRequest:
 
     all_zero: bool
     checks: tuple[tuple[str, int, str], ...]
+    # Checked names a DeviceClass serves: skipped on a node whose allocatable lacks them.
+    delegable: frozenset[str] = frozenset()
 
 
 def compute_fit_request(pod: Pod, ignored_resources: frozenset[str],
-                        ignored_groups: frozenset[str]) -> FitRequest:
+                        ignored_groups: frozenset[str],
+                        classes: ClassResolver | None = None) -> FitRequest:
+    """`classes`: the cluster's DeviceClasses with DRAExtendedResource on, else None."""
     reqs = pod_requests(pod)
     cpu = reqs.get(CPU, 0)
     memory = reqs.get(MEMORY, 0)
@@ -159,7 +180,10 @@ def compute_fit_request(pod: Pod, ignored_resources: frozenset[str],
             continue
         checks.append((name, value, insufficient_reason(name)))
     all_zero = cpu == 0 and memory == 0 and ephemeral == 0 and not scalars
-    return FitRequest(all_zero, tuple(checks))
+    delegable = frozenset() if classes is None else frozenset(
+        name for name, _, _ in checks if is_scalar_resource_name(name)
+        and classes.for_extended_resource(name) is not None)
+    return FitRequest(all_zero, tuple(checks), delegable)
 
 
 def fits_request(request: FitRequest, info: NodeInfo) -> Status | None:
@@ -172,8 +196,11 @@ def fits_request(request: FitRequest, info: NodeInfo) -> Status | None:
         reasons = [ERR_REASON_TOO_MANY_PODS]
     if not request.all_zero:
         requested = info.requested
+        delegable = request.delegable
         for name, value, reason in request.checks:
             alloc = allocatable.get(name, 0)
+            if delegable and alloc <= 0 and name in delegable:
+                continue  # DynamicResources allocates it on this node
             if value > alloc - requested.get(name, 0):
                 if reasons is None:
                     reasons = [reason]
@@ -223,6 +250,8 @@ def fit_statuses(request: FitRequest, table: NodeTable, rows: IntArray
         alloc = take(table.allocatable[j], rows) if j is not None else zeros
         used = take(table.requested[j], rows) if j is not None else zeros
         short = value > alloc - used
+        if name in request.delegable:
+            short &= alloc > 0  # else DynamicResources allocates it there
         code |= short.astype(np.int64) << k
         unresolvable |= short & (value > alloc)
     code |= unresolvable.astype(np.int64) << (len(checks) + 1)
@@ -252,6 +281,13 @@ class NodeResourcesFit:
         self.ignored_resources = ignored_resources
         # How a resized bound pod counts in the scale-down hint (isSchedulableAfterPodScaleDown).
         self.features = features
+        self.extended_enabled = features.enabled(EXTENDED_RESOURCE_GATE)
+        # The DeviceClasses of the cluster PreFilter last ran on (the daemon has one,
+        # kept current by its informers): the node and class hints resolve names with
+        # them, as upstream's read its DRA manager.
+        self._classes: ClassResolver | None = None
+        # Compiled DeviceClass selectors, for counting devices in the score.
+        self._selectors = SelectorCache(KUBERNETES_CEL)
         self.ignored_resource_groups = ignored_resource_groups
         self.strategy = strategy
         self.resources = tuple(resources)
@@ -281,8 +317,16 @@ class NodeResourcesFit:
     def pre_filter(self, state: CycleState, pod: Pod,
                    nodes: Sequence[NodeInfo]) -> tuple[set[str] | None, Status | None]:
         state.write(_PRE_FILTER_KEY, compute_fit_request(
-            pod, self.ignored_resources, self.ignored_resource_groups))
+            pod, self.ignored_resources, self.ignored_resource_groups,
+            self._classes_of(state)))
         return None, None
+
+    def _classes_of(self, state: CycleState) -> ClassResolver | None:
+        """The cycle's DeviceClasses with DRAExtendedResource on (None off)."""
+        if not self.extended_enabled or state.cluster is None:
+            return None
+        self._classes = state.cluster.dra.classes
+        return self._classes
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         request = state.get(_PRE_FILTER_KEY)
@@ -323,9 +367,14 @@ class NodeResourcesFit:
         ok: BoolArray = take(table.pod_count, rows) + 1 <= allowed
         for name, value, _ in checks:
             j = table.resource_column(name)
+            delegable = name in request.delegable
             if j is None:  # no node has it: value > 0 - 0 everywhere
+                if delegable:
+                    continue  # DynamicResources allocates it everywhere
                 return np.zeros(rows.size, np.bool_)
-            ok &= value <= take(allocatable[j], rows) - take(requested[j], rows)
+            alloc = take(allocatable[j], rows)
+            fits = value <= alloc - take(requested[j], rows)
+            ok &= (fits | (alloc <= 0)) if delegable else fits
         return ok
 
     def verdicts(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[Verdict, ...]:
@@ -347,6 +396,8 @@ class NodeResourcesFit:
             for name, value, reason in request.checks:
                 alloc = allocatable.get(name, 0)
                 free = alloc - requested.get(name, 0)
+                if alloc <= 0 and name in request.delegable:
+                    continue  # DynamicResources' verdict says what it gets
                 if value > free:
                     out.append(Verdict(reason, False, (
                         f"requests {show_amount(name, value)}, free "
@@ -359,18 +410,24 @@ class NodeResourcesFit:
     def pre_score(self, state: CycleState, pod: Pod,
                   nodes: Sequence[NodeInfo]) -> Status | None:
         state.write(_PRE_SCORE_KEY, pod_request_list(pod, self.resources, False))
+        self._dra_capacity(state)
         return None
+
+    def _dra_capacity(self, state: CycleState) -> DraCapacity | None:
+        return cycle_dra_capacity(state, _DRA_KEY, self.extended_enabled, self._names,
+                                  self._selectors)
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
         pod_request = state.get(_PRE_SCORE_KEY)
         if pod_request is None:
             # PreScore disabled in the profile: upstream computes it here too.
             pod_request = pod_request_list(pod, self.resources, False)
-        return self._score_node(node, pod_request)
+        return self._score_node(node, pod_request, self._dra_capacity(state))
 
-    def _score_node(self, node: NodeInfo, pod_request: Sequence[int]) -> int:
+    def _score_node(self, node: NodeInfo, pod_request: Sequence[int],
+                    dra: DraCapacity | None = None) -> int:
         allocatable, allocated = node_allocatable_allocated(
-            node, self._names, self._kinds, pod_request, False)
+            node, self._names, self._kinds, pod_request, False, dra)
         requested = [allocated[i] + pod_request[i] for i in range(len(allocated))]
         return self._scorer(requested, allocated, allocatable)
 
@@ -380,6 +437,9 @@ class NodeResourcesFit:
         pod_request = state.get(_PRE_SCORE_KEY)
         if pod_request is None:
             pod_request = pod_request_list(pod, self.resources, False)
+        dra = self._dra_capacity(state)
+        if dra is not None and dra.counts_for(self._names, pod_request):
+            return None  # devices counted per node (`score`)
         key = tuple(pod_request)
         scores = self._score_memo.get(table, key, idx)
         # None: some node's values are too large for exact vector math; the rows asked
@@ -402,7 +462,24 @@ class NodeResourcesFit:
             ClusterEventWithHint(
                 ClusterEvent(NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
                 self._after_node_change),
-        )
+        ) + ((ClusterEventWithHint(ClusterEvent(DEVICE_CLASS, ActionType.ADD | ActionType.UPDATE),
+                                   self._after_class_change),)
+             if self.extended_enabled else ())
+
+    def _after_class_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """isSchedulableAfterDeviceClassEvent: a class added, or whose
+        extendedResourceName changed, now serves a resource the pod requests."""
+        if not isinstance(new, dict) or (old is not None and not isinstance(old, dict)):
+            return QUEUE
+        explicit = _extended_resource_name(new)
+        requests = pod_requests(pod)
+        if old is None:
+            name = (new.get("metadata") or {}).get("name")
+            if f"{DEVICE_CLASS_RESOURCE_PREFIX}{name}" in requests:
+                return QUEUE
+        elif _extended_resource_name(old) == explicit:
+            return QUEUE_SKIP
+        return QUEUE if explicit and explicit in requests else QUEUE_SKIP
 
     def _after_pod_event(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
         """A bound pod deleted frees its requests; a scale-down frees part of them."""
@@ -430,8 +507,9 @@ class NodeResourcesFit:
         update, some allocatable the pod requests (or the pod count) grew."""
         if not isinstance(new, Node):
             return QUEUE_SKIP
+        classes = self._classes if self.extended_enabled else None
         request = compute_fit_request(pod, self.ignored_resources,
-                                      self.ignored_resource_groups)
+                                      self.ignored_resource_groups, classes)
         if fits_request(request, NodeInfo(new)) is not None:
             return QUEUE_SKIP
         if not isinstance(old, Node):
@@ -442,7 +520,15 @@ class NodeResourcesFit:
         for name, _, _ in request.checks:
             if after.get(name, 0) > before.get(name, 0):
                 return QUEUE
+            if delegated_to_dra(name, after, classes):
+                return QUEUE  # as upstream: DRA may now allocate it there
         return QUEUE_SKIP
+
+
+def _extended_resource_name(cls: dict[str, Any]) -> str:
+    spec = cls.get("spec")
+    name = spec.get("extendedResourceName") if isinstance(spec, dict) else None
+    return name if isinstance(name, str) else ""
 
 
 # --- args --------------------------------------------------------------------------------

@@ -20,12 +20,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from policyd.dra.selectors import SelectorCache
 from policyd.features import DEFAULTS, FeatureGates
-from policyd.framework import MAX_NODE_SCORE
+from policyd.framework import MAX_NODE_SCORE, CycleState
 from policyd.model import k8snames
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, pod_requests
+from policyd.plugins.helper.extended_resources import DraCapacity, is_extended_resource_name
 from policyd.plugins.helper.function_shape import (
     MAX_CUSTOM_PRIORITY_SCORE,
     MAX_UTILIZATION,
@@ -48,7 +50,6 @@ MAX_RESOURCE_WEIGHT = 100
 
 HUGEPAGES_PREFIX = "hugepages-"
 _ATTACHABLE_VOLUMES_PREFIX = "attachable-volumes-"
-_REQUESTS_PREFIX = "requests."
 _NATIVE_DOMAIN = "kubernetes.io/"
 
 def qualified_name_errors(value: str) -> list[str]:
@@ -66,14 +67,6 @@ def is_native_resource(name: str) -> bool:
 
 def is_hugepages_resource(name: str) -> bool:
     return name.startswith(HUGEPAGES_PREFIX)
-
-
-def is_extended_resource_name(name: str) -> bool:
-    """v1helper.IsExtendedResourceName: a domain-prefixed name outside kubernetes.io that
-    would still be a valid quota name once `requests.` is put in front of it."""
-    if is_native_resource(name) or name.startswith(_REQUESTS_PREFIX):
-        return False
-    return not qualified_name_errors(_REQUESTS_PREFIX + name)
 
 
 def is_scalar_resource_name(name: str) -> bool:
@@ -217,11 +210,13 @@ def resource_kind(name: str) -> int:
 
 def node_allocatable_allocated(
     info: NodeInfo, names: Sequence[str], kinds: Sequence[int],
-    pod_request: Sequence[int], use_requested: bool,
+    pod_request: Sequence[int], use_requested: bool, dra: DraCapacity | None = None,
 ) -> tuple[list[int], list[int]]:
     """calculateNodeAllocatableRequest: per scored resource, the node's allocatable and
     what its pods already request; (0, 0) for a resource the node does not have, or an
-    extended resource the pod does not ask for (so it is left out of the score)."""
+    extended resource the pod does not ask for (so it is left out of the score). With
+    `dra` (DRAExtendedResource), a scalar resource the node's allocatable lacks
+    counts the devices of the class serving it there instead."""
     allocatable_map = info.node.allocatable
     requested_map = info.requested
     cpu_mem_map = requested_map if use_requested else info.non_zero_requested
@@ -242,6 +237,8 @@ def node_allocatable_allocated(
                 continue
             alloc = allocatable_map.get(name, 0)
             used = requested_map.get(name, 0)
+            if alloc == 0 and dra is not None:
+                alloc, used = dra.totals(info.node, name)
         else:
             continue
         if alloc == 0:
@@ -249,6 +246,20 @@ def node_allocatable_allocated(
         allocatable[i] = alloc
         allocated[i] = used
     return allocatable, allocated
+
+
+def cycle_dra_capacity(state: CycleState, key: str, enabled: bool, names: Sequence[str],
+                       selectors: SelectorCache) -> DraCapacity | None:
+    """The cycle's DraCapacity for the scored `names` (None with DRAExtendedResource
+    off, or when no class serves any of them), built once per cycle under `key`:
+    at PreScore, or at the first Score when PreScore is off."""
+    if not enabled or state.cluster is None:
+        return None
+    found = state.get(key)
+    if found is None:
+        found = DraCapacity.for_resources(state.cluster.dra, names, selectors) or False
+        state.write(key, found)
+    return found if isinstance(found, DraCapacity) else None
 
 
 # --- scorers -----------------------------------------------------------------------------

@@ -193,3 +193,18 @@ def test_the_objects_prebind_writes_have_their_api_paths() -> None:
         api.object_path(obj("Pod"))
     with pytest.raises(ValueError, match=r"ResourceClaim x/y without metadata\.namespace"):
         api.object_path(obj("ResourceClaim", None))
+
+
+def test_collection_path_is_where_a_claim_named_by_the_server_is_created() -> None:
+    """DynamicResources creates the claim of a pod's extended resources with
+    generateName: no name, so the namespace's collection."""
+    claim = {"kind": "ResourceClaim", "metadata": {"namespace": "team a",
+                                                   "generateName": "p-extended-resources-"}}
+    assert api.collection_path(claim) == (
+        "/apis/resource.k8s.io/v1/namespaces/team%20a/resourceclaims")
+    assert api.collection_path({"kind": "PersistentVolume", "metadata": {}}) == (
+        "/api/v1/persistentvolumes")
+    with pytest.raises(ValueError, match="does not write objects of kind 'Pod'"):
+        api.collection_path({"kind": "Pod", "metadata": {"namespace": "a"}})
+    with pytest.raises(ValueError, match=r"ResourceClaim without metadata\.namespace"):
+        api.collection_path({"kind": "ResourceClaim", "metadata": {}})

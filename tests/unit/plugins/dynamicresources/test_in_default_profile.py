@@ -8,6 +8,7 @@ import pytest
 
 from policyd.config.plugins import default_framework
 from policyd.engine.cycle import reserve, schedule_one
+from policyd.features import with_settings
 from policyd.model.cluster import ClusterState
 from policyd.plugins import names, registry
 from tests.builders import make_node, make_pod
@@ -84,3 +85,27 @@ def test_the_default_profile_places_a_pod_where_its_device_is(reference: bool) -
     assert r2.node is None
     assert _tail_ok(r2.message, "0/3 nodes are available: 3 cannot allocate all claims. "
                                 "still not schedulable")
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_the_default_profile_places_an_extended_resource_where_dra_serves_it(
+        reference: bool) -> None:
+    """DRAExtendedResource: NodeResourcesFit leaves `example.com/gpu` to DynamicResources
+    on nodes that do not list it, which allocates it where a slice has a device; the
+    gate off, every node is `Insufficient example.com/gpu`."""
+    cls = scene.gpu_class()
+    cls["spec"]["extendedResourceName"] = "example.com/gpu"
+    state = scene.cluster(scene.nodes("n1", "n2", "n3"), classes=[cls],
+                          slices=[scene.gpu_slice("n2", "g0")])
+    pod = make_pod("p").req({"cpu": "100m", "example.com/gpu": "1"}).obj()
+    r = schedule_one(default_framework([]), pod, state, reference=reference)
+    assert r.node == "n2"
+    two = make_pod("q").req({"cpu": "100m", "example.com/gpu": "2"}).obj()
+    r2 = schedule_one(default_framework([]), two, state, reference=reference)
+    assert _tail_ok(r2.message, "0/3 nodes are available: 3 cannot allocate all claims. "
+                                "still not schedulable")
+    off = default_framework([], features=with_settings([("DRAExtendedResource", False)]))
+    r3 = schedule_one(off, pod, state, reference=reference)
+    assert r3.node is None
+    assert _tail_ok(r3.message, "0/3 nodes are available: 3 Insufficient example.com/gpu. "
+                                "no new claims to deallocate")
