@@ -45,12 +45,15 @@ from tests.gen.dra import (
     gen_dra_case,
 )
 from tests.integration.differential.dra import (
+    DraOutcome,
+    DraTally,
     allocation_diffs,
     engine_allocations,
     normal_allocation,
     renamed,
     template_entries,
 )
+from tests.integration.differential.runner import KubeDecision, Outcome
 from tests.integration.test_differential_dra import DEFAULT_CASES, MIN_PER_KIND
 
 Obj = dict[str, Any]
@@ -381,3 +384,22 @@ def test_hostname_label_is_what_network_pools_select() -> None:
             for expr in term["matchExpressions"]:
                 assert expr["key"] == HOSTNAME
                 assert set(expr["values"]) <= set(case.case.node_names)
+
+
+def test_tally_counts_kinds_devices_and_refusals() -> None:
+    tally = DraTally()
+    cases = [gen_dra_case(53, i, f"t{i}") for i in range(3)]
+    refused = KubeDecision(reason="Unschedulable", message=(
+        "0/3 nodes are available: 3 cannot allocate all claims. still not schedulable"))
+    tally.add(DraOutcome(cases[0], Outcome(cases[0].case, refused)))
+    tally.add(DraOutcome(cases[1], Outcome(cases[1].case, KubeDecision(node="t1-n0")),
+                         kube_claims=2, daemon_claims=1))
+    tally.add(DraOutcome(cases[2], Outcome(cases[2].case, KubeDecision(node="t2-n0")),
+                         kube_claims=0))
+    assert (tally.kube_devices, tally.daemon_devices, tally.claims) == (1, 1, 3)
+    assert tally.cannot_allocate == 1
+    assert sum(tally.kinds.values()) == sum(len(c.kinds) for c in cases)
+    summary = tally.summary()
+    assert "1 messages with 'cannot allocate all claims'" in summary
+    assert "devices compared for 1 pods bound by kube-scheduler and 1 twins" in summary
+    assert all(kind in summary for kind in DRA_KINDS)
