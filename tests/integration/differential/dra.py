@@ -410,12 +410,13 @@ class DraRunner:
                 if o.ok and o.mix == SCORED:
                     scored.append((o, pod))
             r._compare_scores(scored, fw, cluster, columnar)
+            if r.daemon_scheduler is not None:
+                # Judged before the devices: the twin round leaves out cases with
+                # problems already.
+                r._twin_round([d.outcome for d in outcomes], decisions, fw, cluster)
             for d in outcomes:
                 self._compare_devices(d)
-            if r.daemon_scheduler is not None:
-                r._twin_round([d.outcome for d in outcomes], decisions, fw, cluster)
-                for d in outcomes:
-                    self._compare_twin_devices(d, decisions)
+                self._compare_twin_devices(d, decisions)
             return outcomes
         finally:
             barriers = list(r._barriers)  # the runner's clean-up forgets them
@@ -426,8 +427,9 @@ class DraRunner:
         """kube-scheduler's allocation in the claims of the pod it bound against the
         engine's on the same node."""
         o = d.outcome
-        if not o.ok or o.kube.node is None or o.policyd is None:
+        if o.kube.node is None or o.policyd is None:
             return
+        # None when the node was not feasible for policyd (`compare` said so).
         mine = engine_allocations(o.policyd, o.kube.node) or {}
         if not mine:
             return
