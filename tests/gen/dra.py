@@ -629,6 +629,56 @@ class _Scene:
                 for i, short in enumerate(shorts)]
 
 
+@dataclass
+class OfflineReadBack:
+    """What the runner reads back of a case, made without an API server (`pods`: those
+    bound to nodes; `objects`: classes, slices and claims)."""
+
+    pods: list[dict[str, Any]]
+    pod: dict[str, Any]
+    objects: list[dict[str, Any]]
+
+
+def read_back_offline(case: DraCase) -> OfflineReadBack:
+    """The case as the runner reads it back once the resourceclaim controller has made
+    the template claims (named `<pod>-<entry>`, owned by the pod, recorded in its
+    status) and the allocations of pods on nodes are written; uids are `uid-<name>`;
+    the pod under test without its gate. For tests that need no API server."""
+    c = case.case
+    pod = copy.deepcopy(c.pod)
+    pod["metadata"]["uid"] = "uid-under-test"
+    pod["spec"].pop("schedulingGates")
+    objects = copy.deepcopy([o for o in case.objects
+                             if o["kind"] != "ResourceClaimTemplate"])
+    templates = {t["metadata"]["name"]: t for t in case.objects
+                 if t["kind"] == "ResourceClaimTemplate"}
+    statuses = []
+    for entry in pod["spec"]["resourceClaims"]:
+        if "resourceClaimTemplateName" in entry:
+            name = f"{pod['metadata']['name']}-{entry['name']}"
+            objects.append({
+                "apiVersion": API_VERSION, "kind": "ResourceClaim",
+                "metadata": {"name": name, "namespace": pod["metadata"]["namespace"],
+                             "ownerReferences": [{
+                                 "apiVersion": "v1", "kind": "Pod", "controller": True,
+                                 "name": pod["metadata"]["name"],
+                                 "uid": "uid-under-test"}]},
+                "spec": copy.deepcopy(templates[entry["resourceClaimTemplateName"]][
+                    "spec"]["spec"])})
+            statuses.append({"name": entry["name"], "resourceClaimName": name})
+    pod["status"]["resourceClaimStatuses"] = statuses
+    pods = copy.deepcopy(c.pods)
+    for p in pods:
+        p["metadata"]["uid"] = f"uid-{p['metadata']['name']}"
+    by_claim = {a.claim: a for a in case.allocations}
+    for obj in objects:
+        obj["metadata"].setdefault("uid", f"uid-{obj['metadata']['name']}")
+        allocation = by_claim.get(obj["metadata"]["name"])
+        if obj["kind"] == "ResourceClaim" and allocation is not None:
+            obj["status"] = allocation_status(allocation, f"uid-{allocation.pod}")
+    return OfflineReadBack(pods, pod, objects)
+
+
 def allocation_status(allocation: Allocation, pod_uid: str) -> dict[str, Any]:
     """The status to write for `allocation` once its pod exists with `pod_uid`."""
     status = copy.deepcopy(allocation.status)

@@ -6,7 +6,6 @@ minimum; and the comparison's helpers (`differential.dra`) on plain values."""
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from collections import Counter
@@ -43,6 +42,7 @@ from tests.gen.dra import (
     allocation_status,
     drivers,
     gen_dra_case,
+    read_back_offline,
 )
 from tests.integration.differential.dra import (
     DraOutcome,
@@ -196,47 +196,16 @@ def test_allocations_for_pods_on_nodes_name_their_devices(index: int) -> None:
 
 
 def offline_cluster(case: DraCase) -> tuple[ClusterState, dict[str, Any]]:
-    """The case as the runner reads it back, built without an API server: template
-    claims made as the resourceclaim controller makes them (owned by the pod, named in
-    its status), the allocations written, uids given; and the pod under test."""
-    c = case.case
-    pod = copy.deepcopy(c.pod)
-    pod["metadata"]["uid"] = "uid-under-test"
-    pod["spec"].pop("schedulingGates")
-    objects = copy.deepcopy([o for o in case.objects
-                             if o["kind"] != "ResourceClaimTemplate"])
-    templates = {t["metadata"]["name"]: t for t in _of(case, "ResourceClaimTemplate")}
-    statuses = []
-    for entry in pod["spec"]["resourceClaims"]:
-        if "resourceClaimTemplateName" in entry:
-            name = f"{pod['metadata']['name']}-{entry['name']}"
-            objects.append({
-                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-                "metadata": {"name": name, "namespace": pod["metadata"]["namespace"],
-                             "uid": f"uid-{name}", "ownerReferences": [{
-                                 "apiVersion": "v1", "kind": "Pod", "controller": True,
-                                 "name": pod["metadata"]["name"],
-                                 "uid": "uid-under-test"}]},
-                "spec": copy.deepcopy(templates[entry["resourceClaimTemplateName"]][
-                    "spec"]["spec"])})
-            statuses.append({"name": entry["name"], "resourceClaimName": name})
-    pod["status"]["resourceClaimStatuses"] = statuses
-    pods = copy.deepcopy(c.pods)
-    for p in pods:
-        p["metadata"]["uid"] = f"uid-{p['metadata']['name']}"
-    by_claim = {a.claim: a for a in case.allocations}
-    for obj in objects:
-        obj["metadata"].setdefault("uid", f"uid-{obj['metadata']['name']}")
-        allocation = by_claim.get(obj["metadata"]["name"])
-        if obj["kind"] == "ResourceClaim" and allocation is not None:
-            obj["status"] = allocation_status(allocation, f"uid-{allocation.pod}")
-    cluster = ClusterState([node_from_dict(n) for n in c.nodes],
-                           [pod_from_dict(p) for p in pods])
+    """The case as the runner reads it back (`read_back_offline`), in a ClusterState;
+    and the pod under test."""
+    back = read_back_offline(case)
+    cluster = ClusterState([node_from_dict(n) for n in case.case.nodes],
+                           [pod_from_dict(p) for p in back.pods])
     kinds = {"DeviceClass": DEVICE_CLASS, "ResourceSlice": RESOURCE_SLICE,
              "ResourceClaim": RESOURCE_CLAIM}
-    for obj in objects:
+    for obj in back.objects:
         cluster.dra.upsert(kinds[obj["kind"]], obj)
-    return cluster, pod
+    return cluster, back.pod
 
 
 def _decide(case: DraCase) -> ScheduleResult:
