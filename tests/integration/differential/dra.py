@@ -119,7 +119,7 @@ def wait_for_template_claims(runner: Runner, pods: Sequence[dict[str, Any]]) -> 
             "GET", "/api/v1/pods", query={"labelSelector": f"{UNDER_TEST_LABEL}=true"})
         for pod in listed.get("items", []):
             key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
-            if key in want and want[key] <= _claim_names(pod).keys():
+            if key in want and want[key] <= claim_names(pod).keys():
                 del want[key]
         if not want:
             return
@@ -129,7 +129,7 @@ def wait_for_template_claims(runner: Runner, pods: Sequence[dict[str, Any]]) -> 
         time.sleep(0.05)
 
 
-def _claim_names(pod: Mapping[str, Any]) -> dict[str, str]:
+def claim_names(pod: Mapping[str, Any]) -> dict[str, str]:
     """Entry name -> claim name for each entry the pod's status or spec names a claim
     for (a template entry the controller decided needs none is left out)."""
     out = {s["name"]: s["resourceClaimName"]
@@ -308,7 +308,7 @@ def claim_allocations(runner: Runner, pod: Mapping[str, Any]) -> dict[str, dict[
         allocation = (claim.get("status") or {}).get("allocation")
         return allocation if isinstance(allocation, dict) else None
 
-    return {entry: read(name) for entry, name in _claim_names(pod).items()}
+    return {entry: read(name) for entry, name in claim_names(pod).items()}
 
 
 # How many FailedScheduling messages of a run said that no node could allocate the

@@ -48,6 +48,7 @@ from tests.integration.differential.dra import (
     DraOutcome,
     DraTally,
     allocation_diffs,
+    claim_names,
     engine_allocations,
     normal_allocation,
     renamed,
@@ -372,3 +373,22 @@ def test_tally_counts_kinds_devices_and_refusals() -> None:
     assert "1 messages with 'cannot allocate all claims'" in summary
     assert "devices compared for 1 pods bound by kube-scheduler and 1 twins" in summary
     assert all(kind in summary for kind in DRA_KINDS)
+
+
+def test_claim_names_follow_the_pod_and_the_controller() -> None:
+    case = next(c for c in (gen_dra_case(59, i, f"n{i}") for i in range(40))
+                if {"resourceClaimName", "resourceClaimTemplateName"} <= {
+                    k for e in c.case.pod["spec"]["resourceClaims"] for k in e})
+    entries = case.case.pod["spec"]["resourceClaims"]
+    named = {e["name"]: e["resourceClaimName"] for e in entries if "resourceClaimName" in e}
+    # Before the controller made the template claims: only the named ones.
+    assert claim_names(case.case.pod) == named
+    back = read_back_offline(case)
+    made = {s["name"]: s["resourceClaimName"]
+            for s in back.pod["status"]["resourceClaimStatuses"]}
+    assert claim_names(back.pod) == {**named, **made}
+    assert set(claim_names(back.pod)) == {e["name"] for e in entries}
+    # A template entry the controller decided needs no claim has none.
+    back.pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"] = None
+    skipped = back.pod["status"]["resourceClaimStatuses"][0]["name"]
+    assert skipped not in claim_names(back.pod)
