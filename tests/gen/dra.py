@@ -32,6 +32,14 @@ ResourceClaims (resource.k8s.io/v1), and gives the pod under test one to three c
   nothing, a constraint no pair of devices meets, and (by index) a class that does not
   exist.
 
+The kinds too rare to leave to chance in a run of the default size (FORCED: a
+distinctAttribute constraint, a class matching nothing, admin access, a capacity
+request; and MISSING_CLASS) are given to the first claim made for the pod by the
+case's index. Never drawn: allocationMode All beside a constraint (a device of an All
+request that breaks a constraint is an error upstream, not a reason). The pod under
+test is created with a scheduling gate (GATE) that the runner removes once its claims
+have been read back.
+
 Isolation between cases on one API server, beyond `tests.gen.differential`'s: the
 drivers carry the prefix (so do the cluster-scoped names: classes, slices) and every
 object the CASE_LABEL, so clean-up finds them by label and no case's class selects
@@ -39,7 +47,7 @@ another case's devices.
 
 Not drawn: DRA-backed extended resources (DRAExtendedResource; policyd does not model
 them yet), device binding conditions (they need a driver that reports the device's
-status), opaque configuration (nothing reads it when scheduling).
+status), opaque configuration (copied into an allocation, it never decides one).
 """
 
 from __future__ import annotations
