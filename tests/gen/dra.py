@@ -71,6 +71,8 @@ API_VERSION = "resource.k8s.io/v1"
 NUMA = "diff.policyd.io/numa"
 UNHEALTHY = "diff.policyd.io/unhealthy"
 MAINTENANCE = "diff.policyd.io/maintenance"
+# When the claims of pods on nodes were allocated.
+ALLOCATED_AT = "2026-11-01T11:00:00Z"
 # What the API server wants on a namespace whose claims ask for admin access.
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 # The scheduling gate the pods under test are created with: the runner removes it once
@@ -455,6 +457,10 @@ class _Scene:
         result: dict[str, Any] = {"request": short, "driver": pool.driver,
                                   "pool": pool.name, "device": device["name"]}
         status = {"allocation": {
+            # As kube-scheduler writes it (binding conditions are on by default): a
+            # scheduler adding a pod to reservedFor sets a missing one, which the API
+            # server refuses (the allocation is immutable).
+            "allocationTimestamp": ALLOCATED_AT,
             "devices": {"results": [result]},
             "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
                 {"key": "metadata.name", "operator": "In", "values": [node]}]}]}},
