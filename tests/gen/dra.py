@@ -351,7 +351,7 @@ class _Scene:
             name = f"{self.prefix}-fabric"
             self._slice(name, self.nic, name, 1, where, devices)
             self.pools[self.nic].append(_Pool(self.nic, name, devices, None, {NETWORK}))
-        if rng.random() < 0.45:
+        if rng.random() < 0.6:
             devices = []
             for d in range(rng.randint(2, 4)):
                 device = self._nic(f"port-{d}", rng.random() < 0.2)
@@ -377,7 +377,7 @@ class _Scene:
         slice with the devices that consume it (one whole, two halves, four quarters:
         taking a half leaves no whole)."""
         rng = self.rng
-        if rng.random() < 0.45:
+        if rng.random() < 0.35:
             return
         for node in self.node_names:
             if rng.random() < 0.4:
