@@ -496,7 +496,10 @@ class Runner:
                 d.pod = pod
                 d.node = pod["spec"].get("nodeName") or None
                 for cond in pod.get("status", {}).get("conditions", []):
-                    if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+                    # A pod created with a scheduling gate (`differential.dra`) keeps
+                    # its SchedulingGated condition until a scheduler decides.
+                    if cond.get("type") == "PodScheduled" and cond.get("status") == "False" \
+                            and cond.get("reason") != "SchedulingGated":
                         d.reason = cond.get("reason", "")
                         d.message = cond.get("message", "")
             if all(d.decided for d in decisions.values()) or time.monotonic() > deadline:
