@@ -13,7 +13,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.helpers import Cluster, DaemonFactory, wait_for, write_profile
+from tests.e2e.helpers import Cluster, DaemonFactory, write_profile
+from tests.polling import wait_for
 
 DRA = "/apis/resource.k8s.io/v1"
 DRIVER = "gpu.example.com"
@@ -55,7 +56,9 @@ def test_an_extended_resource_is_allocated_through_a_created_claim(
     # (cpu first): upstream's naming.
     assert status["requestMappings"] == [{"containerName": "main", "resourceName": resource,
                                           "requestName": "container-0-request-1"}]
-    claim: dict[str, Any] = cluster._get(f"{DRA}/namespaces/{cluster.ns}/resourceclaims/{name}")
+    found = cluster._get(f"{DRA}/namespaces/{cluster.ns}/resourceclaims/{name}")
+    assert found is not None
+    claim: dict[str, Any] = found
     meta = claim["metadata"]
     assert meta["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}
     assert [(r["kind"], r["name"], r["uid"], r.get("controller"))
