@@ -20,7 +20,8 @@ the daemon's ResourceClaim cluster events come from.
 
 from __future__ import annotations
 
-from collections import Counter
+import itertools
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -47,6 +48,9 @@ DEVICE_CLASS_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
 DeviceID = tuple[str, str, str]
 # (driver, pool, device, shareID): one share of a device with consumable capacity.
 SharedDeviceID = tuple[str, str, str, str]
+# Pool changes the claim cache remembers (ClaimCache.pool_changes_since): many more
+# than the allocations made between two cycles.
+POOL_CHANGE_LOG = 65536
 # What a listener is told: (old, new), old None for an add, new None for a delete.
 ClaimListener = Callable[[Obj | None, Obj | None], None]
 
@@ -199,6 +203,14 @@ class ClaimCache:
         self._shared: Counter[SharedDeviceID] = Counter()
         # Bumped on every change, so caches derived from the claims can tell staleness.
         self.generation = 0
+        # Every pool whose taken devices may have changed, one entry per change: a
+        # claim naming one of its devices in its allocation stored, replaced or
+        # removed, or such an allocation put in flight or withdrawn. A cache of what
+        # one node can allocate reads the changes since it last looked
+        # (`pool_changes_since`; DynamicResources' allocation memo). Only the latest
+        # POOL_CHANGE_LOG are kept: a reader further behind starts afresh.
+        self._pool_changes: deque[tuple[str, str]] = deque(maxlen=POOL_CHANGE_LOG)
+        self.pool_changes_total = 0
 
     # -- reading --------------------------------------------------------------------------
 
@@ -241,6 +253,17 @@ class ClaimCache:
                 ids.update(s[:3] for s in shared)
         return ids
 
+    def pool_changes_since(self, seen: int) -> list[tuple[str, str]] | None:
+        """The (driver, pool) of every change after the first `seen` of
+        `pool_changes_total`, oldest first; None when some are no longer kept."""
+        missed = self.pool_changes_total - seen
+        if missed < 0 or missed > len(self._pool_changes):
+            return None
+        if missed == 0:
+            return []
+        return list(itertools.islice(self._pool_changes, len(self._pool_changes) - missed,
+                                     None))
+
     def allocated_shares(self) -> set[SharedDeviceID]:
         """Shares of devices with consumable capacity taken by allocated claims and
         allocations in flight (AllocatedSharedDeviceIDs)."""
@@ -258,13 +281,22 @@ class ClaimCache:
     def _changed(self, key: str, old: Obj | None, new: Obj | None) -> None:
         self.generation += 1
         if old is not None:
+            self._touch_pools(old)
             self._unindex(key, old)
             if old is not self._api.get(key):
                 self._memo.forget(old)
         if new is not None:
+            self._touch_pools(new)
             self._index(key, new)
         for listener in self._listeners:
             listener(old, new)
+
+    def _touch_pools(self, claim: Obj) -> None:
+        """Log a change of every pool the claim's allocation names a device of,
+        admin access included: a superset of the pools whose taken devices change."""
+        for result in allocation_results(claim):
+            self._pool_changes.append((_str(result.get("driver")), _str(result.get("pool"))))
+            self.pool_changes_total += 1
 
     def _index(self, key: str, claim: Obj) -> None:
         for consumer in reserved_for(claim):
@@ -350,6 +382,8 @@ class ClaimCache:
         a second pod sharing the claim while it is in flight adds a share."""
         entry = self._in_flight.get(uid)
         self._in_flight[uid] = (allocated, 1) if entry is None else (entry[0], entry[1] + 1)
+        if entry is None:
+            self._touch_pools(allocated)
         self.generation += 1
 
     def pending_allocation(self, uid: str) -> Obj | None:
@@ -365,6 +399,7 @@ class ClaimCache:
             return False
         if force or entry[1] <= 1:
             del self._in_flight[uid]
+            self._touch_pools(entry[0])
             self.generation += 1
             return True
         self._in_flight[uid] = (entry[0], entry[1] - 1)
