@@ -76,10 +76,11 @@ from policyd.framework.interfaces import (
 )
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
-from policyd.model.table import IntArray, NodeTable
+from policyd.model.table import BoolArray, IntArray, NodeTable
 from policyd.plugins.dynamicresources import NAME, hints
 from policyd.plugins.dynamicresources.allocation import (
     ClaimInfo,
+    ClusterView,
     DraState,
     allocation_node_selector,
     build_allocator,
@@ -89,6 +90,7 @@ from policyd.plugins.dynamicresources.args import DynamicResourcesArgs, parse_ar
 from policyd.plugins.dynamicresources.binding import binding_state, binding_timed_out
 from policyd.plugins.dynamicresources.claims import ClaimLookupError, PodClaim, pod_claims
 from policyd.plugins.dynamicresources.explain import claim_verdicts
+from policyd.plugins.dynamicresources.node_memo import NodeAllocationMemo, claims_key
 from policyd.plugins.dynamicresources.prebind import CLAIM_FINALIZER, bind_claims
 from policyd.plugins.dynamicresources.scoring import pod_score
 from policyd.plugins.dynamicresources.store import DraStore, claim_of, dra_of
@@ -133,6 +135,10 @@ class DynamicResources:
         self._wall = wall  # allocationTimestamp is wall time
         # Compiled CEL selectors, kept across cycles as upstream's cel.Cache.
         self._selectors = SelectorCache(KUBERNETES_CEL)
+        # Each node's allocation kept across pods while nothing it read changed.
+        self._node_memo = NodeAllocationMemo()
+        # Classes and slices decoded once per version of them.
+        self._view = ClusterView()
 
     # PreFilter
     def pre_filter(
@@ -160,9 +166,11 @@ class DynamicResources:
         if any(not info.allocated for info in infos):
             try:
                 data.allocator = build_allocator(store, self.allocator_features,
-                                                 self._selectors)
+                                                 self._selectors, self._view)
             except InvalidObjectError as err:
                 return None, Status.error(str(err))
+            data.answers = self._node_memo.answers_for(store, claims_key(
+                [info.claim.obj for info in infos if not info.allocated]))
         data.claims = infos
         return None, None
 
@@ -221,8 +229,12 @@ class DynamicResources:
         if data.allocator is not None:
             to_allocate = [data.claims[i].decoded for i in data.to_allocate()]
             try:
-                results = data.allocator.allocate(target, to_allocate,
-                                                  cancelled=self._deadline())
+                if data.answers is not None:
+                    results = data.answers.allocate(data.allocator, target, to_allocate,
+                                                    cancelled=self._deadline())
+                else:
+                    results = data.allocator.allocate(target, to_allocate,
+                                                      cancelled=self._deadline())
             except AllocationAborted:
                 # Possibly transient: an Error retries the pod with backoff.
                 return Status.error(f"node {target.name}: timed out trying to allocate "
@@ -240,6 +252,28 @@ class DynamicResources:
         if results is not None:
             data.node_allocations[target.name] = results
         return None
+
+    def filter_mask(self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray
+                    ) -> BoolArray | None:
+        """`filter` over many nodes for a pod whose claims are all unallocated: the
+        memo's answers as table rows (node_memo.ShapeAnswers.mask), the per-node
+        `filter` only for rows whose answer is not known valid. None (per-node
+        `filter` everywhere) for any other pod, and when a node's allocation ends in
+        an error, so that the error is reported as `filter` reports it."""
+        data: DraState | None = state.get(STATE_KEY)
+        if (data is None or not data.claims or data.allocator is None
+                or data.answers is None or any(info.allocated for info in data.claims)):
+            return None
+        infos = table.infos
+
+        def judge(row: int) -> bool:
+            status = self.filter(state, pod, infos[row])  # allocates, keeps the answer
+            return status is None or status.is_rejected
+
+        passed = data.answers.mask(table, idx, len(data.claims), judge)
+        if passed is not None:
+            data.masked = True
+        return passed
 
     def _binding_failed(self, info: ClaimInfo) -> bool:
         """An allocated claim whose binding failed or timed out: PostFilter may free
@@ -261,7 +295,7 @@ class DynamicResources:
         data: DraState | None = state.get(STATE_KEY)
         if not self.score_enabled or data is None or not data.claims:
             return 0
-        allocations = data.node_allocations.get(node.node.name)
+        allocations = data.allocations_on(node.node.name)
         if allocations is None:
             return 0
         per_claim: list[tuple[Any, list[str]]] = []
@@ -282,8 +316,13 @@ class DynamicResources:
     def score_vector(self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray
                      ) -> IntArray | None:
         data: DraState | None = state.get(STATE_KEY)
-        if self.score_enabled and data is not None and data.node_allocations:
-            return None  # per node: only pods whose claims Filter allocated
+        if (self.score_enabled and data is not None
+                and (data.node_allocations or data.masked)
+                and any(request.first_available for info in data.claims
+                        for request in info.decoded.requests)):
+            # Per node: only `firstAvailable` requests score (scoring.claim_score),
+            # by which sub-request each node's allocation used.
+            return None
         # Every node scores 0, and normalizing zeros leaves zeros.
         scores: IntArray = np.zeros(idx.size, np.int64)
         return scores
@@ -323,7 +362,7 @@ class DynamicResources:
         to_allocate = data.to_allocate()
         if not to_allocate or data.allocator is None:
             return None
-        allocations = data.node_allocations.get(node_name)
+        allocations = data.allocations_on(node_name)
         if not allocations:
             return Status.error(ALLOCATION_NOT_FOUND)
         if len(allocations) != len(to_allocate):
