@@ -15,7 +15,7 @@ from policyd.dra.nodes import Node, NodeSelector, decode_node_selector, node_mat
 from policyd.dra.objects import DeviceClass, ResourceClaim, decode_resource_claim
 from policyd.dra.results import AllocationResult
 from policyd.dra.selectors import SelectorCache
-from policyd.dra.state import AllocatedState, DeviceID, gather_allocated_state
+from policyd.dra.state import AllocatedState, gather_allocated_state
 from policyd.model.quantity import nano_value
 from policyd.plugins.dynamicresources.claims import PodClaim
 from policyd.plugins.dynamicresources.node_memo import ShapeAnswers
@@ -89,17 +89,22 @@ def allocated_state(store: DraStore, features: AllocatorFeatures) -> AllocatedSt
     Read from the claim tracker's device index, kept up to date claim by claim as
     upstream's allocated-devices tracker is, rather than by decoding every claim in
     every cycle; the exception is shares of devices with consumable capacity, whose
-    consumed capacity only the decoded claims give."""
+    consumed capacity only the decoded claims give. (A claim whose allocation
+    cannot be read takes the devices the index could read of it, where decoding it
+    would have failed the cycle; the API server never serves such a claim.)"""
     tracker = store.claims
-    consumable = features.consumable_capacity
-    if consumable and tracker.allocated_shares():
-        claims = [claim_of(store, obj) for obj in tracker.values()]
-        claims.extend(decode_resource_claim(obj, nano_value)
-                      for obj in tracker.pending_allocations())
-        return gather_allocated_state(
-            (c for c in claims if c.allocated is not None), consumable_capacity=True)
-    devices = tracker.allocated_device_ids(consumable_capacity=consumable)
-    return AllocatedState(frozenset(DeviceID(*d) for d in devices))
+    if not tracker.has_shares():
+        # Live, and fixed while the cycle runs: every change is made under the lock
+        # the cycle holds.
+        return AllocatedState(tracker.taken_devices())
+    if not features.consumable_capacity:  # a share then takes its whole device
+        return AllocatedState(frozenset(tracker.allocated_device_ids(
+            consumable_capacity=False)))
+    claims = [claim_of(store, obj) for obj in tracker.values()]
+    claims.extend(decode_resource_claim(obj, nano_value)
+                  for obj in tracker.pending_allocations())
+    return gather_allocated_state(
+        (c for c in claims if c.allocated is not None), consumable_capacity=True)
 
 
 class ClusterView:

@@ -263,6 +263,29 @@ def test_allocated_devices_of_stored_claims_and_allocations_in_flight() -> None:
     assert cache.allocated_device_ids() == set() and cache.allocated_shares() == set()
 
 
+def test_the_live_view_of_taken_devices_follows_claims_and_allocations_in_flight(
+) -> None:
+    cache, _ = tracker()
+    gpu = "gpu.example.com"
+    taken = cache.taken_devices()  # one view, read again after each change
+    cache.upsert(claim("a", "5", devices=[result("gpu-0"), result("gpu-1", adminAccess=True)]))
+    assert (gpu, "node-a", "gpu-0") in taken and (gpu, "node-a", "gpu-1") not in taken
+    cache.signal_pending_allocation("uid-b", claim("b", devices=[result("gpu-2")]))
+    assert set(taken) == cache.allocated_device_ids() == {
+        (gpu, "node-a", "gpu-0"), (gpu, "node-a", "gpu-2")}
+    assert len(taken) == 2
+    assert cache.remove_pending_allocation("uid-b")
+    assert (gpu, "node-a", "gpu-2") not in taken
+    cache.upsert(claim("a", "6"))
+    assert len(taken) == 0 and not cache.has_shares()
+    cache.signal_pending_allocation("uid-c", claim("c", devices=[result("g", shareID="s")]))
+    assert cache.has_shares() and len(taken) == 0  # a share is not the whole device
+    cache.remove_pending_allocation("uid-c")
+    assert not cache.has_shares()
+    cache.upsert(claim("d", "5", devices=[result("g", shareID="s")]))
+    assert cache.has_shares()
+
+
 def test_every_change_to_the_devices_taken_in_a_pool_is_logged() -> None:
     """The pool change log DynamicResources' allocation memo follows: each way the
     devices taken in a pool can change names that pool, and nothing else does."""
