@@ -288,13 +288,16 @@ def test_the_daemon_path_places_as_the_reference_path() -> None:
     its memo chooses the same nodes and devices as the reference path."""
     chosen = []
     for reference in (True, False):
-        state = cluster([_node(i, "a") for i in range(4)], classes=[gpu_class()],
-                        slices=[_slice(i, 2) for i in range(4)])
+        state = cluster([_node(i, ZONES[i % 2]) for i in range(4)], classes=[gpu_class()],
+                        slices=[*(_slice(i, 2) for i in range(4)), _zone_slice("b", 1)])
         plugin = new()
         fw = framework(plugin, seed=3)
         placed = []
         for k in range(9):
-            add_claim(state, claim(f"c{k}"))
+            # One device, or a firstAvailable request (two devices, else one) which
+            # Score ranks per node; the later ones find only single devices left.
+            shape = SHAPES[3] if k in (2, 6, 7, 8) else SHAPES[0]
+            add_claim(state, claim(f"c{k}", *copy.deepcopy(shape)))
             pod = pod_using(f"p{k}", f"c{k}").obj()
             result = schedule_one(fw, pod, state, reference=reference)
             if result.node is not None:
@@ -306,7 +309,8 @@ def test_the_daemon_path_places_as_the_reference_path() -> None:
             placed.append((result.node, devices))
         chosen.append(placed)
     assert chosen[0] == chosen[1]
-    assert [node for node, _ in chosen[0]].count(None) == 1  # 8 devices, 9 pods
+    requests = {d["request"] for _, devices in chosen[0] for d in devices or ()}
+    assert requests == {"gpu", "gpu/two", "gpu/one"}  # both alternatives were taken
 
 
 def test_claim_objects_are_read_by_their_allocation_shape_only() -> None:
@@ -316,3 +320,34 @@ def test_claim_objects_are_read_by_their_allocation_shape_only() -> None:
     assert claims_key([a]) != claims_key([claim("a", exact("gpu", count=2))])
     assert claims_key([a, b]) != claims_key([a])
 
+
+
+def test_an_allocation_error_leaves_the_mask_to_the_per_node_filter() -> None:
+    """An Error must reach the cycle as `filter` words it: the mask declines."""
+    state = _three_nodes()
+    broken = exact("gpu", selectors=[{"cel": {"expression":
+                                              f'device.attributes["{DRIVER}"].nope == 1'}}])
+    add_claim(state, claim("c0", broken))
+    plugin = new()
+    pod = pod_using("p0", "c0").obj()
+    cycle = CycleState(state.node_infos(), state)
+    plugin.pre_filter(cycle, pod, state.node_infos())
+    status = plugin.filter(cycle, pod, state.node_infos()[0])
+    assert status is not None and not status.is_rejected  # an Error
+    table = state.table()
+    assert plugin.filter_mask(cycle, pod, table,
+                              np.arange(len(table), dtype=np.int64)) is None
+
+
+@pytest.mark.parametrize("reference", [True, False])
+def test_a_first_available_pod_prefers_the_node_with_its_first_alternative(
+        reference: bool) -> None:
+    """n1 can give two devices (the first alternative, 8 points), n0 only one (7):
+    both paths score per node from Filter's allocations, whatever the seed."""
+    for seed in range(6):
+        state = cluster([_node(0, "a"), _node(1, "a")], classes=[gpu_class()],
+                        slices=[_slice(0, 1), _slice(1, 2)])
+        add_claim(state, claim("c0", *copy.deepcopy(SHAPES[3])))
+        result = schedule_one(framework(new(), seed=seed), pod_using("p0", "c0").obj(),
+                              state, reference=reference)
+        assert result.node == "n1", seed
