@@ -20,9 +20,12 @@ a pod. policyd has it at the same points but PreEnqueue:
   `resourceclaim not available on the node`; the allocator must then allocate every
   unallocated claim there (`cannot allocate all claims`; a claim or class it cannot
   use is an Error, a timeout after `filterTimeout` too). The node's allocation is
-  kept for Score and Reserve.
+  kept for Score and Reserve, and across pods of the same claim shape while nothing
+  it depends on changes (`node_memo.py`: upstream's answer, without the search);
+  `filter_mask` reads those kept answers as NodeTable rows.
 - Score: `scoring.py` (which `firstAvailable` alternatives were chosen), normalized
-  to 100 for the best node.
+  to 100 for the best node; 0 everywhere, without a pass over the nodes, for a pod
+  with no `firstAvailable` request.
 - Reserve: each unallocated claim's allocation on the chosen node is signalled as in
   flight in the claim tracker, so the next pod's cycle does not take its devices;
   Unreserve withdraws it and restores the tracker's claim.
