@@ -4,6 +4,7 @@
     .venv/bin/python -m bench.engine_bench --nodes 5000 --workloads SchedulingBasic Mixed
     .venv/bin/python -m bench.engine_bench --nodes 5000 --workloads SchedulingBasic \\
         --gc-freeze                                        # what gc.freeze() would be worth
+    .venv/bin/python -m bench.engine_bench --nodes 1000 5000 --workloads DynamicResources
 
 Each (workload, node count) runs in a fresh subprocess so peak RSS is its own. Pods are
 placed one after another, each placement counted before the next (as `simulate` does);
@@ -13,7 +14,9 @@ kube-scheduler's percentageOfNodesToScore does).
 So that caches are not flattered: by default every node's status is updated every 10 s
 (`--churn-period`, 0 = static nodes) through the daemon's node-update path, interleaved
 with the pods by elapsed CPU time (`bench.engine.churn`); and `Mixed` takes twelve pod
-shapes in turn on heterogeneous nodes (`bench.engine.mixed`).
+shapes in turn on heterogeneous nodes (`bench.engine.mixed`). `DynamicResources`
+(not in the default run) gives every node a slice of 8 devices and every pod a claim
+for one (`bench.engine.dra`), at most as many pods as devices.
 
 Reports pods/s (wall) next to pods per CPU-second of the process (steady when other
 processes share the cores), p50/p99 time per scheduling cycle, peak RSS, and the
@@ -37,7 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.engine import mixed
+from bench.engine import dra, mixed
 from bench.engine.churn import HeartbeatSchedule, NodeHeartbeats
 from bench.engine.report import markdown
 from bench.engine.workloads import (
@@ -54,6 +57,8 @@ from policyd.model.cluster import ClusterState
 from policyd.model.records import Pod, node_from_dict, pod_from_dict
 
 WORKLOADS = (*SCHEDULER_PERF_WORKLOADS, "Mixed")
+# Chosen by name only: the default run (the docs' table) stays the workloads above.
+CHOICES = (*WORKLOADS, dra.NAME)
 POLICIES = Path(__file__).resolve().parent.parent / "policies"
 CLOCKS: dict[str, Callable[[], float]] = {"cpu": time.process_time, "wall": time.perf_counter}
 
@@ -90,6 +95,13 @@ def build(workload: str, nodes: int, init_pods: int, pods: int
             if result.node is not None:
                 cluster.assume(p, result.node)
         todo = [pod_from_dict(mixed.pod(f"pod-{k}", k)) for k in range(pods)]
+    elif workload == dra.NAME:
+        cluster = ClusterState(
+            [node_from_dict(scheduler_perf_node(i)) for i in range(nodes)],
+            [pod_from_dict(scheduler_perf_pod(f"init-{i}", workload, i, f"node-{i % nodes}"))
+             for i in range(init_pods)])
+        dra.add_devices(cluster, nodes)
+        todo = [dra.pod_with_claim(cluster, f"pod-{i}", i) for i in range(pods)]
     else:
         cluster = ClusterState(
             [node_from_dict(scheduler_perf_node(i)) for i in range(nodes)],
@@ -121,6 +133,7 @@ def run_one(workload: str, nodes: int, init_pods: int, pods: int, *,
     # Mixed: each shape's cycle times, so a slow shape shows (its plugins' cost).
     by_shape: dict[str, list[float]] = {}
     shape_of = mixed.shape_name if workload == "Mixed" else None
+    with_claims = workload == dra.NAME
     placed = 0
     update_seconds = 0.0
     clock_start = clock()
@@ -131,7 +144,11 @@ def run_one(workload: str, nodes: int, init_pods: int, pods: int, *,
         result = schedule_one(fw, pod, cluster)
         if result.node is not None:
             cluster.assume(pod, result.node)
-            placed += 1
+            if with_claims:  # Reserve, and the claims written as PreBind would
+                result = dra.settle(fw, cluster, result, resource_version=k + 2)
+                if result.node is None:
+                    cluster.forget(pod)
+            placed += result.node is not None
         t1 = time.perf_counter()
         times.append(t1 - t0)
         if shape_of is not None:
@@ -176,13 +193,15 @@ def cell_sizes(workload: str, nodes: int, init_pods: int, pods: int,
         # 5000 nodes, scaled to the cluster, and room left for the measured pods.
         init = min(init_pods, nodes // 5)
         return init, min(anti_affinity_pods, nodes - init)
+    if workload == dra.NAME:
+        return init_pods, min(pods, dra.capacity(nodes))
     return init_pods, pods
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--nodes", type=int, nargs="+", default=[500, 5000, 15000])
-    ap.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=WORKLOADS)
+    ap.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=CHOICES)
     ap.add_argument("--init-pods", type=int, default=1000)
     ap.add_argument("--pods", type=int, default=10000)
     ap.add_argument("--anti-affinity-pods", type=int, default=1000,

@@ -42,6 +42,7 @@ class Renderer:
 
 RENDERERS: Mapping[str, Renderer] = {
     "e2e": Renderer(RESULTS / "e2e-latest.json", e2e_report.markdown),
+    "e2e-dra": Renderer(RESULTS / "e2e-dra-latest.json", e2e_report.markdown),
     "engine": Renderer(RESULTS / "engine-latest.json", engine_report.readme),
     "preemption": Renderer(RESULTS / "preemption-latest.json", preemption_report.markdown),
     "snapshot": Renderer(RESULTS / "snapshot-latest.json", snapshot_bench.markdown),

@@ -9,10 +9,13 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from bench import dra_workload
 from bench.e2e.shapes import (
+    DYNAMIC_RESOURCES,
     NAMESPACE,
     Obj,
     default_init_pods,
+    measured_pod_name,
     node_body,
     node_name,
     pod_body,
@@ -22,6 +25,8 @@ from policyd.devcluster import ControlPlane
 from policyd.kube.client import ApiError, ConnectionSettings, KubeClient
 
 PODS_PATH = f"/api/v1/namespaces/{NAMESPACE}/pods"
+RESOURCE_API = "/apis/resource.k8s.io/v1"
+CLAIMS_PATH = f"{RESOURCE_API}/namespaces/{NAMESPACE}/resourceclaims"
 # Core events: kube-scheduler posts events.k8s.io/v1 Events, policyd core v1 ones; the
 # API server stores both as one resource and serves each through either API, so one
 # watch here sees every scheduler's Scheduled events alike.
@@ -46,15 +51,25 @@ def each(fn: Callable[[Any], Any], items: Iterable[Any], threads: int = SETUP_TH
 
 
 def populate(client: KubeClient, workload: str, scheduler: str, nodes: int,
-             init_pods: int | None = None) -> int:
-    """Namespace, warm-up PriorityClass, nodes and bound init pods; returns the init
-    pod count."""
+             init_pods: int | None = None, measured: int = 0) -> int:
+    """Namespace, warm-up PriorityClass, nodes and bound init pods; for
+    DynamicResources also the DeviceClass, a ResourceSlice per node and the claims
+    of the `measured` pods (before any pod, so a pod never waits for its claim, and
+    the rate mode's paced POSTs are pods alone). Returns the init pod count."""
     init = default_init_pods(nodes) if init_pods is None else init_pods
     client.request("POST", "/api/v1/namespaces", body={
         "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
     client.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses",
                    body=priority_class_body())
     each(lambda i: client.request("POST", "/api/v1/nodes", body=node_body(i)), range(nodes))
+    if workload == DYNAMIC_RESOURCES:
+        client.request("POST", f"{RESOURCE_API}/deviceclasses",
+                       body=dra_workload.device_class())
+        each(lambda i: client.request("POST", f"{RESOURCE_API}/resourceslices",
+                                      body=dra_workload.resource_slice(node_name(i))),
+             range(nodes))
+        each(lambda i: client.request("POST", CLAIMS_PATH, body=dra_workload.resource_claim(
+            measured_pod_name(i), NAMESPACE)), range(measured))
     each(lambda i: client.request("POST", PODS_PATH, body=pod_body(
         f"init-{i}", workload, scheduler=scheduler, node=node_name(i % nodes))),
         range(init))

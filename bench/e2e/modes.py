@@ -42,6 +42,7 @@ from typing import Any
 
 from bench.e2e import pacing, placement, quality, schedulers, scrape, threads
 from bench.e2e.cluster import (
+    CLAIMS_PATH,
     PODS_PATH,
     BindWatch,
     ScheduledEventWatch,
@@ -50,7 +51,7 @@ from bench.e2e.cluster import (
     list_all,
     populate,
 )
-from bench.e2e.shapes import WARM_UP, measured_pod_name, pod_body
+from bench.e2e.shapes import DYNAMIC_RESOURCES, WARM_UP, measured_pod_name, pod_body
 from policyd.devcluster import ControlPlane
 from policyd.kube.client import KubeClient
 
@@ -171,8 +172,9 @@ def scheduler_cpus(spec: RunSpec) -> frozenset[int] | None:
 
 @contextmanager
 def _fresh_cluster(spec: RunSpec) -> Iterator[tuple[ControlPlane, KubeClient, Path]]:
-    # No kube-controller-manager: the workloads have no volumes, and its watches would
-    # load the API server the schedulers are measured against (and change the figures).
+    # No kube-controller-manager: the workloads have no volumes, DynamicResources' claims
+    # are created by the benchmark (not from templates), and its watches would load the
+    # API server the schedulers are measured against (and change the figures).
     control = CONTROL_PLANE_CPUS if spec.pinned else None
     with (_own_cpus(control),
           tempfile.TemporaryDirectory(prefix="policyd-bench-") as tmp,
@@ -180,7 +182,7 @@ def _fresh_cluster(spec: RunSpec) -> Iterator[tuple[ControlPlane, KubeClient, Pa
         client = bench_client(cp)
         try:
             populate(client, spec.workload, schedulers.pod_flavour(spec.scheduler),
-                     spec.nodes, spec.init_pods)
+                     spec.nodes, spec.init_pods, measured=spec.pods)
             yield cp, client, Path(tmp)
         finally:
             client.close()
@@ -218,8 +220,11 @@ def _finish(result: RunResult, spec: RunSpec, client: KubeClient, sched: schedul
         result.fail(f"{sched.name} exited during the run:\n{sched.log_tail()}")
     nodes = list(list_all(client, "/api/v1/nodes"))
     pods = list(list_all(client, PODS_PATH))
+    claims = (list(list_all(client, CLAIMS_PATH)) if spec.workload == DYNAMIC_RESOURCES
+              else None)
     checks = placement.check_placements(spec.workload, nodes, pods, names,
-                                        constraints=not schedulers.is_null(spec.scheduler))
+                                        constraints=not schedulers.is_null(spec.scheduler),
+                                        claims=claims)
     result.checks = {k: c.to_json() for k, c in checks.items()}
     for name, check in checks.items():
         if not check.held:

@@ -155,15 +155,68 @@ def hw_encrypt_held(nodes: Iterable[Obj], pods: Iterable[Obj]) -> Check:
     return Check.of(broken, f"{len(asking)} bound pods need hw-encrypt")
 
 
+def _claim_key(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}"
+
+
+def claims_allocated_on_their_nodes(pods: Iterable[Obj], claims: Iterable[Obj],
+                                    measured: Iterable[str]) -> Check:
+    """DynamicResources: every measured pod's claims are allocated, with devices of
+    the pool of the node it is bound to (each node's slice is its own pool, named
+    after it), and reserved for that pod; and no device is allocated to two claims."""
+    by_key = {_claim_key(str((c.get("metadata") or {}).get("namespace", "")), _name(c)): c
+              for c in claims}
+    holders: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    for key, claim in sorted(by_key.items()):
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        for result in (allocation.get("devices") or {}).get("results") or []:
+            holders[(result.get("driver", ""), result.get("pool", ""),
+                     result.get("device", ""))].append(key)
+    problems = [f"{'/'.join(device)} allocated to {keys}"
+                for device, keys in sorted(holders.items()) if len(keys) > 1]
+    pods_by_name = {_name(p): p for p in pods}
+    checked = 0
+    for name in measured:
+        pod = pods_by_name.get(name, {})
+        node = _node_of(pod)
+        meta = pod.get("metadata") or {}
+        for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+            key = _claim_key(str(meta.get("namespace", "")),
+                             str(entry.get("resourceClaimName", "")))
+            found = by_key.get(key)
+            status = (found or {}).get("status") or {}
+            results = ((status.get("allocation") or {}).get("devices") or {}).get(
+                "results") or []
+            checked += 1
+            if found is None:
+                problems.append(f"{name}: claim {key} does not exist")
+            elif not results:
+                problems.append(f"{name}: claim {key} not allocated")
+            elif any(r.get("pool") != node for r in results):
+                problems.append(f"{name} on {node or 'no node'}: claim {key} has devices "
+                                f"{[r.get('pool') + '/' + r.get('device') for r in results]}")
+            if found is not None and not any(
+                    r.get("uid") == meta.get("uid") and r.get("name") == name
+                    for r in status.get("reservedFor") or []):
+                problems.append(f"{name}: claim {key} not reserved for it")
+    return Check.of(problems, f"{checked} claims of measured pods checked, "
+                              f"{len(holders)} devices allocated")
+
+
 def check_placements(workload: str, nodes: list[Obj], pods: list[Obj],
-                     measured: Iterable[str], *, constraints: bool = True
-                     ) -> dict[str, Check]:
-    """The checks that apply to `workload`. `constraints=False` (the null scheduler,
-    which evaluates nothing by design) keeps only "bound" and "allocatable"."""
+                     measured: Iterable[str], *, constraints: bool = True,
+                     claims: list[Obj] | None = None) -> dict[str, Check]:
+    """The checks that apply to `workload` (`claims`: the ResourceClaims listed, for
+    DynamicResources). `constraints=False` (the null scheduler, which evaluates
+    nothing by design) keeps only "bound" and "allocatable"."""
+    measured = list(measured)
     checks = {"every_measured_pod_bound": every_pod_bound(pods, measured),
               "no_node_over_allocatable": no_node_over_allocatable(nodes, pods)}
     if not constraints:
         return checks
+    if claims is not None:
+        checks["claims_allocated_on_their_nodes"] = claims_allocated_on_their_nodes(
+            pods, claims, measured)
     if workload == "TopologySpreading":
         checks["zone_skew_within_max_skew"] = zone_skew_within(nodes, pods)
     elif workload == "PodAntiAffinity":

@@ -9,6 +9,10 @@ MixedShapes has no constraint but mixes MIXED_SHAPE_COUNT request shapes (cpu, m
 six ratios to it, an extended resource that a quarter of the nodes offer), each taken by
 a different number of pods, in a fixed shuffled order: the opposite of SchedulingBasic's
 single shape, which is the best case for a scheduler that caches per shape.
+DynamicResources gives every node a ResourceSlice of 8 GPU-like devices and every
+measured pod a ResourceClaim of its own for one of them (bench/dra_workload.py: the
+objects, and why claims rather than templates); init and warm-up pods have none, so
+the first pod with a claim is inside the window for both schedulers.
 """
 
 from __future__ import annotations
@@ -16,10 +20,13 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from bench import dra_workload
+
 Obj = dict[str, Any]
 
+DYNAMIC_RESOURCES = "DynamicResources"
 WORKLOADS = ("SchedulingBasic", "TopologySpreading", "PodAntiAffinity", "PolicyMix",
-             "MixedShapes")
+             "MixedShapes", DYNAMIC_RESOURCES)
 SCHEDULER_NAME = "bench-scheduler"
 NAMESPACE = "bench"
 ZONES = ("zone-1", "zone-2", "zone-3")
@@ -117,6 +124,8 @@ def pod_body(name: str, workload: str, *, scheduler: str, index: int | None = No
         if ACCEL_RESOURCE in requests:  # an extended resource cannot be overcommitted
             resources["limits"] = {ACCEL_RESOURCE: requests[ACCEL_RESOURCE]}
         spec["containers"][0]["resources"] = resources
+    if workload == DYNAMIC_RESOURCES and index is not None:
+        spec["resourceClaims"] = dra_workload.pod_claims(name)
     if node is not None:
         spec["nodeName"] = node
     if index is None and node is None:
@@ -162,4 +171,6 @@ def measured_pods(workload: str, pods: int, nodes: int, init_pods: int) -> int:
     per node without one (the warm-up pod is not green), so more would never bind."""
     if workload == "PodAntiAffinity":
         return min(pods, nodes - min(init_pods, nodes))
+    if workload == DYNAMIC_RESOURCES:  # one device each
+        return min(pods, nodes * dra_workload.DEVICES_PER_NODE)
     return pods

@@ -83,27 +83,52 @@ class AllocatorStats:
     steps: int = 0
 
 
-class Allocator:
-    """One pod's allocator over a fixed view of the cluster; `allocate` per node."""
+@dataclass(frozen=True, slots=True)
+class SliceLayout:
+    """Slices as `allocate` looks them up: those local to one node by node name, and
+    the others (node selectors, all nodes, per-device selection, shared counters),
+    which every node's search considers. Built once per set of slices, it may serve
+    many allocators."""
 
-    def __init__(self, *, features: AllocatorFeatures, allocated: AllocatedState,
-                 classes: Mapping[str, DeviceClass], slices: Sequence[ResourceSlice],
+    all_slices: tuple[ResourceSlice, ...]
+    on_node: Mapping[str, tuple[ResourceSlice, ...]]
+    shared: tuple[ResourceSlice, ...]
+
+    @classmethod
+    def of(cls, slices: Sequence[ResourceSlice]) -> SliceLayout:
+        on_node: dict[str, list[ResourceSlice]] = {}
+        shared: list[ResourceSlice] = []
+        for s in slices:
+            if not s.node_name or s.shared_counters:
+                shared.append(s)
+            else:
+                on_node.setdefault(s.node_name, []).append(s)
+        return cls(tuple(slices), {n: tuple(found) for n, found in on_node.items()},
+                   tuple(shared))
+
+
+class Allocator:
+    """One pod's allocator over a fixed view of the cluster; `allocate` per node.
+
+    `allocated` may be given as a function, called once when a search first needs
+    it (a pod whose every node's answer is known needs none)."""
+
+    def __init__(self, *, features: AllocatorFeatures,
+                 allocated: AllocatedState | Callable[[], AllocatedState],
+                 classes: Mapping[str, DeviceClass],
+                 slices: Sequence[ResourceSlice] | SliceLayout,
                  selectors: SelectorCache,
                  new_share_id: Callable[[], str] = _random_share_id) -> None:
         self.features = features
-        self.allocated = allocated
+        self._allocated = allocated
         self.classes = classes
         self.selectors = selectors
         self.new_share_id = new_share_id
-        self.all_slices = tuple(slices)
+        layout = slices if isinstance(slices, SliceLayout) else SliceLayout.of(slices)
+        self.all_slices = layout.all_slices
         self.stats = AllocatorStats()
-        self._on_node: dict[str, list[ResourceSlice]] = {}
-        self._shared: list[ResourceSlice] = []
-        for s in slices:
-            if not s.node_name or s.shared_counters:
-                self._shared.append(s)
-            else:
-                self._on_node.setdefault(s.node_name, []).append(s)
+        self._on_node = layout.on_node
+        self._shared = layout.shared
         # Counters still free per pool, from the allocated devices only (they do not
         # change during a search). v1.36.3 keys this and the counters consumed during a
         # search by the pool's name alone, so two drivers' pools of one name share one
@@ -111,19 +136,33 @@ class Allocator:
         # same answers as the kube-scheduler policyd reproduces.
         self._available_counters: dict[str, dict[str, dict[str, int]]] = {}
 
+    @property
+    def allocated(self) -> AllocatedState:
+        if not isinstance(self._allocated, AllocatedState):
+            self._allocated = self._allocated()
+        return self._allocated
+
     def allocate(self, node: Node, claims: Sequence[ResourceClaim], *,
                  cancelled: Callable[[], str | None] | None = None,
+                 pools: list[Pool] | None = None,
                  ) -> list[AllocationResult] | None:
         """One AllocationResult per claim, in order, or None when the claims cannot
         be allocated on this node. Raises AllocationError (NodeAllocationError when
         only this node is concerned). `cancelled` is polled during the search; a
-        returned cause stops it with AllocationAborted."""
-        slices = self._on_node.get(node.name, []) + self._shared
+        returned cause stops it with AllocationAborted. `pools` are the node's, as
+        `pools_for(node)` gave them (found again when not given)."""
+        if pools is None:
+            pools = self.pools_for(node)
+        return _Search(self, node, claims, pools, cancelled).run()
+
+    def pools_for(self, node: Node) -> list[Pool]:
+        """The pools the node can allocate from, in search order; raises
+        AllocationError when a slice's node selection cannot be evaluated."""
+        slices = (*self._on_node.get(node.name, ()), *self._shared)
         try:
-            pools = gather_pools(slices, node, self.features, self.all_slices)
+            return gather_pools(slices, node, self.features, self.all_slices)
         except PoolError as err:
             raise AllocationError(f"gather pool information: {err}") from None
-        return _Search(self, node, claims, pools, cancelled).run()
 
     def available_counters(self, pool: Pool) -> dict[str, dict[str, int]]:
         found = self._available_counters.get(pool.name)

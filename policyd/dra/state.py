@@ -10,6 +10,7 @@ and adds its consumed capacity to the device's total instead of taking the devic
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -27,7 +28,9 @@ class DeviceID(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class AllocatedState:
-    devices: frozenset[DeviceID] = frozenset()
+    # Membership is all the allocator asks of it: a caller may pass a live view of
+    # its claim index (fixed while the cycle runs) instead of a set built per pod.
+    devices: AbstractSet[tuple[str, str, str]] = frozenset()
     # (device, shareID) of every share in use
     shares: frozenset[tuple[DeviceID, str]] = frozenset()
     # consumed capacity of shared devices, summed over their shares, in billionths

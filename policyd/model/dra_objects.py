@@ -20,8 +20,10 @@ the daemon's ResourceClaim cluster events come from.
 
 from __future__ import annotations
 
-from collections import Counter
+import itertools
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -47,6 +49,9 @@ DEVICE_CLASS_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
 DeviceID = tuple[str, str, str]
 # (driver, pool, device, shareID): one share of a device with consumable capacity.
 SharedDeviceID = tuple[str, str, str, str]
+# Pool changes the claim cache remembers (ClaimCache.pool_changes_since): many more
+# than the allocations made between two cycles.
+POOL_CHANGE_LOG = 65536
 # What a listener is told: (old, new), old None for an add, new None for a delete.
 ClaimListener = Callable[[Obj | None, Obj | None], None]
 
@@ -199,6 +204,17 @@ class ClaimCache:
         self._shared: Counter[SharedDeviceID] = Counter()
         # Bumped on every change, so caches derived from the claims can tell staleness.
         self.generation = 0
+        # Every pool whose taken devices may have changed, one entry per change: a
+        # claim naming one of its devices in its allocation stored, replaced or
+        # removed, or such an allocation put in flight or withdrawn. A cache of what
+        # one node can allocate reads the changes since it last looked
+        # (`pool_changes_since`; DynamicResources' allocation memo). Only the latest
+        # POOL_CHANGE_LOG are kept: a reader further behind starts afresh.
+        self._pool_changes: deque[tuple[str, str]] = deque(maxlen=POOL_CHANGE_LOG)
+        self.pool_changes_total = 0
+        # Devices and shares of the allocations in flight, counted per allocation.
+        self._in_flight_dedicated: Counter[DeviceID] = Counter()
+        self._in_flight_shared: Counter[SharedDeviceID] = Counter()
 
     # -- reading --------------------------------------------------------------------------
 
@@ -241,6 +257,29 @@ class ClaimCache:
                 ids.update(s[:3] for s in shared)
         return ids
 
+    def pool_changes_since(self, seen: int) -> list[tuple[str, str]] | None:
+        """The (driver, pool) of every change after the first `seen` of
+        `pool_changes_total`, oldest first; None when some are no longer kept."""
+        missed = self.pool_changes_total - seen
+        if missed < 0 or missed > len(self._pool_changes):
+            return None
+        if missed == 0:
+            return []
+        # From the newest end: a deque is walked from an end, and the log is long.
+        newest_first = list(itertools.islice(reversed(self._pool_changes), missed))
+        newest_first.reverse()
+        return newest_first
+
+    def has_shares(self) -> bool:
+        """Whether any allocated claim or allocation in flight takes a share of a
+        device (a result with a shareID)."""
+        return bool(self._shared) or bool(self._in_flight_shared)
+
+    def taken_devices(self) -> TakenDevices:
+        """The devices taken whole by allocated claims and allocations in flight, as
+        a live view (see TakenDevices); `allocated_device_ids` as a set."""
+        return TakenDevices(self._dedicated, self._in_flight_dedicated)
+
     def allocated_shares(self) -> set[SharedDeviceID]:
         """Shares of devices with consumable capacity taken by allocated claims and
         allocations in flight (AllocatedSharedDeviceIDs)."""
@@ -258,13 +297,22 @@ class ClaimCache:
     def _changed(self, key: str, old: Obj | None, new: Obj | None) -> None:
         self.generation += 1
         if old is not None:
+            self._touch_pools(old)
             self._unindex(key, old)
             if old is not self._api.get(key):
                 self._memo.forget(old)
         if new is not None:
+            self._touch_pools(new)
             self._index(key, new)
         for listener in self._listeners:
             listener(old, new)
+
+    def _touch_pools(self, claim: Obj) -> None:
+        """Log a change of every pool the claim's allocation names a device of,
+        admin access included: a superset of the pools whose taken devices change."""
+        for result in allocation_results(claim):
+            self._pool_changes.append((_str(result.get("driver")), _str(result.get("pool"))))
+            self.pool_changes_total += 1
 
     def _index(self, key: str, claim: Obj) -> None:
         for consumer in reserved_for(claim):
@@ -282,14 +330,8 @@ class ClaimCache:
                 if not keys:
                     del self._reserved[consumer.uid]
         dedicated, shared = allocated_devices(claim)
-        self._dedicated.subtract(dedicated)
-        self._shared.subtract(shared)
-        for device in dedicated:
-            if self._dedicated[device] <= 0:
-                del self._dedicated[device]
-        for share in shared:
-            if self._shared[share] <= 0:
-                del self._shared[share]
+        _subtract(self._dedicated, dedicated)
+        _subtract(self._shared, shared)
 
     # -- the informer ---------------------------------------------------------------------
 
@@ -350,6 +392,11 @@ class ClaimCache:
         a second pod sharing the claim while it is in flight adds a share."""
         entry = self._in_flight.get(uid)
         self._in_flight[uid] = (allocated, 1) if entry is None else (entry[0], entry[1] + 1)
+        if entry is None:
+            self._touch_pools(allocated)
+            dedicated, shared = allocated_devices(allocated)
+            self._in_flight_dedicated.update(dedicated)
+            self._in_flight_shared.update(shared)
         self.generation += 1
 
     def pending_allocation(self, uid: str) -> Obj | None:
@@ -365,6 +412,10 @@ class ClaimCache:
             return False
         if force or entry[1] <= 1:
             del self._in_flight[uid]
+            self._touch_pools(entry[0])
+            dedicated, shared = allocated_devices(entry[0])
+            _subtract(self._in_flight_dedicated, dedicated)
+            _subtract(self._in_flight_shared, shared)
             self.generation += 1
             return True
         self._in_flight[uid] = (entry[0], entry[1] - 1)
@@ -372,6 +423,37 @@ class ClaimCache:
 
     def pending_allocations(self) -> Iterator[Obj]:
         return iter([claim for claim, _ in self._in_flight.values()])
+
+
+def _subtract(counts: Counter[K], items: list[K]) -> None:
+    """One fewer of each item; an item at zero leaves the counter (so that
+    membership means: held at least once)."""
+    counts.subtract(items)
+    for item in items:
+        if counts[item] <= 0:
+            del counts[item]
+
+
+class TakenDevices(AbstractSet[DeviceID]):
+    """Devices taken whole, read live from the claim tracker's counts: membership
+    costs a lookup, not a set built from every claim per cycle. It follows every
+    change, so a reader must not hold it across one (the scheduler reads it within
+    a cycle, under the lock every change is made under)."""
+
+    __slots__ = ("_allocated", "_in_flight")
+
+    def __init__(self, allocated: Counter[DeviceID], in_flight: Counter[DeviceID]) -> None:
+        self._allocated = allocated
+        self._in_flight = in_flight
+
+    def __contains__(self, device: object) -> bool:
+        return device in self._allocated or device in self._in_flight
+
+    def __iter__(self) -> Iterator[DeviceID]:
+        return iter(set(self._allocated) | set(self._in_flight))
+
+    def __len__(self) -> int:
+        return len(set(self._allocated) | set(self._in_flight))
 
 
 # -- slices ------------------------------------------------------------------------------

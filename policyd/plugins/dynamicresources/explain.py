@@ -22,7 +22,7 @@ from policyd.plugins.dynamicresources.allocation import ClaimInfo, DraState, mat
 
 def claim_verdicts(data: DraState, node: Node,
                    binding_failed: Callable[[ClaimInfo], bool]) -> tuple[Verdict, ...]:
-    decided = data.node_allocations.get(node.name)
+    decided = data.allocations_on(node.name)
     fresh = iter(decided or ())
     out = []
     for info in data.claims:

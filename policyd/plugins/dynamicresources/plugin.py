@@ -22,9 +22,12 @@ a pod. policyd has it at the same points:
   `resourceclaim not available on the node`; the allocator must then allocate every
   unallocated claim there (`cannot allocate all claims`; a claim or class it cannot
   use is an Error, a timeout after `filterTimeout` too). The node's allocation is
-  kept for Score and Reserve.
+  kept for Score and Reserve, and across pods of the same claim shape while nothing
+  it depends on changes (`node_memo.py`: upstream's answer, without the search);
+  `filter_mask` reads those kept answers as NodeTable rows.
 - Score: `scoring.py` (which `firstAvailable` alternatives were chosen), normalized
-  to 100 for the best node.
+  to 100 for the best node; 0 everywhere, without a pass over the nodes, for a pod
+  with no `firstAvailable` request.
 - Reserve: each unallocated claim's allocation on the chosen node is signalled as in
   flight in the claim tracker, so the next pod's cycle does not take its devices;
   Unreserve withdraws it and restores the tracker's claim.
@@ -82,10 +85,11 @@ from policyd.framework.interfaces import (
 from policyd.model.cluster import ClusterState
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
-from policyd.model.table import IntArray, NodeTable
+from policyd.model.table import BoolArray, IntArray, NodeTable
 from policyd.plugins.dynamicresources import NAME, hints
 from policyd.plugins.dynamicresources.allocation import (
     ClaimInfo,
+    ClusterView,
     DraState,
     allocation_node_selector,
     build_allocator,
@@ -107,6 +111,7 @@ from policyd.plugins.dynamicresources.extended import (
     reserve_extended,
     unreserve_extended,
 )
+from policyd.plugins.dynamicresources.node_memo import NodeAllocationMemo, claims_key
 from policyd.plugins.dynamicresources.prebind import (
     CLAIM_FINALIZER,
     bind_claims,
@@ -161,6 +166,10 @@ class DynamicResources:
         self._wall = wall  # allocationTimestamp is wall time
         # Compiled CEL selectors, kept across cycles as upstream's cel.Cache.
         self._selectors = SelectorCache(KUBERNETES_CEL)
+        # Each node's allocation kept across pods while nothing it read changed.
+        self._node_memo = NodeAllocationMemo()
+        # Classes and slices decoded once per version of them.
+        self._view = ClusterView()
 
     # PreEnqueue
     def pre_enqueue(self, pod: Pod, cluster: ClusterState) -> Status | None:
@@ -212,9 +221,14 @@ class DynamicResources:
                                                           and not ext.allocated):
             try:
                 data.allocator = build_allocator(store, self.allocator_features,
-                                                 self._selectors)
+                                                 self._selectors, self._view)
             except InvalidObjectError as err:
                 return None, Status.error(str(err))
+            if ext is None:
+                # An extended-resource claim differs per node (what the node's device
+                # plugin lacks): no answer is kept for a pod with one.
+                data.answers = self._node_memo.answers_for(store, claims_key(
+                    [info.claim.obj for info in infos if not info.allocated]))
         data.claims = infos
         return None, None
 
@@ -285,8 +299,12 @@ class DynamicResources:
             if for_node is not None:
                 to_allocate.append(for_node.decoded)  # last, as upstream's claim store
             try:
-                results = data.allocator.allocate(target, to_allocate,
-                                                  cancelled=self._deadline())
+                if data.answers is not None:
+                    results = data.answers.allocate(data.allocator, target, to_allocate,
+                                                    cancelled=self._deadline())
+                else:
+                    results = data.allocator.allocate(target, to_allocate,
+                                                      cancelled=self._deadline())
             except AllocationAborted:
                 # Possibly transient: an Error retries the pod with backoff.
                 return Status.error(f"node {target.name}: timed out trying to allocate "
@@ -308,6 +326,28 @@ class DynamicResources:
             data.node_allocations[target.name] = results
         return None
 
+    def filter_mask(self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray
+                    ) -> BoolArray | None:
+        """`filter` over many nodes for a pod whose claims are all unallocated: the
+        memo's answers as table rows (node_memo.ShapeAnswers.mask), the per-node
+        `filter` only for rows whose answer is not known valid. None (per-node
+        `filter` everywhere) for any other pod, and when a node's allocation ends in
+        an error, so that the error is reported as `filter` reports it."""
+        data: DraState | None = state.get(STATE_KEY)
+        if (data is None or not data.claims or data.allocator is None
+                or data.answers is None or any(info.allocated for info in data.claims)):
+            return None
+        infos = table.infos
+
+        def judge(row: int) -> bool:
+            status = self.filter(state, pod, infos[row])  # allocates, keeps the answer
+            return status is None or status.is_rejected
+
+        passed = data.answers.mask(table, idx, len(data.claims), judge)
+        if passed is not None:
+            data.masked = True
+        return passed
+
     def _binding_failed(self, info: ClaimInfo) -> bool:
         """An allocated claim whose binding failed or timed out: PostFilter may free
         it so that other devices can be tried."""
@@ -328,7 +368,7 @@ class DynamicResources:
         data: DraState | None = state.get(STATE_KEY)
         if not self.score_enabled or data is None or not data.claims:
             return 0
-        allocations = data.node_allocations.get(node.node.name)
+        allocations = data.allocations_on(node.node.name)
         if allocations is None:
             return 0
         per_claim: list[tuple[Any, list[str]]] = []
@@ -349,8 +389,13 @@ class DynamicResources:
     def score_vector(self, state: CycleState, pod: Pod, table: NodeTable, idx: IntArray
                      ) -> IntArray | None:
         data: DraState | None = state.get(STATE_KEY)
-        if self.score_enabled and data is not None and data.node_allocations:
-            return None  # per node: only pods whose claims Filter allocated
+        if (self.score_enabled and data is not None
+                and (data.node_allocations or data.masked)
+                and any(request.first_available for info in data.claims
+                        for request in info.decoded.requests)):
+            # Per node: only `firstAvailable` requests score (scoring.claim_score),
+            # by which sub-request each node's allocation used.
+            return None
         # Every node scores 0, and normalizing zeros leaves zeros.
         scores: IntArray = np.zeros(idx.size, np.int64)
         return scores
@@ -404,7 +449,7 @@ class DynamicResources:
         to_allocate = data.to_allocate()
         if not to_allocate or data.allocator is None:
             return None
-        allocations = data.node_allocations.get(node_name)
+        allocations = data.allocations_on(node_name)
         if not allocations:
             return Status.error(ALLOCATION_NOT_FOUND)
         if len(allocations) != len(to_allocate):

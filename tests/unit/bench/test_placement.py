@@ -108,3 +108,67 @@ def test_check_placements_per_workload_and_for_the_null_scheduler() -> None:
     assert set(placement.check_placements("PodAntiAffinity", NODES, pods, names,
                                           constraints=False)) == {
         "every_measured_pod_bound", "no_node_over_allocatable"}
+
+
+def _allocated_claim(pod: Obj, node: str, device: str, *, reserved: bool = True) -> Obj:
+    """The pod's claim as a scheduler leaves it: allocated on `node`'s pool and
+    reserved for the pod."""
+    from bench import dra_workload
+    meta = pod["metadata"]
+    claim = dra_workload.resource_claim(meta["name"], meta["namespace"])
+    claim["status"] = {"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": dra_workload.DRIVER, "pool": node, "device": device}]}}}
+    if reserved:
+        claim["status"]["reservedFor"] = [
+            {"resource": "pods", "name": meta["name"], "uid": meta.get("uid", "")}]
+    return claim
+
+
+def _dra_pod(i: int, node: str) -> Obj:
+    pod = _measured(i, "DynamicResources", node=node)
+    pod["metadata"]["uid"] = f"uid-{i}"
+    return pod
+
+
+def test_claims_must_be_allocated_on_the_pods_node_reserved_and_not_shared() -> None:
+    pods = [_dra_pod(0, "node-0"), _dra_pod(1, "node-0"), _dra_pod(2, "node-1")]
+    claims = [_allocated_claim(pods[0], "node-0", "gpu-0"),
+              _allocated_claim(pods[1], "node-0", "gpu-1"),
+              _allocated_claim(pods[2], "node-1", "gpu-0")]
+    names = ["pod-0", "pod-1", "pod-2"]
+    good = placement.claims_allocated_on_their_nodes(pods, claims, names)
+    assert good.held, good.problems
+    assert good.detail == "3 claims of measured pods checked, 3 devices allocated"
+    # The same device twice, a device of another node's pool, a claim not reserved,
+    # a claim not allocated, a claim missing: each named.
+    twice = _allocated_claim(pods[1], "node-0", "gpu-0")
+    elsewhere = _allocated_claim(pods[2], "node-2", "gpu-5")
+    unreserved = _allocated_claim(pods[0], "node-0", "gpu-0", reserved=False)
+    bad = placement.claims_allocated_on_their_nodes(
+        pods, [unreserved, twice, elsewhere], names)
+    assert not bad.held
+    assert bad.problems == [
+        "gpu.bench.example/node-0/gpu-0 allocated to "
+        "['bench/pod-0-gpu', 'bench/pod-1-gpu']",
+        "pod-0: claim bench/pod-0-gpu not reserved for it",
+        "pod-2 on node-1: claim bench/pod-2-gpu has devices ['node-2/gpu-5']"]
+    unallocated = dict(claims[2], status={})
+    missing = placement.claims_allocated_on_their_nodes(
+        pods, [claims[0], unallocated], names)
+    assert missing.problems == [
+        "pod-1: claim bench/pod-1-gpu does not exist",
+        "pod-2: claim bench/pod-2-gpu not allocated",
+        "pod-2: claim bench/pod-2-gpu not reserved for it"]
+
+
+def test_dynamic_resources_checks_claims_unless_the_scheduler_is_null() -> None:
+    pods = [_dra_pod(0, "node-0")]
+    claims = [_allocated_claim(pods[0], "node-0", "gpu-0")]
+    checked = placement.check_placements("DynamicResources", NODES, pods, ["pod-0"],
+                                         claims=claims)
+    assert checked["claims_allocated_on_their_nodes"].held
+    null = placement.check_placements("DynamicResources", NODES, pods, ["pod-0"],
+                                      constraints=False, claims=claims)
+    assert "claims_allocated_on_their_nodes" not in null
+    assert pods[0]["spec"]["resourceClaims"] == [
+        {"name": "gpu", "resourceClaimName": "pod-0-gpu"}]

@@ -58,6 +58,15 @@ def test_pod_anti_affinity_is_capped_at_one_pod_per_free_node() -> None:
     assert runs == [("capacity", "PodAntiAffinity", "policyd", 5000, 1000, 4000, None, 0)]
 
 
+def test_dynamic_resources_is_capped_at_one_pod_per_device() -> None:
+    runs = _plan("--nodes", "1000", "--pods", "10000", "--repeats", "1",
+                 "--workloads", "DynamicResources", "--schedulers", "policyd")
+    assert runs == [("capacity", "DynamicResources", "policyd", 1000, 200, 8000, None, 0)]
+    runs = _plan("--nodes", "5000", "--pods", "10000", "--repeats", "1",
+                 "--workloads", "DynamicResources", "--schedulers", "policyd")
+    assert runs == [("capacity", "DynamicResources", "policyd", 5000, 1000, 10000, None, 0)]
+
+
 def test_rate_cells_hold_each_rate_for_the_given_seconds() -> None:
     runs = _plan("--mode", "rate", "--rates", "50,200", "--rate-seconds", "30",
                  "--repeats", "1", "--schedulers", "policyd")

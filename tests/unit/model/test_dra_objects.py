@@ -263,6 +263,86 @@ def test_allocated_devices_of_stored_claims_and_allocations_in_flight() -> None:
     assert cache.allocated_device_ids() == set() and cache.allocated_shares() == set()
 
 
+def test_the_live_view_of_taken_devices_follows_claims_and_allocations_in_flight(
+) -> None:
+    cache, _ = tracker()
+    gpu = "gpu.example.com"
+    taken = cache.taken_devices()  # one view, read again after each change
+    cache.upsert(claim("a", "5", devices=[result("gpu-0"), result("gpu-1", adminAccess=True)]))
+    assert (gpu, "node-a", "gpu-0") in taken and (gpu, "node-a", "gpu-1") not in taken
+    cache.signal_pending_allocation("uid-b", claim("b", devices=[result("gpu-2")]))
+    assert set(taken) == cache.allocated_device_ids() == {
+        (gpu, "node-a", "gpu-0"), (gpu, "node-a", "gpu-2")}
+    assert len(taken) == 2
+    assert cache.remove_pending_allocation("uid-b")
+    assert (gpu, "node-a", "gpu-2") not in taken
+    cache.upsert(claim("a", "6"))
+    assert len(taken) == 0 and not cache.has_shares()
+    cache.signal_pending_allocation("uid-c", claim("c", devices=[result("g", shareID="s")]))
+    assert cache.has_shares() and len(taken) == 0  # a share is not the whole device
+    cache.remove_pending_allocation("uid-c")
+    assert not cache.has_shares()
+    cache.upsert(claim("d", "5", devices=[result("g", shareID="s")]))
+    assert cache.has_shares()
+
+
+def test_every_change_to_the_devices_taken_in_a_pool_is_logged() -> None:
+    """The pool change log DynamicResources' allocation memo follows: each way the
+    devices taken in a pool can change names that pool, and nothing else does."""
+    cache, _ = tracker()
+    gpu = "gpu.example.com"
+    seen = cache.pool_changes_total
+
+    def changed() -> list[tuple[str, str]] | None:
+        nonlocal seen
+        found = cache.pool_changes_since(seen)
+        seen = cache.pool_changes_total
+        return found
+
+    cache.upsert(claim("a", "5"))
+    assert changed() == []  # not allocated: no pool touched
+    cache.upsert(claim("a", "6", devices=[result("gpu-0"), result("g", pool="node-b")]))
+    assert changed() == [(gpu, "node-a"), (gpu, "node-b")]
+    cache.upsert(claim("a", "7"))  # deallocated: the old allocation's pools
+    assert changed() == [(gpu, "node-a"), (gpu, "node-b")]
+    decided = claim("b", "5", devices=[result("gpu-1", pool="node-c")])
+    cache.upsert(claim("b", "5"))
+    assert changed() == []
+    cache.signal_pending_allocation("uid-b", decided)
+    assert changed() == [(gpu, "node-c")]
+    cache.signal_pending_allocation("uid-b", decided)  # a second sharer: same devices
+    assert changed() == []
+    assert not cache.remove_pending_allocation("uid-b")
+    assert changed() == []
+    assert cache.remove_pending_allocation("uid-b")
+    assert changed() == [(gpu, "node-c")]
+    cache.assume(claim("b", "6", devices=[result("gpu-1", pool="node-c")]))
+    assert changed() == [(gpu, "node-c")]
+    cache.restore("shop/b")
+    assert changed() == [(gpu, "node-c")]
+    cache.upsert(claim("c", "5", devices=[result("gpu-2", adminAccess=True)]))
+    assert changed() == [(gpu, "node-a")]  # admin access too: a superset is safe
+    cache.delete("shop/c")
+    assert changed() == [(gpu, "node-a")]
+    # A reader from the future, or one so far behind that the log was cut, starts
+    # afresh.
+    assert cache.pool_changes_since(cache.pool_changes_total + 1) is None
+
+
+def test_a_reader_further_behind_than_the_pool_log_is_told_so(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import policyd.model.dra_objects as dra_objects
+    monkeypatch.setattr(dra_objects, "POOL_CHANGE_LOG", 3)
+    cache, _ = tracker()
+    for rv in range(5, 10):
+        cache.upsert(claim("a", str(rv), devices=[result("gpu-0", pool=f"p{rv}")]))
+    total = cache.pool_changes_total
+    assert total == 9  # the first version adds one pool, each later one two
+    assert cache.pool_changes_since(total - 3) == [
+        ("gpu.example.com", "p8"), ("gpu.example.com", "p8"), ("gpu.example.com", "p9")]
+    assert cache.pool_changes_since(total - 4) is None
+
+
 def test_a_device_listed_by_two_claims_stays_taken_until_both_let_go() -> None:
     cache, _ = tracker()
     cache.upsert(claim("a", "5", devices=[result("gpu-0")]))
