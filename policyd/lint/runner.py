@@ -15,7 +15,6 @@ from policyd.lint.reporters import Report
 from policyd.model.file_kinds import POLICY, file_kind
 from policyd.policy.from_paths import load_policy_set
 from policyd.policy.policy_schema import API_VERSION, KIND
-from policyd.policy.visibility import invisible_rules
 
 if TYPE_CHECKING:
     from policyd.problems import Problem
@@ -40,6 +39,9 @@ def lint_paths(paths: Iterable[str | Path], *, strict: bool = False,
     result = load_policy_set(paths, compile=False)
     problems = result.problems
     if require_autoscaler_visible:
+        # Only then: the rule classes bring numpy, which plain lint never loads.
+        from policyd.policy.visibility import invisible_rules
+
         problems = [*problems, *(p for doc in result.documents
                                  for p in invisible_rules(doc))]
     if skip_non_policies:
