@@ -164,11 +164,14 @@ class ShapeAnswers:
                 if not judge(row):
                     return None
                 kept = self._answers.get(names[row])
-                if kept is not None and kept.labels == infos[row].node.labels:
-                    # (an answer not kept is judged again next time)
-                    known[row] = True
-                    results = kept.results
-                    passes[row] = results is not None and len(results) == wanted
+                if kept is None or kept.labels != infos[row].node.labels:
+                    # Judged but no answer kept (one that is never kept, or Filter
+                    # decided without allocating): this row's verdict is not in
+                    # `passes`, so the per-node path decides every row.
+                    return None
+                known[row] = True
+                results = kept.results
+                passes[row] = results is not None and len(results) == wanted
         out: BoolArray = passes[idx]
         return out
 

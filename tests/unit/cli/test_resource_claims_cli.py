@@ -1,6 +1,7 @@
 """`policyd explain` and `simulate` give DRA claim pods the daemon's reason (issue 12,
 item 4; issue 28): one engine, one message. The snapshot has no ResourceClaims, so
-each pod's claim is missing, in upstream's words."""
+each pod's claim is missing, in upstream's words: simulate holds such pods out of the
+queue as the daemon's PreEnqueue does; explain explains them as if let in."""
 
 from __future__ import annotations
 
@@ -78,16 +79,24 @@ def test_explain_json_shows_the_reason_per_node(files: list[str]) -> None:
     assert [n["filters"] for n in out["nodes"]] == [{"DynamicResources": reason}] * 2
 
 
-def test_simulate_leaves_claim_pods_unplaced_and_places_the_rest(files: list[str]) -> None:
+def test_simulate_holds_claim_pods_out_of_the_queue_and_places_the_rest(
+        files: list[str]) -> None:
+    """DynamicResources' PreEnqueue: pods whose claims do not exist are never tried
+    (listed as held, with upstream's reason); asked about with --pods: exit 1."""
     r = policyd("simulate", *files, "--format", "json")
     assert r.returncode == 1, r.stderr
     out = json.loads(r.stdout)
     placed = {p["pod"]: p["node"] for p in out["placements"]}
-    assert placed["ml/gpu-job"] is None and placed["ml/shared"] is None
-    assert placed["ml/plain"] in ("n1", "n2")
-    assert out["scheduled"] == 1 and out["unschedulable"] == 2
+    assert list(placed) == ["ml/plain"] and placed["ml/plain"] in ("n1", "n2")
+    assert out["gated"] == [
+        {"pod": "ml/gpu-job", "plugin": "DynamicResources",
+         "reason": 'pod "ml/gpu-job": ResourceClaim not created yet'},
+        {"pod": "ml/shared", "plugin": "DynamicResources",
+         "reason": 'could not find ResourceClaim "ml/shared-accelerator"'}]
+    assert out["scheduled"] == 1 and out["unschedulable"] == 0
     r = policyd("simulate", *files)
-    assert 'could not find ResourceClaim "ml/shared-accelerator"' in r.stdout
+    assert ('ml/shared: DynamicResources: could not find ResourceClaim '
+            '"ml/shared-accelerator"') in r.stdout
 
 
 def test_a_malformed_claim_is_exit_2_naming_the_field(tmp_path: Path,
