@@ -66,7 +66,8 @@ from policyd.model.records import Pod
 log = logging.getLogger("policyd.daemon.queue")
 
 # Per profile (schedulerName): every (plugin, registration) of its plugins that can
-# reject a pod (PreFilter and Filter), as Framework.queueing_hints builds it.
+# gate or reject a pod (PreEnqueue, PreFilter and Filter), as Framework.queueing_hints
+# builds it.
 HintMap = Mapping[str, Sequence[tuple[str, ClusterEventWithHint]]]
 # The pod's profile's PreEnqueue plugins (Framework.run_pre_enqueue): given the pod and
 # the plugin that gated it last (or ""), the plugin that refuses it now and its status,
