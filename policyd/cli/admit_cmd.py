@@ -8,17 +8,16 @@ cannot see. For CI (what will a pod look like once admitted?) and for people.
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from policyd.cli.audit_cmd import profile_policies
-from policyd.cli.options import choice_enum, output_option, yaml_text
+from policyd.cli.options import choice_enum, output_option
 from policyd.cli.schedule_cmds import (
+    DOCUMENT_FORMATS,
     ConfigOpt,
     FieldValidation,
     PoliciesOpt,
@@ -33,16 +32,11 @@ if TYPE_CHECKING:
     from policyd.framework.runtime import Framework
     from policyd.model.records import Pod
 
-def _json(document: object) -> str:
-    return json.dumps(document, indent=2) + "\n"
-
-
-# The formats of `-o/--output`: the admitted pod as a document.
-ADMIT_FORMATS: dict[str, Callable[[object], str]] = {"yaml": yaml_text, "json": _json}
+# `-o/--output`: the admitted pod as explain's and simulate's documents print.
 if TYPE_CHECKING:
     AdmitFormat = str
 else:
-    AdmitFormat = choice_enum("AdmitFormat", ADMIT_FORMATS)
+    AdmitFormat = choice_enum("AdmitFormat", DOCUMENT_FORMATS)
 YAML = AdmitFormat("yaml")
 
 
@@ -92,7 +86,7 @@ def admit(
         print(f"policyd: warning: {printable(w)}", file=sys.stderr)
     for w in admitted.warnings:
         print(f"Warning: {printable(w)}", file=sys.stderr)
-    sys.stdout.write(ADMIT_FORMATS[output](admitted.pod))
+    DOCUMENT_FORMATS[output](admitted.pod)
     raise typer.Exit(EXIT_OK)
 
 
