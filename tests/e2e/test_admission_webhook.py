@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 from policyd.daemon.webhook import OPT_IN_LABEL, AdmissionProfile, Reviewer
 from policyd.daemon.webhook_server import WebhookOptions, WebhookServer
 from policyd.devcluster import ControlPlane, resolve_binaries
+from policyd.devcluster.ports import free_ports
 from policyd.kube.client import ApiError
 from policyd.pki import self_signed_serving_cert
 from policyd.policy import load_policies
@@ -34,11 +34,6 @@ HW = {"key": "node.kubernetes.io/hw-encrypt", "operator": "In", "values": ["true
 Obj = dict[str, Any]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 class Webhook:
     """The webhook process's server, in this process, with rotatable files."""
@@ -49,7 +44,7 @@ class Webhook:
         self.reviewer = Reviewer({PROFILE: AdmissionProfile(PROFILE, tuple(policies))})
         self.cert, self.key = tmp / "tls.crt", tmp / "tls.key"
         self.rotate()
-        self.port = _free_port()
+        self.port = free_ports(1)[0]
         self.server: WebhookServer | None = None
 
     def rotate(self) -> bytes:

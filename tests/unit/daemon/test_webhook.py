@@ -16,6 +16,7 @@ import pytest
 
 from policyd.daemon.webhook import AdmissionProfile, Reviewer
 from policyd.daemon.webhook_server import WebhookOptions, WebhookServer
+from policyd.devcluster.ports import free_ports
 from policyd.pki import self_signed_serving_cert
 from policyd.policy import load_policies
 
@@ -124,7 +125,7 @@ def test_serves_reviews_over_https_and_picks_up_a_rotated_certificate(
     first = self_signed_serving_cert(("127.0.0.1",))
     cert.write_bytes(first[0])
     key.write_bytes(first[1])
-    server = WebhookServer(WebhookOptions("127.0.0.1", _free_port(), cert, key),
+    server = WebhookServer(WebhookOptions("127.0.0.1", free_ports(1)[0], cert, key),
                            reviewer)
     server.start()
     try:
@@ -145,10 +146,3 @@ def test_serves_reviews_over_https_and_picks_up_a_rotated_certificate(
     finally:
         server.stop()
 
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
