@@ -50,6 +50,8 @@ from tests.integration.differential.dra import (
     allocation_diffs,
     claim_names,
     engine_allocations,
+    lost_claim_statuses,
+    lost_statuses,
     normal_allocation,
     renamed,
     template_entries,
@@ -392,3 +394,30 @@ def test_claim_names_follow_the_pod_and_the_controller() -> None:
     back.pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"] = None
     skipped = back.pod["status"]["resourceClaimStatuses"][0]["name"]
     assert skipped not in claim_names(back.pod)
+
+
+def _key(pod: dict[str, Any]) -> tuple[str, str]:
+    return pod["metadata"]["namespace"], pod["metadata"]["name"]
+
+
+def test_a_claim_dropped_from_the_status_sets_the_case_aside() -> None:
+    case = next(c for c in (gen_dra_case(61, i, f"l{i}", twin=(f"m{i}", "other"))
+                            for i in range(40))
+                if len(template_entries(c.case.pod)) >= 2)
+    back = read_back_offline(case)
+    twin_pod = case.twin.case.pod if case.twin is not None else {}
+    decisions = {_key(back.pod): KubeDecision(pod=back.pod),
+                 _key(twin_pod): KubeDecision(pod=twin_pod)}
+    # The twin, as created, has no statuses yet: all its template entries are missing.
+    twin_entries = sorted(template_entries(twin_pod))
+    assert lost_statuses(case, decisions) == "; ".join(
+        f"{_key(twin_pod)[0]}/{_key(twin_pod)[1]}: {e}" for e in twin_entries)
+    decisions[_key(twin_pod)] = KubeDecision(pod=back.pod)
+    assert lost_statuses(case, decisions) == ""
+    assert lost_claim_statuses(back.pod) == set()
+    # The controller's later apply names one claim only: the other entry is lost.
+    statuses = back.pod["status"]["resourceClaimStatuses"]
+    kept = next(s for s in statuses if s["name"] in template_entries(back.pod))
+    back.pod["status"]["resourceClaimStatuses"] = [kept]
+    assert lost_claim_statuses(back.pod) == template_entries(back.pod) - {kept["name"]}
+    assert lost_statuses(case, decisions) != ""
