@@ -92,9 +92,16 @@ CASES = [
     ("extension-point-other", """\
         profiles:
           - plugins:
+              bind:
+                enabled: [{name: HwEncrypt}]
+        """, [(7, 26, "extension-point")], "no bind plugins"),
+    ("extension-point-permit", """\
+        profiles:
+          - plugins:
               permit:
                 enabled: [{name: HwEncrypt}]
-        """, [(7, 26, "extension-point")], "no permit plugins"),
+        """, [(7, 26, "extension-point")],
+     'plugin "HwEncrypt" does not implement the permit extension point'),
     ("plugin-config-not-enabled", """\
         profiles:
           - plugins:
