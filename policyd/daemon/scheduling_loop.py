@@ -22,7 +22,7 @@ from policyd.daemon.metrics import Metrics, label_children
 from policyd.daemon.preemption import PreemptionActions
 from policyd.daemon.queue import FLUSH_UNSCHEDULABLE_PERIOD, QueuedPod
 from policyd.daemon.scheduling_state import LOGGER, SchedulingState
-from policyd.engine.cycle import ScheduleResult, reserve, schedule_one
+from policyd.engine.cycle import ScheduleResult, permit, reserve, schedule_one
 from policyd.framework.runtime import Framework
 from policyd.kube import api
 from policyd.kube.client import ApiError
@@ -117,8 +117,16 @@ class SchedulingLoop:
                     # (schedulingCycle's order), so the next cycle sees what Reserve
                     # took. On failure every Reserve plugin has unreserved already.
                     result = reserve(fw, result)
-                    if result.node is None:
-                        s.cluster.forget(pod)
+                if fw.permit_plugins and result.node is not None:
+                    # The cycle's last step, under the same lock: a plugin deciding
+                    # to let a gang go sees every member assumed so far.
+                    result = permit(fw, result)
+                    if result.permit_waits and result.node is not None:
+                        s.waiting_pods.add(pod, result.node, result.permit_waits,
+                                           self.clock.now())
+                        self.binder.watch_permit_timeouts()
+                if result.node is None:
+                    s.cluster.forget(pod)
             if result.node is not None:
                 s.assumed[pod.uid] = result.node
                 s.queue.done(pod.uid)

@@ -259,13 +259,12 @@ class Framework:
         self.reserve_plugins = list(reserve)
         self.permit_plugins = list(permit)
         self.pre_bind_plugins = list(pre_bind)
-        # The pods waiting at Permit: the daemon gives every profile's framework (and
-        # every reload's) the same map; plugins that act on waiting pods get it here.
-        self.waiting_pods = waiting_pods if waiting_pods is not None else WaitingPods()
-        for pl in {id(p): p for p in (*pre_enqueue, *filter, *reserve, *permit,
-                                      *post_filter, *pre_bind)}.values():
-            if isinstance(pl, WaitingPodsPlugin):
-                pl.use_waiting_pods(self.waiting_pods)
+        self._waiting_pods_plugins = [
+            pl for pl in {id(p): p for p in (*pre_enqueue, *filter, *reserve, *permit,
+                                             *post_filter, *pre_bind)}.values()
+            if isinstance(pl, WaitingPodsPlugin)]
+        self.waiting_pods = WaitingPods()
+        self.use_waiting_pods(waiting_pods if waiting_pods is not None else WaitingPods())
         # Each plugin's forms, bound once here: the cycle only loops over these.
         self.filters: tuple[BoundFilter, ...] = tuple(map(BoundFilter.of, filters))
         # The filters whose verdict on a node may change with the pods on it: once a
@@ -278,6 +277,14 @@ class Framework:
         # Called with (extension point, plugin, seconds) after each plugin call when set:
         # the daemon's per-plugin latency metric. None costs one comparison per plugin.
         self.plugin_timer: Callable[[str, str, float], None] | None = None
+
+    def use_waiting_pods(self, waiting: WaitingPods) -> None:
+        """Keep the pods waiting at Permit in `waiting`, and tell the plugins that act
+        on them: the daemon gives every profile's framework, and every reload's, its
+        one map, so a wait that began under one outlives it."""
+        self.waiting_pods = waiting
+        for pl in self._waiting_pods_plugins:
+            pl.use_waiting_pods(waiting)
 
     # PreEnqueue: before the pod enters activeQ or backoffQ.
     def run_pre_enqueue(self, pod: Pod, cluster: ClusterState, gating: str = ""
