@@ -56,9 +56,9 @@ from policyd.daemon.pods_in_prebind import PodInPreBind
 from policyd.daemon.queue import QueuedPod
 from policyd.daemon.scheduling_state import LOGGER, SchedulingState
 from policyd.daemon.thread_names import name_current_thread
+from policyd.engine.cycle import wait_refusal
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.events import ASSIGNED_POD_DELETE
-from policyd.framework.fit_error import Diagnosis, fit_error_message
 from policyd.framework.runtime import Framework
 from policyd.framework.status import Code, Status
 from policyd.framework.waiting_pods import WaitingPod
@@ -254,18 +254,9 @@ class Binder:
         if self._stopping.is_set() or self._abandon.is_set():
             self._failed(req, BindFailure.STOPPING, outcome.message)
             return
-        if not outcome.is_rejected:
-            error = Status(Code.ERROR, (f"waiting on permit for pod: {outcome.message}",),
-                           outcome.plugin)
-            self._failed(req, BindFailure.PERMIT, error.message, status=error)
-            return
-        diagnosis = Diagnosis(node_to_status={req.node: outcome})
-        if outcome.plugin:
-            diagnosis.unschedulable_plugins.add(outcome.plugin)
-        message = fit_error_message(1, diagnosis)
-        self._failed(req, BindFailure.PERMIT, message,
-                     status=Status(outcome.code, (message,), outcome.plugin),
-                     plugins=diagnosis.unschedulable_plugins)
+        told, diagnosis = wait_refusal(req.node, outcome)
+        self._failed(req, BindFailure.PERMIT, told.message, status=told,
+                     plugins=diagnosis.unschedulable_plugins if diagnosis else None)
 
     def submit(self, req: BindRequest) -> None:
         """Run `req`'s binding cycle in the pool (after `reserve()`)."""

@@ -267,6 +267,38 @@ def permit(fw: Framework, result: ScheduleResult) -> ScheduleResult:
     return _refused_after_reserve(fw, result, node, state, status)
 
 
+def refused_after_permit(fw: Framework, result: ScheduleResult, outcome: Status
+                         ) -> ScheduleResult:
+    """A pod that waited at Permit was rejected (or timed out, or was preempted):
+    as `permit`'s refusal, with the wait's outcome (an error worded as upstream's
+    WaitOnPermit words it). The caller forgets the assumption."""
+    node, state = result.node, result.cycle_state
+    assert node is not None and state is not None
+    result.permit_waits = None
+    if not outcome.is_rejected:
+        outcome = wait_refusal(node, outcome)[0]
+    return _refused_after_reserve(fw, result, node, state, outcome)
+
+
+def wait_refusal(node: str, outcome: Status) -> tuple[Status, Diagnosis | None]:
+    """How a pod whose wait at Permit on `node` ended in `outcome` is told (upstream's
+    bindingCycle after WaitOnPermit): a rejection as the FitError over that one node,
+    with its diagnosis; anything else (preempted) as WaitOnPermit's error."""
+    if not outcome.is_rejected:
+        return Status(Code.ERROR, (f"waiting on permit for pod: {outcome.message}",),
+                      outcome.plugin), None
+    diagnosis = _one_node(node, outcome)
+    return Status(outcome.code, (fit_error_message(1, diagnosis),), outcome.plugin), diagnosis
+
+
+def _one_node(node: str, status: Status) -> Diagnosis:
+    """Upstream's FitError diagnosis over the one chosen node a later step refused."""
+    diagnosis = Diagnosis(node_to_status={node: status})
+    if status.plugin:
+        diagnosis.unschedulable_plugins.add(status.plugin)
+    return diagnosis
+
+
 def _refused_after_reserve(fw: Framework, result: ScheduleResult, node: str,
                            state: CycleState, status: Status) -> ScheduleResult:
     """Reserve or Permit said no on `node`: unreserve, and say why as upstream does (a
@@ -276,9 +308,7 @@ def _refused_after_reserve(fw: Framework, result: ScheduleResult, node: str,
     if not status.is_rejected:
         return _failed(result, status)
     result.num_nodes = 1
-    result.diagnosis = Diagnosis(node_to_status={node: status})
-    if status.plugin:
-        result.diagnosis.unschedulable_plugins.add(status.plugin)
+    result.diagnosis = _one_node(node, status)
     result.message = fit_error_message(1, result.diagnosis)
     return result
 
