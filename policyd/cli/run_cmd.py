@@ -68,8 +68,10 @@ def run(
         "-v", "--v", min=0, max=10,
         help="Log verbosity: 0 operations, 1 binds, 2 every decision, 4 debug (watch "
              "events, API retries).")] = 0,
-    log_format: Annotated[LogFormat, typer.Option("--log-format",
-                                                  help="Log line format.")] = TEXT,
+    log_format: Annotated[LogFormat, typer.Option(
+        "--log-format", help="Log line format: text, or json as klog writes it "
+        "(kube-scheduler's --logging-format json: ts, caller, msg, v, err, key/value "
+        "pairs).")] = TEXT,
     leader_elect: Annotated[bool | None, typer.Option(
         "--leader-elect/--no-leader-elect",
         help="Lease-based leader election (default: the profile's "

@@ -407,7 +407,7 @@ class Binder:
                 return
         if self.verbosity >= 3:
             log.info("nominated %s to %s before PreBind", pod.key, node,
-                     extra={"pod": pod.key, "node": node})
+                     extra={"v": 3, "pod": pod.key, "node": node})
 
     def _bind_with_retries(self, req: BindRequest) -> bool:
         """The binding cycle from where `req` is; True when it parked on its wait at
@@ -487,7 +487,8 @@ class Binder:
         self._e2e_latency(profile).observe(now - req.qp.added)
         self.state.throttle.forget(pod.uid)
         if self.verbosity >= 1:
-            log.info("bound %s to %s", pod.key, node, extra={"pod": pod.key, "node": node})
+            log.info("bound %s to %s", pod.key, node,
+                     extra={"v": 1, "pod": pod.key, "node": node})
         self.events.scheduled(pod.namespace, pod.name, pod.uid, node, profile)
         # Counted last, once the bind's metrics and event are handed over: whoever
         # waits on the count (tests, the debug page) sees the whole bind.

@@ -127,7 +127,7 @@ class PreemptionActions:
         failed = False
         if self.verbosity >= 2:
             log.info("preempting %d pod(s) on %s for %s", len(victims), node,
-                     preemptor.key, extra={"pod": preemptor.key, "node": node})
+                     preemptor.key, extra={"v": 2, "pod": preemptor.key, "node": node})
         try:
             for pod in result.clear_nominations:
                 try:
@@ -162,7 +162,7 @@ class PreemptionActions:
             if self.verbosity >= 2 or failed:
                 log.info("preemption for %s on %s finished%s", preemptor.key, node,
                          " with errors" if failed else "",
-                         extra={"pod": preemptor.key, "node": node})
+                         extra={"v": 0 if failed else 2, "pod": preemptor.key, "node": node})
 
     def _preempt(self, preemptor: Pod, victim: Pod, node: str, component: str) -> bool:
         """DisruptionTarget, then delete, then the `Preempted` event (PreemptPod).
@@ -186,7 +186,7 @@ class PreemptionActions:
             if self.verbosity >= 2:
                 log.info("preempted %s, %s on %s, for %s: its binding is called off",
                          victim.key, where, node, preemptor.key,
-                         extra={"pod": victim.key, "node": node})
+                         extra={"v": 2, "pod": victim.key, "node": node})
             self.events.event(
                 api.pod_ref(victim.namespace, victim.name, victim.uid), "Normal",
                 "Preempted", f"Preempted by pod {preemptor.uid} on node {node} "
@@ -207,7 +207,7 @@ class PreemptionActions:
         if deleted:
             if self.verbosity >= 2:
                 log.info("preempted %s on %s for %s", victim.key, node, preemptor.key,
-                         extra={"pod": victim.key, "node": node})
+                         extra={"v": 2, "pod": victim.key, "node": node})
             self.events.event(
                 api.pod_ref(victim.namespace, victim.name, victim.uid), "Normal",
                 "Preempted", f"Preempted by pod {preemptor.uid} on node {node}",

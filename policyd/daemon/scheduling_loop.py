@@ -143,7 +143,7 @@ class SchedulingLoop:
         if result.node is not None:
             if self.verbosity >= 2:
                 log.info("assumed %s on %s", pod.key, result.node,
-                         extra={"pod": pod.key, "node": result.node})
+                         extra={"v": 2, "pod": pod.key, "node": result.node})
             # The cycle state goes with it: PreBind and Unreserve read what Reserve kept.
             self.binder.submit(BindRequest(qp, result.node, fw, result.cycle_state, start))
             return result
@@ -180,7 +180,7 @@ class SchedulingLoop:
             return
         if self.verbosity >= 5:
             log.info("deallocated ResourceClaim %s for %s", claim.key, pod.key,
-                     extra={"pod": pod.key, "claim": claim.key})
+                     extra={"v": 5, "pod": pod.key, "claim": claim.key})
 
     def _report_violations(self, pod: Pod, result: ScheduleResult, profile: str) -> None:
         """Policies in Audit mode that would have rejected nodes for this pod: each
@@ -197,7 +197,7 @@ class SchedulingLoop:
             self._violations(policy, rule).inc()
         message = "; ".join(findings[v].describe(result.node) for v in news)
         if self.verbosity >= 2:
-            log.info("%s: %s", pod.key, message, extra={"pod": pod.key})
+            log.info("%s: %s", pod.key, message, extra={"v": 2, "pod": pod.key})
         self.events.policy_violation(pod.namespace, pod.name, pod.uid, message, profile)
 
     def _act_on_post_filter(self, fw: Framework, pod: Pod, result: ScheduleResult,
@@ -256,7 +256,7 @@ class SchedulingLoop:
                       extra={"pod": pod.key, "queue": where, "reason": message})
         elif self.verbosity >= 2:
             log.info("%s: %s (-> %s queue)", pod.key, message, where,
-                     extra={"pod": pod.key, "queue": where, "reason": message})
+                     extra={"v": 2, "pod": pod.key, "queue": where, "reason": message})
         # The nomination goes in the same status patch, when the API shows another.
         nominated = ({"nominated_node": nominating}
                      if nominating is not None and nominating != nominated_node_name(pod)
