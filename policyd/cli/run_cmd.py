@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 else:
     LogFormat = choice_enum("LogFormat", LOG_FORMATS)
 TEXT = LogFormat("text")
+LOG_FORMAT_HELP = ("Log line format: text, or json as klog writes it (kube-scheduler's "
+                   "--logging-format json: ts, caller, msg, v, err, key/value pairs).")
 
 
 def run(
@@ -68,10 +70,8 @@ def run(
         "-v", "--v", min=0, max=10,
         help="Log verbosity: 0 operations, 1 binds, 2 every decision, 4 debug (watch "
              "events, API retries).")] = 0,
-    log_format: Annotated[LogFormat, typer.Option(
-        "--log-format", help="Log line format: text, or json as klog writes it "
-        "(kube-scheduler's --logging-format json: ts, caller, msg, v, err, key/value "
-        "pairs).")] = TEXT,
+    log_format: Annotated[LogFormat, typer.Option("--log-format",
+                                                  help=LOG_FORMAT_HELP)] = TEXT,
     leader_elect: Annotated[bool | None, typer.Option(
         "--leader-elect/--no-leader-elect",
         help="Lease-based leader election (default: the profile's "
