@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 else:
     LogFormat = choice_enum("LogFormat", LOG_FORMATS)
 TEXT = LogFormat("text")
-LOG_FORMAT_HELP = ("Log line format: text, or json as klog writes it (kube-scheduler's "
-                   "--logging-format json: ts, caller, msg, v, err, key/value pairs).")
+LOG_FORMAT_HELP = ("Log line format: text, or json as klog's JSON format writes it (what "
+                   "kube-scheduler writes with logging format json: ts, caller, msg, v, "
+                   "err, key/value pairs).")
 
 
 def run(

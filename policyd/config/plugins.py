@@ -43,7 +43,7 @@ POINTS = ("preEnqueue", "queueSort", "preFilter", "filter", "postFilter", "preSc
           "reserve", "permit", "preBind")
 # Upstream extension points policyd has no plugins for; accepted so that profiles copied
 # from kube-scheduler can disable upstream plugins there.
-OTHER_POINTS = ("bind", "postBind")
+OTHER_POINTS = ("bind", "postBind", "placementGenerate", "placementScore")
 
 # Rule ids of the problems found here (the lint rule namespace of `check-config`).
 RULE_UNKNOWN = "plugin-unknown"
