@@ -312,9 +312,10 @@ def build_schema() -> dict[str, Any]:
                                            f"size). Default {DEFAULT_PARALLELISM}."},
             "leaderElection": {"$ref": "#/$defs/leaderElection"},
             "clientConnection": {"$ref": "#/$defs/clientConnection"},
-            **{name: {"type": "boolean", "default": False, "description":
-                      f"kube-scheduler's: true makes it {what}. Accepted so its files "
-                      "read unchanged; no effect in policyd (a warning says so)."}
+            **{name: {"type": "boolean", "default": name != "delayCacheUntilActive",
+                      "description": f"kube-scheduler's: true makes it {what}. Accepted "
+                      "so its files read unchanged; no effect in policyd (written true, "
+                      "a warning says so). Default as kube-scheduler's."}
                for name, what in KUBE_SCHEDULER_ONLY_FIELDS.items()},
             "policies": {"type": "array", "items": {"type": "string", "minLength": 1},
                          "description": "SchedulingPolicy files or directories (searched "

@@ -120,3 +120,23 @@ def test_it_is_a_profile_to_every_command() -> None:
     data = {"apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration"}
     assert wrong_file(data, "k.yaml", PROFILE) is None
+
+
+def test_configz_is_kube_schedulers_shape(tmp_path: Path) -> None:
+    """/configz: kube-scheduler's component name over a KubeSchedulerConfiguration v1
+    with defaults filled in, policyd's own fields beside it."""
+    from policyd.config.effective import configz
+
+    _, _, checked = _check(tmp_path, KSC, Path(__file__).resolve().parents[3] / "policies")
+    page = configz(checked)
+    assert set(page) == {"componentconfig", "policyd"}
+    config = page["componentconfig"]
+    assert (config["apiVersion"], config["kind"]) == ("kubescheduler.config.k8s.io/v1",
+                                                      "KubeSchedulerConfiguration")
+    assert not set(config) & {"policies", "featureGates", "clusterPolicies"}
+    assert config["podInitialBackoffSeconds"] == 2 and config["podMaxBackoffSeconds"] == 10
+    assert config["clientConnection"]["qps"] == 100
+    [profile] = config["profiles"]
+    assert profile["schedulerName"] == "migrating"
+    assert page["policyd"]["policies"] and "SchedulerPopFromBackoffQ" in page["policyd"][
+        "featureGates"]
