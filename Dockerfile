@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 #
 # policyd's image: `policyd run` on a slim Python, as a non-root user, holding only the
-# runtime dependencies (deploy/requirements.txt, every version pinned) and policyd.
+# runtime dependencies (deploy/requirements.txt, every version and wheel pinned by
+# sha256) and policyd. docs/image.md says how to build, run and scan it.
 #
 #   docker build -t ghcr.io/policyd/policyd:0.1.0 .
 #
@@ -16,14 +17,17 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 RUN python -m venv /opt/policyd
 # Dependencies first (this layer is reused until requirements.txt changes). Wheels
 # only: the slim image has no compiler, and nothing here should need one.
-COPY deploy/requirements.txt /tmp/requirements.txt
-RUN /opt/policyd/bin/pip install --only-binary=:all: --no-deps -r /tmp/requirements.txt
+# Every wheel is checked against the sha256 deploy/requirements.txt pins for it.
+COPY deploy/requirements.txt deploy/build-requirements.txt /tmp/
+RUN /opt/policyd/bin/pip install --require-hashes --only-binary=:all: --no-deps \
+      -r /tmp/requirements.txt
 # Then policyd itself, built with a pinned setuptools and no further resolution (its
 # dependencies are all pinned above; `pip check` proves nothing is missing).
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY policyd ./policyd
-RUN /opt/policyd/bin/pip install setuptools==80.9.0 \
+RUN /opt/policyd/bin/pip install --require-hashes --only-binary=:all: --no-deps \
+      -r /tmp/build-requirements.txt \
  && /opt/policyd/bin/pip install --no-deps --no-build-isolation . \
  && /opt/policyd/bin/pip check \
  && /opt/policyd/bin/pip uninstall --yes setuptools pip
@@ -40,6 +44,9 @@ ENV PATH=/opt/policyd/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 USER 65532:65532
-EXPOSE 10251
+# What it serves: `policyd run`'s secure port (10259, kube-scheduler's) and, run as
+# `policyd webhook` (deploy/webhook/), the webhook's (9443). The plain-HTTP metrics
+# port is off unless --metrics-bind-address asks for it.
+EXPOSE 10259 9443
 ENTRYPOINT ["policyd", "run"]
 CMD ["--config=/etc/policyd/profile.yaml"]

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 else:
     LogFormat = choice_enum("LogFormat", LOG_FORMATS)
 TEXT = LogFormat("text")
+LOG_FORMAT_HELP = ("Log line format: text, or json as klog's JSON format writes it (what "
+                   "kube-scheduler writes with logging format json: ts, caller, msg, v, "
+                   "err, key/value pairs).")
 
 
 def run(
@@ -69,7 +72,7 @@ def run(
         help="Log verbosity: 0 operations, 1 binds, 2 every decision, 4 debug (watch "
              "events, API retries).")] = 0,
     log_format: Annotated[LogFormat, typer.Option("--log-format",
-                                                  help="Log line format.")] = TEXT,
+                                                  help=LOG_FORMAT_HELP)] = TEXT,
     leader_elect: Annotated[bool | None, typer.Option(
         "--leader-elect/--no-leader-elect",
         help="Lease-based leader election (default: the profile's "

@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from policyd.cli.audit_cmd import profile_policies
-from policyd.cli.run_cmd import TEXT, LogFormat
+from policyd.cli.run_cmd import LOG_FORMAT_HELP, TEXT, LogFormat
 from policyd.cli.schedule_cmds import ConfigOpt, PoliciesOpt, frameworks_for
 
 
@@ -41,7 +41,7 @@ def webhook(
     verbosity: Annotated[int, typer.Option(
         "-v", "--v", min=0, max=10, help="Log verbosity (4: every review).")] = 0,
     log_format: Annotated[LogFormat, typer.Option("--log-format",
-                                                  help="Log line format.")] = TEXT,
+                                                  help=LOG_FORMAT_HELP)] = TEXT,
 ) -> None:
     """Serve the admission webhook that makes policies visible to autoscalers.
 

@@ -19,7 +19,14 @@ from typing import Any
 
 from policyd.config.model import PolicydConfig
 from policyd.config.plugins import POINTS, resolve_profile, score_weight
-from policyd.config.profile_schema import API_VERSION, DEFAULT_SCHEDULER_NAME, KIND
+from policyd.config.profile_schema import (
+    API_VERSION,
+    DEFAULT_SCHEDULER_NAME,
+    KIND,
+    KUBE_SCHEDULER_API_VERSION,
+    KUBE_SCHEDULER_KIND,
+    POLICYD_ONLY_FIELDS,
+)
 from policyd.config.validate import ValidatedConfig
 
 
@@ -93,3 +100,15 @@ def _profile(profile: Any, checked: ValidatedConfig) -> dict[str, Any]:
                            for name, args in resolved.args.items()
                            if name in enabled and args is not None]
     return out
+
+
+def configz(checked: ValidatedConfig) -> dict[str, Any]:
+    """What the daemon serves at /configz, shaped as kube-scheduler's (component-base
+    configz: the component's name, "componentconfig", over its KubeSchedulerConfiguration
+    v1 with every default filled in): the effective configuration under kube-scheduler's
+    kind and apiVersion, its KubeSchedulerConfiguration fields there, and policyd's own
+    fields (policies, feature gates, ...) beside it under "policyd"."""
+    effective = effective_configuration(checked)
+    own = {name: effective.pop(name) for name in POLICYD_ONLY_FIELDS if name in effective}
+    effective.update(apiVersion=KUBE_SCHEDULER_API_VERSION, kind=KUBE_SCHEDULER_KIND)
+    return {"componentconfig": effective, "policyd": own}

@@ -21,6 +21,7 @@ from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework import MAX_NODE_SCORE
 from policyd.framework.interfaces import (
     FilterPlugin,
+    PermitPlugin,
     Plugin,
     PostFilterPlugin,
     PreBindPlugin,
@@ -39,10 +40,10 @@ from policyd.problems import ERROR, Problem
 from policyd.sourcefile import JsonPath, format_path
 
 POINTS = ("preEnqueue", "queueSort", "preFilter", "filter", "postFilter", "preScore", "score",
-          "reserve", "preBind")
+          "reserve", "permit", "preBind")
 # Upstream extension points policyd has no plugins for; accepted so that profiles copied
 # from kube-scheduler can disable upstream plugins there.
-OTHER_POINTS = ("permit", "bind", "postBind")
+OTHER_POINTS = ("bind", "postBind", "placementGenerate", "placementScore")
 
 # Rule ids of the problems found here (the lint rule namespace of `check-config`).
 RULE_UNKNOWN = "plugin-unknown"
@@ -435,6 +436,7 @@ def build_framework(
               for e in final["score"]]
     post_filter: list[PostFilterPlugin] = plugins_at("postFilter")
     reserve: list[ReservePlugin] = plugins_at("reserve")
+    permit: list[PermitPlugin] = plugins_at("permit")
     pre_bind: list[PreBindPlugin] = plugins_at("preBind")
     return Framework(
         resolved.scheduler_name,
@@ -446,6 +448,7 @@ def build_framework(
         score=scores,
         post_filter=post_filter,
         reserve=reserve,
+        permit=permit,
         pre_bind=pre_bind,
         seed=seed,
         features=features,

@@ -26,6 +26,13 @@ from policyd.policy.schema_parts import METRIC_NAME_PATTERN, schema_object
 
 API_VERSION = "policyd.io/v1alpha1"
 KIND = "PolicydConfiguration"
+# kube-scheduler's own file, which policyd reads unchanged (config.validate says how):
+# its fields are a subset of PolicydConfiguration's, these are policyd's own.
+KUBE_SCHEDULER_API_VERSION = "kubescheduler.config.k8s.io/v1"
+KUBE_SCHEDULER_KIND = "KubeSchedulerConfiguration"
+# Each with the flag of `policyd run` that sets it for such a file, if one does.
+POLICYD_ONLY_FIELDS = {"policies": "--policies", "featureGates": "--feature-gates",
+                       "metricsProviders": None, "clusterPolicies": None}
 SCHEMA_ID = "https://policyd.io/schemas/profile.schema.json"
 
 DEFAULT_SCHEDULER_NAME = "policyd"
@@ -81,7 +88,17 @@ PROVIDER_NAME_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 # Extension points in upstream's order; policyd has plugins for the first group only,
 # the others are accepted so kube-scheduler profiles can disable plugins there.
 POINTS = ("multiPoint", "preEnqueue", "queueSort", "preFilter", "filter", "postFilter",
-          "preScore", "score", "reserve", "permit", "preBind", "bind", "postBind")
+          "preScore", "score", "reserve", "permit", "preBind", "bind", "postBind",
+          "placementGenerate", "placementScore")
+
+# KubeSchedulerConfiguration v1 fields policyd accepts and does nothing with (a
+# warning says so when one is true): what each makes kube-scheduler do.
+KUBE_SCHEDULER_ONLY_FIELDS = {
+    "enableProfiling": "serve Go's profiles at /debug/pprof",
+    "enableContentionProfiling": "record Go's block profile",
+    "delayCacheUntilActive": "fill its cache only once it leads (policyd fills it "
+                             "before, so a standby takes over warm)",
+}
 
 # A Go duration (time.ParseDuration): "15s", "1m30s", "500ms", "1.5h", "0".
 _UNIT = "(ns|us|µs|μs|ms|s|m|h)"
@@ -295,6 +312,11 @@ def build_schema() -> dict[str, Any]:
                                            f"size). Default {DEFAULT_PARALLELISM}."},
             "leaderElection": {"$ref": "#/$defs/leaderElection"},
             "clientConnection": {"$ref": "#/$defs/clientConnection"},
+            **{name: {"type": "boolean", "default": name != "delayCacheUntilActive",
+                      "description": f"kube-scheduler's: true makes it {what}. Accepted "
+                      "so its files read unchanged; no effect in policyd (written true, "
+                      "a warning says so). Default as kube-scheduler's."}
+               for name, what in KUBE_SCHEDULER_ONLY_FIELDS.items()},
             "policies": {"type": "array", "items": {"type": "string", "minLength": 1},
                          "description": "SchedulingPolicy files or directories (searched "
                                         "for *.yaml, *.yml), relative to this file. Each "

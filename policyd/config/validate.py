@@ -150,7 +150,10 @@ def validate(path: Path, *, extra_policies: Sequence[Path] = (),
         # a profile does not have.
         problems.append(doc.problem(("kind",), "config-document", other))
         return ValidatedConfig(config_from_dict({}, path, (), gate_overrides), problems)
-    check = _Check(doc, path)
+    data: Mapping[str, Any] = doc.data
+    if data.get("kind") == config_schema.KUBE_SCHEDULER_KIND:
+        data = _as_policyd_configuration(doc, problems)
+    check = _Check(doc, path, data)
     check.schema()
     check.settings()
     check.feature_gates(gate_overrides)
@@ -161,18 +164,46 @@ def validate(path: Path, *, extra_policies: Sequence[Path] = (),
     check.profiles()
     problems = sorted([*problems, *check.problems], key=lambda p: p.sort_key())
     problems.extend(sorted(check.policy_problems, key=lambda p: p.sort_key()))
-    return ValidatedConfig(config_from_dict(doc.data, path, tuple(check.policy_files),
+    return ValidatedConfig(config_from_dict(data, path, tuple(check.policy_files),
                                             gate_overrides),
                            problems, check.profile_list, check.compiled,
                            check.policy_documents, check.cluster_plugins)
 
 
+def _as_policyd_configuration(doc: SourceDocument, problems: list[Problem]
+                              ) -> dict[str, Any]:
+    """A kube-scheduler configuration file, read unchanged: KubeSchedulerConfiguration
+    v1's fields are PolicydConfiguration's, so it is checked as one (problems point
+    into the file as written). A field of policyd's own in it is refused: kube-scheduler
+    would refuse the file, and a file two schedulers read must stay valid for both."""
+    data = dict(doc.data)
+    version = data.get("apiVersion")
+    if version != config_schema.KUBE_SCHEDULER_API_VERSION:
+        problems.append(doc.problem(
+            ("apiVersion",), "schema",
+            f"Invalid value: {_show(version)}: a KubeSchedulerConfiguration is read as "
+            f"apiVersion {config_schema.KUBE_SCHEDULER_API_VERSION!r} (kube-scheduler "
+            "v1.36 reads no other)"))
+    for name, flag in config_schema.POLICYD_ONLY_FIELDS.items():
+        if name in data:
+            del data[name]
+            problems.append(doc.problem(
+                (name,), "schema",
+                f"{name} is not a field of KubeSchedulerConfiguration (kube-scheduler "
+                f"would refuse this file): to set it, make the file a "
+                f"{config_schema.KIND} (apiVersion {config_schema.API_VERSION!r}), whose "
+                "fields are kube-scheduler's plus policyd's"
+                + (f", or give `policyd run {flag}`" if flag else ""), key=True))
+    data.update(apiVersion=config_schema.API_VERSION, kind=config_schema.KIND)
+    return data
+
+
 class _Check:
     """The checks of one profile document, sharing what the schema already reported."""
 
-    def __init__(self, doc: SourceDocument, path: Path) -> None:
+    def __init__(self, doc: SourceDocument, path: Path, data: Mapping[str, Any]) -> None:
         self.doc = doc
-        self.data: Mapping[str, Any] = doc.data
+        self.data = data
         self.path = path
         self.problems: list[Problem] = []
         self.policy_problems: list[Problem] = []
@@ -262,11 +293,6 @@ class _Check:
                                     ": not a duration; write e.g. 15s, 1m30s or 500ms")
         if validator == "not" and where == ("extenders",):
             return self.doc.problem(where, "extenders", EXTENDERS_MESSAGE, key=True)
-        if validator == "const" and where == ("kind",) \
-                and error.instance == "KubeSchedulerConfiguration":
-            return self.doc.problem(where, "schema", f"must be {config_schema.KIND!r}: "
-                                    "policyd's profile has kube-scheduler's fields but its "
-                                    f"own kind and apiVersion {config_schema.API_VERSION!r}")
         return None
 
     # top-level settings ------------------------------------------------------------
@@ -288,6 +314,10 @@ class _Check:
     def settings(self) -> None:
         self.finite_numbers()
         data = self.data
+        for name, what in config_schema.KUBE_SCHEDULER_ONLY_FIELDS.items():
+            if data.get(name) is True:
+                self.add((name,), "no-effect", f"has no effect in policyd (true makes "
+                         f"kube-scheduler {what})", level=WARNING)
         initial = data.get("podInitialBackoffSeconds",
                            config_schema.DEFAULT_POD_INITIAL_BACKOFF_SECONDS)
         maximum = data.get("podMaxBackoffSeconds",

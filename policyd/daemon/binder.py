@@ -28,6 +28,13 @@ Before PreBind, as kube-scheduler v1.36's bindingCycle:
   the binding off instead of deleting the pod (`policyd.daemon.pods_in_prebind`): its
   PreBind ends at once, and it fails as any failed PreBind does, with the
   cancellation's cause in place of Go's "context canceled".
+- a pod Permit told to wait (`SchedulingState.waiting_pods`) is nominated to its node
+  first (so an autoscaler sees where a held gang is going), then parked: its binding
+  cycle gives its worker back and resumes in the pool once the wait ends. Allowed, it
+  goes on to PreBind; rejected or timed out, it is unreserved and goes back to the
+  queue as unschedulable, with upstream's FitError over the one node; preempted, it
+  is retried after a backoff ("waiting on permit for pod: preempted"). A timer thread
+  rejects the waits whose time is up.
 """
 
 from __future__ import annotations
@@ -49,10 +56,12 @@ from policyd.daemon.pods_in_prebind import PodInPreBind
 from policyd.daemon.queue import QueuedPod
 from policyd.daemon.scheduling_state import LOGGER, SchedulingState
 from policyd.daemon.thread_names import name_current_thread
+from policyd.engine.cycle import wait_refusal
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.events import ASSIGNED_POD_DELETE
 from policyd.framework.runtime import Framework
 from policyd.framework.status import Code, Status
+from policyd.framework.waiting_pods import WaitingPod
 from policyd.kube import api
 from policyd.kube.backoff import GiveUp, RetryPolicy
 from policyd.kube.client import ApiError, KubeClient
@@ -74,11 +83,16 @@ NOMINATION_RETRIABLE = frozenset({409, 500, 503})
 # called off; upstream reports the cancellation's cause in its place.
 CONTEXT_CANCELED = "context canceled"
 
+# The longest the Permit timer sleeps before looking at the clock again: its deadlines
+# are read off the scheduler's clock, which a test may move by hand.
+PERMIT_TIMER_MAX_SLEEP_S = 1.0
+
 
 class BindFailure(Enum):
     """Why a bind was given up; the value starts the log line (and the event)."""
 
     REJECTED = "binding rejected"
+    PERMIT = "not permitted"  # the event carries the wait's outcome alone
     PRE_BIND = "PreBind failed"  # the event carries the PreBind status's message alone
     INTERNAL_ERROR = "internal error"
     LOST_LEADERSHIP = "lost leadership before binding"
@@ -110,6 +124,12 @@ class BindRequest:
     # what they wrote has been undone after a failure (once, as Unreserve).
     handle: DaemonBindingHandle | None = None
     undone: bool = False
+    # Its wait at Permit, while it has one; once the wait ended, how (None: allowed).
+    waiting: WaitingPod | None = None
+    past_permit: bool = False
+    permit_outcome: Status | None = None
+    # PreBindPreFlight's answer, kept across the wait (None: PreBind has work).
+    pre_flight: Status | None = None
 
     @property
     def profile(self) -> str:
@@ -137,6 +157,9 @@ class Binder:
         self._in_flight = 0
         self._in_flight_cond = threading.Condition()
         self._abandon = threading.Event()  # the shutdown grace period is over
+        self._stopping = threading.Event()  # no new waits: the scheduler is stopping
+        self._timer: threading.Thread | None = None
+        self._timer_lock = threading.Lock()
         self.bound_total = 0
         # Looked up once per bound pod otherwise.
         self._attempts = label_children(metrics.schedule_attempts)
@@ -169,8 +192,71 @@ class Binder:
     def shutdown(self) -> None:
         """The grace period is over: binds still retrying give up now."""
         self._abandon.set()
+        self.stop_waiting()
         self.state.in_pre_bind.wake_all()
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def stop_waiting(self) -> None:
+        """The scheduler is stopping: every pod waiting at Permit is given up (and
+        requeued on the API's side by whoever leads next), and the timer ends."""
+        self._stopping.set()
+        waiting = self.state.waiting_pods
+        for entry in waiting.all():
+            entry.reject("", BindFailure.STOPPING.value)
+        waiting.changed.set()
+
+    # -- waits at Permit ------------------------------------------------------------------
+
+    def watch_permit_timeouts(self) -> None:
+        """Start the thread that rejects waits whose time is up (once; called as the
+        first pod is told to wait)."""
+        with self._timer_lock:
+            if self._timer is None and not self._stopping.is_set():
+                self._timer = threading.Thread(target=self._permit_timer, daemon=True,
+                                               name="policyd-permit-timeouts")
+                self._timer.start()
+
+    def expire_waits(self) -> int:
+        """Reject every wait whose time is up by the clock now; how many."""
+        return self.state.waiting_pods.expire(self.clock.now())
+
+    def _permit_timer(self) -> None:
+        waiting = self.state.waiting_pods
+        while not self._stopping.is_set():
+            waiting.changed.clear()
+            self.expire_waits()
+            deadline = waiting.next_deadline()
+            sleep = PERMIT_TIMER_MAX_SLEEP_S if deadline is None else min(
+                max(deadline - self.clock.now(), 0.0), PERMIT_TIMER_MAX_SLEEP_S)
+            waiting.changed.wait(sleep)
+
+    def _park(self, req: BindRequest) -> None:
+        """Give the worker back until `req`'s wait ends; then resume in the pool."""
+        assert req.waiting is not None
+        req.waiting.on_resolved(lambda outcome: self._resume(req, outcome))
+
+    def _resume(self, req: BindRequest, outcome: Status | None) -> None:
+        """The wait ended (in whichever thread ended it): the rest of the binding
+        cycle goes back to the pool."""
+        if req.waiting is not None:
+            self.state.waiting_pods.remove(req.qp.pod.uid, req.waiting)
+        req.past_permit = True
+        req.permit_outcome = outcome
+        try:
+            self._pool.submit(self._bind, req)
+        except RuntimeError:  # pool shut down: we are stopping
+            self._failed(req, BindFailure.STOPPING)
+            self._end(req)
+
+    def _permit_failed(self, req: BindRequest, outcome: Status) -> None:
+        """The wait ended in a rejection (a plugin's, or its timeout) or an error
+        (preempted), told as upstream's bindingCycle tells it after WaitOnPermit."""
+        if self._stopping.is_set() or self._abandon.is_set():
+            self._failed(req, BindFailure.STOPPING, outcome.message)
+            return
+        told, diagnosis = wait_refusal(req.node, outcome)
+        self._failed(req, BindFailure.PERMIT, told.message, status=told,
+                     plugins=diagnosis.unschedulable_plugins if diagnosis else None)
 
     def submit(self, req: BindRequest) -> None:
         """Run `req`'s binding cycle in the pool (after `reserve()`)."""
@@ -183,23 +269,70 @@ class Binder:
     # -- one bind -------------------------------------------------------------------------
 
     def _bind(self, req: BindRequest) -> None:
+        parked = False
         try:
-            self._bind_with_retries(req)
+            parked = self._bind_with_retries(req)
         except Exception:
             log.exception("binding %s failed", req.qp.pod.key)
             self._failed(req, BindFailure.INTERNAL_ERROR)
         finally:
-            if req.unreserved:
-                self._undo_pre_bind(req)  # given up without a requeue (deleted, ...)
-            # Out of the PreBind map once the cycle is over (bound or not), as
-            # upstream's deferred RemovePodInPreBind.
-            if req.in_pre_bind is not None:
-                self.state.in_pre_bind.remove(req.qp.pod.uid, req.in_pre_bind)
-            self._release()
+            if not parked:
+                self._end(req)
+
+    def _end(self, req: BindRequest) -> None:
+        """The binding cycle is over, bound or not."""
+        if req.unreserved:
+            self._undo_pre_bind(req)  # given up without a requeue (deleted, ...)
+        if req.waiting is not None and not req.past_permit:
+            # Failed before its wait began: nothing will end that wait now.
+            req.waiting.reject("", "the binding cycle ended")
+            self.state.waiting_pods.remove(req.qp.pod.uid, req.waiting)
+        # Out of the PreBind map once the cycle is over (bound or not), as
+        # upstream's deferred RemovePodInPreBind.
+        if req.in_pre_bind is not None:
+            self.state.in_pre_bind.remove(req.qp.pod.uid, req.in_pre_bind)
+        self._release()
 
     def _still_assumed(self, req: BindRequest) -> bool:
         """Under the lock: the assumption this bind serves is still in place."""
         return self.state.assumed.get(req.qp.pod.uid) == req.node
+
+    def _still_ours(self, req: BindRequest) -> bool:
+        """The pod is still assumed on its node and this replica still leads; when
+        not, it is unreserved (and requeued if it is still pending)."""
+        with self.state.lock:
+            if not self._still_assumed(req):
+                self._unreserve(req)  # deleted, or bound by someone else
+                return False
+        if not self.is_leader():
+            self._failed(req, BindFailure.LOST_LEADERSHIP)
+            return False
+        return True
+
+    def _pre_flight(self, req: BindRequest) -> bool:
+        """Before Permit's wait and PreBind: the pod still ours, still leading, and,
+        with NominatedNodeNameForExpectation, PreBind's pre-flights and the
+        nomination when PreBind will work or the pod will wait. True when the cycle
+        goes on; on failure the pod is undone and requeued."""
+        pod = req.qp.pod
+        if not self._still_ours(req):
+            return False
+        assert req.state is not None
+        req.pre_flight = None  # upstream's nil status without the gate
+        if not self.nominate_for_expectation:
+            return True
+        pre_flight = (req.fw.run_pre_bind_pre_flight(req.state, pod, req.node)
+                      if req.fw.pre_bind_plugins else Status.skip())
+        if pre_flight is not None and not pre_flight.is_skip:
+            # An error, or a rejection (which a pre-flight may not give).
+            failed = (pre_flight if pre_flight.code is Code.ERROR
+                      else Status.error(pre_flight.message))
+            self._failed(req, BindFailure.PRE_BIND, failed.message, status=failed)
+            return False
+        req.pre_flight = pre_flight
+        if pre_flight is None or req.waiting is not None:
+            self._nominate(req)
+        return True
 
     def _pre_bind(self, req: BindRequest) -> bool:
         """The profile's PreBind plugins; True when the bind may go ahead. On failure
@@ -207,26 +340,8 @@ class Binder:
         handleBindingCycleError explains it)."""
         pod = req.qp.pod
         s = self.state
-        with s.lock:
-            if not self._still_assumed(req):
-                self._unreserve(req)  # deleted, or bound by someone else
-                return False
-        if not self.is_leader():
-            self._failed(req, BindFailure.LOST_LEADERSHIP)
-            return False
         assert req.state is not None
-        pre_flight: Status | None = None  # upstream's nil status without the gate
-        if self.nominate_for_expectation:
-            pre_flight = req.fw.run_pre_bind_pre_flight(req.state, pod, req.node)
-            if pre_flight is not None and not pre_flight.is_skip:
-                # An error, or a rejection (which a pre-flight may not give).
-                failed = (pre_flight if pre_flight.code is Code.ERROR
-                          else Status.error(pre_flight.message))
-                self._failed(req, BindFailure.PRE_BIND, failed.message, status=failed)
-                return False
-            if pre_flight is None:
-                self._nominate(req)
-        if pre_flight is None:
+        if req.pre_flight is None:
             # PreBind will work (or, without the gate, may): preemption may call it off.
             req.in_pre_bind = s.in_pre_bind.add(pod.uid)
 
@@ -292,14 +407,29 @@ class Binder:
                 return
         if self.verbosity >= 3:
             log.info("nominated %s to %s before PreBind", pod.key, node,
-                     extra={"pod": pod.key, "node": node})
+                     extra={"v": 3, "pod": pod.key, "node": node})
 
-    def _bind_with_retries(self, req: BindRequest) -> None:
+    def _bind_with_retries(self, req: BindRequest) -> bool:
+        """The binding cycle from where `req` is; True when it parked on its wait at
+        Permit (the worker is free, `_resume` goes on later)."""
         qp, node = req.qp, req.node
         pod = qp.pod
         s = self.state
+        if not req.past_permit:
+            req.waiting = s.waiting_pods.get(pod.uid)
+            needs_pre_flight = bool(req.fw.pre_bind_plugins) or req.waiting is not None
+            if req.state is not None and needs_pre_flight and not self._pre_flight(req):
+                return False
+            if req.waiting is not None:
+                self._park(req)
+                return True
+        elif req.permit_outcome is not None:
+            self._permit_failed(req, req.permit_outcome)
+            return False
+        elif not self._still_ours(req):  # after a wait, which may have been long
+            return False
         if req.fw.pre_bind_plugins and req.state is not None and not self._pre_bind(req):
-            return
+            return False
         retries = self.retries.begin(self.clock.now)
         t0 = self.clock.now()
         attempted = False
@@ -310,12 +440,12 @@ class Binder:
                     # else, or bound here by an earlier attempt whose reply was lost.
                     if not (attempted and s.api_shows_bound(pod, node)):
                         self._unreserve(req)
-                        return
+                        return False
                     outcome = api.BindOutcome.BOUND
                     break
             if not self.is_leader():
                 self._failed(req, BindFailure.LOST_LEADERSHIP)
-                return
+                return False
             try:
                 attempted = True
                 outcome = api.bind_pod(self.client, pod.namespace, pod.name, pod.uid, node)
@@ -325,19 +455,19 @@ class Binder:
                 delay = retries.after(exc)
                 if isinstance(delay, GiveUp):
                     self._failed(req, BindFailure.REJECTED, str(exc))
-                    return
+                    return False
                 log.warning("binding %s to %s: attempt %d failed: %s; retrying in %.1fs",
                             pod.key, node, retries.attempts, exc, delay)
                 # Retries go on during a graceful stop, until its grace period is over.
                 if self.clock.wait(self._abandon, delay):
                     self._failed(req, BindFailure.STOPPING)
-                    return
+                    return False
         self.metrics.binding_latency.observe(self.clock.now() - t0)
         if outcome is api.BindOutcome.ALREADY_BOUND:
             outcome = self._confirm(pod, node)
         if outcome is api.BindOutcome.BOUND:
             self._bound(req)
-            return
+            return False
         # Gone, or bound elsewhere: the informer brings the truth; drop the assumption
         # only if it is still ours (the informer may already have replaced it).
         with s.lock:
@@ -347,6 +477,7 @@ class Binder:
                 s.cluster.remove_pod(pod.uid)
         log.info("not binding %s: %s", pod.key,
                  "deleted" if outcome is api.BindOutcome.GONE else "already bound")
+        return False
 
     def _bound(self, req: BindRequest) -> None:
         pod, node, profile = req.qp.pod, req.node, req.profile
@@ -356,7 +487,8 @@ class Binder:
         self._e2e_latency(profile).observe(now - req.qp.added)
         self.state.throttle.forget(pod.uid)
         if self.verbosity >= 1:
-            log.info("bound %s to %s", pod.key, node, extra={"pod": pod.key, "node": node})
+            log.info("bound %s to %s", pod.key, node,
+                     extra={"v": 1, "pod": pod.key, "node": node})
         self.events.scheduled(pod.namespace, pod.name, pod.uid, node, profile)
         # Counted last, once the bind's metrics and event are handed over: whoever
         # waits on the count (tests, the debug page) sees the whole bind.
@@ -397,10 +529,12 @@ class Binder:
             req.fw.run_unreserve(req.state, req.qp.pod, req.node)
 
     def _failed(self, req: BindRequest, why: BindFailure, detail: str = "", *,
-                status: Status | None = None) -> None:
-        """Unreserve, undo the assumption and retry the pod after a backoff. `status`:
-        the failed PreBind's, whose message the pod is told as upstream tells it (the
-        FailedScheduling event and the PodScheduled condition)."""
+                status: Status | None = None, plugins: set[str] | None = None) -> None:
+        """Unreserve, undo the assumption and retry the pod after a backoff, or, with
+        `plugins` (the rejectors of a wait at Permit), park it as unschedulable until
+        an event they care about. `status`: the failed PreBind's or wait's, whose
+        message the pod is told as upstream tells it (the FailedScheduling event and
+        the PodScheduled condition)."""
         pod, node, profile = req.qp.pod, req.node, req.profile
         s = self.state
         rejected = status is not None and status.is_rejected
@@ -421,7 +555,8 @@ class Binder:
             s.cluster.forget(pod)
             self.metrics.schedule_attempts.labels(
                 "unschedulable" if rejected else "error", profile).inc()
-            where = s.queue.requeue(req.qp, unschedulable=False)
+            where = s.queue.requeue(req.qp, unschedulable=plugins is not None,
+                                    plugins=plugins)
             # The room it held is free again (upstream moves pods on this too).
             s.move(ASSIGNED_POD_DELETE, dataclasses.replace(pod, node_name=node, cache={}),
                    None)

@@ -120,6 +120,8 @@ class Scheduler:
         """Stop taking pods, let in-flight binds finish within `grace` seconds."""
         self.loop.stopping.set()
         self.state.queue.close()
+        # Pods held at Permit would hold the grace period for nothing: given up now.
+        self.binder.stop_waiting()
         finished = self.binder.wait(grace)
         self.binder.shutdown()
         # Victims' deletions in flight finish or are cut off with the process; what

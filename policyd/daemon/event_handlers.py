@@ -172,6 +172,9 @@ class EventHandlers:
         meta = obj.get("metadata") or {}
         uid = str(meta.get("uid") or "")
         s = self.state
+        # A pod waiting at Permit stops waiting: its binding cycle ends and finds it
+        # gone (upstream's RejectWaitingPod on delete).
+        s.waiting_pods.reject(uid, "", "removed")
         with s.lock:
             assumed_on = s.assumed.pop(uid, None)
             removed = s.cluster.remove_pod(uid)

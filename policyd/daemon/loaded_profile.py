@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from policyd.config.loader import validate_config_file
+from policyd.config.effective import configz
+from policyd.config.loader import build_frameworks, validated_config_file
 from policyd.config.plugins import RULE_UNKNOWN
 from policyd.config.validate import ClusterPolicies, is_unreadable
 from policyd.errors import EXIT_PROBLEMS, InputFileError, PolicydError
@@ -130,6 +131,8 @@ class LoadedConfig:
     feature_gates: FeatureGates = DEFAULTS
     # `policyd run --feature-gates`, applied over the profile's at every reload.
     gate_overrides: tuple[tuple[str, bool], ...] = ()
+    # What /configz serves (config.effective.configz); None while incomplete.
+    configz: dict[str, Any] | None = None
 
 
 def policy_files(paths: Iterable[Path]) -> list[Path]:
@@ -156,9 +159,11 @@ def load(path: Path, extra_policies: list[Path] | None = None,
     problem is raised, before any request.
     `gate_overrides`: --feature-gates; `pinned_gates`: the gates to build with (a
     reload's: those the daemon started with) instead of the profile's."""
-    config, frameworks, found = validate_config_file(
+    checked = validated_config_file(
         path, extra_policies=tuple(extra_policies or ()), cluster_policies=cluster_policies,
-        gate_overrides=gate_overrides, pinned_gates=pinned_gates)
+        gate_overrides=gate_overrides)
+    config, found = checked.config, checked.problems
+    frameworks = build_frameworks(checked, features=pinned_gates) if checked.valid else {}
     errors = [p for p in found if p.level == "error"]
     unresolved = cluster_pending and config.cluster_policies \
         and all(p.rule == RULE_UNKNOWN for p in errors)
@@ -184,5 +189,6 @@ def load(path: Path, extra_policies: list[Path] | None = None,
                         tuple(getattr(config, "metrics_providers", ()) or ()),
                         complete=not errors,
                         feature_gates=pinned_gates or config.feature_gates,
-                        gate_overrides=tuple(gate_overrides))
+                        gate_overrides=tuple(gate_overrides),
+                        configz=configz(checked) if checked.valid else None)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -20,25 +19,58 @@ ROOT = "policyd"
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: ts, level, logger, msg, plus `extra` fields."""
+    """One JSON object per line, as klog's JSON format writes them (component-base's
+    logs/json: zap through zapr), so a pipeline that parses kube-scheduler's logs
+    parses policyd's alike:
+
+    - `ts`: milliseconds since the epoch, a float; `logger`: the logger's name;
+      `caller`: `dir/file.py:line` (zap's short caller); `msg`: the message;
+    - then `v`, the verbosity the line is shown from (a record's `v` extra; DEBUG is 4,
+      other levels 0) on every line but errors, which have none and carry `err` (the
+      exception, or the record's `err` extra) when there is one;
+    - then the record's extras as key/value pairs; a pod given as `namespace/name` is
+      written as klog writes `klog.KObj(pod)`: `{"name": ..., "namespace": ...}`.
+    """
 
     _skip = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
-        "message", "asctime"}
+        "message", "asctime", "v", "err"}
 
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(),
+            "ts": record.created * 1000.0,
             "logger": record.name,
+            "caller": _short_caller(record),
             "msg": record.getMessage(),
         }
+        if record.levelno >= logging.ERROR:
+            err = record.__dict__.get("err")
+            if record.exc_info and record.exc_info[1] is not None:
+                err = str(record.exc_info[1]) or type(record.exc_info[1]).__name__
+            if err is not None:
+                out["err"] = str(err)
+        else:
+            out["v"] = record.__dict__.get("v", 4 if record.levelno <= logging.DEBUG else 0)
         for key, value in record.__dict__.items():
             if key not in self._skip and not key.startswith("_"):
-                out[key] = value
-        if record.exc_info:
-            out["error"] = self.formatException(record.exc_info)
+                out[key] = _object_ref(value) if key in OBJECT_REF_KEYS else value
         return json.dumps(out, default=str)
+
+
+# Extras that name a namespaced object by `namespace/name`, written as klog.KObj is.
+OBJECT_REF_KEYS = frozenset({"pod"})
+
+
+def _object_ref(value: object) -> object:
+    if isinstance(value, str) and value.count("/") == 1:
+        namespace, name = value.split("/")
+        return {"name": name, "namespace": namespace}
+    return value
+
+
+def _short_caller(record: logging.LogRecord) -> str:
+    """zapcore.ShortCallerEncoder: the file's last directory, the file, the line."""
+    parts = record.pathname.replace("\\", "/").rsplit("/", 2)
+    return f"{'/'.join(parts[-2:])}:{record.lineno}"
 
 
 def _text_formatter() -> logging.Formatter:

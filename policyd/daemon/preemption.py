@@ -127,7 +127,7 @@ class PreemptionActions:
         failed = False
         if self.verbosity >= 2:
             log.info("preempting %d pod(s) on %s for %s", len(victims), node,
-                     preemptor.key, extra={"pod": preemptor.key, "node": node})
+                     preemptor.key, extra={"v": 2, "pod": preemptor.key, "node": node})
         try:
             for pod in result.clear_nominations:
                 try:
@@ -162,23 +162,31 @@ class PreemptionActions:
             if self.verbosity >= 2 or failed:
                 log.info("preemption for %s on %s finished%s", preemptor.key, node,
                          " with errors" if failed else "",
-                         extra={"pod": preemptor.key, "node": node})
+                         extra={"v": 0 if failed else 2, "pod": preemptor.key, "node": node})
 
     def _preempt(self, preemptor: Pod, victim: Pod, node: str, component: str) -> bool:
         """DisruptionTarget, then delete, then the `Preempted` event (PreemptPod).
         True unless a call failed; a victim already gone is a success.
 
-        A victim that is ours, assumed and still in PreBind, is not deleted: its
-        binding is called off in memory (v1.36's executor, GetPodInPreBind +
-        CancelPod), and its binder unreserves it and sends it back to the queue. Its
-        PreBind may have finished meanwhile (the bind goes ahead): then it is deleted
-        like a bound pod."""
+        A victim that is ours, assumed and waiting at Permit or still in PreBind, is
+        not deleted: its binding is called off in memory (v1.36's executor: a waiting
+        pod's Preempt, else GetPodInPreBind + CancelPod), and its binder unreserves it
+        and sends it back to the queue. Its wait or PreBind may have ended meanwhile
+        (the bind goes ahead): then it is deleted like a bound pod."""
         in_pre_bind = self.state.in_pre_bind.get(victim.uid)
-        if in_pre_bind is not None and in_pre_bind.cancel(f"preempted by {self.plugin}"):
+        waiting = self.state.waiting_pods.get(victim.uid)
+        if waiting is not None:
+            taken = waiting.preempt(self.plugin, "preempted")
+            where = "waiting at Permit"
+        else:
+            taken = in_pre_bind is not None and in_pre_bind.cancel(
+                f"preempted by {self.plugin}")
+            where = "in PreBind"
+        if taken:
             if self.verbosity >= 2:
-                log.info("preempted %s, in PreBind on %s, for %s: its binding is called "
-                         "off", victim.key, node, preemptor.key,
-                         extra={"pod": victim.key, "node": node})
+                log.info("preempted %s, %s on %s, for %s: its binding is called off",
+                         victim.key, where, node, preemptor.key,
+                         extra={"v": 2, "pod": victim.key, "node": node})
             self.events.event(
                 api.pod_ref(victim.namespace, victim.name, victim.uid), "Normal",
                 "Preempted", f"Preempted by pod {preemptor.uid} on node {node} "
@@ -199,7 +207,7 @@ class PreemptionActions:
         if deleted:
             if self.verbosity >= 2:
                 log.info("preempted %s on %s for %s", victim.key, node, preemptor.key,
-                         extra={"pod": victim.key, "node": node})
+                         extra={"v": 2, "pod": victim.key, "node": node})
             self.events.event(
                 api.pod_ref(victim.namespace, victim.name, victim.uid), "Normal",
                 "Preempted", f"Preempted by pod {preemptor.uid} on node {node}",

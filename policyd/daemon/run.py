@@ -280,7 +280,9 @@ class Daemon:
 
     def _debug_pages(self) -> dict[str, Callable[[], Any]]:
         return {"/debug/queue": self.scheduler.debug_queue,
-                "/debug/metrics-cache": partial(debug.metrics_cache_view, self.node_metrics)}
+                "/debug/metrics-cache": partial(debug.metrics_cache_view, self.node_metrics),
+                # kube-scheduler's /configz: the configuration running now (a reload's).
+                "/configz": lambda: self.loaded.configz}
 
     def _apply_config(self, loaded: daemon_config.LoadedConfig) -> None:
         """Switch to `loaded`; if any step fails, switch back to the running

@@ -22,7 +22,7 @@ from policyd.daemon.metrics import Metrics, label_children
 from policyd.daemon.preemption import PreemptionActions
 from policyd.daemon.queue import FLUSH_UNSCHEDULABLE_PERIOD, QueuedPod
 from policyd.daemon.scheduling_state import LOGGER, SchedulingState
-from policyd.engine.cycle import ScheduleResult, reserve, schedule_one
+from policyd.engine.cycle import ScheduleResult, permit, reserve, schedule_one
 from policyd.framework.runtime import Framework
 from policyd.kube import api
 from policyd.kube.client import ApiError
@@ -117,8 +117,16 @@ class SchedulingLoop:
                     # (schedulingCycle's order), so the next cycle sees what Reserve
                     # took. On failure every Reserve plugin has unreserved already.
                     result = reserve(fw, result)
-                    if result.node is None:
-                        s.cluster.forget(pod)
+                if fw.permit_plugins and result.node is not None:
+                    # The cycle's last step, under the same lock: a plugin deciding
+                    # to let a gang go sees every member assumed so far.
+                    result = permit(fw, result)
+                    if result.permit_waits and result.node is not None:
+                        s.waiting_pods.add(pod, result.node, result.permit_waits,
+                                           self.clock.now())
+                        self.binder.watch_permit_timeouts()
+                if result.node is None:
+                    s.cluster.forget(pod)
             if result.node is not None:
                 s.assumed[pod.uid] = result.node
                 s.queue.done(pod.uid)
@@ -135,7 +143,7 @@ class SchedulingLoop:
         if result.node is not None:
             if self.verbosity >= 2:
                 log.info("assumed %s on %s", pod.key, result.node,
-                         extra={"pod": pod.key, "node": result.node})
+                         extra={"v": 2, "pod": pod.key, "node": result.node})
             # The cycle state goes with it: PreBind and Unreserve read what Reserve kept.
             self.binder.submit(BindRequest(qp, result.node, fw, result.cycle_state, start))
             return result
@@ -172,7 +180,7 @@ class SchedulingLoop:
             return
         if self.verbosity >= 5:
             log.info("deallocated ResourceClaim %s for %s", claim.key, pod.key,
-                     extra={"pod": pod.key, "claim": claim.key})
+                     extra={"v": 5, "pod": pod.key, "claim": claim.key})
 
     def _report_violations(self, pod: Pod, result: ScheduleResult, profile: str) -> None:
         """Policies in Audit mode that would have rejected nodes for this pod: each
@@ -189,7 +197,7 @@ class SchedulingLoop:
             self._violations(policy, rule).inc()
         message = "; ".join(findings[v].describe(result.node) for v in news)
         if self.verbosity >= 2:
-            log.info("%s: %s", pod.key, message, extra={"pod": pod.key})
+            log.info("%s: %s", pod.key, message, extra={"v": 2, "pod": pod.key})
         self.events.policy_violation(pod.namespace, pod.name, pod.uid, message, profile)
 
     def _act_on_post_filter(self, fw: Framework, pod: Pod, result: ScheduleResult,
@@ -248,7 +256,7 @@ class SchedulingLoop:
                       extra={"pod": pod.key, "queue": where, "reason": message})
         elif self.verbosity >= 2:
             log.info("%s: %s (-> %s queue)", pod.key, message, where,
-                     extra={"pod": pod.key, "queue": where, "reason": message})
+                     extra={"v": 2, "pod": pod.key, "queue": where, "reason": message})
         # The nomination goes in the same status patch, when the API shows another.
         nominated = ({"nominated_node": nominating}
                      if nominating is not None and nominating != nominated_node_name(pod)

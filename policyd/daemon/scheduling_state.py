@@ -9,7 +9,8 @@ with SchedulerPopFromBackoffQ off, a pod leaving backoffQ inside `pop` is the on
 exception). A cycle holds the lock from decision to `assume`, so a placement counts on
 its node before the next pod is considered; binding runs without it. The binding
 cycles in PreBind that preemption may call off have a lock of their own
-(`in_pre_bind`), taken under none of the others.
+(`in_pre_bind`), taken under none of the others; so do the pods waiting at Permit
+(`waiting_pods`), whose lock may be taken under this one, never the other way round.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework.events import ClusterEvent, ClusterEventWithHint
 from policyd.framework.runtime import Framework
 from policyd.framework.status import Status
+from policyd.framework.waiting_pods import WaitingPods
 from policyd.model.cluster import ClusterState
 from policyd.model.records import Pod
 
@@ -44,6 +46,10 @@ class SchedulingState:
     def __init__(self, frameworks: dict[str, Framework], *, now: Callable[[], float],
                  initial_backoff: float, max_backoff: float,
                  gates: FeatureGates = DEFAULTS) -> None:
+        # The pods waiting at Permit, one map for every profile and every reload.
+        self.waiting_pods = WaitingPods()
+        for fw in frameworks.values():
+            fw.use_waiting_pods(self.waiting_pods)
         self.frameworks = frameworks
         self.gates = gates
         self.lock = threading.RLock()
@@ -73,6 +79,8 @@ class SchedulingState:
 
     def set_frameworks(self, frameworks: dict[str, Framework]) -> None:
         """Swap profiles (hot reload) and give every waiting pod another chance."""
+        for fw in frameworks.values():
+            fw.use_waiting_pods(self.waiting_pods)
         with self.lock:
             self.frameworks = frameworks
             self.queue.set_less(self._less)

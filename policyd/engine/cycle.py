@@ -93,6 +93,9 @@ class ScheduleResult:
     # Every rule of the profile's audited policies that was judged in this cycle, those
     # that would have rejected no node included (see `findings`).
     audits: list[AuditFinding] = field(default_factory=list)
+    # Permit said Wait (`permit`): plugin -> the longest it holds the pod, in seconds.
+    # The pod keeps its node; whoever binds adds it to the framework's waiting pods.
+    permit_waits: dict[str, float] | None = None
 
     @property
     def feasible(self) -> list[str]:
@@ -243,14 +246,69 @@ def reserve(fw: Framework, result: ScheduleResult) -> ScheduleResult:
     status = fw.run_reserve(state, result.pod, node)
     if status is None:
         return result
+    return _refused_after_reserve(fw, result, node, state, status)
+
+
+def permit(fw: Framework, result: ScheduleResult) -> ScheduleResult:
+    """Run Permit for a pod `reserve` kept on its node (the scheduling cycle's last
+    step). Allowed: `result` unchanged. Wait: `result.permit_waits` says for how long
+    per plugin. Rejected or failed: every Reserve plugin has unreserved, and the
+    result says why with no node, as after a failed Reserve (upstream builds the same
+    FitError over the one node); the caller forgets the assumption."""
+    node, state = result.node, result.cycle_state
+    if node is None or state is None or not fw.permit_plugins:
+        return result
+    status, waits = fw.run_permit(state, result.pod, node)
+    if status is None:
+        return result
+    if status.code is Code.WAIT:
+        result.permit_waits = waits
+        return result
+    return _refused_after_reserve(fw, result, node, state, status)
+
+
+def refused_after_permit(fw: Framework, result: ScheduleResult, outcome: Status
+                         ) -> ScheduleResult:
+    """A pod that waited at Permit was rejected (or timed out, or was preempted):
+    as `permit`'s refusal, with the wait's outcome (an error worded as upstream's
+    WaitOnPermit words it). The caller forgets the assumption."""
+    node, state = result.node, result.cycle_state
+    assert node is not None and state is not None
+    result.permit_waits = None
+    if not outcome.is_rejected:
+        outcome = wait_refusal(node, outcome)[0]
+    return _refused_after_reserve(fw, result, node, state, outcome)
+
+
+def wait_refusal(node: str, outcome: Status) -> tuple[Status, Diagnosis | None]:
+    """How a pod whose wait at Permit on `node` ended in `outcome` is told (upstream's
+    bindingCycle after WaitOnPermit): a rejection as the FitError over that one node,
+    with its diagnosis; anything else (preempted) as WaitOnPermit's error."""
+    if not outcome.is_rejected:
+        return Status(Code.ERROR, (f"waiting on permit for pod: {outcome.message}",),
+                      outcome.plugin), None
+    diagnosis = _one_node(node, outcome)
+    return Status(outcome.code, (fit_error_message(1, diagnosis),), outcome.plugin), diagnosis
+
+
+def _one_node(node: str, status: Status) -> Diagnosis:
+    """Upstream's FitError diagnosis over the one chosen node a later step refused."""
+    diagnosis = Diagnosis(node_to_status={node: status})
+    if status.plugin:
+        diagnosis.unschedulable_plugins.add(status.plugin)
+    return diagnosis
+
+
+def _refused_after_reserve(fw: Framework, result: ScheduleResult, node: str,
+                           state: CycleState, status: Status) -> ScheduleResult:
+    """Reserve or Permit said no on `node`: unreserve, and say why as upstream does (a
+    rejection: a FitError over the one node; an error: the error)."""
     fw.run_unreserve(state, result.pod, node)
     result.node = None
     if not status.is_rejected:
         return _failed(result, status)
     result.num_nodes = 1
-    result.diagnosis = Diagnosis(node_to_status={node: status})
-    if status.plugin:
-        result.diagnosis.unschedulable_plugins.add(status.plugin)
+    result.diagnosis = _one_node(node, status)
     result.message = fit_error_message(1, result.diagnosis)
     return result
 

@@ -9,7 +9,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from policyd.engine.cycle import ScheduleResult, reserve, schedule_one
+from policyd.engine.cycle import ScheduleResult, permit, refused_after_permit, reserve, schedule_one
 from policyd.engine.profiles import unserved_reason
 from policyd.framework.interfaces import PostFilterResult
 from policyd.framework.runtime import Framework
@@ -137,32 +137,81 @@ def simulate(
             cluster.nominate(pod, node)
     results: list[ScheduleResult] = []
     preemptions: list[Preemption] = []
+    waits = _Waits(cluster)
     for i, pod in enumerate(ordered):
         fw = frameworks[pod.scheduler_name]
-        result = _attempt(fw, pod, cluster)
+        result = _attempt(fw, pod, cluster, waits)
         post = result.post_filter
         if result.unschedulable and post is not None and post.nominated_node:
             # As the daemon: the victims go, the pod is nominated there, and it is
             # tried again once they are gone (here at once, and once only).
             preemptions.append(Preemption(pod, post.nominated_node, post.victims))
             retry = preempt(cluster, pod, post)
-            result = _attempt(fw, retry, cluster)
+            result = _attempt(fw, retry, cluster, waits)
         results.append(result)
+        waits.settle()
         if progress is not None:
             progress(i + 1, len(ordered))
+    waits.time_out()
     return SimulationResult(results, gated, skipped, preemptions)
 
 
-def _attempt(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleResult:
+def _attempt(fw: Framework, pod: Pod, cluster: ClusterState, waits: _Waits
+             ) -> ScheduleResult:
     result = schedule_one(fw, pod, cluster)
     if result.node is not None:
         cluster.assume(pod, result.node)
         # What Reserve takes (VolumeBinding's chosen PVs and provisioning) stays
         # taken: offline there is no PreBind, the assumption is the outcome.
         result = reserve(fw, result)
+        if result.node is not None:
+            result = permit(fw, result)
+            if result.permit_waits and result.node is not None:
+                waits.add(fw, result)
         if result.node is None:
             cluster.forget(pod)
     return result
+
+
+class _Waits:
+    """The pods Permit told to wait, in a simulation without time: they keep their
+    nodes while later pods are tried (as the daemon's would), a plugin may allow or
+    reject them meanwhile, and those still waiting when the batch is done end as their
+    shortest timeout would end them (the cluster as the timeouts leave it)."""
+
+    def __init__(self, cluster: ClusterState) -> None:
+        self.cluster = cluster
+        self.pending: list[tuple[Framework, ScheduleResult]] = []
+
+    def add(self, fw: Framework, result: ScheduleResult) -> None:
+        assert result.node is not None and result.permit_waits
+        fw.waiting_pods.add(result.pod, result.node, result.permit_waits, 0.0)
+        self.pending.append((fw, result))
+
+    def settle(self) -> None:
+        """Act on the waits that ended: allowed pods keep their nodes, refused ones
+        give them back and say why."""
+        still = []
+        for fw, result in self.pending:
+            entry = fw.waiting_pods.get(result.pod.uid)
+            if entry is not None and not entry.resolved:
+                still.append((fw, result))
+                continue
+            if entry is not None:
+                fw.waiting_pods.remove(result.pod.uid, entry)
+                outcome = entry.outcome
+                if outcome is not None:
+                    refused_after_permit(fw, result, outcome)
+                    self.cluster.forget(result.pod)
+            result.permit_waits = None
+        self.pending = still
+
+    def time_out(self) -> None:
+        for fw, result in self.pending:
+            entry = fw.waiting_pods.get(result.pod.uid)
+            if entry is not None:
+                entry.expire(float("inf"))
+        self.settle()
 
 
 def preempt(cluster: ClusterState, pod: Pod, post: PostFilterResult) -> Pod:

@@ -32,6 +32,7 @@ from policyd.model.records import Pod
 from policyd.model.table import BoolArray, IntArray, NodeTable
 
 if TYPE_CHECKING:
+    from policyd.framework.waiting_pods import WaitingPods
     from policyd.model.cluster import ClusterState
 
 T = TypeVar("T")
@@ -200,6 +201,30 @@ class ReservePlugin(Plugin, Protocol):
         it also runs for plugins whose `reserve` did not run or did not succeed."""
 
 
+@runtime_checkable
+class PermitPlugin(Plugin, Protocol):
+    """The last say before the binding cycle (upstream's Permit): runs after Reserve,
+    under the same lock, on the chosen node."""
+
+    def permit(self, state: CycleState, pod: Pod, node_name: str
+               ) -> tuple[Status | None, float]:
+        """None (Success) to let the pod go on; a rejection to send it back to the
+        queue (its Reserve undone); Wait with the longest it may wait, in seconds
+        (at most 15 minutes), to hold it before PreBind until the plugin allows it
+        through the framework's `WaitingPods` (or rejects it, or the time passes).
+        The number is read only with Wait."""
+
+
+@runtime_checkable
+class WaitingPodsPlugin(Plugin, Protocol):
+    """A plugin that acts on pods waiting at Permit (allows a gang's other members,
+    rejects them): given the framework's map when the framework is built, as
+    upstream's plugins reach it through their framework handle."""
+
+    def use_waiting_pods(self, waiting: WaitingPods) -> None:
+        ...
+
+
 class BindingHandle(Protocol):
     """What a PreBind plugin may do beyond its cycle state, given by whoever binds (the
     daemon: the API server and its informer-fed state; the offline commands: the
@@ -359,6 +384,7 @@ EXTENSION_POINTS: dict[str, type] = {
     "score": ScorePlugin,
     "postFilter": PostFilterPlugin,
     "reserve": ReservePlugin,
+    "permit": PermitPlugin,
     "preBind": PreBindPlugin,
 }
 

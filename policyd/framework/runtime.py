@@ -49,6 +49,7 @@ from policyd.framework.interfaces import (
     ColumnarStatusesPlugin,
     FilterPlugin,
     NormalizeScorePlugin,
+    PermitPlugin,
     PostFilterNotesPlugin,
     PostFilterPlugin,
     PostFilterResult,
@@ -66,10 +67,12 @@ from policyd.framework.interfaces import (
     UndoPreBindPlugin,
     Verdict,
     VerdictsPlugin,
+    WaitingPodsPlugin,
     filter_reads_node_pods,
     pre_filter_state_follows_pods,
 )
 from policyd.framework.status import Code, Status
+from policyd.framework.waiting_pods import PERMIT_MAX_WAIT_S, WaitingPods
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.model.table import BoolArray, IntArray, NodeTable
@@ -220,9 +223,11 @@ class Framework:
         score: Sequence[WeightedScorePlugin] = (),
         post_filter: Sequence[PostFilterPlugin] = (),
         reserve: Sequence[ReservePlugin] = (),
+        permit: Sequence[PermitPlugin] = (),
         pre_bind: Sequence[PreBindPlugin] = (),
         seed: int | None = None,
         features: FeatureGates = DEFAULTS,
+        waiting_pods: WaitingPods | None = None,
     ) -> None:
         self.profile_name = profile_name
         # The feature gates its plugins were built under: the one place the engine,
@@ -252,7 +257,14 @@ class Framework:
         self.score_plugins = list(score)
         self.post_filter_plugins = list(post_filter)
         self.reserve_plugins = list(reserve)
+        self.permit_plugins = list(permit)
         self.pre_bind_plugins = list(pre_bind)
+        self._waiting_pods_plugins = [
+            pl for pl in {id(p): p for p in (*pre_enqueue, *filter, *reserve, *permit,
+                                             *post_filter, *pre_bind)}.values()
+            if isinstance(pl, WaitingPodsPlugin)]
+        self.waiting_pods = WaitingPods()
+        self.use_waiting_pods(waiting_pods if waiting_pods is not None else WaitingPods())
         # Each plugin's forms, bound once here: the cycle only loops over these.
         self.filters: tuple[BoundFilter, ...] = tuple(map(BoundFilter.of, filters))
         # The filters whose verdict on a node may change with the pods on it: once a
@@ -265,6 +277,14 @@ class Framework:
         # Called with (extension point, plugin, seconds) after each plugin call when set:
         # the daemon's per-plugin latency metric. None costs one comparison per plugin.
         self.plugin_timer: Callable[[str, str, float], None] | None = None
+
+    def use_waiting_pods(self, waiting: WaitingPods) -> None:
+        """Keep the pods waiting at Permit in `waiting`, and tell the plugins that act
+        on them: the daemon gives every profile's framework, and every reload's, its
+        one map, so a wait that began under one outlives it."""
+        self.waiting_pods = waiting
+        for pl in self._waiting_pods_plugins:
+            pl.use_waiting_pods(waiting)
 
     # PreEnqueue: before the pod enters activeQ or backoffQ.
     def run_pre_enqueue(self, pod: Pod, cluster: ClusterState, gating: str = ""
@@ -767,6 +787,31 @@ class Framework:
                 # the others from releasing what they hold.
                 _log.exception("running Unreserve plugin %r", pl.name)
 
+    def run_permit(self, state: CycleState, pod: Pod, node_name: str
+                   ) -> tuple[Status | None, dict[str, float]]:
+        """Every Permit plugin in order (RunPermitPlugins): (None, {}) when all allow;
+        the first rejection (with its plugin) or error (worded as upstream's) at once;
+        else Wait, with how long each waiting plugin holds the pod (at most 15 min).
+        The caller adds the pod to `waiting_pods` on Wait, and unreserves otherwise."""
+        waits: dict[str, float] = {}
+        wait: Status | None = None
+        for pl in self.permit_plugins:
+            try:
+                status, seconds = pl.permit(state, pod, node_name)
+            except Exception as exc:
+                return _wrapped_error("Permit", pl.name, f"{type(exc).__name__}: {exc}"), {}
+            if status is None or status.is_success:
+                continue
+            if status.is_rejected:
+                return status.with_plugin(pl.name), {}
+            if status.code is not Code.WAIT:
+                return _wrapped_error("Permit", pl.name, status.message), {}
+            waits[pl.name] = min(max(seconds, 0.0), PERMIT_MAX_WAIT_S)
+            wait = status
+        if wait is None:
+            return None, {}
+        return Status(Code.WAIT, (*wait.reasons, PERMIT_WAIT_REASON), wait.plugin), waits
+
     def run_undo_pre_bind(self, state: CycleState, pod: Pod, node_name: str,
                           handle: BindingHandle) -> None:
         """After `run_unreserve`, outside the state lock: each Reserve plugin's undoing
@@ -852,6 +897,10 @@ def _go_quote(name: str) -> str:
 def _error(point: str, plugin: str, exc: Exception) -> Status:
     return Status(Code.ERROR, (f"running {point} plugin {plugin!r}: "
                                f"{type(exc).__name__}: {exc}",), plugin)
+
+
+# What RunPermitPlugins appends to the last waiting plugin's status.
+PERMIT_WAIT_REASON = "one or more plugins asked to wait and no plugin rejected pod"
 
 
 def _wrapped_error(point: str, plugin: str, message: str) -> Status:

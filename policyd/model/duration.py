@@ -52,3 +52,34 @@ def parse_duration(text: str) -> float:
     if total > MAX_DURATION_SECONDS:
         raise DurationTooLong
     return sign * total
+
+
+def format_duration(seconds: float) -> str:
+    """`seconds` as Go's Duration.String() writes it ("10s", "1m30s", "1h0m0s",
+    "1.5s", "500ms", "0s"): upstream's messages print durations with %v."""
+    ns = round(seconds * 1e9)
+    sign, ns = ("-", -ns) if ns < 0 else ("", ns)
+    if ns == 0:
+        return "0s"
+    if ns < 1_000:
+        return f"{sign}{ns}ns"
+    if ns < 1_000_000_000:
+        unit, per = ("µs", 1_000) if ns < 1_000_000 else ("ms", 1_000_000)
+        return sign + _with_fraction(ns, per) + unit
+    whole, rest = divmod(ns, 1_000_000_000)
+    text = _with_fraction(whole % 60 * 1_000_000_000 + rest, 1_000_000_000) + "s"
+    minutes = whole // 60
+    if minutes:
+        text = f"{minutes % 60}m{text}"
+        if minutes // 60:
+            text = f"{minutes // 60}h{text}"
+    return sign + text
+
+
+def _with_fraction(value: int, per: int) -> str:
+    """value/per in decimal, without trailing zeros (Go's fmtFrac)."""
+    whole, rest = divmod(value, per)
+    if not rest:
+        return str(whole)
+    digits = len(str(per)) - 1
+    return f"{whole}.{rest:0{digits}d}".rstrip("0")

@@ -36,10 +36,11 @@ SNAPSHOT = FileKind("a cluster snapshot (Kubernetes objects)",
 
 # kind -> FileKind. The snapshot kinds are the ones a snapshot is made of (what
 # `kubectl get nodes,pods -o yaml` prints); other Kubernetes kinds are left to the
-# loader that reads them, and so is KubeSchedulerConfiguration: the profile
-# validation explains what to change in one (its kind and apiVersion).
+# loader that reads them. kube-scheduler's KubeSchedulerConfiguration is read as a
+# profile, unchanged (config.validate).
 KINDS: dict[str, FileKind] = {
     "PolicydConfiguration": PROFILE,
+    "KubeSchedulerConfiguration": PROFILE,
     "SchedulingPolicy": POLICY,
     "SchedulingPolicyList": POLICY,
     "PolicyTest": POLICY_TEST,

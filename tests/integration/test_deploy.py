@@ -250,6 +250,13 @@ def test_dockerfile_runs_the_deployment_command() -> None:
     # Only the build stage installs anything; the runtime stage copies the venv.
     final = instructions[max(n for n, (i, _) in enumerate(instructions) if i == "FROM"):]
     assert not any("pip install" in a for _, a in final)
+    # It exposes exactly the secure ports the Deployments serve on (the scheduler's
+    # and the webhook's), nothing it does not serve.
+    exposed = {int(p) for i, a in instructions if i == "EXPOSE" for p in a.split()}
+    served = {int(a.split("=", 1)[1]) for a in [*container()["args"],
+                                                *_webhook_container()["args"]]
+              if a.startswith("--secure-port=")}
+    assert exposed == served == {10259, 9443}, (exposed, served)
     # Every COPY source exists and is inside the build context .dockerignore leaves.
     allowed = [line[1:].rstrip("/") for line in (REPO / ".dockerignore").read_text()
                .splitlines() if line.startswith("!")]
@@ -262,18 +269,42 @@ def test_dockerfile_runs_the_deployment_command() -> None:
             assert any(src == p or src.startswith(p + "/") for p in allowed), src
 
 
+def _webhook_container() -> Obj:
+    doc = YAML(typ="safe").load((DEPLOY / "webhook" / "deployment.yaml").read_text())
+    [c] = doc["spec"]["template"]["spec"]["containers"]
+    return dict(c)
+
+
+def test_image_installs_only_wheels_whose_hashes_are_pinned() -> None:
+    """Each pip install of the image reads a requirements file with --require-hashes,
+    and every pin there names at least one wheel's sha256 (hack/render-deploy.py --pin
+    asks PyPI for them)."""
+    render = _render_module()
+    installs = [a for i, a in dockerfile_instructions() if i == "RUN"
+                for a in a.split("&&") if "pip install" in a and " -r " in a]
+    assert len(installs) == 2, installs
+    for install in installs:
+        assert "--require-hashes" in install and "--only-binary=:all:" in install, install
+        name = install.split(" -r ")[1].split()[0].rsplit("/", 1)[1]
+        pins = render.read_pins((DEPLOY / name).read_text())
+        assert pins, name
+        for dist, (version, hashes) in pins.items():
+            assert hashes and all(re.fullmatch(r"[0-9a-f]{64}", h) for h in hashes), (
+                f"{name}: {dist}=={version} has no sha256")
+    # policyd itself is the only thing installed without a hash: it is built here.
+    other = [a for i, a in dockerfile_instructions() if i == "RUN"
+             for a in a.split("&&") if "pip install" in a and " -r " not in a]
+    assert [a.split()[-1] for a in other] == ["."], other
+
+
 def test_image_pins_every_runtime_dependency() -> None:
     from importlib import metadata
 
     from packaging.requirements import Requirement
 
-    pins: dict[str, str] = {}
-    for line in (DEPLOY / "requirements.txt").read_text().splitlines():
-        if line.strip() and not line.startswith("#"):
-            name, sep, version = line.partition("==")
-            assert sep and version, f"not pinned: {line}"
-            pins[_norm(name)] = version
     render = _render_module()
+    hashed = render.read_pins((DEPLOY / "requirements.txt").read_text())
+    pins = {name: version for name, (version, _) in hashed.items()}
     roots = render.runtime_roots()
     needed = set(render.runtime_closure(roots)) - {"policyd"}
     assert needed <= set(pins), f"unpinned: {sorted(needed - set(pins))}"
@@ -1096,9 +1127,7 @@ def _check_modules(path: Path, context: Path) -> None:
     modules: dict[str, str | None] = json.loads(path.read_text())
     assert modules["policyd"] is not None and \
         Path(modules["policyd"]).is_relative_to(context), modules["policyd"]
-    pins = {_norm(line.partition("==")[0])
-            for line in (DEPLOY / "requirements.txt").read_text().splitlines()
-            if line.strip() and not line.startswith("#")}
+    pins = set(_render_module().read_pins((DEPLOY / "requirements.txt").read_text()))
     stdlib = {Path(sysconfig.get_paths()[k]).resolve() for k in ("stdlib", "platstdlib")}
     owners = metadata.packages_distributions()
     missing = {}

@@ -51,10 +51,12 @@ def test_strict_everywhere_except_plugin_args_and_feature_gates() -> None:
 
 
 def test_every_upstream_extension_point_is_accepted() -> None:
+    """kube-scheduler v1.36's Plugins fields (config/v1 types.go), the PodGroup
+    cycle's placement points included."""
     points = set(SCHEMA["$defs"]["plugins"]["properties"])
     assert points == {"multiPoint", "preEnqueue", "queueSort", "preFilter", "filter",
                       "postFilter", "preScore", "score", "reserve", "permit", "preBind",
-                      "bind", "postBind"}
+                      "bind", "postBind", "placementGenerate", "placementScore"}
 
 
 def test_defaults_are_documented() -> None:

@@ -92,9 +92,16 @@ CASES = [
     ("extension-point-other", """\
         profiles:
           - plugins:
+              bind:
+                enabled: [{name: HwEncrypt}]
+        """, [(7, 26, "extension-point")], "no bind plugins"),
+    ("extension-point-permit", """\
+        profiles:
+          - plugins:
               permit:
                 enabled: [{name: HwEncrypt}]
-        """, [(7, 26, "extension-point")], "no permit plugins"),
+        """, [(7, 26, "extension-point")],
+     'plugin "HwEncrypt" does not implement the permit extension point'),
     ("plugin-config-not-enabled", """\
         profiles:
           - plugins:
@@ -480,8 +487,8 @@ def test_invalid_values_fall_back_to_defaults(check: Check, tmp_path: Path) -> N
 
 @pytest.mark.parametrize(("text", "expected"), [
     ("kind: PolicydConfiguration\n", [(1, 1, "schema")]),
-    ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n",
-     [(1, 13, "schema"), (2, 7, "schema")]),
+    ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+     "policies: [p]\n", [(3, 1, "schema")]),
     ("- a\n- b\n", [(1, 1, "config-document")]),
     ("apiVersion: policyd.io/v1alpha1\nkind: PolicydConfiguration\n---\na: 1\n",
      [(4, 1, "config-document")]),
@@ -503,11 +510,13 @@ def test_file_level_problems(tmp_path: Path, text: str | bytes,
     assert frameworks == {}
 
 
-def test_kube_scheduler_kind_is_explained(tmp_path: Path) -> None:
+def test_kube_scheduler_kind_under_policyds_api_version_is_explained(tmp_path: Path
+                                                                     ) -> None:
     path = tmp_path / "p.yaml"
     path.write_text("apiVersion: policyd.io/v1alpha1\nkind: KubeSchedulerConfiguration\n")
     problems = validate_config_file(path)[2]
-    assert "policyd's profile has kube-scheduler's fields" in problems[0].message
+    assert where(problems) == [(1, 13, "schema")]
+    assert "is read as apiVersion 'kubescheduler.config.k8s.io/v1'" in problems[0].message
 
 
 def test_unreadable_file(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ def test_the_kinds_are_the_schemas_kinds() -> None:
     ({"kind": "Node"}, fk.SNAPSHOT),
     ({"kind": "List", "items": [{"kind": "Pod"}, {"kind": "Node"}]}, fk.SNAPSHOT),
     ({"kind": "List", "items": [{"kind": "SchedulingPolicy"}]}, fk.POLICY),
-    ({"kind": "KubeSchedulerConfiguration"}, None),  # the profile validation's to explain
+    ({"kind": "KubeSchedulerConfiguration"}, fk.PROFILE),  # read as one, unchanged
     ({"kind": "List", "items": []}, None),
     ({"kind": "List", "items": "x"}, None),
     ({"kind": "ConfigMap"}, None),
