@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 import typer
-from typer.testing import CliRunner
 
 from policyd.cli import admit_cmd
-from policyd.errors import PolicydError
+from tests.cli_runs import run_cli
 
 ROOT = Path(__file__).resolve().parents[3]
 HW_POLICY = ROOT / "policies" / "hw-encrypt.yaml"
@@ -47,12 +46,8 @@ def app() -> typer.Typer:
 
 
 def run(app: typer.Typer, *args: str | Path) -> tuple[int, str, str]:
-    r = CliRunner().invoke(app, ["admit", *map(str, args)])
-    if isinstance(r.exception, PolicydError):
-        return r.exception.exit_code, r.stdout, str(r.exception)
-    if r.exception is not None and not isinstance(r.exception, SystemExit):
-        raise r.exception
-    return r.exit_code, r.stdout, r.stderr
+    r = run_cli(app, ["admit", *args])
+    return r.code, r.stdout, r.stderr
 
 
 def test_the_example_policy_becomes_node_affinity(app: typer.Typer, tmp_path: Path) -> None:

@@ -11,10 +11,9 @@ from xml.etree import ElementTree as ET
 
 import pytest
 import typer
-from typer.testing import CliRunner
 
 from policyd.cli import audit_cmd
-from policyd.errors import PolicydError
+from tests.cli_runs import run_cli
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -103,12 +102,8 @@ def app() -> typer.Typer:
 def run(app: typer.Typer, *args: str | Path) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) as `policyd` gives them: a PolicydError is its exit
     code with its one line, as the real error boundary prints it."""
-    r = CliRunner().invoke(app, ["audit", *map(str, args)])
-    if isinstance(r.exception, PolicydError):
-        return r.exception.exit_code, r.stdout, str(r.exception)
-    if r.exception is not None and not isinstance(r.exception, SystemExit):
-        raise r.exception
-    return r.exit_code, r.stdout, r.stderr
+    r = run_cli(app, ["audit", *args])
+    return r.code, r.stdout, r.stderr
 
 
 def test_violations_exit_1_grouped_by_policy_with_a_summary(app: typer.Typer,

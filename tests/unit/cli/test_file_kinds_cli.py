@@ -9,10 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from policyd.cli.app import register_commands
-from policyd.errors import PolicydError
+from tests.cli_runs import run_cli
 
 APP = register_commands()
 ROOT = Path(__file__).resolve().parents[3]
@@ -35,12 +34,8 @@ CONTENT = {"profile": PROFILE, "policy": POLICY, "policytest": POLICY_TEST,
 
 def invoke(*args: str) -> tuple[int, str]:
     """(exit code, what was said on stdout and stderr, or the PolicydError's line)."""
-    r = CliRunner().invoke(APP, list(args), env={"GITHUB_ACTIONS": ""})
-    if isinstance(r.exception, PolicydError):
-        return r.exception.exit_code, str(r.exception)
-    if r.exception is not None and not isinstance(r.exception, SystemExit):
-        raise r.exception
-    return r.exit_code, r.output
+    r = run_cli(APP, args, env={"GITHUB_ACTIONS": ""})
+    return r.code, r.output
 
 
 def write(tmp_path: Path, kind: str) -> str:

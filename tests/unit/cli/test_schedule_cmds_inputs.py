@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 import typer
-from typer.testing import CliRunner
 
 from policyd.cli import schedule_cmds
-from policyd.errors import PolicydError
+from tests.cli_runs import run_cli
 
 ROOT = Path(__file__).resolve().parents[3]
 NO_NODES = "no nodes available to schedule pods"
@@ -64,12 +63,8 @@ def app() -> typer.Typer:
 def run(app: typer.Typer, *args: str) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) as `policyd` gives them: a PolicydError is exit 2 with
     its one line, as the real error boundary prints it."""
-    r = CliRunner().invoke(app, [str(a) for a in args])
-    if isinstance(r.exception, PolicydError):
-        return r.exception.exit_code, r.stdout, str(r.exception)
-    if r.exception is not None and not isinstance(r.exception, SystemExit):
-        raise r.exception
-    return r.exit_code, r.stdout, r.stderr
+    r = run_cli(app, args)
+    return r.code, r.stdout, r.stderr
 
 
 def write(tmp: Path, name: str, *docs: str) -> Path:
