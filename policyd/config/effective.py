@@ -57,6 +57,10 @@ def _settings(config: PolicydConfig) -> dict[str, Any]:
         "podMaxBackoffSeconds": config.pod_max_backoff_seconds,
         "parallelism": config.parallelism,
         "clusterPolicies": config.cluster_policies,
+        # kube-scheduler's fields policyd does not act on, as kube-scheduler shows them
+        # (delayCacheUntilActive only when true: its omitempty).
+        **{name: value for name, value in config.kube_scheduler_only
+           if value or name != "delayCacheUntilActive"},
         # Every gate policyd knows with the value it runs at (the profile's, then
         # --feature-gates, over v1.36's defaults), by name.
         "featureGates": dict(sorted(config.feature_gates.values.items())),

@@ -166,6 +166,10 @@ class PolicydConfig:
     """`metricsProviders`: the node metric sources score rules (`metric`) read."""
     cluster_policies: bool = False
     """`clusterPolicies`: also run the cluster's SchedulingPolicy objects (watched)."""
+    kube_scheduler_only: tuple[tuple[str, bool], ...] = tuple(
+        s.KUBE_SCHEDULER_ONLY_DEFAULTS.items())
+    """`enableProfiling`, `enableContentionProfiling`, `delayCacheUntilActive` with the
+    values given or kube-scheduler's defaults: no effect in policyd, shown by /configz."""
     feature_gates: FeatureGates = DEFAULTS
     """`featureGates` over v1.36's defaults, then the command line's `--feature-gates`
     (`gate_overrides` of `config_from_dict`) over those: what the frameworks are built
@@ -283,6 +287,9 @@ def config_from_dict(raw: Any, path: Path, policy_files: tuple[Path, ...] = (),
         policy_files=policy_files,
         metrics_providers=metrics_providers_from(doc.get("metricsProviders"), base),
         cluster_policies=doc.get("clusterPolicies") is True,
+        kube_scheduler_only=tuple(
+            (name, value if isinstance(value := doc.get(name), bool) else default)
+            for name, default in s.KUBE_SCHEDULER_ONLY_DEFAULTS.items()),
         feature_gates=feature_gates_from(doc.get("featureGates"), gate_overrides),
     )
 

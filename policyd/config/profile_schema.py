@@ -99,6 +99,9 @@ KUBE_SCHEDULER_ONLY_FIELDS = {
     "delayCacheUntilActive": "fill its cache only once it leads (policyd fills it "
                              "before, so a standby takes over warm)",
 }
+# Their values when a file leaves them out: kube-scheduler's defaults.
+KUBE_SCHEDULER_ONLY_DEFAULTS = {"enableProfiling": True, "enableContentionProfiling": True,
+                                "delayCacheUntilActive": False}
 
 # A Go duration (time.ParseDuration): "15s", "1m30s", "500ms", "1.5h", "0".
 _UNIT = "(ns|us|µs|μs|ms|s|m|h)"
@@ -312,10 +315,11 @@ def build_schema() -> dict[str, Any]:
                                            f"size). Default {DEFAULT_PARALLELISM}."},
             "leaderElection": {"$ref": "#/$defs/leaderElection"},
             "clientConnection": {"$ref": "#/$defs/clientConnection"},
-            **{name: {"type": "boolean", "default": name != "delayCacheUntilActive",
+            **{name: {"type": "boolean", "default": KUBE_SCHEDULER_ONLY_DEFAULTS[name],
                       "description": f"kube-scheduler's: true makes it {what}. Accepted "
-                      "so its files read unchanged; no effect in policyd (written true, "
-                      "a warning says so). Default as kube-scheduler's."}
+                      "so its files read unchanged; no effect in policyd (for "
+                      "delayCacheUntilActive: true, a warning says so). Default as "
+                      "kube-scheduler's."}
                for name, what in KUBE_SCHEDULER_ONLY_FIELDS.items()},
             "policies": {"type": "array", "items": {"type": "string", "minLength": 1},
                          "description": "SchedulingPolicy files or directories (searched "

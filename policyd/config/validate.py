@@ -314,8 +314,10 @@ class _Check:
     def settings(self) -> None:
         self.finite_numbers()
         data = self.data
+        # The profiling fields are on by default in kube-scheduler; only a field that
+        # changes what a user may rely on (delayed caches) is worth a warning.
         for name, what in config_schema.KUBE_SCHEDULER_ONLY_FIELDS.items():
-            if data.get(name) is True:
+            if data.get(name) is True and name == "delayCacheUntilActive":
                 self.add((name,), "no-effect", f"has no effect in policyd (true makes "
                          f"kube-scheduler {what})", level=WARNING)
         initial = data.get("podInitialBackoffSeconds",
