@@ -23,12 +23,12 @@ import pytest
 from policyd.daemon.run import Daemon
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.interfaces import BindingApiError, BindingHandle
-from policyd.framework.runtime import Framework
 from policyd.framework.status import Status
 from policyd.kube.client import ApiError
 from policyd.model.cluster import ClusterState
 from policyd.model.records import Pod
 from policyd.model.storage import resource_version
+from tests.binding_plugins import default_profile_with
 from tests.e2e.helpers import Cluster, DaemonFactory, wait_for, write_profile
 
 Obj = dict[str, Any]
@@ -177,10 +177,8 @@ def test_storage_informers_follow_the_api_server(cluster: Cluster, daemons: Daem
 def _with_plugin(d: Daemon, sched: str, plugin: WritesPV) -> None:
     """The daemon's profile for `sched`, with the test plugin at Reserve and PreBind."""
     base = d.scheduler.frameworks[sched]
-    d.scheduler.set_frameworks({sched: Framework(
-        sched, queue_sort=base.queue_sort, pre_filter=base.pre_filter_plugins,
-        filter=base.filter_plugins, pre_score=base.pre_score_plugins,
-        score=base.score_plugins, reserve=[plugin], pre_bind=[plugin])})
+    d.scheduler.set_frameworks({sched: default_profile_with(
+        reserve=[plugin], pre_bind=[plugin], name=sched, base=base)})
 
 
 def test_a_pre_bind_write_lands_before_the_binding(cluster: Cluster, daemons: DaemonFactory,

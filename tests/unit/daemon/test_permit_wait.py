@@ -13,17 +13,16 @@ from typing import Any, cast
 
 import pytest
 
-from policyd.config.plugins import default_framework
 from policyd.daemon.coordinator import Scheduler
 from policyd.daemon.event_recorder import EventSink
 from policyd.daemon.metrics import Metrics
 from policyd.daemon.queue import BACKOFF, UNSCHEDULABLE
 from policyd.framework.cycle_state import CycleState
-from policyd.framework.runtime import Framework
 from policyd.framework.status import Code, Status
 from policyd.framework.waiting_pods import WaitingPods
 from policyd.kube.client import KubeClient
 from policyd.model.records import Pod
+from tests.binding_plugins import default_profile_with
 from tests.builders import make_node, make_pod
 from tests.clocks import ManualClock
 from tests.polling import wait_for
@@ -116,11 +115,7 @@ def rig() -> Iterator[Callable[..., Rig]]:
 
         setattr(sink, "failed", failed)  # noqa: B010 (the writer is never started)
         setattr(sink, "scheduled", scheduled)  # noqa: B010
-        base = default_framework([])
-        fw = Framework("policyd", queue_sort=base.queue_sort,
-                       pre_filter=base.pre_filter_plugins, filter=base.filter_plugins,
-                       pre_score=base.pre_score_plugins, score=base.score_plugins,
-                       reserve=[gate], permit=[gate])
+        fw = default_profile_with(reserve=[gate], permit=[gate])
         s = Scheduler(cast(KubeClient, api), {"policyd": fw}, metrics=metrics, events=sink,
                       clock=clock, binders=binders)
         made.append(s)

@@ -19,17 +19,16 @@ from typing import Any, cast
 import pytest
 
 from policyd import features
-from policyd.config.plugins import default_framework
 from policyd.daemon.coordinator import Scheduler
 from policyd.daemon.event_recorder import EventSink
 from policyd.daemon.metrics import Metrics
 from policyd.daemon.queue import BACKOFF
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.interfaces import BindingHandle, PostFilterResult
-from policyd.framework.runtime import Framework
 from policyd.framework.status import Status
 from policyd.kube.client import ApiError, KubeClient
 from policyd.model.records import Pod
+from tests.binding_plugins import default_profile_with
 from tests.builders import make_node, make_pod
 from tests.clocks import ManualClock
 from tests.polling import wait_for
@@ -144,11 +143,7 @@ def rig() -> Iterator[Callable[..., Rig]]:
         metrics = Metrics()
         sink = EventSink(cast(KubeClient, api), metrics, "test")  # never started
         plugin = HoldsVolumes(pre_flight, then)
-        base = default_framework([])
-        fw = Framework("policyd", queue_sort=base.queue_sort,
-                       pre_filter=base.pre_filter_plugins, filter=base.filter_plugins,
-                       pre_score=base.pre_score_plugins, score=base.score_plugins,
-                       reserve=[plugin], pre_bind=[plugin])
+        fw = default_profile_with(reserve=[plugin], pre_bind=[plugin])
         s = Scheduler(cast(KubeClient, api), {"policyd": fw}, metrics=metrics, events=sink,
                       clock=WakeableClock())
         # The gate reaches the binder through its constructor; here, as a test would

@@ -18,7 +18,6 @@ from typing import Any, cast
 
 import pytest
 
-from policyd.config.plugins import default_framework
 from policyd.daemon.binder import BIND_RETRIES
 from policyd.daemon.coordinator import Scheduler
 from policyd.daemon.event_recorder import EventSink
@@ -26,10 +25,10 @@ from policyd.daemon.metrics import Metrics
 from policyd.daemon.queue import BACKOFF, UNSCHEDULABLE
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.interfaces import BindingApiError, BindingHandle
-from policyd.framework.runtime import Framework
 from policyd.framework.status import Status
 from policyd.kube.client import ApiError, KubeClient
 from policyd.model.records import Pod
+from tests.binding_plugins import default_profile_with
 from tests.builders import make_node, make_pod
 from tests.clocks import ManualClock
 from tests.polling import wait_for
@@ -199,11 +198,7 @@ def rig() -> Iterator[Callable[..., Rig]]:
         # Two plugins, to see the order: Reserve and PreBind forwards, Unreserve back.
         first = VolumeLike("Volumes", journal, then=then)
         second = VolumeLike("Other", journal, reject_reserve=reject_reserve)
-        base = default_framework([])
-        fw = Framework("policyd", queue_sort=base.queue_sort,
-                       pre_filter=base.pre_filter_plugins, filter=base.filter_plugins,
-                       pre_score=base.pre_score_plugins, score=base.score_plugins,
-                       reserve=[first, second], pre_bind=[first, second])
+        fw = default_profile_with(reserve=[first, second], pre_bind=[first, second])
         s = Scheduler(cast(KubeClient, api), {"policyd": fw}, metrics=metrics, events=sink,
                       clock=clock, is_leader=lambda: leader[0])
         made.append(s)

@@ -4,7 +4,6 @@ the batch is done ends as its timeout would, its node given back."""
 
 from __future__ import annotations
 
-from policyd.config.plugins import default_framework
 from policyd.engine.simulate import simulate
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.runtime import Framework
@@ -12,6 +11,7 @@ from policyd.framework.status import Code, Status
 from policyd.framework.waiting_pods import WaitingPods
 from policyd.model.cluster import ClusterState
 from policyd.model.records import Pod
+from tests.binding_plugins import default_profile_with
 from tests.builders import make_node, make_pod
 
 GROUP = "example.com/group"
@@ -45,11 +45,7 @@ class PairUp:
 
 
 def _framework(plugin: PairUp) -> Framework:
-    base = default_framework([])
-    return Framework("policyd", queue_sort=base.queue_sort,
-                     pre_filter=base.pre_filter_plugins, filter=base.filter_plugins,
-                     pre_score=base.pre_score_plugins, score=base.score_plugins,
-                     permit=[plugin])
+    return default_profile_with(permit=[plugin])
 
 
 def _pod(name: str, group: str, **labels: str) -> Pod:
