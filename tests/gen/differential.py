@@ -36,6 +36,7 @@ from tests.gen.clusters import (
     ROOMY,
     Mix,
     Names,
+    Vocabulary,
     gen_node,
     gen_pod_dict,
     gen_workloads,
@@ -92,9 +93,18 @@ def gen_case(seed: int, index: int, prefix: str) -> Case:
     """The case number `index` of the run with `seed`; names start with `prefix`
     (a DNS label: lower case letters, digits and dashes)."""
     rng = random.Random(f"{seed}/{index}")
+    return gen_scene(rng, seed, index, prefix, rng.choice(CASE_MIXES))
+
+
+def gen_scene(rng: random.Random, seed: int, index: int, prefix: str, mix: Mix, *,
+              vocabulary: Vocabulary | None = None,
+              node_vocabulary: Vocabulary | None = None) -> Case:
+    """A case drawn from `rng` with `mix`, isolated under `prefix` as the module says;
+    `vocabulary` adds a test's own names to every pod (existing ones and the pod under
+    test), `node_vocabulary` to every node (`tests.gen.clusters.Vocabulary`). Without
+    them it is exactly `gen_case`'s case, which is this with the mix drawn first."""
     zones = [f"{prefix}-z{z}" for z in "abc"]
     racks = [f"{prefix}-R{r}" for r in "12"]
-    mix = rng.choice(CASE_MIXES)
     n_nodes = rng.randint(4, 12)
     zones = zones[: rng.randint(1, 3)]
     namespaces = {f"{prefix}-a": {CASE_LABEL: prefix, "team": "a"},
@@ -103,15 +113,18 @@ def gen_case(seed: int, index: int, prefix: str) -> Case:
     names = Names(zones=zones, racks=racks, namespaces=ns_names,
                   namespace_labels={CASE_LABEL: prefix})
     nodes = [gen_node(rng, f"{prefix}-n{i}", names, mix,
-                      labels={HOSTNAME: f"{prefix}-n{i}", CASE_LABEL: prefix})
+                      labels={HOSTNAME: f"{prefix}-n{i}", CASE_LABEL: prefix},
+                      vocabulary=node_vocabulary)
              for i in range(n_nodes)]
     names = replace(names, nodes=[n["metadata"]["name"] for n in nodes])
     home = rng.choice(ns_names)
     pods = [_held_while_terminating(gen_pod_dict(
                 rng, f"p{i}", home if rng.random() < mix.same_namespace
-                else rng.choice(ns_names), names, mix, bound_to=rng.choice(names.nodes)))
+                else rng.choice(ns_names), names, mix, bound_to=rng.choice(names.nodes),
+                vocabulary=vocabulary))
             for i in range(rng.randint(0, mix.existing_per_node * n_nodes))]
-    pod = isolated(gen_pod_dict(rng, "under-test", home, names, mix), prefix)
+    pod = isolated(gen_pod_dict(rng, "under-test", home, names, mix, vocabulary=vocabulary),
+                   prefix)
     _drop_shared_ports_of_finished(pods)
     for existing in pods:
         if not existing["status"].get("phase") and rng.random() < RESIZING:

@@ -10,6 +10,7 @@ columnar form against its reference form.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -92,8 +93,16 @@ def _selector(rng: random.Random, node: bool) -> dict[str, Any]:
     return sel
 
 
-def _filter(rng: random.Random, i: int) -> dict[str, Any]:
-    kind = rng.choice(["a2l", "labels", "headroom", "ext", "cap", "jmes", "cel"])
+# The filter rule kinds, by the short names `filter_rule` draws; PROJECTED_KINDS are
+# those kube-scheduler can always express (`FilterRule.project`: node affinity).
+FILTER_KINDS = ("a2l", "labels", "headroom", "ext", "cap", "jmes", "cel")
+PROJECTED_KINDS = ("a2l", "labels")
+
+
+def filter_rule(rng: random.Random, i: int, kinds: Sequence[str] = FILTER_KINDS
+                ) -> dict[str, Any]:
+    """A filter rule with id `f<i>` of one of `kinds` (FILTER_KINDS' names)."""
+    kind = rng.choice(kinds)
     r: dict[str, Any] = {"id": f"f{i}", "message": f"filter {i} failed"}
     if kind == "a2l":
         a: dict[str, Any] = {"annotation": rng.choice(ANN_KEYS), "label": rng.choice(KEYS)}
@@ -178,7 +187,7 @@ def policy_doc(rng: random.Random) -> dict[str, Any]:
             {"key": rng.choice(ANN_KEYS), "operator": "Exists"}]}
     if rng.random() < 0.2:
         applies["condition"] = "spec.priority > `5`"
-    spec: dict[str, Any] = {"filters": [_filter(rng, i) for i in range(rng.randint(0, 3))],
+    spec: dict[str, Any] = {"filters": [filter_rule(rng, i) for i in range(rng.randint(0, 3))],
                             "scores": [_score(rng, i) for i in range(rng.randint(0, 3))]}
     if applies:
         spec["appliesTo"] = applies

@@ -578,9 +578,10 @@ class Runner:
         finally:
             self.cleanup(scenes, namespaces, volume_cases)
 
-    def _kube_scores(self, keys: set[str]) -> dict[str, KubeScores]:
-        """kube-scheduler's scores per pod (see `score_log`), waiting briefly for `keys`
-        to show up: klog flushes its buffer every --log-flush-frequency."""
+    def kube_scores(self, keys: set[str]) -> dict[str, KubeScores]:
+        """kube-scheduler's scores per pod (`namespace/name`, see `score_log`) read from
+        its log so far, waiting up to 3 s for `keys` to show up: klog flushes its buffer
+        every --log-flush-frequency. A pod bound with one feasible node has no scores."""
         assert self.score_log is not None
         deadline = time.monotonic() + 3.0
         while True:
@@ -601,7 +602,7 @@ class Runner:
         log when the runner has one."""
         logged: dict[str, KubeScores] = {}
         if self.score_log is not None and scored:
-            logged = self._kube_scores({pod_key(pod) for _, pod in scored})
+            logged = self.kube_scores({pod_key(pod) for _, pod in scored})
         for o, pod in scored:
             compare_scores(o, fw, pod_from_dict(unbound(pod)), cluster, columnar,
                            logged.get(pod_key(pod)))

@@ -202,3 +202,46 @@ def _compare_seed(seed: int) -> tuple[int, int]:
             assert policyd_nodes <= kube_nodes, (seed, k, projections)
             invisible_cases += 1
     return visible_cases, invisible_cases
+
+
+def test_a_projection_changes_what_spreading_that_honors_node_affinity_counts() -> None:
+    """Why the equivalence leaves out pods with a DoNotSchedule spread constraint under
+    nodeAffinityPolicy Honor (the default), once the projection adds requirements: the
+    admitted pod's constraint counts only the nodes its affinity now admits. Three
+    zones, one node each, the policy rejects zone a's. With minDomains 3 and one pod
+    per zone the original pod fits b and c (skew 1) where the admitted pod sees two
+    domains, fewer than 3 (global minimum 0, skew 2); with zone a empty and no
+    minDomains it is the other way round. policyd, scheduling the admitted pod as the
+    webhook leaves it, agrees with kube-scheduler's default profile both times."""
+    zone = "topology.kubernetes.io/zone"
+
+    def node(name: str, env: str) -> Obj:
+        return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
+            "kubernetes.io/hostname": name, zone: f"z{name}", "env": env}},
+            "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "20"}}}
+
+    def pod(name: str, on: str | None = None, spread: Obj | None = None) -> Obj:
+        out = _pod()
+        out["metadata"].update(name=name, uid=name, labels={"app": "web"})
+        if on:
+            out["spec"]["nodeName"] = on
+        if spread is not None:
+            out["spec"]["topologySpreadConstraints"] = [{
+                "maxSkew": 1, "topologyKey": zone, "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "web"}}, **spread}]
+        return out
+
+    policy = _compiled({"id": "prod", "message": "not prod",
+                        "nodeLabels": {"matchLabels": {"env": "prod"}}})
+    for on, spread, original, admitted in [
+            (["a", "b", "c"], {"minDomains": 3}, ["b", "c"], []),
+            (["b", "c"], {}, [], ["b", "c"])]:
+        nodes = [node("a", "dev"), node("b", "prod"), node("c", "prod")]
+        cluster = ClusterState([node_from_dict(n) for n in nodes],
+                               [pod_from_dict(pod(f"e{n}", n)) for n in on])
+        raw = pod("t", spread=spread)
+        admitted_raw = _admitted(raw, policy, scheduler="policyd").pod
+        with_policy, plain = default_framework([policy]), default_framework([])
+        assert schedule_one(with_policy, pod_from_dict(raw), cluster).feasible == original
+        for fw in (plain, with_policy):
+            assert schedule_one(fw, pod_from_dict(admitted_raw), cluster).feasible == admitted
