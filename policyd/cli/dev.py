@@ -63,7 +63,7 @@ def _fail(err: PolicydError) -> typer.Exit:
 def build(
     force: Annotated[bool, typer.Option("--force", help="Rebuild even if cached.")] = False,
 ) -> None:
-    """Build the control plane's five binaries and Prometheus, or find them in the cache."""
+    """Build the control plane's five binaries, Prometheus and Karpenter, or find them cached."""
     from policyd.devcluster.build import build_dev_tools
     from policyd.devcluster.errors import DevClusterError
 
