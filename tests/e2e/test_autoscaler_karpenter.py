@@ -198,7 +198,12 @@ def test_karpenter_adds_a_node_from_the_labelled_pool_and_policyd_binds_the_pod_
     node = autoscaler.wait(lambda: cluster.node_of("secure"), PROVISION_TIMEOUT,
                            "the pod bound to a node Karpenter added")
 
-    claims = autoscaler.nodeclaims()
+    # Karpenter records the Node in the NodeClaim's status just after it registers the
+    # Node, which is what lets policyd bind: the status may trail the bind a little.
+    claims = autoscaler.wait(
+        lambda: (lambda cs: cs if all((c.get("status") or {}).get("nodeName") for c in cs)
+                 else None)(autoscaler.nodeclaims()),
+        15, "the NodeClaim naming its Node")
     assert [_pool(c) for c in claims] == ["encrypted"], claims
     assert claims[0]["status"]["nodeName"] == node
     labels = cluster.client.request("GET", f"/api/v1/nodes/{node}")["metadata"]["labels"]
@@ -206,7 +211,8 @@ def test_karpenter_adds_a_node_from_the_labelled_pool_and_policyd_binds_the_pod_
     assert labels[NODEPOOL_LABEL] == "encrypted"
     spec = cluster.client.request("GET", f"/api/v1/nodes/{node}")["spec"]
     assert spec["providerID"] == f"{PROVIDER_PREFIX}{node}"
-    scheduled = cluster.events(pod="secure", reason="Scheduled")
+    scheduled = wait_for(lambda: cluster.events(pod="secure", reason="Scheduled"), 10,
+                         "the Scheduled event")
     assert [(e["source"]["component"], e["message"]) for e in scheduled] == [
         (scheduler, f"Successfully assigned {cluster.ns}/secure to {node}")]
 
