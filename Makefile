@@ -19,9 +19,10 @@ demo: $(BIN)/policyd
 	POLICYD=$(BIN)/policyd demo/run.sh
 
 # Static checks, then the whole test suite (unit, integration and end-to-end). The
-# local control plane (etcd, kube-apiserver, kube-scheduler, kubectl) and the Prometheus
-# server of the node-metrics tests are built from Go modules first, with their own
-# progress, or reused from ~/.cache/policyd when built before: no root, no apt-get.
+# local control plane (etcd, kube-apiserver, kube-scheduler, kubectl), the Prometheus
+# server of the node-metrics tests and Karpenter's kwok provider of the autoscaler test
+# are built from Go modules first, with their own progress, or reused from
+# ~/.cache/policyd when built before: no root, no apt-get.
 test: $(BIN)/policyd check
 	$(BIN)/policyd dev build
 	$(BIN)/pytest
