@@ -78,10 +78,15 @@ def module_dir(version: str = KARPENTER_VERSION, env: Mapping[str, str] | None =
             f"`go` not found on PATH: it is needed to find Karpenter's CRDs in the Go "
             f"module cache ({KARPENTER_MODULE}@{version})")
     with tempfile.TemporaryDirectory(prefix="policyd-gomod-") as scratch:
-        done = subprocess.run(
-            [go, "mod", "download", "-json", f"{KARPENTER_MODULE}@{version}"],
-            cwd=scratch, env=go_env(base), capture_output=True, text=True, check=False,
-            timeout=600)
+        try:
+            done = subprocess.run(
+                [go, "mod", "download", "-json", f"{KARPENTER_MODULE}@{version}"],
+                cwd=scratch, env=go_env(base), capture_output=True, text=True,
+                check=False, timeout=600)
+        except subprocess.TimeoutExpired as err:
+            raise DevClusterError(
+                f"go mod download {KARPENTER_MODULE}@{version} took over "
+                f"{err.timeout:.0f}s (is the Go proxy reachable?)") from err
     try:
         info = json.loads(done.stdout or "{}")
     except ValueError:
