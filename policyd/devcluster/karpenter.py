@@ -142,6 +142,26 @@ def install_crds(client: KubeClient, crds: Sequence[Mapping[str, Any]],
             if time.monotonic() > deadline:
                 raise DevClusterError(f"CRD {name} not Established after {timeout:.0f}s")
             time.sleep(0.2)
+    # Established says the names are accepted, not that the resource's storage is up:
+    # for a moment after, a list answers 429 "storage is (re)initializing" (or 404).
+    for crd in crds:
+        path = resource_path(crd)
+        while True:
+            try:
+                client.request("GET", path, query={"limit": 1})
+                break
+            except ApiError as err:
+                if err.status not in (404, 429) or time.monotonic() > deadline:
+                    raise DevClusterError(f"{path} not served: {err}") from err
+            time.sleep(0.2)
+
+
+def resource_path(crd: Mapping[str, Any]) -> str:
+    """The API path of a CRD's objects (cluster-scoped), at its storage version."""
+    spec = crd["spec"]
+    versions = spec.get("versions") or []
+    version = next((v["name"] for v in versions if v.get("storage")), versions[0]["name"])
+    return f"/apis/{spec['group']}/{version}/{spec['names']['plural']}"
 
 
 class Karpenter(Component):

@@ -15,6 +15,7 @@ from policyd.devcluster.karpenter import (
     karpenter_args,
     karpenter_env,
     module_dir,
+    resource_path,
 )
 
 
@@ -68,3 +69,10 @@ def test_established_only_when_the_condition_says_true() -> None:
     assert _established({"status": {"conditions": [
         {"type": "NamesAccepted", "status": "True"},
         {"type": "Established", "status": "True"}]}})
+
+
+def test_resource_path_is_the_storage_versions_plural() -> None:
+    crd = {"spec": {"group": "karpenter.sh", "names": {"plural": "nodepools"},
+                    "versions": [{"name": "v1beta1", "storage": False},
+                                 {"name": "v1", "storage": True}]}}
+    assert resource_path(crd) == "/apis/karpenter.sh/v1/nodepools"
