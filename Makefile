@@ -15,7 +15,7 @@ $(BIN)/policyd: pyproject.toml
 # The main job on the embedded default: the live scheduler on a local control plane
 # (built from Go modules on first use), scheduling the demo pods.
 demo: $(BIN)/policyd
-	$(BIN)/policyd dev build
+	$(BIN)/policyd dev build --control-plane-only
 	POLICYD=$(BIN)/policyd demo/run.sh
 
 # Static checks, then the whole test suite (unit, integration and end-to-end). The
