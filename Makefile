@@ -15,13 +15,14 @@ $(BIN)/policyd: pyproject.toml
 # The main job on the embedded default: the live scheduler on a local control plane
 # (built from Go modules on first use), scheduling the demo pods.
 demo: $(BIN)/policyd
-	$(BIN)/policyd dev build
+	$(BIN)/policyd dev build --control-plane-only
 	POLICYD=$(BIN)/policyd demo/run.sh
 
 # Static checks, then the whole test suite (unit, integration and end-to-end). The
-# local control plane (etcd, kube-apiserver, kube-scheduler, kubectl) and the Prometheus
-# server of the node-metrics tests are built from Go modules first, with their own
-# progress, or reused from ~/.cache/policyd when built before: no root, no apt-get.
+# local control plane (etcd, kube-apiserver, kube-scheduler, kubectl), the Prometheus
+# server of the node-metrics tests and Karpenter's kwok provider of the autoscaler test
+# are built from Go modules first, with their own progress, or reused from
+# ~/.cache/policyd when built before: no root, no apt-get.
 test: $(BIN)/policyd check
 	$(BIN)/policyd dev build
 	$(BIN)/pytest

@@ -62,13 +62,21 @@ def _fail(err: PolicydError) -> typer.Exit:
 @dev_app.command("build")
 def build(
     force: Annotated[bool, typer.Option("--force", help="Rebuild even if cached.")] = False,
+    control_plane_only: Annotated[bool, typer.Option(
+        "--control-plane-only", help="Only the control plane (what `policyd dev up` and "
+        "`make demo` run), not the tests' Prometheus and Karpenter.")] = False,
 ) -> None:
-    """Build the control plane's five binaries and Prometheus, or find them in the cache."""
-    from policyd.devcluster.build import build_dev_tools
+    """Build the control plane's five binaries, Prometheus and Karpenter, or find them cached."""
+    from policyd.devcluster.assets import from_env
+    from policyd.devcluster.build import build_binaries, build_dev_tools
     from policyd.devcluster.errors import DevClusterError
 
     try:
-        binaries = build_dev_tools(progress=_say, force=force)
+        if control_plane_only:
+            binaries = (None if force else from_env()) or build_binaries(progress=_say,
+                                                                         force=force)
+        else:
+            binaries = build_dev_tools(progress=_say, force=force)
     except DevClusterError as err:
         raise _fail(err) from None
     typer.echo(str(binaries.etcd.parent))

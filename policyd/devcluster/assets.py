@@ -1,4 +1,5 @@
-"""Where built control-plane binaries (and Prometheus) are found: variables or the cache.
+"""Where built control-plane binaries (and Prometheus, and Karpenter's kwok provider) are
+found: variables or the cache.
 
 Building kube-apiserver and friends takes many minutes, so the result is cached outside
 the repository, keyed by the pinned versions. Users (and CI systems) that already have
@@ -18,9 +19,12 @@ Prometheus, which only the node-metrics tests run, has a cache directory of its 
 (``prometheus/<release>/``) so that adding or upgrading it never invalidates the control
 plane's; ``TEST_ASSET_PROMETHEUS`` names an existing binary instead. ``PATH`` is never
 searched: the tests run the pinned Prometheus, not whichever one a package installed.
+Karpenter's kwok provider (the autoscaler end-to-end test) is kept the same way, under
+``karpenter/<version>/``, or named by ``TEST_ASSET_KARPENTER``.
 
 This module is pure path logic (no processes) so it is cheap to unit-test; falling back
-to a build is `build.resolve_binaries` / `build.resolve_prometheus`.
+to a build is `build.resolve_binaries` / `build.resolve_prometheus` /
+`build.resolve_karpenter`.
 """
 
 from __future__ import annotations
@@ -40,6 +44,12 @@ ETCD_VERSION = "v3.6.16"
 # v0.<major*100+minor>.<patch>: v0.316.0 is the release 3.16.0.
 PROMETHEUS_MODULE_VERSION = "v0.316.0"
 PROMETHEUS_ENV_VAR = "TEST_ASSET_PROMETHEUS"
+# Must match tools/controlplane/karpenter/go.mod. The binary is the module's kwok
+# provider (its main package sigs.k8s.io/karpenter/kwok), named apart from kwok itself.
+KARPENTER_MODULE = "sigs.k8s.io/karpenter"
+KARPENTER_VERSION = "v1.13.0"
+KARPENTER_ENV_VAR = "TEST_ASSET_KARPENTER"
+KARPENTER_BINARY = "karpenter-kwok"
 
 # Binary file name -> envtest variable naming it.
 ENV_VARS: dict[str, str] = {
@@ -185,22 +195,50 @@ def prometheus_cache_dir(
     return cache_root(env) / "prometheus" / f"v{prometheus_release(module_version)}"
 
 
-def prometheus_in(directory: Path) -> Path | None:
-    """The `prometheus` binary of a cache directory, or None when it is not there."""
-    path = directory / "prometheus"
+def binary_in(directory: Path, name: str) -> Path | None:
+    """The binary `name` of a single-binary cache directory, or None when it is not
+    there (then the caller builds)."""
+    path = directory / name
     return path if _is_executable(path) else None
 
 
-def prometheus_from_env(env: Mapping[str, str] | None = None) -> Path | None:
-    """The binary named by ``TEST_ASSET_PROMETHEUS``, or None when it is unset.
+def binary_from_env(var: str, env: Mapping[str, str] | None = None) -> Path | None:
+    """The binary the variable `var` names, or None when it is unset.
 
     Set, it must be an executable file: as with the control plane's variables, a
     mistyped path is an error, not a reason to build for minutes.
     """
-    value = (os.environ if env is None else env).get(PROMETHEUS_ENV_VAR)
+    value = (os.environ if env is None else env).get(var)
     if not value:
         return None
     path = Path(value).expanduser()
     if not _is_executable(path):
-        raise DevClusterError(f"{PROMETHEUS_ENV_VAR}={value}: not an executable file")
+        raise DevClusterError(f"{var}={value}: not an executable file")
     return path
+
+
+def prometheus_in(directory: Path) -> Path | None:
+    """The `prometheus` binary of a cache directory, or None when it is not there."""
+    return binary_in(directory, "prometheus")
+
+
+def prometheus_from_env(env: Mapping[str, str] | None = None) -> Path | None:
+    """The binary named by ``TEST_ASSET_PROMETHEUS``, or None when it is unset."""
+    return binary_from_env(PROMETHEUS_ENV_VAR, env)
+
+
+def karpenter_cache_dir(
+    version: str = KARPENTER_VERSION, env: Mapping[str, str] | None = None
+) -> Path:
+    """The directory holding Karpenter's kwok provider built for one version."""
+    return cache_root(env) / "karpenter" / version
+
+
+def karpenter_in(directory: Path) -> Path | None:
+    """The kwok provider binary of a cache directory, or None when it is not there."""
+    return binary_in(directory, KARPENTER_BINARY)
+
+
+def karpenter_from_env(env: Mapping[str, str] | None = None) -> Path | None:
+    """The binary named by ``TEST_ASSET_KARPENTER``, or None when it is unset."""
+    return binary_from_env(KARPENTER_ENV_VAR, env)

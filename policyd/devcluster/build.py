@@ -1,18 +1,21 @@
 """Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kubectl (and
-Prometheus, for the node-metrics tests) from Go modules, and cache them.
+Prometheus, for the node-metrics tests, and Karpenter's kwok provider, for the autoscaler
+test) from Go modules, and cache them.
 
 Release binaries cannot be downloaded where policyd is developed and tested, but the Go
 module proxy is reachable, so the project builds the control plane itself from
 wrapper modules committed under ``tools/controlplane/`` (``kube`` pins
 ``k8s.io/kubernetes``, ``etcd`` pins ``go.etcd.io/etcd/server/v3``, ``prometheus`` pins
-``github.com/prometheus/prometheus``; they are separate because one module graph would
-upgrade Kubernetes' etcd client and grpc under it).
+``github.com/prometheus/prometheus``, ``karpenter`` pins ``sigs.k8s.io/karpenter``; they
+are separate because one module graph would upgrade Kubernetes' etcd client and grpc
+under it).
 
 This module says what is built, from which module, with which flags, and where it is
 cached; running the builds (progress, lock, scratch directory) is `gobuild`. A cold build
 takes many minutes on two cores; the result is stored under
 ``~/.cache/policyd/controlplane/<k8s>-<etcd>/`` (Prometheus under
-``~/.cache/policyd/prometheus/v<release>/``) and later runs find the binaries there at
+``~/.cache/policyd/prometheus/v<release>/``, Karpenter under
+``~/.cache/policyd/karpenter/<version>/``) and later runs find the binaries there at
 once. The Go module and build caches stay at Go's defaults so a CI machine that builds
 twice reuses them.
 
@@ -30,6 +33,10 @@ from pathlib import Path
 from policyd.devcluster.assets import (
     ETCD_VERSION,
     K8S_VERSION,
+    KARPENTER_BINARY,
+    KARPENTER_ENV_VAR,
+    KARPENTER_MODULE,
+    KARPENTER_VERSION,
     PROMETHEUS_ENV_VAR,
     PROMETHEUS_MODULE_VERSION,
     Binaries,
@@ -37,6 +44,9 @@ from policyd.devcluster.assets import (
     binaries_in,
     cache_dir,
     from_env,
+    karpenter_cache_dir,
+    karpenter_from_env,
+    karpenter_in,
     prometheus_cache_dir,
     prometheus_from_env,
     prometheus_in,
@@ -118,6 +128,23 @@ def prometheus_target(src: Path, module_version: str) -> GoTarget:
     )
 
 
+def karpenter_target(src: Path, version: str) -> GoTarget:
+    """Karpenter's kwok provider: Karpenter's controllers with a cloud provider whose
+    "instances" are Node objects it creates from the NodeClaim (no kubelet, no cloud).
+
+    The version is stamped into ``pkg/operator.Version`` (what its release builds set),
+    so its log and its ``karpenter_build_info`` metric name the release instead of
+    "unspecified".
+    """
+    return GoTarget(
+        label="karpenter (kwok provider)",
+        module_dir=src / "karpenter",
+        packages=(f"{KARPENTER_MODULE}/kwok",),
+        output_name=KARPENTER_BINARY,
+        ldflags=f"-s -w -X {KARPENTER_MODULE}/pkg/operator.Version={version}",
+    )
+
+
 def build_binaries(
     *,
     progress: Progress | None = None,
@@ -180,6 +207,36 @@ def build_prometheus(
     return binary
 
 
+def build_karpenter(
+    *,
+    progress: Progress | None = None,
+    env: Mapping[str, str] | None = None,
+    version: str = KARPENTER_VERSION,
+    force: bool = False,
+) -> Path:
+    """Build Karpenter's kwok provider into its cache (unless it is there) and return it."""
+    base_env = os.environ if env is None else env
+    dest = karpenter_cache_dir(version, env=base_env)
+    fill_cache(
+        CachedBuild(
+            what="Karpenter",
+            title=f"Karpenter {version} (kwok provider)",
+            dest=dest,
+            targets=[karpenter_target(source_dir(base_env), version)],
+            info={"karpenter": version},
+            is_complete=lambda d: karpenter_in(d) is not None,
+            without_go=f"or set {KARPENTER_ENV_VAR} to an existing binary",
+        ),
+        base_env,
+        progress or stderr_progress,
+        force,
+    )
+    binary = karpenter_in(dest)
+    if binary is None:  # pragma: no cover - go build succeeded but the binary is missing
+        raise DevClusterError(f"build finished but {KARPENTER_BINARY} is missing in {dest}")
+    return binary
+
+
 def resolve_binaries(
     *,
     build_if_missing: bool = True,
@@ -215,19 +272,32 @@ def resolve_prometheus(
     return prometheus_from_env(env) or build_prometheus(progress=progress, env=env)
 
 
+def resolve_karpenter(
+    *, progress: Progress | None = None, env: Mapping[str, str] | None = None
+) -> Path:
+    """Karpenter's kwok provider: ``TEST_ASSET_KARPENTER``, else the cache, else a build.
+
+    Never one found on PATH, so every machine runs the pinned version.
+    """
+    return karpenter_from_env(env) or build_karpenter(progress=progress, env=env)
+
+
 def build_dev_tools(
     *, progress: Progress | None = None, force: bool = False
 ) -> Binaries:
-    """Everything `make test` needs from Go: the control plane, then Prometheus.
+    """Everything `make test` needs from Go: the control plane, Prometheus, then
+    Karpenter's kwok provider.
 
     A binary chosen through the environment (envtest variables,
-    ``TEST_ASSET_PROMETHEUS``) is used as it is unless `force`; the rest is found in
-    the cache or built.
+    ``TEST_ASSET_PROMETHEUS``, ``TEST_ASSET_KARPENTER``) is used as it is unless
+    `force`; the rest is found in the cache or built.
     """
     chosen = None if force else from_env()
     binaries = chosen or build_binaries(progress=progress, force=force)
     if force or prometheus_from_env() is None:
         build_prometheus(progress=progress, force=force)
+    if force or karpenter_from_env() is None:
+        build_karpenter(progress=progress, force=force)
     return binaries
 
 
@@ -239,6 +309,7 @@ def main() -> int:
         # variables naming binaries are not consulted), as it always did.
         binaries = build_binaries(force=force)
         build_prometheus(force=force)
+        build_karpenter(force=force)
     except DevClusterError as err:
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code

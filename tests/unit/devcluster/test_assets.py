@@ -14,11 +14,13 @@ from policyd.devcluster.assets import (
     cache_dir,
     cache_root,
     from_env,
+    karpenter_cache_dir,
+    karpenter_from_env,
     prometheus_cache_dir,
     prometheus_from_env,
     prometheus_release,
 )
-from policyd.devcluster.build import resolve_binaries, resolve_prometheus
+from policyd.devcluster.build import resolve_binaries, resolve_karpenter, resolve_prometheus
 from policyd.devcluster.errors import DevClusterError
 
 
@@ -153,6 +155,9 @@ def test_versions_match_the_wrapper_modules() -> None:
     prom_mod = (root / "prometheus" / "go.mod").read_text()
     pinned = re.escape(f"github.com/prometheus/prometheus {assets.PROMETHEUS_MODULE_VERSION}")
     assert re.search(rf"^(require )?\s*{pinned}( |$)", prom_mod, re.MULTILINE)
+    karpenter_mod = (root / "karpenter" / "go.mod").read_text()
+    pinned = re.escape(f"{assets.KARPENTER_MODULE} {assets.KARPENTER_VERSION}")
+    assert re.search(rf"^(require )?\s*{pinned}( |$)", karpenter_mod, re.MULTILINE)
 
 
 def test_prometheus_release_of_its_module_version() -> None:
@@ -193,3 +198,30 @@ def test_resolve_prometheus_prefers_the_variable_then_the_cache_never_path(
 
     own = _exe(tmp_path / "own" / "prometheus")
     assert resolve_prometheus(env={**env, "TEST_ASSET_PROMETHEUS": str(own)}) == own
+
+
+def test_karpenter_has_its_own_cache_dir_and_variable(tmp_path: Path) -> None:
+    env = {"POLICYD_CACHE_DIR": str(tmp_path)}
+    assert karpenter_cache_dir("v1.13.0", env) == tmp_path / "karpenter" / "v1.13.0"
+    assert assets.KARPENTER_BINARY not in BINARY_NAMES
+    assert karpenter_from_env({}) is None
+    assert karpenter_from_env({"TEST_ASSET_KARPENTER": ""}) is None
+    own = _exe(tmp_path / "my-karpenter")
+    assert karpenter_from_env({"TEST_ASSET_KARPENTER": str(own)}) == own
+    with pytest.raises(DevClusterError, match=r"TEST_ASSET_KARPENTER=.*not an executable"):
+        karpenter_from_env({"TEST_ASSET_KARPENTER": str(tmp_path / "nope")})
+
+
+def test_resolve_karpenter_prefers_the_variable_then_the_cache_never_path(
+    tmp_path: Path,
+) -> None:
+    on_path = _exe(tmp_path / "bin" / assets.KARPENTER_BINARY)
+    env = {"POLICYD_CACHE_DIR": str(tmp_path / "cache"), "PATH": str(on_path.parent)}
+    with pytest.raises(DevClusterError, match=r"`go` not found.*TEST_ASSET_KARPENTER"):
+        resolve_karpenter(env=env, progress=lambda _: None)
+
+    cached = _exe(karpenter_cache_dir(env=env) / assets.KARPENTER_BINARY)
+    assert resolve_karpenter(env=env) == cached
+
+    own = _exe(tmp_path / "own" / "karpenter")
+    assert resolve_karpenter(env={**env, "TEST_ASSET_KARPENTER": str(own)}) == own

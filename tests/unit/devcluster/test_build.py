@@ -11,14 +11,18 @@ import pytest
 
 from policyd.devcluster.assets import (
     BINARY_NAMES,
+    KARPENTER_VERSION,
     PROMETHEUS_MODULE_VERSION,
     cache_dir,
+    karpenter_cache_dir,
     prometheus_cache_dir,
 )
 from policyd.devcluster.build import (
     build_binaries,
+    build_karpenter,
     build_prometheus,
     go_targets,
+    karpenter_target,
     prometheus_target,
     source_dir,
     version_ldflags,
@@ -191,3 +195,49 @@ def test_prometheus_build_passes_tags_to_list_and_build_and_is_cached(tmp_path: 
     assert len(calls.read_text().splitlines()) == 2
     build_prometheus(env=env, progress=messages.append, force=True)
     assert len(calls.read_text().splitlines()) == 4
+
+
+def test_karpenter_target_is_the_wrapper_modules_tool_with_its_version_stamped() -> None:
+    src = source_dir({})
+    target = karpenter_target(src, "v1.13.0")
+    go_mod = (src / "karpenter" / "go.mod").read_text()
+    assert f"tool {target.packages[0]}\n" in go_mod
+    assert target.packages == ("sigs.k8s.io/karpenter/kwok",)
+    # Not "kwok", which would pass for the kwok project's own binary.
+    assert target.output_name == "karpenter-kwok"
+    assert target.tags == ()
+    assert "-X sigs.k8s.io/karpenter/pkg/operator.Version=v1.13.0" in target.ldflags
+
+
+def test_karpenter_build_is_cached_apart(tmp_path: Path) -> None:
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "go").write_text(FAKE_GO)
+    (fake_bin / "go").chmod(0o755)
+    (tmp_path / "src" / "karpenter").mkdir(parents=True)
+    (tmp_path / "src" / "karpenter" / "go.mod").write_text("module example.com/k\n")
+    calls = tmp_path / "calls"
+    env = {
+        "PATH": f"{fake_bin}:/usr/bin:/bin",
+        "POLICYD_CACHE_DIR": str(tmp_path / "c"),
+        "POLICYD_CONTROLPLANE_SRC": str(tmp_path / "src"),
+        "FAKE_GO_LOG": str(calls),
+    }
+    messages: list[str] = []
+    binary = build_karpenter(env=env, progress=messages.append)
+
+    dest = karpenter_cache_dir(KARPENTER_VERSION, env)
+    assert binary == dest / "karpenter-kwok"
+    assert os.access(binary, os.X_OK)
+    assert json.loads((dest / "BUILDINFO.json").read_text())["karpenter"] == KARPENTER_VERSION
+    listed, built = calls.read_text().splitlines()
+    assert listed.startswith("0|-mod=readonly|list -deps ")
+    assert built.startswith("0|-mod=readonly|build -v -trimpath -ldflags ")
+    assert built.endswith("/karpenter-kwok sigs.k8s.io/karpenter/kwok")
+    assert messages[0].startswith(f"building Karpenter {KARPENTER_VERSION} (kwok provider) "
+                                  f"into {dest}")
+    assert messages[-1].startswith("Karpenter built in ")
+    assert not (tmp_path / "c" / "controlplane").exists()  # the control plane untouched
+
+    assert build_karpenter(env=env, progress=messages.append) == binary
+    assert len(calls.read_text().splitlines()) == 2
