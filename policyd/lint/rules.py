@@ -126,6 +126,9 @@ RULES: tuple[Rule, ...] = (
                              "on with a gate it depends on off", (CHECK_CONFIG,)),
     Rule("extenders", _E, "`extenders`: policyd does not call scheduler extenders",
          (CHECK_CONFIG,)),
+    Rule("no-effect", _W, "a kube-scheduler field policyd accepts and does not act on, "
+                          "set to what kube-scheduler would act on (delayCacheUntilActive: "
+                          "true)", (CHECK_CONFIG,)),
     Rule("duplicate-scheduler-name", _E, "two profiles with one schedulerName",
          (CHECK_CONFIG,)),
     Rule("queue-sort", _E, "more than one queueSort plugin, or different ones across "
