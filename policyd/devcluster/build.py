@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from policyd.devcluster.assets import (
@@ -176,6 +176,23 @@ def build_binaries(
     return binaries
 
 
+def _build_cached_tool(
+    build: CachedBuild,
+    find: Callable[[Path], Path | None],
+    name: str,
+    env: Mapping[str, str],
+    progress: Progress | None,
+    force: bool,
+) -> Path:
+    """Fill one tool's cache directory (unless `build.is_complete` says it is full) and
+    return its binary, found by `find`."""
+    fill_cache(build, env, progress or stderr_progress, force)
+    binary = find(build.dest)
+    if binary is None:  # pragma: no cover - go build succeeded but the binary is missing
+        raise DevClusterError(f"build finished but {name} is missing in {build.dest}")
+    return binary
+
+
 def build_prometheus(
     *,
     progress: Progress | None = None,
@@ -185,26 +202,17 @@ def build_prometheus(
 ) -> Path:
     """Build the `prometheus` binary into its cache (unless it is there) and return it."""
     base_env = os.environ if env is None else env
-    dest = prometheus_cache_dir(module_version, env=base_env)
     release = prometheus_release(module_version)
-    fill_cache(
-        CachedBuild(
-            what="Prometheus",
-            title=f"Prometheus {release}",
-            dest=dest,
-            targets=[prometheus_target(source_dir(base_env), module_version)],
-            info={"prometheus": release, "module": module_version},
-            is_complete=lambda d: prometheus_in(d) is not None,
-            without_go=f"or set {PROMETHEUS_ENV_VAR} to an existing binary",
-        ),
-        base_env,
-        progress or stderr_progress,
-        force,
+    build = CachedBuild(
+        what="Prometheus",
+        title=f"Prometheus {release}",
+        dest=prometheus_cache_dir(module_version, env=base_env),
+        targets=[prometheus_target(source_dir(base_env), module_version)],
+        info={"prometheus": release, "module": module_version},
+        is_complete=lambda d: prometheus_in(d) is not None,
+        without_go=f"or set {PROMETHEUS_ENV_VAR} to an existing binary",
     )
-    binary = prometheus_in(dest)
-    if binary is None:  # pragma: no cover - go build succeeded but the binary is missing
-        raise DevClusterError(f"build finished but prometheus is missing in {dest}")
-    return binary
+    return _build_cached_tool(build, prometheus_in, "prometheus", base_env, progress, force)
 
 
 def build_karpenter(
@@ -216,25 +224,16 @@ def build_karpenter(
 ) -> Path:
     """Build Karpenter's kwok provider into its cache (unless it is there) and return it."""
     base_env = os.environ if env is None else env
-    dest = karpenter_cache_dir(version, env=base_env)
-    fill_cache(
-        CachedBuild(
-            what="Karpenter",
-            title=f"Karpenter {version} (kwok provider)",
-            dest=dest,
-            targets=[karpenter_target(source_dir(base_env), version)],
-            info={"karpenter": version},
-            is_complete=lambda d: karpenter_in(d) is not None,
-            without_go=f"or set {KARPENTER_ENV_VAR} to an existing binary",
-        ),
-        base_env,
-        progress or stderr_progress,
-        force,
+    build = CachedBuild(
+        what="Karpenter",
+        title=f"Karpenter {version} (kwok provider)",
+        dest=karpenter_cache_dir(version, env=base_env),
+        targets=[karpenter_target(source_dir(base_env), version)],
+        info={"karpenter": version},
+        is_complete=lambda d: karpenter_in(d) is not None,
+        without_go=f"or set {KARPENTER_ENV_VAR} to an existing binary",
     )
-    binary = karpenter_in(dest)
-    if binary is None:  # pragma: no cover - go build succeeded but the binary is missing
-        raise DevClusterError(f"build finished but {KARPENTER_BINARY} is missing in {dest}")
-    return binary
+    return _build_cached_tool(build, karpenter_in, KARPENTER_BINARY, base_env, progress, force)
 
 
 def resolve_binaries(
