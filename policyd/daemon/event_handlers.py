@@ -38,6 +38,7 @@ from policyd.framework.events import (
 from policyd.kube import api
 from policyd.model import dra_objects, storage
 from policyd.model.disruption import disruption_key
+from policyd.model.pod_groups import PodGroup, pod_group_from_dict
 from policyd.model.records import Pod, node_from_dict, pod_from_dict
 
 log = logging.getLogger(LOGGER)
@@ -154,6 +155,10 @@ class EventHandlers:
                 s.throttle.forget(uid)
             elif s.responsible(pod) and not pod.deleting:
                 s.queue.add(pod)
+                if old is None and s.gates.enabled("GangScheduling"):
+                    # The pod may complete a gang whose members PreEnqueue holds back
+                    # (upstream moves every pod on this event under the gate).
+                    s.move(ClusterEvent(events.UNSCHEDULED_POD, ActionType.ADD), None, pod)
             else:
                 s.queue.delete(uid)
             counted = s.cluster.node_of(uid) is not None
@@ -313,6 +318,40 @@ class EventHandlers:
         s = self.state
         with s.lock:
             s.move(ClusterEvent(events.RESOURCE_CLAIM, _action(old, new)), old, new)
+
+    # -- pod groups -----------------------------------------------------------------------
+
+    def on_pod_group(self, api_version: str, obj: Obj) -> None:
+        """A PodGroup (either API) added: into `cluster.pod_groups`, then its Add
+        event (a gang member may have been waiting for it)."""
+        group = self._decode_pod_group(api_version, obj)
+        if group is None:
+            return
+        s = self.state
+        with s.lock:
+            s.cluster.pod_groups.upsert(group)
+            s.move(ClusterEvent(events.POD_GROUP, ActionType.ADD), None, group)
+
+    def on_pod_group_update(self, api_version: str, old: Obj, new: Obj) -> None:
+        # Its spec is immutable: only the status changed, which no plugin waits for.
+        group = self._decode_pod_group(api_version, new)
+        if group is not None:
+            with self.state.lock:
+                self.state.cluster.pod_groups.upsert(group)
+
+    def on_pod_group_delete(self, api_version: str, obj: Obj) -> None:
+        group = self._decode_pod_group(api_version, obj)
+        if group is not None:
+            with self.state.lock:
+                self.state.cluster.pod_groups.delete(group.key)
+
+    def _decode_pod_group(self, api_version: str, obj: Obj) -> PodGroup | None:
+        try:
+            return pod_group_from_dict(obj, api_version)
+        except InvalidObjectError as exc:
+            self.metrics.objects_skipped.labels("podgroups", "invalid").inc()
+            log.error("skipping malformed PodGroup: %s", exc)
+            return None
 
     # -- what preemption reads ----------------------------------------------------------
 

@@ -33,6 +33,7 @@ from policyd.framework.fit_error import truncate_event_message
 from policyd.kube import api
 from policyd.kube.backoff import GiveUp, RetryPolicy
 from policyd.kube.client import ApiError, KubeClient
+from policyd.model.pod_groups import PodGroup, scheduled_condition_patch
 
 log = logging.getLogger("policyd.daemon.event_recorder")
 
@@ -269,3 +270,19 @@ class EventSink:
                     if exc.status != 404:  # deleted meanwhile: nothing to explain
                         raise
             self._submit(f"PodScheduled condition of Pod {namespace}/{name}", patch)
+
+    def pod_group_condition(self, group: PodGroup, status: str, reason: str,
+                            message: str) -> None:
+        """PodGroupScheduled on a scheduling.k8s.io PodGroup, when it changes."""
+        patch = scheduled_condition_patch(group, status, reason, message, api.now_rfc3339())
+        if patch is None:
+            return
+        namespace, name = group.key.namespace, group.key.name
+
+        def write() -> None:
+            try:
+                api.patch_pod_group_status(self.client, namespace, name, patch)
+            except ApiError as exc:
+                if exc.status != 404:  # deleted meanwhile
+                    raise
+        self._submit(f"PodGroupScheduled condition of PodGroup {namespace}/{name}", write)

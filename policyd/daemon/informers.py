@@ -15,6 +15,7 @@ from policyd.kube.client import ApiError, KubeClient
 from policyd.kube.cluster_read import (
     DISRUPTION_RESOURCES,
     DRA_RESOURCES,
+    POD_GROUP_RESOURCES,
     STORAGE_RESOURCES,
     WORKLOAD_RESOURCES,
     Resource,
@@ -102,6 +103,12 @@ def cluster_watches(client: KubeClient, sch: EventHandlers, metrics: Metrics,
     # (--runtime-config): then these stay empty rather than hold scheduling back.
     extra += [kind_informer(r, sch.on_dra, sch.on_dra_update, sch.on_dra_delete,
                             optional=True) for r in DRA_RESOURCES]
+    # Pod groups of either API; each may not be served (an alpha version, a CRD).
+    extra += [informer(r.path, Handler(partial(sch.on_pod_group, r.api_version),
+                                       partial(sch.on_pod_group_update, r.api_version),
+                                       partial(sch.on_pod_group_delete, r.api_version)),
+                       f"{r.name}.{r.group}", r.name, optional=True)
+              for r in POD_GROUP_RESOURCES]
     extra += [kind_informer(r, sch.on_disruption, sch.on_disruption_update,
                             sch.on_disruption_delete) for r in DISRUPTION_RESOURCES]
     return ClusterWatches(nodes, pods, extra)

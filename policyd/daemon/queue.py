@@ -340,6 +340,22 @@ class SchedulingQueue:
                                              - self.clock()))
                 self._cond.wait(min(wait, 1.0))
 
+    def pop_specific(self, uid: str) -> QueuedPod | None:
+        """Take one waiting pod out of the queue now, in flight (upstream's
+        PopSpecificPod, for the other pending members of a pod group being scheduled):
+        a pod backing off or unschedulable is activated first, so PreEnqueue may still
+        hold it back. None if the pod is not waiting (in flight, gated, unknown)."""
+        with self._cond:
+            qp = self._pods.get(uid)
+            if qp is None or qp.deleted or qp.where not in (ACTIVE, BACKOFF, UNSCHEDULABLE):
+                return None
+            if qp.where != ACTIVE and self._gated(qp):
+                return None
+            qp.cycle = self.scheduling_cycle
+            self._set_where(qp, IN_FLIGHT)  # its heap entry is stale from now on
+            qp.in_flight_since = self._next_event_id
+            return qp
+
     def _pop_active_locked(self) -> QueuedPod | None:
         while self._active:
             entry = heapq.heappop(self._active)

@@ -22,11 +22,14 @@ from policyd.daemon.metrics import Metrics, label_children
 from policyd.daemon.preemption import PreemptionActions
 from policyd.daemon.queue import FLUSH_UNSCHEDULABLE_PERIOD, QueuedPod
 from policyd.daemon.scheduling_state import LOGGER, SchedulingState
-from policyd.engine.cycle import ScheduleResult, permit, reserve, schedule_one
+from policyd.engine.cycle import ScheduleResult, place, schedule_one
+from policyd.engine.pod_group import GroupAttempt, try_pod_group
+from policyd.framework import Status
 from policyd.framework.runtime import Framework
 from policyd.kube import api
 from policyd.kube.client import ApiError
 from policyd.model.cluster import nominated_node_name
+from policyd.model.pod_groups import WORKLOAD_API, GroupKey
 from policyd.model.records import Pod
 from policyd.plugins.defaultpreemption.plugin import preemption_report
 from policyd.plugins.dynamicresources.extended import delete_claim
@@ -89,14 +92,24 @@ class SchedulingLoop:
                     queue.requeue(qp, unschedulable=False)
 
     def schedule(self, qp: QueuedPod) -> ScheduleResult | None:
-        """One cycle for one popped pod."""
+        """One cycle for one popped pod (or, for a member of a scheduling.k8s.io
+        PodGroup under GenericWorkload, for its whole group: `_schedule_group`)."""
         pod = qp.pod
         s = self.state
         start = self.clock.now()
+        if pod.scheduling_group:
+            with s.lock:
+                fw = s.frameworks.get(pod.scheduler_name)
+                finish = None
+                if (fw is not None and not self._skip(qp)
+                        and fw.features.enabled("GenericWorkload")):
+                    finish = self._schedule_group(qp, fw, start)
+            if finish is not None:
+                finish()
+                return None
         with s.lock:
             fw = s.frameworks.get(pod.scheduler_name)
-            if (fw is None or qp.deleted or pod.deleting or pod.uid in s.assumed
-                    or s.cluster.node_of(pod.uid) is not None):
+            if fw is None or self._skip(qp):
                 s.queue.done(pod.uid)
                 return None
             if self.preemption is not None and self.preemption.running(pod.uid):
@@ -111,31 +124,105 @@ class SchedulingLoop:
             post_filter_ran = result.node is None and _post_filter_ran(fw, result)
             nominating: str | None = None
             if result.node is not None:
-                s.cluster.assume(pod, result.node)
-                if fw.reserve_plugins:
-                    # Under the same lock as the decision and the assumption
-                    # (schedulingCycle's order), so the next cycle sees what Reserve
-                    # took. On failure every Reserve plugin has unreserved already.
-                    result = reserve(fw, result)
-                if fw.permit_plugins and result.node is not None:
-                    # The cycle's last step, under the same lock: a plugin deciding
-                    # to let a gang go sees every member assumed so far.
-                    result = permit(fw, result)
-                    if result.permit_waits and result.node is not None:
-                        s.waiting_pods.add(pod, result.node, result.permit_waits,
-                                           self.clock.now())
-                        self.binder.watch_permit_timeouts()
-                if result.node is None:
-                    s.cluster.forget(pod)
-            if result.node is not None:
-                s.assumed[pod.uid] = result.node
-                s.queue.done(pod.uid)
-                self.binder.reserve()
-            else:
+                result = self._place(fw, result)
+            if result.node is None:
                 nominating = self._act_on_post_filter(fw, pod, result, post_filter_ran)
-        profile = fw.profile_name
         if post_filter_ran and result.cycle_state is not None:
             self._deallocate(pod, result)
+        self._hand_over(qp, fw, result, start, nominating)
+        return result
+
+    def _skip(self, qp: QueuedPod) -> bool:
+        """Under the lock: a popped pod not to schedule (deleted, being deleted,
+        assumed or bound meanwhile): upstream's skipPodSchedule."""
+        pod = qp.pod
+        return (qp.deleted or pod.deleting or pod.uid in self.state.assumed
+                or self.state.cluster.node_of(pod.uid) is not None)
+
+    def _schedule_group(self, qp: QueuedPod, fw: Framework, start: float
+                        ) -> Callable[[], None]:
+        """The pod group scheduling cycle, run under the lock with `qp` popped:
+        the group's other pending pods are taken out of the queue too, tried together
+        (`try_pod_group`), then placed for real on the nodes the trial found, or all
+        sent back. Members go back waiting for an event that could help any of them
+        (upstream waits out a backoff instead: the same attempts, later). Returns what
+        is left to do outside the lock: the hand-overs (binder, queue, events) and the
+        PodGroupScheduled condition."""
+        s, pod = self.state, qp.pod
+        key = GroupKey(WORKLOAD_API, pod.namespace, pod.scheduling_group)
+        members = [qp]
+        for other in s.cluster.group_pending(key):
+            if other.uid != pod.uid and (taken := s.queue.pop_specific(other.uid)):
+                members.append(taken)
+        live = []
+        for member in members:
+            if self._skip(member) or s.frameworks.get(member.pod.scheduler_name) is None:
+                s.queue.done(member.uid)
+            else:
+                live.append(member)
+        # Upstream's order: priority, then the first attempt.
+        live.sort(key=lambda m: (-m.pod.priority, m.added))
+        t0 = time.perf_counter()
+        names = sorted({m.pod.scheduler_name for m in live})
+        if len(names) > 1:
+            attempt = GroupAttempt(error=Status.error(
+                "all pods in a single pod group should have the same .spec.schedulerName "
+                f"set, got: \"{names[1]}\" and \"{names[0]}\""))
+        else:
+            attempt = try_pod_group(fw, [m.pod for m in live], s.cluster)
+        self._algorithm_latency(fw.profile_name).observe(time.perf_counter() - t0)
+        trials = {m.result.pod.uid: m for m in attempt.members}
+        placed = {r.pod.uid for r in attempt.placed}
+        # What rejected any member: an event that helps one may complete the group.
+        plugins = set().union(*(m.result.diagnosis.unschedulable_plugins
+                                for m in attempt.members))
+        outcomes: list[tuple[QueuedPod, ScheduleResult]] = []
+        for member in live:
+            trial = trials.get(member.uid)
+            if trial is not None and member.uid in placed:
+                result = self._place(fw, trial.result)
+                if result.node is not None:
+                    outcomes.append((member, result))
+                    continue
+            else:
+                result = attempt.unplaced(trial, member.pod, len(s.cluster))
+            result.diagnosis.unschedulable_plugins = set(plugins)
+            outcomes.append((member, result))
+        condition = attempt.condition
+        group = s.cluster.pod_groups.get(key)
+
+        def finish() -> None:
+            for member, result in outcomes:
+                self._hand_over(member, fw, result, start)
+            if group is not None and self.is_leader():
+                self.events.pod_group_condition(group, *condition)
+            if self.verbosity >= 2:
+                log.info("pod group %s: %s (%d of %d placed)", key, condition[1],
+                         len(placed), len(live), extra={"v": 2, "podGroup": str(key)})
+        return finish
+
+    def _place(self, fw: Framework, result: ScheduleResult) -> ScheduleResult:
+        """Under the state lock (schedulingCycle's order: the next cycle sees what
+        Reserve took, a Permit plugin letting a gang go sees every member assumed so
+        far): `place` the decided pod; a waiting pod joins the waiting pods; a placed
+        pod leaves the queue."""
+        s, pod = self.state, result.pod
+        result = place(fw, s.cluster, result)
+        if result.node is None:
+            return result
+        if result.permit_waits:
+            s.waiting_pods.add(pod, result.node, result.permit_waits, self.clock.now())
+            self.binder.watch_permit_timeouts()
+        s.assumed[pod.uid] = result.node
+        s.queue.done(pod.uid)
+        self.binder.reserve()
+        return result
+
+    def _hand_over(self, qp: QueuedPod, fw: Framework, result: ScheduleResult,
+                   start: float, nominating: str | None = None) -> None:
+        """Outside the lock: a placed pod to the binder, else back to the queue with
+        its explanation; audited policies' findings either way."""
+        pod, profile = qp.pod, fw.profile_name
         if result.audits:
             # Before the bind is handed over: a bind that completes at once forgets
             # the pod in the throttle, which must not be undone by recording it after.
@@ -146,9 +233,8 @@ class SchedulingLoop:
                          extra={"v": 2, "pod": pod.key, "node": result.node})
             # The cycle state goes with it: PreBind and Unreserve read what Reserve kept.
             self.binder.submit(BindRequest(qp, result.node, fw, result.cycle_state, start))
-            return result
+            return
         self._failed(qp, result, profile, start, nominating)
-        return result
 
     def _deallocate(self, pod: Pod, result: ScheduleResult) -> None:
         """DynamicResources' PostFilter chose an allocated claim nobody else uses to free

@@ -96,6 +96,7 @@ class ScheduleResult:
     # Permit said Wait (`permit`): plugin -> the longest it holds the pod, in seconds.
     # The pod keeps its node; whoever binds adds it to the framework's waiting pods.
     permit_waits: dict[str, float] | None = None
+    permit_wait: Status | None = None  # and the Wait status (its reasons)
 
     @property
     def feasible(self) -> list[str]:
@@ -263,8 +264,24 @@ def permit(fw: Framework, result: ScheduleResult) -> ScheduleResult:
         return result
     if status.code is Code.WAIT:
         result.permit_waits = waits
+        result.permit_wait = status
         return result
     return _refused_after_reserve(fw, result, node, state, status)
+
+
+def place(fw: Framework, cluster: ClusterState, result: ScheduleResult) -> ScheduleResult:
+    """The scheduling cycle's end for a decided pod: assume it on `result.node`, run
+    Reserve, then Permit; on a refusal the assumption is forgotten and the result says
+    why (no node). A pod Permit holds keeps its node with `permit_waits` set: the
+    caller holds it among its waiting pods."""
+    assert result.node is not None
+    cluster.assume(result.pod, result.node)
+    result = reserve(fw, result)
+    if result.node is not None:
+        result = permit(fw, result)
+    if result.node is None:
+        cluster.forget(result.pod)
+    return result
 
 
 def refused_after_permit(fw: Framework, result: ScheduleResult, outcome: Status

@@ -9,7 +9,8 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from policyd.engine.cycle import ScheduleResult, permit, refused_after_permit, reserve, schedule_one
+from policyd.engine.cycle import ScheduleResult, place, refused_after_permit, schedule_one
+from policyd.engine.pod_group import try_pod_group
 from policyd.engine.profiles import unserved_reason
 from policyd.framework.interfaces import PostFilterResult
 from policyd.framework.runtime import Framework
@@ -138,8 +139,19 @@ def simulate(
     results: list[ScheduleResult] = []
     preemptions: list[Preemption] = []
     waits = _Waits(cluster)
+    tried: set[str] = set()
     for i, pod in enumerate(ordered):
+        if pod.uid in tried:
+            continue  # scheduled with its pod group
         fw = frameworks[pod.scheduler_name]
+        if pod.scheduling_group and fw.features.enabled("GenericWorkload"):
+            members = _group_members(pod, ordered[i:], tried)
+            tried.update(m.uid for m in members)
+            results += _attempt_group(fw, members, cluster, waits)
+            waits.settle()
+            if progress is not None:
+                progress(i + 1, len(ordered))
+            continue
         result = _attempt(fw, pod, cluster, waits)
         post = result.post_filter
         if result.unschedulable and post is not None and post.nominated_node:
@@ -160,17 +172,46 @@ def _attempt(fw: Framework, pod: Pod, cluster: ClusterState, waits: _Waits
              ) -> ScheduleResult:
     result = schedule_one(fw, pod, cluster)
     if result.node is not None:
-        cluster.assume(pod, result.node)
-        # What Reserve takes (VolumeBinding's chosen PVs and provisioning) stays
-        # taken: offline there is no PreBind, the assumption is the outcome.
-        result = reserve(fw, result)
-        if result.node is not None:
-            result = permit(fw, result)
-            if result.permit_waits and result.node is not None:
-                waits.add(fw, result)
-        if result.node is None:
-            cluster.forget(pod)
+        result = _place(fw, cluster, result, waits)
     return result
+
+
+def _place(fw: Framework, cluster: ClusterState, result: ScheduleResult, waits: _Waits
+           ) -> ScheduleResult:
+    # What Reserve takes (VolumeBinding's chosen PVs and provisioning) stays taken:
+    # offline there is no PreBind, the assumption is the outcome.
+    result = place(fw, cluster, result)
+    if result.permit_waits and result.node is not None:
+        waits.add(fw, result)
+    return result
+
+
+def _group_members(pod: Pod, rest: Sequence[Pod], tried: set[str]) -> list[Pod]:
+    """`pod` and the queued pods of its PodGroup after it (same scheduler), in
+    upstream's group order: priority, then queue order (the first attempt)."""
+    members = [p for p in rest if p.uid not in tried and p.namespace == pod.namespace
+               and p.scheduling_group == pod.scheduling_group
+               and p.scheduler_name == pod.scheduler_name]
+    at = {p.uid: i for i, p in enumerate(members)}
+    return sorted(members, key=lambda p: (-p.priority, at[p.uid]))
+
+
+def _attempt_group(fw: Framework, members: list[Pod], cluster: ClusterState,
+                   waits: _Waits) -> list[ScheduleResult]:
+    """The pod group cycle (`try_pod_group`), then its members placed on the nodes
+    the trial found (Permit holds them until the last one completes the quorum), or
+    each told why not."""
+    attempt = try_pod_group(fw, members, cluster)
+    placed = {r.pod.uid for r in attempt.placed}
+    trials = {m.result.pod.uid: m for m in attempt.members}
+    results = []
+    for pod in members:
+        trial = trials.get(pod.uid)
+        if trial is not None and pod.uid in placed:
+            results.append(_place(fw, cluster, trial.result, waits))
+        else:
+            results.append(attempt.unplaced(trial, pod, len(cluster)))
+    return results
 
 
 class _Waits:

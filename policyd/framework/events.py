@@ -77,6 +77,8 @@ VOLUME_ATTACHMENT = "storage.k8s.io/VolumeAttachment"
 RESOURCE_CLAIM = "resource.k8s.io/ResourceClaim"
 RESOURCE_SLICE = "resource.k8s.io/ResourceSlice"
 DEVICE_CLASS = "resource.k8s.io/DeviceClass"
+# PodGroups (scheduling.k8s.io, GenericWorkload): their hints get PodGroup records.
+POD_GROUP = "scheduling.k8s.io/PodGroup"
 WILDCARD = "*"
 
 

@@ -283,6 +283,15 @@ def patch_pod_scheduled_false(client: KubeClient, namespace: str, name: str, mes
                    content_type=STRATEGIC_MERGE)
 
 
+def patch_pod_group_status(client: KubeClient, namespace: str, name: str,
+                           patch: dict[str, Any]) -> None:
+    """A strategic-merge patch of a scheduling.k8s.io/v1alpha2 PodGroup's status (its
+    conditions merge by type)."""
+    client.request("PATCH", f"/apis/scheduling.k8s.io/v1alpha2/namespaces/"
+                            f"{quote(namespace, safe='')}/podgroups/{quote(name, safe='')}"
+                            "/status", body=patch, content_type=STRATEGIC_MERGE, decode=False)
+
+
 def nominated_node_patch(node: str) -> dict[str, Any]:
     """The status patch that says where a pod is going and nothing else (upstream's
     updatePod with only a NominatingInfo: the two-way merge patch of the status)."""

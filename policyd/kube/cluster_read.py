@@ -24,7 +24,7 @@ from policyd.errors import PolicydError
 from policyd.kube.backoff import GiveUp, RetryPolicy
 from policyd.kube.client import ApiError
 from policyd.kube.official import kubeconfig_contexts
-from policyd.model import disruption, dra_objects, storage
+from policyd.model import disruption, dra_objects, pod_groups, storage
 from policyd.policy import crd, policy_schema
 
 if TYPE_CHECKING:
@@ -87,6 +87,12 @@ DRA_RESOURCES = (
     Resource("/apis/resource.k8s.io/v1/deviceclasses", dra_objects.DEVICE_CLASS),
     Resource("/apis/resource.k8s.io/v1/resourceslices", dra_objects.RESOURCE_SLICE),
     Resource("/apis/resource.k8s.io/v1/resourceclaims", dra_objects.RESOURCE_CLAIM),
+)
+# The pod groups gangs are scheduled by: upstream's (GenericWorkload, alpha: served only
+# when the API server enables scheduling.k8s.io/v1alpha2) and scheduler-plugins' CRD.
+POD_GROUP_RESOURCES = (
+    Resource(f"/apis/{pod_groups.WORKLOAD_API}/podgroups", "PodGroup"),
+    Resource(f"/apis/{pod_groups.COSCHEDULING_API}/podgroups", "PodGroup"),
 )
 # What preemption reads.
 DISRUPTION_RESOURCES = (

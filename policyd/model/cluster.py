@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from policyd.features import DEFAULTS, FeatureGates
 from policyd.model.disruption import DisruptionBudgets
 from policyd.model.dra_objects import DraObjects
 from policyd.model.node_info import NodeInfo
+from policyd.model.pod_groups import GroupKey, PodGroups
 from policyd.model.records import Node, Pod
 from policyd.model.storage import StorageObjects
 from policyd.model.table import NodeTable
@@ -35,6 +37,13 @@ def nominated_node_name(pod: Pod) -> str:
 def counts_on_node(pod: Pod) -> bool:
     """Whether a pod occupies its node's resources: bound and not finished."""
     return bool(pod.node_name) and not pod.finished
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCounts:
+    all: int
+    scheduled: int  # assumed + assigned
+    assumed: tuple[str, ...]  # uids
 
 
 class ClusterState:
@@ -77,6 +86,8 @@ class ClusterState:
         self.dra = DraObjects()
         # PodDisruptionBudgets and PriorityClasses (DefaultPreemption's victim choice).
         self.disruption_budgets = DisruptionBudgets()
+        # PodGroup objects (both APIs) and each group's pods (`group_counts`).
+        self.pod_groups = PodGroups()
         # "namespace/claim" -> pods on known nodes (assumed included) using the claim in
         # a persistentVolumeClaim volume: upstream's PVCRefCounts summed over the nodes,
         # which VolumeRestrictions reads for ReadWriteOncePod claims.
@@ -152,6 +163,10 @@ class ClusterState:
         A bound or finished pod leaves the nominator (its nomination is spent)."""
         if pod.node_name or pod.finished:
             self.clear_nomination(pod.uid)
+        if pod.finished:
+            self.pod_groups.remove_member(pod)
+        else:
+            self.pod_groups.add_member(pod)
         node_name = self._bound.get(pod.uid)
         if node_name is not None and node_name == pod.node_name and not pod.finished:
             # Still counted on the same node (a binding of ours confirmed, a status
@@ -163,7 +178,7 @@ class ClusterState:
                 self._touch(node_name)
                 self.generation += 1
                 return
-        self.remove_pod(pod.uid)
+        self._unplace(pod.uid)
         if counts_on_node(pod):
             self._place(pod, pod.node_name)
         elif not pod.node_name and not pod.finished:
@@ -176,6 +191,14 @@ class ClusterState:
         self.generation += 1
 
     def remove_pod(self, uid: str) -> Pod | None:
+        """The pod is gone (deleted, or no longer ours to count): off its node, out of
+        the pending pods and of its pod group."""
+        pod = self._unplace(uid)
+        if pod is not None:
+            self.pod_groups.remove_member(pod)
+        return pod
+
+    def _unplace(self, uid: str) -> Pod | None:
         pod = self._pending.pop(uid, None)
         node_name = self._bound.pop(uid, None)
         if node_name is not None:
@@ -201,7 +224,7 @@ class ClusterState:
 
     def forget(self, pod: Pod) -> None:
         """Undo `assume` after a failed bind: the pod is pending again."""
-        self.remove_pod(pod.uid)
+        self._unplace(pod.uid)
         self._pending[pod.uid] = pod
         self.generation += 1
 
@@ -301,6 +324,24 @@ class ClusterState:
             node_name = self._nominated_on.get(pod.uid, "")
         self.nominate(pod, node_name)
 
+    # pod groups
+    def group_counts(self, key: GroupKey) -> GroupCounts:
+        """Upstream's PodGroupState of a group: its pods, those scheduled (assumed here
+        or bound in the API), those of them only assumed, and the pending ones."""
+        members = self.pod_groups.members(key)
+        assumed: list[str] = []
+        scheduled = 0
+        for uid, pod in members.items():
+            if uid in self._bound:
+                scheduled += 1
+                if not pod.node_name:
+                    assumed.append(uid)
+        return GroupCounts(len(members), scheduled, tuple(assumed))
+
+    def group_pending(self, key: GroupKey) -> list[Pod]:
+        """The group's pods not placed (not assumed, not bound)."""
+        return [p for uid, p in self.pod_groups.members(key).items() if uid in self._pending]
+
     @contextmanager
     def what_if(self, *, remove: Iterable[Pod] = (),
                 place: Iterable[tuple[Pod, str]] = ()) -> Iterator[ClusterState]:
@@ -315,13 +356,13 @@ class ClusterState:
             for pod in remove:
                 node = self._bound.get(pod.uid)
                 if node is not None:
-                    current = self.remove_pod(pod.uid)
+                    current = self._unplace(pod.uid)
                     removed.append((current or pod, node))
             for pod, node in place:
                 before = self._bound.get(pod.uid)
                 was_pending = pod.uid in self._pending
                 if before is not None:
-                    current = self.remove_pod(pod.uid)
+                    current = self._unplace(pod.uid)
                     pod = current or pod
                 self._pending.pop(pod.uid, None)
                 self._place(pod, node)
@@ -330,7 +371,7 @@ class ClusterState:
             yield self
         finally:
             for pod, before, was_pending in reversed(placed):
-                self.remove_pod(pod.uid)
+                self._unplace(pod.uid)
                 if before is not None:
                     self._place(pod, before)
                 elif was_pending:

@@ -36,12 +36,13 @@ from policyd.model.fieldcheck import check_fields
 from policyd.model.file_kinds import SNAPSHOT, wrong_file
 from policyd.model.k8snames import printable
 from policyd.model.objectmeta import check_metadata
+from policyd.model.pod_groups import GroupKey, PodGroup, pod_group_from_dict
 from policyd.model.records import Node, Pod, node_from_dict, pod_from_dict
 from policyd.model.storage import STORAGE_KINDS, object_key
 
 WORKLOAD_KINDS = ("Service", "ReplicaSet", "StatefulSet", "ReplicationController")
 READ_KINDS = ("Node", "Pod", "Namespace", *WORKLOAD_KINDS, *STORAGE_KINDS, *DRA_KINDS,
-              *DISRUPTION_KINDS)
+              *DISRUPTION_KINDS, "PodGroup")
 _READ_KINDS_FOLDED = {k.lower(): k for k in READ_KINDS}
 
 
@@ -58,6 +59,8 @@ class Snapshot:
     dra: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     # PodDisruptionBudgets and PriorityClasses by kind, then by key, raw (model.disruption).
     disruption: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    # PodGroups of either API (model.pod_groups), by key.
+    pod_groups: dict[GroupKey, PodGroup] = field(default_factory=dict)
     # Unknown fields found with field_validation="warn" (see model.fieldcheck).
     warnings: list[str] = field(default_factory=list)
     # Objects of kinds the scheduler does not read, left out: count per kind.
@@ -88,6 +91,8 @@ class Snapshot:
         for kind, objects in self.disruption.items():
             for obj in objects.values():
                 state.disruption_budgets.upsert(kind, obj)
+        for group in self.pod_groups.values():
+            state.pod_groups.upsert(group)
         return state
 
     def extend(self, other: Snapshot) -> None:
@@ -104,6 +109,7 @@ class Snapshot:
             self.dra.setdefault(k, {}).update(objects)
         for k, objects in other.disruption.items():
             self.disruption.setdefault(k, {}).update(objects)
+        self.pod_groups.update(other.pod_groups)
 
 
 def load_snapshot(*paths: Path, pods_only: bool = False, field_validation: str = "strict",
@@ -180,6 +186,12 @@ def _add(snap: Snapshot, obj: Any, where: str, pods_only: bool,
             _add_named_object(snap.dra, kind, obj, where, dra_key)
         elif kind in DISRUPTION_KINDS and not pods_only:
             _add_named_object(snap.disruption, kind, obj, where, disruption_key)
+        elif kind == "PodGroup" and not pods_only:
+            group = pod_group_from_dict(obj)
+            if group.key in snap.pod_groups:
+                raise InputFileError(f"PodGroup {group.key} ({group.key.api}) is defined "
+                                     "twice (a cluster has one per name)", where=where)
+            snap.pod_groups[group.key] = group
         else:
             raise InputFileError(_unexpected_kind(kind, pods_only, strict), where=where)
     except InvalidObjectError as exc:

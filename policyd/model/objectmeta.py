@@ -32,7 +32,8 @@ _NAME_RULES: dict[str, Callable[[str], list[str]]] = {
 # Kinds whose objects live in a namespace (the rest are cluster-scoped).
 NAMESPACED_KINDS = frozenset({
     "Pod", "Service", "ReplicaSet", "StatefulSet", "ReplicationController",
-    "PersistentVolumeClaim", "CSIStorageCapacity", "PodDisruptionBudget", "ResourceClaim"})
+    "PersistentVolumeClaim", "CSIStorageCapacity", "PodDisruptionBudget", "ResourceClaim",
+    "PodGroup"})
 # apimachinery's TotalAnnotationSizeLimitB: keys and values together.
 ANNOTATIONS_MAX_BYTES = 256 * 1024
 _CSI_DRIVER_NAME_MAX = 63

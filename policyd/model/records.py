@@ -111,6 +111,9 @@ class Pod:
     # The claim names of `persistentVolumeClaim` volumes only (`pvc_names` less the
     # generic ephemeral ones): what upstream's PVCRefCounts count.
     persistent_claims: tuple[str, ...] = ()
+    # spec.schedulingGroup.podGroupName: the scheduling.k8s.io PodGroup this pod is a
+    # member of ("" for none); the API server keeps the field only under GenericWorkload.
+    scheduling_group: str = ""
     # Per-pod memo for plugins (compiled selectors, request sums): filled on first use,
     # so an existing pod's terms are compiled once, not once per scheduling cycle.
     cache: dict[str, Any] = field(default_factory=dict)
@@ -388,6 +391,7 @@ def pod_from_dict(obj: Any) -> Pod:
         for i, g in enumerate(r.seq(spec.get("schedulingGates"), "spec.schedulingGates"))
     )
     pod_resources = r.mapping(spec.get("resources"), "spec.resources")
+    group = r.mapping(spec.get("schedulingGroup"), "spec.schedulingGroup")
     _add_statuses(r, containers, status.get("containerStatuses"), "status.containerStatuses")
     _add_statuses(r, init_containers, status.get("initContainerStatuses"),
                   "status.initContainerStatuses")
@@ -431,6 +435,8 @@ def pod_from_dict(obj: Any) -> Pod:
         resize_infeasible=infeasible,
         status_pod_requests=status_pod_requests,
         allocated_pod=allocated_pod,
+        scheduling_group=r.string(group.get("podGroupName"),
+                                  "spec.schedulingGroup.podGroupName"),
     )
 
 

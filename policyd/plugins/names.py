@@ -25,11 +25,11 @@ VOLUME_ZONE = "VolumeZone"
 DEFAULT_PREEMPTION = "DefaultPreemption"
 DYNAMIC_RESOURCES = "DynamicResources"
 NODE_DECLARED_FEATURES = "NodeDeclaredFeatures"
+GANG_SCHEDULING = "GangScheduling"
 
 # kube-scheduler v1.36's in-tree plugins that policyd does not implement.
 UPSTREAM_NOT_IMPLEMENTED = frozenset({
     "DefaultBinder",
-    "GangScheduling",
     "PodGroupPodsCount",
     "SchedulingGates",
     "TopologyPlacementGenerator",

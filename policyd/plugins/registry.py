@@ -37,6 +37,8 @@ _MODULES = {
     names.IMAGE_LOCALITY: "imagelocality.image_locality",
     # Last: v1.36 appends it for its feature gate, after DefaultBinder.
     names.NODE_DECLARED_FEATURES: "nodedeclaredfeatures.node_declared_features",
+    # Then v1.36's applyGangScheduling appends it, while GangScheduling is on.
+    names.GANG_SCHEDULING: "gangscheduling.plugin",
 }
 
 # kube-scheduler's default profile, in its order (getDefaultPlugins with the feature
@@ -44,7 +46,8 @@ _MODULES = {
 DEFAULT_PROFILE_ORDER = tuple(_MODULES)
 # Default plugins that upstream's applyFeatureGates (apis/config/v1/default_plugins.go)
 # adds only while their gate is on.
-GATED_DEFAULTS = {names.NODE_DECLARED_FEATURES: "NodeDeclaredFeatures"}
+GATED_DEFAULTS = {names.NODE_DECLARED_FEATURES: "NodeDeclaredFeatures",
+                  names.GANG_SCHEDULING: "GangScheduling"}
 
 
 def default_profile_order(features: FeatureGates = DEFAULTS) -> tuple[str, ...]:

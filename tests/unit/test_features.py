@@ -69,11 +69,12 @@ def test_an_unknown_name_is_the_only_error_and_lists_the_known_ones() -> None:
 
 
 def test_locked_and_unmodelled_gates_are_refused_each() -> None:
-    assert _refusal([("InPlacePodVerticalScaling", False), ("GangScheduling", True)]) == [
+    assert _refusal([("InPlacePodVerticalScaling", False),
+                     ("WorkloadAwarePreemption", True)]) == [
         "cannot set feature gate InPlacePodVerticalScaling to false, feature is locked "
         "to true",
-        "feature gate GangScheduling=true is not supported: policyd implements only "
-        "kube-scheduler v1.36's default (GangScheduling=false)",
+        "feature gate WorkloadAwarePreemption=true is not supported: policyd implements "
+        "only kube-scheduler v1.36's default (WorkloadAwarePreemption=false)",
     ]
 
 

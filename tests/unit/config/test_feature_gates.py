@@ -29,7 +29,7 @@ def test_every_refused_gate_at_its_key(check: Check) -> None:
         featureGates:
           NoSuchGate: true
           SidecarContainers: false
-          GangScheduling: true
+          WorkloadAwarePreemption: true
           SchedulerPopFromBackoffQ: "false"
           NominatedNodeNameForExpectation: false
         """)
@@ -41,8 +41,8 @@ def test_every_refused_gate_at_its_key(check: Check) -> None:
     assert problems[1].message == ("cannot set feature gate SidecarContainers to false, "
                                    "feature is locked to true")
     assert problems[2].message == (
-        "feature gate GangScheduling=true is not supported: policyd implements only "
-        "kube-scheduler v1.36's default (GangScheduling=false)")
+        "feature gate WorkloadAwarePreemption=true is not supported: policyd implements "
+        "only kube-scheduler v1.36's default (WorkloadAwarePreemption=false)")
 
 
 def test_an_unmet_dependency_at_the_feature_gates_key(check: Check) -> None:

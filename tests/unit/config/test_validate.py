@@ -42,7 +42,7 @@ CASES = [
           - plugins:
               multiPoint:
                 enabled: [{name: DefaultBinder}]
-                disabled: [{name: GangScheduling}]
+                disabled: [{name: PodGroupPodsCount}]
         """, [(7, 26, "plugin-not-implemented")],
      'policyd has no plugin "DefaultBinder" (a kube-scheduler plugin policyd does not '
      "implement)"),
@@ -72,8 +72,9 @@ CASES = [
     ("upstream-only-plugin-config-v136", """\
         profiles:
           - pluginConfig:
-              - name: GangScheduling
-        """, [(6, 15, "plugin-not-implemented")], 'policyd has no plugin "GangScheduling"'),
+              - name: TopologyPlacementGenerator
+        """, [(6, 15, "plugin-not-implemented")],
+     'policyd has no plugin "TopologyPlacementGenerator"'),
     ("upstream-only-plugins-may-be-disabled", """\
         profiles:
           - plugins:

@@ -394,7 +394,7 @@ def test_every_plugin_with_args_has_a_variant() -> None:
 def test_the_cases_are_the_ones_meant() -> None:
     """Every built-in and each of its variants, and the generated policies, are cases of
     the cycle test; the columnar test has each of those with a Filter or Score, and
-    leaves out exactly the two built-ins with neither."""
+    leaves out exactly the three built-ins with neither."""
     builtins = [(n, None) for n in registry.builtin_names()]
     variants = [(f"{n}-args{i}", a) for n, vs in ARGS.items() for i, a in enumerate(vs)]
     assert sorted((c[0], c[3]) for c in CASES if c[2] in ("builtin", "volumes")) == sorted(
@@ -403,7 +403,7 @@ def test_the_cases_are_the_ones_meant() -> None:
     assert [c[2] for c in CASES].count("metrics") == METRIC_POLICIES
     left_out = {c[0] for c in CASES} - {c[0] for c in COLUMNAR_CASES}
     assert {c for c in left_out if not c.startswith(("policy-", "metrics-"))} == {
-        names.PRIORITY_SORT, names.DEFAULT_PREEMPTION,
+        names.PRIORITY_SORT, names.DEFAULT_PREEMPTION, names.GANG_SCHEDULING,
         *(f"{names.DEFAULT_PREEMPTION}-args{i}"
           for i in range(len(ARGS[names.DEFAULT_PREEMPTION])))}
     # A generated policy is left out only when it has no rule at all (a valid policy

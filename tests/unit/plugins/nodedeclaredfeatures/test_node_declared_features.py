@@ -180,9 +180,12 @@ def test_factory() -> None:
 
 
 def test_last_in_the_default_profile() -> None:
-    # v1.36 appends it after DefaultBinder; filters run in this order, so a node that
-    # fails an earlier filter is reported with that one.
-    assert registry.DEFAULT_PROFILE_ORDER[-1] == names.NODE_DECLARED_FEATURES
+    # v1.36 appends it after DefaultBinder (and GangScheduling, off by default, after
+    # it); filters run in this order, so a node that fails an earlier filter is
+    # reported with that one.
+    assert registry.default_profile_order()[-1] == names.NODE_DECLARED_FEATURES
+    assert registry.DEFAULT_PROFILE_ORDER[-2:] == (names.NODE_DECLARED_FEATURES,
+                                                   names.GANG_SCHEDULING)
     spec = registry.builtin(names.NODE_DECLARED_FEATURES)
     assert spec is not None and spec.default_weight is None
     assert spec.extension_points == {"preFilter", "filter"}
@@ -248,7 +251,7 @@ def test_gate_off_leaves_it_out_of_the_default_profile(reference: bool) -> None:
     result = schedule_one(fw, restart_all().req(cpu="500m").obj(), _issue_cluster(),
                           reference=reference)
     assert result.node == "old-node"
-    assert registry.default_profile_order(GATE_OFF) == registry.DEFAULT_PROFILE_ORDER[:-1]
+    assert registry.default_profile_order(GATE_OFF) == registry.default_profile_order()[:-1]
 
 
 @pytest.mark.parametrize("reference", [False, True])
