@@ -120,15 +120,28 @@ def up(
             "controller binds claims); on by default.",
         ),
     ] = True,
+    feature_gates: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--feature-gates",
+            metavar="NAME=BOOL,...",
+            help="Feature gates of kube-apiserver, kube-controller-manager and "
+            "kube-scheduler (repeatable; any gate name, e.g. "
+            "GenericWorkload=true,GangScheduling=true); the alpha/beta API versions they "
+            "need are enabled. A malformed setting is a usage error (exit 2).",
+        ),
+    ] = None,
 ) -> None:
     """Start the control plane in the background and print the KUBECONFIG to use."""
     from policyd.devcluster.controlplane import ControlPlane, read_scheduler_config
     from policyd.devcluster.errors import DevClusterError
+    from policyd.devcluster.featuregates import parse_gates
     from policyd.devcluster.replay import check_objects, load_snapshot, read_objects
 
     objects = None
     try:
         # Before starting anything: a typo or a wrong file fails fast.
+        gates = parse_gates(",".join(feature_gates or []))
         if load is not None:
             objects = read_objects(load)
             check_objects(objects, str(load))
@@ -155,7 +168,7 @@ def up(
     workdir = state_dir() / "cluster"
     shutil.rmtree(workdir, ignore_errors=True)
     cp = ControlPlane(workdir, detach=True, apiserver_port=port, progress=_say,
-                      controller_manager=controller_manager)
+                      controller_manager=controller_manager, feature_gates=gates)
     try:
         cp.start()
         cp.save_state(state)
@@ -179,6 +192,7 @@ def up(
         f"dev cluster running: {cp.server} (pids {', '.join(map(str, cp.pids))}); "
         "stop it with `policyd dev down`"
     )
+    _say(cp.describe_gates())
     typer.echo(f"export KUBECONFIG={cp.kubeconfig_path}")
 
 
@@ -207,6 +221,7 @@ def status() -> None:
         raise _fail(err) from None
     ready = cp.safe_ready()
     typer.echo(f"dev cluster: {'ready' if ready else 'NOT READY'} at {cp.server}")
+    typer.echo(f"  {cp.describe_gates()}")
     for proc in [*cp.processes, *(s.process for s in cp.schedulers)]:
         typer.echo(
             f"  {proc.name:<23} pid {proc.pid:<8} "

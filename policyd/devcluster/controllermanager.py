@@ -21,6 +21,15 @@ the pod's status.resourceClaimStatuses), which the scheduler then allocates; it 
 removes a pod's reservation once the pod is gone and deletes the claims it made. So it
 runs too.
 
+With the GenericWorkload gate on, ``podgroup-protection-controller`` runs too: the
+API server's PodGroupProtection admission (on by default, active with the gate) puts a
+finalizer on every scheduling.k8s.io PodGroup, and only that controller removes it once
+no active pod names the group; without it a deleted PodGroup stays Terminating forever,
+as a claim would without the PVC protection controller. (The other controllers v1.36
+runs for that API, the Job controller's Workload half under WorkloadWithJob and the
+resource claim controller's PodGroup claims under DRAWorkloadResourceClaims, are parts
+of controllers that do not run here or already do.)
+
 Everything else stays off. The node lifecycle controller above all: the test clusters'
 Nodes have no kubelet, it would mark them all unreachable and taint them, and every
 other test would stop scheduling. Nor the garbage collector (it watches every resource
@@ -38,10 +47,12 @@ as it would in a real cluster.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
+from policyd.devcluster.featuregates import format_gates
 from policyd.devcluster.ports import LOOPBACK
 from policyd.devcluster.probe import Component, http_get, unverified_context
 from policyd.devcluster.process import ManagedProcess
@@ -57,6 +68,7 @@ CONTROLLER_ROLES: dict[str, str] = {
         "system:controller:pvc-protection-controller",
     "ephemeral-volume-controller": "system:controller:ephemeral-volume-controller",
     "resourceclaim-controller": "system:controller:resource-claim-controller",
+    "podgroup-protection-controller": "system:controller:podgroup-protection-controller",
 }
 VOLUME_CONTROLLERS: tuple[str, ...] = (
     "persistentvolume-binder-controller", "persistentvolume-protection-controller",
@@ -64,6 +76,17 @@ VOLUME_CONTROLLERS: tuple[str, ...] = (
 DRA_CONTROLLERS: tuple[str, ...] = ("resourceclaim-controller",)
 # What the local control plane runs.
 CONTROLLERS: tuple[str, ...] = (*VOLUME_CONTROLLERS, *DRA_CONTROLLERS)
+# Run as well when their gate is on (v1.36: cmd/kube-controller-manager/app/scheduling.go,
+# requiredFeatureGates; its bootstrap role exists only with the gate on too).
+GATED_CONTROLLERS: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "GenericWorkload": ("podgroup-protection-controller",),
+})
+
+
+def controllers_for(gates: Mapping[str, bool]) -> tuple[str, ...]:
+    """The controllers the local control plane runs with these gates."""
+    return CONTROLLERS + tuple(c for gate, names in GATED_CONTROLLERS.items()
+                               if gates.get(gate) for c in names)
 
 _BINDING_PREFIX = "policyd-dev:kube-controller-manager:"
 
@@ -89,9 +112,11 @@ def role_bindings(controllers: Sequence[str] = CONTROLLERS) -> list[dict[str, An
 
 
 def controller_manager_args(
-    binary: Path, kubeconfig: Path, port: int, controllers: Sequence[str] = CONTROLLERS
+    binary: Path, kubeconfig: Path, port: int, controllers: Sequence[str] = CONTROLLERS,
+    feature_gates: Mapping[str, bool] | None = None,
 ) -> list[str]:
     """The command line of kube-controller-manager for the local control plane."""
+    gates = feature_gates or {}
     return [
         str(binary),
         f"--kubeconfig={kubeconfig}",
@@ -114,6 +139,7 @@ def controller_manager_args(
         # As for kube-scheduler: no delegated authentication of its own endpoints; health
         # and metrics open to anyone on loopback.
         "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+        *([f"--feature-gates={format_gates(gates)}"] if gates else []),
     ]
 
 

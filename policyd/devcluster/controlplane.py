@@ -24,7 +24,7 @@ import ssl
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -35,9 +35,18 @@ from policyd.devcluster.certs import CertFiles, generate_certs
 from policyd.devcluster.controllermanager import (
     KubeControllerManager,
     controller_manager_args,
+    controllers_for,
     role_bindings,
 )
 from policyd.devcluster.errors import DevClusterError
+from policyd.devcluster.featuregates import (
+    checked,
+    format_gates,
+    runtime_config,
+    runtime_config_args,
+    split_gate_args,
+    with_gates,
+)
 from policyd.devcluster.kubeconfig import kubeconfig_dict, write_kubeconfig
 from policyd.devcluster.ports import LOOPBACK, free_ports, port_is_free
 from policyd.devcluster.probe import Component, http_get, unverified_context, wait_until
@@ -62,9 +71,12 @@ class KubeScheduler(Component):
 
     name = "kube-scheduler"
 
-    def __init__(self, process: ManagedProcess, config_path: Path, port: int) -> None:
+    def __init__(self, process: ManagedProcess, config_path: Path, port: int,
+                 feature_gates: Mapping[str, bool] | None = None) -> None:
         super().__init__(process, port)
         self.config_path = config_path
+        # The gates on its command line (the control plane's, merged with its own).
+        self.feature_gates = dict(feature_gates or {})
 
     def ready(self) -> bool:
         status, _ = http_get(f"https://{LOOPBACK}:{self.port}/readyz", unverified_context())
@@ -94,6 +106,12 @@ class ControlPlane:
     `controller_manager=False` leaves kube-controller-manager (the PV controller) off.
     `cpus` pins etcd, kube-apiserver and kube-controller-manager to those CPUs (a
     benchmark keeps them off the cores of the scheduler it measures).
+    `feature_gates` (settings by name; a flag's text goes through
+    `featuregates.parse_gates` first) go to kube-apiserver, kube-controller-manager and
+    every kube-scheduler started here; any well-formed gate name is passed on, and the
+    alpha/beta API versions the gates that are on need are enabled
+    (`featuregates.API_VERSIONS`). A `--feature-gates` in `extra_apiserver_args` is
+    merged into them for the API server, winning per name.
     """
 
     def __init__(
@@ -109,8 +127,13 @@ class ControlPlane:
         extra_apiserver_args: Sequence[str] = (),
         controller_manager: bool = True,
         cpus: frozenset[int] | None = None,
+        feature_gates: Mapping[str, bool] | None = None,
     ) -> None:
         self._own_workdir = workdir is None
+        # Checked here, before anything starts: a bad name is a usage error (exit 2).
+        self.feature_gates = checked(feature_gates or {})
+        # The API server's own extra --feature-gates must be well-formed too.
+        split_gate_args(extra_apiserver_args)
         self.cpus = cpus
         self.workdir = Path(workdir) if workdir is not None else None
         self._binaries = binaries
@@ -173,6 +196,19 @@ class ControlPlane:
                                    "physical": True})
 
     @property
+    def api_versions(self) -> list[str]:
+        """The alpha/beta API versions enabled for the feature gates."""
+        return runtime_config(self.feature_gates)
+
+    def describe_gates(self) -> str:
+        """The gates in force and the API versions they enabled, for people."""
+        if not self.feature_gates:
+            return "feature gates: defaults"
+        versions = self.api_versions
+        return (f"feature gates: {format_gates(self.feature_gates)}"
+                + (f" (API versions enabled: {', '.join(versions)})" if versions else ""))
+
+    @property
     def pids(self) -> list[int]:
         return [p.pid for p in self.processes] + [s.pid for s in self.schedulers]
 
@@ -199,6 +235,8 @@ class ControlPlane:
             f"{', kube-controller-manager' if self.controller_manager else ''} {K8S_VERSION} "
             f"({_SOURCES.get(binaries.source, binaries.source)} binaries) in {self.workdir}"
         )
+        if self.feature_gates:
+            self._progress(self.describe_gates())
         fixed_port = self.apiserver_port
         for attempt in range(1, _START_ATTEMPTS + 1):
             try:
@@ -290,7 +328,8 @@ class ControlPlane:
                 # The endpoint reconciler would try (and fail validation) to publish
                 # 127.0.0.1 as the endpoint of the `kubernetes` Service, forever.
                 "--endpoint-reconciler-type=none",
-                *self.extra_apiserver_args,
+                *runtime_config_args(self.feature_gates),
+                *with_gates(self.extra_apiserver_args, self.feature_gates),
             ],
             workdir / "kube-apiserver.log",
             detach=self.detach,
@@ -313,7 +352,8 @@ class ControlPlane:
         certs = self._certs()
         kdir = self._dir() / "kube-controller-manager"
         kdir.mkdir(parents=True, exist_ok=True)
-        for binding in role_bindings():
+        controllers = controllers_for(self.feature_gates)
+        for binding in role_bindings(controllers):
             self._admin_create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding)
         kubeconfig = write_kubeconfig(
             kdir / "kubeconfig",
@@ -329,14 +369,15 @@ class ControlPlane:
         process = ManagedProcess.start(
             "kube-controller-manager",
             controller_manager_args(binaries.require_kube_controller_manager(), kubeconfig,
-                                    port),
+                                    port, controllers, self.feature_gates),
             kdir / "kube-controller-manager.log",
             detach=self.detach,
             cpus=self.cpus,
         )
         # In `processes`, after the API server: stopped before it (reverse start order).
         self.processes.append(process)
-        self.kube_controller_manager = manager = KubeControllerManager(process, port)
+        self.kube_controller_manager = manager = KubeControllerManager(process, port,
+                                                                       controllers)
         manager.wait_ready(self.startup_timeout)
         self._progress(
             f"kube-controller-manager ready (controllers: {', '.join(manager.controllers)})")
@@ -417,8 +458,14 @@ class ControlPlane:
         plane's admin kubeconfig and leader election is switched off in a copy kept in
         the work dir: with ``--config``, kube-scheduler ignores ``--kubeconfig``.
         `cpus` pins it to those CPUs (None: wherever its parent may run).
+        It runs with the control plane's feature gates; a `--feature-gates` in
+        `extra_args` is merged into them, its settings winning per name (e.g. a
+        kube-scheduler with GangScheduling off beside an API server with it on), into
+        the one flag its command line shows.
         """
         binary = self.binaries.require_kube_scheduler()
+        args = with_gates(extra_args, self.feature_gates)  # a bad flag: before any start
+        _, gates = split_gate_args(args)
         self._scheduler_count += 1
         sdir = self._dir() / f"kube-scheduler-{self._scheduler_count}"
         sdir.mkdir(parents=True, exist_ok=True)
@@ -440,13 +487,13 @@ class ControlPlane:
                 # would need kube-apiserver's front-proxy CA); instead health and
                 # metrics are open to anyone on loopback, for benchmarks to scrape.
                 "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
-                *extra_args,
+                *args,
             ],
             sdir / "kube-scheduler.log",
             detach=self.detach,
             cpus=cpus,
         )
-        scheduler = KubeScheduler(process, effective, port)
+        scheduler = KubeScheduler(process, effective, port, gates)
         self.schedulers.append(scheduler)
         if wait:
             try:
@@ -509,6 +556,7 @@ class ControlPlane:
             "apiserver_port": self.apiserver_port,
             "etcd_port": self.etcd_port,
             "kubeconfig": str(self.kubeconfig_path),
+            "feature_gates": self.feature_gates,
             "controller_manager_port": (
                 self.kube_controller_manager.port if self.kube_controller_manager else None
             ),
@@ -533,7 +581,9 @@ class ControlPlane:
         if data.get("version") != STATE_VERSION:
             raise DevClusterError(f"{path}: unknown state version {data.get('version')!r}")
         workdir = Path(data["workdir"])
-        cp = cls(workdir, detach=True, apiserver_port=int(data["apiserver_port"]))
+        # A state written before gates were recorded has none.
+        cp = cls(workdir, detach=True, apiserver_port=int(data["apiserver_port"]),
+                 feature_gates=data.get("feature_gates") or {})
         cp._own_workdir = False
         cp.etcd_port = int(data["etcd_port"])
         cp.certs = CertFiles.in_directory(workdir / "pki")

@@ -13,6 +13,7 @@ import pytest
 from kubernetes import client
 
 from policyd.devcluster.process import proc_start_time
+from policyd.kube.client import ConnectionSettings, KubeClient
 from policyd.kube.official import api_client_from
 
 pytestmark = pytest.mark.integration
@@ -73,3 +74,36 @@ def test_up_status_down(tmp_path: Path) -> None:
     assert all(proc_start_time(pid) is None for pid in pids)
     assert not (tmp_path / "dev" / "state.json").exists()
     assert _dev("status", env=env).returncode == 1
+
+
+def test_up_with_feature_gates(tmp_path: Path) -> None:
+    """`dev up --feature-gates`: every component gets the gates, the API version they
+    need is served, `up` and `status` say which gates are in force."""
+    env = {**os.environ, "POLICYD_DEV_DIR": str(tmp_path / "dev")}
+    up = _dev("up", "--kube-scheduler", "--feature-gates", "GenericWorkload=true",
+              "--feature-gates", "GangScheduling=true", env=env)
+    try:
+        assert up.returncode == 0, up.stderr
+        in_force = ("feature gates: GenericWorkload=true,GangScheduling=true "
+                    "(API versions enabled: scheduling.k8s.io/v1alpha2)")
+        assert in_force in up.stderr.splitlines()
+        state = json.loads((tmp_path / "dev" / "state.json").read_text())
+        assert state["feature_gates"] == {"GenericWorkload": True, "GangScheduling": True}
+        flag = "--feature-gates=GenericWorkload=true,GangScheduling=true"
+        for entry in state["processes"]:
+            argv = Path(f"/proc/{entry['pid']}/cmdline").read_bytes().split(b"\0")
+            if entry["name"] != "etcd":
+                assert flag.encode() in argv, entry["name"]
+        kubeconfig = up.stdout.strip().removeprefix("export KUBECONFIG=")
+        kube = KubeClient.connect(ConnectionSettings(kubeconfig=kubeconfig))
+        try:
+            served = kube.request("GET", "/apis/scheduling.k8s.io/v1alpha2")
+            assert "podgroups" in {r["name"] for r in served["resources"]}
+        finally:
+            kube.close()
+        status = _dev("status", env=env)
+        assert status.returncode == 0
+        assert f"  {in_force}" in status.stdout.splitlines()
+    finally:
+        down = _dev("down", env=env)
+    assert down.returncode == 0, down.stderr

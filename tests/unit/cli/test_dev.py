@@ -57,6 +57,23 @@ def test_up_with_wrong_scheduler_config_fails_before_starting(
     assert not (tmp_path / "state" / "cluster").exists()
 
 
+@pytest.mark.parametrize(("value", "problem"), [
+    ("X=maybe", 'strconv.ParseBool: parsing "maybe": invalid syntax'),
+    ("=true", "a feature gate name is missing before '='"),
+])
+def test_up_with_malformed_feature_gates_fails_before_starting(
+    runner: CliRunner, tmp_path: Path, value: str, problem: str
+) -> None:
+    result = runner.invoke(dev_app, ["up", "--feature-gates", "GenericWorkload=true",
+                                     "--feature-gates", value])
+    assert result.exit_code == 2
+    assert result.output.startswith(
+        f"policyd: error: invalid argument 'GenericWorkload=true,{value}' for "
+        '"--feature-gates" flag: ')
+    assert problem in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "state" / "cluster").exists()
+
+
 def _exe(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("#!/bin/sh\n")

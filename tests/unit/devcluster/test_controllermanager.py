@@ -7,9 +7,11 @@ from pathlib import Path
 from policyd.devcluster.controllermanager import (
     CONTROLLER_ROLES,
     CONTROLLERS,
+    GATED_CONTROLLERS,
     USER,
     VOLUME_CONTROLLERS,
     controller_manager_args,
+    controllers_for,
     controllers_running,
     role_bindings,
 )
@@ -46,7 +48,9 @@ def test_only_the_volume_and_resource_claim_controllers_run() -> None:
 
 def test_each_controller_gets_its_bootstrap_role_as_the_kcm_user() -> None:
     bindings = role_bindings()
-    assert len(bindings) == len(CONTROLLERS) == len(CONTROLLER_ROLES)
+    assert len(bindings) == len(CONTROLLERS)
+    gated = [c for names in GATED_CONTROLLERS.values() for c in names]
+    assert set(CONTROLLER_ROLES) == {*CONTROLLERS, *gated}
     roles = {b["roleRef"]["name"] for b in bindings}
     assert "system:controller:resource-claim-controller" in roles
     assert len({b["metadata"]["name"] for b in bindings}) == len(bindings)
@@ -66,3 +70,21 @@ def test_ready_only_when_every_controller_has_its_check() -> None:
     failing = body.replace(f"[+]{VOLUME_CONTROLLERS[0]} ok",
                            f"[-]{VOLUME_CONTROLLERS[0]} failed: reason withheld")
     assert not controllers_running(failing, VOLUME_CONTROLLERS)
+
+
+def test_generic_workload_adds_the_podgroup_protection_controller_and_its_gates() -> None:
+    """With GenericWorkload on, the API server's PodGroupProtection admission puts a
+    finalizer on every PodGroup that only this controller removes."""
+    assert controllers_for({}) == CONTROLLERS
+    assert controllers_for({"GenericWorkload": False}) == CONTROLLERS
+    gates = {"GenericWorkload": True, "GangScheduling": True}
+    controllers = controllers_for(gates)
+    assert controllers == (*CONTROLLERS, "podgroup-protection-controller")
+    flags = _flags(controller_manager_args(Path("/bin/kcm"), Path("/kc"), 1, controllers,
+                                           gates))
+    assert flags["controllers"].endswith(",podgroup-protection-controller")
+    assert flags["feature-gates"] == "GenericWorkload=true,GangScheduling=true"
+    roles = {b["roleRef"]["name"] for b in role_bindings(controllers)}
+    assert "system:controller:podgroup-protection-controller" in roles
+    # No gates: no flag at all (the binary's defaults).
+    assert "feature-gates" not in _flags(controller_manager_args(Path("/k"), Path("/c"), 1))
