@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -153,6 +155,28 @@ def test_service_monitor_scrapes_the_secure_port(helm: Helm) -> None:
                    and o["roleRef"]["name"] == "pd-policyd-metrics-reader")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "prometheus",
                                     "namespace": "mon"}]
+
+
+def test_the_chart_readme_example_renders_a_profile_policyd_accepts(
+    helm: Helm, tmp_path: Path,
+) -> None:
+    readme = (CHART / "README.md").read_text()
+    (example,) = re.findall(r"```yaml\n(.*?)```", readme, re.DOTALL)
+    values = tmp_path / "my-values.yaml"
+    values.write_text(example)
+    rendered = helm("template", "policyd", str(CHART), "-f", str(values),
+                    "--show-only", "templates/configmap.yaml").stdout
+    (configmap,) = _docs(rendered)
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    for key, text in configmap["data"].items():
+        (etc / key).write_text(text)
+    assert sorted(configmap["data"]) == ["ml-pool.yaml", "profile.yaml"]
+    done = subprocess.run([sys.executable, "-m", "policyd", "check-config",
+                           str(etc / "profile.yaml")], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 files checked, no problems" in done.stdout
 
 
 def _kubectl(control_plane: ControlPlane, *args: str, stdin: str | None = None
