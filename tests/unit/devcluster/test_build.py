@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from policyd.devcluster.assets import (
     prometheus_cache_dir,
 )
 from policyd.devcluster.build import (
+    HELM_KUBE_VERSION,
     build_binaries,
     build_helm,
     build_karpenter,
@@ -227,6 +229,15 @@ def test_helm_target_is_the_wrapper_modules_tool_stamped_as_a_release() -> None:
     for pkg in ("pkg/lint/rules", "pkg/chartutil"):
         assert f"-X helm.sh/helm/v3/{pkg}.k8sVersionMajor=1" in target.ldflags
         assert f"-X helm.sh/helm/v3/{pkg}.k8sVersionMinor=37" in target.ldflags
+
+
+def test_helm_kube_version_is_the_client_go_helm_requires() -> None:
+    # What Helm's Makefile derives from client-go: bumping Helm without it would make
+    # `helm template` claim an older (or newer) cluster than the one its client speaks.
+    go_mod = (source_dir({}) / "helm" / "go.mod").read_text()
+    match = re.search(r"^\s*k8s\.io/client-go v0\.(\d+)\.", go_mod, re.MULTILINE)
+    assert match is not None
+    assert (1, int(match.group(1))) == HELM_KUBE_VERSION
 
 
 def test_helm_build_is_cached_apart(tmp_path: Path) -> None:
