@@ -226,6 +226,9 @@ def release(helm: Helm, control_plane: ControlPlane) -> Iterator[tuple[str, str]
     finally:
         helm("uninstall", name, "-n", namespace, "--ignore-not-found",
              kubeconfig=control_plane.kubeconfig_path, check=False)
+        # --create-namespace made it; Helm never deletes a namespace.
+        _kubectl(control_plane, "delete", "namespace", namespace, "--ignore-not-found",
+                 "--wait=false")
 
 
 def test_install_upgrade_uninstall_and_the_installed_profile_schedules(
