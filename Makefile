@@ -20,8 +20,8 @@ demo: $(BIN)/policyd
 
 # Static checks, then the whole test suite (unit, integration and end-to-end). The
 # local control plane (etcd, kube-apiserver, kube-scheduler, kubectl), the Prometheus
-# server of the node-metrics tests and Karpenter's kwok provider of the autoscaler test
-# are built from Go modules first, with their own progress, or reused from
+# server of the node-metrics tests, Karpenter's kwok provider of the autoscaler test and
+# the helm CLI of the chart tests are built from Go modules first, with their own progress, or reused from
 # ~/.cache/policyd when built before: no root, no apt-get.
 test: $(BIN)/policyd check
 	$(BIN)/policyd dev build

@@ -20,11 +20,12 @@ Prometheus, which only the node-metrics tests run, has a cache directory of its 
 plane's; ``TEST_ASSET_PROMETHEUS`` names an existing binary instead. ``PATH`` is never
 searched: the tests run the pinned Prometheus, not whichever one a package installed.
 Karpenter's kwok provider (the autoscaler end-to-end test) is kept the same way, under
-``karpenter/<version>/``, or named by ``TEST_ASSET_KARPENTER``.
+``karpenter/<version>/``, or named by ``TEST_ASSET_KARPENTER``, and the ``helm`` CLI
+(the chart tests) under ``helm/<version>/``, or named by ``TEST_ASSET_HELM``.
 
 This module is pure path logic (no processes) so it is cheap to unit-test; falling back
 to a build is `build.resolve_binaries` / `build.resolve_prometheus` /
-`build.resolve_karpenter`.
+`build.resolve_karpenter` / `build.resolve_helm`.
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ KARPENTER_MODULE = "sigs.k8s.io/karpenter"
 KARPENTER_VERSION = "v1.13.0"
 KARPENTER_ENV_VAR = "TEST_ASSET_KARPENTER"
 KARPENTER_BINARY = "karpenter-kwok"
+# Must match tools/controlplane/helm/go.mod: the Helm v3 CLI the chart tests run.
+HELM_MODULE = "helm.sh/helm/v3"
+HELM_VERSION = "v3.22.0"
+HELM_ENV_VAR = "TEST_ASSET_HELM"
 
 # Binary file name -> envtest variable naming it.
 ENV_VARS: dict[str, str] = {
@@ -242,3 +247,18 @@ def karpenter_in(directory: Path) -> Path | None:
 def karpenter_from_env(env: Mapping[str, str] | None = None) -> Path | None:
     """The binary named by ``TEST_ASSET_KARPENTER``, or None when it is unset."""
     return binary_from_env(KARPENTER_ENV_VAR, env)
+
+
+def helm_cache_dir(version: str = HELM_VERSION, env: Mapping[str, str] | None = None) -> Path:
+    """The directory holding the `helm` binary built for one version."""
+    return cache_root(env) / "helm" / version
+
+
+def helm_in(directory: Path) -> Path | None:
+    """The `helm` binary of a cache directory, or None when it is not there."""
+    return binary_in(directory, "helm")
+
+
+def helm_from_env(env: Mapping[str, str] | None = None) -> Path | None:
+    """The binary named by ``TEST_ASSET_HELM``, or None when it is unset."""
+    return binary_from_env(HELM_ENV_VAR, env)

@@ -1,12 +1,13 @@
 """Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kubectl (and
-Prometheus, for the node-metrics tests, and Karpenter's kwok provider, for the autoscaler
-test) from Go modules, and cache them.
+Prometheus, for the node-metrics tests, Karpenter's kwok provider, for the autoscaler
+test, and the Helm v3 CLI, for the chart tests) from Go modules, and cache them.
 
 Release binaries cannot be downloaded where policyd is developed and tested, but the Go
 module proxy is reachable, so the project builds the control plane itself from
 wrapper modules committed under ``tools/controlplane/`` (``kube`` pins
 ``k8s.io/kubernetes``, ``etcd`` pins ``go.etcd.io/etcd/server/v3``, ``prometheus`` pins
-``github.com/prometheus/prometheus``, ``karpenter`` pins ``sigs.k8s.io/karpenter``; they
+``github.com/prometheus/prometheus``, ``karpenter`` pins ``sigs.k8s.io/karpenter``,
+``helm`` pins ``helm.sh/helm/v3``; they
 are separate because one module graph would upgrade Kubernetes' etcd client and grpc
 under it).
 
@@ -15,7 +16,8 @@ cached; running the builds (progress, lock, scratch directory) is `gobuild`. A c
 takes many minutes on two cores; the result is stored under
 ``~/.cache/policyd/controlplane/<k8s>-<etcd>/`` (Prometheus under
 ``~/.cache/policyd/prometheus/v<release>/``, Karpenter under
-``~/.cache/policyd/karpenter/<version>/``) and later runs find the binaries there at
+``~/.cache/policyd/karpenter/<version>/``, Helm under
+``~/.cache/policyd/helm/<version>/``) and later runs find the binaries there at
 once. The Go module and build caches stay at Go's defaults so a CI machine that builds
 twice reuses them.
 
@@ -32,6 +34,9 @@ from pathlib import Path
 
 from policyd.devcluster.assets import (
     ETCD_VERSION,
+    HELM_ENV_VAR,
+    HELM_MODULE,
+    HELM_VERSION,
     K8S_VERSION,
     KARPENTER_BINARY,
     KARPENTER_ENV_VAR,
@@ -44,6 +49,9 @@ from policyd.devcluster.assets import (
     binaries_in,
     cache_dir,
     from_env,
+    helm_cache_dir,
+    helm_from_env,
+    helm_in,
     karpenter_cache_dir,
     karpenter_from_env,
     karpenter_in,
@@ -145,6 +153,35 @@ def karpenter_target(src: Path, version: str) -> GoTarget:
     )
 
 
+# The Kubernetes version Helm's own release builds stamp (its Makefile: client-go's
+# minor, major + 1 for v0 -> 1): what `helm template` reports as .Capabilities.KubeVersion
+# and `helm lint` checks deprecated APIs against when no cluster is asked. Helm v3.22.0
+# requires client-go v0.37.
+HELM_KUBE_VERSION = (1, 37)
+
+
+def helm_target(src: Path, version: str) -> GoTarget:
+    """The `helm` CLI, stamped as Helm's release builds are.
+
+    Unstamped, `helm version` says v3.x-unreleased and `helm template` assumes a
+    Kubernetes v1.20 cluster (its default capabilities), older than the API server the
+    tests run; the flags are those of Helm's Makefile.
+    """
+    major, minor = HELM_KUBE_VERSION
+    flags = ["-s", "-w", f"-X {HELM_MODULE}/internal/version.version={version}",
+             f"-X {HELM_MODULE}/internal/version.metadata="]
+    for pkg in ("pkg/lint/rules", "pkg/chartutil"):
+        flags += [f"-X {HELM_MODULE}/{pkg}.k8sVersionMajor={major}",
+                  f"-X {HELM_MODULE}/{pkg}.k8sVersionMinor={minor}"]
+    return GoTarget(
+        label="helm",
+        module_dir=src / "helm",
+        packages=(f"{HELM_MODULE}/cmd/helm",),
+        output_name="helm",
+        ldflags=" ".join(flags),
+    )
+
+
 def build_binaries(
     *,
     progress: Progress | None = None,
@@ -236,6 +273,27 @@ def build_karpenter(
     return _build_cached_tool(build, karpenter_in, KARPENTER_BINARY, base_env, progress, force)
 
 
+def build_helm(
+    *,
+    progress: Progress | None = None,
+    env: Mapping[str, str] | None = None,
+    version: str = HELM_VERSION,
+    force: bool = False,
+) -> Path:
+    """Build the `helm` CLI into its cache (unless it is there) and return it."""
+    base_env = os.environ if env is None else env
+    build = CachedBuild(
+        what="Helm",
+        title=f"Helm {version}",
+        dest=helm_cache_dir(version, env=base_env),
+        targets=[helm_target(source_dir(base_env), version)],
+        info={"helm": version},
+        is_complete=lambda d: helm_in(d) is not None,
+        without_go=f"or set {HELM_ENV_VAR} to an existing binary",
+    )
+    return _build_cached_tool(build, helm_in, "helm", base_env, progress, force)
+
+
 def resolve_binaries(
     *,
     build_if_missing: bool = True,
@@ -281,15 +339,25 @@ def resolve_karpenter(
     return karpenter_from_env(env) or build_karpenter(progress=progress, env=env)
 
 
+def resolve_helm(
+    *, progress: Progress | None = None, env: Mapping[str, str] | None = None
+) -> Path:
+    """The `helm` CLI: ``TEST_ASSET_HELM``, else the cache, else a build.
+
+    Never one found on PATH, so every machine runs the pinned version.
+    """
+    return helm_from_env(env) or build_helm(progress=progress, env=env)
+
+
 def build_dev_tools(
     *, progress: Progress | None = None, force: bool = False
 ) -> Binaries:
-    """Everything `make test` needs from Go: the control plane, Prometheus, then
-    Karpenter's kwok provider.
+    """Everything `make test` needs from Go: the control plane, Prometheus,
+    Karpenter's kwok provider, then Helm.
 
     A binary chosen through the environment (envtest variables,
-    ``TEST_ASSET_PROMETHEUS``, ``TEST_ASSET_KARPENTER``) is used as it is unless
-    `force`; the rest is found in the cache or built.
+    ``TEST_ASSET_PROMETHEUS``, ``TEST_ASSET_KARPENTER``, ``TEST_ASSET_HELM``) is used as
+    it is unless `force`; the rest is found in the cache or built.
     """
     chosen = None if force else from_env()
     binaries = chosen or build_binaries(progress=progress, force=force)
@@ -297,6 +365,8 @@ def build_dev_tools(
         build_prometheus(progress=progress, force=force)
     if force or karpenter_from_env() is None:
         build_karpenter(progress=progress, force=force)
+    if force or helm_from_env() is None:
+        build_helm(progress=progress, force=force)
     return binaries
 
 
@@ -309,6 +379,7 @@ def main() -> int:
         binaries = build_binaries(force=force)
         build_prometheus(force=force)
         build_karpenter(force=force)
+        build_helm(force=force)
     except DevClusterError as err:
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code

@@ -14,13 +14,20 @@ from policyd.devcluster.assets import (
     cache_dir,
     cache_root,
     from_env,
+    helm_cache_dir,
+    helm_from_env,
     karpenter_cache_dir,
     karpenter_from_env,
     prometheus_cache_dir,
     prometheus_from_env,
     prometheus_release,
 )
-from policyd.devcluster.build import resolve_binaries, resolve_karpenter, resolve_prometheus
+from policyd.devcluster.build import (
+    resolve_binaries,
+    resolve_helm,
+    resolve_karpenter,
+    resolve_prometheus,
+)
 from policyd.devcluster.errors import DevClusterError
 
 
@@ -158,6 +165,9 @@ def test_versions_match_the_wrapper_modules() -> None:
     karpenter_mod = (root / "karpenter" / "go.mod").read_text()
     pinned = re.escape(f"{assets.KARPENTER_MODULE} {assets.KARPENTER_VERSION}")
     assert re.search(rf"^(require )?\s*{pinned}( |$)", karpenter_mod, re.MULTILINE)
+    helm_mod = (root / "helm" / "go.mod").read_text()
+    pinned = re.escape(f"{assets.HELM_MODULE} {assets.HELM_VERSION}")
+    assert re.search(rf"^(require )?\s*{pinned}( |$)", helm_mod, re.MULTILINE)
 
 
 def test_prometheus_release_of_its_module_version() -> None:
@@ -225,3 +235,29 @@ def test_resolve_karpenter_prefers_the_variable_then_the_cache_never_path(
 
     own = _exe(tmp_path / "own" / "karpenter")
     assert resolve_karpenter(env={**env, "TEST_ASSET_KARPENTER": str(own)}) == own
+
+
+def test_helm_has_its_own_cache_dir_and_variable(tmp_path: Path) -> None:
+    env = {"POLICYD_CACHE_DIR": str(tmp_path)}
+    assert helm_cache_dir("v3.22.0", env) == tmp_path / "helm" / "v3.22.0"
+    assert "helm" not in BINARY_NAMES
+    assert helm_from_env({}) is None
+    assert helm_from_env({"TEST_ASSET_HELM": ""}) is None
+    own = _exe(tmp_path / "my-helm")
+    assert helm_from_env({"TEST_ASSET_HELM": str(own)}) == own
+    with pytest.raises(DevClusterError, match=r"TEST_ASSET_HELM=.*not an executable"):
+        helm_from_env({"TEST_ASSET_HELM": str(tmp_path / "nope")})
+
+
+def test_resolve_helm_prefers_the_variable_then_the_cache_never_path(tmp_path: Path) -> None:
+    # A `helm` on PATH (a distribution's) is not taken: the tests run the pinned one.
+    on_path = _exe(tmp_path / "bin" / "helm")
+    env = {"POLICYD_CACHE_DIR": str(tmp_path / "cache"), "PATH": str(on_path.parent)}
+    with pytest.raises(DevClusterError, match=r"`go` not found.*TEST_ASSET_HELM"):
+        resolve_helm(env=env, progress=lambda _: None)
+
+    cached = _exe(helm_cache_dir(env=env) / "helm")
+    assert resolve_helm(env=env) == cached
+
+    own = _exe(tmp_path / "own" / "helm")
+    assert resolve_helm(env={**env, "TEST_ASSET_HELM": str(own)}) == own

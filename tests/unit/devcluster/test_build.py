@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -11,17 +12,22 @@ import pytest
 
 from policyd.devcluster.assets import (
     BINARY_NAMES,
+    HELM_VERSION,
     KARPENTER_VERSION,
     PROMETHEUS_MODULE_VERSION,
     cache_dir,
+    helm_cache_dir,
     karpenter_cache_dir,
     prometheus_cache_dir,
 )
 from policyd.devcluster.build import (
+    HELM_KUBE_VERSION,
     build_binaries,
+    build_helm,
     build_karpenter,
     build_prometheus,
     go_targets,
+    helm_target,
     karpenter_target,
     prometheus_target,
     source_dir,
@@ -207,6 +213,66 @@ def test_karpenter_target_is_the_wrapper_modules_tool_with_its_version_stamped()
     assert target.output_name == "karpenter-kwok"
     assert target.tags == ()
     assert "-X sigs.k8s.io/karpenter/pkg/operator.Version=v1.13.0" in target.ldflags
+
+
+def test_helm_target_is_the_wrapper_modules_tool_stamped_as_a_release() -> None:
+    src = source_dir({})
+    target = helm_target(src, "v3.22.0")
+    go_mod = (src / "helm" / "go.mod").read_text()
+    assert f"tool {target.packages[0]}\n" in go_mod
+    assert target.packages == ("helm.sh/helm/v3/cmd/helm",)
+    assert target.output_name == "helm"
+    assert "-X helm.sh/helm/v3/internal/version.version=v3.22.0" in target.ldflags
+    # Empty metadata: `helm version` says v3.22.0, not v3.22.0+unreleased.
+    assert "-X helm.sh/helm/v3/internal/version.metadata= " in target.ldflags
+    # Without these `helm template` would assume a v1.20 cluster.
+    for pkg in ("pkg/lint/rules", "pkg/chartutil"):
+        assert f"-X helm.sh/helm/v3/{pkg}.k8sVersionMajor=1" in target.ldflags
+        assert f"-X helm.sh/helm/v3/{pkg}.k8sVersionMinor=37" in target.ldflags
+
+
+def test_helm_kube_version_is_the_client_go_helm_requires() -> None:
+    # What Helm's Makefile derives from client-go: bumping Helm without it would make
+    # `helm template` claim an older (or newer) cluster than the one its client speaks.
+    go_mod = (source_dir({}) / "helm" / "go.mod").read_text()
+    match = re.search(r"^\s*k8s\.io/client-go v0\.(\d+)\.", go_mod, re.MULTILINE)
+    assert match is not None
+    assert (1, int(match.group(1))) == HELM_KUBE_VERSION
+
+
+def test_helm_build_is_cached_apart(tmp_path: Path) -> None:
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "go").write_text(FAKE_GO)
+    (fake_bin / "go").chmod(0o755)
+    (tmp_path / "src" / "helm").mkdir(parents=True)
+    (tmp_path / "src" / "helm" / "go.mod").write_text("module example.com/h\n")
+    calls = tmp_path / "calls"
+    env = {
+        "PATH": f"{fake_bin}:/usr/bin:/bin",
+        "POLICYD_CACHE_DIR": str(tmp_path / "c"),
+        "POLICYD_CONTROLPLANE_SRC": str(tmp_path / "src"),
+        "FAKE_GO_LOG": str(calls),
+    }
+    messages: list[str] = []
+    binary = build_helm(env=env, progress=messages.append)
+
+    dest = helm_cache_dir(HELM_VERSION, env)
+    assert binary == dest / "helm"
+    assert os.access(binary, os.X_OK)
+    assert json.loads((dest / "BUILDINFO.json").read_text())["helm"] == HELM_VERSION
+    listed, built = calls.read_text().splitlines()
+    assert listed.startswith("0|-mod=readonly|list -deps ")
+    assert built.startswith("0|-mod=readonly|build -v -trimpath -ldflags ")
+    assert built.endswith("/helm helm.sh/helm/v3/cmd/helm")
+    assert messages[0].startswith(f"building Helm {HELM_VERSION} into {dest}")
+    assert messages[-1].startswith("Helm built in ")
+    assert not (tmp_path / "c" / "controlplane").exists()  # the control plane untouched
+
+    assert build_helm(env=env, progress=messages.append) == binary
+    assert len(calls.read_text().splitlines()) == 2
+    build_helm(env=env, progress=messages.append, force=True)
+    assert len(calls.read_text().splitlines()) == 4
 
 
 def test_karpenter_build_is_cached_apart(tmp_path: Path) -> None:
