@@ -64,9 +64,10 @@ def build(
     force: Annotated[bool, typer.Option("--force", help="Rebuild even if cached.")] = False,
     control_plane_only: Annotated[bool, typer.Option(
         "--control-plane-only", help="Only the control plane (what `policyd dev up` and "
-        "`make demo` run), not the tests' Prometheus and Karpenter.")] = False,
+        "`make demo` run), not the tests' Prometheus, promtool and Karpenter.")] = False,
 ) -> None:
-    """Build the control plane's five binaries, Prometheus and Karpenter, or find them cached."""
+    """Build the control plane's five binaries, Prometheus, promtool and Karpenter, or find
+    them cached."""
     from policyd.devcluster.assets import from_env
     from policyd.devcluster.build import build_binaries, build_dev_tools
     from policyd.devcluster.errors import DevClusterError
