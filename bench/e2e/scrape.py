@@ -26,9 +26,9 @@ HISTOGRAMS: Mapping[str, Mapping[str, str]] = {
         "extension_point": "scheduler_framework_extension_point_duration_seconds",
     },
     "policyd": {
-        "algorithm": "policyd_scheduling_algorithm_duration_seconds",
-        "attempt": "policyd_scheduling_attempt_duration_seconds",
-        "extension_point": "policyd_framework_extension_point_duration_seconds",
+        "algorithm": "scheduler_scheduling_algorithm_duration_seconds",
+        "attempt": "scheduler_scheduling_attempt_duration_seconds",
+        "extension_point": "scheduler_framework_extension_point_duration_seconds",
     },
 }
 
