@@ -172,6 +172,10 @@ class Metrics:
             "policyd_config_reloads_total",
             "Profile/policy reloads by result: applied, applied_restart_required (some "
             "changed fields wait for a restart), rejected.", ["result"], registry=r)
+        for result in (RELOAD_APPLIED, RELOAD_RESTART_REQUIRED, RELOAD_REJECTED):
+            # Exported at 0 from the start: increase() over a series that first appears
+            # at 1 sees no increase, and the reload alert would miss the first rejection.
+            self.config_reloads.labels(result)
         self.watch_errors = Counter(
             "policyd_watch_errors_total", "Watch/list failures by resource.", ["resource"],
             registry=r)

@@ -30,6 +30,7 @@ from tests.e2e.helpers import (
     Cluster,
     DaemonFactory,
     ProcessFactory,
+    metric,
     wait_for,
     write_profile,
 )
@@ -108,7 +109,8 @@ def test_tokens_and_permissions_decide(cluster: Cluster, daemons: DaemonFactory,
         assert get(port, path) == (200, "ok")
         assert get(port, path, "not-a-token") == (200, "ok")
 
-    for path in ("/metrics", "/debug/queue", "/debug/metrics-cache"):
+    # /metrics/resources behind the same guard as /metrics, as kube-scheduler serves it.
+    for path in ("/metrics", "/metrics/resources", "/debug/queue", "/debug/metrics-cache"):
         status, body = get(port, path)
         assert status == 401, (path, body)
         assert get(port, path, "not-a-token")[0] == 401
