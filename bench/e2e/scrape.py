@@ -17,20 +17,14 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-# kube-scheduler's names (pkg/scheduler/metrics) and policyd's equivalents
+# kube-scheduler's names (pkg/scheduler/metrics), which policyd serves too
 # (policyd/daemon/metrics.py): (figure, histogram) pairs read for both.
-HISTOGRAMS: Mapping[str, Mapping[str, str]] = {
-    "kube-scheduler": {
-        "algorithm": "scheduler_scheduling_algorithm_duration_seconds",
-        "attempt": "scheduler_scheduling_attempt_duration_seconds",
-        "extension_point": "scheduler_framework_extension_point_duration_seconds",
-    },
-    "policyd": {
-        "algorithm": "policyd_scheduling_algorithm_duration_seconds",
-        "attempt": "policyd_scheduling_attempt_duration_seconds",
-        "extension_point": "policyd_framework_extension_point_duration_seconds",
-    },
+_SHARED = {
+    "algorithm": "scheduler_scheduling_algorithm_duration_seconds",
+    "attempt": "scheduler_scheduling_attempt_duration_seconds",
+    "extension_point": "scheduler_framework_extension_point_duration_seconds",
 }
+HISTOGRAMS: Mapping[str, Mapping[str, str]] = {"kube-scheduler": _SHARED, "policyd": _SHARED}
 
 
 @dataclass(frozen=True)

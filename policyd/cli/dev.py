@@ -64,9 +64,11 @@ def build(
     force: Annotated[bool, typer.Option("--force", help="Rebuild even if cached.")] = False,
     control_plane_only: Annotated[bool, typer.Option(
         "--control-plane-only", help="Only the control plane (what `policyd dev up` and "
-        "`make demo` run), not the tests' Prometheus, Karpenter and Helm.")] = False,
+        "`make demo` run), not the tests' Prometheus, promtool, Karpenter and Helm.")
+    ] = False,
 ) -> None:
-    """Build the control plane's five binaries, Prometheus, Karpenter, Helm, or find them cached."""
+    """Build the control plane's five binaries, Prometheus, promtool, Karpenter and Helm,
+    or find them cached."""
     from policyd.devcluster.assets import from_env
     from policyd.devcluster.build import build_binaries, build_dev_tools
     from policyd.devcluster.errors import DevClusterError

@@ -164,7 +164,7 @@ class Binder:
         # Looked up once per bound pod otherwise.
         self._attempts = label_children(metrics.schedule_attempts)
         self._attempt_latency = label_children(metrics.attempt_latency)
-        self._e2e_latency = label_children(metrics.e2e_latency)
+        self._sli = label_children(metrics.sli_duration)
 
     # -- in-flight binds ------------------------------------------------------------------
 
@@ -484,7 +484,12 @@ class Binder:
         now = self.clock.now()
         self._attempts("scheduled", profile).inc()
         self._attempt_latency("scheduled", profile).observe(now - req.start)
-        self._e2e_latency(profile).observe(now - req.qp.added)
+        # Upstream's SLI starts at the pod's first attempt, labelled by the attempts it
+        # took (capped at "15+", so the label stays bounded).
+        attempts = req.qp.attempts
+        self.metrics.pod_attempts.observe(attempts)
+        first = req.qp.first_attempt if req.qp.first_attempt is not None else req.qp.added
+        self._sli("15+" if attempts >= 15 else str(attempts)).observe(now - first)
         self.state.throttle.forget(pod.uid)
         if self.verbosity >= 1:
             log.info("bound %s to %s", pod.key, node,

@@ -18,14 +18,14 @@ from policyd.daemon import debug
 from policyd.daemon.binder import Binder
 from policyd.daemon.event_handlers import EventHandlers
 from policyd.daemon.event_recorder import EventSink
-from policyd.daemon.metrics import Metrics, instrument
+from policyd.daemon.metrics import PENDING_QUEUES, Metrics, instrument, label_children
 from policyd.daemon.preemption import PreemptionActions
 from policyd.daemon.scheduling_loop import SchedulingLoop
 from policyd.daemon.scheduling_state import SchedulingState
 from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework.runtime import Framework
 from policyd.kube.client import KubeClient
-from policyd.model.records import Node
+from policyd.model.records import Node, Pod
 
 
 class Scheduler:
@@ -54,6 +54,8 @@ class Scheduler:
         self.state = state
         self.client = client
         self.metrics = metrics
+        incoming = label_children(metrics.queue_incoming)
+        state.queue.on_incoming = lambda queue, event: incoming(queue, event).inc()
         self.events = events
         self.clock = clock
         self.handlers = EventHandlers(state, metrics=metrics, events=events,
@@ -107,14 +109,34 @@ class Scheduler:
     def debug_queue(self) -> dict[str, Any]:
         return debug.queue_view(self.state, self.clock.now())
 
+    def pods_snapshot(self) -> list[Pod]:
+        """Every unfinished pod the cluster state holds, pending or assigned (for
+        /metrics/resources, from the HTTP threads)."""
+        with self.state.lock:
+            cluster = self.state.cluster
+            return cluster.pending_pods() + cluster.assigned_pods()
+
     def nodes_snapshot(self) -> list[Node]:
         """The current Node records (for node metric probes, from other threads)."""
         with self.state.lock:
             return [info.node for info in self.state.cluster.node_infos()]
 
     def update_gauges(self) -> None:
-        for name, n in self.state.queue.counts().items():
-            self.metrics.pending_pods.labels(name).set(n)
+        """The gauges read from the scheduling state as /metrics is scraped."""
+        m, queue = self.metrics, self.state.queue
+        counts = queue.counts()
+        for name in PENDING_QUEUES:
+            m.pending_pods.labels(name).set(counts.get(name, 0))
+        m.set_gauge(m.unschedulable_pods,
+                    {key: float(n) for key, n in queue.unschedulable_plugins().items()})
+        m.set_gauge(m.inflight_events,
+                    {(label,): float(n) for label, n in queue.in_flight_events().items()})
+        with self.state.lock:
+            nodes = len(self.state.cluster.node_infos())
+            pods = self.state.cluster.assigned_count
+            assumed = len(self.state.assumed)
+        for kind, n in (("nodes", nodes), ("pods", pods), ("assumed_pods", assumed)):
+            m.cache_size.labels(kind).set(n)
 
     def shutdown(self, grace: float) -> bool:
         """Stop taking pods, let in-flight binds finish within `grace` seconds."""

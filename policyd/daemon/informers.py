@@ -1,15 +1,17 @@
 """The daemon's watches: one Informer per kind the scheduler reads, each wired to its
-event handlers and to the watch-error and skipped-object metrics."""
+event handlers and to the watch-error and skipped-object metrics (node and pod handlers
+timed as kube-scheduler times its event handlers)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from policyd.daemon.event_handlers import EventHandlers
-from policyd.daemon.metrics import Metrics
+from policyd.daemon.metrics import Metrics, label_children
 from policyd.kube import api
 from policyd.kube.client import ApiError, KubeClient
 from policyd.kube.cluster_read import (
@@ -53,6 +55,32 @@ class Handler:
         self._delete(obj)
 
 
+def _pod_label(obj: Obj, action: str) -> str:
+    """kube-scheduler's event label of a pod event: assigned pods and pods still to be
+    scheduled are handled apart (AssignedPodAdd, UnschedulablePodAdd, ...)."""
+    spec = obj.get("spec")
+    assigned = isinstance(spec, dict) and bool(spec.get("nodeName"))
+    return f"{'AssignedPod' if assigned else 'UnschedulablePod'}{action}"
+
+
+def timed_handler(metrics: Metrics, add: Callable[[Obj], None],
+                  update: Callable[[Obj, Obj], None], delete: Callable[[Obj], None],
+                  label: Callable[[Obj, str], str]) -> Handler:
+    """A Handler whose calls are timed into scheduler_event_handling_duration_seconds,
+    each under `label(object, "Add" | "Update" | "Delete")`."""
+    child = label_children(metrics.event_handling)
+
+    def timed(action: str, fn: Callable[..., None], *objs: Obj) -> None:
+        t0 = time.perf_counter()
+        try:
+            fn(*objs)
+        finally:
+            child(label(objs[-1], action)).observe(time.perf_counter() - t0)
+
+    return Handler(partial(timed, "Add", add), partial(timed, "Update", update),
+                   partial(timed, "Delete", delete))
+
+
 def watch_error_counter(metrics: Metrics, resource: str) -> Callable[[ApiError], None]:
     """An informer's `on_error`: policyd_watch_errors_total{resource}."""
     return lambda exc: metrics.watch_errors.labels(resource).inc()
@@ -82,10 +110,12 @@ def cluster_watches(client: KubeClient, sch: EventHandlers, metrics: Metrics,
                                         partial(delete, r.kind)), r.kind, r.name,
                         optional=optional)
 
-    nodes = informer("/api/v1/nodes", Handler(
-        sch.on_node_add, sch.on_node_update, sch.on_node_delete), "nodes", "nodes")
-    pods = informer("/api/v1/pods", Handler(
-        sch.on_pod_add, sch.on_pod_update, sch.on_pod_delete), "pods", "pods")
+    nodes = informer("/api/v1/nodes", timed_handler(
+        metrics, sch.on_node_add, sch.on_node_update, sch.on_node_delete,
+        lambda _, action: f"Node{action}"), "nodes", "nodes")
+    pods = informer("/api/v1/pods", timed_handler(
+        metrics, sch.on_pod_add, sch.on_pod_update, sch.on_pod_delete, _pod_label),
+        "pods", "pods")
     # What the plugins read besides nodes and pods: namespace labels (affinity
     # namespaceSelector) and the workloads behind default topology spreading. Their
     # watch errors were never counted; that stays so.

@@ -86,6 +86,10 @@ BACKOFF = "backoff"
 UNSCHEDULABLE = "unschedulable"
 GATED = "gated"
 IN_FLIGHT = "inFlight"
+# The `queue` label of a pod arriving in each place: upstream keeps gated pods among
+# the unschedulable ones, and counts them arriving there.
+_INCOMING_QUEUE = {ACTIVE: ACTIVE, BACKOFF: BACKOFF, UNSCHEDULABLE: UNSCHEDULABLE,
+                   GATED: UNSCHEDULABLE}
 
 
 @dataclass(slots=True, eq=False)
@@ -93,7 +97,7 @@ class QueuedPod:
     """A pod in the queue plus its scheduling history (QueuedPodInfo)."""
 
     pod: Pod
-    added: float  # first time it entered the queue: the start of e2e latency
+    added: float  # first time it entered the queue
     timestamp: float  # last time it (re-)entered a queue
     attempts: int = 0
     cycle: int = 0  # the scheduling cycle that last popped it
@@ -104,6 +108,8 @@ class QueuedPod:
     unschedulable_plugins: set[str] = field(default_factory=set)
     in_flight_since: int = 0  # id of the first cluster event seen while in flight
     gating_plugin: str = ""  # the PreEnqueue plugin holding it back, "" when none
+    # When it was first popped (InitialAttemptTimestamp): the start of the SLI metric.
+    first_attempt: float | None = None
 
     @property
     def uid(self) -> str:
@@ -201,6 +207,11 @@ class SchedulingQueue:
         self._next_event_id = 0
         self._cond = threading.Condition()
         self._closed = False
+        # (queue, event) of every pod entering activeQ, backoffQ or the unschedulable
+        # pods (scheduler_queue_incoming_pods_total); `_event` is the event the public
+        # method now running (under the lock) moves pods for, "" to count nothing.
+        self.on_incoming: Callable[[str, str], None] | None = None
+        self._event = ""
 
     def set_hints(self, hints: HintMap) -> None:
         """The profiles' registered events and queueing hints (at start and reload)."""
@@ -219,6 +230,7 @@ class SchedulingQueue:
         plugins): those now let in move. Returns how many moved."""
         with self._cond:
             gated = [qp for qp in self._unschedulable.values() if qp.gating_plugin]
+            self._event = FORCE_ACTIVATE.label
             moved = 0
             for qp in _in_queue_order(gated):
                 self._move_one(qp)
@@ -259,6 +271,7 @@ class SchedulingQueue:
                 self._update(qp, pod)
                 return
             now = self.clock()
+            self._event = "UnschedulablePodAdd"
             qp = QueuedPod(pod=pod, added=now, timestamp=now)
             self._hold(qp)
             if pod.scheduling_gates:
@@ -268,6 +281,7 @@ class SchedulingQueue:
 
     def _update(self, qp: QueuedPod, pod: Pod) -> None:
         old = qp.pod
+        self._event = "UnschedulablePodUpdate"
         qp.pod = pod
         if qp.where == GATED and not pod.scheduling_gates:
             self._enqueue_active(qp)
@@ -317,10 +331,14 @@ class SchedulingQueue:
                     # activeQ is empty: the next rejected pod need not wait out its
                     # backoff (SchedulerPopFromBackoffQ).
                     qp = self._pop_heap_locked(self._backoff)
+                    if qp is not None:
+                        self._count_incoming(ACTIVE, "PopFromBackoffQ")
                 if qp is not None:
                     self.scheduling_cycle += 1
                     qp.cycle = self.scheduling_cycle
                     qp.attempts += 1
+                    if qp.first_attempt is None:
+                        qp.first_attempt = self.clock()
                     self._set_where(qp, IN_FLIGHT)
                     qp.in_flight_since = self._next_event_id
                     return qp
@@ -409,6 +427,7 @@ class SchedulingQueue:
             if current is not None and current is not qp:
                 return None  # re-added as a new entry meanwhile
             self._hold(qp)
+            self._event = "ScheduleAttemptFailure"
             qp.timestamp = self.clock()
             qp.unschedulable_plugins = set(plugins) if plugins is not None else set()
             if qp.pod.scheduling_gates:
@@ -428,6 +447,7 @@ class SchedulingQueue:
             if qp.deleted or self._pods.get(qp.uid) is not qp:
                 return
             qp.attempts = max(0, qp.attempts - 1)
+            self._event = ""  # never left: not an arrival
             self._push_active(qp)
 
     # -- moving ---------------------------------------------------------------------------
@@ -438,6 +458,7 @@ class SchedulingQueue:
         backing off) or activeQ (MoveAllToActiveOrBackoffQueue). Returns the pods
         moved."""
         with self._cond:
+            self._event = event.label
             worth = [qp for qp in list(self._unschedulable.values())
                      if self._gate_hears(qp, event)
                      and self._worth_requeuing(qp, event, old, new)]
@@ -531,6 +552,7 @@ class SchedulingQueue:
             qp = self._pods.get(uid)
             if qp is None or qp.where not in (UNSCHEDULABLE, BACKOFF):
                 return False
+            self._event = FORCE_ACTIVATE.label
             self._enqueue_active(qp)
             return True
 
@@ -540,6 +562,7 @@ class SchedulingQueue:
         with self._cond:
             now = self.clock()
             self._flush_backoff_locked(now)
+            self._event = UNSCHEDULABLE_TIMEOUT.label
             for qp in _in_queue_order(list(self._unschedulable.values())):
                 if now - qp.timestamp >= self.max_in_unschedulable \
                         and self._gate_hears(qp, UNSCHEDULABLE_TIMEOUT):
@@ -547,6 +570,7 @@ class SchedulingQueue:
                     self._move_one(qp)
 
     def _flush_backoff_locked(self, now: float) -> None:
+        self._event = "BackoffComplete"
         for heap in (self._backoff, self._error_backoff):
             while heap and self._backoff_ends(heap[0].expiry) <= now:
                 entry = heapq.heappop(heap)
@@ -637,7 +661,13 @@ class SchedulingQueue:
                 del index[qp.uid]
             if where == place:
                 index[qp.uid] = qp
+        if where != qp.where and where in _INCOMING_QUEUE and self._event:
+            self._count_incoming(_INCOMING_QUEUE[where], self._event)
         qp.where = where
+
+    def _count_incoming(self, queue: str, event: str) -> None:
+        if self.on_incoming is not None:
+            self.on_incoming(queue, event)
 
     # -- observing ------------------------------------------------------------------------
 
@@ -649,6 +679,27 @@ class SchedulingQueue:
                 place = _shown_place(qp)
                 if place in out:
                     out[place] += 1
+            return out
+
+    def unschedulable_plugins(self) -> dict[tuple[str, str], int]:
+        """(plugin, profile) -> how many unschedulable (or PreEnqueue-gated) pods that
+        plugin rejected: a pod counts once for each of its plugins, as upstream's
+        scheduler_unschedulable_pods gauge does."""
+        with self._cond:
+            out: dict[tuple[str, str], int] = {}
+            for qp in self._unschedulable.values():
+                for plugin in qp.unschedulable_plugins:
+                    key = (plugin, qp.pod.scheduler_name)
+                    out[key] = out.get(key, 0) + 1
+            return out
+
+    def in_flight_events(self) -> dict[str, int]:
+        """The events kept for pods in flight, by label, and the pods in flight as
+        PodPopped (upstream's scheduler_inflight_events)."""
+        with self._cond:
+            out = {"PodPopped": len(self._in_flight)}
+            for _, event, _, _ in self._in_flight_events:
+                out[event.label] = out.get(event.label, 0) + 1
             return out
 
     def where(self, uid: str) -> str | None:

@@ -47,6 +47,7 @@ from policyd.daemon.metrics import (
     HealthServer,
     Metrics,
 )
+from policyd.daemon.pod_resources import resources_page
 from policyd.daemon.policy_status import StatusWriter
 from policyd.daemon.reload import ConfigWatcher
 from policyd.daemon.serving import DEFAULT_ALWAYS_ALLOW_PATHS, DEFAULT_SECURE_PORT
@@ -157,10 +158,12 @@ class Daemon:
         if self.leader_elect:
             self.elector = LeaderElector(
                 self.client, le_settings, on_started=self._became_leader,
-                on_stopped=lambda: self.metrics.leader.set(0), clock=clock.now)
+                on_stopped=lambda: self._leader_gauge(0), clock=clock.now)
             is_leader = self.elector.is_leader
+            # As client-go's elector: 0 from the start, while this replica stands by.
+            self._leader_gauge(0)
         else:
-            self.metrics.leader.set(1)
+            # No election, no gauge: kube-scheduler serves none without one either.
 
             def is_leader() -> bool:
                 return True
@@ -212,9 +215,13 @@ class Daemon:
     def synced(self) -> bool:
         return all(i.synced.is_set() for i in self.informers())
 
+    def _leader_gauge(self, value: int) -> None:
+        """leader_election_master_status{name}, the lease's name as client-go labels it."""
+        self.metrics.leader.labels(self.le_settings.name).set(value)
+
     def _became_leader(self) -> None:
         assert self.elector is not None
-        self.metrics.leader.set(1)
+        self._leader_gauge(1)
         self.freshness.begin(self.elector.term)
         if self.policy_informer is not None:
             # A standby's watch may lag: the statuses a new leader writes come from
@@ -361,12 +368,14 @@ class Daemon:
     def _serve(self) -> None:
         """Bind and start the endpoints the flags ask for (see `endpoints.py`)."""
         pages = dict(before_scrape=self.scheduler.update_gauges, debug=self._debug_pages(),
-                     health=self.health_problems)
+                     health=self.health_problems,
+                     resources=resources_page(self.scheduler.pods_snapshot))
         bound = bind_endpoints(self.options, self.metrics, self.synced, pages, self.client,
                                self.clock, self._serve_with)
         self.http, self.https = bound.http, bound.https
         self._auth_client, self.serving_cert = bound.auth_client, bound.serving_cert
-        start_serving(bound, self.options, "/metrics, /healthz, /readyz, /livez, "
+        start_serving(bound, self.options,
+                      "/metrics, /metrics/resources, /healthz, /readyz, /livez, "
                       + ", ".join(self._debug_pages()))
 
     def _serve_with(self, tls: ssl.SSLContext) -> None:

@@ -60,7 +60,6 @@ class SchedulingLoop:
         self.verbosity = verbosity
         self.stopping = threading.Event()
         self.heartbeat = clock.now()  # the loop's last round, for /healthz
-        self._algorithm_latency = label_children(metrics.algorithm_latency)
         self._violations = label_children(metrics.policy_violations)
 
     def run(self, stop: threading.Event, ready: Callable[[], bool]) -> None:
@@ -120,7 +119,7 @@ class SchedulingLoop:
             # CPU time of the algorithm alone, as upstream's metric: not the clock.
             t0 = time.perf_counter()
             result = schedule_one(fw, pod, s.cluster)
-            self._algorithm_latency(fw.profile_name).observe(time.perf_counter() - t0)
+            self.metrics.algorithm_latency.observe(time.perf_counter() - t0)
             post_filter_ran = result.node is None and _post_filter_ran(fw, result)
             nominating: str | None = None
             if result.node is not None:
@@ -170,7 +169,7 @@ class SchedulingLoop:
                 f"set, got: \"{names[1]}\" and \"{names[0]}\""))
         else:
             attempt = try_pod_group(fw, [m.pod for m in live], s.cluster)
-        self._algorithm_latency(fw.profile_name).observe(time.perf_counter() - t0)
+        self.metrics.algorithm_latency.observe(time.perf_counter() - t0)
         trials = {m.result.pod.uid: m for m in attempt.members}
         placed = {r.pod.uid for r in attempt.placed}
         # What rejected any member: an event that helps one may complete the group.

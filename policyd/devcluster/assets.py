@@ -19,13 +19,15 @@ Prometheus, which only the node-metrics tests run, has a cache directory of its 
 (``prometheus/<release>/``) so that adding or upgrading it never invalidates the control
 plane's; ``TEST_ASSET_PROMETHEUS`` names an existing binary instead. ``PATH`` is never
 searched: the tests run the pinned Prometheus, not whichever one a package installed.
+Its ``promtool`` (the alert rules' tests) is built from the same module into
+``promtool/<release>/``, or named by ``TEST_ASSET_PROMTOOL``.
 Karpenter's kwok provider (the autoscaler end-to-end test) is kept the same way, under
 ``karpenter/<version>/``, or named by ``TEST_ASSET_KARPENTER``, and the ``helm`` CLI
 (the chart tests) under ``helm/<version>/``, or named by ``TEST_ASSET_HELM``.
 
 This module is pure path logic (no processes) so it is cheap to unit-test; falling back
 to a build is `build.resolve_binaries` / `build.resolve_prometheus` /
-`build.resolve_karpenter` / `build.resolve_helm`.
+`build.resolve_promtool` / `build.resolve_karpenter` / `build.resolve_helm`.
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ ETCD_VERSION = "v3.6.16"
 # v0.<major*100+minor>.<patch>: v0.316.0 is the release 3.16.0.
 PROMETHEUS_MODULE_VERSION = "v0.316.0"
 PROMETHEUS_ENV_VAR = "TEST_ASSET_PROMETHEUS"
+# promtool, from the same Prometheus module (the alert rules' `check rules` and
+# `test rules`), cached apart so that adding it never rebuilds the server.
+PROMTOOL_ENV_VAR = "TEST_ASSET_PROMTOOL"
 # Must match tools/controlplane/karpenter/go.mod. The binary is the module's kwok
 # provider (its main package sigs.k8s.io/karpenter/kwok), named apart from kwok itself.
 KARPENTER_MODULE = "sigs.k8s.io/karpenter"
@@ -230,6 +235,23 @@ def prometheus_in(directory: Path) -> Path | None:
 def prometheus_from_env(env: Mapping[str, str] | None = None) -> Path | None:
     """The binary named by ``TEST_ASSET_PROMETHEUS``, or None when it is unset."""
     return binary_from_env(PROMETHEUS_ENV_VAR, env)
+
+
+def promtool_cache_dir(
+    module_version: str = PROMETHEUS_MODULE_VERSION, env: Mapping[str, str] | None = None
+) -> Path:
+    """The directory holding the `promtool` binary built for one Prometheus version."""
+    return cache_root(env) / "promtool" / f"v{prometheus_release(module_version)}"
+
+
+def promtool_in(directory: Path) -> Path | None:
+    """The `promtool` binary of a cache directory, or None when it is not there."""
+    return binary_in(directory, "promtool")
+
+
+def promtool_from_env(env: Mapping[str, str] | None = None) -> Path | None:
+    """The binary named by ``TEST_ASSET_PROMTOOL``, or None when it is unset."""
+    return binary_from_env(PROMTOOL_ENV_VAR, env)
 
 
 def karpenter_cache_dir(

@@ -15,7 +15,8 @@ This module says what is built, from which module, with which flags, and where i
 cached; running the builds (progress, lock, scratch directory) is `gobuild`. A cold build
 takes many minutes on two cores; the result is stored under
 ``~/.cache/policyd/controlplane/<k8s>-<etcd>/`` (Prometheus under
-``~/.cache/policyd/prometheus/v<release>/``, Karpenter under
+``~/.cache/policyd/prometheus/v<release>/``, its promtool under
+``~/.cache/policyd/promtool/v<release>/``, Karpenter under
 ``~/.cache/policyd/karpenter/<version>/``, Helm under
 ``~/.cache/policyd/helm/<version>/``) and later runs find the binaries there at
 once. The Go module and build caches stay at Go's defaults so a CI machine that builds
@@ -44,6 +45,7 @@ from policyd.devcluster.assets import (
     KARPENTER_VERSION,
     PROMETHEUS_ENV_VAR,
     PROMETHEUS_MODULE_VERSION,
+    PROMTOOL_ENV_VAR,
     Binaries,
     Progress,
     binaries_in,
@@ -59,6 +61,9 @@ from policyd.devcluster.assets import (
     prometheus_from_env,
     prometheus_in,
     prometheus_release,
+    promtool_cache_dir,
+    promtool_from_env,
+    promtool_in,
 )
 from policyd.devcluster.errors import DevClusterError
 from policyd.devcluster.gobuild import CachedBuild, GoTarget, fill_cache, stderr_progress
@@ -130,6 +135,20 @@ def prometheus_target(src: Path, module_version: str) -> GoTarget:
         module_dir=src / "prometheus",
         packages=("github.com/prometheus/prometheus/cmd/prometheus",),
         output_name="prometheus",
+        ldflags="-s -w -X github.com/prometheus/common/version.Version="
+        + prometheus_release(module_version),
+        tags=("remove_all_sd",),
+    )
+
+
+def promtool_target(src: Path, module_version: str) -> GoTarget:
+    """Prometheus' `promtool` (`check rules`, `test rules` on deploy/monitoring's alerts),
+    from the same wrapper module and with the same tag and version stamp as the server."""
+    return GoTarget(
+        label="promtool",
+        module_dir=src / "prometheus",
+        packages=("github.com/prometheus/prometheus/cmd/promtool",),
+        output_name="promtool",
         ldflags="-s -w -X github.com/prometheus/common/version.Version="
         + prometheus_release(module_version),
         tags=("remove_all_sd",),
@@ -252,6 +271,28 @@ def build_prometheus(
     return _build_cached_tool(build, prometheus_in, "prometheus", base_env, progress, force)
 
 
+def build_promtool(
+    *,
+    progress: Progress | None = None,
+    env: Mapping[str, str] | None = None,
+    module_version: str = PROMETHEUS_MODULE_VERSION,
+    force: bool = False,
+) -> Path:
+    """Build `promtool` into its cache (unless it is there) and return it."""
+    base_env = os.environ if env is None else env
+    release = prometheus_release(module_version)
+    build = CachedBuild(
+        what="promtool",
+        title=f"promtool {release}",
+        dest=promtool_cache_dir(module_version, env=base_env),
+        targets=[promtool_target(source_dir(base_env), module_version)],
+        info={"promtool": release, "module": module_version},
+        is_complete=lambda d: promtool_in(d) is not None,
+        without_go=f"or set {PROMTOOL_ENV_VAR} to an existing binary",
+    )
+    return _build_cached_tool(build, promtool_in, "promtool", base_env, progress, force)
+
+
 def build_karpenter(
     *,
     progress: Progress | None = None,
@@ -329,6 +370,13 @@ def resolve_prometheus(
     return prometheus_from_env(env) or build_prometheus(progress=progress, env=env)
 
 
+def resolve_promtool(
+    *, progress: Progress | None = None, env: Mapping[str, str] | None = None
+) -> Path:
+    """`promtool`: ``TEST_ASSET_PROMTOOL``, else the cache, else a build; never PATH."""
+    return promtool_from_env(env) or build_promtool(progress=progress, env=env)
+
+
 def resolve_karpenter(
     *, progress: Progress | None = None, env: Mapping[str, str] | None = None
 ) -> Path:
@@ -352,17 +400,20 @@ def resolve_helm(
 def build_dev_tools(
     *, progress: Progress | None = None, force: bool = False
 ) -> Binaries:
-    """Everything `make test` needs from Go: the control plane, Prometheus,
-    Karpenter's kwok provider, then Helm.
+    """Everything `make test` needs from Go: the control plane, Prometheus and its
+    promtool, Karpenter's kwok provider, then Helm.
 
     A binary chosen through the environment (envtest variables,
-    ``TEST_ASSET_PROMETHEUS``, ``TEST_ASSET_KARPENTER``, ``TEST_ASSET_HELM``) is used as
-    it is unless `force`; the rest is found in the cache or built.
+    ``TEST_ASSET_PROMETHEUS``, ``TEST_ASSET_PROMTOOL``, ``TEST_ASSET_KARPENTER``,
+    ``TEST_ASSET_HELM``) is used as it is unless `force`; the rest is found in the cache
+    or built.
     """
     chosen = None if force else from_env()
     binaries = chosen or build_binaries(progress=progress, force=force)
     if force or prometheus_from_env() is None:
         build_prometheus(progress=progress, force=force)
+    if force or promtool_from_env() is None:
+        build_promtool(progress=progress, force=force)
     if force or karpenter_from_env() is None:
         build_karpenter(progress=progress, force=force)
     if force or helm_from_env() is None:
@@ -378,6 +429,7 @@ def main() -> int:
         # variables naming binaries are not consulted), as it always did.
         binaries = build_binaries(force=force)
         build_prometheus(force=force)
+        build_promtool(force=force)
         build_karpenter(force=force)
         build_helm(force=force)
     except DevClusterError as err:

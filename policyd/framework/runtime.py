@@ -276,7 +276,8 @@ class Framework:
         self.rng = random.Random(seed)
         # Called with (extension point, plugin, seconds) after each plugin call when set:
         # the daemon's per-plugin latency metric. None costs one comparison per plugin.
-        self.plugin_timer: Callable[[str, str, float], None] | None = None
+        # (extension point, plugin, seconds, status code name): set on sampled cycles.
+        self.plugin_timer: Callable[[str, str, float, str], None] | None = None
 
     def use_waiting_pods(self, waiting: WaitingPods) -> None:
         """Keep the pods waiting at Permit in `waiting`, and tell the plugins that act
@@ -303,7 +304,7 @@ class Framework:
                 t0 = perf_counter()
                 status = pl.pre_enqueue(pod, cluster)
                 if timer is not None:
-                    timer("PreEnqueue", pl.name, perf_counter() - t0)
+                    timer("PreEnqueue", pl.name, perf_counter() - t0, _code(status))
             except Exception as exc:
                 _log.exception("running PreEnqueue plugin %r for %s", pl.name, pod.key)
                 return pl.name, _error("PreEnqueue", pl.name, exc)
@@ -333,7 +334,7 @@ class Framework:
                 t0 = perf_counter()
                 names, status = pl.pre_filter(state, pod, nodes)
                 if timer is not None:
-                    timer("PreFilter", pl.name, perf_counter() - t0)
+                    timer("PreFilter", pl.name, perf_counter() - t0, _code(status))
             except Exception as exc:
                 return None, _error("PreFilter", pl.name, exc), {pl.name}
             if status is not None:
@@ -504,7 +505,7 @@ class Framework:
                 t0 = perf_counter()
                 status = pl.pre_score(state, pod, nodes)
                 if timer is not None:
-                    timer("PreScore", pl.name, perf_counter() - t0)
+                    timer("PreScore", pl.name, perf_counter() - t0, _code(status))
             except Exception as exc:
                 return _error("PreScore", pl.name, exc)
             if status is None or status.is_success:
@@ -570,7 +571,7 @@ class Framework:
                     mask = np.fromiter((st is None or st.is_success for st in results),
                                        np.bool_, len(results))
                 if timer is not None:
-                    timer("Filter", bf.name, perf_counter() - t0)
+                    timer("Filter", bf.name, perf_counter() - t0, _BATCH)
             except Exception as exc:
                 return idx[:0], _error("Filter", bf.name, exc)
             if not mask.all():  # keep the same array when nothing is rejected
@@ -646,7 +647,7 @@ class Framework:
                             return totals, _error_status("NormalizeScore", bs.name, status)
                     scores = np.array(raw, np.int64)
                 if timer is not None:
-                    timer("Score", bs.name, perf_counter() - t0)
+                    timer("Score", bs.name, perf_counter() - t0, _BATCH)
             except Exception as exc:
                 return totals, _error("Score", bs.name, exc)
             if scores.size and (scores.max() > MAX_NODE_SCORE or scores.min() < MIN_NODE_SCORE):
@@ -697,7 +698,7 @@ class Framework:
                 rules = ba.bind(state, pod)
                 masks = ba.mask(state, pod, table, idx) if rules else ()
                 if timer is not None:
-                    timer("Audit", ba.name, perf_counter() - t0)
+                    timer("Audit", ba.name, perf_counter() - t0, _BATCH)
             except Exception:
                 _audit_failed(ba.name, pod)
                 continue
@@ -892,6 +893,16 @@ def _audit_failed(plugin: str, pod: Pod) -> None:
 def _go_quote(name: str) -> str:
     """Go's %q of a plugin name (plain ASCII: quotes and backslashes escaped)."""
     return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+# The plugin timer's status of a columnar Filter/Score call: one call answers for many
+# nodes, so no single node's status is its own (kube-scheduler times each node's call).
+_BATCH = str(Code.SUCCESS)
+
+
+def _code(status: Status | None) -> str:
+    """A plugin's status as kube-scheduler's plugin metric labels it (nil: Success)."""
+    return str(Code.SUCCESS) if status is None else str(status.code)
 
 
 def _error(point: str, plugin: str, exc: Exception) -> Status:

@@ -274,6 +274,18 @@ class ClusterState:
     def pending_pods(self) -> list[Pod]:
         return list(self._pending.values())
 
+    def assigned_pods(self) -> list[Pod]:
+        """Every pod counted on a node, and every bound pod waiting for its node to be
+        known (what kube-scheduler's cache and pod lister hold as assigned)."""
+        out = [pod for info in self._nodes.values() for pod in info.pods.values()]
+        out += [pod for pods in self._orphans.values() for pod in pods.values()]
+        return out
+
+    @property
+    def assigned_count(self) -> int:
+        """How many pods count on known nodes (scheduler_cache_size{type="pods"})."""
+        return len(self._bound)
+
     def node_of(self, uid: str) -> str | None:
         return self._bound.get(uid)
 

@@ -159,12 +159,12 @@ def test_a_pod_deleted_while_queued_leaves_the_queue(
     uid = created["metadata"]["uid"]
     wait_for(lambda: d.scheduler.queue.where(uid) == UNSCHEDULABLE, 10, "queued")
     _, text = scrape(d.http.port)  # type: ignore[union-attr]
-    assert metric(text, "policyd_pending_pods", queue="unschedulable") == 1
+    assert metric(text, "scheduler_pending_pods", queue="unschedulable") == 1
     cluster.delete_pod("doomed")
     wait_for(lambda: uid not in d.scheduler.queue, 10, "pod dropped from the queue")
     assert d.scheduler.queue.counts()[UNSCHEDULABLE] == 0
     _, text = scrape(d.http.port)  # type: ignore[union-attr]
-    assert metric(text, "policyd_pending_pods", queue="unschedulable") == 0
+    assert metric(text, "scheduler_pending_pods", queue="unschedulable") == 0
     assert uid not in d.scheduler.throttle._seen
 
 
@@ -262,18 +262,19 @@ def test_metrics_health_and_readiness(cluster: Cluster, daemons: DaemonFactory,
     cluster.pod("b", sched, cpu="64")
     cluster.wait_bound("a")
     wait_for(lambda: cluster.events(pod="b", reason="FailedScheduling"), 10, "failure")
-    text = scrape_when(port, "policyd_schedule_attempts_total", 1, result="scheduled",
+    text = scrape_when(port, "scheduler_schedule_attempts_total", 1, result="scheduled",
                        profile=sched)
-    assert metric(text, "policyd_schedule_attempts_total", result="scheduled",
+    assert metric(text, "scheduler_schedule_attempts_total", result="scheduled",
                   profile=sched) == 1
-    assert metric(text, "policyd_schedule_attempts_total", result="unschedulable",
+    assert metric(text, "scheduler_schedule_attempts_total", result="unschedulable",
                   profile=sched) >= 1
-    assert metric(text, "policyd_e2e_scheduling_duration_seconds_count", profile=sched) == 1
-    assert metric(text, "policyd_scheduling_algorithm_duration_seconds_count",
-                  profile=sched) >= 2
-    assert metric(text, "policyd_leader") == 1
+    assert metric(text, "scheduler_pod_scheduling_sli_duration_seconds_count",
+                  attempts="1") == 1
+    assert metric(text, "scheduler_pod_scheduling_attempts_count") == 1
+    assert metric(text, "scheduler_scheduling_algorithm_duration_seconds_count") >= 2
+    assert metric(text, "leader_election_master_status") == 1
     for point in ("PreFilter", "Filter"):
-        assert metric(text, "policyd_framework_extension_point_duration_seconds_count",
+        assert metric(text, "scheduler_framework_extension_point_duration_seconds_count",
                       extension_point=point, profile=sched) >= 2
 
 

@@ -71,9 +71,9 @@ def test_dropped_connections_and_an_outage_lose_nothing(
             assert cluster.wait_bound(f"outage-{i}", timeout=40) == "hw"
         # Bound once each, and each bind known as ours (a reply lost in a cut is
         # confirmed, not retried into a second binding or forgotten).
-        text = scrape_when(d.http.port, "policyd_schedule_attempts_total",  # type: ignore[union-attr]
+        text = scrape_when(d.http.port, "scheduler_schedule_attempts_total",  # type: ignore[union-attr]
                            16, result="scheduled")
-        assert metric(text, "policyd_schedule_attempts_total", result="scheduled") == 16
+        assert metric(text, "scheduler_schedule_attempts_total", result="scheduled") == 16
         assert metric(text, "policyd_watch_errors_total") >= 1
         names = ["before", *(f"cut{r}-{i}" for r in range(2) for i in range(5)),
                  *(f"outage-{i}" for i in range(5))]
@@ -120,7 +120,7 @@ def test_api_server_restart_loses_nothing(tmp_path: Path, policy_dir: Path) -> N
             for i in range(5):
                 cluster.wait_bound(f"b-{i}", timeout=40)
             _, text = scrape(d.http.port)  # type: ignore[union-attr]
-            assert metric(text, "policyd_schedule_attempts_total",
+            assert metric(text, "scheduler_schedule_attempts_total",
                           result="scheduled") == 10
             assert d.scheduler.cluster.get("n2") is not None
             assert d.pods.relists > relists[0] and d.nodes.relists > relists[1]
@@ -218,7 +218,7 @@ def test_a_frozen_proxy_is_noticed_in_seconds(
         assert d.client.dropped_connections >= 1
         port = d.http.port  # type: ignore[union-attr]
         # The binder counts the bind once its reply is in: a moment after the pod shows.
-        wait_for(lambda: metric(scrape(port)[1], "policyd_schedule_attempts_total",
+        wait_for(lambda: metric(scrape(port)[1], "scheduler_schedule_attempts_total",
                                 result="scheduled") == 4, 10, "4 pods scheduled once each")
         assert metric(scrape(port)[1], "policyd_watch_errors_total", resource="pods") >= 1
     finally:

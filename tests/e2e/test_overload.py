@@ -81,7 +81,7 @@ def test_binds_and_events_wait_the_retry_after_of_429s(
     assert max(s.at for s in posts) - throttled[0].at >= 1.0
     text = _metrics(d)
     assert metric(text, "policyd_bind_errors_total", reason="429") == len(names)
-    assert metric(text, "policyd_schedule_attempts_total", result="scheduled") == len(names)
+    assert metric(text, "scheduler_schedule_attempts_total", result="scheduled") == len(names)
 
 
 def test_watches_and_the_lease_wait_the_retry_after_of_429s(

@@ -178,9 +178,9 @@ def test_a_high_priority_pod_preempts_the_right_victim_is_nominated_then_bound(
     assert c.wait_bound("high", 30) == first, scene.log()
     assert c.node_of("mid-1") == other
     # One preemption of one victim; DefaultPreemption ran at least in that cycle.
-    text = scrape_when(scene.metrics_port, "policyd_preemption_attempts_total", 1)
-    assert metric(text, "policyd_preemption_victims_count") == 1
-    assert metric(text, "policyd_preemption_victims_sum") == 1
+    text = scrape_when(scene.metrics_port, "scheduler_preemption_attempts_total", 1)
+    assert metric(text, "scheduler_preemption_victims_count") == 1
+    assert metric(text, "scheduler_preemption_victims_sum") == 1
 
 
 def test_a_pod_disruption_budget_steers_the_choice(scene: Scene) -> None:
@@ -225,8 +225,8 @@ def test_preemption_policy_never_waits(scene: Scene) -> None:
     assert c.node_of("low") == "n1" and not scene.terminating("low")
     assert scene.nominated("polite") is None
     # DefaultPreemption ran (and found the pod ineligible): an attempt, no victims.
-    text = scrape_when(scene.metrics_port, "policyd_preemption_attempts_total", 1)
-    assert metric(text, "policyd_preemption_victims_count") == 0
+    text = scrape_when(scene.metrics_port, "scheduler_preemption_attempts_total", 1)
+    assert metric(text, "scheduler_preemption_victims_count") == 0
     # It takes the room once the low pod goes of its own accord.
     c.delete_pod("low")
     assert c.wait_bound("polite", 30) == "n1", scene.log()

@@ -178,10 +178,10 @@ def test_two_replicas_bind_every_pod_once_and_hand_over(
     for n in names:
         cluster.wait_bound(n, timeout=30)
     texts = [scrape(p)[1] for p in ports]
-    scheduled = [metric(t, "policyd_schedule_attempts_total", result="scheduled")
+    scheduled = [metric(t, "scheduler_schedule_attempts_total", result="scheduled")
                  for t in texts]
     assert scheduled[li] == 20 and scheduled[other] == 0
-    assert metric(texts[other], "policyd_leader") == 0
+    assert metric(texts[other], "leader_election_master_status") == 0
     wait_for(lambda: all(len(cluster.events(pod=n, reason="Scheduled")) == 1
                          for n in names), 10, "one Scheduled event per pod")
 
@@ -197,9 +197,9 @@ def test_two_replicas_bind_every_pod_once_and_hand_over(
         cluster.wait_bound(n, timeout=30)
     assert time.monotonic() - started < 20
     assert _holder(cluster, sched) == f"r{other}"
-    text = scrape_when(ports[other], "policyd_schedule_attempts_total", 10,
+    text = scrape_when(ports[other], "scheduler_schedule_attempts_total", 10,
                        result="scheduled")
-    assert metric(text, "policyd_schedule_attempts_total", result="scheduled") == 10
+    assert metric(text, "scheduler_schedule_attempts_total", result="scheduled") == 10
     assert metric(text, "policyd_bind_errors_total") == 0
     for n in names + later:
         assert len(cluster.events(pod=n, reason="Scheduled")) == 1, n
@@ -238,7 +238,7 @@ def test_metrics_are_served_on_ipv6(cluster: Cluster, processes: ProcessFactory,
     assert proc.poll() is None, processes.log(0)
     assert _get(f"http://[::1]:{port}/healthz") == (200, "ok")
     status, text = _get(f"http://[::1]:{port}/metrics")
-    assert status == 200 and "policyd_leader" in text
+    assert status == 200 and "leader_election_master_status" in text
     if host == "[::]":  # the wildcard takes IPv4 too, as kube-scheduler's does
         assert scrape(port, "/healthz") == (200, "ok")
     cluster.pod("p", sched)

@@ -54,9 +54,9 @@ def test_window_means_are_deltas_over_the_window() -> None:
 
 
 def test_policyd_names() -> None:
-    text = ("# TYPE policyd_scheduling_algorithm_duration_seconds histogram\n"
-            'policyd_scheduling_algorithm_duration_seconds_sum{profile="p"} 0.003\n'
-            'policyd_scheduling_algorithm_duration_seconds_count{profile="p"} 3\n')
+    text = ("# TYPE scheduler_scheduling_algorithm_duration_seconds histogram\n"
+            'scheduler_scheduling_algorithm_duration_seconds_sum{profile="p"} 0.003\n'
+            'scheduler_scheduling_algorithm_duration_seconds_count{profile="p"} 3\n')
     means = scrape.window_means_ms("", text, "policyd")
     assert means["algorithm_ms"] == 1.0 and means["attempt_observations"] == 0
     assert "attempt_ms" not in means  # no observation: no mean, never a 0

@@ -90,8 +90,8 @@ def assets_without_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("KUBEBUILDER_ASSETS", str(tmp_path / "assets"))
     monkeypatch.setenv("POLICYD_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("PATH", str(tmp_path / "no-go"))
-    monkeypatch.delenv("TEST_ASSET_PROMETHEUS", raising=False)
-    monkeypatch.delenv("TEST_ASSET_KARPENTER", raising=False)
+    for tool in ("PROMETHEUS", "PROMTOOL", "KARPENTER", "HELM"):
+        monkeypatch.delenv(f"TEST_ASSET_{tool}", raising=False)
     return tmp_path
 
 
@@ -110,16 +110,31 @@ def test_build_includes_karpenter(
     # Prometheus chosen too: Karpenter's kwok provider (the autoscaler test's) is still
     # built by `dev build`, so a fresh CI machine needs no other step for it either.
     monkeypatch.setenv("TEST_ASSET_PROMETHEUS", str(_exe(assets_without_go / "p" / "prom")))
+    monkeypatch.setenv("TEST_ASSET_PROMTOOL", str(_exe(assets_without_go / "p" / "tool")))
     result = runner.invoke(dev_app, ["build"])
     assert result.exit_code == 1, result.output
     assert "to build Karpenter (or set TEST_ASSET_KARPENTER" in result.output
+
+
+def test_build_includes_helm(
+    runner: CliRunner, assets_without_go: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every other tool chosen: the chart tests' helm is still built by `dev build`.
+    monkeypatch.setenv("TEST_ASSET_PROMETHEUS", str(_exe(assets_without_go / "p" / "prom")))
+    monkeypatch.setenv("TEST_ASSET_PROMTOOL", str(_exe(assets_without_go / "p" / "tool")))
+    monkeypatch.setenv("TEST_ASSET_KARPENTER", str(_exe(assets_without_go / "k" / "karp")))
+    result = runner.invoke(dev_app, ["build"])
+    assert result.exit_code == 1, result.output
+    assert "(or set TEST_ASSET_HELM" in result.output
 
 
 def test_build_with_every_binary_chosen_builds_nothing(
     runner: CliRunner, assets_without_go: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TEST_ASSET_PROMETHEUS", str(_exe(assets_without_go / "p" / "prom")))
+    monkeypatch.setenv("TEST_ASSET_PROMTOOL", str(_exe(assets_without_go / "p" / "tool")))
     monkeypatch.setenv("TEST_ASSET_KARPENTER", str(_exe(assets_without_go / "k" / "karp")))
+    monkeypatch.setenv("TEST_ASSET_HELM", str(_exe(assets_without_go / "h" / "helm")))
     result = runner.invoke(dev_app, ["build"])
     assert result.exit_code == 0, result.output
     assert result.stdout == f"{assets_without_go / 'assets'}\n"  # still only the dir

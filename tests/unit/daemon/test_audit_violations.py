@@ -151,8 +151,8 @@ def test_the_audit_is_timed_as_an_extension_point(
     s.on_pod_add(pod("timed"))
     schedule_next(s)
     count = s.metrics.registry.get_sample_value(
-        "policyd_framework_extension_point_duration_seconds_count",
-        {"extension_point": "Audit", "profile": "policyd"})
+        "scheduler_framework_extension_point_duration_seconds_count",
+        {"extension_point": "Audit", "status": "Success", "profile": "policyd"})
     assert count == 1
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from policyd.daemon.freshness import CacheFreshness
+from policyd.daemon.metrics import Metrics
 from policyd.daemon.run import Daemon
 from policyd.kube.leaderelection import LeaderElectionSettings, LeaderElector
 from tests.clocks import ManualClock
@@ -76,21 +77,9 @@ def _daemon(elector: LeaderElector | None, informers: list[FakeInformer]) -> Dae
     d.nodes, d.pods, *rest = informers  # type: ignore[misc]
     d.extra_informers = rest  # type: ignore[assignment]
     d.freshness = CacheFreshness(d.informers)  # type: ignore[arg-type]
-    d.metrics = _Metrics()  # type: ignore[assignment]
+    d.metrics = Metrics()
+    d.le_settings = LeaderElectionSettings(identity="me")
     return d
-
-
-class _Gauge:
-    def __init__(self) -> None:
-        self.value = 0.0
-
-    def set(self, value: float) -> None:
-        self.value = value
-
-
-class _Metrics:
-    def __init__(self) -> None:
-        self.leader = _Gauge()
 
 
 def test_the_scheduling_gate_waits_for_fresh_caches_in_each_term() -> None:

@@ -14,8 +14,8 @@ from tests.builders import make_node, make_pod
 
 def _count(metrics: Metrics, plugin: str, point: str) -> float:
     value = metrics.registry.get_sample_value(
-        "policyd_plugin_execution_duration_seconds_count",
-        {"plugin": plugin, "extension_point": point, "profile": "policyd"})
+        "scheduler_plugin_execution_duration_seconds_count",
+        {"plugin": plugin, "extension_point": point, "status": "Success"})
     return value or 0.0
 
 
@@ -35,8 +35,8 @@ def test_each_plugin_call_is_timed_under_its_extension_point() -> None:
 
 def _extension_point_count(metrics: Metrics, point: str) -> float:
     value = metrics.registry.get_sample_value(
-        "policyd_framework_extension_point_duration_seconds_count",
-        {"extension_point": point, "profile": "policyd"})
+        "scheduler_framework_extension_point_duration_seconds_count",
+        {"extension_point": point, "status": "Success", "profile": "policyd"})
     return value or 0.0
 
 
@@ -66,3 +66,51 @@ def test_no_plugin_is_timed_when_sampling_is_off() -> None:
     assert schedule_one(fw, make_pod("p").req(cpu="1m").obj(), cluster).node
     assert _extension_point_count(metrics, "Filter") == 1
     assert _count(metrics, "NodeResourcesFit", "Filter") == 0
+
+
+def _evaluations(metrics: Metrics, plugin: str, point: str) -> float:
+    value = metrics.registry.get_sample_value(
+        "scheduler_plugin_evaluation_total",
+        {"plugin": plugin, "extension_point": point, "profile": "policyd"})
+    return value or 0.0
+
+
+def test_plugin_evaluations_count_the_plugins_that_did_not_skip_once_per_cycle() -> None:
+    metrics = Metrics()
+    fw = default_framework()
+    instrument(fw, metrics, plugin_sample=0.0)
+    cluster = ClusterState([make_node(f"n{i}").obj() for i in range(3)])
+    for i in range(2):
+        assert schedule_one(fw, make_pod(f"p{i}").req(cpu="100m").obj(), cluster).node
+    assert _evaluations(metrics, "NodeResourcesFit", "PreFilter") == 2
+    assert _evaluations(metrics, "NodeResourcesFit", "Filter") == 2
+    assert _evaluations(metrics, "TaintToleration", "Score") == 2
+    # NodeAffinity's PreFilter skips a pod with no affinity: neither point counts it.
+    assert _evaluations(metrics, "NodeAffinity", "PreFilter") == 0
+    assert _evaluations(metrics, "NodeAffinity", "Filter") == 0
+
+
+def test_an_extension_point_is_labelled_with_the_status_it_ended_with() -> None:
+    metrics = Metrics()
+    fw = default_framework()
+    instrument(fw, metrics, plugin_sample=0.0)
+    cluster = ClusterState([make_node("n0").obj()])
+    assert schedule_one(fw, make_pod("big").req(cpu="9999").obj(), cluster).node is None
+    value = metrics.registry.get_sample_value(
+        "scheduler_framework_extension_point_duration_seconds_count",
+        {"extension_point": "PostFilter", "status": "Unschedulable", "profile": "policyd"})
+    assert value == 1
+
+
+def test_buckets_are_kube_schedulers() -> None:
+    """A few of pkg/scheduler/metrics' ExponentialBuckets, as `le` values."""
+    metrics = Metrics()
+    metrics.sli_duration.labels("1").observe(0.5)
+    metrics.plugin_latency.labels("P", "Filter", "Success").observe(0.001)
+    text = metrics.render().decode()
+    sli = [line for line in text.splitlines()
+           if line.startswith("scheduler_pod_scheduling_sli_duration_seconds_bucket")]
+    assert len(sli) == 21 and 'le="0.01"' in sli[0] and 'le="+Inf"' in sli[-1]
+    plugin = [line for line in text.splitlines()
+              if line.startswith("scheduler_plugin_execution_duration_seconds_bucket")]
+    assert len(plugin) == 21 and 'le="1e-05"' in plugin[0]

@@ -367,7 +367,7 @@ def test_https_server_guards_all_but_health(https: HealthServer) -> None:
     assert _get(f"{base}/metrics")[0] == 401
     assert _get(f"{base}/metrics", "bad")[0] == 401
     status, body = _get(f"{base}/metrics", "good")
-    assert status == 200 and "policyd_leader" in body
+    assert status == 200 and "scheduler_pending_pods" in body
     status, body = _get(f"{base}/debug/queue", "good")  # allowed /metrics only
     assert status == 403 and "secret-pod" not in body
     assert _get(f"{base}/debug/queue")[0] == 401

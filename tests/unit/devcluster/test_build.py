@@ -30,6 +30,7 @@ from policyd.devcluster.build import (
     helm_target,
     karpenter_target,
     prometheus_target,
+    promtool_target,
     source_dir,
     version_ldflags,
 )
@@ -143,9 +144,19 @@ def test_prometheus_target_is_the_wrapper_modules_tool_without_service_discoveri
     src = source_dir({})
     target = prometheus_target(src, "v0.316.0")
     go_mod = (src / "prometheus" / "go.mod").read_text()
-    assert f"tool {target.packages[0]}\n" in go_mod
+    assert f"\t{target.packages[0]}\n" in go_mod.split("tool (", 1)[1].split(")")[0]
     assert target.output_name == "prometheus"
     assert target.tags == ("remove_all_sd",)
+    assert "-X github.com/prometheus/common/version.Version=3.16.0" in target.ldflags
+
+
+def test_promtool_target_is_the_same_modules_second_tool() -> None:
+    src = source_dir({})
+    target = promtool_target(src, "v0.316.0")
+    tools = (src / "prometheus" / "go.mod").read_text().split("tool (", 1)[1].split(")")[0]
+    assert f"\t{target.packages[0]}\n" in tools
+    assert target.module_dir == prometheus_target(src, "v0.316.0").module_dir
+    assert (target.output_name, target.tags) == ("promtool", ("remove_all_sd",))
     assert "-X github.com/prometheus/common/version.Version=3.16.0" in target.ldflags
 
 

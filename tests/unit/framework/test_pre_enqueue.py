@@ -55,7 +55,7 @@ def test_the_gating_plugin_is_asked_first() -> None:
 def test_a_plugin_that_raises_gates_with_an_error_and_is_timed() -> None:
     timed: list[tuple[str, str]] = []
     fw = Framework("p", pre_enqueue=[Gate("A"), Gate("Boom", boom=True)])
-    fw.plugin_timer = lambda point, plugin, seconds: timed.append((point, plugin))
+    fw.plugin_timer = lambda point, plugin, seconds, status: timed.append((point, plugin))
     found = fw.run_pre_enqueue(make_pod("x").obj(), ClusterState())
     assert found is not None
     plugin, status = found
