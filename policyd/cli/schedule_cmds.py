@@ -496,8 +496,9 @@ def explain(
     from policyd.engine.audit import label_case_mismatches
     from policyd.engine.cycle import schedule_one
     from policyd.engine.inputs import check_unique_pods, merge_pods
+    from policyd.engine.pod_group import group_answer
     from policyd.engine.profiles import serving_profiles
-    from policyd.engine.report import explain_json, explain_text
+    from policyd.engine.report import explain_json, explain_text, group_json
 
     if (pod_ref is None) == (pod is None):
         raise PolicydError("name the pod to explain: POD or --pod (one of them)")
@@ -528,9 +529,11 @@ def explain(
     fw = _explain_profile(target, served, notes)
     snap.pods = merged.snapshot + merged.extra
     state = snap.cluster(fw.features)
-    state.remove_pod(target.uid)
+    # PreEnqueue and a gang's group cycle see the pod among the cluster's pods.
     if (held := _held_note(target, fw, state)) is not None:
         notes.append(held)
+    group = group_answer(fw, state, target)
+    state.remove_pod(target.uid)
     result = schedule_one(fw, target, state, explain=True)
     hints: dict[str, dict[str, list[str]]] = {}
     for m in label_case_mismatches(label_policies(fw), snap.nodes):
@@ -539,12 +542,16 @@ def explain(
     _warn(warnings)
     if output == TEXT:
         typer.echo(printable(explain_text(result, top=top, hints=hints)
+                             + (f"\n\n{group.describe()}" if group is not None else "")
                              + "".join(f"\nnote: {n}" for n in notes)))
     else:
         out = explain_json(result, hints=hints)
         out.update(profile=fw.profile_name, notes=notes, warnings=warnings)
+        if group is not None:
+            out["podGroup"] = group_json(group)
         _emit(out, output)
-    raise typer.Exit(EXIT_OK if result.node is not None else EXIT_PROBLEMS)
+    fits = result.node is not None and (group is None or group.placed)
+    raise typer.Exit(EXIT_OK if fits else EXIT_PROBLEMS)
 
 
 def simulate(

@@ -19,6 +19,7 @@ The same function serves the daemon (under its state lock) and simulate.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from policyd.engine.cycle import ScheduleResult, place, schedule_one
@@ -26,6 +27,7 @@ from policyd.framework import Code, Status
 from policyd.framework.fit_error import Diagnosis
 from policyd.framework.runtime import Framework
 from policyd.model.cluster import ClusterState
+from policyd.model.pod_groups import WORKLOAD_API, GroupKey
 from policyd.model.records import Pod
 
 # Upstream's errPodGroupUnschedulable and the group's texts.
@@ -147,3 +149,81 @@ def try_pod_group(fw: Framework, pods: list[Pod], cluster: ClusterState) -> Grou
             result.node = node
     return attempt
 
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    """The answer for one pod group, for people (simulate, explain): which of its
+    pending pods fit where in the group cycle, whether the group is placed, and what
+    the others lack."""
+
+    key: GroupKey
+    min_count: int | None  # the quorum (None: not a gang)
+    before: int  # its pods scheduled already (bound or assumed) before the cycle
+    tried: int  # its pending pods the cycle tried
+    fitted: tuple[tuple[str, str], ...]  # (pod key, node) in the trial
+    placed: bool  # the group cycle placed them
+    # The members that fit nowhere: each distinct reason with how many pods gave it.
+    missing: tuple[tuple[str, int], ...]
+    error: str = ""
+
+    @property
+    def nodes(self) -> list[str]:
+        """The node set the group gets (would get), sorted."""
+        return sorted({node for _, node in self.fitted})
+
+    def describe(self) -> str:
+        """One paragraph: `default/train (gang of minCount 16): 12 of 16 fit (on 3
+        nodes: a, b, c); held, nothing placed: 4 short of its minCount. The 4 that do
+        not fit: ...`."""
+        quorum = (f"gang of minCount {self.min_count}" if self.min_count is not None
+                  else "not a gang")
+        head = f"pod group {self.key} ({quorum}"
+        head += f", {self.before} scheduled already)" if self.before else ")"
+        fit = f"{len(self.fitted)} of {self.tried} fit"
+        if self.fitted:
+            nodes = self.nodes
+            fit += f" (on {len(nodes)} node{'s' if len(nodes) != 1 else ''}: " \
+                   f"{', '.join(nodes)})"
+        if self.error:
+            verdict = f"not placed, the cycle failed: {self.error}"
+        elif self.placed:
+            verdict = "placed"
+        else:
+            short = (self.min_count or 0) - self.before - len(self.fitted)
+            verdict = "held, nothing placed" + (
+                f": {short} short of its minCount" if short > 0 else "")
+        out = f"{head}: {fit}; {verdict}."
+        for reason, count in self.missing:
+            out += f" {count} that do{'es' if count == 1 else ''} not fit: {reason}"
+        return out
+
+
+def summarize(attempt: GroupAttempt, key: GroupKey, cluster: ClusterState,
+              tried: int) -> GroupSummary:
+    """`attempt`'s answer for people, on the cluster as the trial left it (unchanged)."""
+    group = cluster.pod_groups.get(key)
+    fitted = tuple((m.result.pod.key, m.result.node) for m in attempt.members
+                   if m.result.node is not None)
+    missing = Counter(m.result.message for m in attempt.members if m.result.node is None)
+    return GroupSummary(
+        key=key, min_count=group.min_count if group is not None else None,
+        before=cluster.group_counts(key).scheduled, tried=tried, fitted=fitted,
+        placed=bool(attempt.placed),
+        missing=tuple(sorted(missing.items(), key=lambda kv: (-kv[1], kv[0]))),
+        error=attempt.error.message if attempt.error is not None else "")
+
+
+def group_answer(fw: Framework, cluster: ClusterState, pod: Pod) -> GroupSummary | None:
+    """For `explain`: the pod group cycle `pod` would be tried in (its scheduling.k8s.io
+    group's pending pods of the same profile, in upstream's order: priority, then
+    creation), on `cluster`, which is as before when it returns. None for a pod of no
+    such group, or when the profile's GenericWorkload gate is off."""
+    if not pod.scheduling_group or not fw.features.enabled("GenericWorkload"):
+        return None
+    key = GroupKey(WORKLOAD_API, pod.namespace, pod.scheduling_group)
+    members = [p for p in cluster.group_pending(key)
+               if p.scheduler_name == pod.scheduler_name and not p.deleting]
+    if pod.uid not in {p.uid for p in members}:
+        members.append(pod)
+    members.sort(key=lambda p: (-p.priority, p.creation_timestamp, p.key))
+    return summarize(try_pod_group(fw, members, cluster), key, cluster, len(members))

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from policyd.engine.cycle import AuditFinding, ScheduleResult
+from policyd.engine.pod_group import GroupSummary
 from policyd.engine.simulate import SimulationResult
 from policyd.framework.fit_error import reason_counts
 from policyd.framework.runtime import PluginScores
@@ -342,6 +343,16 @@ def _placement_json(r: ScheduleResult) -> dict[str, Any]:
     return out
 
 
+def group_json(g: GroupSummary) -> dict[str, Any]:
+    """A pod group's answer (simulate's `podGroups`, explain's `podGroup`)."""
+    return {"podGroup": str(g.key), "api": g.key.api, "minCount": g.min_count,
+            "scheduledBefore": g.before, "tried": g.tried, "placed": g.placed,
+            "fits": [{"pod": pod, "node": node} for pod, node in g.fitted],
+            "nodes": g.nodes,
+            "notFitting": [{"reason": reason, "pods": n} for reason, n in g.missing],
+            "error": g.error or None, "summary": g.describe()}
+
+
 def simulate_json(sim: SimulationResult, *, notes: Sequence[str] = (),
                   warnings: Sequence[str] = ()) -> dict[str, Any]:
     return {
@@ -356,6 +367,7 @@ def simulate_json(sim: SimulationResult, *, notes: Sequence[str] = (),
         "skipped": [{"pod": s.pod.key, "reason": s.reason} for s in sim.skipped],
         "preemptions": [{"pod": p.pod.key, "node": p.node,
                          "evicted": [v.key for v in p.victims]} for p in sim.preemptions],
+        "podGroups": [group_json(g) for g in sim.groups],
         "notes": list(notes),
         "warnings": list(warnings),
     }
@@ -371,6 +383,9 @@ def simulate_text(sim: SimulationResult, *, notes: Sequence[str] = ()) -> str:
         out += [f"  {p.pod.key} on {p.node}: evicted "
                 f"{', '.join(v.key for v in p.victims) or 'nothing'}"
                 for p in sim.preemptions]
+    if sim.groups:
+        out += ["", "Pod groups (each placed whole or not at all):"]
+        out += [f"  {g.describe()}" for g in sim.groups]
     if sim.gated:
         out += ["", "Held out of the queue (not tried until what holds them changes):"]
         out += [f"  {g.pod.key}: {g.plugin}: {g.reason}" for g in sim.gated]

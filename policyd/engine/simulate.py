@@ -10,11 +10,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from policyd.engine.cycle import ScheduleResult, place, refused_after_permit, schedule_one
-from policyd.engine.pod_group import try_pod_group
+from policyd.engine.pod_group import GroupSummary, summarize, try_pod_group
 from policyd.engine.profiles import unserved_reason
 from policyd.framework.interfaces import PostFilterResult
 from policyd.framework.runtime import Framework
 from policyd.model.cluster import ClusterState, nominated_node_name
+from policyd.model.pod_groups import WORKLOAD_API, GroupKey
 from policyd.model.records import Pod
 
 
@@ -70,6 +71,8 @@ class SimulationResult:
     gated: list[GatedPod]  # pods held out of the queue, as upstream holds them
     skipped: list[SkippedPod]  # pods no cycle would run for (see `skip_reason`)
     preemptions: list[Preemption] = field(default_factory=list)
+    # Each pod group cycle's answer (scheduling.k8s.io PodGroups, GenericWorkload on).
+    groups: list[GroupSummary] = field(default_factory=list)
 
     @property
     def scheduled(self) -> int:
@@ -138,6 +141,7 @@ def simulate(
             cluster.nominate(pod, node)
     results: list[ScheduleResult] = []
     preemptions: list[Preemption] = []
+    groups: list[GroupSummary] = []
     waits = _Waits(cluster)
     tried: set[str] = set()
     for i, pod in enumerate(ordered):
@@ -147,7 +151,9 @@ def simulate(
         if pod.scheduling_group and fw.features.enabled("GenericWorkload"):
             members = _group_members(pod, ordered[i:], tried)
             tried.update(m.uid for m in members)
-            results += _attempt_group(fw, members, cluster, waits)
+            placed, summary = _attempt_group(fw, members, cluster, waits)
+            results += placed
+            groups.append(summary)
             waits.settle()
             if progress is not None:
                 progress(i + 1, len(ordered))
@@ -165,7 +171,7 @@ def simulate(
         if progress is not None:
             progress(i + 1, len(ordered))
     waits.time_out()
-    return SimulationResult(results, gated, skipped, preemptions)
+    return SimulationResult(results, gated, skipped, preemptions, groups)
 
 
 def _attempt(fw: Framework, pod: Pod, cluster: ClusterState, waits: _Waits
@@ -197,11 +203,14 @@ def _group_members(pod: Pod, rest: Sequence[Pod], tried: set[str]) -> list[Pod]:
 
 
 def _attempt_group(fw: Framework, members: list[Pod], cluster: ClusterState,
-                   waits: _Waits) -> list[ScheduleResult]:
+                   waits: _Waits) -> tuple[list[ScheduleResult], GroupSummary]:
     """The pod group cycle (`try_pod_group`), then its members placed on the nodes
     the trial found (Permit holds them until the last one completes the quorum), or
-    each told why not."""
+    each told why not; and the group's answer."""
     attempt = try_pod_group(fw, members, cluster)
+    first = members[0]
+    summary = summarize(attempt, GroupKey(WORKLOAD_API, first.namespace,
+                                          first.scheduling_group), cluster, len(members))
     placed = {r.pod.uid for r in attempt.placed}
     trials = {m.result.pod.uid: m for m in attempt.members}
     results = []
@@ -211,7 +220,7 @@ def _attempt_group(fw: Framework, members: list[Pod], cluster: ClusterState,
             results.append(_place(fw, cluster, trial.result, waits))
         else:
             results.append(attempt.unplaced(trial, pod, len(cluster)))
-    return results
+    return results, summary
 
 
 class _Waits:

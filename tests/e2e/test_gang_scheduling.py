@@ -34,8 +34,10 @@ GROUPS = "/apis/scheduling.k8s.io/v1alpha2/namespaces/{ns}/podgroups"
 
 @pytest.fixture(scope="module")
 def gang_plane() -> Iterator[ControlPlane]:
-    cp = ControlPlane(controller_manager=False, extra_apiserver_args=[
-        f"--feature-gates={GATES}", "--runtime-config=scheduling.k8s.io/v1alpha2=true"])
+    # The gates reach the API server (which then serves scheduling.k8s.io/v1alpha2) and
+    # every kube-scheduler it starts; the controller manager removes the PodGroups'
+    # protection finalizer.
+    cp = ControlPlane(feature_gates={"GenericWorkload": True, "GangScheduling": True})
     try:
         cp.start()
         yield cp
@@ -167,7 +169,7 @@ def test_the_same_gang_is_told_the_same_by_kube_scheduler_and_policyd(
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
         "profiles": [{"schedulerName": kube, "percentageOfNodesToScore": 100}]}))
-    ks = gang_plane.start_kube_scheduler(config, extra_args=[f"--feature-gates={GATES}"])
+    ks = gang_plane.start_kube_scheduler(config)
     seen: dict[str, tuple[set[str], tuple[str, str, str]]] = {}
     try:
         _start(gang_daemons, tmp_path, ours)

@@ -162,3 +162,35 @@ def test_gang_sizes_never_half_placed(size: int, room: int) -> None:
     placed, _ = _outcomes(pods, cluster)
     assert all(n is None for n, _ in placed.values())
     assert all(not info.pods for info in cluster)
+
+
+def test_simulate_answers_for_the_group() -> None:
+    """simulate says which pods of the gang fit where, and what the rest lack."""
+    from policyd.engine.report import simulate_json, simulate_text
+
+    pods = [_member(f"w{i}", "job") for i in range(4)]
+    cluster = _cluster(3, "1", pods, _group("job", 4))
+    out = simulate({"policyd": _framework()}, cluster, pods)
+    (summary,) = out.groups
+    assert (summary.tried, len(summary.fitted), summary.placed) == (4, 3, False)
+    assert summary.nodes == ["n0", "n1", "n2"]
+    text = summary.describe()
+    assert text.startswith("pod group default/job (gang of minCount 4): 3 of 4 fit (on 3 "
+                           "nodes: n0, n1, n2); held, nothing placed: 1 short of its "
+                           "minCount. 1 that does not fit: 0/3 nodes are available: 3 "
+                           "Insufficient cpu."), text
+    assert "Pod groups (each placed whole or not at all):\n  pod group default/job" \
+        in simulate_text(out)
+    (g,) = simulate_json(out)["podGroups"]
+    assert g["placed"] is False and g["nodes"] == ["n0", "n1", "n2"]
+    assert [f["pod"] for f in g["fits"]] == ["default/w0", "default/w1", "default/w2"]
+    assert g["notFitting"][0]["pods"] == 1
+
+
+def test_simulate_answers_for_a_placed_group() -> None:
+    pods = [_member(f"w{i}", "job") for i in range(4)]
+    out = simulate({"policyd": _framework()}, _cluster(2, "2", pods, _group("job", 4)), pods)
+    (summary,) = out.groups
+    assert summary.placed and summary.missing == ()
+    assert summary.describe() == ("pod group default/job (gang of minCount 4): 4 of 4 fit "
+                                  "(on 2 nodes: n0, n1); placed.")
