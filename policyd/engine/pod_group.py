@@ -27,7 +27,7 @@ from policyd.framework import Code, Status
 from policyd.framework.fit_error import Diagnosis
 from policyd.framework.runtime import Framework
 from policyd.model.cluster import ClusterState
-from policyd.model.pod_groups import WORKLOAD_API, GroupKey
+from policyd.model.pod_groups import WORKLOAD_API, GroupKey, group_key
 from policyd.model.records import Pod
 
 # Upstream's errPodGroupUnschedulable and the group's texts.
@@ -106,8 +106,40 @@ class GroupAttempt:
 
 
 def try_pod_group(fw: Framework, pods: list[Pod], cluster: ClusterState) -> GroupAttempt:
-    """One trial of the group's pending `pods` (in scheduling order) on `cluster`,
-    which is as before when it returns."""
+    """The group's pending `pods` (in scheduling order) tried on `cluster`, which is
+    as before when it returns. When the profile holds the group to one topology domain
+    (a policy's sameTopology rule) and the first trial does not place it, it is tried
+    again in each domain of that key in turn (the domains' values in order), and the
+    first trial that places it wins (upstream's TopologyAwareWorkloadScheduling tries
+    placements likewise and scores them; policyd takes the first); when none does,
+    the trial that fitted the most members is the answer."""
+    attempt = _trial(fw, pods, cluster)
+    group = group_key(pods[0]) if pods else None
+    if attempt.schedulable or attempt.error is not None or group is None:
+        return attempt
+    keys = fw.group_topology_keys(pods[0])
+    if not keys:
+        return attempt
+    key = keys[0]
+    for value in sorted({info.node.labels[key] for info in cluster
+                         if key in info.node.labels}):
+        cluster.pod_groups.pinned[group] = (key, value)
+        try:
+            pinned = _trial(fw, pods, cluster)
+        finally:
+            del cluster.pod_groups.pinned[group]
+        if pinned.schedulable or pinned.error is not None:
+            return pinned
+        if _fitted(pinned) > _fitted(attempt):
+            attempt = pinned  # told as the closest the group came
+    return attempt
+
+
+def _fitted(attempt: GroupAttempt) -> int:
+    return sum(1 for m in attempt.members if m.fitted)
+
+
+def _trial(fw: Framework, pods: list[Pod], cluster: ClusterState) -> GroupAttempt:
     attempt = GroupAttempt()
     undo: list[tuple[ScheduleResult, str, str | None]] = []
     try:

@@ -288,6 +288,17 @@ class Framework:
             pl.use_waiting_pods(waiting)
 
     # PreEnqueue: before the pod enters activeQ or backoffQ.
+    def group_topology_keys(self, pod: Pod) -> list[str]:
+        """The node label keys whose one domain `pod`'s pod group must share, as the
+        profile's Filter plugins say (`group_topology_keys`: a policy's sameTopology
+        rules): the pod group cycle tries the group one domain at a time with them."""
+        keys: list[str] = []
+        for pl in self.filter_plugins:
+            ask = getattr(pl, "group_topology_keys", None)
+            if ask is not None:
+                keys += [k for k in ask(pod) if k not in keys]
+        return keys
+
     def run_pre_enqueue(self, pod: Pod, cluster: ClusterState, gating: str = ""
                         ) -> tuple[str, Status] | None:
         """The first PreEnqueue plugin that does not let `pod` in, with its status, or

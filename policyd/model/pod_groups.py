@@ -136,6 +136,9 @@ class PodGroups:
     def __init__(self) -> None:
         self._objects: dict[GroupKey, PodGroup] = {}
         self._members: dict[GroupKey, dict[str, Pod]] = {}
+        # The topology domain (label key, value) a pod group cycle is trying the group
+        # in, while it tries one domain at a time (sameTopology rules read it).
+        self.pinned: dict[GroupKey, tuple[str, str]] = {}
 
     def upsert(self, group: PodGroup) -> None:
         self._objects[group.key] = group

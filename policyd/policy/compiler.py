@@ -51,6 +51,7 @@ from policyd.policy.rules.normalization import (
 from policyd.policy.rules.scores.metric import MetricScore
 
 if TYPE_CHECKING:
+    from policyd.model.cluster import ClusterState
     from policyd.model.table import BoolArray, IntArray, NodeTable
 
 _serials = itertools.count(1)
@@ -88,6 +89,10 @@ class CompiledPolicy:
         # The cluster events that can undo this policy's rejections, derived from what
         # its filter rules read.
         self.events: tuple[ClusterEventWithHint, ...] = policy_events(self)
+        # A rule reading the cluster at PreFilter (sameTopology: where its group's
+        # pods are) makes preemption's dry runs rerun PreFilter (framework/interfaces.py).
+        if any(r.reads_cluster for r in self.filter_rules):
+            self.pre_filter_reads_other_pods = True
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} ({self.source or self.policy_name})>"
@@ -135,9 +140,15 @@ class _Filters:
     # preemption's dry runs need no PreFilterExtensions for it (framework/interfaces.py).
     pre_filter_reads_other_pods = False
 
+    def group_topology_keys(self, pod: Pod) -> tuple[str, ...]:
+        """The topology keys the policy's sameTopology rules hold `pod`'s group to."""
+        if not self.applies(pod):
+            return ()
+        return tuple(k for r in self.filter_rules if (k := r.group_topology_key()))
+
     def pre_filter(self, state: CycleState, pod: Pod,
                    nodes: Sequence[NodeInfo]) -> tuple[set[str] | None, Status | None]:
-        bound = _bind_filters(self, pod)  # type: ignore[arg-type]
+        bound = _bind_filters(self, pod, state.cluster)  # type: ignore[arg-type]
         if not bound:
             return None, Status.skip()
         state.write(self._filter_key, bound)
@@ -274,14 +285,15 @@ class _Scores:
 BoundFilters = tuple[tuple[NodeCheck, FilterRule], ...]
 
 
-def _bind_filters(policy: CompiledPolicy, pod: Pod) -> BoundFilters:
+def _bind_filters(policy: CompiledPolicy, pod: Pod, cluster: ClusterState | None
+                  ) -> BoundFilters:
     """The policy's filter rules active for `pod`, each with its per-node check; none
     when the policy does not apply to it."""
     if not policy.applies(pod):
         return ()
     bound = []
     for rule in policy.filter_rules:
-        check = rule.bind(policy, pod)
+        check = rule.bind_in(policy, pod, cluster)
         if check is not None:
             bound.append((check, rule))
     return tuple(bound)
@@ -301,7 +313,7 @@ class AuditedPolicy(CompiledPolicy):
         self._audit_key = f"{self.name}/audit"
 
     def audit_bind(self, state: CycleState, pod: Pod) -> Sequence[AuditedRule]:
-        bound = _bind_filters(self, pod)
+        bound = _bind_filters(self, pod, state.cluster)
         state.write(self._audit_key, bound)
         return [AuditedRule(rule.id, rule.message) for _, rule in bound]
 

@@ -158,6 +158,13 @@ def build_schema() -> dict[str, Any]:
         }),
         "labelSelector": {"$ref": "#/$defs/labelSelector"},
         "annotationSelector": annotation_selector,
+        "podGroup": schema_object({
+            "member": {"type": "boolean", "description":
+                       "true: only pods of a pod group (spec.schedulingGroup, or the "
+                       "scheduling.x-k8s.io/pod-group label); false: only pods of none."},
+            "names": {**STRINGS, "description":
+                      "Only pods of the pod groups of these names (in their namespace)."},
+        }, description="Pods by the pod group (gang) they belong to."),
         "condition": {"type": "string", "description":
                       "JMESPath over the Pod object; the policy applies when truthy."},
     }, description="Which pods the policy applies to (all conditions ANDed; absent: "

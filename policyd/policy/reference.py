@@ -22,6 +22,7 @@ import jmespath
 from policyd.cel import compile_rule
 from policyd.model.node_info import NodeInfo
 from policyd.model.node_metrics import MetricsReader
+from policyd.model.pod_groups import group_key
 from policyd.model.quantity import resource_value
 from policyd.model.records import Pod
 from policyd.model.resources import pod_requests
@@ -75,6 +76,14 @@ def applies(doc: Mapping[str, Any], pod: Pod) -> bool:
     if "annotationSelector" in a and not _selector(
             pod.annotations, a["annotationSelector"], "matchAnnotations"):
         return False
+    if "podGroup" in a:
+        group = group_key(pod)
+        member = a["podGroup"].get("member")
+        if member is not None and member != (group is not None):
+            return False
+        names = a["podGroup"].get("names")
+        if names is not None and (group is None or group.name not in names):
+            return False
     if a.get("condition"):
         try:
             return _truthy(_search(a["condition"], pod.raw))
@@ -163,6 +172,9 @@ _FILTERS: dict[str, Callable[[Any, Mapping[str, Any], Pod, NodeInfo], bool | Non
     "jmespath": _jmespath_filter,
     "cel": _cel_filter,
 }
+# Filter kinds that read other nodes' pods: (spec, pod, node, every node) -> passes.
+_CLUSTER_FILTERS: dict[str, Callable[[Any, Pod, NodeInfo, Sequence[NodeInfo]],
+                                     bool | None]] = {}
 # The kinds whose rejection evicting pods can resolve.
 _RESOLVABLE = {"headroom", "maxPodsPerNode"}
 
@@ -175,18 +187,40 @@ def _kind(rule: Mapping[str, Any], kinds: Mapping[str, Any]) -> str:
     return found[0]
 
 
-def filter_node(doc: Mapping[str, Any], pod: Pod, info: NodeInfo
-                ) -> list[tuple[str, bool]] | None:
+def _same_topology(spec: Mapping[str, Any], pod: Pod, info: NodeInfo,
+                   nodes: Sequence[NodeInfo]) -> bool | None:
+    """Every node's pods searched for the pod's group mates (the plain way, not the
+    cluster's group index)."""
+    group = group_key(pod)
+    if group is None:
+        return None
+    key = spec["key"]
+    domains = {n.node.labels[key] for n in nodes for p in n.pods.values()
+               if p.uid != pod.uid and group_key(p) == group and key in n.node.labels}
+    value = info.node.labels.get(key)
+    return value is not None and (not domains or value in domains)
+
+
+def filter_node(doc: Mapping[str, Any], pod: Pod, info: NodeInfo,
+                nodes: Sequence[NodeInfo] = ()) -> list[tuple[str, bool]] | None:
     """None when the policy does not apply; else the failing rules as
-    (message, unresolvable), in rule order."""
+    (message, unresolvable), in rule order. `nodes`: every node with its pods, for
+    the rules that read other nodes (sameTopology)."""
     if not applies(doc, pod):
         return None
     out: list[tuple[str, bool]] = []
     for rule in doc["spec"].get("filters") or []:
-        kind = _kind(rule, _FILTERS)
-        if _FILTERS[kind](rule[kind], doc, pod, info) is False:
+        kind = _kind(rule, {**_FILTERS, **_CLUSTER_FILTERS})
+        if kind in _CLUSTER_FILTERS:
+            passes = _CLUSTER_FILTERS[kind](rule[kind], pod, info, nodes)
+        else:
+            passes = _FILTERS[kind](rule[kind], doc, pod, info)
+        if passes is False:
             out.append((rule["message"], kind not in _RESOLVABLE))
     return out
+
+
+_CLUSTER_FILTERS["sameTopology"] = _same_topology
 
 
 def _number(v: Any) -> Fraction | None:

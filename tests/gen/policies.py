@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from policyd.model.pod_groups import COSCHEDULING_LABEL
 from tests.gen.clusters import DEFAULT_NAMES, MIXES, Vocabulary, gen_node, gen_pod
 from tests.unit.policy.conftest import make_policy
 
@@ -65,9 +66,17 @@ CEL_SCORES = [
 ]
 
 
+# Pod groups the generated pods join (scheduler-plugins' label): what sameTopology rules
+# and appliesTo.podGroup read.
+GROUPS = ("g1", "g2")
+
+
 def policy_pod(rng: random.Random, name: str, node: str = "") -> dict[str, Any]:
-    return gen_pod(rng, name, bound_to=node or None, names=NAMES, mix=MIX,
-                   vocabulary=VOCABULARY).raw()
+    raw = gen_pod(rng, name, bound_to=node or None, names=NAMES, mix=MIX,
+                  vocabulary=VOCABULARY).raw()
+    if rng.random() < 0.4:
+        raw["metadata"].setdefault("labels", {})[COSCHEDULING_LABEL] = rng.choice(GROUPS)
+    return raw
 
 
 def policy_node(rng: random.Random, name: str) -> dict[str, Any]:
@@ -95,7 +104,7 @@ def _selector(rng: random.Random, node: bool) -> dict[str, Any]:
 
 # The filter rule kinds, by the short names `filter_rule` draws; PROJECTED_KINDS are
 # those kube-scheduler can always express (`FilterRule.project`: node affinity).
-FILTER_KINDS = ("a2l", "labels", "headroom", "ext", "cap", "jmes", "cel")
+FILTER_KINDS = ("a2l", "labels", "headroom", "ext", "cap", "topo", "jmes", "cel")
 PROJECTED_KINDS = ("a2l", "labels")
 
 
@@ -130,6 +139,8 @@ def filter_rule(rng: random.Random, i: int, kinds: Sequence[str] = FILTER_KINDS
                                         "quantity": rng.randint(1, 3)}
     elif kind == "cap":
         r["maxPodsPerNode"] = rng.randint(1, 3)
+    elif kind == "topo":
+        r["sameTopology"] = {"key": rng.choice(KEYS)}
     elif kind == "jmes":
         r["jmespath"] = rng.choice([
             "node.metadata.labels.env == pod.metadata.labels.env",
@@ -187,6 +198,9 @@ def policy_doc(rng: random.Random) -> dict[str, Any]:
             {"key": rng.choice(ANN_KEYS), "operator": "Exists"}]}
     if rng.random() < 0.2:
         applies["condition"] = "spec.priority > `5`"
+    if rng.random() < 0.2:
+        applies["podGroup"] = rng.choice([{"member": True}, {"member": False},
+                                          {"names": [rng.choice(GROUPS)]}])
     spec: dict[str, Any] = {"filters": [filter_rule(rng, i) for i in range(rng.randint(0, 3))],
                             "scores": [_score(rng, i) for i in range(rng.randint(0, 3))]}
     if applies:

@@ -828,7 +828,8 @@ def test_daemon_schedules_with_its_service_account(installed: Kube, tmp_path: Pa
 
         def leaders() -> list[str]:
             return [r.identity for r in replicas
-                    if _metric(r.get("/metrics")[1], "leader_election_master_status") == 1]
+                    if _metric(r.get("/metrics")[1], "leader_election_master_status",
+                                           name="policyd") == 1]
 
         wait_for(lambda: len(leaders()) == 1, 30, "exactly one replica leading")
         # Secure serving: health open; /metrics for the scraper only; policyd's own

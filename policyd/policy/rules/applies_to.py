@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from policyd.model.pod_groups import group_key
 from policyd.model.records import Pod
 from policyd.model.selectors import LabelSelector, compile_label_selector
 from policyd.policy.jmes import Expression, truthy
@@ -16,7 +17,8 @@ from policyd.policy.jmes import Expression, truthy
 class AppliesTo:
     """Which pods a policy applies to; every part ANDed, absent parts match all."""
 
-    __slots__ = ("annotations", "condition", "exclude", "include", "labels")
+    __slots__ = ("annotations", "condition", "exclude", "group_member", "group_names",
+                 "include", "labels")
 
     def __init__(self, spec: Mapping[str, Any] | None) -> None:
         spec = spec or {}
@@ -33,6 +35,12 @@ class AppliesTo:
         }) if ann is not None else None
         cond = spec.get("condition")
         self.condition: Expression | None = Expression(cond) if cond else None
+        group = spec.get("podGroup") or {}
+        # Members of a pod group (either API) only, or pods of none; and of which groups.
+        self.group_member: bool | None = group.get("member")
+        names = group.get("names")
+        self.group_names: frozenset[str] | None = frozenset(names) \
+            if names is not None else None
 
     def matches(self, pod: Pod) -> bool:
         if self.include is not None and pod.namespace not in self.include:
@@ -43,6 +51,13 @@ class AppliesTo:
             return False
         if self.annotations is not None and not self.annotations.matches(pod.annotations):
             return False
+        if self.group_member is not None or self.group_names is not None:
+            group = group_key(pod)
+            if self.group_member is not None and self.group_member != (group is not None):
+                return False
+            if self.group_names is not None and (group is None
+                                                 or group.name not in self.group_names):
+                return False
         if self.condition is not None:
             try:
                 return truthy(self.condition.search(pod.raw))

@@ -23,6 +23,7 @@ from policyd.policy.rules.applies_to import AppliesTo
 from policyd.policy.schema_parts import RuleKind
 
 if TYPE_CHECKING:
+    from policyd.model.cluster import ClusterState
     from policyd.model.table import BoolArray, IntArray, NodeTable
 
 FloatArray = np.ndarray[Any, np.dtype[np.float64]]
@@ -73,8 +74,23 @@ class FilterRule:
         self.id = rule_id
         self.message = message
 
+    # Whether `bind_in` reads the cluster beyond the incoming pod (the placed pods of
+    # its group): the policy's PreFilter then depends on other pods.
+    reads_cluster: ClassVar[bool] = False
+
     def bind(self, policy: RulePolicy, pod: Pod) -> NodeCheck | None:
         raise NotImplementedError
+
+    def bind_in(self, policy: RulePolicy, pod: Pod, cluster: ClusterState | None
+                ) -> NodeCheck | None:
+        """`bind` with the cycle's cluster at hand (None where there is none): only
+        rules that declare `reads_cluster` look at it."""
+        return self.bind(policy, pod)
+
+    def group_topology_key(self) -> str | None:
+        """The node label key whose one domain a pod group's pods must share under this
+        rule (sameTopology), else None."""
+        return None
 
     def project(self, pod: Pod) -> Projection | None:
         """This rule for `pod` as kube-scheduler constraints, or why it cannot be; None

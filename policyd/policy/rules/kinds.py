@@ -20,6 +20,7 @@ from policyd.policy.rules.filters.jmespath import JmesFilter
 from policyd.policy.rules.filters.max_pods_per_node import MaxPodsPerNode
 from policyd.policy.rules.filters.node_labels import NodeLabels
 from policyd.policy.rules.filters.require_extended_resource import RequireExtendedResource
+from policyd.policy.rules.filters.same_topology import SameTopology
 from policyd.policy.rules.scores.allocation import AllocationScore
 from policyd.policy.rules.scores.cel import CelScore
 from policyd.policy.rules.scores.jmespath import JmesScore
@@ -34,7 +35,7 @@ ScoreFactory = Callable[[Mapping[str, Any]], ScoreRule]
 
 FILTER_RULES: dict[str, FilterFactory] = {cls.kind.name: cls for cls in (
     AnnotationToNodeLabel, NodeLabels, Headroom, RequireExtendedResource, MaxPodsPerNode,
-    JmesFilter, CelFilter)}
+    SameTopology, JmesFilter, CelFilter)}
 
 SCORE_RULES: dict[str, ScoreFactory] = {cls.kind.name: cls for cls in (
     LabelValueScore, NumericScore, AllocationScore, JmesScore, MetricScore, CelScore)}

@@ -26,7 +26,7 @@ from tests.unit.policy.conftest import check_docs, make_policy
 def test_reference_evaluates_every_schema_kind() -> None:
     """Its own per-kind functions, not the compiler's registry: the two stay independent
     but must know the same kinds, and a rule of no known kind is an error in both."""
-    assert set(reference._FILTERS) == set(FILTER_KINDS)
+    assert set(reference._FILTERS) | set(reference._CLUSTER_FILTERS) == set(FILTER_KINDS)
     assert set(reference._SCORES) == set(SCORE_KINDS)
     pod = pod_from_dict(policy_pod(random.Random(0), "p"))
     [info] = ClusterState([node_from_dict(policy_node(random.Random(0), "n"))], []).node_infos()
@@ -61,7 +61,7 @@ def test_compiled_matches_reference(seed: int) -> None:
         state = CycleState(infos, cluster)
         _, status = policy.pre_filter(state, pod, infos)
         for info in infos:
-            want = reference.filter_node(doc, pod, info)
+            want = reference.filter_node(doc, pod, info, infos)
             if status is not None:
                 assert status.code is Code.SKIP
                 assert not want  # not applicable, or no active rule

@@ -107,6 +107,22 @@ MAX_PODS_PER_NODE = RuleKind(
   maxPodsPerNode: 2
 """)
 
+SAME_TOPOLOGY = RuleKind(
+    "sameTopology",
+    schema_object({
+        "key": {"type": "string", "minLength": 1, "description":
+                "Node label key of the topology domain (a zone, a rack)."},
+    }, ("key",), description="A pod group's pods share one domain of this node label."),
+    ("the pods of one pod group (either PodGroup API) share one domain of node label "
+     "`key`: a node without the label fails; once members are placed, only nodes in "
+     "their domain pass (pods of no group are not constrained)", _UNRESOLVABLE),
+    """\
+- id: one-zone
+  message: node(s) are not in the zone the rest of the job runs in
+  sameTopology:
+    key: topology.kubernetes.io/zone
+""")
+
 JMESPATH = RuleKind(
     "jmespath",
     {"type": "string", "description":
@@ -134,4 +150,4 @@ CEL = RuleKind(
 """)
 
 KINDS = (ANNOTATION_TO_NODE_LABEL, NODE_LABELS, HEADROOM, REQUIRE_EXTENDED_RESOURCE,
-         MAX_PODS_PER_NODE, JMESPATH, CEL)
+         MAX_PODS_PER_NODE, SAME_TOPOLOGY, JMESPATH, CEL)

@@ -25,6 +25,7 @@ FILTER_SPECS: dict[str, Any] = {
     "headroom": {"resource": "cpu", "percent": 10},
     "requireExtendedResource": {"name": "example.com/gpu"},
     "maxPodsPerNode": 3,
+    "sameTopology": {"key": "topology.kubernetes.io/zone"},
     "jmespath": "node.metadata.name",
     "cel": "node.labels.tier == 'a'",
 }
