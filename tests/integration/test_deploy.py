@@ -696,10 +696,10 @@ def _https(url: str, token: str | None) -> tuple[int, str]:
         return 0, ""
 
 
-def _metric(text: str, name: str, **labels: str) -> float:
+def _metric(text: str, family: str, **labels: str) -> float:
     want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
     for line in text.splitlines():
-        m = re.fullmatch(rf"{name}(?:\{{(.*)\}})? (\S+)", line)
+        m = re.fullmatch(rf"{family}(?:\{{(.*)\}})? (\S+)", line)
         if m and (m[1] or "") == want:
             return float(m[2])
     return 0.0
