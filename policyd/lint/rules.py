@@ -168,6 +168,12 @@ RULES: tuple[Rule, ...] = (
     Rule("unknown-node", _E, "a node name no node of the PolicyTest has", (TEST,)),
     Rule("unknown-pod", _E, "a test's pod that is not in spec.pods", (TEST,)),
     Rule("unknown-policy", _E, "a test's policy that is not in spec.policies", (TEST,)),
+    Rule("unknown-pod-group", _E, "a test's podGroup that is not a scheduling.k8s.io "
+                                  "PodGroup of spec.podGroups or the cluster file", (TEST,)),
+    Rule("wrong-expectation", _E, "a pod case stating a pod group's expectations (placed, "
+                                  "nodes, fits) or a podGroup case stating a pod's",
+         (TEST,)),
+    Rule("not-a-pod-group", _E, "a spec.podGroups entry of another kind", (TEST,)),
     Rule("no-tests", _E, "a PolicyTest with an empty spec.tests", (TEST,)),
     Rule("profile-ref", _E, "a PolicyTest's spec.profile (or `test --config`) that cannot "
                             "run: no such file, a profile with errors, no profile of that "

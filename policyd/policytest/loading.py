@@ -21,6 +21,7 @@ from policyd.model.dra_objects import DRA_KINDS, dra_key
 from policyd.model.fieldcheck import unknown_field_paths
 from policyd.model.node_metrics import StaticMetrics
 from policyd.model.objectmeta import check_metadata
+from policyd.model.pod_groups import WORKLOAD_API, GroupKey, pod_group_from_dict
 from policyd.model.records import Pod, node_from_dict, pod_from_dict
 from policyd.model.spelling import show_value
 from policyd.model.storage import STORAGE_KINDS, object_key
@@ -122,6 +123,7 @@ def load_suite(doc: SourceDocument, base_dir: Path, problems: list[Problem],
         cluster.nodes.append(node)
     known_nodes = node_names | refused.nodes
     pods = _load_pods(doc, spec.get("pods") or [], cluster, known_nodes, refused, problems)
+    _load_pod_groups(doc, spec.get("podGroups") or [], cluster, problems)
     _load_storage(doc, spec.get("storage") or [], cluster.storage, problems)
     _load_devices(doc, spec.get("devices") or [], cluster.dra, problems)
     rule_forms = {p.name: compile_policy(p.document, p.source, enforced=True)
@@ -131,7 +133,8 @@ def load_suite(doc: SourceDocument, base_dir: Path, problems: list[Problem],
                  node_names, known_nodes, problems)
     if not refused.cluster:
         _check_names(doc, spec["tests"], pods, known_nodes, refused.pods, problems,
-                     "spec.pods or the cluster file" if "cluster" in spec else "spec.pods")
+                     "spec.pods or the cluster file" if "cluster" in spec else "spec.pods",
+                     cluster.pod_groups)
     if not refused.any_policy:
         _check_policies(doc, spec["tests"], set(rule_forms) | refused.policies, problems)
     if not spec["tests"]:
@@ -207,13 +210,59 @@ def _load_pods(doc: SourceDocument, entries: list[dict[str, Any]], cluster: Snap
     return pods
 
 
+def _load_pod_groups(doc: SourceDocument, entries: list[dict[str, Any]],
+                     cluster: Snapshot, problems: list[Problem]) -> None:
+    """spec.podGroups into `cluster.pod_groups` (beside the cluster file's)."""
+    for i, raw in enumerate(entries):
+        at: JsonPath = ("spec", "podGroups", i)
+        if raw.get("kind") != "PodGroup":
+            problems.append(doc.problem((*at, "kind"), "not-a-pod-group",
+                                        f"expected kind PodGroup, got {raw.get('kind')!r}"))
+            continue
+        try:
+            group = pod_group_from_dict(raw)
+        except InvalidObjectError as exc:
+            problems.append(_refused_field(doc, at, exc))
+            continue
+        if group.key in cluster.pod_groups:
+            problems.append(doc.problem(at, "duplicate-name",
+                                        f"PodGroup {group.key} is defined twice"))
+        cluster.pod_groups[group.key] = group
+
+
+# The expectations of a pod case and of a pod group case: a case states one kind.
+_POD_EXPECTATIONS = ("policies", "scheduledTo", "unschedulable")
+_GROUP_EXPECTATIONS = ("placed", "nodes", "fits")
+
+
 def _check_names(doc: SourceDocument, cases: list[CaseSpec], pods: Mapping[str, Pod],
                  node_names: set[str], refused_pods: set[str], problems: list[Problem],
-                 pod_sources: str) -> None:
-    """Every pod and node a test case names exists (or was refused, and said so);
-    `pod_sources` says where pods come from."""
+                 pod_sources: str, groups: Mapping[GroupKey, Any]) -> None:
+    """Every pod, pod group and node a test case names exists (or was refused, and
+    said so); `pod_sources` says where pods come from."""
     for i, case in enumerate(cases):
         path = ("spec", "tests", i)
+        if "podGroup" in case:
+            for key in _POD_EXPECTATIONS:
+                if key in case:
+                    states = ", ".join(_GROUP_EXPECTATIONS)
+                    problems.append(doc.problem((*path, key), "wrong-expectation",
+                                                f"a podGroup case states {states}, "
+                                                f"not {key}"))
+            if group_case_key(case["podGroup"]) not in groups:
+                problems.append(doc.problem((*path, "podGroup"), "unknown-pod-group",
+                                            f"no scheduling.k8s.io PodGroup named "
+                                            f"{case['podGroup']!r} in spec.podGroups or "
+                                            "the cluster file"))
+            for n in case.get("nodes") or []:
+                if n not in node_names:
+                    problems.append(doc.problem((*path, "nodes"), "unknown-node",
+                                                f"no node named {n!r}"))
+            continue
+        for key in _GROUP_EXPECTATIONS:
+            if key in case:
+                problems.append(doc.problem((*path, key), "wrong-expectation",
+                                            f"{key} is a podGroup case's expectation"))
         if case["pod"] not in pods and case["pod"] not in refused_pods:
             problems.append(doc.problem((*path, "pod"), "unknown-pod",
                                         _unknown_pod(case["pod"], pods, pod_sources)))
@@ -504,6 +553,8 @@ def _pod_object(s: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("nodeName", "priority", "nodeSelector", "tolerations"):
         if key in s:
             spec[key] = s[key]
+    if "podGroup" in s:
+        spec["schedulingGroup"] = {"podGroupName": s["podGroup"]}
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": s["name"], "namespace": ns, "uid": f"{ns}/{s['name']}",
@@ -512,3 +563,9 @@ def _pod_object(s: Mapping[str, Any]) -> dict[str, Any]:
         "spec": spec,
         "status": {"phase": "Running" if s.get("nodeName") else "Pending"},
     }
+
+
+def group_case_key(ref: str) -> GroupKey:
+    """The scheduling.k8s.io PodGroup a case's `podGroup: [namespace/]name` names."""
+    namespace, _, name = ref.rpartition("/")
+    return GroupKey(WORKLOAD_API, namespace or "default", name)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
 from policyd.engine.cycle import schedule_one
+from policyd.engine.pod_group import group_answer
 from policyd.features import DEFAULTS, FeatureGates
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.interfaces import (
@@ -25,7 +26,7 @@ from policyd.model.cluster import ClusterState
 from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 from policyd.policy.compiler import CompiledPolicy
-from policyd.policytest.loading import Suite
+from policyd.policytest.loading import Suite, group_case_key
 from policyd.policytest.schema import CaseSpec, PolicyExpectation
 
 
@@ -93,6 +94,9 @@ def _cluster(suite: Suite, pod: Pod, features: FeatureGates = DEFAULTS) -> Clust
 
 
 def _run_case(suite: Suite, case: CaseSpec, result: CaseResult) -> None:
+    if "podGroup" in case:
+        _check_group(suite, case, result.failures)
+        return
     pod = suite.pods[case["pod"]]
     for pname, exp in (case.get("policies") or {}).items():
         policy = suite.rule_forms[pname]
@@ -198,6 +202,36 @@ def _check_schedule(suite: Suite, pod: Pod, case: CaseSpec, failures: list[str])
                             f"to {node}")
         elif isinstance(want_u, str) and want_u != message:
             failures.append(f"unschedulable with {message!r}, expected {want_u!r}")
+
+
+def _check_group(suite: Suite, case: CaseSpec, failures: list[str]) -> None:
+    """A pod group case: the group's pending pods of the suite tried together, as the
+    profile's pod group cycle tries them."""
+    key = group_case_key(case["podGroup"])
+    fw = suite.framework()
+    cluster = suite.cluster.cluster(fw.features)
+    members = {p.uid: p for p in suite.pods.values()
+               if not p.node_name and p.namespace == key.namespace
+               and p.scheduling_group == key.name}
+    if not members:
+        failures.append(f"no pending pod of pod group {key} in spec.pods")
+        return
+    for pod in members.values():
+        cluster.upsert_pod(pod)
+    summary = group_answer(fw, cluster, next(iter(members.values())))
+    if summary is None:
+        failures.append("the profile runs no pod group cycle (its GenericWorkload feature "
+                        "gate is off: set featureGates in the test's spec.profile)")
+        return
+    if "placed" in case and case["placed"] != summary.placed:
+        failures.append(f"expected the group {'placed' if case['placed'] else 'held'}, "
+                        f"but: {summary.describe()}")
+    if "nodes" in case and sorted(case["nodes"]) != summary.nodes:
+        failures.append(f"expected the group on nodes {sorted(case['nodes'])}, but it got "
+                        f"{summary.nodes}: {summary.describe()}")
+    if "fits" in case and case["fits"] != len(summary.fitted):
+        failures.append(f"expected {case['fits']} of its pods to fit, but "
+                        f"{len(summary.fitted)} did: {summary.describe()}")
 
 
 def schedule(fw: Framework, pod: Pod, cluster: ClusterState) -> tuple[str | None, str]:

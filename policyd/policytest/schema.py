@@ -89,9 +89,19 @@ SCHEMA: dict[str, Any] = {
         # daemon's cache would hold them (they never age here).
         "metrics": {"type": "object", "additionalProperties": {
             "type": "object", "additionalProperties": {"type": "number"}}},
-        "tests": {"type": "array", "items": _obj({
+        # PodGroups (scheduling.k8s.io/v1alpha2 or scheduling.x-k8s.io/v1alpha1), as
+        # full objects: the gangs whose pods spec.pods names (`podGroup`).
+        "podGroups": {"type": "array", "items": {"type": "object",
+                                                 "required": ["kind", "metadata"]}},
+        "tests": {"type": "array", "items": {**_obj({
             "name": {"type": "string", "minLength": 1},
             "pod": {"type": "string", "minLength": 1},
+            # A pod group case: the group's pending pods tried together (the pod group
+            # cycle of the profile, GenericWorkload on), instead of one pod.
+            "podGroup": {"type": "string", "minLength": 1},
+            "placed": {"type": "boolean"},
+            "nodes": {"type": "array", "items": {"type": "string"}},
+            "fits": {"type": "integer", "minimum": 0},
             "policies": {"type": "object", "additionalProperties": _obj({
                 "applies": {"type": "boolean"},
                 "pass": {"type": "array", "items": {"type": "string"}},
@@ -101,7 +111,7 @@ SCHEMA: dict[str, Any] = {
             "scheduledTo": {"oneOf": [{"type": "string"},
                                       {"type": "array", "items": {"type": "string"}}]},
             "unschedulable": {"type": ["boolean", "string"]},
-        }, ["name", "pod"])},
+        }, ["name"]), "oneOf": [{"required": ["pod"]}, {"required": ["podGroup"]}]}},
     }, ["tests"]),
         # A profile brings its own policies, a snapshot its own nodes and pods.
         "allOf": [_unless("profile", ["policies"]), _unless("cluster", ["nodes", "pods"])]},
@@ -125,6 +135,7 @@ POD_SHORTHAND = _obj({
     "nodeName": {"type": "string"},
     "priority": _PRIORITY,
     "nodeSelector": _STR_MAP,
+    "podGroup": {"type": "string", "minLength": 1},
     "tolerations": {"type": "array", "items": {"type": "object"}},
 }, ["name"])
 
@@ -140,10 +151,14 @@ PolicyExpectation = TypedDict("PolicyExpectation", {
 
 class CaseSpec(TypedDict, total=False):
     name: Required[str]
-    pod: Required[str]
+    pod: str  # this or podGroup
     policies: dict[str, PolicyExpectation]  # by pluginName
     scheduledTo: str | list[str]
     unschedulable: bool | str
+    podGroup: str  # [namespace/]name of a PodGroup
+    placed: bool  # the group cycle places the group
+    nodes: list[str]  # the node set it gets
+    fits: int  # how many of its pending pods fit
 
 
 class ProfileSpec(TypedDict, total=False):
@@ -160,6 +175,7 @@ class SuiteSpec(TypedDict, total=False):
     storage: list[dict[str, Any]]
     devices: list[dict[str, Any]]
     metrics: dict[str, dict[str, float]]
+    podGroups: list[dict[str, Any]]
     tests: Required[list[CaseSpec]]
 
 
