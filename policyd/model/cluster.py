@@ -16,7 +16,7 @@ from policyd.features import DEFAULTS, FeatureGates
 from policyd.model.disruption import DisruptionBudgets
 from policyd.model.dra_objects import DraObjects
 from policyd.model.node_info import NodeInfo
-from policyd.model.pod_groups import GroupKey, PodGroups
+from policyd.model.pod_groups import GroupKey, PodGroups, group_key
 from policyd.model.records import Node, Pod
 from policyd.model.storage import StorageObjects
 from policyd.model.table import NodeTable
@@ -43,7 +43,6 @@ def counts_on_node(pod: Pod) -> bool:
 class GroupCounts:
     all: int
     scheduled: int  # assumed + assigned
-    assumed: tuple[str, ...]  # uids
 
 
 class ClusterState:
@@ -174,6 +173,7 @@ class ClusterState:
             info = self._nodes.get(node_name)
             if (info is not None
                     and has_pod_affinity(pod) == (pod.uid in self._affinity_of)
+                    and group_key(info.pods[pod.uid]) == group_key(pod)
                     and info.replace_pod(pod)):
                 self._touch(node_name)
                 self.generation += 1
@@ -211,6 +211,8 @@ class ClusterState:
                 self._touch(node_name)
             else:
                 pod = self._orphans.get(node_name, {}).pop(uid, None)
+            if pod is not None:
+                self.pod_groups.count_placed(pod, -1)
             self.generation += 1
         return pod
 
@@ -230,6 +232,7 @@ class ClusterState:
 
     def _place(self, pod: Pod, node_name: str) -> None:
         self._bound[pod.uid] = node_name
+        self.pod_groups.count_placed(pod, +1)
         if has_pod_affinity(pod):
             self._affinity_of[pod.uid] = 1
             self.pods_with_affinity += 1
@@ -338,17 +341,15 @@ class ClusterState:
 
     # pod groups
     def group_counts(self, key: GroupKey) -> GroupCounts:
-        """Upstream's PodGroupState of a group: its pods, those scheduled (assumed here
-        or bound in the API), those of them only assumed, and the pending ones."""
-        members = self.pod_groups.members(key)
-        assumed: list[str] = []
-        scheduled = 0
-        for uid, pod in members.items():
-            if uid in self._bound:
-                scheduled += 1
-                if not pod.node_name:
-                    assumed.append(uid)
-        return GroupCounts(len(members), scheduled, tuple(assumed))
+        """Upstream's PodGroupState of a group: its pods, and those scheduled (assumed
+        here or bound in the API). Both kept as counts: asked per member at Permit."""
+        return GroupCounts(len(self.pod_groups.members(key)),
+                           self.pod_groups.placed(key))
+
+    def group_assumed(self, key: GroupKey) -> list[str]:
+        """The uids of the group's pods assumed here but not yet bound in the API."""
+        return [uid for uid, pod in self.pod_groups.members(key).items()
+                if uid in self._bound and not pod.node_name]
 
     def group_pending(self, key: GroupKey) -> list[Pod]:
         """The group's pods not placed (not assumed, not bound)."""

@@ -139,6 +139,21 @@ class PodGroups:
         # The topology domain (label key, value) a pod group cycle is trying the group
         # in, while it tries one domain at a time (sameTopology rules read it).
         self.pinned: dict[GroupKey, tuple[str, str]] = {}
+        # How many of each group's pods count on a node (assumed or bound), kept by
+        # `ClusterState` as it places and unplaces pods.
+        self._placed: dict[GroupKey, int] = {}
+
+    def count_placed(self, pod: Pod, delta: int) -> None:
+        key = group_key(pod)
+        if key is not None:
+            n = self._placed.get(key, 0) + delta
+            if n:
+                self._placed[key] = n
+            else:
+                del self._placed[key]
+
+    def placed(self, key: GroupKey) -> int:
+        return self._placed.get(key, 0)
 
     def upsert(self, group: PodGroup) -> None:
         self._objects[group.key] = group

@@ -99,11 +99,10 @@ class GangScheduling:
                                 f"\"{key.name}\" not found"), 0.0
         if group.min_count is None:
             return None, 0.0
-        counts = cluster.group_counts(key)
-        if counts.scheduled < group.min_count:
+        if cluster.group_counts(key).scheduled < group.min_count:
             return Status(Code.WAIT, (WAITING_FOR_QUORUM,)), PERMIT_TIMEOUT_S
         if self._waiting is not None:
-            for uid in counts.assumed:
+            for uid in cluster.group_assumed(key):
                 waiting = self._waiting.get(uid)
                 if waiting is not None:
                     waiting.allow(self.name)

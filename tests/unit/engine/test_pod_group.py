@@ -194,3 +194,27 @@ def test_simulate_answers_for_a_placed_group() -> None:
     assert summary.placed and summary.missing == ()
     assert summary.describe() == ("pod group default/job (gang of minCount 4): 4 of 4 fit "
                                   "(on 2 nodes: n0, n1); placed.")
+
+
+def test_the_group_counts_follow_assume_forget_bind_and_delete() -> None:
+    """Kept as counters (Permit asks per member): every way a pod is placed or
+    unplaced moves them, and a pod confirmed bound is no longer only assumed."""
+    pods = [_member(f"w{i}", "job") for i in range(3)]
+    cluster = _cluster(2, "4", pods, _group("job", 3))
+    key = GroupKey(WORKLOAD_API, "default", "job")
+    cluster.assume(pods[0], "n0")
+    cluster.assume(pods[1], "n1")
+    assert (cluster.group_counts(key).all, cluster.group_counts(key).scheduled) == (3, 2)
+    assert sorted(cluster.group_assumed(key)) == ["uid-w0", "uid-w1"]
+    cluster.forget(pods[1])
+    assert cluster.group_counts(key).scheduled == 1
+    bound = _member("w0", "job")
+    bound.raw["spec"]["nodeName"] = "n0"
+    from dataclasses import replace
+    cluster.upsert_pod(replace(bound, node_name="n0", cache={}))
+    assert cluster.group_counts(key).scheduled == 1 and cluster.group_assumed(key) == []
+    with cluster.what_if(remove=[pods[0]]):
+        assert cluster.group_counts(key).scheduled == 0
+    assert cluster.group_counts(key).scheduled == 1
+    cluster.remove_pod("uid-w0")
+    assert (cluster.group_counts(key).all, cluster.group_counts(key).scheduled) == (2, 0)
