@@ -401,7 +401,7 @@ class Runner:
         plural = {"Service": "services", "ReplicaSet": "replicasets"}[obj["kind"]]
         self.ensure(f"{group}/namespaces/{obj['metadata']['namespace']}/{plural}", obj)
 
-    def barrier(self, prefix: str) -> None:
+    def barrier(self, prefix: str, *, pods: int = 10) -> str:
         """Return once kube-scheduler (and the `policyd run` daemon, if compared) has
         seen everything created so far; TimeoutError after `timeout` seconds. `prefix`
         names the barrier node, which `cleanup` deletes.
@@ -411,13 +411,14 @@ class Runner:
         only fits that node: once kube-scheduler has bound that pod, both watches have
         delivered everything before them. The barrier node is part of the batch (both
         schedulers count it in "0/N nodes"); its pod lives in a namespace no case
-        selects."""
+        selects. Returns the node's name; `pods` is its pod capacity (the gang cases
+        pin a pod there at every sync point, `differential.gangs`)."""
         name = f"{prefix}-barrier"
         self.post("/api/v1/nodes", {
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": {HOSTNAME: name, CASE_LABEL: name}},
-            "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"},
-                       "capacity": {"cpu": "1", "memory": "1Gi", "pods": "10"}}})
+            "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": str(pods)},
+                       "capacity": {"cpu": "1", "memory": "1Gi", "pods": str(pods)}}})
         self._barriers.append(name)
         schedulers = self._schedulers()
         pods: list[dict[str, Any]] = [
@@ -437,6 +438,7 @@ class Runner:
                     raise TimeoutError(f"{pod['spec']['schedulerName']} did not bind the "
                                        f"barrier pod {pod['metadata']['name']}")
                 time.sleep(0.02)
+        return name
 
     def _schedulers(self) -> list[str]:
         """kube-scheduler's schedulerName, and the daemon's when it is compared."""
