@@ -54,7 +54,7 @@ GROUP_KINDS = (GANG_ALL, GANG_PART, BASIC)
 
 _NODE_CPU = ("2", "4", "4", "6", "8")
 _NODE_MEMORY = ("4Gi", "8Gi", "8Gi", "16Gi")
-_POD_CPU = ("250m", "500m", "1", "1", "1500m", "2", "3")
+_POD_CPU = ("500m", "1", "1", "1500m", "2", "3")
 _POD_MEMORY = ("256Mi", "512Mi", "1Gi", "1Gi", "2Gi", "3Gi")
 
 
@@ -117,7 +117,7 @@ class GangCase:
 def gen_gang_case(seed: int, index: int, prefix: str, scheduler: str) -> GangCase:
     rng = random.Random(f"gangs/{seed}/{index}")
     nodes = [_node(f"{prefix}-n{i}", prefix, rng.choice(_NODE_CPU), rng.choice(_NODE_MEMORY))
-             for i in range(rng.randint(2, 5))]
+             for i in range(rng.randint(2, 4))]
     steps: list[Step] = []
     notes = [f"{len(nodes)} nodes"]
     for g in range(rng.randint(1, 3)):
@@ -128,6 +128,7 @@ def gen_gang_case(seed: int, index: int, prefix: str, scheduler: str) -> GangCas
             notes.append(f"{len(plain)} plain")
         size = rng.randint(1, MAX_GROUP - 1)
         roll = rng.random()
+        policy: dict[str, Any]
         if roll < 0.25:
             kind, policy = BASIC, {"basic": {}}
         elif roll < 0.6 and size > 1:

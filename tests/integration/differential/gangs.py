@@ -48,7 +48,7 @@ from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod, node_from_dict, pod_from_dict
 from tests.gen.clusters import HOSTNAME
 from tests.gen.differential import CASE_LABEL
-from tests.gen.gangs import GROUP_KINDS, WORKLOAD_API, GangCase, Step
+from tests.gen.gangs import BASIC, GROUP_KINDS, WORKLOAD_API, GangCase, Step
 from tests.integration.differential.runner import BARRIER_NAMESPACE, Runner, unbound
 
 # kube-scheduler v1.36.3's message to a member that fitted in a gang short of its
@@ -123,8 +123,8 @@ class GangOutcome:
 @dataclass
 class GangTally:
     cases: int = 0
-    # (kind, outcome) -> groups; outcome: Scheduled, held (a gang short of its quorum),
-    # none fit (Unschedulable, no member fitted), or undecided.
+    # (kind, outcome) -> groups; outcome: scheduled, held (a gang short of its quorum),
+    # none fit (a basic group none of whose pods fits), or undecided.
     groups: dict[tuple[str, str], int] = field(default_factory=dict)
     bound: int = 0
     messages: int = 0  # unbound pods whose messages were compared
@@ -136,7 +136,7 @@ class GangTally:
         self.cases += 1
         self.regressed += len(o.regressed)
         for kind, cond in o.groups:
-            key = (kind, _outcome_name(cond))
+            key = (kind, _outcome_name(kind, cond))
             self.groups[key] = self.groups.get(key, 0) + 1
         for p in o.kube.pods.values():
             self.bound += p.node is not None
@@ -162,12 +162,14 @@ class GangTally:
 SCHEDULED, HELD, NONE_FIT, UNDECIDED = "scheduled", "held", "none fit", "undecided"
 
 
-def _outcome_name(cond: Condition | None) -> str:
+def _outcome_name(kind: str, cond: Condition | None) -> str:
     if cond is None:
         return UNDECIDED
     if cond[0] == "True":
         return SCHEDULED
-    return HELD if cond[1] == "Unschedulable" else f"{cond[1]}"
+    if cond[1] != "Unschedulable":
+        return cond[1]
+    return NONE_FIT if kind == BASIC else HELD
 
 
 class GangRunner:
@@ -184,7 +186,7 @@ class GangRunner:
         copies = [c for pair in pairs for c in pair]
         try:
             r.put_scenes(copies)
-            barrier = r.barrier(pairs[0][0].prefix, pods=BARRIER_PODS)
+            barrier = r.barrier(pairs[0][0].prefix, capacity=BARRIER_PODS)
             with ThreadPoolExecutor(max_workers=len(copies)) as pool:
                 results = list(pool.map(lambda c: self._run_copy(c, barrier), copies))
             outcomes = []
