@@ -27,6 +27,7 @@ from typing import Any
 
 from bench.e2e.shapes import SCHEDULER_NAME
 from policyd.devcluster import ControlPlane
+from policyd.devcluster.featuregates import format_gates
 from policyd.devcluster.ports import LOOPBACK, free_ports
 
 POLICIES = Path(__file__).resolve().parents[2] / "policies"
@@ -99,12 +100,15 @@ def kube_scheduler_config(qps: float, burst: int, contention_profiling: bool
 
 def start(scheduler: str, cp: ControlPlane, workdir: Path, *, qps: float, burst: int,
           policies: bool, cpus: frozenset[int] | None = None) -> Running:
-    """Start `scheduler`; `cpus` pins it (every thread) to those CPUs."""
+    """Start `scheduler`; `cpus` pins it (every thread) to those CPUs. kube-scheduler
+    runs with the control plane's feature gates (`ControlPlane(feature_gates=...)`),
+    and so does policyd (`--feature-gates`, when there are any)."""
     if is_kube_scheduler(scheduler):
         return _start_kube_scheduler(scheduler, cp, workdir, qps, burst, cpus,
                                      contention_profiling=scheduler != KUBE_SCHEDULER)
     if scheduler == POLICYD:
-        return _start_policyd(cp, workdir, qps, burst, policies, cpus)
+        return _start_policyd(cp, workdir, qps, burst, policies, cpus,
+                              gates=format_gates(cp.feature_gates))
     if is_null(scheduler):
         return _start_null(scheduler, cp, workdir, qps, burst, cpus)
     raise ValueError(f"unknown scheduler {scheduler!r}")
@@ -148,7 +152,7 @@ def _subprocess(name: str, argv: list[str], workdir: Path, metrics_url: str | No
 
 
 def _start_policyd(cp: ControlPlane, workdir: Path, qps: float, burst: int,
-                   policies: bool, cpus: frozenset[int] | None) -> Running:
+                   policies: bool, cpus: frozenset[int] | None, gates: str = "") -> Running:
     profile = workdir / "policyd.yaml"
     profile.write_text(
         "apiVersion: policyd.io/v1alpha1\nkind: PolicydConfiguration\n"
@@ -160,7 +164,8 @@ def _start_policyd(cp: ControlPlane, workdir: Path, qps: float, burst: int,
             "--kubeconfig", str(cp.kubeconfig_path),
             "--metrics-bind-address", f"{LOOPBACK}:{port}", "--secure-port", "0",
             "--kube-api-qps", str(qps), "--kube-api-burst", str(burst),
-            "--parallel-binds", str(PARALLEL_BINDS), "-v", str(LOG_VERBOSITY)]
+            "--parallel-binds", str(PARALLEL_BINDS), "-v", str(LOG_VERBOSITY),
+            *(["--feature-gates", gates] if gates else [])]
     return _subprocess(POLICYD, argv, workdir, f"http://{LOOPBACK}:{port}/metrics",
                        {"profile": profile.read_text(), "argv": argv[1:]}, cpus)
 

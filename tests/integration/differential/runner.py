@@ -66,11 +66,17 @@ class Scene(Protocol):
     """What a case puts on the API server before anything is scheduled (`Case`s and
     `SequenceCase`s both)."""
 
-    prefix: str
-    namespaces: dict[str, dict[str, str]]
-    nodes: list[dict[str, Any]]
-    pods: list[dict[str, Any]]
-    workloads: list[dict[str, Any]]
+    # Read-only: a scene may compute them (`tests.gen.gangs.GangCase`).
+    @property
+    def prefix(self) -> str: ...
+    @property
+    def namespaces(self) -> dict[str, dict[str, str]]: ...
+    @property
+    def nodes(self) -> list[dict[str, Any]]: ...
+    @property
+    def pods(self) -> list[dict[str, Any]]: ...
+    @property
+    def workloads(self) -> list[dict[str, Any]]: ...
 
 # Upstream's default plugins that policyd does not implement (or that need objects the
 # cases never have): all disabled so the two profiles are the same. Names that are not
@@ -401,7 +407,7 @@ class Runner:
         plural = {"Service": "services", "ReplicaSet": "replicasets"}[obj["kind"]]
         self.ensure(f"{group}/namespaces/{obj['metadata']['namespace']}/{plural}", obj)
 
-    def barrier(self, prefix: str) -> None:
+    def barrier(self, prefix: str, *, capacity: int = 10) -> str:
         """Return once kube-scheduler (and the `policyd run` daemon, if compared) has
         seen everything created so far; TimeoutError after `timeout` seconds. `prefix`
         names the barrier node, which `cleanup` deletes.
@@ -411,13 +417,14 @@ class Runner:
         only fits that node: once kube-scheduler has bound that pod, both watches have
         delivered everything before them. The barrier node is part of the batch (both
         schedulers count it in "0/N nodes"); its pod lives in a namespace no case
-        selects."""
+        selects. Returns the node's name; `capacity` is its pod capacity (the gang cases
+        pin a pod there at every sync point, `differential.gangs`)."""
         name = f"{prefix}-barrier"
         self.post("/api/v1/nodes", {
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": {HOSTNAME: name, CASE_LABEL: name}},
-            "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"},
-                       "capacity": {"cpu": "1", "memory": "1Gi", "pods": "10"}}})
+            "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": str(capacity)},
+                       "capacity": {"cpu": "1", "memory": "1Gi", "pods": str(capacity)}}})
         self._barriers.append(name)
         schedulers = self._schedulers()
         pods: list[dict[str, Any]] = [
@@ -437,6 +444,7 @@ class Runner:
                     raise TimeoutError(f"{pod['spec']['schedulerName']} did not bind the "
                                        f"barrier pod {pod['metadata']['name']}")
                 time.sleep(0.02)
+        return name
 
     def _schedulers(self) -> list[str]:
         """kube-scheduler's schedulerName, and the daemon's when it is compared."""
