@@ -21,6 +21,7 @@ import typer
 from policyd.cli.options import choice_enum, output_option, yaml_text
 from policyd.cli.schedule_cmds import (
     ClusterOpt,
+    ClusterPoliciesOpt,
     ConfigOpt,
     ContextOpt,
     FieldValidation,
@@ -86,6 +87,7 @@ def audit(
     strict: StrictOpt = False,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
+    cluster_policies: ClusterPoliciesOpt = False,
 ) -> None:
     """Audit bound pods: for each, which filter rules of the policies that apply to it
     reject the node it runs on now (after a policy change or a node's labels drifted).
@@ -107,12 +109,13 @@ def audit(
     Reads the snapshot --cluster FILE or, without it, the live cluster (listed once,
     nothing written), whose SchedulingPolicy objects are audited too as explain and
     simulate run them (always without --config, with it when the profile sets
-    clusterPolicies: true).
+    clusterPolicies: true or --cluster-policies is given).
 
     Exit 0 when no pod violates a policy (and no device finding), 1 when one does (see
     --fail-on), 2 for bad input (including unknown fields, unless --validate says
     otherwise)."""
     from policyd.cli.schedule_cmds import (
+        check_cluster_policies_flag,
         empty_namespace,
         frameworks_for,
         label_policies,
@@ -123,6 +126,7 @@ def audit(
     from policyd.engine.device_audit import audit_devices
     from policyd.policy.policy_schema import ENFORCE
 
+    check_cluster_policies_flag(cluster_policies, cluster)
     source = load_input(cluster, kubeconfig, context, validate, strict)
     snap = source.snapshot
     if config is None and not policies and not source.policies:
@@ -130,7 +134,7 @@ def audit(
                            "and/or a profile with --config (a live cluster's "
                            "SchedulingPolicy objects count too; it has none)")
     frameworks = frameworks_for(config, policies or [], None, source.policies,
-                                snap.warnings)
+                                snap.warnings, cluster_policies_flag=cluster_policies)
     choose = _policy_chooser(frameworks, by_profile=config is not None,
                              all_schedulers=all_schedulers)
     pods = [p for p in snap.pods if namespace is None or p.namespace == namespace]

@@ -36,9 +36,18 @@ def check_config(
     profile: Path = typer.Argument(  # noqa: B008 - typer's declaration style
         # readable=False: an unreadable profile gets the one-line file error (exit 2)
         # that lint and test print, not click's usage box.
-        ..., metavar="PROFILE", help="A PolicydConfiguration file.", readable=False),
+        ..., metavar="PROFILE", help="A PolicydConfiguration file, or kube-scheduler's "
+        "KubeSchedulerConfiguration v1 file.", readable=False),
     output_format: Annotated[str | None, output_option(CHECK_CONFIG_FORMATS, HELP)] = None,
     strict: bool = typer.Option(False, "--strict", help="Warnings fail the run too."),
+    policies: Annotated[list[Path] | None, typer.Option(
+        "--policies", help="Extra policy file or directory (repeatable), as `policyd run "
+                           "--policies` loads it.")] = None,
+    cluster_policies: Annotated[bool, typer.Option(
+        "--cluster-policies", help="Validate as `policyd run --cluster-policies` would: "
+        "clusterPolicies: true over the file (shown in the effective configuration). "
+        "No cluster is read: a plugin only a SchedulingPolicy object provides is still "
+        "reported unknown.")] = False,
 ) -> None:
     """Validate a profile and the policies it loads, as `policyd run` would, offline."""
     fmt = problem_format(output_format, DOCUMENT_EXTRA)
@@ -51,7 +60,8 @@ def check_config(
         print(f"policyd check-config: error: {profile}: is a directory; expected a "
               "PolicydConfiguration file", file=sys.stderr)
         raise typer.Exit(EXIT_USAGE)
-    checked = validated_config_file(profile)
+    checked = validated_config_file(profile, extra_policies=tuple(policies or ()),
+                                    cluster_policies_flag=cluster_policies)
     if checked.valid:  # as `policyd run` goes on to do: a profile that cannot be built fails
         build_frameworks(checked)
     problems = checked.problems

@@ -33,11 +33,18 @@ LOG_FORMAT_HELP = ("Log line format: text, or json as klog's JSON format writes 
                    "err, key/value pairs).")
 
 
+CLUSTER_POLICIES_HELP = (
+    "Also run the cluster's SchedulingPolicy objects, watched, as `clusterPolicies: "
+    "true` in the profile does: the way to have them with a KubeSchedulerConfiguration "
+    "file, which cannot say it.")
+
+
 def run(
     config: Annotated[Path, typer.Option(
         # Checked by the profile's validation (one line, exit 2), not by click's
         # multi-line usage error, like check-config's argument.
-        "--config", help="PolicydConfiguration profile (its `policies` are loaded with it).")],
+        "--config", help="PolicydConfiguration profile (its `policies` are loaded with "
+                         "it), or kube-scheduler's KubeSchedulerConfiguration v1 file.")],
     kubeconfig: Annotated[str | None, typer.Option(
         "--kubeconfig", envvar="KUBECONFIG",
         help="kubeconfig file; default: $KUBECONFIG, in-cluster, ~/.kube/config.")] = None,
@@ -88,6 +95,8 @@ def run(
     policies: Annotated[list[Path] | None, typer.Option(
         "--policies", help="Extra policy file or directory (repeatable).")
     ] = None,
+    cluster_policies: Annotated[bool, typer.Option(
+        "--cluster-policies", help=CLUSTER_POLICIES_HELP)] = False,
     reload_interval: Annotated[float, typer.Option(
         "--reload-interval", min=0.1, help="Seconds between checks of the profile and "
                                            "policy files for changes.")] = 2.0,
@@ -141,7 +150,8 @@ def run(
         tls_cert_file=tls_cert_file, tls_private_key_file=tls_private_key_file,
         metrics_bind_address=metrics_bind_address, leader_elect=leader_elect,
         lease_namespace=lease_namespace, lease_name=lease_name, identity=identity,
-        policies=list(policies or []), verbosity=verbosity,
+        policies=list(policies or []), cluster_policies=cluster_policies,
+        verbosity=verbosity,
         reload_interval=reload_interval, shutdown_grace=shutdown_grace, binders=binders,
         qps=qps, burst=burst, feature_gates=gates)
     loaded = load_config(options)  # InvalidConfig -> exit 1, before any connection

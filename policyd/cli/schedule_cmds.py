@@ -90,6 +90,11 @@ StrictOpt = Annotated[bool, typer.Option(
     "--strict", help="Refuse (exit 2) a snapshot object of a kind the scheduler does not "
     "read (Deployment, Job, ResourceClaimTemplate...), instead of skipping it with one note.")]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for breaking score ties.")]
+ClusterPoliciesOpt = Annotated[bool, typer.Option(
+    "--cluster-policies", help="With --config: run the live cluster's SchedulingPolicy "
+    "objects as if the profile set clusterPolicies: true, as `policyd run "
+    "--cluster-policies` does (the way with a KubeSchedulerConfiguration file). Without "
+    "--config they always run. Not with --cluster FILE: a snapshot has none.")]
 MetricsOpt = Annotated[Path | None, typer.Option(
     "--metrics", help="Node metric values for `metric` score rules, YAML or JSON: "
     "metric -> node -> value (without it every metric value is missing).")]
@@ -133,15 +138,17 @@ def gates_of(frameworks: Mapping[str, Framework]) -> FeatureGates:
 
 def frameworks_for(config: Path | None, policies: list[Path], seed: int | None,
                    cluster_objects: list[dict[str, Any]] | None = None,
-                   warnings: list[str] | None = None) -> dict[str, Framework]:
+                   warnings: list[str] | None = None, *,
+                   cluster_policies_flag: bool = False) -> dict[str, Framework]:
     """The profile's frameworks after the full validation `policyd check-config` runs
     (any error: exit 2 with every problem at file:line:column), or the default profile
     plus `policies` when no profile is given.
 
     `cluster_objects` are the live cluster's SchedulingPolicy objects (None: not read,
     or no CRD). They join the file policies without a profile, and with one only when
-    it says `clusterPolicies: true`, as the daemon runs them; an object with errors is
-    left out with a line in `warnings`."""
+    it says `clusterPolicies: true` or `cluster_policies_flag` (--cluster-policies) says
+    it for the file, as the daemon runs them; an object with errors is left out with a
+    line in `warnings`."""
     from policyd.config.plugins import ProfileError, default_framework
     from policyd.config.profile_schema import DEFAULT_SCHEDULER_NAME
 
@@ -167,10 +174,11 @@ def frameworks_for(config: Path | None, policies: list[Path], seed: int | None,
             cluster_objects, list(docs), offered, metrics)})
     settings, frameworks, problems = validate_config_file(
         config, extra_policies=policies, seed=seed, cluster_policies=source,
-        cluster_policies_opt_in=True)
+        cluster_policies_opt_in=True, cluster_policies_flag=cluster_policies_flag)
     if source is not None and not settings.cluster_policies:
         said.append(f"{len(cluster_objects or ())} SchedulingPolicy object(s) in the "
-                    f"cluster not run: {config} does not set clusterPolicies: true")
+                    f"cluster not run: {config} does not set clusterPolicies: true "
+                    "(--cluster-policies runs them)")
     else:
         said += offered
     errors = [p for p in problems if p.is_error]
@@ -321,6 +329,17 @@ def load_input(cluster: Path | None, kubeconfig: str | None, context: str | None
     snap.warnings += read.warnings
     return ClusterInput(snap, read.host, live=True, policies=read.policies,
                         namespace=context_namespace(kubeconfig, context))
+
+
+def check_cluster_policies_flag(flag: bool, cluster: Path | None) -> None:
+    """--cluster-policies reads the live cluster's SchedulingPolicy objects: with a
+    snapshot file it has nothing to run, a usage error (exit 2) rather than a flag that
+    silently does nothing. Checked before the snapshot is read."""
+    if flag and cluster is not None:
+        raise PolicydError("--cluster-policies runs the live cluster's SchedulingPolicy "
+                           "objects, and --cluster FILE reads a snapshot, which has none: "
+                           "drop --cluster to read the cluster, or give the policies as "
+                           "files with --policies")
 
 
 def _load_cluster(path: Path, validate: FieldValidation, strict: bool) -> Snapshot:
@@ -481,6 +500,7 @@ def explain(
     context: ContextOpt = None,
     namespace: NamespaceOpt = None,
     top: TopOpt = DEFAULT_TOP,
+    cluster_policies: ClusterPoliciesOpt = False,
 ) -> None:
     """Explain where one pod would go and why: every plugin's verdict and score per node.
 
@@ -502,6 +522,7 @@ def explain(
 
     if (pod_ref is None) == (pod is None):
         raise PolicydError("name the pod to explain: POD or --pod (one of them)")
+    check_cluster_policies_flag(cluster_policies, cluster)
     source = load_input(cluster, kubeconfig, context, validate, strict)
     snap = source.snapshot
     pod_path = Path(pod) if pod is not None else None
@@ -522,7 +543,8 @@ def explain(
     where += " or the --pods files" if paths else ""
     target = _pick_pod(key, merged.extra + merged.snapshot, from_file,
                        where if pod_ref is not None else f"{where} (and no such file)")
-    frameworks = frameworks_for(config, policies or [], seed, source.policies, warnings)
+    frameworks = frameworks_for(config, policies or [], seed, source.policies, warnings,
+                                cluster_policies_flag=cluster_policies)
     attach_metrics_file(frameworks, metrics)
     served = serving_profiles(frameworks, default_profile=config is None)
     notes = snap.notes + list(merged.notes)
@@ -571,6 +593,7 @@ def simulate(
         "--all-schedulers", help="Also schedule the pending pods no profile serves (other "
         "schedulers'), with the default profile (with --config: the one serving "
         "default-scheduler, else the only one), as explain explains such a pod.")] = False,
+    cluster_policies: ClusterPoliciesOpt = False,
 ) -> None:
     """Schedule every pending pod of the cluster plus the --pods, in queue order, each
     placement counted before the next.
@@ -593,12 +616,14 @@ def simulate(
     from policyd.engine.report import simulate_json, simulate_text
     from policyd.engine.simulate import simulate as run
 
+    check_cluster_policies_flag(cluster_policies, cluster)
     source = load_input(cluster, kubeconfig, context, validate, strict)
     snap = source.snapshot
     files, warnings = load_pod_files(list(pods or []), validate)
     check_unique_pods(files)
     merged = merge_pods(snap.pods, files)
-    frameworks = frameworks_for(config, policies or [], seed, source.policies, warnings)
+    frameworks = frameworks_for(config, policies or [], seed, source.policies, warnings,
+                                cluster_policies_flag=cluster_policies)
     attach_metrics_file(frameworks, metrics)
     served = serving_profiles(frameworks, default_profile=config is None)
     snap.pods = merged.snapshot + merged.extra

@@ -33,6 +33,7 @@ def validate_config_file(
     cluster_policies_opt_in: bool = False,
     gate_overrides: Sequence[tuple[str, bool]] = (),
     pinned_gates: FeatureGates | None = None,
+    cluster_policies_flag: bool = False,
 ) -> tuple[PolicydConfig, dict[str, Framework], list[Problem]]:
     """Check the profile at `path` and the policies it names, then build it if valid.
 
@@ -45,7 +46,8 @@ def validate_config_file(
     `validate.validate`).
 
     `cluster_policies_opt_in`: the cluster policies count only when the profile sets
-    `clusterPolicies: true`. They are offered first, since only the validation reads
+    `clusterPolicies: true` (or `cluster_policies_flag`, `--cluster-policies`, says
+    it for the file). They are offered first, since only the validation reads
     that setting (and the profile may name them); a profile that does not enable them
     is validated again without, so that naming one there is the error it is for the
     daemon. The daemon leaves this False: it offers them only when the profile it
@@ -59,7 +61,8 @@ def validate_config_file(
     checked = validated_config_file(path, extra_policies=extra_policies,
                                     cluster_policies=cluster_policies,
                                     cluster_policies_opt_in=cluster_policies_opt_in,
-                                    gate_overrides=gate_overrides)
+                                    gate_overrides=gate_overrides,
+                                    cluster_policies_flag=cluster_policies_flag)
     frameworks = build_frameworks(checked, seed=seed, features=pinned_gates) \
         if checked.valid else {}
     return checked.config, frameworks, checked.problems
@@ -72,12 +75,14 @@ def validated_config_file(
     cluster_policies: ClusterPolicies | None = None,
     cluster_policies_opt_in: bool = False,
     gate_overrides: Sequence[tuple[str, bool]] = (),
+    cluster_policies_flag: bool = False,
 ) -> ValidatedConfig:
     """What `validate_config_file` validates, before building (the arguments are
     its): for callers that need the validation's own result, such as check-config's
     effective configuration."""
     checked = validate(path, extra_policies=extra_policies,
-                       cluster_policies=cluster_policies, gate_overrides=gate_overrides)
+                       cluster_policies=cluster_policies, gate_overrides=gate_overrides,
+                       cluster_policies_flag=cluster_policies_flag)
     if cluster_policies_opt_in and cluster_policies is not None \
             and not checked.config.cluster_policies:
         checked = validate(path, extra_policies=extra_policies,

@@ -240,9 +240,12 @@ def feature_gates_from(raw: Any, overrides: Sequence[tuple[str, bool]] = ()
 
 
 def config_from_dict(raw: Any, path: Path, policy_files: tuple[Path, ...] = (),
-                     gate_overrides: Sequence[tuple[str, bool]] = ()) -> PolicydConfig:
+                     gate_overrides: Sequence[tuple[str, bool]] = (),
+                     cluster_policies_flag: bool = False) -> PolicydConfig:
     """A PolicydConfig from a (possibly invalid) document: invalid values become
-    defaults. `gate_overrides`: `--feature-gates`, over the profile's."""
+    defaults. `gate_overrides`: `--feature-gates`, over the profile's;
+    `cluster_policies_flag`: `--cluster-policies`, which turns `clusterPolicies` on
+    whatever the file says (a KubeSchedulerConfiguration cannot say it)."""
     doc = _map(raw)
     base = path.parent
     le = _map(doc.get("leaderElection"))
@@ -286,7 +289,7 @@ def config_from_dict(raw: Any, path: Path, policy_files: tuple[Path, ...] = (),
                        if isinstance(p, str) and p) if isinstance(raw_policies, list) else (),
         policy_files=policy_files,
         metrics_providers=metrics_providers_from(doc.get("metricsProviders"), base),
-        cluster_policies=doc.get("clusterPolicies") is True,
+        cluster_policies=doc.get("clusterPolicies") is True or cluster_policies_flag,
         kube_scheduler_only=tuple(
             (name, value if isinstance(value := doc.get(name), bool) else default)
             for name, default in s.KUBE_SCHEDULER_ONLY_DEFAULTS.items()),

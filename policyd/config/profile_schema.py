@@ -32,7 +32,7 @@ KUBE_SCHEDULER_API_VERSION = "kubescheduler.config.k8s.io/v1"
 KUBE_SCHEDULER_KIND = "KubeSchedulerConfiguration"
 # Each with the flag of `policyd run` that sets it for such a file, if one does.
 POLICYD_ONLY_FIELDS = {"policies": "--policies", "featureGates": "--feature-gates",
-                       "metricsProviders": None, "clusterPolicies": None}
+                       "metricsProviders": None, "clusterPolicies": "--cluster-policies"}
 SCHEMA_ID = "https://policyd.io/schemas/profile.schema.json"
 
 DEFAULT_SCHEDULER_NAME = "policyd"

@@ -115,7 +115,8 @@ class ValidatedConfig:
 
 def validate(path: Path, *, extra_policies: Sequence[Path] = (),
              cluster_policies: ClusterPolicies | None = None,
-             gate_overrides: Sequence[tuple[str, bool]] = ()) -> ValidatedConfig:
+             gate_overrides: Sequence[tuple[str, bool]] = (),
+             cluster_policies_flag: bool = False) -> ValidatedConfig:
     """Every problem of the profile at `path` and of the policies it names; builds
     nothing.
 
@@ -124,6 +125,8 @@ def validate(path: Path, *, extra_policies: Sequence[Path] = (),
     that are enabled by default, exactly as a file policy is. `gate_overrides`
     (`policyd run --feature-gates`, each setting already accepted by
     `features.with_settings`) apply over the profile's `featureGates`.
+    `cluster_policies_flag` (`--cluster-policies`) sets `clusterPolicies: true` over
+    the file, the one way a KubeSchedulerConfiguration can have it.
 
     The steps run in this order, each skipping what an earlier one reported: the file
     (YAML, exactly one mapping document), the schema, the top-level settings, the
@@ -131,10 +134,11 @@ def validate(path: Path, *, extra_policies: Sequence[Path] = (),
     as plugins) and their metric rules, then the profiles and their plugins.
     """
     path = Path(path)
+    overrides = (gate_overrides, cluster_policies_flag)
     source = load_file(path)
     problems: list[Problem] = list(source.problems)
     if not source.documents:
-        return ValidatedConfig(config_from_dict({}, path, (), gate_overrides), problems)
+        return ValidatedConfig(config_from_dict({}, path, (), *overrides), problems)
     doc = source.documents[0]
     for extra in source.documents[1:]:
         problems.append(extra.problem((), "config-document",
@@ -144,12 +148,12 @@ def validate(path: Path, *, extra_policies: Sequence[Path] = (),
         problems.append(doc.problem((), "config-document",
                                     "a PolicydConfiguration must be a mapping with apiVersion "
                                     "and kind"))
-        return ValidatedConfig(config_from_dict({}, path, (), gate_overrides), problems)
+        return ValidatedConfig(config_from_dict({}, path, (), *overrides), problems)
     if (other := wrong_file(doc.data, doc.file, PROFILE)) is not None:
         # A policy, a PolicyTest, a snapshot: one problem saying so, not every field
         # a profile does not have.
         problems.append(doc.problem(("kind",), "config-document", other))
-        return ValidatedConfig(config_from_dict({}, path, (), gate_overrides), problems)
+        return ValidatedConfig(config_from_dict({}, path, (), *overrides), problems)
     data: Mapping[str, Any] = doc.data
     if data.get("kind") == config_schema.KUBE_SCHEDULER_KIND:
         data = _as_policyd_configuration(doc, problems)
@@ -165,7 +169,7 @@ def validate(path: Path, *, extra_policies: Sequence[Path] = (),
     problems = sorted([*problems, *check.problems], key=lambda p: p.sort_key())
     problems.extend(sorted(check.policy_problems, key=lambda p: p.sort_key()))
     return ValidatedConfig(config_from_dict(data, path, tuple(check.policy_files),
-                                            gate_overrides),
+                                            *overrides),
                            problems, check.profile_list, check.compiled,
                            check.policy_documents, check.cluster_plugins)
 

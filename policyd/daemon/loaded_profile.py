@@ -131,6 +131,8 @@ class LoadedConfig:
     feature_gates: FeatureGates = DEFAULTS
     # `policyd run --feature-gates`, applied over the profile's at every reload.
     gate_overrides: tuple[tuple[str, bool], ...] = ()
+    # `policyd run --cluster-policies`, applied over the profile at every reload.
+    cluster_policies_flag: bool = False
     # What /configz serves (config.effective.configz); None while incomplete.
     configz: dict[str, Any] | None = None
 
@@ -147,7 +149,8 @@ def load(path: Path, extra_policies: list[Path] | None = None,
          cluster_policies: ClusterPolicies | None = None, *,
          cluster_pending: bool = False,
          gate_overrides: tuple[tuple[str, bool], ...] = (),
-         pinned_gates: FeatureGates | None = None) -> LoadedConfig:
+         pinned_gates: FeatureGates | None = None,
+         cluster_policies_flag: bool = False) -> LoadedConfig:
     """Validate the profile and its policies and build the frameworks, or raise
     InvalidConfig (every problem; exit 1) / InputFileError (unreadable file; exit 2).
 
@@ -158,10 +161,12 @@ def load(path: Path, extra_policies: list[Path] | None = None,
     incomplete (`complete` False, no frameworks) instead of an error; every other
     problem is raised, before any request.
     `gate_overrides`: --feature-gates; `pinned_gates`: the gates to build with (a
-    reload's: those the daemon started with) instead of the profile's."""
+    reload's: those the daemon started with) instead of the profile's.
+    `cluster_policies_flag`: --cluster-policies (`clusterPolicies: true` whatever the
+    file says)."""
     checked = validated_config_file(
         path, extra_policies=tuple(extra_policies or ()), cluster_policies=cluster_policies,
-        gate_overrides=gate_overrides)
+        gate_overrides=gate_overrides, cluster_policies_flag=cluster_policies_flag)
     config, found = checked.config, checked.problems
     frameworks = build_frameworks(checked, features=pinned_gates) if checked.valid else {}
     errors = [p for p in found if p.level == "error"]
@@ -190,5 +195,6 @@ def load(path: Path, extra_policies: list[Path] | None = None,
                         complete=not errors,
                         feature_gates=pinned_gates or config.feature_gates,
                         gate_overrides=tuple(gate_overrides),
+                        cluster_policies_flag=cluster_policies_flag,
                         configz=configz(checked) if checked.valid else None)
 

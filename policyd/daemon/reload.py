@@ -167,7 +167,8 @@ class ConfigWatcher:
             self.cluster.proposed = None
         return load(self.current.path, self.extra_policies, self.cluster,
                     gate_overrides=self.current.gate_overrides,
-                    pinned_gates=self.current.feature_gates)
+                    pinned_gates=self.current.feature_gates,
+                    cluster_policies_flag=self.current.cluster_policies_flag)
 
     def _reject(self, change: str, problem: str) -> bool:
         self.failures += 1

@@ -97,6 +97,9 @@ class RunOptions:
     # --feature-gates, each setting over the profile's `featureGates` (checked by
     # `features.check_settings` when parsed).
     feature_gates: tuple[tuple[str, bool], ...] = ()
+    # --cluster-policies: the cluster's SchedulingPolicy objects run whatever the
+    # profile says (a KubeSchedulerConfiguration cannot say `clusterPolicies: true`).
+    cluster_policies: bool = False
     qps: float | None = None
     burst: int | None = None
     watch_timeout: float = 300.0
@@ -497,10 +500,11 @@ def _metrics_manager(nodes: Callable[[], list[Any]], metrics: Metrics, clock: Cl
 
 def load_config(options: RunOptions) -> daemon_config.LoadedConfig:
     """Validate everything before any connection exists (raises InvalidConfig). With
-    `clusterPolicies: true`, plugin names no file provides are left for the Daemon,
-    which lists the cluster's policies and validates again."""
+    `clusterPolicies: true` (or --cluster-policies), plugin names no file provides are
+    left for the Daemon, which lists the cluster's policies and validates again."""
     return daemon_config.load(options.config, options.policies, cluster_pending=True,
-                              gate_overrides=options.feature_gates)
+                              gate_overrides=options.feature_gates,
+                              cluster_policies_flag=options.cluster_policies)
 
 
 def connect(options: RunOptions, settings: daemon_config.RuntimeSettings) -> KubeClient:

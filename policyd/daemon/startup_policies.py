@@ -58,7 +58,8 @@ def load_with_cluster_policies(
         cluster.replace_all(objects)
     result = daemon_config.load(config, policies, cluster,
                                 gate_overrides=loaded.gate_overrides,
-                                pinned_gates=loaded.feature_gates)
+                                pinned_gates=loaded.feature_gates,
+                                cluster_policies_flag=loaded.cluster_policies_flag)
     cluster.applied()
     if cluster.running:
         log.info("cluster policies in effect: %s", ", ".join(

@@ -2,7 +2,8 @@
 already has: one KubeSchedulerConfiguration file, started first by the real
 kube-scheduler v1.36.3 (which must come up ready with it, then stops), then by
 `policyd run --config` with a policy from --policies, which places a pod by that
-file's profile and the policy."""
+file's profile and the policy; and with `--cluster-policies`, a SchedulingPolicy object
+applied to the cluster instead."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from policyd.devcluster.controlplane import ControlPlane
 from tests.e2e.helpers import Cluster, ProcessFactory
+from tests.e2e.test_cluster_policies import Policies, install_crd, policy
 from tests.polling import wait_for
 
 HW_POLICY = Path(__file__).resolve().parents[2] / "policies" / "hw-encrypt.yaml"
@@ -67,3 +69,31 @@ def test_policyd_runs_kube_schedulers_own_file(
     # is the fuller one relative to its size.
     assert cluster.wait_bound("any", timeout=30) == "plain"
     assert proc.poll() is None
+
+
+def test_cluster_policies_flag_runs_schedulingpolicy_objects_with_that_file(
+        cluster: Cluster, control_plane: ControlPlane, processes: ProcessFactory,
+        tmp_path: Path) -> None:
+    """The same file cannot say `clusterPolicies: true` (kube-scheduler would refuse
+    it): `--cluster-policies` runs a SchedulingPolicy object applied to the cluster,
+    which then places the pod against the file's own scoring and shows Accepted."""
+    scheduler = f"migrating-{uuid.uuid4().hex[:6]}"
+    config = _file(tmp_path / "kube-scheduler.yaml", scheduler, control_plane.kubeconfig_path)
+    install_crd(cluster.client)
+    objects = Policies(cluster.client)
+    name = f"team-{uuid.uuid4().hex[:6]}"
+    try:
+        objects.create(policy(name, f"Team{uuid.uuid4().hex[:6]}", "not a team node"))
+        proc = processes.start("--config", str(config), "--cluster-policies",
+                               "--metrics-bind-address", "127.0.0.1:0")
+        wait_for(lambda: "starting:" in processes.log(0), 30, "policyd run started")
+        assert "cluster policies in effect: schedulingpolicy/" + name in processes.log(0)
+        # MostAllocated alone picks the small node; the object's filter only the other.
+        cluster.node("plain", cpu="2")
+        cluster.node("team-node", cpu="8", labels={"policy-ok": "true"})
+        cluster.pod("team-pod", scheduler, cpu="500m")
+        assert cluster.wait_bound("team-pod", timeout=30) == "team-node"
+        objects.wait_accepted(name, "True", 1)
+        assert proc.poll() is None
+    finally:
+        objects.cleanup()

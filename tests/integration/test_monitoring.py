@@ -14,6 +14,7 @@ import yaml
 
 from policyd.daemon.metrics import Metrics
 from policyd.devcluster.build import resolve_promtool
+from tests.prometheus_server import rules_file as write_rules_file
 
 REPO = Path(__file__).resolve().parents[2]
 MONITORING = REPO / "deploy" / "monitoring"
@@ -24,11 +25,8 @@ ALERTS = {"SchedulerPendingPodsGrowing", "SchedulerSchedulingErrors", "PolicydBi
 @pytest.fixture(scope="module")
 def rules_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """spec.groups of the PrometheusRule, as the plain rules file promtool reads."""
-    rule = yaml.safe_load((MONITORING / "prometheusrule.yaml").read_text())
-    assert (rule["apiVersion"], rule["kind"]) == ("monitoring.coreos.com/v1", "PrometheusRule")
-    path = tmp_path_factory.mktemp("rules") / "rules.yaml"
-    path.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
-    return path
+    return write_rules_file(MONITORING / "prometheusrule.yaml",
+                            tmp_path_factory.mktemp("rules") / "rules.yaml")
 
 
 def _promtool(*args: str) -> subprocess.CompletedProcess[str]:

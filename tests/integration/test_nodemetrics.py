@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import logging
 import socket
-import subprocess
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler
@@ -43,6 +41,7 @@ from policyd.nodemetrics.providers import ProbeProvider, PrometheusProvider, tcp
 from policyd.nodemetrics.telemetry import ProviderTelemetry
 from tests.builders import make_node, make_pod
 from tests.polling import wait_for
+from tests.prometheus_server import Prometheus
 from tests.unit.nodemetrics.helpers import loopback_server
 from tests.unit.policy.conftest import check_docs, make_policy
 
@@ -77,53 +76,6 @@ def exporter() -> Iterator[Exporter]:
         server.shutdown()
         server.server_close()
         thread.join(5)
-
-
-class Prometheus:
-    def __init__(self, binary: str, workdir: Path, target_port: int) -> None:
-        self.binary = binary
-        self.workdir = workdir
-        self.port = free_ports(1)[0]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.config = workdir / "prometheus.yml"
-        self.config.write_text(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-            "scrape_configs:\n  - job_name: exporter\n    static_configs:\n"
-            f"      - targets: ['127.0.0.1:{target_port}']\n")
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log = workdir / "prometheus.log"
-
-    def start(self) -> None:
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [self.binary, f"--config.file={self.config}",
-                 f"--storage.tsdb.path={self.workdir / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{self.port}",
-                 # A series that stops being scraped disappears from instant queries
-                 # after the lookback: short here, so a stopped target shows quickly.
-                 "--query.lookback-delta=5s", "--log.level=warn"],
-                stdout=log, stderr=subprocess.STDOUT)
-        wait_for(self.ready, 60, f"Prometheus ready on {self.url} (log: {self.log})")
-
-    def ready(self) -> bool:
-        if self.proc is not None and self.proc.poll() is not None:
-            raise AssertionError(f"prometheus exited {self.proc.returncode}: "
-                                 f"{self.log.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(self.url + "/-/ready", timeout=1) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self.proc = None
 
 
 @pytest.fixture

@@ -63,7 +63,7 @@ def test_a_profile_without_cluster_policies_does_not_run_them(tmp_path: Path) ->
     frameworks = frameworks_for(profile, [], None, [_object("team-a", "TeamA")], warnings)
     assert "TeamA" not in _filter_names(frameworks)
     assert warnings == [f"1 SchedulingPolicy object(s) in the cluster not run: {profile} "
-                        "does not set clusterPolicies: true"]
+                        "does not set clusterPolicies: true (--cluster-policies runs them)"]
 
 
 def test_a_profile_with_cluster_policies_runs_them_and_may_name_them(tmp_path: Path) -> None:
@@ -92,3 +92,20 @@ def test_naming_a_cluster_policy_without_enabling_them_is_the_daemons_error(
     with pytest.raises(PolicydError) as caught:
         frameworks_for(profile, [], None, [_object("team-a", "TeamA")], [])
     assert "TeamA" in str(caught.value) and caught.value.exit_code == 2
+
+
+def test_cluster_policies_flag_runs_them_with_a_kube_scheduler_file(tmp_path: Path) -> None:
+    """--cluster-policies: what `clusterPolicies: true` does, for a file that cannot
+    say it; the file may then name an object's plugin."""
+    profile = tmp_path / "kube-scheduler.yaml"
+    profile.write_text("apiVersion: kubescheduler.config.k8s.io/v1\n"
+                       "kind: KubeSchedulerConfiguration\n"
+                       "profiles:\n- schedulerName: team\n"
+                       "  plugins:\n    score:\n      disabled: [{name: TeamA}]\n")
+    objects = [_object("team-a", "TeamA")]
+    with pytest.raises(PolicydError, match="TeamA"):
+        frameworks_for(profile, [], None, objects, [])
+    warnings: list[str] = []
+    frameworks = frameworks_for(profile, [], None, objects, warnings,
+                                cluster_policies_flag=True)
+    assert "TeamA" in _filter_names(frameworks) and warnings == []

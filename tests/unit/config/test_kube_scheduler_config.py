@@ -74,7 +74,7 @@ def test_policies_join_it_from_the_command_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("field", "value", "hint"), [
     ("policies", "[p.yaml]", "give `policyd run --policies`"),
     ("featureGates", "{SchedulerPopFromBackoffQ: false}", "give `policyd run --feature-gates`"),
-    ("clusterPolicies", "true", "plus policyd's"),
+    ("clusterPolicies", "true", "give `policyd run --cluster-policies`"),
     ("metricsProviders", "[]", "plus policyd's"),
 ])
 def test_policyds_own_fields_are_refused_saying_how(tmp_path: Path, field: str, value: str,
