@@ -227,7 +227,7 @@ class SchedulingLoop:
         if state is None:
             return
         for uid in state.get(PODS_TO_ACTIVATE) or ():
-            self.state.queue.activate(uid)
+            self.state.queue.activate_or_remember(uid)
 
     def _hand_over(self, qp: QueuedPod, fw: Framework, result: ScheduleResult,
                    start: float, nominating: str | None = None) -> None:
