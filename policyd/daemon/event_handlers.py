@@ -38,7 +38,7 @@ from policyd.framework.events import (
 from policyd.kube import api
 from policyd.model import dra_objects, storage
 from policyd.model.disruption import disruption_key
-from policyd.model.pod_groups import PodGroup, pod_group_from_dict
+from policyd.model.pod_groups import COSCHEDULING_API, PodGroup, pod_group_from_dict
 from policyd.model.records import Pod, node_from_dict, pod_from_dict
 
 log = logging.getLogger(LOGGER)
@@ -330,14 +330,21 @@ class EventHandlers:
         s = self.state
         with s.lock:
             s.cluster.pod_groups.upsert(group)
-            s.move(ClusterEvent(events.POD_GROUP, ActionType.ADD), None, group)
+            s.move(ClusterEvent(_pod_group_resource(api_version), ActionType.ADD), None, group)
 
     def on_pod_group_update(self, api_version: str, old: Obj, new: Obj) -> None:
-        # Its spec is immutable: only the status changed, which no plugin waits for.
         group = self._decode_pod_group(api_version, new)
-        if group is not None:
-            with self.state.lock:
-                self.state.cluster.pod_groups.upsert(group)
+        if group is None:
+            return
+        with self.state.lock:
+            self.state.cluster.pod_groups.upsert(group)
+            if api_version == COSCHEDULING_API:
+                # scheduler-plugins' PodGroup spec may change (minMember), and its
+                # Coscheduling registers Update: any change moves its pods, as upstream.
+                self.state.move(ClusterEvent(events.COSCHEDULING_POD_GROUP,
+                                             ActionType.UPDATE), None, group)
+            # The scheduling.k8s.io spec is immutable: only its status changed, which no
+            # plugin waits for.
 
     def on_pod_group_delete(self, api_version: str, obj: Obj) -> None:
         group = self._decode_pod_group(api_version, obj)
@@ -376,3 +383,9 @@ def _nominated(obj: Obj) -> str:
     status = obj.get("status")
     value = status.get("nominatedNodeName") if isinstance(status, dict) else None
     return value if isinstance(value, str) else ""
+
+
+def _pod_group_resource(api_version: str) -> str:
+    """The event resource of a PodGroup of either API (each plugin registers its own)."""
+    return events.COSCHEDULING_POD_GROUP if api_version == COSCHEDULING_API \
+        else events.POD_GROUP

@@ -12,6 +12,7 @@ from typing import Any
 
 from policyd.daemon.event_handlers import EventHandlers
 from policyd.daemon.metrics import Metrics, label_children
+from policyd.daemon.pod_group_status import PodGroupStatusController
 from policyd.kube import api
 from policyd.kube.client import ApiError, KubeClient
 from policyd.kube.cluster_read import (
@@ -24,6 +25,7 @@ from policyd.kube.cluster_read import (
 )
 from policyd.kube.informer import Handler as InformerHandler
 from policyd.kube.informer import Informer
+from policyd.model.pod_groups import COSCHEDULING_API
 
 Obj = dict[str, Any]
 
@@ -53,6 +55,36 @@ class Handler:
 
     def on_delete(self, obj: Obj) -> None:
         self._delete(obj)
+
+
+class Tee:
+    """Two handlers told of every change, in order (the scheduler's state first)."""
+
+    def __init__(self, first: InformerHandler, second: InformerHandler) -> None:
+        self._first, self._second = first, second
+
+    def on_add(self, obj: Obj) -> None:
+        self._first.on_add(obj)
+        self._second.on_add(obj)
+
+    def on_update(self, old: Obj, new: Obj) -> None:
+        self._first.on_update(old, new)
+        self._second.on_update(old, new)
+
+    def on_delete(self, obj: Obj) -> None:
+        self._first.on_delete(obj)
+        self._second.on_delete(obj)
+
+
+def _pod_group_handler(sch: EventHandlers, r: Resource,
+                       status: PodGroupStatusController | None) -> InformerHandler:
+    handler: InformerHandler = Handler(partial(sch.on_pod_group, r.api_version),
+                                       partial(sch.on_pod_group_update, r.api_version),
+                                       partial(sch.on_pod_group_delete, r.api_version))
+    if status is not None and r.api_version == COSCHEDULING_API:
+        handler = Tee(handler, Handler(status.on_group, status.on_group_update,
+                                       status.on_group_delete))
+    return handler
 
 
 def _pod_label(obj: Obj, action: str) -> str:
@@ -92,8 +124,11 @@ def skip_counter(metrics: Metrics, resource: str) -> Callable[[str], None]:
 
 
 def cluster_watches(client: KubeClient, sch: EventHandlers, metrics: Metrics,
-                    watch_timeout: float) -> ClusterWatches:
-    """An informer per kind the scheduling state is built from, not started."""
+                    watch_timeout: float,
+                    pod_group_status: PodGroupStatusController | None = None
+                    ) -> ClusterWatches:
+    """An informer per kind the scheduling state is built from, not started;
+    `pod_group_status` is told of every pod and scheduler-plugins PodGroup too."""
     def informer(path: str, handler: InformerHandler, name: str, counted_as: str, *,
                  errors_counted: bool = True, optional: bool = False) -> Informer:
         return Informer(client, path, handler, name=name, watch_timeout=watch_timeout,
@@ -113,9 +148,13 @@ def cluster_watches(client: KubeClient, sch: EventHandlers, metrics: Metrics,
     nodes = informer("/api/v1/nodes", timed_handler(
         metrics, sch.on_node_add, sch.on_node_update, sch.on_node_delete,
         lambda _, action: f"Node{action}"), "nodes", "nodes")
-    pods = informer("/api/v1/pods", timed_handler(
-        metrics, sch.on_pod_add, sch.on_pod_update, sch.on_pod_delete, _pod_label),
-        "pods", "pods")
+    pod_handler: InformerHandler = timed_handler(
+        metrics, sch.on_pod_add, sch.on_pod_update, sch.on_pod_delete, _pod_label)
+    if pod_group_status is not None:
+        pod_handler = Tee(pod_handler, Handler(pod_group_status.on_pod,
+                                               pod_group_status.on_pod_update,
+                                               pod_group_status.on_pod_delete))
+    pods = informer("/api/v1/pods", pod_handler, "pods", "pods")
     # What the plugins read besides nodes and pods: namespace labels (affinity
     # namespaceSelector) and the workloads behind default topology spreading. Their
     # watch errors were never counted; that stays so.
@@ -134,9 +173,7 @@ def cluster_watches(client: KubeClient, sch: EventHandlers, metrics: Metrics,
     extra += [kind_informer(r, sch.on_dra, sch.on_dra_update, sch.on_dra_delete,
                             optional=True) for r in DRA_RESOURCES]
     # Pod groups of either API; each may not be served (an alpha version, a CRD).
-    extra += [informer(r.path, Handler(partial(sch.on_pod_group, r.api_version),
-                                       partial(sch.on_pod_group_update, r.api_version),
-                                       partial(sch.on_pod_group_delete, r.api_version)),
+    extra += [informer(r.path, _pod_group_handler(sch, r, pod_group_status),
                        f"{r.name}.{r.group}", r.name, optional=True)
               for r in POD_GROUP_RESOURCES]
     extra += [kind_informer(r, sch.on_disruption, sch.on_disruption_update,

@@ -116,6 +116,11 @@ class QueuedPod:
         return self.pod.uid
 
 
+# Longer than any wait at Permit (15 minutes): a remembered activation older than this
+# belongs to a pod that bound or was deleted.
+ACTIVATE_ON_RETURN_S = 16 * 60.0
+
+
 class _ActiveEntry:
     __slots__ = ("less", "qp", "seq")
 
@@ -193,6 +198,10 @@ class SchedulingQueue:
         # at these (a scan of every pending pod per event was quadratic in a backlog).
         self._unschedulable: dict[str, QueuedPod] = {}
         self._in_flight: dict[str, QueuedPod] = {}
+        # Pods asked to be activated while in their binding cycle (waiting at Permit),
+        # by uid, with when: upstream's Activate of an in-flight pod, which moves it
+        # once it comes back. Forgotten after ACTIVATE_ON_RETURN_S (it bound).
+        self._activate_on_return: dict[str, float] = {}
         self._order = itertools.count()
         self._active: list[_ActiveEntry] = []
         self._backoff: list[_BackoffEntry] = []  # pods some plugin rejected
@@ -432,7 +441,8 @@ class SchedulingQueue:
             qp.unschedulable_plugins = set(plugins) if plugins is not None else set()
             if qp.pod.scheduling_gates:
                 self._set_where(qp, GATED)
-            elif not unschedulable or self._helped_while_in_flight(qp):
+            elif (not unschedulable or self._helped_while_in_flight(qp)
+                  or self._activate_on_return.pop(qp.uid, None) is not None):
                 # An error, or an event arrived while this pod was being scheduled
                 # that may be what it needed: only back off.
                 self._enqueue_backoff(qp)
@@ -555,6 +565,19 @@ class SchedulingQueue:
             self._event = FORCE_ACTIVATE.label
             self._enqueue_active(qp)
             return True
+
+    def activate_or_remember(self, uid: str) -> None:
+        """`activate`, or for a pod the queue does not hold now (in its binding cycle,
+        waiting at Permit), remember to move it when it comes back rejected: upstream's
+        Activate of an in-flight pod (its binding cycle is in flight there too)."""
+        with self._cond:
+            if self.activate(uid) or uid in self._pods:
+                return
+            now = self.clock()
+            self._activate_on_return = {
+                u: t for u, t in self._activate_on_return.items()
+                if now - t < ACTIVATE_ON_RETURN_S}
+            self._activate_on_return[uid] = now
 
     def flush(self) -> None:
         """Periodic housekeeping: expired backoffs to activeQ, pods unschedulable for

@@ -47,6 +47,7 @@ from policyd.daemon.metrics import (
     HealthServer,
     Metrics,
 )
+from policyd.daemon.pod_group_status import PodGroupStatusController
 from policyd.daemon.pod_resources import resources_page
 from policyd.daemon.policy_status import StatusWriter
 from policyd.daemon.reload import ConfigWatcher
@@ -67,6 +68,7 @@ from policyd.kube.client import (
 from policyd.kube.informer import Informer
 from policyd.kube.leaderelection import LeaderElector
 from policyd.nodemetrics import attach_metrics
+from policyd.plugins.names import COSCHEDULING
 
 log = logging.getLogger("policyd.daemon")
 
@@ -176,8 +178,12 @@ class Daemon:
             max_backoff=s.pod_max_backoff, binders=options.binders or s.parallelism,
             verbosity=options.verbosity, clock=clock,
             gates=loaded.feature_gates)
+        # scheduler-plugins' PodGroup status, as its controller writes it, while a
+        # profile enables Coscheduling (daemon/pod_group_status.py).
+        self.pod_group_status = PodGroupStatusController(
+            self.client, is_leader=is_leader, enabled=self._coscheduling_enabled, clock=clock)
         watches = cluster_watches(self.client, self.scheduler.handlers, self.metrics,
-                                  options.watch_timeout)
+                                  options.watch_timeout, self.pod_group_status)
         self.nodes, self.pods, self.extra_informers = \
             watches.nodes, watches.pods, watches.extra
         # Node metrics for policy `metric` scores: providers refresh a cache in the
@@ -243,6 +249,10 @@ class Daemon:
 
     def is_leader(self) -> bool:
         return self.elector.is_leader() if self.elector is not None else True
+
+    def _coscheduling_enabled(self) -> bool:
+        return any(pl.name == COSCHEDULING for fw in self.scheduler.frameworks.values()
+                   for pl in fw.permit_plugins)
 
     def health_problems(self) -> list[str]:
         """Why this process should be restarted, for /healthz (empty: healthy; see
@@ -410,6 +420,7 @@ class Daemon:
         self._thread(self.scheduler.run, "policyd-scheduler", self._scheduler_stop,
                      self.ready_to_schedule)
         self._thread(self.watcher.run, "policyd-reload", self.stop_event)
+        self._thread(self.pod_group_status.run, "policyd-podgroup-status", self.stop_event)
         if self.policy_sync is not None and self.policy_status is not None:
             self._thread(self._watch_cluster_policies, "policyd-watch-schedulingpolicies",
                          self.stop_event)

@@ -25,6 +25,7 @@ from policyd.daemon.scheduling_state import LOGGER, SchedulingState
 from policyd.engine.cycle import ScheduleResult, place, schedule_one
 from policyd.engine.pod_group import GroupAttempt, try_pod_group
 from policyd.framework import Status
+from policyd.framework.cycle_state import PODS_TO_ACTIVATE
 from policyd.framework.runtime import Framework
 from policyd.kube import api
 from policyd.kube.client import ApiError
@@ -124,6 +125,7 @@ class SchedulingLoop:
             nominating: str | None = None
             if result.node is not None:
                 result = self._place(fw, result)
+                self._activate_requested(result)
             if result.node is None:
                 nominating = self._act_on_post_filter(fw, pod, result, post_filter_ran)
         if post_filter_ran and result.cycle_state is not None:
@@ -216,6 +218,16 @@ class SchedulingLoop:
         s.queue.done(pod.uid)
         self.binder.reserve()
         return result
+
+    def _activate_requested(self, result: ScheduleResult) -> None:
+        """Under the lock, after a pod passed Permit or waits there: the pods a plugin
+        asked to bring back to activeQ (PodsToActivate; Coscheduling's siblings of
+        the first member to wait), as upstream's schedulingCycle activates them."""
+        state = result.cycle_state
+        if state is None:
+            return
+        for uid in state.get(PODS_TO_ACTIVATE) or ():
+            self.state.queue.activate_or_remember(uid)
 
     def _hand_over(self, qp: QueuedPod, fw: Framework, result: ScheduleResult,
                    start: float, nominating: str | None = None) -> None:

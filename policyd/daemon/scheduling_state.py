@@ -54,6 +54,8 @@ class SchedulingState:
         self.gates = gates
         self.lock = threading.RLock()
         self.cluster = ClusterState(features=gates)
+        for fw in frameworks.values():
+            fw.use_cluster(self.cluster)
         self.queue = SchedulingQueue(self._less, clock=now, initial_backoff=initial_backoff,
                                      max_backoff=max_backoff,
                                      pop_from_backoff=gates.enabled("SchedulerPopFromBackoffQ"),
@@ -81,6 +83,7 @@ class SchedulingState:
         """Swap profiles (hot reload) and give every waiting pod another chance."""
         for fw in frameworks.values():
             fw.use_waiting_pods(self.waiting_pods)
+            fw.use_cluster(self.cluster)
         with self.lock:
             self.frameworks = frameworks
             self.queue.set_less(self._less)

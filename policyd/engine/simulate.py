@@ -119,6 +119,8 @@ def simulate(
     `skipped` or `gated`, none is dropped. The PreEnqueue plugins judge every pod as
     the batch arrives, before any is placed (what they read, a claim's existence,
     placing pods does not change)."""
+    for fw in frameworks.values():
+        fw.use_cluster(cluster)
     gated: list[GatedPod] = []
     skipped: list[SkippedPod] = []
     queue: list[Pod] = []

@@ -21,6 +21,12 @@ class ClonableState(Protocol):
     def clone(self) -> Any: ...
 
 
+# Upstream's PodsToActivateKey: the uids of pods a plugin (Coscheduling's Permit) wants
+# moved from the unschedulable pool or backoff to activeQ once the cycle ends; the
+# daemon's scheduling loop does it.
+PODS_TO_ACTIVATE = "kubernetes.io/pods-to-activate"
+
+
 class CycleState:
     """Data computed once per scheduling cycle and read per node.
 

@@ -79,6 +79,9 @@ RESOURCE_SLICE = "resource.k8s.io/ResourceSlice"
 DEVICE_CLASS = "resource.k8s.io/DeviceClass"
 # PodGroups (scheduling.k8s.io, GenericWorkload): their hints get PodGroup records.
 POD_GROUP = "scheduling.k8s.io/PodGroup"
+# scheduler-plugins' PodGroup CRD, named as its Coscheduling registers it (a custom
+# resource's event name is resource.version.group); hints get PodGroup records.
+COSCHEDULING_POD_GROUP = "podgroups.v1alpha1.scheduling.x-k8s.io"
 WILDCARD = "*"
 
 

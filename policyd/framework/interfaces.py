@@ -225,6 +225,16 @@ class WaitingPodsPlugin(Plugin, Protocol):
         ...
 
 
+@runtime_checkable
+class ClusterPlugin(Plugin, Protocol):
+    """A plugin that reads the cluster outside a cycle, where no CycleState carries it
+    (Coscheduling's queue sort orders pods by their PodGroup's creation): given the
+    cluster the scheduler keeps (the daemon's state, a simulation's copy)."""
+
+    def use_cluster(self, cluster: ClusterState) -> None:
+        ...
+
+
 class BindingHandle(Protocol):
     """What a PreBind plugin may do beyond its cycle state, given by whoever binds (the
     daemon: the API server and its informer-fed state; the offline commands: the

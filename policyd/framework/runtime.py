@@ -43,6 +43,7 @@ from policyd.framework.interfaces import (
     AuditedRule,
     AuditPlugin,
     BindingHandle,
+    ClusterPlugin,
     ColumnarFilterPlugin,
     ColumnarNormalizePlugin,
     ColumnarScorePlugin,
@@ -263,6 +264,11 @@ class Framework:
             pl for pl in {id(p): p for p in (*pre_enqueue, *filter, *reserve, *permit,
                                              *post_filter, *pre_bind)}.values()
             if isinstance(pl, WaitingPodsPlugin)]
+        self._cluster_plugins = [
+            pl for pl in {id(p): p for p in (*pre_enqueue, *([queue_sort] if queue_sort else []),
+                                             *pre_filter, *filter, *post_filter, *reserve,
+                                             *permit)}.values()
+            if isinstance(pl, ClusterPlugin)]
         self.waiting_pods = WaitingPods()
         self.use_waiting_pods(waiting_pods if waiting_pods is not None else WaitingPods())
         # Each plugin's forms, bound once here: the cycle only loops over these.
@@ -286,6 +292,12 @@ class Framework:
         self.waiting_pods = waiting
         for pl in self._waiting_pods_plugins:
             pl.use_waiting_pods(waiting)
+
+    def use_cluster(self, cluster: ClusterState) -> None:
+        """Tell the plugins that read the cluster outside a cycle (`ClusterPlugin`)
+        which one the scheduler keeps."""
+        for pl in self._cluster_plugins:
+            pl.use_cluster(cluster)
 
     # PreEnqueue: before the pod enters activeQ or backoffQ.
     def group_topology_keys(self, pod: Pod) -> list[str]:

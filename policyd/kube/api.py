@@ -22,6 +22,8 @@ from policyd.policy import policy_schema
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+# Custom resources take no strategic-merge patch: a JSON merge patch (RFC 7386).
+MERGE_PATCH = "application/merge-patch+json"
 
 
 def now_rfc3339(micro: bool = False, now: datetime | None = None) -> str:
@@ -290,6 +292,15 @@ def patch_pod_group_status(client: KubeClient, namespace: str, name: str,
     client.request("PATCH", f"/apis/scheduling.k8s.io/v1alpha2/namespaces/"
                             f"{quote(namespace, safe='')}/podgroups/{quote(name, safe='')}"
                             "/status", body=patch, content_type=STRATEGIC_MERGE, decode=False)
+
+
+def merge_patch_coscheduling_pod_group_status(client: KubeClient, namespace: str, name: str,
+                                              patch: dict[str, Any]) -> None:
+    """A JSON merge patch of a scheduling.x-k8s.io/v1alpha1 PodGroup's status (a CRD's
+    status subresource), as scheduler-plugins' PodGroup controller writes it."""
+    client.request("PATCH", f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/"
+                            f"{quote(namespace, safe='')}/podgroups/{quote(name, safe='')}"
+                            "/status", body=patch, content_type=MERGE_PATCH, decode=False)
 
 
 def nominated_node_patch(node: str) -> dict[str, Any]:

@@ -231,3 +231,52 @@ def _suffix(value: object, suffix: str) -> tuple[int, int]:
                                        "keeps exponents in an int32 and would wrap it)")
         return 10, exponent
     raise _unknown_suffix(value, suffix)
+
+
+# apimachinery's Format names (resource.Format), by the base and spelling of a suffix.
+GO_DECIMAL_SI = "DecimalSI"
+GO_BINARY_SI = "BinarySI"
+GO_DECIMAL_EXPONENT = "DecimalExponent"
+_NANO_SCALE = -9
+
+
+def go_amount(value: object) -> tuple[int, int, str, str] | None:
+    """How apimachinery's ParseQuantity holds `value` on its int64 fast path: (value,
+    scale, format, the cached string it keeps for canonical spellings or ""), so a
+    message that prints a Quantity struct with Go's %v (scheduler-plugins' "resource
+    gap") can be written as upstream writes it. None when apimachinery would take its
+    arbitrary-precision path (whose %v prints a pointer) or `value` is no quantity."""
+    try:
+        text = _text(value)
+        if text == "0":
+            return 0, 0, GO_DECIMAL_SI, text
+        negative, _, digits, fraction, suffix = _split(value, text)
+        base, exponent = _suffix(value, suffix)
+    except QuantityError:
+        return None
+    num = digits or "0"
+    if base == 2:
+        fmt = GO_BINARY_SI
+        if exponent < 0 or fraction:
+            return None
+        mantissa, scale = 1 << exponent, 0
+        precision = 15 - len(num) - exponent * 3 // 10 - 1
+    else:
+        fmt = GO_DECIMAL_SI if suffix in _DECIMAL_SI else GO_DECIMAL_EXPONENT
+        mantissa, scale = 1, exponent
+        precision = _MAX_INT64_FACTORS - (len(num) + len(fraction))
+    if precision < 0:
+        return None
+    scale -= len(fraction)
+    if scale < _NANO_SCALE:
+        return None
+    shifted = num + fraction
+    amount = int(shifted) * mantissa
+    if amount > 2**63 - 1:
+        return None
+    amount = -amount if negative else amount
+    if base == 2:
+        canonical = exponent % 10 == 0 and int(shifted) & 0x07 != 0
+    else:
+        canonical = scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0"
+    return amount, scale, fmt, text if canonical else ""

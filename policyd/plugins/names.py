@@ -26,6 +26,8 @@ DEFAULT_PREEMPTION = "DefaultPreemption"
 DYNAMIC_RESOURCES = "DynamicResources"
 NODE_DECLARED_FEATURES = "NodeDeclaredFeatures"
 GANG_SCHEDULING = "GangScheduling"
+# Out of tree: scheduler-plugins' (sigs.k8s.io/scheduler-plugins), in no default profile.
+COSCHEDULING = "Coscheduling"
 
 # kube-scheduler v1.36's in-tree plugins that policyd does not implement.
 UPSTREAM_NOT_IMPLEMENTED = frozenset({

@@ -41,6 +41,13 @@ _MODULES = {
     names.GANG_SCHEDULING: "gangscheduling.plugin",
 }
 
+# Out-of-tree plugins (scheduler-plugins'): registered under their upstream names, so
+# a profile copied from a scheduler-plugins deployment enables them, but never in the
+# default profile (kube-scheduler's has none of them).
+_OUT_OF_TREE = {
+    names.COSCHEDULING: "coscheduling.plugin",
+}
+
 # kube-scheduler's default profile, in its order (getDefaultPlugins with the feature
 # gates on by default applied, v1.36), restricted to the plugins policyd has.
 DEFAULT_PROFILE_ORDER = tuple(_MODULES)
@@ -79,7 +86,7 @@ class PluginSpec:
 
 @cache
 def builtin(name: str) -> PluginSpec | None:
-    module_name = _MODULES.get(name)
+    module_name = _MODULES.get(name) or _OUT_OF_TREE.get(name)
     if module_name is None:
         return None
     module = importlib.import_module(f"policyd.plugins.{module_name}")
@@ -94,7 +101,13 @@ def builtin(name: str) -> PluginSpec | None:
 
 
 def builtin_names() -> tuple[str, ...]:
-    return tuple(_MODULES)
+    """Every plugin policyd has: kube-scheduler's, then the out-of-tree ones."""
+    return (*_MODULES, *_OUT_OF_TREE)
+
+
+def out_of_tree_names() -> tuple[str, ...]:
+    """The registered plugins that are not kube-scheduler's (scheduler-plugins')."""
+    return tuple(_OUT_OF_TREE)
 
 
 def extension_points_of(plugin: object) -> frozenset[str]:

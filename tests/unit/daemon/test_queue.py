@@ -295,3 +295,24 @@ def test_the_unschedulable_and_in_flight_indexes_follow_every_operation() -> Non
         assert q._unschedulable == {u: p for u, p in pods.items()
                                     if p.where == UNSCHEDULABLE}, step
         assert q._in_flight == {u: p for u, p in pods.items() if p.where == IN_FLIGHT}, step
+
+
+def test_a_pod_activated_during_its_binding_cycle_backs_off_when_it_comes_back() -> None:
+    """upstream's Activate of an in-flight pod: a Coscheduling member waiting at Permit
+    when a sibling asks for it goes back to be retried, not to the unschedulable pool
+    its rejecting plugin's events alone would empty."""
+    from policyd.daemon.queue import BACKOFF, UNSCHEDULABLE, SchedulingQueue
+    from tests.builders import make_pod
+
+    now = [0.0]
+    q = SchedulingQueue(lambda a, b: a.creation_timestamp < b.creation_timestamp,
+                        clock=lambda: now[0], initial_backoff=1, max_backoff=2)
+    for name in ("a", "b"):
+        q.add(make_pod(name).uid(name).obj())
+    qa, qb = q.pop(), q.pop()
+    assert qa is not None and qb is not None
+    q.done(qa.uid)
+    q.done(qb.uid)
+    q.activate_or_remember(qa.uid)  # a is binding (waiting at Permit)
+    assert q.requeue(qa, unschedulable=True, plugins={"Coscheduling"}) == BACKOFF
+    assert q.requeue(qb, unschedulable=True, plugins={"Coscheduling"}) == UNSCHEDULABLE

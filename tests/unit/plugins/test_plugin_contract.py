@@ -75,6 +75,8 @@ def _compiled(doc: dict[str, Any]) -> CompiledPolicy | None:
 ARGS: dict[str, list[dict[str, Any]]] = {
     names.VOLUME_BINDING: [{"bindTimeoutSeconds": 30}],
     names.DYNAMIC_RESOURCES: [{"filterTimeout": "0", "bindingTimeout": "1m"}],
+    names.COSCHEDULING: [{"permitWaitingTimeSeconds": 5, "podGroupBackoffSeconds": 1,
+                          "podGroupRejectPercentage": 0}],
     # Few candidates wanted: the dry runs stop early, after the first node with victims.
     names.DEFAULT_PREEMPTION: [{"minCandidateNodesPercentage": 0,
                                 "minCandidateNodesAbsolute": 1}],
@@ -332,8 +334,16 @@ def test_the_filters_that_read_the_node_alone_are_the_ones_meant() -> None:
 def _profile(kind: str, plugin: Plugin, args: dict[str, Any] | None, seed: int
              ) -> Framework:
     """The framework the cycle runs: the default profile, joined by a policy, or with a
-    built-in variant's args in its pluginConfig (a built-in is in the profile already)."""
+    built-in variant's args in its pluginConfig (a built-in is in the profile already,
+    an out-of-tree one is enabled)."""
     profile: dict[str, Any] = {"schedulerName": "policyd"}
+    if plugin.name in registry.out_of_tree_names():
+        # In no default profile: enabled as scheduler-plugins' sample config does.
+        points = registry.extension_points_of(plugin)
+        profile["plugins"] = {"multiPoint": {"enabled": [{"name": plugin.name}]}}
+        if "queueSort" in points:
+            profile["plugins"]["queueSort"] = {"enabled": [{"name": plugin.name}],
+                                               "disabled": [{"name": "*"}]}
     if args is not None:
         profile["pluginConfig"] = [{"name": plugin.name, "args": args}]
     policies = {} if kind in ("builtin", "volumes") else {plugin.name: plugin}
@@ -405,8 +415,9 @@ def test_the_cases_are_the_ones_meant() -> None:
     left_out = {c[0] for c in CASES} - {c[0] for c in COLUMNAR_CASES}
     assert {c for c in left_out if not c.startswith(("policy-", "metrics-"))} == {
         names.PRIORITY_SORT, names.DEFAULT_PREEMPTION, names.GANG_SCHEDULING,
-        *(f"{names.DEFAULT_PREEMPTION}-args{i}"
-          for i in range(len(ARGS[names.DEFAULT_PREEMPTION])))}
+        names.COSCHEDULING,
+        *(f"{name}-args{i}" for name in (names.DEFAULT_PREEMPTION, names.COSCHEDULING)
+          for i in range(len(ARGS[name])))}
     # A generated policy is left out only when it has no rule at all (a valid policy
     # that joins the profile and changes nothing: a case for the cycle test only).
     for case in left_out:
