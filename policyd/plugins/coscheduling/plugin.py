@@ -34,6 +34,7 @@ from policyd.framework import Code, CycleState, PluginError, Status
 from policyd.framework.cycle_state import PODS_TO_ACTIVATE
 from policyd.framework.events import (
     COSCHEDULING_POD_GROUP,
+    NODE,
     POD,
     ActionType,
     ClusterEvent,
@@ -106,8 +107,12 @@ class Coscheduling:
         self._cluster = cluster
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
-        # Upstream registers these without hints: every such event moves its pods.
-        return (ClusterEventWithHint(ClusterEvent(POD, ActionType.ADD)),
+        # Upstream registers Pod Add and PodGroup Add/Update, without hints. A member
+        # refused at Permit (its group fell short) also waits, in policyd, for room:
+        # a node added or grown, a pod gone; upstream leaves it to the 5-minute flush.
+        return (ClusterEventWithHint(ClusterEvent(POD, ActionType.ADD | ActionType.DELETE)),
+                ClusterEventWithHint(ClusterEvent(
+                    NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE)),
                 ClusterEventWithHint(ClusterEvent(COSCHEDULING_POD_GROUP,
                                                   ActionType.ADD | ActionType.UPDATE)))
 
