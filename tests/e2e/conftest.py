@@ -11,15 +11,13 @@ no namespace controller, no kubelet), so pods are deleted explicitly with grace 
 from __future__ import annotations
 
 import shutil
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from policyd.devcluster import ControlPlane
-from policyd.kube.client import ConnectionSettings, KubeClient
-from tests.e2e.helpers import Cluster, DaemonFactory, ProcessFactory
+from tests.e2e.helpers import Cluster, DaemonFactory, ProcessFactory, daemons_on, fresh_cluster
 
 _HERE = Path(__file__).parent
 REPO = _HERE.parent.parent
@@ -41,16 +39,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture
 def cluster(control_plane: ControlPlane) -> Iterator[Cluster]:
-    client = KubeClient.connect(ConnectionSettings(
-        kubeconfig=str(control_plane.kubeconfig_path), qps=-1))
-    c = Cluster(client, f"e2e-{uuid.uuid4().hex[:8]}")
-    c.delete_all_nodes()
-    c.create_namespace()
-    try:
+    with fresh_cluster(control_plane) as c:
         yield c
-    finally:
-        c.cleanup()
-        client.close()
 
 
 @pytest.fixture
@@ -65,11 +55,8 @@ def policy_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def daemons(control_plane: ControlPlane, tmp_path: Path) -> Iterator[DaemonFactory]:
-    factory = DaemonFactory(control_plane.kubeconfig_path, tmp_path)
-    try:
+    with daemons_on(control_plane, tmp_path) as factory:
         yield factory
-    finally:
-        factory.stop_all()
 
 
 @pytest.fixture

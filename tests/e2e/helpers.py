@@ -9,12 +9,17 @@ import subprocess
 import sys
 import urllib.request
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policyd.daemon.run import Daemon, RunOptions, connect, load_config
-from policyd.kube.client import ApiError, KubeClient
+from policyd.kube.client import ApiError, ConnectionSettings, KubeClient
 from tests.polling import wait_for
+
+if TYPE_CHECKING:
+    from policyd.devcluster import ControlPlane
 
 Obj = dict[str, Any]
 
@@ -390,3 +395,29 @@ class ProcessFactory:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+
+
+@contextmanager
+def fresh_cluster(cp: ControlPlane, prefix: str = "e2e") -> Iterator[Cluster]:
+    """A fresh namespace on `cp` with no Nodes, cleaned up after: what every e2e
+    test starts from (its own control plane's, or the shared one's)."""
+    client = KubeClient.connect(ConnectionSettings(kubeconfig=str(cp.kubeconfig_path),
+                                                   qps=-1))
+    c = Cluster(client, f"{prefix}-{uuid.uuid4().hex[:8]}")
+    c.delete_all_nodes()
+    c.create_namespace()
+    try:
+        yield c
+    finally:
+        c.cleanup()
+        client.close()
+
+
+@contextmanager
+def daemons_on(cp: ControlPlane, tmp: Path) -> Iterator[DaemonFactory]:
+    """In-process daemons against `cp`, all stopped after."""
+    factory = DaemonFactory(cp.kubeconfig_path, tmp)
+    try:
+        yield factory
+    finally:
+        factory.stop_all()

@@ -27,7 +27,7 @@ from ruamel.yaml import YAML
 
 from policyd.devcluster.controlplane import ControlPlane
 from policyd.kube.client import ConnectionSettings, KubeClient
-from tests.e2e.helpers import Cluster, DaemonFactory, write_profile
+from tests.e2e.helpers import Cluster, DaemonFactory, daemons_on, fresh_cluster, write_profile
 from tests.polling import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,25 +75,14 @@ def cosched_plane() -> Iterator[ControlPlane]:
 
 @pytest.fixture
 def cosched(cosched_plane: ControlPlane) -> Iterator[Cluster]:
-    client = KubeClient.connect(ConnectionSettings(
-        kubeconfig=str(cosched_plane.kubeconfig_path), qps=-1))
-    c = Cluster(client, f"cosched-{uuid.uuid4().hex[:8]}")
-    c.delete_all_nodes()
-    c.create_namespace()
-    try:
+    with fresh_cluster(cosched_plane, "cosched") as c:
         yield c
-    finally:
-        c.cleanup()
-        client.close()
 
 
 @pytest.fixture
 def cosched_daemons(cosched_plane: ControlPlane, tmp_path: Path) -> Iterator[DaemonFactory]:
-    factory = DaemonFactory(cosched_plane.kubeconfig_path, tmp_path)
-    try:
+    with daemons_on(cosched_plane, tmp_path) as factory:
         yield factory
-    finally:
-        factory.stop_all()
 
 
 def _groups(c: Cluster) -> str:

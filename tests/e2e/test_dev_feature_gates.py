@@ -10,7 +10,6 @@ own gang scheduling is compared against.
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -18,8 +17,8 @@ from typing import Any
 import pytest
 
 from policyd.devcluster import ControlPlane
-from policyd.kube.client import ApiError, ConnectionSettings, KubeClient
-from tests.e2e.helpers import Cluster
+from policyd.kube.client import ApiError
+from tests.e2e.helpers import Cluster, fresh_cluster
 from tests.polling import wait_for
 
 Obj = dict[str, Any]
@@ -52,17 +51,8 @@ def gated_plane() -> Iterator[ControlPlane]:
 
 @pytest.fixture
 def gated(gated_plane: ControlPlane) -> Iterator[Cluster]:
-    client = KubeClient.connect(ConnectionSettings(
-        kubeconfig=str(gated_plane.kubeconfig_path), qps=-1))
-    # A namespace per test: with no namespace controller a deleted one stays Terminating.
-    c = Cluster(client, f"gates-{uuid.uuid4().hex[:8]}")
-    c.delete_all_nodes()
-    c.create_namespace()
-    try:
+    with fresh_cluster(gated_plane, "gates") as c:
         yield c
-    finally:
-        c.cleanup()
-        client.close()
 
 
 def _podgroup(c: Cluster, name: str, min_count: int) -> Obj:

@@ -24,8 +24,7 @@ import pytest
 
 from policyd.cli.run_cmd import _feature_gates
 from policyd.devcluster.controlplane import ControlPlane
-from policyd.kube.client import ConnectionSettings, KubeClient
-from tests.e2e.helpers import Cluster, DaemonFactory, write_profile
+from tests.e2e.helpers import Cluster, DaemonFactory, daemons_on, fresh_cluster, write_profile
 from tests.polling import wait_for
 
 GATES = "GenericWorkload=true,GangScheduling=true"
@@ -47,25 +46,14 @@ def gang_plane() -> Iterator[ControlPlane]:
 
 @pytest.fixture
 def gangs(gang_plane: ControlPlane) -> Iterator[Cluster]:
-    client = KubeClient.connect(ConnectionSettings(
-        kubeconfig=str(gang_plane.kubeconfig_path), qps=-1))
-    c = Cluster(client, f"gang-{uuid.uuid4().hex[:8]}")
-    c.delete_all_nodes()
-    c.create_namespace()
-    try:
+    with fresh_cluster(gang_plane, "gang") as c:
         yield c
-    finally:
-        c.cleanup()
-        client.close()
 
 
 @pytest.fixture
 def gang_daemons(gang_plane: ControlPlane, tmp_path: Path) -> Iterator[DaemonFactory]:
-    factory = DaemonFactory(gang_plane.kubeconfig_path, tmp_path)
-    try:
+    with daemons_on(gang_plane, tmp_path) as factory:
         yield factory
-    finally:
-        factory.stop_all()
 
 
 def _pod_group(c: Cluster, name: str, min_count: int) -> dict[str, Any]:
