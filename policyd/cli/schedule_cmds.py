@@ -516,9 +516,10 @@ def explain(
     from policyd.engine.audit import label_case_mismatches
     from policyd.engine.cycle import schedule_one
     from policyd.engine.inputs import check_unique_pods, merge_pods
-    from policyd.engine.pod_group import group_answer
     from policyd.engine.profiles import serving_profiles
     from policyd.engine.report import explain_json, explain_text, group_json
+    from policyd.engine.simulate import group_answer
+    from policyd.model.pod_groups import group_key
 
     if (pod_ref is None) == (pod is None):
         raise PolicydError("name the pod to explain: POD or --pod (one of them)")
@@ -554,8 +555,15 @@ def explain(
     # PreEnqueue and a gang's group cycle see the pod among the cluster's pods.
     if (held := _held_note(target, fw, state)) is not None:
         notes.append(held)
-    group = group_answer(fw, state, target)
-    state.remove_pod(target.uid)
+    # A gang's member is answered with its group, on a state of its own (a
+    # scheduler-plugins group is simulated there, which changes it).
+    group = group_answer(fw, snap.cluster(fw.features), target) \
+        if group_key(target) is not None else None
+    if state.node_of(target.uid) is not None:
+        # A bound pod is explained as if it were pending: off its node first. A pending
+        # one stays among the pending pods, as the daemon's cycle sees it (its group
+        # counts it).
+        state.remove_pod(target.uid)
     result = schedule_one(fw, target, state, explain=True)
     hints: dict[str, dict[str, list[str]]] = {}
     for m in label_case_mismatches(label_policies(fw), snap.nodes):

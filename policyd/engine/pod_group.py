@@ -193,7 +193,7 @@ class GroupSummary:
     before: int  # its pods scheduled already (bound or assumed) before the cycle
     tried: int  # its pending pods the cycle tried
     fitted: tuple[tuple[str, str], ...]  # (pod key, node) in the trial
-    placed: bool  # the group cycle placed them
+    placed: bool  # the group cycle placed them (pod by pod: its members kept their nodes)
     # The members that fit nowhere: each distinct reason with how many pods gave it.
     missing: tuple[tuple[str, int], ...]
     error: str = ""
@@ -243,6 +243,20 @@ def summarize(attempt: GroupAttempt, key: GroupKey, cluster: ClusterState,
         placed=bool(attempt.placed),
         missing=tuple(sorted(missing.items(), key=lambda kv: (-kv[1], kv[0]))),
         error=attempt.error.message if attempt.error is not None else "")
+
+
+def summarize_pod_by_pod(key: GroupKey, results: list[ScheduleResult], before: int,
+                         cluster: ClusterState) -> GroupSummary:
+    """The answer for a group whose members were tried one by one (scheduler-plugins'
+    Coscheduling: Permit holds them until the quorum, or gives their nodes back):
+    `results` are its members' outcomes, `before` its pods scheduled beforehand."""
+    group = cluster.pod_groups.get(key)
+    fitted = tuple((r.pod.key, r.node) for r in results if r.node is not None)
+    missing = Counter(r.message for r in results if r.node is None)
+    return GroupSummary(
+        key=key, min_count=group.min_count if group is not None else None,
+        before=before, tried=len(results), fitted=fitted, placed=bool(fitted),
+        missing=tuple(sorted(missing.items(), key=lambda kv: (-kv[1], kv[0]))))
 
 
 def group_answer(fw: Framework, cluster: ClusterState, pod: Pod) -> GroupSummary | None:

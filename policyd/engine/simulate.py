@@ -10,12 +10,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from policyd.engine.cycle import ScheduleResult, place, refused_after_permit, schedule_one
-from policyd.engine.pod_group import GroupSummary, summarize, try_pod_group
+from policyd.engine.pod_group import GroupSummary, summarize, summarize_pod_by_pod, try_pod_group
+from policyd.engine.pod_group import group_answer as pod_group_answer
 from policyd.engine.profiles import unserved_reason
 from policyd.framework.interfaces import PostFilterResult
 from policyd.framework.runtime import Framework
 from policyd.model.cluster import ClusterState, nominated_node_name
-from policyd.model.pod_groups import WORKLOAD_API, GroupKey
+from policyd.model.pod_groups import (
+    COSCHEDULING_API,
+    COSCHEDULING_PLUGIN,
+    WORKLOAD_API,
+    GroupKey,
+    group_key,
+)
 from policyd.model.records import Pod
 
 
@@ -144,6 +151,11 @@ def simulate(
     results: list[ScheduleResult] = []
     preemptions: list[Preemption] = []
     groups: list[GroupSummary] = []
+    # Each scheduler-plugins group's pods scheduled before the batch (its answer's
+    # "already").
+    keys = {group_key(p) for p in ordered}
+    before = {key: cluster.group_counts(key).scheduled for key in keys
+              if key is not None and key.api == COSCHEDULING_API}
     waits = _Waits(cluster)
     tried: set[str] = set()
     for i, pod in enumerate(ordered):
@@ -173,7 +185,45 @@ def simulate(
         if progress is not None:
             progress(i + 1, len(ordered))
     waits.time_out()
+    groups += _pod_by_pod_groups(results, before)
     return SimulationResult(results, gated, skipped, preemptions, groups)
+
+
+def _pod_by_pod_groups(results: list[ScheduleResult], before: dict[GroupKey, int]
+                       ) -> list[GroupSummary]:
+    """An answer per scheduler-plugins group among the results (its members tried one
+    by one), from the outcomes the batch ended with."""
+    members: dict[GroupKey, list[ScheduleResult]] = {}
+    for r in results:
+        key = group_key(r.pod)
+        if key is not None and key.api == COSCHEDULING_API:
+            members.setdefault(key, []).append(r)
+    if not members:
+        return []
+    cluster = next(iter(members.values()))[0].cycle_state
+    return [summarize_pod_by_pod(key, rs, before.get(key, 0), cluster.cluster)
+            for key, rs in members.items()
+            if cluster is not None and cluster.cluster is not None]
+
+
+def group_answer(fw: Framework, cluster: ClusterState, pod: Pod) -> GroupSummary | None:
+    """For `explain`: how `pod`'s group would fare, on `cluster` (changed: a state of
+    its own): a scheduling.k8s.io group through its pod group cycle (left as it was),
+    a scheduler-plugins group by simulating its pending pods of the profile one by
+    one. None for a pod of no group the profile places as one."""
+    key = group_key(pod)
+    if key is None:
+        return None
+    if key.api != COSCHEDULING_API:
+        return pod_group_answer(fw, cluster, pod)
+    if not any(pl.name == COSCHEDULING_PLUGIN for pl in fw.permit_plugins):
+        return None
+    members = [p for p in cluster.group_pending(key)
+               if p.scheduler_name == pod.scheduler_name and not p.deleting]
+    if pod.uid not in {p.uid for p in members}:
+        members.append(pod)
+    (summary,) = simulate({pod.scheduler_name: fw}, cluster, members).groups
+    return summary
 
 
 def _attempt(fw: Framework, pod: Pod, cluster: ClusterState, waits: _Waits

@@ -28,6 +28,9 @@ WORKLOAD_API = "scheduling.k8s.io/v1alpha2"
 COSCHEDULING_API = "scheduling.x-k8s.io/v1alpha1"
 # The label scheduler-plugins reads a pod's group from (util.PodGroupLabel).
 COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
+# The plugin that places such groups (policyd.plugins.coscheduling), named here so the
+# engine can tell a profile that holds them together without importing plugins.
+COSCHEDULING_PLUGIN = "Coscheduling"
 # The condition kube-scheduler writes on a scheduling.k8s.io PodGroup, and its reasons.
 POD_GROUP_SCHEDULED = "PodGroupScheduled"
 REASON_SCHEDULED = "Scheduled"

@@ -7,6 +7,8 @@ that names `VolumeBinding` means upstream's plugin, never a policy), and a profi
 enables or configures one is told that policyd has no such plugin.
 """
 
+from policyd.model.pod_groups import COSCHEDULING_PLUGIN
+
 PRIORITY_SORT = "PrioritySort"
 NODE_UNSCHEDULABLE = "NodeUnschedulable"
 NODE_NAME = "NodeName"
@@ -27,7 +29,7 @@ DYNAMIC_RESOURCES = "DynamicResources"
 NODE_DECLARED_FEATURES = "NodeDeclaredFeatures"
 GANG_SCHEDULING = "GangScheduling"
 # Out of tree: scheduler-plugins' (sigs.k8s.io/scheduler-plugins), in no default profile.
-COSCHEDULING = "Coscheduling"
+COSCHEDULING = COSCHEDULING_PLUGIN
 
 # kube-scheduler v1.36's in-tree plugins that policyd does not implement.
 UPSTREAM_NOT_IMPLEMENTED = frozenset({

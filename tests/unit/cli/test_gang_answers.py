@@ -76,3 +76,47 @@ def test_explain_of_a_member_whose_group_is_missing_says_it_is_held(tmp_path: Pa
     ran = run_cli(register_commands(), ["explain", "ml/w0", *args])
     assert "held out of the queue by GangScheduling (waiting for minCount pods from a " \
            "gang to appear in scheduling queue)" in ran.stdout, ran.output
+
+
+COSCHED_PROFILE = """\
+apiVersion: policyd.io/v1alpha1
+kind: PolicydConfiguration
+profiles:
+  - schedulerName: default-scheduler
+    plugins:
+      multiPoint: {enabled: [{name: Coscheduling}]}
+      queueSort: {enabled: [{name: Coscheduling}], disabled: [{name: "*"}]}
+"""
+
+
+def _cosched_files(tmp_path: Path, cpus: list[str], members: int, min_member: int
+                   ) -> list[str | Path]:
+    group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+             "metadata": {"name": "spark", "namespace": "ml"},
+             "spec": {"minMember": min_member}}
+    pods = [{"apiVersion": "v1", "kind": "Pod",
+             "metadata": {"name": f"e{i}", "namespace": "ml", "uid": f"uid-e{i}",
+                          "labels": {"scheduling.x-k8s.io/pod-group": "spark"}},
+             "spec": {"containers": [{"name": "main", "image": "pause", "resources": {
+                 "requests": {"cpu": "1"}}}]}} for i in range(members)]
+    nodes = [_node(f"n{i}", cpu) for i, cpu in enumerate(cpus)]
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(
+        {"apiVersion": "v1", "kind": "List", "items": [*nodes, group, *pods]}))
+    (tmp_path / "profile.yaml").write_text(COSCHED_PROFILE)
+    return ["--cluster", tmp_path / "cluster.yaml", "--config", tmp_path / "profile.yaml"]
+
+
+@pytest.mark.parametrize("cpus,placed", [(["2", "2"], True), (["2", "1"], False)])
+def test_scheduler_plugins_groups_are_answered_too(tmp_path: Path, cpus: list[str],
+                                                  placed: bool) -> None:
+    """Coscheduling places pod by pod, Permit holding the quorum: simulate and explain
+    say how the group fared as a whole."""
+    args = _cosched_files(tmp_path, cpus, members=4, min_member=4)
+    ran = run_cli(register_commands(), ["simulate", *args, "-o", "json"])
+    (group,) = json.loads(ran.stdout)["podGroups"]
+    assert (group["api"], group["placed"], group["tried"]) == (
+        "scheduling.x-k8s.io/v1alpha1", placed, 4)
+    assert len(group["fits"]) == (4 if placed else 0)
+    ran = run_cli(register_commands(), ["explain", "ml/e0", *args, "-o", "json"])
+    assert ran.code == (0 if placed else 1), ran.output
+    assert json.loads(ran.stdout)["podGroup"]["placed"] is placed
