@@ -223,7 +223,7 @@ def status() -> None:
         raise _fail(err) from None
     ready = cp.safe_ready()
     typer.echo(f"dev cluster: {'ready' if ready else 'NOT READY'} at {cp.server}")
-    typer.echo(f"  {cp.describe_gates()}")
+    typer.echo(cp.describe_gates())
     for proc in [*cp.processes, *(s.process for s in cp.schedulers)]:
         typer.echo(
             f"  {proc.name:<23} pid {proc.pid:<8} "

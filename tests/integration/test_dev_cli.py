@@ -103,7 +103,7 @@ def test_up_with_feature_gates(tmp_path: Path) -> None:
             kube.close()
         status = _dev("status", env=env)
         assert status.returncode == 0
-        assert f"  {in_force}" in status.stdout.splitlines()
+        assert in_force in status.stdout.splitlines()
     finally:
         down = _dev("down", env=env)
     assert down.returncode == 0, down.stderr
