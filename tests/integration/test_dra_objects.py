@@ -171,7 +171,10 @@ def test_a_server_without_resource_k8s_io_does_not_hold_the_daemon_back(
         assert gone.value.status == 404
         daemon = _start_daemon(cp, tmp_path, "policyd")
         absent = [i.name for i in daemon.informers() if i.absent]
-        assert sorted(absent) == ["DeviceClass", "ResourceClaim", "ResourceSlice"]
+        # (PodGroups of both APIs are not served by this server either.)
+        assert sorted(absent) == ["DeviceClass", "ResourceClaim", "ResourceSlice",
+                                  "podgroups.scheduling.k8s.io",
+                                  "podgroups.scheduling.x-k8s.io"]
         kube.request("POST", "/api/v1/nodes", body=make_node("n1").capacity(
             cpu="4", memory="8Gi", pods="110").ready().raw())
         kube.request("POST", "/api/v1/namespaces/default/pods", body={
