@@ -240,8 +240,8 @@ def _total_of(version: Version, result: ScheduleResult | None, node: str) -> int
 
 
 def _compare(old: Version, new: Version, pod: Pod, bound_to: str = "") -> PodChange:
-    before, _ = _outcome(old, pod)
-    after, result = _outcome(new, pod)
+    before, ran_before = _outcome(old, pod)
+    after, ran_after = _outcome(new, pod)
     if before.status != FITS or after.status != FITS:
         if before.status == FITS:
             change = STOPS_FITTING
@@ -250,26 +250,25 @@ def _compare(old: Version, new: Version, pod: Pod, bound_to: str = "") -> PodCha
         else:
             change = STILL_UNFIT
         return PodChange(pod.key, bound_to, before, after, change)
-    assert before.node is not None
-    old_now = _total_of(new, result, before.node)
-    return PodChange(pod.key, bound_to, before, after, _placement_change(before, after),
-                     old_now)
-
-
-def _placement_change(before: Outcome, after: Outcome) -> str:
-    """SAME when both versions choose one node clearly; TIE when the best nodes of the
-    two versions overlap (either pick is a draw among them); MOVES when they do not."""
+    assert before.node is not None and after.node is not None
     if before.tied <= 1 and after.tied <= 1:
-        return SAME if before.node == after.node else MOVES
-    # Either choice is a draw: a move only when the other version's choice is not
-    # among this one's best nodes, and the other way round.
-    old_best_has_new = after.node in before.best or (
-        before.tied > MAX_TIED_NAMES and after.total is not None)
-    new_best_has_old = before.node in after.best or (
-        after.tied > MAX_TIED_NAMES and before.total is not None)
-    if old_best_has_new or new_best_has_old:
-        return TIE
-    return MOVES
+        change = SAME if before.node == after.node else MOVES
+    elif (_is_best(old, ran_before, after.node) or _is_best(new, ran_after, before.node)):
+        # Either version could draw the other's node: a different pick is a tie.
+        change = TIE
+    else:
+        change = MOVES
+    return PodChange(pod.key, bound_to, before, after, change,
+                     _total_of(new, ran_after, before.node))
+
+
+def _is_best(version: Version, result: ScheduleResult | None, node: str) -> bool:
+    """Whether `node` is among the nodes at the best total of `result`."""
+    if result is None or result.node is None:
+        return False
+    if result.totals is None:
+        return node == result.node  # one feasible node, not scored
+    return _total_of(version, result, node) == int(result.totals.max())
 
 
 def _rescore(old: Version, new: Version, pods: Sequence[Pod], n: int,
