@@ -100,8 +100,9 @@ def diff(
     runs its own policies; policies alone run in kube-scheduler's default profile.
 
     Every pending pod is scheduled alone under each version on the cluster as it is;
-    where both place it, a different choice among nodes tied at the best total is a
-    tie, not a move. Every bound pod is judged on its own node with itself taken off
+    where both place it, the nodes tied at the best total are compared, not the random
+    draw among them: the same ones are the same placement, overlapping ones a tie,
+    disjoint ones a move. Every bound pod is judged on its own node with itself taken off
     it, as audit does, by the policies that differ between the versions (and, when the
     profiles differ otherwise, by both versions' built-in filters): only verdicts that
     change are reported.

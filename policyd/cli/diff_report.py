@@ -48,7 +48,7 @@ def summary_rows(r: DiffResult) -> list[tuple[str, int]]:
         ("pending pods that start fitting", sum(c.change == STARTS_FITTING for c in pending)),
         ("pending pods that stop fitting", sum(c.change == STOPS_FITTING for c in pending)),
         ("placements that move", sum(c.change == MOVES for c in pending)),
-        ("placements that change among tied nodes", sum(c.change == TIE for c in pending)),
+        ("placements that may move (best nodes overlap)", sum(c.change == TIE for c in pending)),
         ("pending pods placed the same", sum(c.change == SAME for c in pending)),
         ("pending pods that fit in neither", sum(c.change == STILL_UNFIT for c in pending)),
         ("bound pods judged", r.bound_checked),

@@ -6,9 +6,9 @@ same questions about the same pods, and only what differs is reported:
 - every pending pod is scheduled by `schedule_one` under both versions, each on the
   cluster as it is (one pod at a time, nothing placed: the question is "does this pod
   fit, and where", not "where do all of them go together"); a pod fits when some node is
-  feasible. Where both place it, the chosen node and its weighted total are compared,
-  with the nodes tied at the best total: a different pick among nodes tied in both
-  versions is a tie, not a move (the scheduler draws among them at random);
+  feasible. Where both place it, the nodes tied at the best total are compared, not
+  the random draw among them: the same best nodes are the same placement, overlapping
+  ones a tie, disjoint ones a move (with each choice's weighted total);
 - every bound pod is audited (`engine.audit`) on its own node with itself taken off it,
   under both versions, and only the verdicts that differ count: a new violation (the
   new version rejects the node, the old one did not) or a fixed one. Only the policies
@@ -49,14 +49,15 @@ from policyd.engine.profiles import unserved_reason
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.runtime import Framework
 from policyd.model.cluster import ClusterState
+from policyd.model.node_info import NodeInfo
 from policyd.model.records import Pod
 
 # PodChange.change: what a version change does to one pod's placement.
 STARTS_FITTING = "starts-fitting"
 STOPS_FITTING = "stops-fitting"
 MOVES = "moves"
-TIE = "tie"  # the choices differ only among nodes tied at the best total
-SAME = "same"
+TIE = "tie"  # the best nodes differ, but some are best in both versions
+SAME = "same"  # the same best nodes (one, or the same tied set) in both versions
 STILL_UNFIT = "still-unfit"
 # Changes that are reported in detail (SAME and STILL_UNFIT are only counted).
 CHANGES = (STARTS_FITTING, STOPS_FITTING, MOVES, TIE)
@@ -251,24 +252,26 @@ def _compare(old: Version, new: Version, pod: Pod, bound_to: str = "") -> PodCha
             change = STILL_UNFIT
         return PodChange(pod.key, bound_to, before, after, change)
     assert before.node is not None and after.node is not None
-    if before.tied <= 1 and after.tied <= 1:
-        change = SAME if before.node == after.node else MOVES
-    elif (_is_best(old, ran_before, after.node) or _is_best(new, ran_after, before.node)):
-        # Either version could draw the other's node: a different pick is a tie.
-        change = TIE
+    old_best, new_best = _best(old, ran_before), _best(new, ran_after)
+    if old_best == new_best:
+        change = SAME  # the same candidates: whichever the draw picks, it could pick alike
+    elif old_best & new_best:
+        change = TIE  # either version could draw a node the other could too
     else:
         change = MOVES
     return PodChange(pod.key, bound_to, before, after, change,
                      _total_of(new, ran_after, before.node))
 
 
-def _is_best(version: Version, result: ScheduleResult | None, node: str) -> bool:
-    """Whether `node` is among the nodes at the best total of `result`."""
+def _best(version: Version, result: ScheduleResult | None) -> frozenset[str]:
+    """The nodes at the best total of `result` (the node alone when only one fits)."""
     if result is None or result.node is None:
-        return False
-    if result.totals is None:
-        return node == result.node  # one feasible node, not scored
-    return _total_of(version, result, node) == int(result.totals.max())
+        return frozenset()
+    feasible = _feasible_idx(result)
+    if result.totals is None or feasible is None:
+        return frozenset((result.node,))
+    names = version.cluster.table().name_array
+    return frozenset(names[feasible[result.totals == result.totals.max()]].tolist())
 
 
 def _rescore(old: Version, new: Version, pods: Sequence[Pod], n: int,
@@ -344,13 +347,16 @@ def _compare_builtins(old: Version, new: Version, pods: Sequence[Pod]
     the pod taken off it: the verdicts that differ, as violations of the plugin."""
     added: list[Violation] = []
     fixed: list[Violation] = []
+    # PreFilter's view of every node: the same NodeInfo objects throughout (taking a
+    # pod off its node changes its NodeInfo in place), listed once per version.
+    old_nodes, new_nodes = old.cluster.node_infos(), new.cluster.node_infos()
     for pod in pods:
         if not pod.node_name or pod.finished or pod.deleting:
             continue
         if old.cluster.get(pod.node_name) is None:
             continue  # audit lists it as skipped
-        was = _builtin_verdict(old, pod)
-        now = _builtin_verdict(new, pod)
+        was = _builtin_verdict(old, pod, old_nodes)
+        now = _builtin_verdict(new, pod, new_nodes)
         if now is not None and (was is None or was[0] != now[0]):
             added.append(Violation(pod.key, pod.node_name, "", now[0], "", BUILTIN_MODE,
                                    now[1]))
@@ -360,7 +366,8 @@ def _compare_builtins(old: Version, new: Version, pods: Sequence[Pod]
     return added, fixed
 
 
-def _builtin_verdict(version: Version, pod: Pod) -> tuple[str, str] | None:
+def _builtin_verdict(version: Version, pod: Pod, nodes: Sequence[NodeInfo]
+                     ) -> tuple[str, str] | None:
     """(plugin, message) of the first built-in filter (or PreFilter) that rejects the
     pod's own node in this version, or None when they all pass (or no profile serves
     the pod here)."""
@@ -373,7 +380,7 @@ def _builtin_verdict(version: Version, pod: Pod) -> tuple[str, str] | None:
     with cluster.what_if(remove=[pod]):
         info = cluster.get(pod.node_name)
         assert info is not None
-        state = CycleState(cluster.node_infos(), cluster)
+        state = CycleState(nodes, cluster)
         state.framework = fw
         names, status, _ = fw.run_pre_filter(state, pod)
         if status is not None:
