@@ -198,7 +198,8 @@ def test_the_generated_changes_cover_every_kind_of_claim() -> None:
     # made at least once, so the checks above were not vacuous.
     if len(SEEN) == 0:
         pytest.skip("run with the generated cases")
-    for kind in (STARTS_FITTING, STOPS_FITTING, MOVES, SAME, "new-violation", "fixed"):  # TIE: below
+    # (A tie is rarer on these clusters: test_overlapping_best_nodes_are_a_tie.)
+    for kind in (STARTS_FITTING, STOPS_FITTING, MOVES, SAME, "new-violation", "fixed"):
         assert SEEN.get(kind, 0) > 0, (kind, SEEN)
 
 
