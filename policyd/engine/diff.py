@@ -103,7 +103,7 @@ class Outcome:
     node: str | None = None
     total: int | None = None  # the chosen node's weighted total (None: not scored)
     tied: int = 0  # nodes at the best total (1: a clear winner; 0: not scored)
-    best: tuple[str, ...] = ()  # the first of them by name (at most MAX_TIED_NAMES)
+    best: tuple[str, ...] = ()  # the first of them in the cluster's node order
     feasible: int = 0
     message: str = ""  # why it does not fit, the error, or why no profile serves it
 
@@ -214,13 +214,19 @@ def _outcome(version: Version, pod: Pod) -> tuple[Outcome, ScheduleResult | None
         # One feasible node: the cycle does not score (nothing to choose between).
         return Outcome(FITS, node=result.node, tied=1, best=(result.node,),
                        feasible=1 if feasible is None else int(feasible.size)), result
-    totals = result.totals
-    top = int(totals.max())
-    names = version.cluster.table().names
-    tied = sorted(names[int(i)] for i in feasible[totals == top])
+    rows = _best_rows(result)
+    names = version.cluster.table().name_array
     return Outcome(FITS, node=result.node, total=_total_of(version, result, result.node),
-                   tied=len(tied), best=tuple(tied[:MAX_TIED_NAMES]),
+                   tied=int(rows.size), best=tuple(names[rows[:MAX_TIED_NAMES]].tolist()),
                    feasible=int(feasible.size)), result
+
+
+def _best_rows(result: ScheduleResult) -> Any:
+    """The table rows of the nodes at the best total of a scored `result`, ascending
+    (the feasible rows are)."""
+    feasible = _feasible_idx(result)
+    assert result.totals is not None and feasible is not None
+    return feasible[result.totals == result.totals.max()]
 
 
 def _feasible_idx(result: ScheduleResult) -> Any:
@@ -252,10 +258,10 @@ def _compare(old: Version, new: Version, pod: Pod, bound_to: str = "") -> PodCha
             change = STILL_UNFIT
         return PodChange(pod.key, bound_to, before, after, change)
     assert before.node is not None and after.node is not None
-    old_best, new_best = _best(old, ran_before), _best(new, ran_after)
-    if old_best == new_best:
+    same, overlap = _compare_best(old, ran_before, new, ran_after)
+    if same:
         change = SAME  # the same candidates: whichever the draw picks, it could pick alike
-    elif old_best & new_best:
+    elif overlap:
         change = TIE  # either version could draw a node the other could too
     else:
         change = MOVES
@@ -263,15 +269,28 @@ def _compare(old: Version, new: Version, pod: Pod, bound_to: str = "") -> PodCha
                      _total_of(new, ran_after, before.node))
 
 
-def _best(version: Version, result: ScheduleResult | None) -> frozenset[str]:
-    """The nodes at the best total of `result` (the node alone when only one fits)."""
-    if result is None or result.node is None:
-        return frozenset()
-    feasible = _feasible_idx(result)
-    if result.totals is None or feasible is None:
-        return frozenset((result.node,))
-    names = version.cluster.table().name_array
-    return frozenset(names[feasible[result.totals == result.totals.max()]].tolist())
+def _compare_best(old: Version, ran_old: ScheduleResult | None, new: Version,
+                  ran_new: ScheduleResult | None) -> tuple[bool, bool]:
+    """Whether the two versions' best nodes are the same, and whether they overlap.
+    Compared as table rows when both versions share one cluster state (thousands of
+    identical nodes tie: no names are built), else by name."""
+    assert ran_old is not None and ran_new is not None
+    rows_old, rows_new = _rows_of(ran_old, old), _rows_of(ran_new, new)
+    if old.cluster is not new.cluster:
+        rows_old = np.sort(old.cluster.table().name_array[rows_old])
+        rows_new = np.sort(new.cluster.table().name_array[rows_new])
+    if rows_old.size == rows_new.size and bool(np.array_equal(rows_old, rows_new)):
+        return True, True
+    return False, bool(np.isin(rows_old, rows_new, assume_unique=True).any())
+
+
+def _rows_of(result: ScheduleResult, version: Version) -> Any:
+    """The best rows of a placed `result`: the chosen node's alone when it was not
+    scored (one node fits)."""
+    if result.totals is None or _feasible_idx(result) is None:
+        assert result.node is not None
+        return np.array([version.cluster.table().index[result.node]], np.int64)
+    return _best_rows(result)
 
 
 def _rescore(old: Version, new: Version, pods: Sequence[Pod], n: int,
