@@ -135,7 +135,7 @@ def audit(
                            "SchedulingPolicy objects count too; it has none)")
     frameworks = frameworks_for(config, policies or [], None, source.policies,
                                 snap.warnings, cluster_policies_flag=cluster_policies)
-    choose = _policy_chooser(frameworks, by_profile=config is not None,
+    choose = policy_chooser(frameworks, by_profile=config is not None,
                              all_schedulers=all_schedulers)
     pods = [p for p in snap.pods if namespace is None or p.namespace == namespace]
     state = snap.cluster(gates_of(frameworks))
@@ -171,7 +171,7 @@ def profile_policies(fw: Framework) -> tuple[CompiledPolicy, ...]:
                  if isinstance(p, CompiledPolicy))
 
 
-def _policy_chooser(frameworks: Mapping[str, Framework], *, by_profile: bool,
+def policy_chooser(frameworks: Mapping[str, Framework], *, by_profile: bool,
                     all_schedulers: bool) -> PolicyChooser:
     """Without a profile file the policies judge every pod (no profile says whose
     pods they are: the CI question is "does anything running violate them?"). With

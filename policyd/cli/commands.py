@@ -10,6 +10,7 @@ from policyd.cli import (
     audit_cmd,
     check_config_cmd,
     demo_cmd,
+    diff_cmd,
     lint_cmd,
     run_cmd,
     schedule_cmds,
@@ -27,6 +28,7 @@ def register(app: typer.Typer) -> None:
     app.command("explain")(schedule_cmds.explain)
     app.command("simulate")(schedule_cmds.simulate)
     app.command("audit")(audit_cmd.audit)
+    app.command("diff")(diff_cmd.diff)
     app.command("admit")(admit_cmd.admit)
     app.command("webhook")(webhook_cmd.webhook)
     app.command("run")(run_cmd.run)

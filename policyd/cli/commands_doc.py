@@ -80,6 +80,13 @@ EXIT_CODES: Mapping[str, tuple[tuple[int, str], ...]] = {
             "only a violation of an Enforce-mode policy)"),
         (2, "bad input (as for explain)"),
     ),
+    "policyd diff": (
+        (0, "no bound pod becomes a violation of the new version"),
+        (1, "a bound pod becomes a violation (with `--fail-on enforce`: only of an "
+            "Enforce-mode policy or a built-in filter)"),
+        (2, "bad input: a missing path, a revision git does not know, an invalid policy "
+            "or profile, an unreadable cluster"),
+    ),
     "policyd admit": (
         (0, "the admitted pod is printed"),
         (2, "bad input: a file without exactly one Pod, an unknown `--scheduler-name`, "

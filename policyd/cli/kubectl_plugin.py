@@ -17,7 +17,7 @@ from typing import Any
 
 import typer
 
-from policyd.cli import audit_cmd, commands, schedule_cmds
+from policyd.cli import audit_cmd, commands, diff_cmd, schedule_cmds
 from policyd.cli.app import new_app, run_with_boundary
 
 PROG_NAME = "kubectl policyd"
@@ -26,6 +26,7 @@ LIVE_COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("explain", schedule_cmds.explain),
     ("simulate", schedule_cmds.simulate),
     ("audit", audit_cmd.audit),
+    ("diff", diff_cmd.diff),
 )
 
 
@@ -36,7 +37,8 @@ def build_app() -> typer.Typer:
     @app.callback()
     def _root() -> None:
         """policyd's scheduling answers about the cluster kubectl points at: why a pod
-        is pending (explain), where pending pods would go (simulate). Flags as kubectl:
+        is pending (explain), where pending pods would go (simulate), which running pods
+        break a policy (audit) or would under a change (diff). Flags as kubectl:
         --kubeconfig, --context, -n, -o json|yaml."""
 
     app.command("version")(commands._version)

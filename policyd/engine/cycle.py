@@ -75,6 +75,10 @@ class ScheduleResult:
     _feasible: list[str] | None = None
     _feasible_idx: tuple[Any, IntArray] | None = None
     scores: ScoreResult | None = None
+    # Fast path: each feasible node's weighted total, aligned with the feasible indices
+    # (None when nothing was scored: one node fits, or none). `policyd diff` reads it to
+    # tell a moved placement from a tie; the daemon never looks.
+    totals: IntArray | None = None
     # explain only: node -> plugin -> verdict (None = passed), every plugin run.
     filter_details: dict[str, dict[str, Status | None]] = field(default_factory=dict)
     # explain only: node -> plugin -> its verdict on each part of the pod it judges
@@ -521,6 +525,7 @@ def _schedule_fast(fw: Framework, pod: Pod, cluster: ClusterState) -> ScheduleRe
             _settle(result, audits, int(feasible.size), None)
         return _failed(result, status)
     at = fw.select_index(totals)
+    result.totals = totals
     result.node = table.names[int(feasible[at])]
     if audits:
         _settle(result, audits, int(feasible.size), at)

@@ -268,3 +268,41 @@ def test_kubectl_policyd_audit_finds_label_drift_under_running_pods(
     text = kubectl_policyd(tmp_path, *args)
     assert text.returncode == 1
     assert "didn't offer hardware encryption" in text.stdout
+
+
+def _env_policy(ns: str, values: str) -> str:
+    return (f"apiVersion: policyd.io/v1alpha1\nkind: SchedulingPolicy\n"
+            f"metadata: {{name: env-{ns}}}\nspec:\n  pluginName: Env{ns.replace('-', '')}\n"
+            f"  appliesTo: {{labelSelector: {{matchLabels: {{diff-test: {ns}}}}}}}\n"
+            "  filters:\n    - id: env-nodes\n      message: node(s) are not allowed\n"
+            f"      nodeLabels: {{matchExpressions: [{{key: env, operator: In, "
+            f"values: {values}}}]}}\n")
+
+
+def test_kubectl_policyd_diff_names_the_running_pods_a_change_would_reject(
+        cluster: Cluster, control_plane: ControlPlane, tmp_path: Path) -> None:
+    """`policyd diff` on the live cluster: narrowing a policy turns the pod running on
+    the node it no longer allows into a new violation (exit 1); the reverse change
+    lists it as fixed and passes."""
+    ns = cluster.ns
+    cluster.node(f"prod-{ns}", labels={"env": "prod"})
+    cluster.node(f"staging-{ns}", labels={"env": "staging"})
+    for name, node in (("on-prod", f"prod-{ns}"), ("on-staging", f"staging-{ns}")):
+        cluster.pod(name, "another-scheduler", labels={"diff-test": ns})
+        cluster.bind(name, node)
+    for version, values in (("old", "[prod, staging]"), ("new", "[prod]")):
+        (tmp_path / version).mkdir()
+        (tmp_path / version / "env.yaml").write_text(_env_policy(ns, values))
+    kubeconfig = str(control_plane.kubeconfig_path)
+
+    narrowed = kubectl_policyd(tmp_path, "diff", str(tmp_path / "old"), str(tmp_path / "new"),
+                               "--kubeconfig", kubeconfig, "-o", "json")
+    assert narrowed.returncode == 1, narrowed.stderr
+    doc = json.loads(narrowed.stdout)
+    assert [(v["pod"], v["node"], v["rule"]) for v in doc["newViolations"]] == [
+        (f"{ns}/on-staging", f"staging-{ns}", "env-nodes")]
+    widened = kubectl_policyd(tmp_path, "diff", str(tmp_path / "new"), str(tmp_path / "old"),
+                              "--kubeconfig", kubeconfig, "-o", "markdown")
+    assert widened.returncode == 0, widened.stderr
+    assert "<details><summary>Violations fixed (1)</summary>" in widened.stdout
+    assert f"| {ns}/on-staging | staging-{ns} |" in widened.stdout

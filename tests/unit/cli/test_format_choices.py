@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from policyd.cli.app import register_commands
 from policyd.cli.audit_cmd import AUDIT_FORMATS
 from policyd.cli.check_config_cmd import CHECK_CONFIG_FORMATS
+from policyd.cli.diff_report import DIFF_FORMATS
 from policyd.cli.options import one_of
 from policyd.cli.schedule_cmds import DOCUMENT_FORMATS
 from policyd.lint.reporters import REPORTERS
@@ -33,6 +34,7 @@ COMMANDS: dict[str, tuple[Sequence[str], bool]] = {
     "check-config": (list(CHECK_CONFIG_FORMATS), False),
     "test": (list(TEST_RENDERERS), False),
     "audit": (list(AUDIT_FORMATS), True),
+    "diff": (list(DIFF_FORMATS), True),
     "explain": (["text", *DOCUMENT_FORMATS], True),
     "simulate": (["text", *DOCUMENT_FORMATS], True),
 }
@@ -80,7 +82,7 @@ def test_shared_format_names_cover_the_kubectl_ones() -> None:
     commands whose results are test cases."""
     for command, (names, _) in COMMANDS.items():
         assert names[0] == "text" and "json" in names, command
-    for command in ("explain", "simulate", "audit", "check-config"):
+    for command in ("explain", "simulate", "audit", "diff", "check-config"):
         assert "yaml" in COMMANDS[command][0], command
     assert "junit" in COMMANDS["test"][0] and "junit" in COMMANDS["audit"][0]
 

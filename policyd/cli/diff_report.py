@@ -1,0 +1,226 @@
+"""`policyd diff`'s output: the summary counts first, then the details, as text, as a
+JSON document (yaml: the same document), and as markdown for a pull-request comment
+(a summary table, each list of details in a collapsible block).
+
+Every format renders one `DiffResult` with the versions' labels, the notes and the
+warnings; the registry `DIFF_FORMATS` is `-o`'s choice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from policyd.cli.options import yaml_text
+
+if TYPE_CHECKING:  # the engine loads only when the command runs
+    from policyd.engine.audit import Violation
+    from policyd.engine.diff import DiffResult, Outcome, PodChange
+
+# The version of the JSON output's shape; bumped only on an incompatible change.
+JSON_VERSION = 1
+# Text and markdown list this many entries per section; JSON lists all. A pull-request
+# comment is limited to 65,536 characters.
+MAX_LISTED = 50
+
+
+@dataclass(frozen=True, slots=True)
+class DiffReport:
+    """What every format renders."""
+
+    result: DiffResult
+    old: str  # the versions' labels: a path, or the git ref and commit
+    new: str
+    notes: Sequence[str] = ()
+    warnings: Sequence[str] = ()
+
+
+def summary_rows(r: DiffResult) -> list[tuple[str, int]]:
+    """(what, count) in the order every format shows them."""
+    from policyd.engine.diff import MOVES, SAME, STARTS_FITTING, STILL_UNFIT, STOPS_FITTING, TIE
+
+    pending = r.pending
+    rows = [
+        ("bound pods that become violations", len(r.new_violations)),
+        ("bound pods' violations fixed", len(r.fixed_violations)),
+        ("pending pods that start fitting", sum(c.change == STARTS_FITTING for c in pending)),
+        ("pending pods that stop fitting", sum(c.change == STOPS_FITTING for c in pending)),
+        ("placements that move", sum(c.change == MOVES for c in pending)),
+        ("placements that may move (best nodes overlap)", sum(c.change == TIE for c in pending)),
+        ("pending pods placed the same", sum(c.change == SAME for c in pending)),
+        ("pending pods that fit in neither", sum(c.change == STILL_UNFIT for c in pending)),
+        ("bound pods judged", r.bound_checked),
+        ("bound pods not judged", len(r.skipped)),
+    ]
+    if r.rescored:
+        rows.append(("bound pods rescheduled (sample)", len(r.rescored)))
+        rows.append(("of which would move", sum(c.change == MOVES for c in r.rescored)))
+    return rows
+
+
+def _policies_line(r: DiffResult) -> str:
+    if not r.policies:
+        return "policies: none added, removed or changed"
+    return "policies: " + ", ".join(f"{c.policy} {c.change}" for c in r.policies)
+
+
+def _where(o: Outcome) -> str:
+    if o.node is None:
+        return o.status
+    score = f" (total {o.total})" if o.total is not None else ""
+    tie = f", tied with {o.tied - 1} other node(s)" if o.tied > 1 else ""
+    return f"{o.node}{score}{tie}"
+
+
+def describe_change(c: PodChange) -> str:
+    """One line per pod: `default/web-1: moves node-a (total 310) -> node-b (total
+    340), the old node now 290`."""
+    from policyd.engine.diff import STARTS_FITTING, STOPS_FITTING
+
+    pod = c.pod + (f" (on {c.bound_to})" if c.bound_to else "")
+    if c.change == STOPS_FITTING:
+        return f"{pod}: stops fitting (was {_where(c.old)}): {c.new.message}"
+    if c.change == STARTS_FITTING:
+        return f"{pod}: starts fitting on {_where(c.new)} (was: {c.old.message})"
+    now = ("" if c.old_node_now is None else f"; {c.old.node} now totals {c.old_node_now}")
+    return f"{pod}: {c.change}: {_where(c.old)} -> {_where(c.new)}{now}"
+
+
+def _violation(v: Violation) -> str:
+    what = f"policy {v.policy} ({v.mode}), rule {v.rule}" if v.policy else f"plugin {v.plugin}"
+    return f"{v.pod} on {v.node}: {what}: {v.message}"
+
+
+def _listed(lines: list[str], title: str, entries: Sequence[str]) -> None:
+    if not entries:
+        return
+    lines.append(f"{title} ({len(entries)}):")
+    lines.extend(f"  {e}" for e in entries[:MAX_LISTED])
+    if len(entries) > MAX_LISTED:
+        lines.append(f"  ... and {len(entries) - MAX_LISTED} more (-o json lists them all)")
+
+
+def diff_text(report: DiffReport) -> str:
+    r = report.result
+    lines = [f"policyd diff: {report.old} -> {report.new}", _policies_line(r)]
+    width = max(len(what) for what, _ in summary_rows(r))
+    lines += [f"  {what:<{width}}  {count}" for what, count in summary_rows(r)]
+    _listed(lines, "bound pods that become violations", [_violation(v) for v in
+                                                         r.new_violations])
+    _listed(lines, "violations fixed", [_violation(v) for v in r.fixed_violations])
+    _listed(lines, "pending pods", [describe_change(c) for c in r.changed(r.pending)])
+    _listed(lines, "rescheduled bound pods", [describe_change(c) for c in r.rescored])
+    lines += [f"note: {n}" for n in report.notes]
+    return "\n".join(lines) + "\n"
+
+
+def _outcome_json(o: Outcome) -> dict[str, Any]:
+    return {"status": o.status, "node": o.node, "total": o.total, "tied": o.tied,
+            "best": list(o.best), "feasible": o.feasible, "message": o.message}
+
+
+def _change_json(c: PodChange) -> dict[str, Any]:
+    return {"pod": c.pod, "boundTo": c.bound_to or None, "change": c.change,
+            "old": _outcome_json(c.old), "new": _outcome_json(c.new),
+            "oldNodeNow": c.old_node_now, "shift": c.shift}
+
+
+def _violation_json(v: Violation) -> dict[str, Any]:
+    return {"pod": v.pod, "node": v.node, "policy": v.policy or None, "plugin": v.plugin,
+            "rule": v.rule or None, "mode": v.mode, "message": v.message}
+
+
+def diff_json(report: DiffReport) -> dict[str, Any]:
+    """The documented shape (version 1): `summary` counts, `policies` changed,
+    `placements` (pending pods whose answer changes), `rescored`, `newViolations` and
+    `fixedViolations` (bound pods; `policy` and `rule` null for a built-in plugin's),
+    `skipped` bound pods, `notes`, `warnings`."""
+    r = report.result
+    return {
+        "version": JSON_VERSION,
+        "old": report.old, "new": report.new,
+        "summary": {
+            "newViolations": len(r.new_violations),
+            "fixedViolations": len(r.fixed_violations),
+            "pending": len(r.pending),
+            "pendingNotServed": r.pending_skipped,
+            **{_camel(k): v for k, v in sorted(r.counts.items())},
+            "boundChecked": r.bound_checked,
+            "boundSkipped": len(r.skipped),
+            "builtinFiltersCompared": r.builtins_checked,
+            "rescored": len(r.rescored),
+        },
+        "policies": [{"policy": c.policy, "change": c.change} for c in r.policies],
+        "placements": [_change_json(c) for c in r.changed(r.pending)],
+        "rescored": [_change_json(c) for c in r.rescored],
+        "newViolations": [_violation_json(v) for v in r.new_violations],
+        "fixedViolations": [_violation_json(v) for v in r.fixed_violations],
+        "skipped": [{"pod": s.pod, "node": s.node, "kind": s.kind, "reason": s.reason}
+                    for s in r.skipped],
+        "notes": list(report.notes),
+        "warnings": list(report.warnings),
+    }
+
+
+def _camel(name: str) -> str:
+    first, *rest = name.split("-")
+    return first + "".join(w.capitalize() for w in rest)
+
+
+def _cell(text: str) -> str:
+    """Text in a markdown table cell: pipes escaped, on one line, HTML not taken."""
+    return (text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
+            .replace(">", "&gt;").replace("\n", " "))
+
+
+def _details(lines: list[str], title: str, header: Sequence[str],
+             rows: Sequence[Sequence[str]]) -> None:
+    if not rows:
+        return
+    lines += ["", f"<details><summary>{_cell(title)} ({len(rows)})</summary>", "",
+              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows[:MAX_LISTED]]
+    if len(rows) > MAX_LISTED:
+        lines += ["", f"... and {len(rows) - MAX_LISTED} more (`-o json` lists them all)"]
+    lines += ["", "</details>"]
+
+
+def diff_markdown(report: DiffReport) -> str:
+    r = report.result
+    fails = bool(r.new_violations)
+    lines = [f"### policyd diff: `{_cell(report.old)}` → `{_cell(report.new)}`", "",
+             ("**Bound pods would become violations.**" if fails else
+              "No bound pod becomes a violation."), "", _cell(_policies_line(r)), "",
+             "| | pods |", "|---|---:|"]
+    lines += [f"| {what} | {count} |" for what, count in summary_rows(r)]
+    violation_rows = [[v.pod, v.node, v.policy or "", v.plugin, v.rule, v.mode, v.message]
+                      for v in r.new_violations]
+    _details(lines, "Bound pods that become violations",
+             ["pod", "node", "policy", "plugin", "rule", "mode", "message"], violation_rows)
+    _details(lines, "Violations fixed",
+             ["pod", "node", "policy", "plugin", "rule", "mode", "message"],
+             [[v.pod, v.node, v.policy or "", v.plugin, v.rule, v.mode, v.message]
+              for v in r.fixed_violations])
+
+    def placement_rows(changes: Sequence[PodChange]) -> list[list[str]]:
+        return [[c.pod, c.change, _where(c.old), _where(c.new),
+                 "" if c.shift is None else f"{c.shift:+d}",
+                 c.new.message if c.new.node is None else c.old.message]
+                for c in changes]
+
+    header = ["pod", "change", "old", "new", "total shift", "why not"]
+    _details(lines, "Pending pods", header, placement_rows(r.changed(r.pending)))
+    _details(lines, "Rescheduled bound pods (sample)", header, placement_rows(r.rescored))
+    if report.notes:
+        lines += [""] + [f"> note: {_cell(n)}" for n in report.notes]
+    return "\n".join(lines) + "\n"
+
+
+DIFF_FORMATS: dict[str, Callable[[DiffReport], str]] = {
+    "text": diff_text,
+    "json": lambda report: json.dumps(diff_json(report), indent=2) + "\n",
+    "yaml": lambda report: yaml_text(diff_json(report)),
+    "markdown": diff_markdown,
+}
