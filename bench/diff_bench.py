@@ -136,6 +136,27 @@ def _load_once(cluster: Path) -> float:
     return seconds
 
 
+def markdown(runs: list[dict[str, Any]]) -> str:
+    """docs/performance.md's table: one row per results file (`bench.readme_tables`)."""
+    lines = ["| cluster | pending | file | snapshot load | `policyd diff` (median, min–max) "
+             "| peak RSS | bound pods judged | new violations | pending: same / moves "
+             "| measured with |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in runs:
+        s = r["summary"]
+        secs = r["diffSeconds"]
+        spread = f" ({min(secs):.1f}–{max(secs):.1f}, {len(secs)} runs)" if len(secs) > 1 \
+            else " (1 run)"
+        lines.append(
+            f"| {r['nodes']:,} nodes, {r['pods']:,} pods | {s['pending']:,} "
+            f"| {r['fileMB']:.0f} MiB | {r['snapshotLoadSeconds']:.1f} s "
+            f"| {r['diffSecondsMedian']:.1f} s{spread} | {r['peakRssMB']:,.0f} MiB "
+            f"| {s['boundChecked']:,} | {s['newViolations']:,} "
+            f"| {s.get('same', 0):,} / {s.get('moves', 0):,} "
+            f"| `{r['command']}`, {r['date']}, {r['machine']} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=5000)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import snapshot_bench, soak
+from bench import diff_bench, snapshot_bench, soak
 from bench.e2e import report as e2e_report
 from bench.engine import report as engine_report
 from bench.preemption import report as preemption_report
@@ -36,11 +36,20 @@ RESULTS = ROOT / "bench" / "results"
 
 @dataclass(frozen=True)
 class Renderer:
-    results: Path  # the committed JSON the table is made from
+    # The committed JSON the table is made from; several files: render gets a list of
+    # them parsed, in this order (one row each, say).
+    results: Path | tuple[Path, ...]
     render: Callable[[Any], str]  # the parsed JSON -> markdown
+
+    def parsed(self) -> Any:
+        if isinstance(self.results, tuple):
+            return [json.loads(p.read_text()) for p in self.results]
+        return json.loads(self.results.read_text())
 
 
 RENDERERS: Mapping[str, Renderer] = {
+    "diff": Renderer((RESULTS / "diff-latest.json", RESULTS / "diff-10pct-pending.json"),
+                     diff_bench.markdown),
     "e2e": Renderer(RESULTS / "e2e-latest.json", e2e_report.markdown),
     "e2e-dra": Renderer(RESULTS / "e2e-dra-latest.json", e2e_report.markdown),
     "engine": Renderer(RESULTS / "engine-latest.json", engine_report.readme),
@@ -78,8 +87,7 @@ def rewrite(text: str, tables: Mapping[str, str]) -> str:
 
 
 def render_all(renderers: Mapping[str, Renderer] = RENDERERS) -> dict[str, str]:
-    return {name: r.render(json.loads(r.results.read_text()))
-            for name, r in renderers.items()}
+    return {name: r.render(r.parsed()) for name, r in renderers.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -99,7 +99,8 @@ def diff(
     paths in the working tree against the same paths at the git commit REF. A profile
     runs its own policies; policies alone run in kube-scheduler's default profile.
 
-    Every pending pod is scheduled alone under each version on the cluster as it is;
+    Every pending pod is scheduled alone under each version on the cluster as it is (a
+    pod group's pending pods together, as their group: placed whole or held);
     where both place it, the nodes tied at the best total are compared, not the random
     draw among them: the same ones are the same placement, overlapping ones a tie,
     disjoint ones a move. Every bound pod is judged on its own node with itself taken off
@@ -154,8 +155,10 @@ def diff(
                   file=sys.stderr)
 
     builtins_changed = _builtins_changed(old.profile, new.profile)
-    result = run(_version(old, old_state, all_schedulers),
-                 _version(new, new_state, all_schedulers), snap.pods,
+    # A scheduler-plugins pod group is simulated on a state of its own (read again).
+    result = run(_version(old, old_state, all_schedulers, lambda: snap.cluster(old_gates)),
+                 _version(new, new_state, all_schedulers, lambda: snap.cluster(new_gates)),
+                 snap.pods,
                  builtins_changed=builtins_changed, rescore_bound=rescore_bound, seed=seed,
                  progress=progress)
     from policyd.cli.diff_report import DiffReport
@@ -253,7 +256,8 @@ def _builtins_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any] | No
     return rest(old) != rest(new)
 
 
-def _version(loaded: LoadedVersion, state: Any, all_schedulers: bool) -> Version:
+def _version(loaded: LoadedVersion, state: Any, all_schedulers: bool,
+             scratch: Callable[[], Any]) -> Version:
     from policyd.cli.audit_cmd import policy_chooser
     from policyd.cli.schedule_cmds import label_policies
     from policyd.engine.diff import Version
@@ -266,4 +270,5 @@ def _version(loaded: LoadedVersion, state: Any, all_schedulers: bool) -> Version
         frameworks=serving_profiles(loaded.frameworks, default_profile=not by_profile),
         cluster=state, policies=list(policies.values()),
         choose=policy_chooser(loaded.frameworks, by_profile=by_profile,
-                              all_schedulers=all_schedulers))
+                              all_schedulers=all_schedulers),
+        scratch=scratch)

@@ -17,8 +17,11 @@ from policyd.cli.options import yaml_text
 
 if TYPE_CHECKING:  # the engine loads only when the command runs
     from policyd.engine.audit import Violation
-    from policyd.engine.diff import DiffResult, Outcome, PodChange
+    from policyd.engine.diff import DiffResult, GroupChange, Outcome, PodChange
+    from policyd.engine.pod_group import GroupSummary
 
+# A group's nodes named per side in text and markdown (JSON names them all).
+MAX_NODES = 5
 # The version of the JSON output's shape; bumped only on an incompatible change.
 JSON_VERSION = 1
 # Text and markdown list this many entries per section; JSON lists all. A pull-request
@@ -54,6 +57,14 @@ def summary_rows(r: DiffResult) -> list[tuple[str, int]]:
         ("bound pods judged", r.bound_checked),
         ("bound pods not judged", len(r.skipped)),
     ]
+    if r.groups:
+        groups = r.groups
+        rows += [
+            ("pod groups compared (their pending pods as one)", len(groups)),
+            ("pod groups that start fitting", sum(g.change == STARTS_FITTING for g in groups)),
+            ("pod groups that stop fitting", sum(g.change == STOPS_FITTING for g in groups)),
+            ("pod groups placed on other nodes (may move)", sum(g.change == TIE for g in groups)),
+        ]
     if r.rescored:
         rows.append(("bound pods rescheduled (sample)", len(r.rescored)))
         rows.append(("of which would move", sum(c.change == MOVES for c in r.rescored)))
@@ -88,6 +99,39 @@ def describe_change(c: PodChange) -> str:
     return f"{pod}: {c.change}: {_where(c.old)} -> {_where(c.new)}{now}"
 
 
+def _group_side(summary: GroupSummary, whole: bool) -> str:
+    fit = f"{len(summary.fitted)} of {summary.tried} fit"
+    if not whole:
+        return f"{fit}, each alone (not placed as one group)"
+    if summary.error:
+        return f"{fit}; the cycle failed: {summary.error}"
+    if summary.placed:
+        nodes = summary.nodes
+        return f"placed on {len(nodes)} node{'s' if len(nodes) != 1 else ''} " \
+               f"({', '.join(nodes[:MAX_NODES])}{', ...' if len(nodes) > MAX_NODES else ''})"
+    return f"held ({fit})"
+
+
+def _group_why(g: GroupChange) -> str:
+    """Why the group is held: under the old version when it starts fitting, else under
+    the new one; nothing when it is placed under both."""
+    from policyd.engine.diff import STARTS_FITTING
+
+    summary = g.old if g.change == STARTS_FITTING else g.new
+    if summary.placed:
+        return ""
+    return "; ".join(f"{count} pod(s): {reason}" for reason, count in summary.missing)
+
+
+def describe_group(g: GroupChange) -> str:
+    """One line per group: `pod group ml/train (16 pending): stops fitting: placed on 4
+    nodes (...) -> held (12 of 16 fit): 4 pod(s): 0/6 nodes are available: ...`."""
+    why = _group_why(g)
+    return (f"pod group {g.group} ({g.pods} pending): {g.change}: "
+            f"{_group_side(g.old, g.old_whole)} -> {_group_side(g.new, g.new_whole)}"
+            + (f": {why}" if why else ""))
+
+
 def _violation(v: Violation) -> str:
     what = f"policy {v.policy} ({v.mode}), rule {v.rule}" if v.policy else f"plugin {v.plugin}"
     return f"{v.pod} on {v.node}: {what}: {v.message}"
@@ -111,6 +155,7 @@ def diff_text(report: DiffReport) -> str:
                                                          r.new_violations])
     _listed(lines, "violations fixed", [_violation(v) for v in r.fixed_violations])
     _listed(lines, "pending pods", [describe_change(c) for c in r.changed(r.pending)])
+    _listed(lines, "pod groups", [describe_group(g) for g in _changed_groups(r)])
     _listed(lines, "rescheduled bound pods", [describe_change(c) for c in r.rescored])
     lines += [f"note: {n}" for n in report.notes]
     return "\n".join(lines) + "\n"
@@ -127,6 +172,26 @@ def _change_json(c: PodChange) -> dict[str, Any]:
             "oldNodeNow": c.old_node_now, "shift": c.shift}
 
 
+def _changed_groups(r: DiffResult) -> list[GroupChange]:
+    from policyd.engine.diff import CHANGES
+
+    return [g for g in r.groups if g.change in CHANGES]
+
+
+def _group_json(summary: GroupSummary, whole: bool) -> dict[str, Any]:
+    return {"asGroup": whole, "minCount": summary.min_count, "scheduledBefore": summary.before,
+            "tried": summary.tried, "placed": summary.placed,
+            "fitted": [{"pod": pod, "node": node} for pod, node in summary.fitted],
+            "nodes": summary.nodes,
+            "missing": [{"reason": reason, "pods": count} for reason, count in summary.missing],
+            "error": summary.error or None}
+
+
+def _group_change_json(g: GroupChange) -> dict[str, Any]:
+    return {"group": g.group, "pending": g.pods, "change": g.change,
+            "old": _group_json(g.old, g.old_whole), "new": _group_json(g.new, g.new_whole)}
+
+
 def _violation_json(v: Violation) -> dict[str, Any]:
     return {"pod": v.pod, "node": v.node, "policy": v.policy or None, "plugin": v.plugin,
             "rule": v.rule or None, "mode": v.mode, "message": v.message}
@@ -134,7 +199,8 @@ def _violation_json(v: Violation) -> dict[str, Any]:
 
 def diff_json(report: DiffReport) -> dict[str, Any]:
     """The documented shape (version 1): `summary` counts, `policies` changed,
-    `placements` (pending pods whose answer changes), `rescored`, `newViolations` and
+    `placements` (pending pods whose answer changes), `podGroups` (every pod group
+    whose pending pods were compared as one, changed or not), `rescored`, `newViolations` and
     `fixedViolations` (bound pods; `policy` and `rule` null for a built-in plugin's),
     `skipped` bound pods, `notes`, `warnings`."""
     r = report.result
@@ -151,9 +217,12 @@ def diff_json(report: DiffReport) -> dict[str, Any]:
             "boundSkipped": len(r.skipped),
             "builtinFiltersCompared": r.builtins_checked,
             "rescored": len(r.rescored),
+            "podGroups": len(r.groups),
+            **{"podGroups" + _camel("-" + k): n for k, n in sorted(_group_counts(r).items())},
         },
         "policies": [{"policy": c.policy, "change": c.change} for c in r.policies],
         "placements": [_change_json(c) for c in r.changed(r.pending)],
+        "podGroups": [_group_change_json(g) for g in r.groups],
         "rescored": [_change_json(c) for c in r.rescored],
         "newViolations": [_violation_json(v) for v in r.new_violations],
         "fixedViolations": [_violation_json(v) for v in r.fixed_violations],
@@ -162,6 +231,13 @@ def diff_json(report: DiffReport) -> dict[str, Any]:
         "notes": list(report.notes),
         "warnings": list(report.warnings),
     }
+
+
+def _group_counts(r: DiffResult) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for g in r.groups:
+        counts[g.change] = counts.get(g.change, 0) + 1
+    return counts
 
 
 def _camel(name: str) -> str:
@@ -212,6 +288,11 @@ def diff_markdown(report: DiffReport) -> str:
 
     header = ["pod", "change", "old", "new", "total shift", "why not"]
     _details(lines, "Pending pods", header, placement_rows(r.changed(r.pending)))
+    _details(lines, "Pod groups", ["group", "pending", "change", "old", "new", "why not"],
+             [[g.group, str(g.pods), g.change, _group_side(g.old, g.old_whole),
+               _group_side(g.new, g.new_whole),
+               _group_why(g)]
+              for g in _changed_groups(r)])
     _details(lines, "Rescheduled bound pods (sample)", header, placement_rows(r.rescored))
     if report.notes:
         lines += [""] + [f"> note: {_cell(n)}" for n in report.notes]

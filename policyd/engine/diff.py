@@ -17,13 +17,22 @@ same questions about the same pods, and only what differs is reported:
   the pods that policy applies to. When the rest of a profile changed (built-in
   plugins, their args, feature gates: the caller says so), each bound pod's node is
   also run through the built-in filters of both versions, PreFilter first;
+- the pending pods of a pod group that a version places as one (a scheduling.k8s.io
+  group under GenericWorkload, a scheduler-plugins group under Coscheduling) are not
+  compared one by one but as their group, through the answer explain and simulate give
+  (`simulate.group_answer`): whether the group would be placed whole or held, and on
+  which nodes. Two placements on other nodes are reported as "may move": the group
+  cycle draws among tied nodes for each member, so other nodes alone do not prove a
+  change;
 - optionally a sample of bound pods is rescheduled the same way as pending ones (taken
   off their node first), to show what a reschedule would move.
 
 One `ClusterState` per version, shared by every question (the caller may pass the same
 one twice when both versions run under the same feature gates: nothing here changes it
-for longer than one question). The engine does not import the policy package: a policy
-is anything with `DiffPolicy`'s shape, as `CompiledPolicy` has.
+for longer than one question); a scheduler-plugins group is simulated pod by pod, which
+changes a state, so each such group gets a fresh one from the version's `scratch`. The
+engine does not import the policy package: a policy is anything with `DiffPolicy`'s
+shape, as `CompiledPolicy` has.
 """
 
 from __future__ import annotations
@@ -45,11 +54,14 @@ from policyd.engine.audit import (
     audit,
 )
 from policyd.engine.cycle import ScheduleResult, schedule_one
+from policyd.engine.pod_group import GroupSummary, summarize_pod_by_pod
 from policyd.engine.profiles import unserved_reason
+from policyd.engine.simulate import group_answer
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.runtime import Framework
 from policyd.model.cluster import ClusterState
 from policyd.model.node_info import NodeInfo
+from policyd.model.pod_groups import COSCHEDULING_API, COSCHEDULING_PLUGIN, GroupKey, group_key
 from policyd.model.records import Pod
 
 # PodChange.change: what a version change does to one pod's placement.
@@ -93,6 +105,10 @@ class Version:
     """Every compiled policy of every profile, once by metadata.name."""
     choose: PolicyChooser
     """Which of them judge a bound pod (audit's chooser: its profile's, or all)."""
+    scratch: Callable[[], ClusterState] | None = None
+    """A fresh copy of `cluster` (read again from the same input), for a
+    scheduler-plugins pod group's simulation; None: such groups' pods are compared one
+    by one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +146,22 @@ class PodChange:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupChange:
+    """A pod group's pending pods under both versions, tried as the group."""
+
+    group: str  # the group's key, `namespace/name` (and its API when not the built-in one)
+    pods: int  # its pending pods compared
+    old: GroupSummary
+    new: GroupSummary
+    # Whether each version tried them as one group (else one by one, each on the
+    # cluster as it is: `placed` then means some of them fit).
+    old_whole: bool
+    new_whole: bool
+    change: str  # STARTS_FITTING (held -> placed), STOPS_FITTING, TIE (placed on other
+    # nodes: may move), SAME (placed on the same nodes), STILL_UNFIT (held in both)
+
+
+@dataclass(frozen=True, slots=True)
 class PolicyChange:
     policy: str  # metadata.name
     change: str  # added, removed, changed
@@ -147,6 +179,8 @@ class DiffResult:
     builtins_checked: bool  # whether the built-in filters were compared too
     pending_skipped: int = 0  # pending pods no version's profile serves
     counts: dict[str, int] = field(default_factory=dict)
+    # Pending pods of pod groups, compared by group (not in `pending`).
+    groups: list[GroupChange] = field(default_factory=list)
 
     def changed(self, pods: Iterable[PodChange]) -> list[PodChange]:
         return [c for c in pods if c.change in CHANGES]
@@ -170,14 +204,21 @@ def diff(old: Version, new: Version, pods: Sequence[Pod], *, builtins_changed: b
                         rescored=[], new_violations=[], fixed_violations=[],
                         bound_checked=0, skipped=[], builtins_checked=builtins_changed)
     pending = [p for p in pods if not p.node_name and not p.finished and not p.deleting]
+    grouped: dict[GroupKey, list[Pod]] = {}
     for i, pod in enumerate(pending):
         if (unserved_reason(pod, old.frameworks) is not None
                 and unserved_reason(pod, new.frameworks) is not None):
             result.pending_skipped += 1
             continue
+        key = group_key(pod)
+        if key is not None and (_as_group(old, pod) or _as_group(new, pod)):
+            grouped.setdefault(key, []).append(pod)
+            continue
         result.pending.append(_compare(old, new, pod))
         if progress is not None:
             progress("pending", i + 1, len(pending))
+    result.groups = [_compare_group(old, new, key, members)
+                     for key, members in sorted(grouped.items(), key=lambda kv: str(kv[0]))]
     _compare_bound(old, new, pods, builtins_changed, result)
     if rescore_bound:
         result.rescored = _rescore(old, new, pods, rescore_bound, seed)
@@ -314,6 +355,58 @@ def _rescore(old: Version, new: Version, pods: Sequence[Pod], n: int,
             with new.cluster.what_if(remove=[pod]):
                 out.append(_compare(old, new, pending, pod.node_name))
     return out
+
+
+# ---- pod groups --------------------------------------------------------------------
+
+def _as_group(version: Version, pod: Pod) -> bool:
+    """Whether `version`'s profile for `pod` places its group as one (what
+    `simulate.group_answer` answers for)."""
+    fw = version.frameworks.get(pod.scheduler_name)
+    if fw is None:
+        return False
+    if pod.scheduling_group:
+        return fw.features.enabled("GenericWorkload")
+    key = group_key(pod)
+    return (key is not None and key.api == COSCHEDULING_API
+            and any(pl.name == COSCHEDULING_PLUGIN for pl in fw.permit_plugins))
+
+
+def _group_outcome(version: Version, key: GroupKey, members: list[Pod]
+                   ) -> tuple[GroupSummary, bool]:
+    """The group's answer under `version` (the answer takes all its pending members,
+    whichever is asked), and whether it was tried as one group: not when the version
+    does not place it as one, or no state can be spared for a scheduler-plugins group;
+    then each member alone."""
+    pod = members[0]
+    fw = version.frameworks.get(pod.scheduler_name)
+    if fw is not None and _as_group(version, pod):
+        if pod.scheduling_group:
+            summary = group_answer(fw, version.cluster, pod)  # the state as it was after
+        elif version.scratch is not None:
+            summary = group_answer(fw, version.scratch(), pod)
+        else:
+            summary = None
+        if summary is not None:
+            return summary, True
+    results = [ran for _, ran in (_outcome(version, p) for p in members) if ran is not None]
+    before = version.cluster.group_counts(key).scheduled
+    return summarize_pod_by_pod(key, results, before, version.cluster), False
+
+
+def _compare_group(old: Version, new: Version, key: GroupKey, members: list[Pod]
+                   ) -> GroupChange:
+    (before, old_whole), (after, new_whole) = (_group_outcome(old, key, members),
+                                               _group_outcome(new, key, members))
+    if before.placed and after.placed:
+        change = SAME if before.nodes == after.nodes else TIE
+    elif after.placed:
+        change = STARTS_FITTING
+    elif before.placed:
+        change = STOPS_FITTING
+    else:
+        change = STILL_UNFIT
+    return GroupChange(str(key), len(members), before, after, old_whole, new_whole, change)
 
 
 # ---- bound pods --------------------------------------------------------------------

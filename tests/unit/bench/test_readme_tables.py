@@ -3,7 +3,6 @@ a figure changed by hand, or a results file changed without regenerating, fails 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,7 @@ def test_every_table_renders_rows_from_its_committed_results(name: str) -> None:
     # Whatever the JSON's shape (the engine's is a list, the others objects), its table
     # has a header, a separator and at least one row: an empty result is no result.
     renderer = readme_tables.RENDERERS[name]
-    table = renderer.render(json.loads(renderer.results.read_text()))
+    table = renderer.render(renderer.parsed())
     lines = table.splitlines()
     separator = next(i for i, line in enumerate(lines) if line.startswith("|--"))
     assert lines[separator + 1].startswith("| "), f"{name}: a table without rows"

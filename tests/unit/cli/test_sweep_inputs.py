@@ -2,9 +2,10 @@
 
 test_fuzz_inputs.py mutates each file role's example at random and by hand; this file
 is the issue's checklist, case by case, through every command and program that takes
-the role: `policyd` lint, check-config, test, explain, simulate, audit and run (up to
-its validation: `fuzz_support` stops it where it would connect), `kubectl policyd`
-explain, simulate and audit, and the kubeconfig those read. The kinds: numbers at
+the role: `policyd` lint, check-config, test, explain, simulate, audit, diff (the file
+on either side of the comparison) and run (up to its validation: `fuzz_support` stops it
+where it would connect), `kubectl policyd` explain, simulate, audit and diff, and the
+kubeconfig those read. The kinds: numbers at
 their limits, paths that are not regular files, objects the API server would refuse,
 decoding surprises, a file of the wrong kind, and `kubectl get all -A -o yaml` content.
 
@@ -53,7 +54,8 @@ def _t(name: str, kind: str, argv: Callable[[Path, Path], list[str | Path]],
 
 SNAPSHOT = _read(DEMO / "cluster.yaml")
 PROFILE = _read(EXAMPLE_PROFILE)
-POLICY = _read(POLICIES / "low-latency.yaml")
+LATENCY_POLICY = POLICIES / "low-latency.yaml"
+POLICY = _read(LATENCY_POLICY)
 KUBECTL = "kubectl-policyd"
 BAD_KUBECONFIG_ROLE = "kubeconfig"
 
@@ -85,6 +87,19 @@ def _own() -> list[Target]:
                lambda d, f: ["simulate", "--kubeconfig", f], SNAPSHOT, prog),
             _t(f"{prefix}audit-kubeconfig", BAD_KUBECONFIG_ROLE,
                lambda d, f: ["audit", "--kubeconfig", f, *LATENCY_POLICIES], SNAPSHOT, prog),
+            # diff reads each role twice over (two versions): the file on either side.
+            _t(f"{prefix}diff-cluster", "snapshot",
+               lambda d, f: ["diff", LATENCY_POLICY, POLICIES, "--cluster", f], SNAPSHOT,
+               prog),
+            _t(f"{prefix}diff-old-policy", "policy",
+               lambda d, f: ["diff", f, LATENCY_POLICY, *CLUSTER], POLICY, prog),
+            _t(f"{prefix}diff-new-policy", "policy",
+               lambda d, f: ["diff", LATENCY_POLICY, f, *CLUSTER], POLICY, prog),
+            _t(f"{prefix}diff-config", "profile",
+               lambda d, f: ["diff", EXAMPLE_PROFILE, f, *CLUSTER], PROFILE, prog),
+            _t(f"{prefix}diff-kubeconfig", BAD_KUBECONFIG_ROLE,
+               lambda d, f: ["diff", LATENCY_POLICY, POLICIES, "--kubeconfig", f], SNAPSHOT,
+               prog),
         ]
     return out
 
@@ -96,27 +111,30 @@ ROLES: dict[str, list[str]] = {
     "snapshot": ["simulate-cluster", "explain-cluster", "audit-cluster",
                  "explain-scored-cluster", "simulate-scored-cluster",
                  "kubectl-explain-scored-cluster", "kubectl-simulate-scored-cluster",
-                 "kubectl-audit-cluster"],
+                 "kubectl-audit-cluster", "diff-cluster", "kubectl-diff-cluster"],
     "policy": ["lint", "check-config-policy", "test-policy", "simulate-policies",
                "explain-policies", "audit-policies", "run-policies",
-               "kubectl-audit-policies"],
+               "kubectl-audit-policies", "diff-old-policy", "diff-new-policy",
+               "kubectl-diff-new-policy"],
     "profile": ["check-config", "simulate-config-file", "explain-config", "audit-config",
-                "run-config", "kubectl-simulate-config-file", "kubectl-audit-config"],
+                "run-config", "kubectl-simulate-config-file", "kubectl-audit-config",
+                "diff-config", "kubectl-diff-config"],
     "policytest": ["test"],
     "metrics": ["simulate-metrics", "explain-metrics"],
     "pods": ["simulate-pods", "explain-pods"],
     "pod": ["explain-pod-file"],
     BAD_KUBECONFIG_ROLE: ["explain-kubeconfig", "simulate-kubeconfig", "audit-kubeconfig",
                           "kubectl-explain-kubeconfig", "kubectl-simulate-kubeconfig",
-                          "kubectl-audit-kubeconfig"],
+                          "kubectl-audit-kubeconfig", "diff-kubeconfig",
+                          "kubectl-diff-kubeconfig"],
 }
 # The few of each role that get the content cases (one per loader, both programs where
 # the role is the kubectl plugin's too); the rest get the path cases.
 CONTENT_TARGETS: dict[str, list[str]] = {
     "snapshot": ["explain-scored-cluster", "simulate-scored-cluster", "audit-cluster",
-                 "kubectl-explain-scored-cluster"],
-    "policy": ["lint", "simulate-policies", "test-policy"],
-    "profile": ["check-config", "simulate-config-file", "run-config"],
+                 "kubectl-explain-scored-cluster", "diff-cluster"],
+    "policy": ["lint", "simulate-policies", "test-policy", "diff-new-policy"],
+    "profile": ["check-config", "simulate-config-file", "run-config", "diff-config"],
     "policytest": ["test"],
     "metrics": ["simulate-metrics", "explain-metrics"],
     "pods": ["simulate-pods"],
