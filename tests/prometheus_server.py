@@ -1,4 +1,4 @@
-"""A real Prometheus server (the pinned build, `devcluster.build.resolve_prometheus`)
+"""A real Prometheus server (the pinned build, `devcluster.build.resolve_tool(PROMETHEUS)`)
 on a loopback port for the tests: it scrapes one target every second and, when given
 rule files, evaluates them every second too. The node-metrics tests query what it
 scraped; the live alert test (tests/e2e/test_alerts_live.py) asks which alerts fire."""

@@ -15,19 +15,16 @@ A cache directory counts only when it holds every binary of `BINARY_NAMES`: one 
 by an older policyd (before kube-controller-manager was built) is incomplete, so
 `build.resolve_binaries` builds again and completes it instead of using half of it.
 
-Prometheus, which only the node-metrics tests run, has a cache directory of its own
-(``prometheus/<release>/``) so that adding or upgrading it never invalidates the control
-plane's; ``TEST_ASSET_PROMETHEUS`` names an existing binary instead. ``PATH`` is never
-searched: the tests run the pinned Prometheus, not whichever one a package installed.
-Its ``promtool`` (the alert rules' tests) is built from the same module into
-``promtool/<release>/``, or named by ``TEST_ASSET_PROMTOOL``.
-Karpenter's kwok provider (the autoscaler end-to-end test) is kept the same way, under
-``karpenter/<version>/``, or named by ``TEST_ASSET_KARPENTER``, and the ``helm`` CLI
-(the chart tests) under ``helm/<version>/``, or named by ``TEST_ASSET_HELM``.
+The other binaries the tests run are `GoTool`s, each with a cache directory of its own
+and a variable naming an existing binary instead: Prometheus (the node-metrics and alert
+tests; ``prometheus/<release>/``, ``TEST_ASSET_PROMETHEUS``), its ``promtool`` (the
+alert rules' tests; from the same module, ``TEST_ASSET_PROMTOOL``), Karpenter's kwok
+provider (the autoscaler test; ``TEST_ASSET_KARPENTER``) and the ``helm`` CLI (the chart
+tests; ``TEST_ASSET_HELM``). ``PATH`` is never searched: the tests run the pinned
+versions, not whichever one a package installed.
 
 This module is pure path logic (no processes) so it is cheap to unit-test; falling back
-to a build is `build.resolve_binaries` / `build.resolve_prometheus` /
-`build.resolve_promtool` / `build.resolve_karpenter` / `build.resolve_helm`.
+to a build is `build.resolve_binaries` / `build.resolve_tool`.
 """
 
 from __future__ import annotations
@@ -198,13 +195,6 @@ def prometheus_release(module_version: str = PROMETHEUS_MODULE_VERSION) -> str:
     return f"{major}.{minor}.{patch}"
 
 
-def prometheus_cache_dir(
-    module_version: str = PROMETHEUS_MODULE_VERSION, env: Mapping[str, str] | None = None
-) -> Path:
-    """The directory holding the `prometheus` binary built for one version."""
-    return cache_root(env) / "prometheus" / f"v{prometheus_release(module_version)}"
-
-
 def binary_in(directory: Path, name: str) -> Path | None:
     """The binary `name` of a single-binary cache directory, or None when it is not
     there (then the caller builds)."""
@@ -227,60 +217,37 @@ def binary_from_env(var: str, env: Mapping[str, str] | None = None) -> Path | No
     return path
 
 
-def prometheus_in(directory: Path) -> Path | None:
-    """The `prometheus` binary of a cache directory, or None when it is not there."""
-    return binary_in(directory, "prometheus")
+@dataclass(frozen=True, slots=True)
+class GoTool:
+    """One binary the tests need besides the control plane, built from a Go module into
+    a cache directory of its own (``<name>/<version>/``: adding or upgrading it never
+    invalidates another's), or named by a variable instead (then nothing is built).
+    ``PATH`` is never searched: every machine runs the pinned version."""
+
+    name: str  # its cache directory under the cache root, and its name in messages
+    binary: str  # the file name
+    module_version: str  # the pinned Go module version (tools/controlplane/<dir>/go.mod)
+    version: str  # the version as it is released: its cache directory's name
+    env_var: str  # the variable naming an existing binary
+
+    def cache_dir(self, env: Mapping[str, str] | None = None) -> Path:
+        return cache_root(env) / self.name / self.version
+
+    def binary_in(self, directory: Path) -> Path | None:
+        """The tool in a cache directory, or None when it is not there."""
+        return binary_in(directory, self.binary)
+
+    def from_env(self, env: Mapping[str, str] | None = None) -> Path | None:
+        """The binary the tool's variable names, or None when it is unset."""
+        return binary_from_env(self.env_var, env)
 
 
-def prometheus_from_env(env: Mapping[str, str] | None = None) -> Path | None:
-    """The binary named by ``TEST_ASSET_PROMETHEUS``, or None when it is unset."""
-    return binary_from_env(PROMETHEUS_ENV_VAR, env)
-
-
-def promtool_cache_dir(
-    module_version: str = PROMETHEUS_MODULE_VERSION, env: Mapping[str, str] | None = None
-) -> Path:
-    """The directory holding the `promtool` binary built for one Prometheus version."""
-    return cache_root(env) / "promtool" / f"v{prometheus_release(module_version)}"
-
-
-def promtool_in(directory: Path) -> Path | None:
-    """The `promtool` binary of a cache directory, or None when it is not there."""
-    return binary_in(directory, "promtool")
-
-
-def promtool_from_env(env: Mapping[str, str] | None = None) -> Path | None:
-    """The binary named by ``TEST_ASSET_PROMTOOL``, or None when it is unset."""
-    return binary_from_env(PROMTOOL_ENV_VAR, env)
-
-
-def karpenter_cache_dir(
-    version: str = KARPENTER_VERSION, env: Mapping[str, str] | None = None
-) -> Path:
-    """The directory holding Karpenter's kwok provider built for one version."""
-    return cache_root(env) / "karpenter" / version
-
-
-def karpenter_in(directory: Path) -> Path | None:
-    """The kwok provider binary of a cache directory, or None when it is not there."""
-    return binary_in(directory, KARPENTER_BINARY)
-
-
-def karpenter_from_env(env: Mapping[str, str] | None = None) -> Path | None:
-    """The binary named by ``TEST_ASSET_KARPENTER``, or None when it is unset."""
-    return binary_from_env(KARPENTER_ENV_VAR, env)
-
-
-def helm_cache_dir(version: str = HELM_VERSION, env: Mapping[str, str] | None = None) -> Path:
-    """The directory holding the `helm` binary built for one version."""
-    return cache_root(env) / "helm" / version
-
-
-def helm_in(directory: Path) -> Path | None:
-    """The `helm` binary of a cache directory, or None when it is not there."""
-    return binary_in(directory, "helm")
-
-
-def helm_from_env(env: Mapping[str, str] | None = None) -> Path | None:
-    """The binary named by ``TEST_ASSET_HELM``, or None when it is unset."""
-    return binary_from_env(HELM_ENV_VAR, env)
+PROMETHEUS = GoTool("prometheus", "prometheus", PROMETHEUS_MODULE_VERSION,
+                    "v" + prometheus_release(), PROMETHEUS_ENV_VAR)
+PROMTOOL = GoTool("promtool", "promtool", PROMETHEUS_MODULE_VERSION,
+                  "v" + prometheus_release(), PROMTOOL_ENV_VAR)
+KARPENTER = GoTool("karpenter", KARPENTER_BINARY, KARPENTER_VERSION, KARPENTER_VERSION,
+                   KARPENTER_ENV_VAR)
+HELM = GoTool("helm", "helm", HELM_VERSION, HELM_VERSION, HELM_ENV_VAR)
+# In the order `make test` builds them (`build.build_dev_tools`).
+GO_TOOLS = (PROMETHEUS, PROMTOOL, KARPENTER, HELM)

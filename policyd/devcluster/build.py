@@ -31,39 +31,27 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from policyd.devcluster.assets import (
     ETCD_VERSION,
-    HELM_ENV_VAR,
+    GO_TOOLS,
+    HELM,
     HELM_MODULE,
-    HELM_VERSION,
     K8S_VERSION,
+    KARPENTER,
     KARPENTER_BINARY,
-    KARPENTER_ENV_VAR,
     KARPENTER_MODULE,
-    KARPENTER_VERSION,
-    PROMETHEUS_ENV_VAR,
-    PROMETHEUS_MODULE_VERSION,
-    PROMTOOL_ENV_VAR,
+    PROMETHEUS,
+    PROMTOOL,
     Binaries,
+    GoTool,
     Progress,
     binaries_in,
     cache_dir,
     from_env,
-    helm_cache_dir,
-    helm_from_env,
-    helm_in,
-    karpenter_cache_dir,
-    karpenter_from_env,
-    karpenter_in,
-    prometheus_cache_dir,
-    prometheus_from_env,
-    prometheus_in,
     prometheus_release,
-    promtool_cache_dir,
-    promtool_from_env,
-    promtool_in,
 )
 from policyd.devcluster.errors import DevClusterError
 from policyd.devcluster.gobuild import CachedBuild, GoTarget, fill_cache, stderr_progress
@@ -232,107 +220,49 @@ def build_binaries(
     return binaries
 
 
-def _build_cached_tool(
-    build: CachedBuild,
-    find: Callable[[Path], Path | None],
-    name: str,
-    env: Mapping[str, str],
-    progress: Progress | None,
-    force: bool,
+@dataclass(frozen=True, slots=True)
+class ToolBuild:
+    """How one `GoTool` is built: its title in progress messages and its Go target."""
+
+    what: str  # "Prometheus": how a missing Go toolchain's message names it
+    title: str  # "Prometheus 3.16.0"
+    target: Callable[[Path, str], GoTarget]  # (source dir, module version) -> target
+
+
+TOOL_BUILDS: Mapping[GoTool, ToolBuild] = {
+    PROMETHEUS: ToolBuild("Prometheus", f"Prometheus {prometheus_release()}",
+                          prometheus_target),
+    PROMTOOL: ToolBuild("promtool", f"promtool {prometheus_release()}", promtool_target),
+    KARPENTER: ToolBuild("Karpenter", f"Karpenter {KARPENTER.version} (kwok provider)",
+                         karpenter_target),
+    HELM: ToolBuild("Helm", f"Helm {HELM.version}", helm_target),
+}
+
+
+def build_tool(
+    tool: GoTool,
+    *,
+    progress: Progress | None = None,
+    env: Mapping[str, str] | None = None,
+    force: bool = False,
 ) -> Path:
-    """Fill one tool's cache directory (unless `build.is_complete` says it is full) and
-    return its binary, found by `find`."""
-    fill_cache(build, env, progress or stderr_progress, force)
-    binary = find(build.dest)
+    """Build `tool` into its cache directory (unless it is there) and return it."""
+    base_env = os.environ if env is None else env
+    how = TOOL_BUILDS[tool]
+    build = CachedBuild(
+        what=how.what,
+        title=how.title,
+        dest=tool.cache_dir(env=base_env),
+        targets=[how.target(source_dir(base_env), tool.module_version)],
+        info={tool.name: tool.version, "module": tool.module_version},
+        is_complete=lambda d: tool.binary_in(d) is not None,
+        without_go=f"or set {tool.env_var} to an existing binary",
+    )
+    fill_cache(build, base_env, progress or stderr_progress, force)
+    binary = tool.binary_in(build.dest)
     if binary is None:  # pragma: no cover - go build succeeded but the binary is missing
-        raise DevClusterError(f"build finished but {name} is missing in {build.dest}")
+        raise DevClusterError(f"build finished but {tool.binary} is missing in {build.dest}")
     return binary
-
-
-def build_prometheus(
-    *,
-    progress: Progress | None = None,
-    env: Mapping[str, str] | None = None,
-    module_version: str = PROMETHEUS_MODULE_VERSION,
-    force: bool = False,
-) -> Path:
-    """Build the `prometheus` binary into its cache (unless it is there) and return it."""
-    base_env = os.environ if env is None else env
-    release = prometheus_release(module_version)
-    build = CachedBuild(
-        what="Prometheus",
-        title=f"Prometheus {release}",
-        dest=prometheus_cache_dir(module_version, env=base_env),
-        targets=[prometheus_target(source_dir(base_env), module_version)],
-        info={"prometheus": release, "module": module_version},
-        is_complete=lambda d: prometheus_in(d) is not None,
-        without_go=f"or set {PROMETHEUS_ENV_VAR} to an existing binary",
-    )
-    return _build_cached_tool(build, prometheus_in, "prometheus", base_env, progress, force)
-
-
-def build_promtool(
-    *,
-    progress: Progress | None = None,
-    env: Mapping[str, str] | None = None,
-    module_version: str = PROMETHEUS_MODULE_VERSION,
-    force: bool = False,
-) -> Path:
-    """Build `promtool` into its cache (unless it is there) and return it."""
-    base_env = os.environ if env is None else env
-    release = prometheus_release(module_version)
-    build = CachedBuild(
-        what="promtool",
-        title=f"promtool {release}",
-        dest=promtool_cache_dir(module_version, env=base_env),
-        targets=[promtool_target(source_dir(base_env), module_version)],
-        info={"promtool": release, "module": module_version},
-        is_complete=lambda d: promtool_in(d) is not None,
-        without_go=f"or set {PROMTOOL_ENV_VAR} to an existing binary",
-    )
-    return _build_cached_tool(build, promtool_in, "promtool", base_env, progress, force)
-
-
-def build_karpenter(
-    *,
-    progress: Progress | None = None,
-    env: Mapping[str, str] | None = None,
-    version: str = KARPENTER_VERSION,
-    force: bool = False,
-) -> Path:
-    """Build Karpenter's kwok provider into its cache (unless it is there) and return it."""
-    base_env = os.environ if env is None else env
-    build = CachedBuild(
-        what="Karpenter",
-        title=f"Karpenter {version} (kwok provider)",
-        dest=karpenter_cache_dir(version, env=base_env),
-        targets=[karpenter_target(source_dir(base_env), version)],
-        info={"karpenter": version},
-        is_complete=lambda d: karpenter_in(d) is not None,
-        without_go=f"or set {KARPENTER_ENV_VAR} to an existing binary",
-    )
-    return _build_cached_tool(build, karpenter_in, KARPENTER_BINARY, base_env, progress, force)
-
-
-def build_helm(
-    *,
-    progress: Progress | None = None,
-    env: Mapping[str, str] | None = None,
-    version: str = HELM_VERSION,
-    force: bool = False,
-) -> Path:
-    """Build the `helm` CLI into its cache (unless it is there) and return it."""
-    base_env = os.environ if env is None else env
-    build = CachedBuild(
-        what="Helm",
-        title=f"Helm {version}",
-        dest=helm_cache_dir(version, env=base_env),
-        targets=[helm_target(source_dir(base_env), version)],
-        info={"helm": version},
-        is_complete=lambda d: helm_in(d) is not None,
-        without_go=f"or set {HELM_ENV_VAR} to an existing binary",
-    )
-    return _build_cached_tool(build, helm_in, "helm", base_env, progress, force)
 
 
 def resolve_binaries(
@@ -360,64 +290,29 @@ def resolve_binaries(
     return build_binaries(progress=progress, env=env)
 
 
-def resolve_prometheus(
-    *, progress: Progress | None = None, env: Mapping[str, str] | None = None
+def resolve_tool(
+    tool: GoTool, *, progress: Progress | None = None, env: Mapping[str, str] | None = None
 ) -> Path:
-    """The `prometheus` binary: ``TEST_ASSET_PROMETHEUS``, else the cache, else a build.
-
-    Never the one on PATH, so every machine runs the pinned version.
-    """
-    return prometheus_from_env(env) or build_prometheus(progress=progress, env=env)
-
-
-def resolve_promtool(
-    *, progress: Progress | None = None, env: Mapping[str, str] | None = None
-) -> Path:
-    """`promtool`: ``TEST_ASSET_PROMTOOL``, else the cache, else a build; never PATH."""
-    return promtool_from_env(env) or build_promtool(progress=progress, env=env)
-
-
-def resolve_karpenter(
-    *, progress: Progress | None = None, env: Mapping[str, str] | None = None
-) -> Path:
-    """Karpenter's kwok provider: ``TEST_ASSET_KARPENTER``, else the cache, else a build.
-
-    Never one found on PATH, so every machine runs the pinned version.
-    """
-    return karpenter_from_env(env) or build_karpenter(progress=progress, env=env)
-
-
-def resolve_helm(
-    *, progress: Progress | None = None, env: Mapping[str, str] | None = None
-) -> Path:
-    """The `helm` CLI: ``TEST_ASSET_HELM``, else the cache, else a build.
-
-    Never one found on PATH, so every machine runs the pinned version.
-    """
-    return helm_from_env(env) or build_helm(progress=progress, env=env)
+    """`tool`'s binary: the one its variable names, else the cache, else a build; never
+    one found on PATH, so every machine runs the pinned version."""
+    return tool.from_env(env) or build_tool(tool, progress=progress, env=env)
 
 
 def build_dev_tools(
     *, progress: Progress | None = None, force: bool = False
 ) -> Binaries:
-    """Everything `make test` needs from Go: the control plane, Prometheus and its
-    promtool, Karpenter's kwok provider, then Helm.
+    """Everything `make test` needs from Go: the control plane, then each of `GO_TOOLS`
+    (Prometheus and its promtool, Karpenter's kwok provider, Helm).
 
-    A binary chosen through the environment (envtest variables,
-    ``TEST_ASSET_PROMETHEUS``, ``TEST_ASSET_PROMTOOL``, ``TEST_ASSET_KARPENTER``,
-    ``TEST_ASSET_HELM``) is used as it is unless `force`; the rest is found in the cache
-    or built.
+    A binary chosen through the environment (the envtest variables, each tool's
+    ``TEST_ASSET_*``) is used as it is unless `force`; the rest is found in the cache or
+    built.
     """
     chosen = None if force else from_env()
     binaries = chosen or build_binaries(progress=progress, force=force)
-    if force or prometheus_from_env() is None:
-        build_prometheus(progress=progress, force=force)
-    if force or promtool_from_env() is None:
-        build_promtool(progress=progress, force=force)
-    if force or karpenter_from_env() is None:
-        build_karpenter(progress=progress, force=force)
-    if force or helm_from_env() is None:
-        build_helm(progress=progress, force=force)
+    for tool in GO_TOOLS:
+        if force or tool.from_env() is None:
+            build_tool(tool, progress=progress, force=force)
     return binaries
 
 
@@ -428,10 +323,8 @@ def main() -> int:
         # Unlike `policyd dev build`, this always fills the cache (environment
         # variables naming binaries are not consulted), as it always did.
         binaries = build_binaries(force=force)
-        build_prometheus(force=force)
-        build_promtool(force=force)
-        build_karpenter(force=force)
-        build_helm(force=force)
+        for tool in GO_TOOLS:
+            build_tool(tool, force=force)
     except DevClusterError as err:
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code

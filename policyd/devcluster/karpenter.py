@@ -35,8 +35,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from policyd.devcluster.assets import KARPENTER_MODULE, KARPENTER_VERSION, Progress
-from policyd.devcluster.build import resolve_karpenter
+from policyd.devcluster.assets import KARPENTER, KARPENTER_MODULE, KARPENTER_VERSION, Progress
+from policyd.devcluster.build import resolve_tool
 from policyd.devcluster.errors import DevClusterError
 from policyd.devcluster.gobuild import go_env
 from policyd.devcluster.kubeconfig import kube_client_from
@@ -224,7 +224,7 @@ def start_karpenter(kubeconfig: Path, workdir: Path, *, binary: Path | None = No
                     extra_args: Sequence[str] = ()) -> Karpenter:
     """Install the CRDs and start Karpenter against the cluster of `kubeconfig`, ready
     when it returns; its log is ``workdir/karpenter.log``."""
-    binary = binary or resolve_karpenter(progress=progress)
+    binary = binary or resolve_tool(KARPENTER, progress=progress)
     client = kube_client_from(kubeconfig)
     try:
         install_crds(client, crd_documents(module_dir()))

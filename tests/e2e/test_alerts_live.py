@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from policyd.devcluster.build import resolve_prometheus
+from policyd.devcluster.assets import PROMETHEUS
+from policyd.devcluster.build import resolve_tool
 from policyd.devcluster.ports import free_ports
 from tests.e2e.helpers import Cluster, ProcessFactory, scrape, scrape_when, write_profile
 from tests.polling import wait_for
@@ -74,7 +75,7 @@ def test_reload_alert_fires_on_a_broken_policy_and_nothing_fires_while_healthy(
     wait_for(lambda: scrape(port)[0] == 200, 30, "policyd's /metrics served")
     workdir = tmp_path / "prometheus"
     workdir.mkdir()
-    prometheus = Prometheus(str(resolve_prometheus()), workdir, port, job=JOB,
+    prometheus = Prometheus(str(resolve_tool(PROMETHEUS)), workdir, port, job=JOB,
                             rule_files=[rules_file(RULE, workdir / "rules.yaml")])
     prometheus_for.append(prometheus)
     prometheus.start()

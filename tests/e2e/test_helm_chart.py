@@ -24,7 +24,8 @@ import pytest
 from ruamel.yaml import YAML
 
 from policyd.devcluster import ControlPlane
-from policyd.devcluster.build import resolve_binaries, resolve_helm
+from policyd.devcluster.assets import HELM
+from policyd.devcluster.build import resolve_binaries, resolve_tool
 from policyd.kube.client import ApiError
 from tests.e2e.helpers import Cluster, DaemonFactory
 from tests.polling import wait_for
@@ -44,7 +45,7 @@ HELM_LABELS = ("app.kubernetes.io/instance", "app.kubernetes.io/managed-by",
 def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
     """`helm ARGS...` with its own config, cache and data directories (no user's
     repositories or plugins), returning the finished process."""
-    binary = resolve_helm()
+    binary = resolve_tool(HELM)
     home = tmp_path_factory.mktemp("helm-home")
     env = {**os.environ, "HELM_CONFIG_HOME": str(home / "config"),
            "HELM_CACHE_HOME": str(home / "cache"), "HELM_DATA_HOME": str(home / "data")}

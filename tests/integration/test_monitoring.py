@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from policyd.daemon.metrics import Metrics
-from policyd.devcluster.build import resolve_promtool
+from policyd.devcluster.assets import PROMTOOL
+from policyd.devcluster.build import resolve_tool
 from tests.prometheus_server import rules_file as write_rules_file
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,7 +31,7 @@ def rules_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(resolve_promtool()), *args], capture_output=True, text=True,
+    return subprocess.run([str(resolve_tool(PROMTOOL)), *args], capture_output=True, text=True,
                           timeout=120, check=False)
 
 

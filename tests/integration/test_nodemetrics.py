@@ -29,7 +29,8 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from policyd.config.model import MetricQuery, MetricsProviderConfig
 from policyd.config.plugins import default_framework
-from policyd.devcluster.build import resolve_prometheus
+from policyd.devcluster.assets import PROMETHEUS
+from policyd.devcluster.build import resolve_tool
 from policyd.devcluster.ports import free_ports
 from policyd.engine.cycle import schedule_one
 from policyd.framework.runtime import Framework
@@ -80,7 +81,7 @@ def exporter() -> Iterator[Exporter]:
 
 @pytest.fixture
 def prometheus(tmp_path: Path, exporter: Exporter) -> Iterator[Prometheus]:
-    server = Prometheus(str(resolve_prometheus()), tmp_path, exporter.port)
+    server = Prometheus(str(resolve_tool(PROMETHEUS)), tmp_path, exporter.port)
     server.start()
     try:
         yield server

@@ -14,19 +14,11 @@ from policyd.devcluster.assets import (
     cache_dir,
     cache_root,
     from_env,
-    helm_cache_dir,
-    helm_from_env,
-    karpenter_cache_dir,
-    karpenter_from_env,
-    prometheus_cache_dir,
-    prometheus_from_env,
     prometheus_release,
 )
 from policyd.devcluster.build import (
     resolve_binaries,
-    resolve_helm,
-    resolve_karpenter,
-    resolve_prometheus,
+    resolve_tool,
 )
 from policyd.devcluster.errors import DevClusterError
 
@@ -176,88 +168,51 @@ def test_prometheus_release_of_its_module_version() -> None:
     assert prometheus_release("v0.412.3") == "4.12.3"
 
 
-def test_prometheus_has_its_own_cache_dir(tmp_path: Path) -> None:
+# Each tool: its cache directory under the cache root, its variable.
+TOOL_PLACES = [
+    (assets.PROMETHEUS, "prometheus/v3.16.0", "TEST_ASSET_PROMETHEUS"),
+    (assets.PROMTOOL, "promtool/v3.16.0", "TEST_ASSET_PROMTOOL"),
+    (assets.KARPENTER, "karpenter/v1.13.0", "TEST_ASSET_KARPENTER"),
+    (assets.HELM, "helm/v3.22.0", "TEST_ASSET_HELM"),
+]
+
+
+def test_every_tool_is_listed_once() -> None:
+    assert [t for t, _, _ in TOOL_PLACES] == list(assets.GO_TOOLS)
+
+
+@pytest.mark.parametrize(("tool", "place", "var"), TOOL_PLACES,
+                         ids=[t.name for t, *_ in TOOL_PLACES])
+def test_each_tool_has_its_own_cache_dir_and_variable(
+    tool: assets.GoTool, place: str, var: str, tmp_path: Path
+) -> None:
     # Not in the control plane's directory: a cache without it must not count as
     # incomplete and trigger a twelve-minute rebuild of the control plane.
     env = {"POLICYD_CACHE_DIR": str(tmp_path)}
-    assert prometheus_cache_dir("v0.316.0", env) == tmp_path / "prometheus" / "v3.16.0"
-    assert "prometheus" not in BINARY_NAMES
+    assert tool.cache_dir(env) == tmp_path / place
+    assert tool.binary not in BINARY_NAMES
+    assert tool.from_env({}) is None
+    assert tool.from_env({var: ""}) is None
+    own = _exe(tmp_path / f"my-{tool.name}")
+    assert tool.from_env({var: str(own)}) == own
+    with pytest.raises(DevClusterError, match=rf"{var}=.*not an executable"):
+        tool.from_env({var: str(tmp_path / "nope")})
 
 
-def test_prometheus_variable(tmp_path: Path) -> None:
-    assert prometheus_from_env({}) is None
-    assert prometheus_from_env({"TEST_ASSET_PROMETHEUS": ""}) is None
-    own = _exe(tmp_path / "my-prometheus")
-    assert prometheus_from_env({"TEST_ASSET_PROMETHEUS": str(own)}) == own
-    with pytest.raises(DevClusterError, match=r"TEST_ASSET_PROMETHEUS=.*not an executable"):
-        prometheus_from_env({"TEST_ASSET_PROMETHEUS": str(tmp_path / "nope")})
-
-
-def test_resolve_prometheus_prefers_the_variable_then_the_cache_never_path(
-    tmp_path: Path,
+@pytest.mark.parametrize(("tool", "place", "var"), TOOL_PLACES,
+                         ids=[t.name for t, *_ in TOOL_PLACES])
+def test_resolving_a_tool_prefers_the_variable_then_the_cache_never_path(
+    tool: assets.GoTool, place: str, var: str, tmp_path: Path
 ) -> None:
-    # A `prometheus` on PATH (Debian's, say) is not taken: with an empty cache the
-    # resolver tries to build, and without `go` on that PATH says so.
-    on_path = _exe(tmp_path / "bin" / "prometheus")
+    # A binary on PATH (Debian's, say) is not taken: with an empty cache the resolver
+    # tries to build, and without `go` on that PATH says so.
+    on_path = _exe(tmp_path / "bin" / tool.binary)
     env = {"POLICYD_CACHE_DIR": str(tmp_path / "cache"), "PATH": str(on_path.parent)}
-    with pytest.raises(DevClusterError, match=r"`go` not found.*TEST_ASSET_PROMETHEUS"):
-        resolve_prometheus(env=env, progress=lambda _: None)
+    with pytest.raises(DevClusterError, match=rf"`go` not found.*{var}"):
+        resolve_tool(tool, env=env, progress=lambda _: None)
 
-    cached = _exe(prometheus_cache_dir(env=env) / "prometheus")
-    assert resolve_prometheus(env=env) == cached
+    cached = _exe(tool.cache_dir(env=env) / tool.binary)
+    assert resolve_tool(tool, env=env) == cached
 
-    own = _exe(tmp_path / "own" / "prometheus")
-    assert resolve_prometheus(env={**env, "TEST_ASSET_PROMETHEUS": str(own)}) == own
-
-
-def test_karpenter_has_its_own_cache_dir_and_variable(tmp_path: Path) -> None:
-    env = {"POLICYD_CACHE_DIR": str(tmp_path)}
-    assert karpenter_cache_dir("v1.13.0", env) == tmp_path / "karpenter" / "v1.13.0"
-    assert assets.KARPENTER_BINARY not in BINARY_NAMES
-    assert karpenter_from_env({}) is None
-    assert karpenter_from_env({"TEST_ASSET_KARPENTER": ""}) is None
-    own = _exe(tmp_path / "my-karpenter")
-    assert karpenter_from_env({"TEST_ASSET_KARPENTER": str(own)}) == own
-    with pytest.raises(DevClusterError, match=r"TEST_ASSET_KARPENTER=.*not an executable"):
-        karpenter_from_env({"TEST_ASSET_KARPENTER": str(tmp_path / "nope")})
-
-
-def test_resolve_karpenter_prefers_the_variable_then_the_cache_never_path(
-    tmp_path: Path,
-) -> None:
-    on_path = _exe(tmp_path / "bin" / assets.KARPENTER_BINARY)
-    env = {"POLICYD_CACHE_DIR": str(tmp_path / "cache"), "PATH": str(on_path.parent)}
-    with pytest.raises(DevClusterError, match=r"`go` not found.*TEST_ASSET_KARPENTER"):
-        resolve_karpenter(env=env, progress=lambda _: None)
-
-    cached = _exe(karpenter_cache_dir(env=env) / assets.KARPENTER_BINARY)
-    assert resolve_karpenter(env=env) == cached
-
-    own = _exe(tmp_path / "own" / "karpenter")
-    assert resolve_karpenter(env={**env, "TEST_ASSET_KARPENTER": str(own)}) == own
-
-
-def test_helm_has_its_own_cache_dir_and_variable(tmp_path: Path) -> None:
-    env = {"POLICYD_CACHE_DIR": str(tmp_path)}
-    assert helm_cache_dir("v3.22.0", env) == tmp_path / "helm" / "v3.22.0"
-    assert "helm" not in BINARY_NAMES
-    assert helm_from_env({}) is None
-    assert helm_from_env({"TEST_ASSET_HELM": ""}) is None
-    own = _exe(tmp_path / "my-helm")
-    assert helm_from_env({"TEST_ASSET_HELM": str(own)}) == own
-    with pytest.raises(DevClusterError, match=r"TEST_ASSET_HELM=.*not an executable"):
-        helm_from_env({"TEST_ASSET_HELM": str(tmp_path / "nope")})
-
-
-def test_resolve_helm_prefers_the_variable_then_the_cache_never_path(tmp_path: Path) -> None:
-    # A `helm` on PATH (a distribution's) is not taken: the tests run the pinned one.
-    on_path = _exe(tmp_path / "bin" / "helm")
-    env = {"POLICYD_CACHE_DIR": str(tmp_path / "cache"), "PATH": str(on_path.parent)}
-    with pytest.raises(DevClusterError, match=r"`go` not found.*TEST_ASSET_HELM"):
-        resolve_helm(env=env, progress=lambda _: None)
-
-    cached = _exe(helm_cache_dir(env=env) / "helm")
-    assert resolve_helm(env=env) == cached
-
-    own = _exe(tmp_path / "own" / "helm")
-    assert resolve_helm(env={**env, "TEST_ASSET_HELM": str(own)}) == own
+    own = _exe(tmp_path / "own" / tool.binary)
+    assert resolve_tool(tool, env={**env, var: str(own)}) == own

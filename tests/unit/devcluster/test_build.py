@@ -12,20 +12,18 @@ import pytest
 
 from policyd.devcluster.assets import (
     BINARY_NAMES,
-    HELM_VERSION,
-    KARPENTER_VERSION,
-    PROMETHEUS_MODULE_VERSION,
+    GO_TOOLS,
+    HELM,
+    KARPENTER,
+    PROMETHEUS,
+    PROMTOOL,
+    GoTool,
     cache_dir,
-    helm_cache_dir,
-    karpenter_cache_dir,
-    prometheus_cache_dir,
 )
 from policyd.devcluster.build import (
     HELM_KUBE_VERSION,
     build_binaries,
-    build_helm,
-    build_karpenter,
-    build_prometheus,
+    build_tool,
     go_targets,
     helm_target,
     karpenter_target,
@@ -33,6 +31,9 @@ from policyd.devcluster.build import (
     promtool_target,
     source_dir,
     version_ldflags,
+)
+from policyd.devcluster.build import (
+    TOOL_BUILDS as TOOL_DESCRIPTIONS,
 )
 from policyd.devcluster.errors import DevClusterError
 from policyd.devcluster.gobuild import go_env
@@ -175,45 +176,6 @@ esac
 """
 
 
-def test_prometheus_build_passes_tags_to_list_and_build_and_is_cached(tmp_path: Path) -> None:
-    fake_bin = tmp_path / "bin"
-    fake_bin.mkdir()
-    (fake_bin / "go").write_text(FAKE_GO)
-    (fake_bin / "go").chmod(0o755)
-    (tmp_path / "src" / "prometheus").mkdir(parents=True)
-    (tmp_path / "src" / "prometheus" / "go.mod").write_text("module example.com/p\n")
-    calls = tmp_path / "calls"
-    env = {
-        "PATH": f"{fake_bin}:/usr/bin:/bin",
-        "POLICYD_CACHE_DIR": str(tmp_path / "c"),
-        "POLICYD_CONTROLPLANE_SRC": str(tmp_path / "src"),
-        "FAKE_GO_LOG": str(calls),
-    }
-    messages: list[str] = []
-    binary = build_prometheus(env=env, progress=messages.append)
-
-    dest = prometheus_cache_dir(PROMETHEUS_MODULE_VERSION, env)
-    assert binary == dest / "prometheus"
-    assert os.access(binary, os.X_OK)
-    info = json.loads((dest / "BUILDINFO.json").read_text())
-    assert (info["prometheus"], info["module"]) == ("3.16.0", PROMETHEUS_MODULE_VERSION)
-    listed, built = calls.read_text().splitlines()
-    assert listed.startswith("0|-mod=readonly|list -tags remove_all_sd -deps ")
-    assert built.startswith("0|-mod=readonly|build -v -trimpath -tags remove_all_sd -ldflags ")
-    assert "common/version.Version=3.16.0" in built
-    # Into a scratch directory next to the cache, renamed when the build is complete.
-    assert f"-o {dest.parent}/.{dest.name}.partial-" in built
-    assert built.endswith("/prometheus github.com/prometheus/prometheus/cmd/prometheus")
-    assert messages[0].startswith(f"building Prometheus 3.16.0 into {dest}")
-    assert messages[-1].startswith("Prometheus built in ")
-
-    # Cached: a second call runs no go command; `force` builds again.
-    assert build_prometheus(env=env, progress=messages.append) == binary
-    assert len(calls.read_text().splitlines()) == 2
-    build_prometheus(env=env, progress=messages.append, force=True)
-    assert len(calls.read_text().splitlines()) == 4
-
-
 def test_karpenter_target_is_the_wrapper_modules_tool_with_its_version_stamped() -> None:
     src = source_dir({})
     target = karpenter_target(src, "v1.13.0")
@@ -251,13 +213,31 @@ def test_helm_kube_version_is_the_client_go_helm_requires() -> None:
     assert (1, int(match.group(1))) == HELM_KUBE_VERSION
 
 
-def test_helm_build_is_cached_apart(tmp_path: Path) -> None:
+# Each tool's build: its wrapper module's directory, the build tags, the package and
+# binary the build ends with, the progress title.
+TOOL_BUILDS = [
+    (PROMETHEUS, "prometheus", "-tags remove_all_sd ",
+     "/prometheus github.com/prometheus/prometheus/cmd/prometheus", "Prometheus 3.16.0"),
+    (PROMTOOL, "prometheus", "-tags remove_all_sd ",
+     "/promtool github.com/prometheus/prometheus/cmd/promtool", "promtool 3.16.0"),
+    (KARPENTER, "karpenter", "", "/karpenter-kwok sigs.k8s.io/karpenter/kwok",
+     "Karpenter v1.13.0 (kwok provider)"),
+    (HELM, "helm", "", "/helm helm.sh/helm/v3/cmd/helm", "Helm v3.22.0"),
+]
+
+
+@pytest.mark.parametrize(("tool", "module", "tags", "ends", "title"), TOOL_BUILDS,
+                         ids=[t.name for t, *_ in TOOL_BUILDS])
+def test_each_tool_is_built_into_its_own_cache_once(
+    tool: GoTool, module: str, tags: str, ends: str, title: str, tmp_path: Path
+) -> None:
+    assert [t for t, *_ in TOOL_BUILDS] == list(GO_TOOLS)
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
     (fake_bin / "go").write_text(FAKE_GO)
     (fake_bin / "go").chmod(0o755)
-    (tmp_path / "src" / "helm").mkdir(parents=True)
-    (tmp_path / "src" / "helm" / "go.mod").write_text("module example.com/h\n")
+    (tmp_path / "src" / module).mkdir(parents=True)
+    (tmp_path / "src" / module / "go.mod").write_text("module example.com/m\n")
     calls = tmp_path / "calls"
     env = {
         "PATH": f"{fake_bin}:/usr/bin:/bin",
@@ -266,55 +246,26 @@ def test_helm_build_is_cached_apart(tmp_path: Path) -> None:
         "FAKE_GO_LOG": str(calls),
     }
     messages: list[str] = []
-    binary = build_helm(env=env, progress=messages.append)
+    binary = build_tool(tool, env=env, progress=messages.append)
 
-    dest = helm_cache_dir(HELM_VERSION, env)
-    assert binary == dest / "helm"
+    dest = tool.cache_dir(env)
+    assert binary == dest / tool.binary
     assert os.access(binary, os.X_OK)
-    assert json.loads((dest / "BUILDINFO.json").read_text())["helm"] == HELM_VERSION
+    info = json.loads((dest / "BUILDINFO.json").read_text())
+    assert (info[tool.name], info["module"]) == (tool.version, tool.module_version)
     listed, built = calls.read_text().splitlines()
-    assert listed.startswith("0|-mod=readonly|list -deps ")
-    assert built.startswith("0|-mod=readonly|build -v -trimpath -ldflags ")
-    assert built.endswith("/helm helm.sh/helm/v3/cmd/helm")
-    assert messages[0].startswith(f"building Helm {HELM_VERSION} into {dest}")
-    assert messages[-1].startswith("Helm built in ")
+    assert listed.startswith(f"0|-mod=readonly|list {tags}-deps ")
+    assert built.startswith(f"0|-mod=readonly|build -v -trimpath {tags}-ldflags ")
+    # Into a scratch directory next to the cache, renamed when the build is complete.
+    assert f"-o {dest.parent}/.{dest.name}.partial-" in built
+    assert built.endswith(ends)
+    assert messages[0].startswith(f"building {title} into {dest}")
+    assert messages[-1].startswith(f"{TOOL_DESCRIPTIONS[tool].what} built in ")
     assert not (tmp_path / "c" / "controlplane").exists()  # the control plane untouched
 
-    assert build_helm(env=env, progress=messages.append) == binary
+    # Cached: a second call runs no go command; `force` builds again.
+    assert build_tool(tool, env=env, progress=messages.append) == binary
     assert len(calls.read_text().splitlines()) == 2
-    build_helm(env=env, progress=messages.append, force=True)
+    build_tool(tool, env=env, progress=messages.append, force=True)
     assert len(calls.read_text().splitlines()) == 4
 
-
-def test_karpenter_build_is_cached_apart(tmp_path: Path) -> None:
-    fake_bin = tmp_path / "bin"
-    fake_bin.mkdir()
-    (fake_bin / "go").write_text(FAKE_GO)
-    (fake_bin / "go").chmod(0o755)
-    (tmp_path / "src" / "karpenter").mkdir(parents=True)
-    (tmp_path / "src" / "karpenter" / "go.mod").write_text("module example.com/k\n")
-    calls = tmp_path / "calls"
-    env = {
-        "PATH": f"{fake_bin}:/usr/bin:/bin",
-        "POLICYD_CACHE_DIR": str(tmp_path / "c"),
-        "POLICYD_CONTROLPLANE_SRC": str(tmp_path / "src"),
-        "FAKE_GO_LOG": str(calls),
-    }
-    messages: list[str] = []
-    binary = build_karpenter(env=env, progress=messages.append)
-
-    dest = karpenter_cache_dir(KARPENTER_VERSION, env)
-    assert binary == dest / "karpenter-kwok"
-    assert os.access(binary, os.X_OK)
-    assert json.loads((dest / "BUILDINFO.json").read_text())["karpenter"] == KARPENTER_VERSION
-    listed, built = calls.read_text().splitlines()
-    assert listed.startswith("0|-mod=readonly|list -deps ")
-    assert built.startswith("0|-mod=readonly|build -v -trimpath -ldflags ")
-    assert built.endswith("/karpenter-kwok sigs.k8s.io/karpenter/kwok")
-    assert messages[0].startswith(f"building Karpenter {KARPENTER_VERSION} (kwok provider) "
-                                  f"into {dest}")
-    assert messages[-1].startswith("Karpenter built in ")
-    assert not (tmp_path / "c" / "controlplane").exists()  # the control plane untouched
-
-    assert build_karpenter(env=env, progress=messages.append) == binary
-    assert len(calls.read_text().splitlines()) == 2
