@@ -21,7 +21,14 @@ from typing import Annotated, Any
 
 import typer
 
-from policyd.cli.options import PROBLEM_FORMATS, one_of, output_option, problem_format
+from policyd.cli.options import (
+    PROBLEM_FORMATS,
+    FeatureGatesOpt,
+    feature_gate_settings,
+    one_of,
+    output_option,
+    problem_format,
+)
 from policyd.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
 
 # The lint reporters, and yaml: the json document (with `effective`) as YAML.
@@ -48,9 +55,12 @@ def check_config(
         "clusterPolicies: true over the file (shown in the effective configuration). "
         "No cluster is read: a plugin only a SchedulingPolicy object provides is still "
         "reported unknown.")] = False,
+    feature_gates: FeatureGatesOpt = None,
 ) -> None:
-    """Validate a profile and the policies it loads, as `policyd run` would, offline."""
+    """Validate a profile and the policies it loads, as `policyd run` would, offline
+    (with the same --feature-gates over the profile's featureGates)."""
     fmt = problem_format(output_format, DOCUMENT_EXTRA)
+    gates = feature_gate_settings(feature_gates)
     from policyd.config.effective import effective_configuration
     from policyd.config.loader import build_frameworks, validated_config_file
     from policyd.config.validate import is_unreadable
@@ -61,7 +71,8 @@ def check_config(
               "PolicydConfiguration file", file=sys.stderr)
         raise typer.Exit(EXIT_USAGE)
     checked = validated_config_file(profile, extra_policies=tuple(policies or ()),
-                                    cluster_policies_flag=cluster_policies)
+                                    cluster_policies_flag=cluster_policies,
+                                    gate_overrides=gates)
     if checked.valid:  # as `policyd run` goes on to do: a profile that cannot be built fails
         build_frameworks(checked)
     problems = checked.problems

@@ -2,17 +2,19 @@
 `-o/--output`, with `-f/--format` kept as aliases), and its choices, made from the
 registries of what renders them: the problem formats of lint and check-config (the
 lint reporters), and `choice_enum` for the commands whose formats are a typer choice
-(audit, explain, simulate)."""
+(audit, explain, simulate). Also kube-scheduler's `--feature-gates`, which `run` and
+`check-config` take alike."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
+from policyd.errors import PolicydError
 from policyd.lint.reporters import REPORTERS
 
 PROBLEM_FORMATS = tuple(REPORTERS)
@@ -85,3 +87,25 @@ def problem_format(requested: str | None, extra: Sequence[str] = ()) -> str:
     a command offers beside the lint reporters (check-config's yaml)."""
     fmt = requested or ("github" if os.environ.get("GITHUB_ACTIONS") else "text")
     return checked_format(fmt, (*REPORTERS, *extra))
+
+
+FeatureGatesOpt = Annotated[list[str] | None, typer.Option(
+    "--feature-gates", metavar="NAME=BOOL,...",
+    help="kube-scheduler v1.36 feature gates, as its own flag takes them (e.g. "
+         "SchedulerPopFromBackoffQ=false; repeatable); each overrides the profile's "
+         "featureGates. Unknown or locked gates, and gates policyd runs only at "
+         "their default, are refused (exit 2).")]
+
+
+def feature_gate_settings(flags: Sequence[str] | None) -> tuple[tuple[str, bool], ...]:
+    """--feature-gates (each use joined, as component-base joins them) as settings, or
+    a usage error (exit 2) in component-base's words. Dependencies are checked with
+    the profile's gates, by validation."""
+    from policyd.features import FeatureGateError, check_settings, parse_flag
+
+    text = ",".join(flags or [])
+    try:
+        return tuple(check_settings(parse_flag(text)).items())
+    except FeatureGateError as exc:
+        raise PolicydError(f"invalid argument {text!r} for \"--feature-gates\" flag: "
+                           f"{exc}") from None

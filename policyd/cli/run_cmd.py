@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from policyd.cli.options import choice_enum
-from policyd.errors import PolicydError
+from policyd.cli.options import FeatureGatesOpt, choice_enum, feature_gate_settings
 
 # The keys of policyd.daemon.logs.FORMATTERS, named here rather than imported: the
 # commands that never run the daemon must not import it (test_startup_imports), and
@@ -110,12 +109,7 @@ def run(
         "--kube-api-qps", help="Override clientConnection.qps.")] = None,
     burst: Annotated[int | None, typer.Option(
         "--kube-api-burst", min=1, help="Override clientConnection.burst.")] = None,
-    feature_gates: Annotated[list[str] | None, typer.Option(
-        "--feature-gates", metavar="NAME=BOOL,...",
-        help="kube-scheduler v1.36 feature gates, as its own flag takes them (e.g. "
-             "SchedulerPopFromBackoffQ=false; repeatable); each overrides the profile's "
-             "featureGates. Unknown or locked gates, and gates policyd runs only at "
-             "their default, are refused (exit 2).")] = None,
+    feature_gates: FeatureGatesOpt = None,
 ) -> None:
     """Run the scheduler: take the pods whose spec.schedulerName names one of the
     profile's profiles, bind them, and explain failures in events.
@@ -131,7 +125,7 @@ def run(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    gates = _feature_gates(",".join(feature_gates or []))
+    gates = feature_gate_settings(feature_gates)
     from policyd.daemon import logs
     from policyd.daemon.run import (
         Daemon,
@@ -163,15 +157,3 @@ def run(
     while not stop.wait(1.0):
         pass
     raise typer.Exit(daemon.shutdown())
-
-
-def _feature_gates(text: str) -> tuple[tuple[str, bool], ...]:
-    """--feature-gates as settings, or a usage error (exit 2) in component-base's
-    words. Dependencies are checked with the profile's gates, by validation."""
-    from policyd.features import FeatureGateError, check_settings, parse_flag
-
-    try:
-        return tuple(check_settings(parse_flag(text)).items())
-    except FeatureGateError as exc:
-        raise PolicydError(f"invalid argument {text!r} for \"--feature-gates\" flag: "
-                           f"{exc}") from None

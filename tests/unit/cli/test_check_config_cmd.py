@@ -152,3 +152,28 @@ def test_explain_with_a_valid_profile_and_extra_policies(tmp_path: Path) -> None
     assert set(frameworks) == {"a", "b"}
     assert "HwEncrypt" in [p.name for p in frameworks["a"].filter_plugins]
     assert set(frameworks_for(EXAMPLE, [], seed=1)) == {"policyd", "policyd-secure"}
+
+
+def test_feature_gates_flag_is_validated_as_run_takes_it(tmp_path: Path) -> None:
+    """check-config answers for the configuration `policyd run --feature-gates ...`
+    would run: the flag's gates over the profile's, their dependencies checked, and a
+    gate policyd refuses a usage error (exit 2), as run says it."""
+    profile = tmp_path / "gang.yaml"
+    profile.write_text("apiVersion: policyd.io/v1alpha1\nkind: PolicydConfiguration\n"
+                       "profiles:\n  - schedulerName: policyd\n")
+    code, out = invoke(str(profile), "--feature-gates", "GangScheduling=true")
+    assert code == 1
+    assert "GangScheduling is enabled, but depends on features that are disabled: " \
+           "[GenericWorkload] (with --feature-gates applied)" in out
+    code, out = invoke(str(profile), "--feature-gates", "GenericWorkload=true",
+                       "--feature-gates", "GangScheduling=true", "-o", "json")
+    assert code == 0
+    gates = json.loads(out)["effective"]["featureGates"]
+    assert (gates["GenericWorkload"], gates["GangScheduling"]) == (True, True)
+    refused = subprocess.run(
+        [sys.executable, "-m", "policyd", "check-config", str(profile), "--feature-gates",
+         "TopologyAwareWorkloadScheduling=true"], capture_output=True, text=True, check=False)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("policyd: error: invalid argument "
+                                     "'TopologyAwareWorkloadScheduling=true' for "
+                                     "\"--feature-gates\" flag: ")
