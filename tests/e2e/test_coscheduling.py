@@ -135,6 +135,17 @@ def _bound(c: Cluster, names: list[str]) -> list[str]:
     return [n for n in names if c.node_of(n)]
 
 
+def _failed_scheduling(c: Cluster, containing: str, what: str) -> str:
+    """The first FailedScheduling message containing `containing`, once there is one."""
+    def found() -> str | None:
+        return next((e["message"] for e in c.events(reason="FailedScheduling")
+                     if containing in e.get("message", "")), None)
+    wait_for(lambda: found() is not None, 30, what)
+    message = found()
+    assert message is not None
+    return message
+
+
 def _start(daemons: DaemonFactory, tmp_path: Path, scheduler: str) -> Any:
     return daemons.start(write_profile(tmp_path, scheduler, policies=None,
                                        extra=PROFILE_EXTRA))
@@ -175,15 +186,12 @@ def test_a_group_without_room_holds_nothing_then_binds_when_a_node_comes(
         cosched.node(f"n{i}", cpu="1")  # room for 3 of 4
     _pod_group(cosched, "tight", 4, scheduleTimeoutSeconds=3)
     names = _job(cosched, "tight", "tight", scheduler, 4)
-    wait_for(lambda: any("gets rejected due to Pod" in e.get("message", "")
-                         for e in cosched.events(reason="FailedScheduling")), 30,
-             "the group rejected in PostFilter")
+    _failed_scheduling(cosched, "gets rejected due to Pod", "the group rejected in PostFilter")
     deadline = time.monotonic() + 5  # past scheduleTimeoutSeconds
     while time.monotonic() < deadline:
         assert _bound(cosched, names) == []
         time.sleep(0.5)
-    message = next(e["message"] for e in cosched.events(reason="FailedScheduling")
-                   if "Insufficient cpu" in e.get("message", ""))
+    message = _failed_scheduling(cosched, "Insufficient cpu", "Insufficient cpu told")
     assert message.startswith("0/3 nodes are available: 3 Insufficient cpu.")
     assert f"PodGroup {cosched.ns}/tight gets rejected due to Pod tight-" in message
     assert message.endswith("is unschedulable even after PostFilter")
@@ -203,11 +211,7 @@ def test_min_resources_the_cluster_cannot_hold_are_refused_at_pre_filter(
         cosched.node(f"n{i}", cpu="2")
     _pod_group(cosched, "big", 2, minResources={"cpu": "8"})
     names = _job(cosched, "big", "big", scheduler, 2)
-    wait_for(lambda: any("resource gap" in e.get("message", "")
-                         for e in cosched.events(reason="FailedScheduling")), 30,
-             "the resource gap told")
-    message = next(e["message"] for e in cosched.events(reason="FailedScheduling")
-                   if "resource gap" in e.get("message", ""))
+    message = _failed_scheduling(cosched, "resource gap", "the resource gap told")
     assert message.startswith(
         "0/2 nodes are available: resource gap: map[cpu:{{4000 -3} {<nil>}  DecimalSI}].")
     assert _bound(cosched, names) == []
