@@ -82,6 +82,7 @@ from tests.integration.differential.preemption import (
     PreemptionOutcome,
     PreemptionRunner,
 )
+from tests.integration.differential.report import fail_if_any
 from tests.integration.differential.runner import (
     MIN_SCORE_COMPARED_CASES,
     Outcome,
@@ -217,14 +218,9 @@ def test_policyd_matches_kube_scheduler(runner: Runner,
     not_exercised = tally.too_few_feature_cases() if CASES >= DEFAULT_CASES else None
     if not_exercised is not None:
         report.append(f"{not_exercised}\n{summary}")
-    if failures:
-        report.append(f"{len(failures)} of {summary} differ:")
-        for first, outcome in failures[:20]:
-            report.append(outcome.describe())
-            report.append("  replay: " + _replay(outcome.case.index, 1)
-                          + f"   (whole batch: {_replay(first, BATCH)})")
-    if report:
-        pytest.fail("\n".join(report), pytrace=False)
+    fail_if_any(report, summary,
+                [(first, o.case.index, o) for first, o in failures],
+                _replay, BATCH)
 
 
 def _replay_sequences(first: int, count: int) -> str:
@@ -269,14 +265,9 @@ def test_sequences_match_kube_scheduler(runner: Runner, control_plane: ControlPl
     if SEQUENCES >= DEFAULT_SEQUENCES and not tally.sequences.get(ORDER_SENSITIVE):
         # Sequences where order changes nothing would compare the order for nothing.
         report.append(f"no sequence where the queue order decides who fits: {summary}")
-    if failures:
-        report.append(f"{len(failures)} of {summary} differ:")
-        for first, outcome in failures[:10]:
-            report.append(outcome.describe())
-            report.append("  replay: " + _replay_sequences(outcome.case.index, 1)
-                          + f"   (whole batch: {_replay_sequences(first, SEQUENCE_BATCH)})")
-    if report:
-        pytest.fail("\n".join(report), pytrace=False)
+    fail_if_any(report, summary,
+                [(first, o.case.index, o) for first, o in failures],
+                _replay_sequences, SEQUENCE_BATCH)
 
 
 def _replay_volumes(first: int, count: int) -> str:
@@ -326,14 +317,9 @@ def test_volume_cases_match_kube_scheduler(runner: Runner,
     if VOLUME_CASES >= DEFAULT_VOLUME_CASES and rare:
         report.append(f"volume kinds in fewer than {MIN_PER_VOLUME_KIND} cases: {rare} "
                       f"(tests/gen/volumes.py no longer draws them often enough): {summary}")
-    if failures:
-        report.append(f"{len(failures)} of {summary} differ:")
-        for first, outcome in failures[:20]:
-            report.append(outcome.describe())
-            report.append("  replay: " + _replay_volumes(outcome.case.index, 1)
-                          + f"   (whole batch: {_replay_volumes(first, VOLUME_BATCH)})")
-    if report:
-        pytest.fail("\n".join(report), pytrace=False)
+    fail_if_any(report, summary,
+                [(first, o.case.index, o) for first, o in failures],
+                _replay_volumes, VOLUME_BATCH)
 
 
 def _replay_preemption(first: int, count: int) -> str:
@@ -378,11 +364,6 @@ def test_preemption_cases_match_kube_scheduler(runner: Runner,
             or tally.preemption.get(AFTER_NOMINATION, 0) < MIN_AFTER_NOMINATION):
         report.append(f"too few preemptions to compare (at least {MIN_NOMINATED} nominated "
                       f"and {MIN_AFTER_NOMINATION} steps after a nomination): {summary}")
-    if failures:
-        report.append(f"{len(failures)} of {summary} differ:")
-        for first, outcome in failures[:20]:
-            report.append(outcome.describe())
-            report.append("  replay: " + _replay_preemption(outcome.case.index, 1)
-                          + f"   (whole batch: {_replay_preemption(first, PREEMPTION_BATCH)})")
-    if report:
-        pytest.fail("\n".join(report), pytrace=False)
+    fail_if_any(report, summary,
+                [(first, o.case.index, o) for first, o in failures],
+                _replay_preemption, PREEMPTION_BATCH)

@@ -46,6 +46,7 @@ from tests.integration.differential.admission import (
     AdmissionRunner,
     AdmissionTally,
 )
+from tests.integration.differential.report import fail_if_any
 from tests.integration.differential.runner import (
     Runner,
     kube_scheduler_config,
@@ -122,11 +123,6 @@ def test_kube_scheduler_admits_what_policyd_admits(admission_runner: AdmissionRu
         if tally.removed < MIN_REMOVED:
             report.append(f"the projection removed nodes in only {tally.removed} cases (at "
                           f"least {MIN_REMOVED} must): {summary}")
-    if failures:
-        report.append(f"{len(failures)} of {summary} differ:")
-        for first, outcome in failures[:20]:
-            report.append(outcome.describe())
-            report.append("  replay: " + _replay(outcome.case.index, 1)
-                          + f"   (whole batch: {_replay(first, BATCH)})")
-    if report:
-        pytest.fail("\n".join(report), pytrace=False)
+    fail_if_any(report, summary,
+                [(first, o.case.index, o) for first, o in failures],
+                _replay, BATCH)

@@ -54,6 +54,7 @@ from policyd.devcluster import ControlPlane
 from policyd.kube.client import ConnectionSettings, KubeClient
 from tests.gen.dra import DRA_KINDS, gen_dra_case
 from tests.integration.differential.dra import DraOutcome, DraRunner, DraTally
+from tests.integration.differential.report import fail_if_any
 from tests.integration.differential.runner import (
     Runner,
     kube_scheduler_config,
@@ -160,11 +161,6 @@ def test_dra_cases_match_kube_scheduler(dra_runner: DraRunner,
     if lost:
         report.append("the resourceclaim controller dropped a claim from a pod's status "
                       "twice (nothing compared): " + "; ".join(lost))
-    if failures:
-        report.append(f"{len(failures)} of {summary} differ:")
-        for first, outcome in failures[:20]:
-            report.append(outcome.outcome.describe())
-            report.append("  replay: " + _replay(outcome.dra.index, 1)
-                          + f"   (whole batch: {_replay(first, BATCH)})")
-    if report:
-        pytest.fail("\n".join(report), pytrace=False)
+    fail_if_any(report, summary,
+                [(first, o.dra.index, o.outcome) for first, o in failures],
+                _replay, BATCH)

@@ -2,8 +2,7 @@
 did not switch itself off, and each failing case with a one-line command replaying
 it (and its whole batch), reported as one pytest failure.
 
-Written for the gang test; the older differential tests (test_differential_dra.py,
-test_differential_admission.py) still build the same block by hand.
+Every differential test ends with it (each adds the checks of its own run).
 """
 
 from __future__ import annotations
