@@ -15,7 +15,7 @@ import time
 import uuid
 from pathlib import Path
 
-from policyd.cli.run_cmd import _feature_gates
+from policyd.cli.options import feature_gate_settings
 from policyd.daemon.queue import BACKOFF, UNSCHEDULABLE
 from policyd.devcluster.controlplane import ControlPlane
 from policyd.features import turning_off
@@ -45,7 +45,7 @@ def test_pop_from_backoff_off_waits_out_the_backoff(cluster: Cluster, daemons: D
     on, off = _name("gates-on"), _name("gates-off")
     d_on = daemons.start(_profile(tmp_path, on))
     d_off = daemons.start(_profile(tmp_path, off),
-                          feature_gates=_feature_gates("SchedulerPopFromBackoffQ=false"))
+                          feature_gates=feature_gate_settings(["SchedulerPopFromBackoffQ=false"]))
     assert d_on.scheduler.queue.pop_from_backoff
     assert not d_off.scheduler.queue.pop_from_backoff
     cluster.node("plain")

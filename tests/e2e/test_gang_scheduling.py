@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from policyd.cli.run_cmd import _feature_gates
+from policyd.cli.options import feature_gate_settings
 from policyd.devcluster.controlplane import ControlPlane
 from tests.e2e.helpers import Cluster, DaemonFactory, daemons_on, fresh_cluster, write_profile
 from tests.polling import wait_for
@@ -90,7 +90,7 @@ def _bound(c: Cluster, names: list[str]) -> list[str]:
 
 def _start(daemons: DaemonFactory, tmp_path: Path, scheduler: str) -> Any:
     return daemons.start(write_profile(tmp_path, scheduler, policies=None),
-                         feature_gates=_feature_gates(GATES))
+                         feature_gates=feature_gate_settings([GATES]))
 
 
 def test_a_gang_without_room_holds_nothing_then_binds_whole(

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from policyd.cli.run_cmd import _feature_gates
+from policyd.cli.options import feature_gate_settings
 from policyd.devcluster import ControlPlane
 from policyd.kube.client import ConnectionSettings, KubeClient
 from tests.e2e.helpers import DaemonFactory
@@ -99,8 +99,8 @@ def gang_runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GangRunner
         r = Runner(client, seed=SEED, probes=0, daemon_scheduler=DAEMON_SCHEDULER)
         try:
             daemons.start(profile, verbosity=0,
-                          feature_gates=_feature_gates(",".join(
-                              f"{k}={str(v).lower()}" for k, v in GATES.items())))
+                          feature_gates=feature_gate_settings(
+                              [f"{k}={str(v).lower()}" for k, v in GATES.items()]))
             for pc in priority_classes():
                 r.ensure("/apis/scheduling.k8s.io/v1/priorityclasses", pc)
             yield GangRunner(r)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from policyd.cli.run_cmd import _feature_gates
+from policyd.cli.options import feature_gate_settings
 from policyd.daemon.loaded_profile import LoadedConfig, load, needs_restart
 from policyd.daemon.reload import ConfigWatcher
 from policyd.daemon.run import Daemon, RunOptions, connect, load_config
@@ -50,7 +50,7 @@ def test_the_default_queue_pops_from_backoff(options: RunOptions) -> None:
 
 
 def test_the_flag_turns_the_queue_to_waiting_out_backoff(options: RunOptions) -> None:
-    options.feature_gates = _feature_gates("SchedulerPopFromBackoffQ=false")
+    options.feature_gates = feature_gate_settings(["SchedulerPopFromBackoffQ=false"])
     d = _daemon(options)
     try:
         assert not d.scheduler.state.queue.pop_from_backoff
@@ -67,7 +67,7 @@ def test_every_piece_of_the_daemon_reads_the_one_set_of_gates(options: RunOption
     """The binder (nominating before PreBind), the cluster cache and the queue (how a
     resizing pod counts and what its update means) and every framework see the gates
     the flag set, not v1.36's defaults."""
-    options.feature_gates = _feature_gates(f"{gate}=false")
+    options.feature_gates = feature_gate_settings([f"{gate}=false"])
     d = _daemon(options)
     try:
         s = d.scheduler
@@ -83,8 +83,8 @@ def test_every_piece_of_the_daemon_reads_the_one_set_of_gates(options: RunOption
 def test_the_flag_overrides_the_profile_per_gate(options: RunOptions) -> None:
     options.config.write_text(HEAD + OFF)
     assert not load_config(options).feature_gates.enabled("SchedulerPopFromBackoffQ")
-    options.feature_gates = _feature_gates("SchedulerPopFromBackoffQ=true,"
-                                           "NominatedNodeNameForExpectation=false")
+    options.feature_gates = feature_gate_settings(["SchedulerPopFromBackoffQ=true,"
+                                                   "NominatedNodeNameForExpectation=false"])
     gates = load_config(options).feature_gates
     assert gates.overrides() == {"NominatedNodeNameForExpectation": False}
 
@@ -97,7 +97,7 @@ def test_the_flag_overrides_the_profile_per_gate(options: RunOptions) -> None:
 ])
 def test_a_refused_flag_is_a_usage_error(text: str, message: str) -> None:
     with pytest.raises(PolicydError) as err:
-        _feature_gates(text)
+        feature_gate_settings([text])
     assert err.value.exit_code == 2
     assert str(err.value).startswith(f"invalid argument {text!r} for \"--feature-gates\" "
                                      f"flag: {message}")
@@ -125,7 +125,7 @@ def test_a_reload_keeps_the_running_gates_and_asks_for_a_restart(tmp_path: Path)
 
 def test_start_logs_the_non_default_gates(options: RunOptions,
                                           caplog: pytest.LogCaptureFixture) -> None:
-    options.feature_gates = _feature_gates("SchedulerPopFromBackoffQ=false")
+    options.feature_gates = feature_gate_settings(["SchedulerPopFromBackoffQ=false"])
     d = _daemon(options)
     caplog.set_level(logging.INFO, "policyd.daemon")
     try:
