@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from policyd.cli.audit_cmd import profile_policies
 from policyd.cli.options import choice_enum, output_option
 from policyd.cli.schedule_cmds import (
     DOCUMENT_FORMATS,
@@ -80,6 +79,8 @@ def admit(
     target = found[0]
     frameworks = frameworks_for(config, policies or [], None, None, warnings)
     name, fw = _profile(target, frameworks, scheduler_name)
+    from policyd.policy.compiler import profile_policies
+
     admitted = admit_pod(target.raw, project_pod(target, profile_policies(fw)),
                          scheduler_name=name, override_scheduler=override_scheduler)
     for w in warnings:

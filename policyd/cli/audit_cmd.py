@@ -53,6 +53,7 @@ AUDIT_FORMATS: dict[str, Callable[[AuditResult, Sequence[str]], str]] = {
         audit_json(result, warnings=warnings), indent=2) + "\n",
     "yaml": lambda result, warnings: yaml_text(audit_json(result, warnings=warnings)),
     "junit": lambda result, warnings: _junit(result),
+    "openreports": lambda result, warnings: _openreports(result),
 }
 if TYPE_CHECKING:
     AuditFormat = str
@@ -160,15 +161,15 @@ def audit(
     raise typer.Exit(EXIT_PROBLEMS if failing or devices_fail else EXIT_OK)
 
 
-def profile_policies(fw: Framework) -> tuple[CompiledPolicy, ...]:
-    """The compiled policies a profile filters with, in the profile's order: what the
-    daemon asks about every node for the profile's pods."""
-    from policyd.policy.compiler import CompiledPolicy
+def _openreports(result: AuditResult) -> str:
+    """The OpenReports objects of the audit (`policyd.engine.openreports`), as a YAML
+    List for `kubectl apply -f -`: every result timestamped now."""
+    import time
 
-    # Audit-mode policies are kept apart from the filters (they reject nothing while
-    # scheduling) but are judged here like the others, each finding with its mode.
-    return tuple(p for p in (*fw.filter_plugins, *fw.audit_plugins)
-                 if isinstance(p, CompiledPolicy))
+    from policyd.engine.openreports import findings, report_list, reports
+
+    now = time.time()
+    return yaml_text(report_list(reports(findings(result), lambda _: now)))
 
 
 def policy_chooser(frameworks: Mapping[str, Framework], *, by_profile: bool,
@@ -177,6 +178,7 @@ def policy_chooser(frameworks: Mapping[str, Framework], *, by_profile: bool,
     pods they are: the CI question is "does anything running violate them?"). With
     one, a pod gets its profile's policies, as the daemon would have filtered it."""
     from policyd.engine.audit import by_scheduler
+    from policyd.policy.compiler import profile_policies
 
     per_profile = {name: profile_policies(fw) for name, fw in frameworks.items()}
     union: dict[str, CompiledPolicy] = {}

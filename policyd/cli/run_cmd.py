@@ -110,6 +110,13 @@ def run(
     burst: Annotated[int | None, typer.Option(
         "--kube-api-burst", min=1, help="Override clientConnection.burst.")] = None,
     feature_gates: FeatureGatesOpt = None,
+    reports_interval: Annotated[float, typer.Option(
+        "--reports-interval", min=0.0, help="Seconds between rounds of the audit kept as "
+        "OpenReports (one Report per namespace, a ClusterReport), written by the leader "
+        "when the openreports.io CRDs are served; 0 turns them off.")] = 10.0,
+    reports_max_results: Annotated[int, typer.Option(
+        "--reports-max-results", min=1, help="The most results one report holds (failures "
+        "first, then warnings, then passes; the rest counted in an annotation).")] = 1000,
 ) -> None:
     """Run the scheduler: take the pods whose spec.schedulerName names one of the
     profile's profiles, bind them, and explain failures in events.
@@ -147,7 +154,8 @@ def run(
         policies=list(policies or []), cluster_policies=cluster_policies,
         verbosity=verbosity,
         reload_interval=reload_interval, shutdown_grace=shutdown_grace, binders=binders,
-        qps=qps, burst=burst, feature_gates=gates)
+        qps=qps, burst=burst, feature_gates=gates, reports_interval=reports_interval,
+        reports_max_results=reports_max_results)
     loaded = load_config(options)  # InvalidConfig -> exit 1, before any connection
     daemon = Daemon(options, loaded, connect(options, loaded.settings),
                     on_first_sync=freeze_startup_heap)

@@ -14,7 +14,6 @@ from typing import Annotated
 
 import typer
 
-from policyd.cli.audit_cmd import profile_policies
 from policyd.cli.run_cmd import LOG_FORMAT_HELP, TEXT, LogFormat
 from policyd.cli.schedule_cmds import ConfigOpt, PoliciesOpt, frameworks_for
 
@@ -65,6 +64,8 @@ def webhook(
 
     logs.setup(verbosity, log_format)
     frameworks = frameworks_for(config, policies or [], None)
+    from policyd.policy.compiler import profile_policies
+
     reviewer = Reviewer({name: AdmissionProfile(name, profile_policies(fw))
                          for name, fw in frameworks.items()},
                         override_scheduler=override_scheduler)

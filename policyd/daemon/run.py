@@ -51,10 +51,13 @@ from policyd.daemon.pod_group_status import PodGroupStatusController
 from policyd.daemon.pod_resources import resources_page
 from policyd.daemon.policy_status import StatusWriter
 from policyd.daemon.reload import ConfigWatcher
+from policyd.daemon.reports import DEFAULT_INTERVAL_S as DEFAULT_REPORTS_INTERVAL_S
+from policyd.daemon.reports import ReportWriter
 from policyd.daemon.serving import DEFAULT_ALWAYS_ALLOW_PATHS, DEFAULT_SECURE_PORT
 from policyd.daemon.serving_cert import ServingCertificate
 from policyd.daemon.startup_policies import load_with_cluster_policies, wait_until_served
 from policyd.daemon.thread_names import named
+from policyd.engine.openreports import DEFAULT_MAX_RESULTS
 from policyd.errors import EXIT_OK
 from policyd.framework.runtime import Framework
 from policyd.kube import api
@@ -104,6 +107,10 @@ class RunOptions:
     cluster_policies: bool = False
     qps: float | None = None
     burst: int | None = None
+    # The audit's OpenReports (daemon/reports.py): seconds between rounds (0: off),
+    # and the most results one report holds.
+    reports_interval: float = DEFAULT_REPORTS_INTERVAL_S
+    reports_max_results: int = DEFAULT_MAX_RESULTS
     watch_timeout: float = 300.0
     # How long a reply / a watch may stay silent before its connection is taken for
     # dead (not flags: tests shorten them to keep a frozen-proxy run short).
@@ -182,6 +189,11 @@ class Daemon:
         # profile enables Coscheduling (daemon/pod_group_status.py).
         self.pod_group_status = PodGroupStatusController(
             self.client, is_leader=is_leader, enabled=self._coscheduling_enabled, clock=clock)
+        # The audit's findings as OpenReports, by the leader, when their CRDs are served.
+        self.reports = ReportWriter(
+            self.client.with_own_limiter(), self.scheduler.state, is_leader=is_leader,
+            interval=options.reports_interval, max_results=options.reports_max_results,
+            clock=clock) if options.reports_interval > 0 else None
         watches = cluster_watches(self.client, self.scheduler.handlers, self.metrics,
                                   options.watch_timeout, self.pod_group_status)
         self.nodes, self.pods, self.extra_informers = \
@@ -421,6 +433,8 @@ class Daemon:
                      self.ready_to_schedule)
         self._thread(self.watcher.run, "policyd-reload", self.stop_event)
         self._thread(self.pod_group_status.run, "policyd-podgroup-status", self.stop_event)
+        if self.reports is not None:
+            self._thread(self.reports.run, "policyd-reports", self.stop_event)
         if self.policy_sync is not None and self.policy_status is not None:
             self._thread(self._watch_cluster_policies, "policyd-watch-schedulingpolicies",
                          self.stop_event)

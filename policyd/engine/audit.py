@@ -164,6 +164,9 @@ class PolicyChecks:
     plugin: str
     mode: str
     pods: list[tuple[str, str]] = field(default_factory=list)
+    # The rule ids asked of each of `pods` (same order): a rule that does not apply to
+    # a pod (an annotation it lacks) is not asked, so it neither passes nor fails.
+    rules: list[tuple[str, ...]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -178,6 +181,8 @@ class AuditResult:
     # Allocated devices of bound pods that today's allocator would not give them
     # (`policyd.engine.device_audit`, set by the caller).
     devices: list[DeviceFinding] = field(default_factory=list)
+    # namespace/name -> metadata.uid of every pod audited (what a report refers to).
+    uids: dict[str, str] = field(default_factory=dict)
 
     def violating_pods(self) -> dict[str, int]:
         """metadata.name -> number of distinct pods violating the policy, most first
@@ -224,6 +229,7 @@ def audit(cluster: ClusterState, pods: Iterable[Pod], choose: PolicyChooser) -> 
         assert info is not None  # _skip reported pods whose node is missing
         for pod, policies in placed:
             result.checked += 1
+            result.uids[pod.key] = pod.uid
             _audit_pod(cluster, info, pod, policies, checks, result.violations)
     result.policies = sorted(checks.values(), key=lambda c: c.policy)
     result.violations.sort(key=lambda v: (v.policy, v.pod, v.rule))
@@ -261,10 +267,13 @@ def _audit_pod(cluster: ClusterState, info: NodeInfo, pod: Pod,
             entry = checks[policy.policy_name] = PolicyChecks(policy.policy_name, policy.name,
                                                       policy.mode)
         entry.pods.append((pod.key, info.name))
+        ids: list[str] = []
         for rule in policy.filter_rules:
             check = rule.bind(policy, pod)
             if check is not None:  # None: the rule does not apply to this pod
                 asked.append((policy, rule, check))
+                ids.append(rule.id)
+        entry.rules.append(tuple(ids))
     if not asked:
         return
     # The node as the scheduler saw it before placing the pod: every other pod on it.

@@ -99,7 +99,10 @@ def get_pod(client: KubeClient, namespace: str, name: str) -> dict[str, Any] | N
 # Kinds the scheduler writes (PreBind): kind -> (API prefix, resource, namespaced).
 _UPDATABLE = {"PersistentVolume": ("/api/v1", "persistentvolumes", False),
               "PersistentVolumeClaim": ("/api/v1", "persistentvolumeclaims", True),
-              "ResourceClaim": ("/apis/resource.k8s.io/v1", "resourceclaims", True)}
+              "ResourceClaim": ("/apis/resource.k8s.io/v1", "resourceclaims", True),
+              # The audit's OpenReports (daemon/reports.py).
+              "Report": ("/apis/openreports.io/v1alpha1", "reports", True),
+              "ClusterReport": ("/apis/openreports.io/v1alpha1", "clusterreports", False)}
 
 
 def object_path(obj: dict[str, Any]) -> str:
@@ -431,6 +434,27 @@ def scheduling_policies_served(client: KubeClient) -> bool:
             return False
         raise
     return True
+
+
+def list_own_reports(client: KubeClient, label_selector: str
+                     ) -> list[dict[str, Any]] | None:
+    """Every OpenReports Report (all namespaces) and ClusterReport the selector picks,
+    or None when the API server does not serve them (404: the CRD is not installed).
+    Unpaged: one object per namespace at most."""
+    out: list[dict[str, Any]] = []
+    for kind, resource in (("Report", "reports"), ("ClusterReport", "clusterreports")):
+        try:
+            reply = client.request("GET", f"/apis/openreports.io/v1alpha1/{resource}",
+                                   query={"labelSelector": label_selector})
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        for item in reply.get("items") or []:
+            item.setdefault("apiVersion", "openreports.io/v1alpha1")
+            item.setdefault("kind", kind)
+            out.append(item)
+    return out
 
 
 def get_scheduling_policy(client: KubeClient, name: str) -> dict[str, Any] | None:

@@ -51,6 +51,7 @@ from policyd.policy.rules.normalization import (
 from policyd.policy.rules.scores.metric import MetricScore
 
 if TYPE_CHECKING:
+    from policyd.framework.runtime import Framework
     from policyd.model.cluster import ClusterState
     from policyd.model.table import BoolArray, IntArray, NodeTable
 
@@ -367,3 +368,13 @@ def compile_policy(doc: Mapping[str, Any], source: str = "", *,
     else:
         cls = CompiledPolicy
     return cls(doc, source)
+
+
+def profile_policies(fw: Framework) -> tuple[CompiledPolicy, ...]:
+    """The compiled policies a profile filters with, in the profile's order: what the
+    daemon asks about every node for the profile's pods (audit, the admission
+    projection and the reports ask the same)."""
+    # Audit-mode policies are kept apart from the filters (they reject nothing while
+    # scheduling) but are judged like the others, each finding with its mode.
+    return tuple(p for p in (*fw.filter_plugins, *fw.audit_plugins)
+                 if isinstance(p, CompiledPolicy))
