@@ -35,12 +35,13 @@ class ProjectedPolicy(Protocol):
     def policy_name(self) -> str: ...  # metadata.name
 
     @property
-    def mode(self) -> str: ...
-
-    @property
     def filter_rules(self) -> Sequence[ProjectedRule]: ...
 
     def applies(self, pod: Pod) -> bool: ...
+
+    def mode_for(self, pod: Pod) -> str: ...  # spec.mode, or the namespace's scoped mode
+
+    def exemption(self, pod: Pod, rule_id: str) -> object | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,15 +59,19 @@ class RuleProjection:
 
 
 def project_pod(pod: Pod, policies: Iterable[ProjectedPolicy]) -> list[RuleProjection]:
-    """Each active filter rule of each Enforce-mode policy that applies to `pod`, in
-    the profile's order (a policy loaded twice counts once)."""
+    """Each active filter rule of each policy that applies to `pod` in Enforce mode for
+    its namespace, in the profile's order (a policy loaded twice counts once); a rule an
+    exception exempts the pod from is not active."""
     out: list[RuleProjection] = []
     seen: set[str] = set()
     for policy in policies:
-        if policy.mode != ENFORCE or policy.policy_name in seen or not policy.applies(pod):
+        if policy.policy_name in seen or not policy.applies(pod) \
+                or policy.mode_for(pod) != ENFORCE:
             continue
         seen.add(policy.policy_name)
         for rule in policy.filter_rules:
+            if policy.exemption(pod, rule.id) is not None:
+                continue
             projection = rule.project(pod)
             if projection is not None:
                 out.append(RuleProjection(policy.policy_name, rule.id,

@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # the engine loads only when the command runs
     from policyd.engine.audit import AuditResult, PolicyChooser
     from policyd.framework.runtime import Framework
     from policyd.lint.reporters.junit_xml import Suite
+    from policyd.model.records import Pod
     from policyd.policy.compiler import CompiledPolicy
 
 # The version of the JSON output's shape; bumped only on an incompatible change.
@@ -142,6 +143,7 @@ def audit(
     state = snap.cluster(gates_of(frameworks))
     result = run(state, pods, choose)
     result.devices = audit_devices(state, pods)
+    snap.warnings.extend(unused_exceptions(frameworks, snap.pods))
     result.label_case = label_case_mismatches(
         [p for fw in frameworks.values() for p in label_policies(fw)], snap.nodes)
     for w in snap.warnings:
@@ -170,6 +172,23 @@ def _openreports(result: AuditResult) -> str:
 
     now = time.time()
     return yaml_text(report_list(reports(findings(result), lambda _: now)))
+
+
+def unused_exceptions(frameworks: Mapping[str, Framework], pods: Sequence[Pod]
+                      ) -> list[str]:
+    """A warning per policy exception that matches no pod of the cluster read (among
+    those its policy applies to): lint's exception-matches-nothing, against real pods."""
+    from policyd.policy.compiler import profile_policies
+
+    policies = {p.policy_name: p for fw in frameworks.values()
+                for p in profile_policies(fw)}
+    out = []
+    for p in policies.values():
+        for e in p.scopes.exceptions:
+            if not any(p.applies(pod) and e.matches(pod) for pod in pods):
+                out.append(f"policy {p.policy_name}: exception {e.name} matches no pod of "
+                           "the cluster read [exception-matches-nothing]")
+    return out
 
 
 def policy_chooser(frameworks: Mapping[str, Framework], *, by_profile: bool,
@@ -221,8 +240,10 @@ def audit_text(result: AuditResult) -> str:
     modes = {p.policy: p for p in result.policies}
     by_policy: dict[str, list[str]] = {}
     for v in result.violations:
+        # A pod whose namespace's scoped mode differs from the policy's spec.mode.
+        scoped = f" ({v.mode} in its namespace)" if v.mode != modes[v.policy].mode else ""
         by_policy.setdefault(v.policy, []).append(
-            f"  {v.pod} on {v.node}: rule {v.rule}: {v.message}")
+            f"  {v.pod} on {v.node}: rule {v.rule}{scoped}: {v.message}")
     for name, entries in by_policy.items():  # violations are sorted by policy
         checks = modes[name]
         lines.append(f"policy {name} ({checks.mode}, plugin {checks.plugin}):")
@@ -241,6 +262,15 @@ def audit_text(result: AuditResult) -> str:
                      for m in result.label_case[:_MAX_LISTED])
         if len(result.label_case) > _MAX_LISTED:
             lines.append(f"  ... and {len(result.label_case) - _MAX_LISTED} more "
+                         "(-o json lists them all)")
+    if result.exempted:
+        lines.append("rules bound pods are exempt from by a policy exception (not asked, "
+                     "not violations):")
+        lines.extend(f"  {e.pod} on {e.node}: policy {e.policy}, rule {e.rule}: exception "
+                     f"{e.exception} ({e.reason}; expires {e.expires})"
+                     for e in result.exempted[:_MAX_LISTED])
+        if len(result.exempted) > _MAX_LISTED:
+            lines.append(f"  ... and {len(result.exempted) - _MAX_LISTED} more "
                          "(-o json lists them all)")
     listed = [s for s in result.skipped if s.kind in _LISTED_SKIPS]
     for s in listed[:_MAX_LISTED]:
@@ -274,7 +304,8 @@ def audit_json(result: AuditResult, *, warnings: Sequence[str] = ()) -> dict[str
     and violates (`violating`); `skipped` with a stable `kind`; `labelCase`, node label
     keys that differ from a policy's only by case (findings, not violations);
     `devices`, allocated devices bound pods hold that their claims would not get today
-    (with a stable `kind`); `summary`."""
+    (with a stable `kind`); `exempted`, the rules bound pods are exempt from by a
+    policy exception; `summary`."""
     violating = result.violating_pods()
     return {
         "version": JSON_VERSION,
@@ -292,13 +323,17 @@ def audit_json(result: AuditResult, *, warnings: Sequence[str] = ()) -> dict[str
         "devices": [{"pod": f.pod, "node": f.node, "claim": f.claim,
                      "request": f.request, "device": f.device, "kind": f.kind,
                      "message": f.message} for f in result.devices],
+        "exempted": [{"pod": e.pod, "node": e.node, "policy": e.policy, "plugin": e.plugin,
+                      "rule": e.rule, "exception": e.exception, "reason": e.reason,
+                      "expires": e.expires} for e in result.exempted],
         "summary": {"checked": result.checked,
                     "violatingPods": len({v.pod for v in result.violations}),
                     "violations": len(result.violations),
                     "violatedPolicies": len(violating),
                     "skipped": len(result.skipped),
                     "labelCase": len(result.label_case),
-                    "devices": len(result.devices)},
+                    "devices": len(result.devices),
+                    "exempted": len(result.exempted)},
         "warnings": list(warnings),
     }
 

@@ -550,6 +550,9 @@ def explain(
     served = serving_profiles(frameworks, default_profile=config is None)
     notes = snap.notes + list(merged.notes)
     fw = _explain_profile(target, served, notes)
+    from policyd.policy.compiler import scope_notes
+
+    notes += scope_notes(label_policies(fw), target)
     snap.pods = merged.snapshot + merged.extra
     state = snap.cluster(fw.features)
     # PreEnqueue and a gang's group cycle see the pod among the cluster's pods.

@@ -42,6 +42,8 @@ log = logging.getLogger("policyd.daemon.event_recorder")
 # (policyd_policy_violations_total), so one search finds both. Type Normal: nothing
 # failed.
 POLICY_VIOLATION = "PolicyViolation"
+# A Normal event when a pod was placed with a policy rule an exception exempts it from.
+POLICY_EXCEPTION = "PolicyException"
 
 REPEAT_INITIAL = 60.0
 # How long a transient failure (no connection, 429, 5xx) is retried before an event or
@@ -250,6 +252,13 @@ class EventSink:
         rejected for this pod (news, not a failure: the pod was scheduled as if they
         were absent)."""
         self.event(api.pod_ref(namespace, name, uid), "Normal", POLICY_VIOLATION, message,
+                   "Scheduling", component)
+
+    def policy_exception(self, namespace: str, name: str, uid: str, message: str,
+                         component: str) -> None:
+        """A Normal `PolicyException` event: the filter rules a policy exception exempted
+        this pod from when it was placed (which exception, its reason and expiry)."""
+        self.event(api.pod_ref(namespace, name, uid), "Normal", POLICY_EXCEPTION, message,
                    "Scheduling", component)
 
     def failed(self, namespace: str, name: str, uid: str, message: str, component: str,

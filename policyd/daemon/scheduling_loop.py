@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 from policyd.clock import Clock
@@ -38,6 +39,7 @@ from policyd.plugins.dynamicresources.plugin import (
     claim_to_deallocate,
     extended_claim_to_delete,
 )
+from policyd.policy.compiler import CompiledPolicy, exemptions, profile_policies
 
 log = logging.getLogger(LOGGER)
 
@@ -62,6 +64,9 @@ class SchedulingLoop:
         self.stopping = threading.Event()
         self.heartbeat = clock.now()  # the loop's last round, for /healthz
         self._violations = label_children(metrics.policy_violations)
+        # Per profile (a reload brings new Frameworks): its policies with exceptions.
+        self._with_exceptions: weakref.WeakKeyDictionary[
+            Framework, tuple[CompiledPolicy, ...]] = weakref.WeakKeyDictionary()
 
     def run(self, stop: threading.Event, ready: Callable[[], bool]) -> None:
         """Schedule until `stop` (or `self.stopping`) is set. Waits for the caches and
@@ -242,6 +247,7 @@ class SchedulingLoop:
             if self.verbosity >= 2:
                 log.info("assumed %s on %s", pod.key, result.node,
                          extra={"v": 2, "pod": pod.key, "node": result.node})
+            self._report_exemptions(pod, fw, result.node, profile)
             # The cycle state goes with it: PreBind and Unreserve read what Reserve kept.
             self.binder.submit(BindRequest(qp, result.node, fw, result.cycle_state, start))
             return
@@ -296,6 +302,25 @@ class SchedulingLoop:
         if self.verbosity >= 2:
             log.info("%s: %s", pod.key, message, extra={"v": 2, "pod": pod.key})
         self.events.policy_violation(pod.namespace, pod.name, pod.uid, message, profile)
+
+    def _report_exemptions(self, pod: Pod, fw: Framework, node: str, profile: str) -> None:
+        """A pod placed while a policy exception exempted it from filter rules: one
+        Normal `PolicyException` event naming each (policy, rule), the exception, its
+        reason and expiry, so the pod's owners see what they were let off."""
+        policies = self._with_exceptions.get(fw)
+        if policies is None:  # once per profile (and reload): most have no exceptions
+            policies = self._with_exceptions[fw] = tuple(
+                p for p in profile_policies(fw) if p.scopes.exceptions)
+        if not policies:
+            return
+        told = [f"rule {rule} of policy {p.policy_name}: {e.describe()}"
+                for p, rule, e in exemptions(policies, pod)]
+        if not told:
+            return
+        message = f"placed on {node} with exemptions: " + "; ".join(told)
+        if self.verbosity >= 2:
+            log.info("%s: %s", pod.key, message, extra={"v": 2, "pod": pod.key})
+        self.events.policy_exception(pod.namespace, pod.name, pod.uid, message, profile)
 
     def _act_on_post_filter(self, fw: Framework, pod: Pod, result: ScheduleResult,
                             post_filter_ran: bool) -> str | None:

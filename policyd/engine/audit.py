@@ -68,12 +68,29 @@ class CheckedPolicy(Protocol):
     def policy_name(self) -> str: ...  # metadata.name
 
     @property
-    def mode(self) -> str: ...  # Enforce | Audit
+    def mode(self) -> str: ...  # Enforce | Audit: spec.mode
 
     @property
     def filter_rules(self) -> Sequence[CheckedRule]: ...
 
     def applies(self, pod: Pod) -> bool: ...
+
+    def mode_for(self, pod: Pod) -> str: ...  # the pod's namespace's scoped mode
+
+    def exemption(self, pod: Pod, rule_id: str) -> PolicyException | None: ...
+
+
+class PolicyException(Protocol):
+    """An unexpired exception of a policy (`policyd.policy.scopes.PolicyException`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def reason(self) -> str: ...
+
+    @property
+    def expires(self) -> str: ...
 
 
 class LabelKeyPolicy(Protocol):
@@ -141,8 +158,23 @@ class Violation:
     policy: str  # metadata.name
     plugin: str  # spec.pluginName
     rule: str  # the rule's id
-    mode: str  # the policy's spec.mode: Enforce or Audit
+    mode: str  # the policy's mode for the pod (spec.mode, or its namespace's scoped mode)
     message: str  # the rule's rejection message, as the scheduler would say it
+
+
+@dataclass(frozen=True, slots=True)
+class Exemption:
+    """A filter rule of a policy a bound pod is exempt from by one of the policy's
+    exceptions (the rule was not asked)."""
+
+    pod: str
+    node: str
+    policy: str
+    plugin: str
+    rule: str
+    exception: str
+    reason: str
+    expires: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +215,8 @@ class AuditResult:
     devices: list[DeviceFinding] = field(default_factory=list)
     # namespace/name -> metadata.uid of every pod audited (what a report refers to).
     uids: dict[str, str] = field(default_factory=dict)
+    # Rules bound pods are exempt from by a policy exception (not asked; no violation).
+    exempted: list[Exemption] = field(default_factory=list)
 
     def violating_pods(self) -> dict[str, int]:
         """metadata.name -> number of distinct pods violating the policy, most first
@@ -230,7 +264,7 @@ def audit(cluster: ClusterState, pods: Iterable[Pod], choose: PolicyChooser) -> 
         for pod, policies in placed:
             result.checked += 1
             result.uids[pod.key] = pod.uid
-            _audit_pod(cluster, info, pod, policies, checks, result.violations)
+            _audit_pod(cluster, info, pod, policies, checks, result)
     result.policies = sorted(checks.values(), key=lambda c: c.policy)
     result.violations.sort(key=lambda v: (v.policy, v.pod, v.rule))
     return result
@@ -257,7 +291,7 @@ def _skip(pod: Pod, cluster: ClusterState,
 
 def _audit_pod(cluster: ClusterState, info: NodeInfo, pod: Pod,
                policies: Sequence[CheckedPolicy], checks: dict[str, PolicyChecks],
-               violations: list[Violation]) -> None:
+               result: AuditResult) -> None:
     asked: list[tuple[CheckedPolicy, CheckedRule, Callable[[NodeInfo], bool]]] = []
     for policy in policies:
         if not policy.filter_rules or not policy.applies(pod):
@@ -269,6 +303,12 @@ def _audit_pod(cluster: ClusterState, info: NodeInfo, pod: Pod,
         entry.pods.append((pod.key, info.name))
         ids: list[str] = []
         for rule in policy.filter_rules:
+            exempt = policy.exemption(pod, rule.id)
+            if exempt is not None:
+                result.exempted.append(Exemption(
+                    pod.key, info.name, policy.policy_name, policy.name, rule.id,
+                    exempt.name, exempt.reason, exempt.expires))
+                continue
             check = rule.bind(policy, pod)
             if check is not None:  # None: the rule does not apply to this pod
                 asked.append((policy, rule, check))
@@ -280,7 +320,7 @@ def _audit_pod(cluster: ClusterState, info: NodeInfo, pod: Pod,
     # The record in the state is the one removed, whatever copy `pod` is.
     with cluster.what_if(remove=[pod]):
         failed = [(policy, rule) for policy, rule, check in asked if not check(info)]
-    violations.extend(
+    result.violations.extend(
         Violation(pod.key, info.name, policy.policy_name, policy.name, rule.id,
-                  policy.mode, rule.message)
+                  policy.mode_for(pod), rule.message)
         for policy, rule in failed)

@@ -11,6 +11,8 @@ ClusterReport for what concerns no namespace; each result is one (pod, policy, r
 - the rule's rejection message as the result's message; the node, the policy's
   plugin name and mode in `properties`; the pod as the result's resource (`resources`,
   with its uid).
+- `skip`: a rule a policy exception exempts the pod from (not asked), with the
+  exception's name, reason and expiry in `properties`.
 - devices a bound pod holds that today's allocator would not give it (`warn`, policy
   `DynamicResources`, rule the finding's kind) go in the pod's namespace; node label
   keys that differ from a policy's only by case (`warn`, rule `node-label-key-case`,
@@ -58,7 +60,7 @@ class Finding:
     namespace: str  # "" for the ClusterReport
     result: str  # one of RESULTS
     policy: str
-    rule: str
+    rule_id: str  # the rule's id (the report's `rule`)
     message: str
     resource: Mapping[str, str]  # an ObjectReference
     properties: Mapping[str, str] = field(default_factory=dict)
@@ -66,12 +68,12 @@ class Finding:
     @property
     def key(self) -> tuple[Any, ...]:
         """Everything but the time: a result whose key is unchanged is the same one."""
-        return (self.namespace, self.result, self.policy, self.rule, self.message,
+        return (self.namespace, self.result, self.policy, self.rule_id, self.message,
                 tuple(sorted(self.resource.items())), tuple(sorted(self.properties.items())))
 
     def order(self) -> tuple[int, str, str, str]:
         return (RESULTS.index(self.result), self.resource.get("name", ""), self.policy,
-                self.rule)
+                self.rule_id)
 
 
 def _pod_ref(key: str, uid: str) -> dict[str, str]:
@@ -101,6 +103,13 @@ def findings(result: AuditResult) -> list[Finding]:
                     pod.partition("/")[0], PASS, checks.policy, rule,
                     f"node {node} passes the rule", _pod_ref(pod, result.uids.get(pod, "")),
                     {"node": node, "plugin": checks.plugin, "mode": checks.mode}))
+    for e in result.exempted:
+        out.append(Finding(
+            e.pod.partition("/")[0], SKIP, e.policy, e.rule,
+            f"exempted by exception {e.exception}: {e.reason} (expires {e.expires})",
+            _pod_ref(e.pod, result.uids.get(e.pod, "")),
+            {"node": e.node, "plugin": e.plugin, "exception": e.exception,
+             "reason": e.reason, "expires": e.expires}))
     for d in result.devices:
         props = {"node": d.node, "claim": d.claim}
         if d.request:
@@ -131,7 +140,7 @@ def report_object(namespace: str, found: Iterable[Finding], when: Callable[[Find
     for f in kept:
         summary[f.result] += 1
         entry: dict[str, Any] = {
-            "source": SOURCE, "policy": f.policy, "rule": f.rule, "category": CATEGORY,
+            "source": SOURCE, "policy": f.policy, "rule": f.rule_id, "category": CATEGORY,
             "result": f.result, "scored": True, "timestamp": _timestamp(when(f)),
             "message": f.message, "resources": [dict(f.resource)],
         }

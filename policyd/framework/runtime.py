@@ -183,9 +183,17 @@ class AuditOutcome:
     rejected: IntArray
 
 
+def _audit_only(plugin: object) -> bool:
+    """An audited policy with no Enforce form (Audit for every pod). One Enforce in
+    some namespaces and Audit in others (spec.scopedModes) has both: it filters and
+    scores the pods it enforces and is audited for the others."""
+    return isinstance(plugin, AuditPlugin) and not isinstance(
+        plugin, FilterPlugin | PreFilterPlugin | ScorePlugin | PreScorePlugin)
+
+
 def _enforced(plugins: Sequence[T]) -> list[T]:
-    """`plugins` without the audited policies a profile named at that point."""
-    return [p for p in plugins if not isinstance(p, AuditPlugin)]
+    """`plugins` without the audit-only policies a profile named at that point."""
+    return [p for p in plugins if not _audit_only(p)]
 
 
 @dataclass(slots=True)
@@ -244,7 +252,7 @@ class Framework:
         self.audits: tuple[BoundAudit, ...] = tuple(
             BoundAudit.of(p) for p in self.audit_plugins)
         filters = cast(list[FilterPlugin], _enforced(filter))
-        score = [wp for wp in score if not isinstance(wp.plugin, AuditPlugin)]
+        score = [wp for wp in score if not _audit_only(wp.plugin)]
         self.pre_filter_plugins = _enforced(pre_filter)
         # The PreFilter plugins with AddPod/RemovePod, in profile order, and whether a
         # cloned PreFilter state updated through them is every plugin's right state

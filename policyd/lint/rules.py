@@ -98,6 +98,21 @@ RULES: tuple[Rule, ...] = (
     Rule("score-range", _W, "points that `none` will clamp; normalization that stretches "
                             "allocation scores"),
     Rule("useless-policy", _W, "neither filters nor scores"),
+    Rule("exception-unknown-rule", _E, "a policy exception names a rule id the policy's "
+                                       "filters do not have"),
+    Rule("exception-matches-nothing", _W, "a policy exception that can match no pod the "
+                                          "policy applies to (its namespaces are outside "
+                                          "`appliesTo.namespaces`), or none in the "
+                                          "audited cluster (audit)"),
+    Rule("exception-expired", _W, "a policy exception whose `expires` has passed: it "
+                                  "exempts nothing any more"),
+    Rule("exception-expiry", _E, "a policy exception's `expires` is not an RFC 3339 time "
+                                 "with a zone"),
+    Rule("exception-duplicate", _E, "two exceptions of one policy share a name"),
+    Rule("exception-empty-match", _E, "a policy exception's `match` names no part: it "
+                                      "would exempt every pod"),
+    Rule("scoped-mode-shadowed", _W, "a `scopedModes` entry whose namespaces an earlier "
+                                     "entry already takes, so it never decides"),
     Rule("autoscaler-invisible", _E, "with `--require-autoscaler-visible`: a filter rule "
                                      "of an Enforce-mode policy that no kube-scheduler "
                                      "constraint expresses, so cluster-autoscaler and "

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,7 @@ from policyd.policy.rules.normalization import (
     usable_array,
 )
 from policyd.policy.rules.scores.metric import MetricScore
+from policyd.policy.scopes import PolicyException, Scopes
 
 if TYPE_CHECKING:
     from policyd.framework.runtime import Framework
@@ -73,8 +75,12 @@ class CompiledPolicy:
         self.source = source
         self.document: Mapping[str, Any] = doc
         self.default_weight: int = int(spec.get("weight", 1))
-        # Audit: evaluated and reported, never rejecting nor scoring (spec.mode).
+        # Audit: evaluated and reported, never rejecting nor scoring (spec.mode), per
+        # namespace where spec.scopedModes says so (`mode_for`).
         self.mode: str = spec.get("mode", ENFORCE)
+        self.scopes = Scopes(spec)
+        # compile_policy(enforced=True): every pod in Enforce mode (policyd test).
+        self.forced_enforce = False
         self.applies_to = AppliesTo(spec.get("appliesTo"))
         self.filter_rules: tuple[FilterRule, ...] = tuple(
             _filter_rule(r) for r in spec.get("filters") or ())
@@ -128,6 +134,27 @@ class CompiledPolicy:
             pod.cache[self._applies_key] = cached
         return bool(cached)
 
+    # The wall clock exceptions expire by (tests set their own).
+    now: Callable[[], float] = staticmethod(time.time)
+
+    def mode_for(self, pod: Pod) -> str:
+        """The policy's mode for `pod`: its namespace's scoped mode, else spec.mode."""
+        if self.forced_enforce:
+            return ENFORCE
+        return self.scopes.mode_for(pod, self.mode)
+
+    def exemption(self, pod: Pod, rule_id: str) -> PolicyException | None:
+        """The unexpired exception that exempts `pod` from the filter rule, if any."""
+        if not self.scopes.exceptions:
+            return None
+        return self.scopes.exemption(pod, rule_id, self.now())
+
+    def expired_exemption(self, pod: Pod, rule_id: str) -> PolicyException | None:
+        """An exception that matched `pod` and the rule but has expired."""
+        if not self.scopes.exceptions:
+            return None
+        return self.scopes.expired_for(pod, rule_id, self.now())
+
 
 class _Filters:
     """Mixin: PreFilter (applies-to and rule binding, once per pod) and Filter."""
@@ -149,7 +176,8 @@ class _Filters:
 
     def pre_filter(self, state: CycleState, pod: Pod,
                    nodes: Sequence[NodeInfo]) -> tuple[set[str] | None, Status | None]:
-        bound = _bind_filters(self, pod, state.cluster)  # type: ignore[arg-type]
+        bound = _bind_filters(self, pod, state.cluster,  # type: ignore[arg-type]
+                              enforced=True)
         if not bound:
             return None, Status.skip()
         state.write(self._filter_key, bound)
@@ -196,10 +224,12 @@ class _Scores:
     _weights: tuple[int, ...]
     _weight_sum: int
     applies: Callable[[Pod], bool]
+    mode_for: Callable[[Pod], str]
 
     def pre_score(self, state: CycleState, pod: Pod,
                   nodes: Sequence[NodeInfo]) -> Status | None:
-        if not self.applies(pod) or not self.score_rules:
+        # A pod the policy audits (its namespace's scoped mode) is not scored by it.
+        if not self.applies(pod) or not self.score_rules or self.mode_for(pod) != ENFORCE:
             return Status.skip()
         bound = tuple(r.bind(pod) for r in self.score_rules)
         state.write(self._score_key, (bound, {}))
@@ -286,35 +316,43 @@ class _Scores:
 BoundFilters = tuple[tuple[NodeCheck, FilterRule], ...]
 
 
-def _bind_filters(policy: CompiledPolicy, pod: Pod, cluster: ClusterState | None
-                  ) -> BoundFilters:
+def _bind_filters(policy: CompiledPolicy, pod: Pod, cluster: ClusterState | None, *,
+                  enforced: bool) -> BoundFilters:
     """The policy's filter rules active for `pod`, each with its per-node check; none
-    when the policy does not apply to it."""
-    if not policy.applies(pod):
+    when the policy does not apply to it, or is not in the mode asked for (`enforced`:
+    Enforce, else Audit) for the pod's namespace. A rule an unexpired exception exempts
+    the pod from is not active."""
+    if not policy.applies(pod) or (policy.mode_for(pod) == ENFORCE) != enforced:
         return ()
     bound = []
     for rule in policy.filter_rules:
+        if policy.exemption(pod, rule.id) is not None:
+            continue
         check = rule.bind_in(policy, pod, cluster)
         if check is not None:
             bound.append((check, rule))
     return tuple(bound)
 
 
-class AuditedPolicy(CompiledPolicy):
-    """A policy in Audit mode (spec.mode: Audit): an `AuditPlugin`, not a Filter or a
-    Score plugin, so the Framework audits its filter rules and never lets it reject
-    or score. Its `audited_points` are those its Enforce form would have, so a
-    profile that names the policy stays valid whichever mode it is in."""
+class _Audits:
+    """Mixin: the `AuditPlugin` form of a policy's filter rules, for the pods in Audit
+    mode (`mode_for`): the Framework audits them and never lets them reject or score.
+    Its `audited_points` are those its Enforce form has, so a profile that names the
+    policy stays valid whichever mode it is in."""
 
-    def __init__(self, doc: Mapping[str, Any], source: str = "") -> None:
-        super().__init__(doc, source)
+    name: str
+    filter_rules: tuple[FilterRule, ...]
+    score_rules: tuple[ScoreRule, ...]
+
+    def _init_audits(self) -> None:
         self.audited_points: frozenset[str] = (
             (_FILTER_POINTS if self.filter_rules else frozenset())
             | (_SCORE_POINTS if self.score_rules else frozenset()))
         self._audit_key = f"{self.name}/audit"
 
     def audit_bind(self, state: CycleState, pod: Pod) -> Sequence[AuditedRule]:
-        bound = _bind_filters(self, pod, state.cluster)
+        bound = _bind_filters(self, pod, state.cluster,  # type: ignore[arg-type]
+                              enforced=False)
         state.write(self._audit_key, bound)
         return [AuditedRule(rule.id, rule.message) for _, rule in bound]
 
@@ -327,7 +365,17 @@ class AuditedPolicy(CompiledPolicy):
         """Each rule over all of `idx` (not only the nodes earlier rules passed, as
         `filter_mask` does): each rule's count is its own."""
         bound: BoundFilters = state.read(self._audit_key)
-        return [rule.mask(check, self, pod, table, idx) for check, rule in bound]
+        return [rule.mask(check, self, pod, table, idx)  # type: ignore[arg-type]
+                for check, rule in bound]
+
+
+class AuditedPolicy(_Audits, CompiledPolicy):
+    """A policy in Audit mode for every pod (spec.mode: Audit, no scoped Enforce): an
+    `AuditPlugin`, not a Filter or a Score plugin."""
+
+    def __init__(self, doc: Mapping[str, Any], source: str = "") -> None:
+        super().__init__(doc, source)
+        self._init_audits()
 
 
 # The extension points of the Enforce form of a policy with filter rules, with score
@@ -348,26 +396,56 @@ class FilterScorePolicy(_Filters, _Scores, CompiledPolicy):
     """A policy with filter and score rules."""
 
 
+class _Scoped(_Audits, CompiledPolicy):
+    """A policy Enforce in some namespaces and Audit in others (spec.scopedModes): its
+    Enforce form's extension points for the pods in Enforce mode, audited for the
+    others (the Framework keeps it in both its filters and its audits)."""
+
+    def __init__(self, doc: Mapping[str, Any], source: str = "") -> None:
+        super().__init__(doc, source)
+        self._init_audits()
+
+
+class ScopedFilterPolicy(_Filters, _Scoped):
+    pass
+
+
+class ScopedScorePolicy(_Scores, _Scoped):
+    pass
+
+
+class ScopedFilterScorePolicy(_Filters, _Scores, _Scoped):
+    pass
+
+
+class ScopedPolicy(_Scoped):
+    """Scoped modes on a policy without rules."""
+
+
 def compile_policy(doc: Mapping[str, Any], source: str = "", *,
                    enforced: bool = False) -> CompiledPolicy:
     """Compile a policy document that passed validation (schema and semantics).
     `enforced`: the Enforce form whatever spec.mode says (what its rules would do,
     for `policyd test`'s per-policy expectations)."""
     spec = doc["spec"]
-    if spec.get("mode", ENFORCE) == AUDIT and not enforced:
+    modes = {spec.get("mode", ENFORCE), *(m["mode"] for m in spec.get("scopedModes") or ())}
+    if ENFORCE not in modes and not enforced:
         return AuditedPolicy(doc, source)
     has_filters = bool(spec.get("filters"))
     has_scores = bool(spec.get("scores"))
+    scoped = AUDIT in modes and not enforced
     cls: type[CompiledPolicy]
     if has_filters and has_scores:
-        cls = FilterScorePolicy
+        cls = ScopedFilterScorePolicy if scoped else FilterScorePolicy
     elif has_filters:
-        cls = FilterPolicy
+        cls = ScopedFilterPolicy if scoped else FilterPolicy
     elif has_scores:
-        cls = ScorePolicy
+        cls = ScopedScorePolicy if scoped else ScorePolicy
     else:
-        cls = CompiledPolicy
-    return cls(doc, source)
+        cls = ScopedPolicy if scoped else CompiledPolicy
+    policy = cls(doc, source)
+    policy.forced_enforce = enforced
+    return policy
 
 
 def profile_policies(fw: Framework) -> tuple[CompiledPolicy, ...]:
@@ -376,5 +454,39 @@ def profile_policies(fw: Framework) -> tuple[CompiledPolicy, ...]:
     projection and the reports ask the same)."""
     # Audit-mode policies are kept apart from the filters (they reject nothing while
     # scheduling) but are judged like the others, each finding with its mode.
-    return tuple(p for p in (*fw.filter_plugins, *fw.audit_plugins)
-                 if isinstance(p, CompiledPolicy))
+    # A policy Enforce in some namespaces and Audit in others is in both lists: once.
+    found = {id(p): p for p in (*fw.filter_plugins, *fw.audit_plugins)
+             if isinstance(p, CompiledPolicy)}
+    return tuple(found.values())
+
+
+def exemptions(policies: Sequence[CompiledPolicy], pod: Pod
+               ) -> list[tuple[CompiledPolicy, str, PolicyException]]:
+    """(policy, rule id, exception) for each filter rule of `policies` that applies to
+    `pod` and an unexpired exception exempts it from (explain, the daemon's event)."""
+    return [(p, rule.id, e) for p in policies
+            if p.scopes.exceptions and p.applies(pod)
+            for rule in p.filter_rules
+            if (e := p.exemption(pod, rule.id)) is not None]
+
+
+def scope_notes(policies: Sequence[CompiledPolicy], pod: Pod) -> list[str]:
+    """For people (explain): each policy's scoped mode for `pod`, and each exception
+    that exempts it from a rule, or did until it expired."""
+    out: list[str] = []
+    for p in policies:
+        if not p.applies(pod):
+            continue
+        if p.scopes.modes:
+            out.append(f"policy {p.policy_name} is in {p.mode_for(pod)} mode in namespace "
+                       f"{pod.namespace} (spec.scopedModes; spec.mode is {p.mode})")
+        if not p.scopes.exceptions:
+            continue
+        for rule in p.filter_rules:
+            if (e := p.exemption(pod, rule.id)) is not None:
+                out.append(f"rule {rule.id} of policy {p.policy_name} is not applied: "
+                           f"exempted by {e.describe()}")
+            elif (e := p.expired_exemption(pod, rule.id)) is not None:
+                out.append(f"rule {rule.id} of policy {p.policy_name} applies again: "
+                           f"exception {e.name} expired at {e.expires} ({e.reason})")
+    return out

@@ -45,6 +45,9 @@ NORMALIZE = ("minmax", "max", "none")
 # spec.mode: how a policy takes effect (Enforce unless it says otherwise).
 ENFORCE, AUDIT = "Enforce", "Audit"
 MODES = (ENFORCE, AUDIT)
+# The owners an exception names a pod's workload by (a Deployment through the pod's
+# ReplicaSet and its pod-template-hash label).
+WORKLOAD_KINDS = ("Pod", "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job")
 
 RULE_ID_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 RULE_ID_MAX_LENGTH = 63  # a DNS label's length
@@ -232,6 +235,15 @@ def build_schema() -> dict[str, Any]:
                          "count. Audit: the filters are evaluated for every pod the policy "
                          "applies to but reject nothing (each would-be rejection is counted "
                          "and reported), and the scores do not count."},
+                "scopedModes": {"type": "array", "maxItems": MAX_RULES, "items": schema_object({
+                    "mode": {"enum": list(MODES)},
+                    "namespaces": {**STRINGS, "minItems": 1, "description":
+                                   "Namespace names or globs (`prod-*`, `*-staging`)."},
+                }, ("mode", "namespaces"), description=(
+                    "This mode for the pods of these namespaces; the first entry whose "
+                    "namespaces match the pod's wins, spec.mode otherwise."))},
+                "exceptions": {"type": "array", "maxItems": MAX_RULES,
+                               "items": {"$ref": "#/$defs/policyException"}},
                 "appliesTo": applies_to,
                 "filters": {"type": "array", "maxItems": MAX_RULES, "items": filter_rule},
                 "scores": {"type": "array", "maxItems": MAX_RULES, "items": score_rule},
@@ -241,6 +253,30 @@ def build_schema() -> dict[str, Any]:
         "required": ["apiVersion", "kind", "metadata", "spec"],
         "additionalProperties": False,
         "$defs": {
+            "policyException": schema_object({
+                "name": {"type": "string", "pattern": RULE_ID_PATTERN,
+                         "maxLength": RULE_ID_MAX_LENGTH,
+                         "description": "Unique in the policy (lowercase DNS label)."},
+                "reason": {"type": "string", "minLength": 1,
+                           "description": "Why: shown wherever the exception is applied."},
+                "expires": {"type": "string", "minLength": 1, "description":
+                            "RFC 3339 time (2027-01-31T00:00:00Z) after which the "
+                            "exception no longer applies."},
+                "rules": {**STRINGS, "minItems": 1, "description":
+                          "Ids of the policy's filter rules the matched pods are exempt "
+                          "from, or [\"*\"] for all of them."},
+                "match": schema_object({
+                    "namespaces": {**STRINGS, "description": "Namespace names or globs."},
+                    "workloads": {"type": "array", "items": schema_object({
+                        "kind": {"enum": list(WORKLOAD_KINDS)},
+                        "name": {"type": "string", "minLength": 1,
+                                 "description": "The workload's name, or a glob."},
+                    }, ("kind", "name"))},
+                    "podSelector": {"$ref": "#/$defs/labelSelector"},
+                }, description="Which pods (every part given ANDed; at least one)."),
+            }, ("name", "reason", "expires", "rules", "match"), description=(
+                "Exempts the matched pods from the named filter rules until it expires, "
+                "with a reason shown in explain, audit, reports and events.")),
             "labelSelector": label_selector,
             "labelRequirement": _requirement(["In", "NotIn", "Exists", "DoesNotExist"]),
             "nodeRequirement": _requirement(["In", "NotIn", "Exists", "DoesNotExist",

@@ -30,8 +30,10 @@ skips what the schema already reports. Each check yields `Problem`s with a rule 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import Any
 
 from policyd.model import k8snames
@@ -41,6 +43,7 @@ from policyd.model.spelling import show_value
 from policyd.plugins import names as builtin
 from policyd.policy import celexpr, jmes
 from policyd.policy.policy_schema import AUDIT
+from policyd.policy.scopes import ALL_RULES, parse_expiry
 from policyd.problems import ERROR, WARNING, Problem
 from policyd.sourcefile import JsonPath, SourceDocument
 
@@ -224,10 +227,72 @@ class _Checker:
             self.add(("spec", "scores"), "audit-scores",
                      "the policy is in Audit mode: its scores do not count (only its "
                      "filters are audited) until spec.mode is Enforce", level=WARNING)
+        self.scopes(spec, [r.get("id") for r in filters or () if isinstance(r, Mapping)])
         if not filters and not scores and "filters" not in spec and "scores" not in spec:
             self.add(("spec",), "useless-policy",
                      "the policy has neither filters nor scores, so it does nothing",
                      level=WARNING)
+
+    def scopes(self, spec: Mapping[str, Any], filter_ids: list[Any]) -> None:
+        """spec.scopedModes and spec.exceptions (policy/scopes.py): what the schema
+        cannot say."""
+        seen_globs: set[str] = set()
+        for i, entry in enumerate(spec.get("scopedModes") or ()):
+            if not isinstance(entry, Mapping):
+                continue
+            globs = [g for g in entry.get("namespaces") or () if isinstance(g, str)]
+            if globs and all(g in seen_globs or any(fnmatchcase(g, s) for s in seen_globs)
+                             for g in globs):
+                self.add(("spec", "scopedModes", i, "namespaces"), "scoped-mode-shadowed",
+                         f"every namespace of this entry ({', '.join(globs)}) is taken by an "
+                         "earlier entry: the first that matches decides, so this one never "
+                         "does", level=WARNING)
+            seen_globs.update(globs)
+        include = ((spec.get("appliesTo") or {}).get("namespaces") or {}).get("include") \
+            if isinstance(spec.get("appliesTo"), Mapping) else None
+        names: set[str] = set()
+        for i, e in enumerate(spec.get("exceptions") or ()):
+            if not isinstance(e, Mapping):
+                continue
+            path: JsonPath = ("spec", "exceptions", i)
+            name = e.get("name")
+            if isinstance(name, str):
+                if name in names:
+                    self.add((*path, "name"), "exception-duplicate",
+                             f"another exception of this policy is named {name!r}")
+                names.add(name)
+            for j, rule in enumerate(e.get("rules") or ()):
+                if isinstance(rule, str) and rule != ALL_RULES and rule not in filter_ids:
+                    known = ", ".join(str(r) for r in filter_ids) or "none"
+                    self.add((*path, "rules", j), "exception-unknown-rule",
+                             f"the policy has no filter rule {rule!r} (its filter rules: "
+                             f"{known}; \"*\" for all)")
+            expires = e.get("expires")
+            if isinstance(expires, str):
+                at = parse_expiry(expires)
+                if at is None:
+                    self.add((*path, "expires"), "exception-expiry",
+                             f"{expires!r} is not an RFC 3339 time with a zone, such as "
+                             "2027-01-31T00:00:00Z")
+                elif at <= time.time():
+                    self.add((*path, "expires"), "exception-expired",
+                             f"the exception expired at {expires}: it exempts nothing any "
+                             "more (remove it, or extend it with a reason)", level=WARNING)
+            match = e.get("match")
+            if isinstance(match, Mapping):
+                if not match:
+                    self.add((*path, "match"), "exception-empty-match",
+                             "match names no namespaces, workloads or podSelector: the "
+                             "exception would exempt every pod; say which")
+                spaces = match.get("namespaces")
+                if isinstance(include, list) and include and isinstance(spaces, list) \
+                        and spaces and not any(isinstance(g, str) and fnmatchcase(n, g)
+                                               for g in spaces for n in include
+                                               if isinstance(n, str)):
+                    self.add((*path, "match", "namespaces"), "exception-matches-nothing",
+                             f"the policy applies only in {', '.join(map(str, include))}: "
+                             "no namespace this exception names is among them, so it "
+                             "matches no pod", level=WARNING)
 
     def finite_numbers(self, data: Any) -> None:
         """YAML can spell infinity and NaN (.inf, .nan); no policy field means them, and

@@ -187,7 +187,7 @@ def test_json_shape(app: typer.Typer, files: Path) -> None:
     assert code == 1
     doc = json.loads(out)
     assert set(doc) == {"version", "violations", "policies", "skipped", "labelCase",
-                        "devices", "summary", "warnings"}
+                        "devices", "exempted", "summary", "warnings"}
     assert doc["version"] == 1
     assert doc["violations"][0] == {
         "pod": "shop/legacy", "node": "n2", "policy": "env-prod", "plugin": "EnvProd",
@@ -205,7 +205,7 @@ def test_json_shape(app: typer.Typer, files: Path) -> None:
     assert doc["labelCase"] == [] and doc["devices"] == []
     assert doc["summary"] == {"checked": 5, "violatingPods": 3, "violations": 3,
                               "violatedPolicies": 2, "skipped": 1, "labelCase": 0,
-                              "devices": 0}
+                              "devices": 0, "exempted": 0}
 
 
 # A GPU on n1 tainted NoExecute since its claim was allocated, and a claim whose device

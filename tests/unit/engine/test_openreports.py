@@ -47,7 +47,7 @@ def _result() -> AuditResult:
 
 
 def test_each_finding_maps_to_one_result() -> None:
-    got = {(f.namespace, f.resource["name"], f.policy, f.rule, f.result)
+    got = {(f.namespace, f.resource["name"], f.policy, f.rule_id, f.result)
            for f in findings(_result())}
     assert got == {
         ("shop", "a", "env-prod", "prod", PASS),
