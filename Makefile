@@ -22,9 +22,12 @@ demo: $(BIN)/policyd
 # local control plane (etcd, kube-apiserver, kube-scheduler, kubectl), the Prometheus
 # server of the node-metrics tests, Karpenter's kwok provider of the autoscaler test and
 # the helm CLI of the chart tests are built from Go modules first, with their own progress, or reused from
-# ~/.cache/policyd when built before: no root, no apt-get.
+# ~/.cache/policyd when built before. The one system package: Debian's chromium, which
+# the HTML page tests drive, installed by hack/ensure-chromium.sh when missing (root
+# or sudo; it says what to install otherwise).
 test: $(BIN)/policyd check
 	$(BIN)/policyd dev build
+	bash hack/ensure-chromium.sh
 	$(BIN)/pytest
 
 # Every generated file, by the module that makes it (each run as `python -m MODULE`).

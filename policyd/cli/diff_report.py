@@ -304,4 +304,11 @@ DIFF_FORMATS: dict[str, Callable[[DiffReport], str]] = {
     "json": lambda report: json.dumps(diff_json(report), indent=2) + "\n",
     "yaml": lambda report: yaml_text(diff_json(report)),
     "markdown": diff_markdown,
+    "html": lambda report: _html(report),
 }
+
+
+def _html(report: DiffReport) -> str:
+    from policyd.cli.html_page import html_page
+
+    return html_page("diff", diff_json(report))

@@ -51,10 +51,13 @@ def _yaml_document(document: dict[str, Any]) -> None:
 # formats print its JSON document, by these.
 DOCUMENT_FORMATS: dict[str, Callable[[dict[str, Any]], None]] = {
     "json": _json_document, "yaml": _yaml_document}
+# explain's and simulate's: their text, the document, and html, one self-contained page
+# of the document (`html_page`).
+SCHEDULE_FORMATS = ("text", *DOCUMENT_FORMATS, "html")
 if TYPE_CHECKING:
     OutputFormat = str
 else:
-    OutputFormat = choice_enum("OutputFormat", ("text", *DOCUMENT_FORMATS))
+    OutputFormat = choice_enum("OutputFormat", SCHEDULE_FORMATS)
 TEXT = OutputFormat("text")
 
 
@@ -379,8 +382,13 @@ def _warn(warnings: list[str]) -> None:
         print(f"policyd: warning: {printable(w)}", file=sys.stderr)
 
 
-def _emit(document: dict[str, Any], output: OutputFormat) -> None:
-    """The JSON document, in the -o/--output asked for (json, yaml)."""
+def _emit(document: dict[str, Any], output: OutputFormat, kind: str) -> None:
+    """The JSON document, in the -o/--output asked for (json, yaml, or `kind`'s page)."""
+    if output == "html":
+        from policyd.cli.html_page import html_page
+
+        sys.stdout.write(html_page(kind, document))
+        return
     DOCUMENT_FORMATS[output](document)
 
 
@@ -582,7 +590,7 @@ def explain(
         out.update(profile=fw.profile_name, notes=notes, warnings=warnings)
         if group is not None:
             out["podGroup"] = group_json(group)
-        _emit(out, output)
+        _emit(out, output, "explain")
     fits = result.node is not None and (group is None or group.placed)
     raise typer.Exit(EXIT_OK if fits else EXIT_PROBLEMS)
 
@@ -657,7 +665,7 @@ def simulate(
     if output == TEXT:
         typer.echo(printable(simulate_text(result, notes=notes)))
     else:
-        _emit(simulate_json(result, notes=notes, warnings=warnings), output)
+        _emit(simulate_json(result, notes=notes, warnings=warnings), output, "simulate")
     requested = {p.uid for p in merged.extra}
     left_out = any(s.pod.uid in requested and not s.pod.node_name and not s.pod.finished
                    for s in result.skipped) or any(g.pod.uid in requested for g in result.gated)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -333,11 +334,20 @@ def _policy_rules_text(result: ScheduleResult, shown: Sequence[str]) -> list[str
     return ["", "Policy score rules, raw value -> 0..100 on each node:", _table(rows)]
 
 
+def blocked_by(node_to_status: Mapping[str, Status]) -> dict[str, int]:
+    """Plugin -> the nodes it rejected, most first."""
+    counts = Counter((s.plugin or "PreFilter") for s in node_to_status.values())
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def _placement_json(r: ScheduleResult) -> dict[str, Any]:
     """One pod's outcome; `audit` only for a pod an audited policy would have
     rejected somewhere (the findings, without node names: see explain)."""
     out: dict[str, Any] = {"pod": r.pod.key, "node": r.node,
                            "message": r.message if r.node is None else ""}
+    if r.unschedulable and (blocked := blocked_by(r.diagnosis.node_to_status)):
+        # Which plugin rejected how many nodes (the page's pod x plugin matrix).
+        out["blockedBy"] = blocked
     if findings := r.findings:
         out["audit"] = [_finding_json(a, nodes=False) for a in findings]
     return out

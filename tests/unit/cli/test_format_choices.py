@@ -18,7 +18,7 @@ from policyd.cli.audit_cmd import AUDIT_FORMATS
 from policyd.cli.check_config_cmd import CHECK_CONFIG_FORMATS
 from policyd.cli.diff_report import DIFF_FORMATS
 from policyd.cli.options import one_of
-from policyd.cli.schedule_cmds import DOCUMENT_FORMATS
+from policyd.cli.schedule_cmds import SCHEDULE_FORMATS
 from policyd.lint.reporters import REPORTERS
 from policyd.policytest.render import RENDERERS as TEST_RENDERERS
 
@@ -35,8 +35,8 @@ COMMANDS: dict[str, tuple[Sequence[str], bool]] = {
     "test": (list(TEST_RENDERERS), False),
     "audit": (list(AUDIT_FORMATS), True),
     "diff": (list(DIFF_FORMATS), True),
-    "explain": (["text", *DOCUMENT_FORMATS], True),
-    "simulate": (["text", *DOCUMENT_FORMATS], True),
+    "explain": (list(SCHEDULE_FORMATS), True),
+    "simulate": (list(SCHEDULE_FORMATS), True),
 }
 
 
