@@ -5,8 +5,8 @@ One thread. Every `interval` seconds, when this replica leads and something chan
 since the last round (the cluster state's generation, the frameworks after a reload),
 it audits the bound pods on the scheduler's own state (`engine.audit`, under the state
 lock: the audit takes each pod off its node for the question and puts it back; at
-5,000 nodes and 50,000 bound pods that holds the lock for a few seconds, so the
-interval is the price of freshness), turns the findings into report objects
+5,000 nodes and 49,500 bound pods that holds the lock about 0.7 s, `bench.reports_bench`,
+so the interval is the price of freshness), turns the findings into report objects
 (`engine.openreports`), and writes only what differs: it lists the reports it manages
 (by their label), creates the missing ones, updates the changed ones (PUT with the
 listed resourceVersion: a 409 is retried next round) and deletes those whose scope
