@@ -152,12 +152,7 @@ class Cluster:
                                    body=pod_body(name, scheduler, **kw))
 
     def get_pod(self, name: str) -> Obj | None:
-        try:
-            return self.client.request("GET", f"/api/v1/namespaces/{self.ns}/pods/{name}")
-        except ApiError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return self.get(f"/api/v1/namespaces/{self.ns}/pods/{name}")
 
     def node_of(self, name: str) -> str | None:
         pod = self.get_pod(name)
@@ -221,7 +216,8 @@ class Cluster:
             "POST", f"/api/v1/namespaces/{self.ns}/persistentvolumeclaims",
             body=pvc_body(name, storage_class, **kw))
 
-    def _get(self, path: str) -> Obj | None:
+    def get(self, path: str) -> Obj | None:
+        """The object at the API path `path`, or None when there is none (404)."""
         try:
             return self.client.request("GET", path)
         except ApiError as exc:
@@ -230,10 +226,10 @@ class Cluster:
             raise
 
     def get_pvc(self, name: str) -> Obj | None:
-        return self._get(f"/api/v1/namespaces/{self.ns}/persistentvolumeclaims/{name}")
+        return self.get(f"/api/v1/namespaces/{self.ns}/persistentvolumeclaims/{name}")
 
     def get_pv(self, name: str) -> Obj | None:
-        return self._get(f"/api/v1/persistentvolumes/{name}")
+        return self.get(f"/api/v1/persistentvolumes/{name}")
 
     def claim_bound(self, name: str) -> Obj | None:
         """The claim, once the API shows it Bound (None before)."""
@@ -421,3 +417,32 @@ def daemons_on(cp: ControlPlane, tmp: Path) -> Iterator[DaemonFactory]:
         yield factory
     finally:
         factory.stop_all()
+
+
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+def apply_crds(cp: ControlPlane, path: Path) -> list[Obj]:
+    """Create every CustomResourceDefinition of the YAML file `path` on `cp` and wait
+    until each is Established (served); the definitions, as read."""
+    from ruamel.yaml import YAML
+
+    crds = [d for d in YAML(typ="safe").load_all(path.read_text()) if d]
+    client = KubeClient.connect(ConnectionSettings(kubeconfig=str(cp.kubeconfig_path),
+                                                   qps=-1))
+    try:
+        for crd in crds:
+            client.request("POST", CRDS, body=crd)
+
+        def established() -> bool:
+            for crd in crds:
+                got = client.request("GET", f"{CRDS}/{crd['metadata']['name']}")
+                if not any(c["type"] == "Established" and c["status"] == "True"
+                           for c in (got.get("status") or {}).get("conditions") or []):
+                    return False
+            return True
+        wait_for(established, 60, f"the CRDs of {path.name} Established")
+    finally:
+        client.close()
+    return crds
+

@@ -23,17 +23,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ruamel.yaml import YAML
 
 from policyd.devcluster.controlplane import ControlPlane
-from policyd.kube.client import ConnectionSettings, KubeClient
-from tests.e2e.helpers import Cluster, DaemonFactory, daemons_on, fresh_cluster, write_profile
+from tests.e2e.helpers import (
+    Cluster,
+    DaemonFactory,
+    apply_crds,
+    daemons_on,
+    fresh_cluster,
+    write_profile,
+)
 from tests.polling import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_PATH = REPO / "deploy" / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
-CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-CRD_NAME = "podgroups.scheduling.x-k8s.io"
 LABEL = "scheduling.x-k8s.io/pod-group"
 PROFILE_EXTRA = """  plugins:
     multiPoint:
@@ -56,18 +59,7 @@ def cosched_plane() -> Iterator[ControlPlane]:
     cp = ControlPlane(controller_manager=False)
     try:
         cp.start()
-        client = KubeClient.connect(ConnectionSettings(
-            kubeconfig=str(cp.kubeconfig_path), qps=-1))
-        client.request("POST", CRDS, body=YAML(typ="safe").load(CRD_PATH.read_text()))
-
-        def established() -> bool:
-            conditions = client.request("GET", f"{CRDS}/{CRD_NAME}").get(
-                "status", {}).get("conditions") or []
-            return any(c["type"] == "Established" and c["status"] == "True"
-                       for c in conditions)
-
-        wait_for(established, 60, "the PodGroup CRD Established")
-        client.close()
+        apply_crds(cp, CRD_PATH)
         yield cp
     finally:
         cp.stop()

@@ -56,7 +56,7 @@ def test_an_extended_resource_is_allocated_through_a_created_claim(
     # (cpu first): upstream's naming.
     assert status["requestMappings"] == [{"containerName": "main", "resourceName": resource,
                                           "requestName": "container-0-request-1"}]
-    found = cluster._get(f"{DRA}/namespaces/{cluster.ns}/resourceclaims/{name}")
+    found = cluster.get(f"{DRA}/namespaces/{cluster.ns}/resourceclaims/{name}")
     assert found is not None
     claim: dict[str, Any] = found
     meta = claim["metadata"]

@@ -27,13 +27,18 @@ import pytest
 from ruamel.yaml import YAML
 
 from policyd.devcluster.controlplane import ControlPlane
-from policyd.kube.client import ApiError, ConnectionSettings, KubeClient
-from tests.e2e.helpers import Cluster, DaemonFactory, daemons_on, fresh_cluster, write_profile
+from tests.e2e.helpers import (
+    Cluster,
+    DaemonFactory,
+    apply_crds,
+    daemons_on,
+    fresh_cluster,
+    write_profile,
+)
 from tests.polling import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_PATH = REPO / "deploy" / "crds" / "openreports.io_reports.yaml"
-CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 REPORTS = "/apis/openreports.io/v1alpha1"
 
 ZONE_POLICY = """\
@@ -74,20 +79,7 @@ def reports_plane() -> Iterator[ControlPlane]:
     cp = ControlPlane(controller_manager=False)
     try:
         cp.start()
-        client = KubeClient.connect(ConnectionSettings(
-            kubeconfig=str(cp.kubeconfig_path), qps=-1))
-        for crd in _crds():
-            client.request("POST", CRDS, body=crd)
-
-        def established() -> bool:
-            for crd in _crds():
-                got = client.request("GET", f"{CRDS}/{crd['metadata']['name']}")
-                if not any(c["type"] == "Established" and c["status"] == "True"
-                           for c in (got.get("status") or {}).get("conditions") or []):
-                    return False
-            return True
-        wait_for(established, 60, "the OpenReports CRDs Established")
-        client.close()
+        apply_crds(cp, CRD_PATH)
         yield cp
     finally:
         cp.stop()
@@ -117,12 +109,7 @@ def _setup(tmp_path: Path, zone: str = "a") -> tuple[str, Path, Path]:
 
 
 def _report(c: Cluster) -> dict[str, Any] | None:
-    try:
-        return c.client.request("GET", f"{REPORTS}/namespaces/{c.ns}/reports/policyd")
-    except ApiError as exc:
-        if exc.status == 404:
-            return None
-        raise
+    return c.get(f"{REPORTS}/namespaces/{c.ns}/reports/policyd")
 
 
 def _results(report: dict[str, Any] | None) -> set[tuple[str, str, str, str]]:

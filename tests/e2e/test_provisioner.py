@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from policyd.kube.client import ApiError
 from tests.e2e.helpers import Cluster
 from tests.e2e.provisioner import (
     HOSTNAME,
@@ -58,15 +57,6 @@ def _create_claim(cluster: Cluster, name: str, storage_class: str) -> Obj:
                      "resources": {"requests": {"storage": "3Gi"}}}})
 
 
-def _get(cluster: Cluster, path: str) -> Obj | None:
-    try:
-        return cluster.client.request("GET", path)
-    except ApiError as exc:
-        if exc.status == 404:
-            return None
-        raise
-
-
 def test_wait_for_first_consumer_claim_is_provisioned_on_the_selected_node(
         cluster: Cluster, driver: str) -> None:
     cluster.node("n1")
@@ -79,17 +69,17 @@ def test_wait_for_first_consumer_claim_is_provisioned_on_the_selected_node(
                           if e["involvedObject"].get("name") == "data"
                           and e["reason"] == "WaitForFirstConsumer"], 20,
                  "WaitForFirstConsumer event")
-        current = _get(cluster, _claim_path(cluster, "data")) or {}
+        current = cluster.get(_claim_path(cluster, "data")) or {}
         assert current["status"]["phase"] == "Pending"
         assert not prov.provisioned
-        assert _get(cluster, f"/api/v1/persistentvolumes/{volume_name(claim)}") is None
+        assert cluster.get(f"/api/v1/persistentvolumes/{volume_name(claim)}") is None
 
         # What the scheduler's PreBind writes for dynamic provisioning.
         cluster.client.request(
             "PATCH", _claim_path(cluster, "data"),
             body={"metadata": {"annotations": {SELECTED_NODE: "n2"}}},
             content_type="application/merge-patch+json")
-        bound = wait_for(lambda: (c := _get(cluster, _claim_path(cluster, "data")))
+        bound = wait_for(lambda: (c := cluster.get(_claim_path(cluster, "data")))
                          and c["status"].get("phase") == "Bound" and c, 30, "claim Bound")
         assert prov.errors == []
 
@@ -99,7 +89,7 @@ def test_wait_for_first_consumer_claim_is_provisioned_on_the_selected_node(
     assert annotations["pv.kubernetes.io/bind-completed"] == "yes"
     assert bound["spec"]["volumeName"] == volume_name(claim)
     assert prov.provisioned == {(cluster.ns, "data"): volume_name(claim)}
-    pv = _get(cluster, f"/api/v1/persistentvolumes/{volume_name(claim)}") or {}
+    pv = cluster.get(f"/api/v1/persistentvolumes/{volume_name(claim)}") or {}
     assert pv["status"]["phase"] == "Bound"
     assert pv["metadata"]["annotations"][PROVISIONED_BY] == driver
     assert pv["spec"]["capacity"]["storage"] == "3Gi"
@@ -120,7 +110,7 @@ def test_claims_of_other_provisioners_are_left_alone(cluster: Cluster, driver: s
             body={"metadata": {"annotations": {SELECTED_NODE: "n1"}}},
             content_type="application/merge-patch+json")
         # Handed to `driver` by the PV controller, which is not this provisioner.
-        wait_for(lambda: ((_get(cluster, _claim_path(cluster, "theirs")) or {})
+        wait_for(lambda: ((cluster.get(_claim_path(cluster, "theirs")) or {})
                           .get("metadata", {}).get("annotations", {})
                           .get("volume.kubernetes.io/storage-provisioner") == driver),
                  20, "claim handed to its provisioner")
@@ -129,5 +119,5 @@ def test_claims_of_other_provisioners_are_left_alone(cluster: Cluster, driver: s
                           and e["reason"] == "ExternalProvisioning"], 20,
                  "ExternalProvisioning event")
     assert other.provisioned == {} and other.errors == []
-    claim = _get(cluster, _claim_path(cluster, "theirs")) or {}
+    claim = cluster.get(_claim_path(cluster, "theirs")) or {}
     assert claim["status"]["phase"] == "Pending"

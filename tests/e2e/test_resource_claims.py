@@ -84,7 +84,7 @@ def _claim_of(cluster: Cluster, pod: str) -> dict[str, Any] | None:
     name = statuses[0].get("resourceClaimName") if statuses else None
     if not name:
         return None
-    return cluster._get(f"{DRA}/namespaces/{cluster.ns}/resourceclaims/{name}")
+    return cluster.get(f"{DRA}/namespaces/{cluster.ns}/resourceclaims/{name}")
 
 
 def test_a_device_is_allocated_reserved_and_freed_for_the_next_pod(
@@ -153,7 +153,7 @@ def test_a_device_is_allocated_reserved_and_freed_for_the_next_pod(
     cluster.delete_pod("first")
 
     def device_free() -> bool:
-        current = cluster._get(claim_path)
+        current = cluster.get(claim_path)
         return current is None or not (current.get("status") or {}).get("allocation")
 
     wait_for(device_free, 30, "the first pod's claim deallocated or deleted", interval=0.02)
