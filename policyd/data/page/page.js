@@ -90,6 +90,8 @@ class VTable {
       const tr = el("tr", { class: this.rowClass(r) });
       for (const c of this.columns) {
         const td = el("td", { class: c.cls ? c.cls(r) : "", text: c.text(r) });
+        const shade = c.shade ? c.shade(r) : null;  // 0..1: a score's share of its best
+        if (shade != null) td.style.background = `rgba(36, 87, 166, ${(0.08 + 0.42 * shade).toFixed(3)})`;
         const tip = c.tip ? c.tip(r) : "";
         if (tip) td.title = tip;
         tr.append(td);
@@ -163,6 +165,7 @@ function explain(doc, root) {
   // Filters with nothing to check for this pod on any node: named once, not a column.
   const idle = seen.filter((p) => nodes.every((n) => (n.filters || {})[p] === "skipped"));
   const filters = seen.filter((p) => !idle.includes(p));
+  const bestTotal = Math.max(0, ...nodes.map((n) => n.total || 0));
   const feasible = Array.isArray(doc.feasibleNodes) ? doc.feasibleNodes.length
     : nodes.filter((n) => n.feasible).length;
   const head = el("header", {},
@@ -189,7 +192,7 @@ function explain(doc, root) {
     el("span", { style: "background:var(--pass)", text: "passed" }),
     el("span", { style: "background:var(--fail)", text: "rejected" }),
     el("span", { style: "background:var(--skip)", text: "skipped / not run" }),
-    el("span", { text: "Scores: normalized x weight; TOTAL is the sum; \u2605 the chosen node" }));
+    el("span", { text: "Scores: normalized x weight, darker is higher; TOTAL is the sum; \u2605 the chosen node" }));
   main.append(legend);
   if (idle.length) main.append(el("div", { class: "bar count", text: `Filters with nothing to check for this pod: ${idle.join(", ")}` }));
   const columns = [
@@ -205,9 +208,11 @@ function explain(doc, root) {
     ...scores.map((p) => ({
       title: `${p} score`, help: `Score ${p}: normalized x weight`, value: (n) => ((n.scores || {})[p] || {}).weighted ?? null,
       text: (n) => { const s = (n.scores || {})[p]; return s ? String(s.weighted) : ""; },
-      cls: () => "num", tip: (n) => { const s = (n.scores || {})[p]; return s ? `raw ${s.raw}, normalized ${s.normalized}, weight ${s.weight}` : ""; },
+      cls: () => "num", shade: (n) => { const s = (n.scores || {})[p]; return s ? s.normalized / 100 : null; },
+      tip: (n) => { const s = (n.scores || {})[p]; return s ? `raw ${s.raw}, normalized ${s.normalized}, weight ${s.weight}` : ""; },
     })),
-    { title: "TOTAL", value: (n) => n.total ?? null, text: (n) => n.total == null ? "" : String(n.total), cls: () => "num" },
+    { title: "TOTAL", value: (n) => n.total ?? null, text: (n) => n.total == null ? "" : String(n.total), cls: () => "num",
+      shade: (n) => n.total == null || !bestTotal ? null : n.total / bestTotal },
   ];
   const chosenFirst = nodes.slice().sort((a, b) => (b.chosen ? 1 : 0) - (a.chosen ? 1 : 0));
   const table = new VTable(main, columns, chosenFirst, {
