@@ -346,7 +346,8 @@ def _junit(result: AuditResult) -> str:
 
 def junit_suites(result: AuditResult) -> list[Suite]:
     """A suite per policy audited, a case per pod it applies to, a failure per
-    violated rule; and a suite of the pods with device findings, a failure each."""
+    violated rule; a suite of the exempted rules, a skipped case each; and a suite of
+    the pods with device findings, a failure each."""
     from policyd.lint.reporters.junit_xml import Case, Failure, Suite
 
     found: dict[tuple[str, str], list[Failure]] = {}
@@ -365,6 +366,13 @@ def junit_suites(result: AuditResult) -> list[Suite]:
         devices.setdefault((f.pod, f.node), []).append(Failure(
             f"{f.kind}: claim {f.claim}", f"pod {f.pod} on node {f.node}: claim "
             f"{f.claim}: {f.message}"))
+    if result.exempted:
+        # Skipped, not passed: the rule was not asked for the pod.
+        suites.append(Suite("policy exceptions", [
+            Case(f"{e.pod} on {e.node}: rule {e.rule} of policy {e.policy}", e.policy,
+                 skipped=f"exempted by exception {e.exception} ({e.reason}; expires "
+                         f"{e.expires})")
+            for e in result.exempted]))
     if devices:
         suites.append(Suite("devices", [Case(f"{pod} on {node}", "devices", tuple(fs))
                                         for (pod, node), fs in devices.items()]))

@@ -106,6 +106,8 @@ RULES: tuple[Rule, ...] = (
                                           "audited cluster (audit)"),
     Rule("exception-expired", _W, "a policy exception whose `expires` has passed: it "
                                   "exempts nothing any more"),
+    Rule("exception-expiring", _W, "a policy exception that expires within 14 days: "
+                                   "renew it or fix its workloads first"),
     Rule("exception-expiry", _E, "a policy exception's `expires` is not an RFC 3339 time "
                                  "with a zone"),
     Rule("exception-duplicate", _E, "two exceptions of one policy share a name"),

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from policyd.clock import REAL_CLOCK
 from policyd.framework.cycle_state import CycleState
 from policyd.framework.events import ClusterEventWithHint
 from policyd.framework.interfaces import AuditedRule
@@ -134,8 +134,9 @@ class CompiledPolicy:
             pod.cache[self._applies_key] = cached
         return bool(cached)
 
-    # The wall clock exceptions expire by (tests set their own).
-    now: Callable[[], float] = staticmethod(time.time)
+    # The wall clock exceptions expire by, asked at each decision so an exception
+    # lapses without a reload (tests set their own, e.g. a ManualClock's `wall`).
+    now: Callable[[], float] = staticmethod(REAL_CLOCK.wall)
 
     def mode_for(self, pod: Pod) -> str:
         """The policy's mode for `pod`: its namespace's scoped mode, else spec.mode."""
@@ -484,9 +485,9 @@ def scope_notes(policies: Sequence[CompiledPolicy], pod: Pod) -> list[str]:
             continue
         for rule in p.filter_rules:
             if (e := p.exemption(pod, rule.id)) is not None:
-                out.append(f"rule {rule.id} of policy {p.policy_name} is not applied: "
-                           f"exempted by {e.describe()}")
+                out.append(f"rule {rule.id} of policy {p.policy_name}: exempted by "
+                           f"{e.describe()} of policy {p.policy_name}")
             elif (e := p.expired_exemption(pod, rule.id)) is not None:
-                out.append(f"rule {rule.id} of policy {p.policy_name} applies again: "
-                           f"exception {e.name} expired at {e.expires} ({e.reason})")
+                out.append(f"rule {rule.id} of policy {p.policy_name}: exception {e.name} "
+                           f"expired at {e.expires}; rule applies ({e.reason})")
     return out

@@ -30,12 +30,12 @@ skips what the schema already reports. Each check yields `Problem`s with a rule 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
+from policyd.clock import REAL_CLOCK
 from policyd.model import k8snames
 from policyd.model.int64 import parse_int64
 from policyd.model.quantity import parse_quantity
@@ -248,8 +248,10 @@ class _Checker:
                          "earlier entry: the first that matches decides, so this one never "
                          "does", level=WARNING)
             seen_globs.update(globs)
-        include = ((spec.get("appliesTo") or {}).get("namespaces") or {}).get("include") \
-            if isinstance(spec.get("appliesTo"), Mapping) else None
+        applies = spec.get("appliesTo")
+        spaces_of = applies.get("namespaces") if isinstance(applies, Mapping) else None
+        include, exclude = ((spaces_of.get("include"), spaces_of.get("exclude"))
+                            if isinstance(spaces_of, Mapping) else (None, None))
         names: set[str] = set()
         for i, e in enumerate(spec.get("exceptions") or ()):
             if not isinstance(e, Mapping):
@@ -274,10 +276,17 @@ class _Checker:
                     self.add((*path, "expires"), "exception-expiry",
                              f"{expires!r} is not an RFC 3339 time with a zone, such as "
                              "2027-01-31T00:00:00Z")
-                elif at <= time.time():
+                elif at <= (now := REAL_CLOCK.wall()):
                     self.add((*path, "expires"), "exception-expired",
                              f"the exception expired at {expires}: it exempts nothing any "
                              "more (remove it, or extend it with a reason)", level=WARNING)
+                elif at - now <= EXPIRING_SOON_DAYS * 86400:
+                    # Said before it lapses, so the owner renews it or fixes the
+                    # workload before its pods start being rejected.
+                    self.add((*path, "expires"), "exception-expiring",
+                             f"the exception expires at {expires}, within "
+                             f"{EXPIRING_SOON_DAYS} days: then its pods are held to the "
+                             "rule again", level=WARNING)
             match = e.get("match")
             if isinstance(match, Mapping):
                 if not match:
@@ -285,14 +294,29 @@ class _Checker:
                              "match names no namespaces, workloads or podSelector: the "
                              "exception would exempt every pod; say which")
                 spaces = match.get("namespaces")
-                if isinstance(include, list) and include and isinstance(spaces, list) \
-                        and spaces and not any(isinstance(g, str) and fnmatchcase(n, g)
-                                               for g in spaces for n in include
-                                               if isinstance(n, str)):
-                    self.add((*path, "match", "namespaces"), "exception-matches-nothing",
-                             f"the policy applies only in {', '.join(map(str, include))}: "
-                             "no namespace this exception names is among them, so it "
-                             "matches no pod", level=WARNING)
+                if isinstance(spaces, list) and spaces:
+                    self.exception_namespaces((*path, "match", "namespaces"),
+                                              [g for g in spaces if isinstance(g, str)],
+                                              include, exclude)
+
+    def exception_namespaces(self, path: JsonPath, globs: list[str], include: Any,
+                             exclude: Any) -> None:
+        """An exception whose namespaces the policy never applies in matches no pod
+        (appliesTo.namespaces: include and exclude are names, the exception's globs)."""
+        excluded = {n for n in exclude or () if isinstance(n, str)} \
+            if isinstance(exclude, list) else set()
+        if isinstance(include, list) and include:
+            kept = [n for n in include if isinstance(n, str) and n not in excluded]
+            if not any(fnmatchcase(n, g) for g in globs for n in kept):
+                self.add(path, "exception-matches-nothing",
+                         f"the policy applies only in {', '.join(kept) or 'no namespace'}: "
+                         "no namespace this exception names is among them, so it matches "
+                         "no pod", level=WARNING)
+        elif globs and all(not _is_glob(g) and g in excluded for g in globs):
+            self.add(path, "exception-matches-nothing",
+                     f"appliesTo.namespaces.exclude leaves out {', '.join(globs)}: the "
+                     "policy never applies there, so this exception matches no pod",
+                     level=WARNING)
 
     def finite_numbers(self, data: Any) -> None:
         """YAML can spell infinity and NaN (.inf, .nan); no policy field means them, and
@@ -475,6 +499,14 @@ class _Checker:
                          "(use none to keep them proportional)", level=WARNING)
         self.expression((*path, "jmespath"), rule.get("jmespath"))
         self.cel((*path, "cel"), rule.get("cel"), celexpr.SCORE_TYPES, "a score")
+
+
+# An exception this close to its expiry is said in lint (exception-expiring).
+EXPIRING_SOON_DAYS = 14
+
+
+def _is_glob(pattern: str) -> bool:
+    return any(c in pattern for c in "*?[")
 
 
 def _is_int(value: str) -> bool:

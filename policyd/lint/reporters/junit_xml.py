@@ -32,6 +32,8 @@ class Case:
     seconds: float | None = None  # the `time` attribute, left out when None
     file: str = ""
     line: int | None = None
+    # A case not run, and why (`<skipped message=...>`): audit's exempted rules.
+    skipped: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,14 +51,17 @@ def render(name: str, suites: Sequence[Suite]) -> str:
     """The `<testsuites>` document. Each suite's and the root's `failures` count the
     cases that failed (a case may hold several `<failure>` elements, one per finding:
     `tests - failures` is then still the number of cases that passed)."""
-    total = failed = 0
+    total = failed = skipped = 0
     root = ET.Element("testsuites", name=clean(name))
     for s in suites:
         suite_failed = sum(1 for c in s.cases if c.failures)
+        suite_skipped = sum(1 for c in s.cases if c.skipped)
         suite = ET.SubElement(root, "testsuite", name=clean(s.name), tests=str(len(s.cases)),
-                              failures=str(suite_failed), errors="0", skipped="0")
+                              failures=str(suite_failed), errors="0",
+                              skipped=str(suite_skipped))
         total += len(s.cases)
         failed += suite_failed
+        skipped += suite_skipped
         for c in s.cases:
             attrs = {"classname": clean(c.classname), "name": clean(c.name)}
             if c.seconds is not None:
@@ -70,9 +75,12 @@ def render(name: str, suites: Sequence[Suite]) -> str:
                 failure = ET.SubElement(case, "failure", message=clean(f.message),
                                         type=clean(f.type))
                 failure.text = clean(f.text)
+            if c.skipped:
+                ET.SubElement(case, "skipped", message=clean(c.skipped))
     root.set("tests", str(total))
     root.set("failures", str(failed))
     root.set("errors", "0")
+    root.set("skipped", str(skipped))
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(
         root, encoding="unicode") + "\n"

@@ -379,3 +379,41 @@ def test_every_skip_kind_has_words_in_the_text_summary() -> None:
              engine_audit.NOT_SERVED}
     assert set(audit_cmd._SKIP_WORDS) == kinds
     assert set(audit_cmd._LISTED_SKIPS) <= kinds
+
+
+SCOPED_ENV_PROD = ENV_PROD.replace("  appliesTo:", """\
+  mode: Audit
+  scopedModes: [{mode: Enforce, namespaces: ["prod-*"]}]
+  exceptions:
+    - {name: old-web, reason: moving (TICKET-7), expires: "2999-01-01T00:00:00Z",
+       rules: [prod-nodes-only], match: {namespaces: [prod-b]}}
+    - {name: unused, reason: nothing here, expires: "2999-01-01T00:00:00Z",
+       rules: ["*"], match: {namespaces: [gone]}}
+  appliesTo:""")
+
+
+def test_scoped_modes_decide_fail_on_enforce_and_exemptions_are_listed(
+        app: typer.Typer, tmp_path: Path) -> None:
+    (tmp_path / "cluster.yaml").write_text(
+        NODES + pod("a", "n2", namespace="dev", labels="{tier: prod}")
+        + pod("b", "n2", namespace="prod-b", labels="{tier: prod}"))
+    (tmp_path / "p.yaml").write_text(SCOPED_ENV_PROD)
+    args = ("--cluster", tmp_path / "cluster.yaml", "--policies", tmp_path / "p.yaml")
+    # dev/a: an Audit-mode finding (dev is outside prod-*); prod-b/b: exempted.
+    code, out, _ = run(app, *args, "--fail-on", "enforce")
+    assert code == 0 and "dev/a on n2" in out
+    assert "prod-b/b" in out and "old-web" in out and "TICKET-7" in out
+    code, out, _ = run(app, *args, "-o", "json")
+    doc = json.loads(out)
+    assert [(v["pod"], v["mode"]) for v in doc["violations"]] == [("dev/a", "Audit")]
+    assert [(e["pod"], e["rule"], e["exception"]) for e in doc["exempted"]] == [
+        ("prod-b/b", "prod-nodes-only", "old-web")]
+    assert any("unused" in w for w in doc["warnings"])
+    code, out, _ = run(app, *args, "-o", "yaml")
+    assert "exception: old-web" in out
+    code, out, _ = run(app, *args, "-o", "junit")
+    root = ET.fromstring(out)
+    (skipped,) = root.iter("skipped")
+    assert "old-web (moving (TICKET-7); expires 2999-01-01T00:00:00Z)" in skipped.get(
+        "message", "")
+    assert root.get("skipped") == "1"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -16,8 +17,9 @@ from policyd.engine.audit import audit, by_scheduler
 from policyd.engine.cycle import schedule_one
 from policyd.model.cluster import ClusterState
 from policyd.model.records import Node, Pod
-from policyd.policy.compiler import CompiledPolicy
+from policyd.policy.compiler import CompiledPolicy, scope_notes
 from tests.builders import make_node, make_pod
+from tests.clocks import ManualClock
 from tests.unit.policy.conftest import check_docs, make_policy, rules
 
 ZONE_RULE = {"id": "zone", "message": "node(s) are not in zone a", "nodeLabels": {
@@ -189,3 +191,51 @@ def test_generated_pods_agree_on_both_paths() -> None:
         labels = {"legacy": "yes"} if rng.random() < 0.3 else {}
         target = pod(f"p{i}", ns, **labels)
         assert outcome(p, target, False) == outcome(p, target, True), (ns, labels)
+
+
+def test_exceptions_expire_by_the_clock_without_a_reload() -> None:
+    clock = ManualClock(wall_start=4102444800.0 - 60)  # a minute before 2100-01-01
+    p = compiled(policy(exceptions=[exception(expires="2100-01-01T00:00:00Z")]))
+    p.now = clock.wall
+    assert outcome(p, pod("a", "prod-eu"), False)[0] == {"na", "nb"}
+    clock.advance(61)
+    assert outcome(p, pod("b", "prod-eu"), False)[0] == {"na"}
+    assert outcome(p, pod("c", "prod-eu"), True)[0] == {"na"}
+
+
+def test_explain_notes_name_the_mode_the_exception_and_an_expiry() -> None:
+    p = compiled(policy(mode="Audit", scopedModes=[{"mode": "Enforce",
+                                                     "namespaces": ["prod-*"]}],
+                        exceptions=[exception()]))
+    assert scope_notes([p], pod("a", "prod-eu")) == [
+        "policy zone-a is in Enforce mode in namespace prod-eu (spec.scopedModes; "
+        "spec.mode is Audit)",
+        "rule zone of policy zone-a: exempted by exception legacy (moving to zone a "
+        "(TICKET-1); expires 2999-01-01T00:00:00Z) of policy zone-a"]
+    p.now = lambda: 4102444800.0 * 10
+    assert scope_notes([p], pod("b", "prod-eu"))[1] == (
+        "rule zone of policy zone-a: exception legacy expired at 2999-01-01T00:00:00Z; "
+        "rule applies (moving to zone a (TICKET-1))")
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    ({"exceptions": [exception(expires=(datetime.now(UTC) + timedelta(days=3)).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"))]},
+     ("exception-expiring", "spec.exceptions[0].expires")),
+    ({"appliesTo": {"namespaces": {"exclude": ["prod-eu"]}},
+      "exceptions": [exception()]},
+     ("exception-matches-nothing", "spec.exceptions[0].match.namespaces")),
+    ({"appliesTo": {"namespaces": {"include": ["prod-eu", "prod-us"],
+                                   "exclude": ["prod-eu"]}},
+      "exceptions": [exception()]},
+     ("exception-matches-nothing", "spec.exceptions[0].match.namespaces")),
+])
+def test_more_lint_warnings(spec: dict[str, Any], expected: tuple[str, str]) -> None:
+    test_lint_warnings(spec, expected)
+
+
+def test_an_exception_reaching_an_applied_namespace_is_not_a_finding() -> None:
+    spec = {"appliesTo": {"namespaces": {"exclude": ["prod-us"]}},
+            "exceptions": [exception(match={"namespaces": ["prod-*"]})]}
+    found = rules(check_docs(policy(**spec)).problems, warnings=True)
+    assert [r for r in found if r[0].startswith("exception")] == []
