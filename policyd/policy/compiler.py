@@ -486,7 +486,7 @@ def scope_notes(policies: Sequence[CompiledPolicy], pod: Pod) -> list[str]:
         for rule in p.filter_rules:
             if (e := p.exemption(pod, rule.id)) is not None:
                 out.append(f"rule {rule.id} of policy {p.policy_name}: exempted by "
-                           f"{e.describe()} of policy {p.policy_name}")
+                           f"{e.describe()}")
             elif (e := p.expired_exemption(pod, rule.id)) is not None:
                 out.append(f"rule {rule.id} of policy {p.policy_name}: exception {e.name} "
                            f"expired at {e.expires}; rule applies ({e.reason})")

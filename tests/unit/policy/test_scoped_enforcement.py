@@ -211,7 +211,7 @@ def test_explain_notes_name_the_mode_the_exception_and_an_expiry() -> None:
         "policy zone-a is in Enforce mode in namespace prod-eu (spec.scopedModes; "
         "spec.mode is Audit)",
         "rule zone of policy zone-a: exempted by exception legacy (moving to zone a "
-        "(TICKET-1); expires 2999-01-01T00:00:00Z) of policy zone-a"]
+        "(TICKET-1); expires 2999-01-01T00:00:00Z)"]
     p.now = lambda: 4102444800.0 * 10
     assert scope_notes([p], pod("b", "prod-eu"))[1] == (
         "rule zone of policy zone-a: exception legacy expired at 2999-01-01T00:00:00Z; "
