@@ -95,7 +95,9 @@ def test_a_retry_that_would_start_past_the_deadline_requeues(make: Any) -> None:
     api = BindAPI(failures=100, retry_after=BIND_RETRIES.deadline * 0.6)
     s, seen = make(api, clock)
     _schedule(s)
-    wait_for(lambda: "uid-p" not in s.assumed, 5, "the assumption undone")
+    # The pod is told last, after the assumption is undone and the pod requeued.
+    wait_for(lambda: seen.failed != [], 5, "the pod told")
+    assert "uid-p" not in s.assumed
     # The first wait fits in the window, the second would end past it.
     assert api.binds == 2 and len(clock.waits) == 1
     assert s.queue.get("uid-p") is not None
