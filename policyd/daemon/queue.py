@@ -108,8 +108,11 @@ class QueuedPod:
     unschedulable_plugins: set[str] = field(default_factory=set)
     in_flight_since: int = 0  # id of the first cluster event seen while in flight
     gating_plugin: str = ""  # the PreEnqueue plugin holding it back, "" when none
-    # When it was first popped (InitialAttemptTimestamp): the start of the SLI metric.
+    # When it first entered the active queue, PreEnqueue passed (upstream's
+    # InitialAttemptTimestamp): the start of the SLI metric, and a pod group's member
+    # order after priority.
     first_attempt: float | None = None
+    first_seq: int = 0  # its place in the queue then: the order of equal first attempts
 
     @property
     def uid(self) -> str:
@@ -346,8 +349,8 @@ class SchedulingQueue:
                     self.scheduling_cycle += 1
                     qp.cycle = self.scheduling_cycle
                     qp.attempts += 1
-                    if qp.first_attempt is None:
-                        qp.first_attempt = self.clock()
+                    if qp.first_attempt is None:  # popped from backoffQ, never active
+                        qp.first_attempt, qp.first_seq = self.clock(), qp.seq
                     self._set_where(qp, IN_FLIGHT)
                     qp.in_flight_since = self._next_event_id
                     return qp
@@ -579,6 +582,13 @@ class SchedulingQueue:
                 if now - t < ACTIVATE_ON_RETURN_S}
             self._activate_on_return[uid] = now
 
+    def retry_on_return(self, uid: str) -> None:
+        """When the in-flight pod `uid` comes back rejected, back it off (retried at
+        once by an idle queue, with SchedulerPopFromBackoffQ) instead of waiting for
+        an event."""
+        with self._cond:
+            self._activate_on_return[uid] = self.clock()
+
     def flush(self) -> None:
         """Periodic housekeeping: expired backoffs to activeQ, pods unschedulable for
         longer than `max_in_unschedulable` back into circulation."""
@@ -655,6 +665,8 @@ class SchedulingQueue:
 
     def _push_active(self, qp: QueuedPod) -> None:
         qp.seq = next(self._seq)
+        if qp.first_attempt is None:
+            qp.first_attempt, qp.first_seq = self.clock(), qp.seq
         self._set_where(qp, ACTIVE)
         heapq.heappush(self._active, _ActiveEntry(qp, qp.seq, self._less))
         self._cond.notify()

@@ -10,6 +10,7 @@ and this replica leads.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import weakref
@@ -166,8 +167,12 @@ class SchedulingLoop:
                 s.queue.done(member.uid)
             else:
                 live.append(member)
-        # Upstream's order: priority, then the first attempt.
-        live.sort(key=lambda m: (-m.pod.priority, m.added))
+        # Upstream's order: priority, then the first attempt (when PreEnqueue first let
+        # the pod in: a member held for its group's quorum comes after the member that
+        # completed it); a member never let in sorts first, as upstream's zero time.
+        live.sort(key=lambda m: (-m.pod.priority,
+                                 -math.inf if m.first_attempt is None else m.first_attempt,
+                                 m.first_seq))
         t0 = time.perf_counter()
         names = sorted({m.pod.scheduler_name for m in live})
         if len(names) > 1:
@@ -194,13 +199,22 @@ class SchedulingLoop:
                 result = attempt.unplaced(trial, member.pod, len(s.cluster))
             result.diagnosis.unschedulable_plugins = set(plugins)
             outcomes.append((member, result))
+        if placed:
+            # The members left out met the snapshot without their siblings just placed:
+            # tried once more (upstream sends every member of a group cycle back
+            # through the backoff queue), so what they are told counts those siblings.
+            for member, result in outcomes:
+                if result.node is None:
+                    s.queue.retry_on_return(member.uid)
         condition = attempt.condition
         group = s.cluster.pod_groups.get(key)
+        tell = group is not None and s.cluster.pod_groups.record_scheduled(
+            group, condition[0] == "True")
 
         def finish() -> None:
             for member, result in outcomes:
                 self._hand_over(member, fw, result, start)
-            if group is not None and self.is_leader():
+            if group is not None and tell and self.is_leader():
                 self.events.pod_group_condition(group, *condition)
             if self.verbosity >= 2:
                 log.info("pod group %s: %s (%d of %d placed)", key, condition[1],

@@ -145,6 +145,22 @@ class PodGroups:
         # How many of each group's pods count on a node (assumed or bound), kept by
         # `ClusterState` as it places and unplaces pods.
         self._placed: dict[GroupKey, int] = {}
+        # The groups (uids) a pod group cycle found schedulable: their PodGroupScheduled
+        # stays True whatever the watch shows yet (see `keeps_scheduled`).
+        self._scheduled: set[str] = set()
+
+    def record_scheduled(self, group: PodGroup, scheduled: bool) -> bool:
+        """Note a pod group cycle's verdict on `group`; False when the verdict is not to
+        be written: not scheduled, of a group a cycle found schedulable before.
+
+        Upstream guards PodGroupScheduled=True against a False from a later cycle (for
+        the members left out) by reading the group from its informer, which may not
+        show the True yet: kube-scheduler then writes False over it. Remembering the
+        verdict closes that race."""
+        if scheduled:
+            self._scheduled.add(group.uid)
+            return True
+        return group.uid not in self._scheduled
 
     def count_placed(self, pod: Pod, delta: int) -> None:
         key = group_key(pod)
@@ -162,7 +178,10 @@ class PodGroups:
         self._objects[group.key] = group
 
     def delete(self, key: GroupKey) -> PodGroup | None:
-        return self._objects.pop(key, None)
+        group = self._objects.pop(key, None)
+        if group is not None:
+            self._scheduled.discard(group.uid)
+        return group
 
     def get(self, key: GroupKey) -> PodGroup | None:
         return self._objects.get(key)

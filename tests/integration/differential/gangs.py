@@ -56,6 +56,9 @@ from tests.integration.differential.runner import BARRIER_NAMESPACE, Runner, unb
 GANG_WAITING = ("pod group is unschedulable, waiting for minCount pods from a gang to be "
                 "scheduled, one or more plugins asked to wait and no plugin rejected pod")
 CONDITION = "PodGroupScheduled"
+# How long the messages of a placed group's members left out must stay the same (see
+# GangRunner._settle): more than their retry's first backoff (1 s).
+STEADY_S = 1.5
 # Each sync point pins one pod to the batch's barrier node.
 BARRIER_PODS = 1000
 
@@ -251,10 +254,17 @@ class GangRunner:
         Recorded now, not at the end: a held gang's members are told again at every
         retry, which kube-scheduler makes in a loop and policyd only on an event
         that may help, so after later steps took room their messages would be those
-        of different attempts."""
+        of different attempts.
+
+        Members left out of a group that was placed are tried once more after it (both
+        schedulers: see docs/gangs.md), and that retry, which meets the siblings
+        placed, is what they are told last: such a step settles once their messages
+        have stayed the same for STEADY_S (longer than a first backoff)."""
         deadline = time.monotonic() + self.timeout
         names = {p["metadata"]["name"] for p in step.pods}
         delay = 0.05
+        told: dict[str, str] = {}
+        since = time.monotonic()
         while True:
             listed = [p for p in self.r.client.request(
                 "GET", f"/api/v1/namespaces/{case.namespace}/pods")["items"]
@@ -264,6 +274,13 @@ class GangRunner:
             late = sorted(p["metadata"]["name"] for p in listed if not _decided(p))
             if step.group is not None and cond is None:
                 late.append(f"PodGroup {step.group_name} has no {CONDITION}")
+            now_told = {p["metadata"]["name"]: _pod_seen(p).message for p in listed
+                        if not p["spec"].get("nodeName")}
+            if now_told != told:
+                told, since = now_told, time.monotonic()
+            if (not late and cond is not None and cond[0] == "True" and told
+                    and time.monotonic() - since < STEADY_S):
+                late.append(f"the members left out of {step.group_name} are told again")
             if not late or time.monotonic() > deadline:
                 for p in listed:
                     seen.pods[p["metadata"]["name"]] = _pod_seen(p)
