@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -95,13 +96,21 @@ class Browser:
             self.errors.append("log: " + str(params["entry"].get("text")))
         self._events.append(msg)
 
-    def open(self, path: Path, timeout: float = 60) -> float:
-        """Load a file and wait until the page says it is rendered (`body[data-ready]`);
-        the seconds it took."""
+    def open(self, path: Path | str, timeout: float = 60) -> float:
+        """Load a file (or a URL) and wait until the page says it is rendered
+        (`body[data-ready]`); the seconds it took."""
+        url = path if isinstance(path, str) else path.resolve().as_uri()
+        return self.navigate(lambda: self.call("Page.navigate", url=url), timeout)
+
+    def navigate(self, action: Callable[[], Any], timeout: float = 60) -> float:
+        """Run `action` (a navigation: a load, a click that submits a form) and wait
+        until the page it leads to is rendered; the seconds it took."""
         start = time.monotonic()
-        self.call("Page.navigate", url=path.resolve().as_uri())
+        self.js("window.policydLeft = true")  # gone once another document is loaded
+        action()
         while time.monotonic() - start < timeout:
-            if self.js("document.body && document.body.dataset.ready === 'true'"):
+            if self.js("window.policydLeft !== true && document.body"
+                       " && document.body.dataset.ready === 'true'"):
                 return time.monotonic() - start
             if self.errors:
                 raise BrowserError(f"the page failed: {self.errors}")

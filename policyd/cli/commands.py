@@ -15,6 +15,7 @@ from policyd.cli import (
     run_cmd,
     schedule_cmds,
     test_cmd,
+    ui_cmd,
     webhook_cmd,
 )
 
@@ -29,6 +30,7 @@ def register(app: typer.Typer) -> None:
     app.command("simulate")(schedule_cmds.simulate)
     app.command("audit")(audit_cmd.audit)
     app.command("diff")(diff_cmd.diff)
+    app.command("ui")(ui_cmd.ui)
     app.command("admit")(admit_cmd.admit)
     app.command("webhook")(webhook_cmd.webhook)
     app.command("run")(run_cmd.run)

@@ -93,6 +93,12 @@ EXIT_CODES: Mapping[str, tuple[tuple[int, str], ...]] = {
             "several profiles and none the default without `--scheduler-name`, an "
             "invalid profile or policy"),
     ),
+    "policyd ui": (
+        (0, "stopped by Ctrl-C (SIGINT)"),
+        (1, "the listening address is in use or refused by the host"),
+        (2, "usage error, a cluster that cannot be read, an invalid profile or policy "
+            "(nothing is served)"),
+    ),
     "policyd webhook": (
         (0, "stopped by SIGTERM/SIGINT"),
         (1, "the serving address is in use or refused by the host"),

@@ -19,11 +19,15 @@ ASSETS = Path(__file__).resolve().parent.parent / "data" / "page"
 KINDS = ("explain", "simulate", "diff")
 
 
-def html_page(kind: str, document: dict[str, Any], title: str = "") -> str:
-    """The page for `kind` (one of KINDS) showing `document` (the command's JSON)."""
+def html_page(kind: str, document: dict[str, Any], title: str = "",
+              ui: dict[str, Any] | None = None) -> str:
+    """The page for `kind` (one of KINDS) showing `document` (the command's JSON).
+    `ui`: `policyd ui`'s navigation and what-if editor (`ui_server`), whose form posts
+    back to the page's own server; without it the page has no form and no link out."""
     if kind not in KINDS:
         raise ValueError(f"no page for {kind!r}")
-    data = json.dumps({"kind": kind, "document": document}, separators=(",", ":"))
+    data = json.dumps({"kind": kind, "document": document, "ui": ui},
+                      separators=(",", ":"))
     # JSON allows \u003c for "<": nothing inside can end the script element.
     data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     css = (ASSETS / "page.css").read_text()
@@ -33,7 +37,8 @@ def html_page(kind: str, document: dict[str, Any], title: str = "") -> str:
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
         # No request leaves the page, whatever a future edit of page.js tries.
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-        "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
+        "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+        + "; form-action " + ("'self'" if ui is not None else "'none'") + "\">"
         f"<title>{escape(title or 'policyd ' + kind)}</title>"
         f"<style>{css}</style></head><body><div id=\"app\"></div>"
         f"<script type=\"application/json\" id=\"policyd-data\">{data}</script>"

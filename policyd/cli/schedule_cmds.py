@@ -15,7 +15,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -28,7 +28,9 @@ from policyd.features import DEFAULTS, FeatureGates
 from policyd.model.k8snames import printable
 
 if TYPE_CHECKING:  # the engine (and numpy) load only when a command here runs
+    from policyd.engine.cycle import ScheduleResult
     from policyd.engine.inputs import PodFile
+    from policyd.engine.pod_group import GroupSummary
     from policyd.framework.interfaces import Plugin
     from policyd.framework.runtime import Framework
     from policyd.model.cluster import ClusterState
@@ -301,6 +303,8 @@ class ClusterInput:
     """Live only: the SchedulingPolicy objects; None when the CRD is not installed."""
     namespace: str | None = None
     """Live only: the kubeconfig context's namespace (kubectl's default for -n)."""
+    notes: list[str] = field(default_factory=list)
+    """Notes on the input besides the snapshot's own (pods that replace others)."""
 
 
 def load_input(cluster: Path | None, kubeconfig: str | None, context: str | None,
@@ -521,13 +525,9 @@ def explain(
     files replaces the cluster's copy. Exit 0 when the pod fits a node, 1 when it fits
     none, 2 for bad input (including unknown fields, unless --validate says
     otherwise)."""
-    from policyd.engine.audit import label_case_mismatches
-    from policyd.engine.cycle import schedule_one
     from policyd.engine.inputs import check_unique_pods, merge_pods
     from policyd.engine.profiles import serving_profiles
-    from policyd.engine.report import explain_json, explain_text, group_json
-    from policyd.engine.simulate import group_answer
-    from policyd.model.pod_groups import group_key
+    from policyd.engine.report import explain_text
 
     if (pod_ref is None) == (pod is None):
         raise PolicydError("name the pod to explain: POD or --pod (one of them)")
@@ -556,12 +556,58 @@ def explain(
                                 cluster_policies_flag=cluster_policies)
     attach_metrics_file(frameworks, metrics)
     served = serving_profiles(frameworks, default_profile=config is None)
-    notes = snap.notes + list(merged.notes)
-    fw = _explain_profile(target, served, notes)
+    snap.pods = merged.snapshot + merged.extra
+    done = explain_pod(snap, target, served, snap.notes + list(merged.notes))
+    warnings = snap.warnings + warnings
+    _warn(warnings)
+    if output == TEXT:
+        typer.echo(printable(explain_text(done.result, top=top, hints=done.hints)
+                             + (f"\n\n{done.group.describe()}" if done.group is not None
+                                else "")
+                             + "".join(f"\nnote: {n}" for n in done.notes)))
+    else:
+        _emit(done.document(warnings), output, "explain")
+    raise typer.Exit(EXIT_OK if done.fits else EXIT_PROBLEMS)
+
+
+@dataclass(slots=True)
+class Explained:
+    """One pod explained: its cycle with every verdict, its group's answer (a gang's
+    member), the notes, and the label-case hints per node and plugin."""
+
+    result: ScheduleResult
+    group: GroupSummary | None
+    profile: str
+    notes: list[str]
+    hints: dict[str, dict[str, list[str]]]
+
+    @property
+    def fits(self) -> bool:
+        return self.result.node is not None and (self.group is None or self.group.placed)
+
+    def document(self, warnings: list[str]) -> dict[str, Any]:
+        """explain's JSON document."""
+        from policyd.engine.report import explain_json, group_json
+
+        out = explain_json(self.result, hints=self.hints)
+        out.update(profile=self.profile, notes=self.notes, warnings=warnings)
+        if self.group is not None:
+            out["podGroup"] = group_json(self.group)
+        return out
+
+
+def explain_pod(snap: Snapshot, target: Pod, served: dict[str, Framework],
+                notes: list[str]) -> Explained:
+    """Explain `target` (one of `snap`'s pods) with the profile that serves it, on the
+    cluster `snap` holds; `notes` are the input's, added to."""
+    from policyd.engine.audit import label_case_mismatches
+    from policyd.engine.cycle import schedule_one
+    from policyd.engine.simulate import group_answer
+    from policyd.model.pod_groups import group_key
     from policyd.policy.compiler import scope_notes
 
+    fw = _explain_profile(target, served, notes)
     notes += scope_notes(label_policies(fw), target)
-    snap.pods = merged.snapshot + merged.extra
     state = snap.cluster(fw.features)
     # PreEnqueue and a gang's group cycle see the pod among the cluster's pods.
     if (held := _held_note(target, fw, state)) is not None:
@@ -579,20 +625,7 @@ def explain(
     hints: dict[str, dict[str, list[str]]] = {}
     for m in label_case_mismatches(label_policies(fw), snap.nodes):
         hints.setdefault(m.node, {}).setdefault(m.plugin, []).append(m.describe())
-    warnings = snap.warnings + warnings
-    _warn(warnings)
-    if output == TEXT:
-        typer.echo(printable(explain_text(result, top=top, hints=hints)
-                             + (f"\n\n{group.describe()}" if group is not None else "")
-                             + "".join(f"\nnote: {n}" for n in notes)))
-    else:
-        out = explain_json(result, hints=hints)
-        out.update(profile=fw.profile_name, notes=notes, warnings=warnings)
-        if group is not None:
-            out["podGroup"] = group_json(group)
-        _emit(out, output, "explain")
-    fits = result.node is not None and (group is None or group.placed)
-    raise typer.Exit(EXIT_OK if fits else EXIT_PROBLEMS)
+    return Explained(result, group, fw.profile_name, notes, hints)
 
 
 def simulate(
@@ -673,5 +706,5 @@ def simulate(
     raise typer.Exit(EXIT_PROBLEMS if failed else EXIT_OK)
 
 
-__all__ = ["ClusterInput", "PolicydError", "explain", "frameworks_for", "load_input", "pod_key",
-           "simulate"]
+__all__ = ["ClusterInput", "Explained", "PolicydError", "explain", "explain_pod",
+           "frameworks_for", "load_input", "pod_key", "simulate"]

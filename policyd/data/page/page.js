@@ -89,7 +89,9 @@ class VTable {
       const r = this.rows[i];
       const tr = el("tr", { class: this.rowClass(r) });
       for (const c of this.columns) {
-        const td = el("td", { class: c.cls ? c.cls(r) : "", text: c.text(r) });
+        const link = c.link ? c.link(r) : null;  // policyd ui: a link to another page
+        const td = el("td", { class: c.cls ? c.cls(r) : "", text: link ? "" : c.text(r) },
+                      link ? el("a", { href: link, text: c.text(r) }) : null);
         const shade = c.shade ? c.shade(r) : null;  // 0..1: a score's share of its best
         if (shade != null) td.style.background = `rgba(36, 87, 166, ${(0.08 + 0.42 * shade).toFixed(3)})`;
         const tip = c.tip ? c.tip(r) : "";
@@ -143,6 +145,30 @@ function notes(parent, doc) {
   if (!items.length) return;
   parent.append(el("section", {}, el("h2", { text: "Notes" }),
     el("ul", { class: "notes" }, ...items.map((n) => el("li", { text: n })))));
+}
+
+// ---- policyd ui: navigation and the what-if editor -----------------------------------
+
+function uiBar(ui, root) {
+  const pods = el("datalist", { id: "pods" }, ...(ui.pods || []).map((p) => el("option", { value: p })));
+  root.append(el("nav", { class: "ui", "data-testid": "ui-nav" },
+    el("a", { href: "/", text: "simulate" }),
+    el("form", { method: "get", action: "/explain" },
+      el("input", { name: "pod", list: "pods", placeholder: "NAMESPACE/NAME", value: ui.pod || "",
+                    "data-testid": "pod" }),
+      el("button", { type: "submit", text: "explain" }), pods),
+    el("span", { class: "where", text: ui.where ? `cluster: ${ui.where}` : "" })));
+  if (ui.error) root.append(el("div", { class: "error", role: "alert", "data-testid": "ui-error", text: ui.error }));
+  const text = el("textarea", { name: "policies", rows: "20", spellcheck: "false", "data-testid": "policies" });
+  text.value = ui.policies || "";
+  const editor = el("details", { class: "whatif", "data-testid": "what-if" },
+    el("summary", { text: ui.whatIf ? "What if: the page below uses these edited policies (nothing is written to the cluster)"
+                                    : "What if: edit the policies and see this page with them" }),
+    el("form", { method: "post", action: ui.action || "/" }, text,
+      el("div", { class: "bar" }, el("button", { type: "submit", "data-testid": "apply", text: "Apply" }),
+        el("a", { href: ui.action || "/", text: "back to the policies in force" }))));
+  editor.open = Boolean(ui.whatIf || ui.error);
+  root.append(editor);
 }
 
 // ---- explain -------------------------------------------------------------------------
@@ -234,7 +260,7 @@ function explain(doc, root) {
 
 // ---- simulate ------------------------------------------------------------------------
 
-function simulate(doc, root) {
+function simulate(doc, root, ui) {
   const placements = doc.placements || [];
   const plugins = [];
   for (const p of placements) for (const k of Object.keys(p.blockedBy || {})) if (!plugins.includes(k)) plugins.push(k);
@@ -249,7 +275,8 @@ function simulate(doc, root) {
   const bar = el("div", { class: "bar" });
   main.append(bar);
   const columns = [
-    { title: "pod", value: (p) => p.pod, text: (p) => p.pod },
+    { title: "pod", value: (p) => p.pod, text: (p) => p.pod,
+      link: ui ? (p) => "/explain?pod=" + encodeURIComponent(p.pod) : null },
     { title: "node", value: (p) => p.node || "", text: (p) => p.node || "\u2013",
       cls: (p) => p.node ? "pass" : "fail", tip: (p) => p.message || "" },
     ...plugins.map((k) => ({ title: k, help: `Nodes ${k} rejected for the pod`,
@@ -309,7 +336,8 @@ function diff(doc, root) {
 function main() {
   const data = JSON.parse(document.getElementById("policyd-data").textContent);
   const root = document.getElementById("app");
-  ({ explain, simulate, diff })[data.kind](data.document, root);
+  if (data.ui) uiBar(data.ui, root);
+  ({ explain, simulate, diff })[data.kind](data.document, root, data.ui);
   document.body.dataset.ready = "true";
 }
 
