@@ -193,20 +193,50 @@ def test_rendered_chart_passes_a_server_side_dry_run(
 ) -> None:
     # Everything but what needs other projects' CRDs (cert-manager, the Prometheus
     # operator): the webhook with its CA given, the example policies as values.
+    # The OpenReports CRDs asked for too (a dry run only: installed, they would stay).
     values = _values_file(tmp_path, {
         "policies": {name: _policy(name) for name in ("hw-encrypt", "env-prod")},
         "webhook": {"enabled": True, "certManager": {"enabled": False},
                     "caBundle": "Y2E="},
+        "openReports": {"installCRDs": True, "intervalSeconds": 2.5, "maxResults": 50},
     })
     rendered = helm("template", "dry", str(CHART), "-n", cluster.ns, "--include-crds",
                     "-f", str(values)).stdout
     kinds = sorted(o["kind"] for o in _docs(rendered))
     assert "MutatingWebhookConfiguration" in kinds and "CustomResourceDefinition" in kinds
+    crds = {o["metadata"]["name"]: o for o in _docs(rendered)
+            if o["kind"] == "CustomResourceDefinition"}
+    assert set(crds) == {"schedulingpolicies.policyd.io", "reports.openreports.io",
+                         "clusterreports.openreports.io"}
+    for name in ("reports.openreports.io", "clusterreports.openreports.io"):
+        assert crds[name]["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    args = _scheduler_args(rendered)
+    assert "--reports-interval=2.5" in args and "--reports-max-results=50" in args
     done = _kubectl(control_plane, "apply", "--server-side", "--dry-run=server",
                     "-n", cluster.ns, "-f", "-", stdin=rendered)
     assert done.returncode == 0, done.stderr
     # One line per object, each accepted by the API server's validation and admission.
     assert done.stdout.count("(server dry run)") == len(kinds), done.stdout
+
+
+def _scheduler_args(rendered: str) -> list[str]:
+    deployment = next(o for o in _docs(rendered) if o["kind"] == "Deployment"
+                      and "webhook" not in o["metadata"]["name"])
+    return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+
+
+def test_openreports_defaults_install_no_crd_and_keep_the_daemons_defaults(
+        helm: Helm) -> None:
+    rendered = helm("template", "plain", str(CHART)).stdout
+    assert "openreports.io" not in "".join(
+        o["metadata"]["name"] for o in _docs(rendered)
+        if o["kind"] == "CustomResourceDefinition")
+    args = _scheduler_args(rendered)
+    assert "--reports-interval=10" in args and "--reports-max-results=1000" in args
+    for bad in ("openReports.maxResults=0", "openReports.intervalSeconds=-1",
+                "openReports.installCRD=true"):
+        done = helm("template", "plain", str(CHART), "--set", bad, check=False)
+        assert done.returncode != 0 and "openReports" in done.stderr, (bad, done.stderr)
 
 
 def _configmap_files(cluster: Cluster, namespace: str, name: str, into: Path) -> Path:
