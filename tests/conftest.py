@@ -1,6 +1,7 @@
 """Fixtures shared by the integration and end-to-end tests: one real control plane
 (etcd + kube-apiserver + kube-controller-manager with the volume controllers, so the
-real PV controller binds claims) for the whole session, and an admin API client for it.
+real PV controller binds claims) for the whole session, an admin API client for it, and
+a headless Chromium per module for the page tests (`tests.browser`).
 
 One control plane serves the whole session: starting one takes seconds, building the
 binaries the first time on a fresh machine takes minutes (progress is printed to the
@@ -21,6 +22,7 @@ import pytest
 
 if TYPE_CHECKING:
     from policyd.devcluster import ControlPlane
+    from tests.browser import Browser
 
 
 def _terminal_progress(config: pytest.Config, prefix: str = "policyd devcluster"
@@ -73,3 +75,15 @@ def api_client(control_plane: ControlPlane) -> Iterator[Any]:
         yield client
     finally:
         client.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One headless Chromium (and one page) for a module's tests."""
+    from tests.browser import Browser
+
+    b = Browser()
+    try:
+        yield b
+    finally:
+        b.close()

@@ -82,8 +82,6 @@ class UiPages:
     # -- the two pages ---------------------------------------------------------------
 
     def _explain(self, ref: str, what_if: str | None) -> tuple[int, str]:
-        from policyd.engine.profiles import serving_profiles
-
         source = self.settings.read()
         snap = source.snapshot
         key = pod_key(ref, source.namespace)
@@ -94,16 +92,14 @@ class UiPages:
                 "explain", ui, f"no pod {key} in the cluster at {source.where}")
         warnings: list[str] = []
         try:
-            frameworks = self._frameworks(source, what_if, warnings)
+            served = self._profiles(source, what_if, warnings)
         except PolicydError as exc:
             return HTTPStatus.OK, _failed("explain", ui, str(exc))
-        served = serving_profiles(frameworks, default_profile=self.settings.config is None)
         done = explain_pod(snap, target, served, snap.notes + source.notes)
         return HTTPStatus.OK, html_page("explain", done.document(snap.warnings + warnings),
                                         f"policyd ui: {key}", ui=ui)
 
     def _simulate(self, what_if: str | None) -> tuple[int, str]:
-        from policyd.engine.profiles import serving_profiles
         from policyd.engine.report import simulate_json
         from policyd.engine.simulate import simulate
 
@@ -112,17 +108,24 @@ class UiPages:
         ui = self._ui(source, what_if)
         warnings: list[str] = []
         try:
-            frameworks = self._frameworks(source, what_if, warnings)
+            served = self._profiles(source, what_if, warnings)
         except PolicydError as exc:
             return HTTPStatus.OK, _failed("simulate", ui, str(exc))
-        served = serving_profiles(frameworks, default_profile=self.settings.config is None)
         pending = [p for p in snap.pods if not p.node_name and not p.finished]
-        result = simulate(served, snap.cluster(gates_of(frameworks)), pending)
+        result = simulate(served, snap.cluster(gates_of(served)), pending)
         document = simulate_json(result, notes=snap.notes + source.notes,
                                  warnings=snap.warnings + warnings)
         return HTTPStatus.OK, html_page("simulate", document, "policyd ui", ui=ui)
 
     # -- inputs --------------------------------------------------------------------------
+
+    def _profiles(self, source: ClusterInput, what_if: str | None,
+                  warnings: list[str]) -> dict[str, Framework]:
+        """The frameworks by the schedulerName each serves, as explain's and simulate's."""
+        from policyd.engine.profiles import serving_profiles
+
+        return serving_profiles(self._frameworks(source, what_if, warnings),
+                                default_profile=self.settings.config is None)
 
     def _frameworks(self, source: ClusterInput, what_if: str | None,
                     warnings: list[str]) -> dict[str, Framework]:

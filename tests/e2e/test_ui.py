@@ -31,15 +31,6 @@ SCHEDULER = "policyd"  # the default profile's: served, and no daemon runs here
 
 
 @pytest.fixture
-def browser() -> Iterator[Browser]:
-    b = Browser()
-    try:
-        yield b
-    finally:
-        b.close()
-
-
-@pytest.fixture
 def policies(cluster: Cluster) -> Iterator[Policies]:
     install_crd(cluster.client)
     p = Policies(cluster.client)

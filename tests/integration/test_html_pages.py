@@ -19,7 +19,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,15 +72,6 @@ def snapshot(path: Path, nodes: int, pending: int, seed: int = 1) -> Path:
 def policyd(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "policyd", *map(str, args)],
                           capture_output=True, text=True, check=False, timeout=300)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    b = Browser()
-    try:
-        yield b
-    finally:
-        b.close()
 
 
 @pytest.fixture(scope="module")
