@@ -189,3 +189,30 @@ def test_without_a_runner_nothing_is_gated() -> None:
     q = SchedulingQueue(PrioritySort().less, clock=clock)
     q.add(_pod("a"))
     assert q.where("a") == ACTIVE
+
+
+def test_the_first_attempt_is_when_pre_enqueue_first_lets_the_pod_in() -> None:
+    """Upstream's InitialAttemptTimestamp: set in moveToActiveQ once PreEnqueue passes,
+    not when the pod is added or popped; the SLI metric and a pod group's member order
+    start there."""
+    clock, gate = ManualClock(), Gate()
+    q = _queue(clock, gate)
+    gate.missing.add("a")
+    q.add(_pod("a"))
+    q.add(_pod("b"))
+    entered_b = clock.now()
+    assert q.get("a").first_attempt is None  # type: ignore[union-attr]
+    clock.advance(7)
+    gate.missing.clear()
+    q.move(CLAIM_ADD, None, "a")
+    assert q.get("a").first_attempt == entered_b + 7  # type: ignore[union-attr]
+    clock.advance(3)
+    popped = [q.pop(timeout=0), q.pop(timeout=0)]
+    assert {p.pod.name: p.first_attempt for p in popped if p is not None} == {
+        "a": entered_b + 7, "b": entered_b}
+    # Requeued and let in again: the first attempt stays.
+    b = next(p for p in popped if p is not None and p.pod.name == "b")
+    q.requeue(b, unschedulable=False)
+    clock.advance(5)
+    again = q.pop(timeout=0)
+    assert again is b and b.first_attempt == entered_b
