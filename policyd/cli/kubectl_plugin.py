@@ -17,7 +17,7 @@ from typing import Any
 
 import typer
 
-from policyd.cli import audit_cmd, commands, diff_cmd, schedule_cmds
+from policyd.cli import audit_cmd, commands, diff_cmd, schedule_cmds, ui_cmd
 from policyd.cli.app import new_app, run_with_boundary
 
 PROG_NAME = "kubectl policyd"
@@ -27,6 +27,7 @@ LIVE_COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("simulate", schedule_cmds.simulate),
     ("audit", audit_cmd.audit),
     ("diff", diff_cmd.diff),
+    ("ui", ui_cmd.ui),
 )
 
 
@@ -38,8 +39,9 @@ def build_app() -> typer.Typer:
     def _root() -> None:
         """policyd's scheduling answers about the cluster kubectl points at: why a pod
         is pending (explain), where pending pods would go (simulate), which running pods
-        break a policy (audit) or would under a change (diff). Flags as kubectl:
-        --kubeconfig, --context, -n, -o json|yaml."""
+        break a policy (audit) or would under a change (diff), and their pages served
+        live with a what-if editor (ui). Flags as kubectl: --kubeconfig, --context, -n,
+        -o json|yaml."""
 
     app.command("version")(commands._version)
     for name, command in LIVE_COMMANDS:

@@ -95,10 +95,11 @@ def test_live_without_any_kubeconfig_is_a_clear_exit_2(tmp_path: Path) -> None:
            if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
     env["HOME"] = str(tmp_path)  # no ~/.kube/config
     for module in ("policyd", "policyd.cli.kubectl_plugin"):
-        r = run("explain", "web-0", module=module, env=env)
-        assert r.returncode == 2, r.stderr
-        assert r.stderr.startswith("policyd: error: no kubeconfig")
-        assert "--cluster FILE" in r.stderr and "Traceback" not in r.stderr
+        for args in (("explain", "web-0"), ("ui",)):  # ui: refused before it serves
+            r = run(*args, module=module, env=env)
+            assert r.returncode == 2, r.stderr
+            assert r.stderr.startswith("policyd: error: no kubeconfig")
+            assert "--cluster FILE" in r.stderr and "Traceback" not in r.stderr
     r = run("simulate", "--kubeconfig", str(tmp_path / "missing"), env=env)
     assert r.returncode == 2 and "does not exist" in r.stderr
 
