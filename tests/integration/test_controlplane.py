@@ -348,7 +348,9 @@ def test_interrupted_owner_leaves_no_process_behind(sig: signal.Signals) -> None
         pids = [int(p) for p in line.split()]
         assert len(pids) == 4, f"child printed {line!r}"
         child.send_signal(sig)
-        child.wait(timeout=30)
+        # Each of the four may take its whole grace before SIGKILL (SIGINT's atexit: 5 s
+        # and 5 more; SIGTERM's unwinding: 10 and 5): up to a minute on a loaded machine.
+        child.wait(timeout=90)
         wait_for(lambda: _gone(pids), 15, f"processes {pids} to end")
     finally:
         if child.poll() is None:
