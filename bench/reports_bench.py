@@ -42,7 +42,7 @@ def main() -> None:
         work = Path(tmp)
         write_cluster(args.nodes, args.pods, 100, work / "cluster.json")
         policies = write_policies(NEW_POLICIES, work / "policies")
-        snap = load_snapshot(str(work / "cluster.json"))
+        snap = load_snapshot(work / "cluster.json")
         frameworks = frameworks_for(None, [policies], None, None, [])
     state = snap.cluster()
     pods = state.assigned_pods()

@@ -142,7 +142,8 @@ def _objects(nodes: int, pods: int) -> Iterator[dict[str, Any]]:
 
 def write_snapshots(nodes: int, pods: int, directory: Path) -> tuple[Path, Path]:
     """The same List as kubectl's JSON and YAML, written item by item (bounded memory)."""
-    import yaml  # PyYAML, as kubectl's layout: block style, sorted keys, indentless lists
+    # PyYAML, as kubectl's layout: block style, sorted keys, indentless lists
+    import yaml  # type: ignore[import-untyped]
 
     json_path = directory / f"cluster-{nodes}x{pods}.json"
     yaml_path = directory / f"cluster-{nodes}x{pods}.yaml"

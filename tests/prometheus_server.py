@@ -79,7 +79,7 @@ def rules_file(prometheus_rule: Path, dest: Path) -> Path:
     """The `spec.groups` of a PrometheusRule (deploy/monitoring/prometheusrule.yaml),
     unchanged, as the plain rules file Prometheus and promtool read without the
     Prometheus Operator."""
-    import yaml
+    import yaml  # type: ignore[import-untyped]
 
     rule = yaml.safe_load(prometheus_rule.read_text())
     assert (rule["apiVersion"], rule["kind"]) == ("monitoring.coreos.com/v1", "PrometheusRule")

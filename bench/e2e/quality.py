@@ -122,7 +122,8 @@ def _balance(cpu: Ints, mem: Ints, alloc_cpu: Ints, alloc_mem: Ints) -> Ints:
     f_cpu = np.minimum(cpu / np.maximum(alloc_cpu, 1), 1.0)
     f_mem = np.minimum(mem / np.maximum(alloc_mem, 1), 1.0)
     std = np.abs((f_cpu - f_mem) / 2)
-    return np.trunc((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+    balance: Ints = np.trunc((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+    return balance
 
 
 def scores(used_cpu: Ints, used_mem: Ints, alloc_cpu: Ints, alloc_mem: Ints,
@@ -147,7 +148,8 @@ def _allocatable(nodes: Sequence[Obj]) -> Ints:
 
 
 def _fits(used: Ints, alloc: Ints, cpu: int, mem: int, ext: int) -> npt.NDArray[np.bool_]:
-    fits = (used[0] + cpu <= alloc[0]) & (used[1] + mem <= alloc[1]) & (used[2] + 1 <= alloc[2])
+    fits: npt.NDArray[np.bool_] = (
+        (used[0] + cpu <= alloc[0]) & (used[1] + mem <= alloc[1]) & (used[2] + 1 <= alloc[2]))
     if ext:
         fits &= used[3] + ext <= alloc[3]
     return fits
@@ -188,11 +190,11 @@ def placement_quality(nodes: Sequence[Obj], pods: Iterable[Obj],
     regrets: list[int] = []
     misfits = 0
     for name in bind_order:
-        pod = by_name.get(name)
-        if pod is None or _node_of(pod) not in index:
+        bound = by_name.get(name)
+        if bound is None or _node_of(bound) not in index:
             continue
-        j = index[_node_of(pod)]
-        cpu, mem, ext = requests(pod)
+        j = index[_node_of(bound)]
+        cpu, mem, ext = requests(bound)
         fits = _fits(used, alloc, cpu, mem, ext)
         total = scores(used[0], used[1], alloc[0], alloc[1], cpu, mem)
         if not fits[j]:

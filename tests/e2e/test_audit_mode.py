@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from functools import partial
 from pathlib import Path
 
 from tests.e2e.helpers import Cluster, DaemonFactory, metric, scrape, scrape_when, write_profile
@@ -44,9 +45,9 @@ def test_audit_counts_and_tells_then_enforce_rejects(
         assert cluster.wait_bound(name) in plain  # where the policy would not let it
     assert cluster.wait_bound("ordinary") in plain
 
-    text = scrape_when(port, VIOLATIONS, len(secure), **RULE)
+    text = scrape_when(port, VIOLATIONS, len(secure), 15.0, **RULE)
     for name in secure:
-        events = wait_for(lambda n=name: cluster.events(pod=n, reason="PolicyViolation"),
+        events = wait_for(partial(cluster.events, pod=name, reason="PolicyViolation"),
                           10, f"the PolicyViolation event of {name}")
         assert len(events) == 1 and events[0]["type"] == "Normal"
         node = cluster.node_of(name)

@@ -13,15 +13,8 @@ import pytest
 
 from policyd.daemon.queue import BACKOFF, UNSCHEDULABLE
 from policyd.devcluster.controlplane import ControlPlane
-from tests.e2e.helpers import (
-    Cluster,
-    DaemonFactory,
-    metric,
-    scrape,
-    scrape_when,
-    wait_for,
-    write_profile,
-)
+from tests.e2e.helpers import Cluster, DaemonFactory, metric, scrape, scrape_when, write_profile
+from tests.polling import wait_for
 
 HW = {"myorg.io/require-hw-encrypt": "true"}
 HW_LABEL = {"node.kubernetes.io/hw-encrypt": "true"}

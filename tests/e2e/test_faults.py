@@ -17,15 +17,8 @@ from policyd.devcluster.faultproxy import FaultProxy
 from policyd.devcluster.process import ManagedProcess
 from policyd.kube.client import ConnectionSettings, KubeClient
 from policyd.kube.leaderelection import released_spec
-from tests.e2e.helpers import (
-    Cluster,
-    DaemonFactory,
-    metric,
-    scrape,
-    scrape_when,
-    wait_for,
-    write_profile,
-)
+from tests.e2e.helpers import Cluster, DaemonFactory, metric, scrape, scrape_when, write_profile
+from tests.polling import wait_for
 
 
 @pytest.fixture

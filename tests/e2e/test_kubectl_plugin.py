@@ -21,15 +21,11 @@ import pytest
 from ruamel.yaml import YAML
 
 from policyd.devcluster import ControlPlane
+from policyd.kube.api import SCHEDULING_POLICIES
 from policyd.kube.client import ConnectionSettings, KubeClient
 from policyd.kube.cluster_read import SNAPSHOT_RESOURCES, list_all
 from tests.e2e.helpers import Cluster, DaemonFactory, write_profile
-from tests.e2e.test_cluster_policies import (
-    SCHEDULING_POLICIES,
-    install_crd,
-    policy,
-    remove_crd,
-)
+from tests.e2e.test_cluster_policies import install_crd, policy, remove_crd
 from tests.polling import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,7 +19,8 @@ import pytest
 from policyd.daemon.run import Daemon
 from policyd.devcluster import ControlPlane
 from policyd.devcluster.faultproxy import FaultProxy, Seen, Throttle
-from tests.e2e.helpers import Cluster, DaemonFactory, metric, scrape, wait_for, write_profile
+from tests.e2e.helpers import Cluster, DaemonFactory, metric, scrape, write_profile
+from tests.polling import wait_for
 
 Obj = dict[str, Any]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import uuid
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,9 @@ from tests.e2e.helpers import (
     ProcessFactory,
     metric,
     scrape_when,
-    wait_for,
     write_profile,
 )
+from tests.polling import wait_for
 from tests.unit.daemon.fixed_preemption import PreemptOn
 
 Obj = dict[str, Any]
@@ -250,7 +251,7 @@ def test_two_preemptors_do_not_pick_the_same_space(scene: Scene) -> None:
              f"both nominated\n{scene.log()}")
     assert scene.nominated("high-1") != scene.nominated("high-2")
     for name in ("low-1", "low-2"):
-        wait_for(lambda n=name: scene.terminating(n), 15, f"{name} terminating")
+        wait_for(partial(scene.terminating, name), 15, f"{name} terminating")
         scene.finish_deletion(name)
     bound = {c.wait_bound("high-1", 30), c.wait_bound("high-2", 30)}
     assert bound == {"n1", "n2"}, scene.log()

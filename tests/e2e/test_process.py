@@ -17,15 +17,8 @@ from pathlib import Path
 import pytest
 
 from policyd.devcluster.ports import free_ports
-from tests.e2e.helpers import (
-    Cluster,
-    ProcessFactory,
-    metric,
-    scrape,
-    scrape_when,
-    wait_for,
-    write_profile,
-)
+from tests.e2e.helpers import Cluster, ProcessFactory, metric, scrape, scrape_when, write_profile
+from tests.polling import wait_for
 
 
 class CountingListener:

@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -306,7 +307,7 @@ def _run(e: Env, case: Case) -> None:
     case.setup(e)
     pods = {s: f"{base}-{s}" for s in SIDES}
     for pod in pods.values():
-        wait_for(lambda pod=pod: _refused(e.c, pod), 20, f"{pod} refused first")
+        wait_for(partial(_refused, e.c, pod), 20, f"{pod} refused first")
     assert all(e.c.node_of(p) is None for p in pods.values()), case.name
     time.sleep(SETTLE)
     changed: dict[str, float] = {}

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import time
 import uuid
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from policyd.daemon.queue import GATED, UNSCHEDULABLE
-from tests.e2e.helpers import Cluster, DaemonFactory, wait_for, write_profile
+from policyd.daemon.run import Daemon
+from tests.e2e.helpers import Cluster, DaemonFactory, write_profile
+from tests.polling import wait_for
 
 # What follows the refusal: DynamicResources' PostFilter, then DefaultPreemption's
 # (preemption cannot help a pod refused as unresolvable), as kube-scheduler v1.36.3
@@ -53,15 +56,15 @@ def test_claim_pods_stay_pending_with_the_reason(cluster: Cluster, daemons: Daem
         "shared": "request acc: device class accelerators.example.com does not exist"}
     for name, reason in expected.items():
         message = f"0/1 nodes are available: {reason}. {POST_FILTER}"
-        events = wait_for(lambda n=name: cluster.events(pod=n, reason="FailedScheduling"),
+        events = wait_for(partial(cluster.events, pod=name, reason="FailedScheduling"),
                           15, f"FailedScheduling for {name}")
         assert [(e["type"], e["message"]) for e in events] == [("Warning", message)]
         assert events[0]["source"]["component"] == sched
-        cond = wait_for(lambda n=name: cluster.condition(n), 10, "PodScheduled condition")
+        cond = wait_for(partial(cluster.condition, name), 10, "PodScheduled condition")
         assert (cond["status"], cond["reason"], cond["message"]) == (
             "False", "Unschedulable", message)
         uid = cluster.get_pod(name)["metadata"]["uid"]  # type: ignore[index]
-        wait_for(lambda u=uid: d.scheduler.queue.where(u) == UNSCHEDULABLE, 10,
+        wait_for(partial(_waits_unschedulable, d, uid), 10,
                  "unschedulable")
     # Still Pending a while later: never bound with its claim unallocated; the held
     # pod never tried.
@@ -75,6 +78,10 @@ def test_claim_pods_stay_pending_with_the_reason(cluster: Cluster, daemons: Daem
 
 DRA = "/apis/resource.k8s.io/v1"
 DRIVER = "gpu.example.com"
+
+
+def _waits_unschedulable(d: Daemon, uid: str) -> bool:
+    return bool(d.scheduler.queue.where(uid) == UNSCHEDULABLE)
 
 
 def _claim_of(cluster: Cluster, pod: str) -> dict[str, Any] | None:

@@ -26,14 +26,8 @@ from policyd.devcluster import ControlPlane
 from policyd.devcluster.faultproxy import FaultProxy
 from policyd.devcluster.ports import free_ports
 from policyd.kube.client import ApiError
-from tests.e2e.helpers import (
-    Cluster,
-    DaemonFactory,
-    ProcessFactory,
-    metric,
-    wait_for,
-    write_profile,
-)
+from tests.e2e.helpers import Cluster, DaemonFactory, ProcessFactory, metric, write_profile
+from tests.polling import wait_for
 
 
 def get(port: int, path: str, token: str | None = None) -> tuple[int, str]:

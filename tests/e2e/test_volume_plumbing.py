@@ -15,6 +15,7 @@ import contextlib
 import copy
 import uuid
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,8 @@ from policyd.model.cluster import ClusterState
 from policyd.model.records import Pod
 from policyd.model.storage import resource_version
 from tests.binding_plugins import default_profile_with
-from tests.e2e.helpers import Cluster, DaemonFactory, wait_for, write_profile
+from tests.e2e.helpers import Cluster, DaemonFactory, write_profile
+from tests.polling import wait_for
 
 Obj = dict[str, Any]
 PV_ANNOTATION = "e2e.policyd.io/pv"  # which PV the test plugin writes for a pod
@@ -154,7 +156,7 @@ def test_storage_informers_follow_the_api_server(cluster: Cluster, daemons: Daem
                 "csinode": n["csinode"], "csidriver": n["csidriver"],
                 "capacity": f"{ns}/cap", "attachment": n["attachment"]}
     for what, key in expected.items():
-        obj = wait_for(lambda w=what, k=key: _stored(d, w, k), 10, f"{what} {key} seen")
+        obj = wait_for(partial(_stored, d, what, key), 10, f"{what} {key} seen")
         assert obj["kind"]  # a PreBind plugin may write it back as it is
     csinode = _stored(d, "csinode", n["csinode"])
     assert csinode is not None

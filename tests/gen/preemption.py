@@ -118,7 +118,7 @@ def gen_preemption_case(seed: int, index: int, prefix: str) -> PreemptionCase:
     step_values = sorted(rng.sample(upper, n_steps), reverse=True)
     pod_values = [v for v in values if v not in step_values]
     rng.shuffle(pod_values)
-    pods = []
+    pods: list[dict[str, Any]] = []
     for node, cpus in zip(nodes, fills, strict=True):
         for cpu in cpus:
             i = len(pods)

@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from kubernetes import client
@@ -31,7 +31,8 @@ SUFFIX = uuid.uuid4().hex[:6]
 
 def install_crd(api_client: Any) -> None:
     """Create or update the CRD and wait until the API server serves it."""
-    api = client.ApiextensionsV1Api(api_client)
+    # The client takes a plain dict for its typed body (it serializes either).
+    api: Any = client.ApiextensionsV1Api(api_client)
     body = crd.build_crd()
     try:
         api.create_custom_resource_definition(body)
@@ -58,16 +59,17 @@ def objects(api_client: Any) -> Iterator[client.CustomObjectsApi]:
     install_crd(api_client)
     api = client.CustomObjectsApi(api_client)
     yield api
-    for item in api.list_cluster_custom_object(crd.GROUP, crd.VERSION, crd.PLURAL)["items"]:
+    listed = cast(dict[str, Any], api.list_cluster_custom_object(crd.GROUP, crd.VERSION,
+                                                                 crd.PLURAL))
+    for item in listed["items"]:
         if item["metadata"]["name"].endswith(SUFFIX):
             api.delete_cluster_custom_object(crd.GROUP, crd.VERSION, crd.PLURAL,
                                              item["metadata"]["name"])
 
 
 def create(api: client.CustomObjectsApi, body: dict[str, Any]) -> dict[str, Any]:
-    created: dict[str, Any] = api.create_cluster_custom_object(
-        crd.GROUP, crd.VERSION, crd.PLURAL, body)
-    return created
+    created = api.create_cluster_custom_object(crd.GROUP, crd.VERSION, crd.PLURAL, body)
+    return cast(dict[str, Any], created)
 
 
 def repo_policies() -> list[dict[str, Any]]:
@@ -159,7 +161,7 @@ def test_invalid_objects_are_refused_naming_the_problem(
     with pytest.raises(ApiException) as refused:
         create(objects, _breaks(change))
     assert refused.value.status == 422
-    status = json.loads(refused.value.body)
+    status = json.loads(cast(str, refused.value.body))
     causes = status["details"]["causes"]
     assert any(says in c["message"] for c in causes), causes
     assert path in status["message"], status["message"]
@@ -187,7 +189,8 @@ def test_kubectl_shows_the_columns_and_the_status_fills_accepted(
     _, row = _row(control_plane, name)
     assert row.split()[:4] == [name, "Probe", "Audit", "True"]
     # A status through the main resource is ignored (the status subresource owns it).
-    current = objects.get_cluster_custom_object(crd.GROUP, crd.VERSION, crd.PLURAL, name)
+    current = cast(dict[str, Any], objects.get_cluster_custom_object(
+        crd.GROUP, crd.VERSION, crd.PLURAL, name))
     current["status"]["conditions"][0]["status"] = "False"
     objects.replace_cluster_custom_object(crd.GROUP, crd.VERSION, crd.PLURAL, name, current)
     _, row = _row(control_plane, name)
@@ -205,7 +208,7 @@ def test_a_status_that_is_not_a_condition_is_refused(
         objects.replace_cluster_custom_object_status(crd.GROUP, crd.VERSION, crd.PLURAL,
                                                      name, created)
     assert refused.value.status == 422
-    assert 'Unsupported value: "Maybe"' in json.loads(refused.value.body)["message"]
+    assert 'Unsupported value: "Maybe"' in json.loads(cast(str, refused.value.body))["message"]
 
 
 def _row(cp: ControlPlane, name: str) -> tuple[str, str]:

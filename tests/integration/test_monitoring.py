@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
+import yaml  # type: ignore[import-untyped]
 
 from policyd.daemon.metrics import Metrics
 from policyd.devcluster.assets import PROMTOOL

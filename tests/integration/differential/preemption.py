@@ -234,8 +234,8 @@ class PreemptionRunner:
     def _read_budgets(self, outcomes: Sequence[PreemptionOutcome]) -> list[dict[str, Any]]:
         """Every budget as stored (list items get their apiVersion and kind); a case whose
         budget does not show the status written is told so."""
-        items = self.runner.client.request("GET", "/apis/policy/v1/poddisruptionbudgets")[
-            "items"]
+        items: list[dict[str, Any]] = self.runner.client.request(
+            "GET", "/apis/policy/v1/poddisruptionbudgets")["items"]
         for item in items:
             item["apiVersion"], item["kind"] = "policy/v1", POD_DISRUPTION_BUDGET
         stored = {(b["metadata"]["namespace"], b["metadata"]["name"]): b for b in items}

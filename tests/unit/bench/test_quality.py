@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from bench.e2e import quality
-from bench.e2e.shapes import node_body, pod_body
+from bench.e2e.shapes import ACCEL_RESOURCE, node_body, pod_body
 
 Obj = dict[str, Any]
 GI = 1024**3
@@ -40,7 +40,7 @@ def _greedy(nodes: list[Obj], init: list[Obj], pods: list[Obj]) -> list[Obj]:
     names = list(alloc)
     a_cpu = np.array([int(alloc[n]["cpu"]) * 1000 for n in names], dtype=np.int64)
     a_mem = np.array([32 * GI for _ in names], dtype=np.int64)
-    a_ext = np.array([int(alloc[n].get(quality.ACCEL_RESOURCE, "0")) for n in names])
+    a_ext = np.array([int(alloc[n].get(ACCEL_RESOURCE, "0")) for n in names])
     for pod in pods:
         cpu, mem, ext = quality.requests(pod)
         u_cpu = np.array([used[n][0] for n in names], dtype=np.int64)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from cel_expr_python import cel
 
 from policyd.cel import environment
 from policyd.cel.checked_ast import AstDecodeError, Node, decode
 
-ENV = environment.new_env({"x": environment.cel.Type.Map(environment.cel.Type.STRING,
-                                                         environment.cel.Type.DYN)})
+ENV = environment.new_env({"x": cel.Type.Map(cel.Type.STRING, cel.Type.DYN)})
 
 
 def _root(expression: str) -> Node:

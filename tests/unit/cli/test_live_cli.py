@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ruamel.yaml import YAML
@@ -107,7 +108,7 @@ def test_live_without_any_kubeconfig_is_a_clear_exit_2(tmp_path: Path) -> None:
 def test_plugin_has_exactly_the_live_commands_and_version() -> None:
     import typer
 
-    group = typer.main.get_command(build_app())
+    group: Any = typer.main.get_command(build_app())  # a group: it has subcommands
     assert sorted(group.commands) == sorted(["version", *(n for n, _ in LIVE_COMMANDS)])
     r = run("--help", module="policyd.cli.kubectl_plugin")
     assert r.returncode == 0 and r.stdout.startswith("Usage: kubectl policyd ")

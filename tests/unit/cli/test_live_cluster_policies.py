@@ -49,7 +49,8 @@ def test_without_a_profile_every_accepted_object_runs_and_refused_ones_are_said(
 
 
 def test_no_crd_or_no_objects_changes_nothing() -> None:
-    for objects in (None, []):
+    none: list[dict[str, Any]] = []
+    for objects in (None, none):
         warnings: list[str] = []
         frameworks = frameworks_for(None, [], None, objects, warnings)
         assert "TeamA" not in _filter_names(frameworks) and warnings == []

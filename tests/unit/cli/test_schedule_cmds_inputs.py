@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
@@ -60,7 +61,7 @@ def app() -> typer.Typer:
     return a
 
 
-def run(app: typer.Typer, *args: str) -> tuple[int, str, str]:
+def run(app: typer.Typer, *args: str | Path) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) as `policyd` gives them: a PolicydError is exit 2 with
     its one line, as the real error boundary prints it."""
     r = run_cli(app, args)
@@ -73,8 +74,8 @@ def write(tmp: Path, name: str, *docs: str) -> Path:
     return path
 
 
-def sim_json(app: typer.Typer, *args: object) -> tuple[int, dict[str, object], str]:
-    code, out, err = run(app, "simulate", *args, "--format", "json")  # type: ignore[arg-type]
+def sim_json(app: typer.Typer, *args: str | Path) -> tuple[int, dict[str, Any], str]:
+    code, out, err = run(app, "simulate", *args, "--format", "json")
     assert code in (0, 1), err
     return code, json.loads(out), err
 
@@ -149,7 +150,7 @@ def test_deleting_pods_are_skipped_not_placed(app: typer.Typer, tmp_path: Path) 
                     pod("stays", cpu="3"))
     code, doc, _ = sim_json(app, "--cluster", cluster)
     assert code == 0  # a terminating pod of the snapshot is not a failure
-    assert [p["pod"] for p in doc["placements"]] == ["default/stays"]  # type: ignore[index]
+    assert [p["pod"] for p in doc["placements"]] == ["default/stays"]
     assert doc["skipped"] == [{"pod": "default/going",
                                "reason": "being deleted (metadata.deletionTimestamp is set)"}]
     # Given with --pods it was asked about: exit 1, and the text says why.
@@ -257,7 +258,7 @@ def test_warn_goes_on_and_reports_every_typo(app: typer.Typer, tmp_path: Path) -
     assert all(w.startswith(f"policyd: warning: {pods} (document 1): Pod default/web: ")
                for w in warnings)
     code, doc, err = sim_json(app, "--cluster", cluster, "--pods", pods, "--validate", "warn")
-    assert [w.split(": ")[2] for w in doc["warnings"]] == [  # type: ignore[union-attr]
+    assert [w.split(": ")[2] for w in doc["warnings"]] == [
         "spec.nodeSelectr", "spec.tolerations[0].efect"]
     code, out, err = run(app, "explain", "--cluster", cluster, "--pod", pods,
                          "--validate", "warn", "--format", "json")
@@ -321,7 +322,7 @@ def test_a_pod_file_copy_replaces_the_snapshots_and_is_placed_once(
     pods = write(tmp_path, "p.yaml", pod("web", cpu="3"))
     code, doc, _ = sim_json(app, "--cluster", cluster, "--pods", pods)
     assert code == 0
-    assert [p["pod"] for p in doc["placements"]] == ["default/web"]  # type: ignore[index]
+    assert [p["pod"] for p in doc["placements"]] == ["default/web"]
     note = f"pod default/web from {pods} replaces the snapshot's copy"
     assert doc["notes"] == [note + (", which was bound to node n1" if bound else "")]
     code, out, _ = run(app, "simulate", "--cluster", cluster, "--pods", pods)
@@ -427,7 +428,7 @@ def test_entry_point_exit_codes(tmp_path: Path) -> None:
 PROFILES_WITH_DEFAULT = PROFILES_2 + "  - schedulerName: default-scheduler\n"
 
 
-def all_sched_json(app: typer.Typer, *args: str | Path) -> tuple[int, dict[str, object]]:
+def all_sched_json(app: typer.Typer, *args: str | Path) -> tuple[int, dict[str, Any]]:
     code, out, err = run(app, "simulate", *map(str, args), "-o", "json")
     assert code in (0, 1), err
     return code, json.loads(out)
@@ -457,7 +458,7 @@ def test_a_requested_pod_of_another_scheduler_no_longer_fails(
     pods = write(tmp_path, "p.yaml", pod("web", scheduler="volcano"))
     assert all_sched_json(app, "--cluster", cluster, "--pods", pods)[0] == 1
     code, doc = all_sched_json(app, "--cluster", cluster, "--pods", pods, "--all-schedulers")
-    assert code == 0 and doc["placements"][0]["pod"] == "default/web"  # type: ignore[index]
+    assert code == 0 and doc["placements"][0]["pod"] == "default/web"
 
 
 @pytest.mark.parametrize(("profiles", "chosen"), [

@@ -300,11 +300,13 @@ def _api_invalid_cases(role: str) -> Iterator[tuple[str, str]]:
             yield "api-name-esc", ex.replace("\n  name: ", '\n  name: "x\\e[31m" #', 1)
         return
     if pod in ex:
-        for name, new in (("slash", "web/0"), ("esc", '"w\\e[31m"'), ("uppercase", "Web"),
-                          ("namespace-esc", None)):
-            text = ex.replace(pod, f"name: {new}\n  namespace: shop\n" if new else
+        names: tuple[tuple[str, str | None], ...] = (
+            ("slash", "web/0"), ("esc", '"w\\e[31m"'), ("uppercase", "Web"),
+            ("namespace-esc", None))
+        for case, renamed in names:
+            text = ex.replace(pod, f"name: {renamed}\n  namespace: shop\n" if renamed else
                               'name: web-3\n  namespace: "sh\\e[0mop"\n', 1)
-            yield f"api-pod-{name}", text
+            yield f"api-pod-{case}", text
 
 # ---------------------------------------------------------------------------------
 # decoding surprises
@@ -336,9 +338,11 @@ def _decoding_cases(role: str) -> Iterator[tuple[str, str]]:
 
 
 def _kind_example(kind: str) -> str:
-    return {"snapshot": SNAPSHOT, "profile": PROFILE, "policy": POLICY,
-            "policytest": TARGETS["test"].example, "pods": TARGETS["simulate-pods"].example,
-            "metrics": lambda: METRICS_EXAMPLE}[kind]()
+    examples: dict[str, Callable[[], str]] = {
+        "snapshot": SNAPSHOT, "profile": PROFILE, "policy": POLICY,
+        "policytest": TARGETS["test"].example, "pods": TARGETS["simulate-pods"].example,
+        "metrics": lambda: METRICS_EXAMPLE}
+    return examples[kind]()
 
 
 GET_ALL_EXTRA = """\

@@ -111,7 +111,7 @@ def test_pinned_gates_win_for_building(tmp_path: Path, policy_dir: Path) -> None
 
 def test_effective_configuration_lists_every_gate_and_reads_back(
         tmp_path: Path, policy_dir: Path) -> None:
-    import yaml
+    import yaml  # type: ignore[import-untyped]
 
     checked = validated_config_file(_profile(tmp_path, policy_dir, BOTH_OFF))
     doc = effective_configuration(checked)

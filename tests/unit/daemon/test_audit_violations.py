@@ -45,7 +45,7 @@ def audited() -> Iterator[tuple[Scheduler, RecordingSink, list[BindRequest]]]:
     fw = default_framework([compile_policy(policy_doc("Audit"))], seed=1)
     s = Scheduler(kube, {"policyd": fw}, metrics=metrics, events=sink)
     binds: list[BindRequest] = []
-    s.loop.binder.submit = binds.append  # type: ignore[method-assign]
+    s.loop.binder.submit = binds.append  # type: ignore[method-assign, assignment]
     for n in nodes():
         s.on_node_add(n.raw)
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -189,7 +190,8 @@ STORAGE_OBJECTS = [
 
 def _stored(sched: Scheduler, kind: str, key: str) -> object:
     st = sched.cluster.storage
-    holders = {"PersistentVolume": st.pvs.get, "PersistentVolumeClaim": st.pvcs.get,
+    holders: dict[str, Callable[[str], object]] = {
+               "PersistentVolume": st.pvs.get, "PersistentVolumeClaim": st.pvcs.get,
                "StorageClass": st.storage_classes.get, "CSINode": st.csi_nodes.get,
                "CSIDriver": st.csi_drivers.get, "CSIStorageCapacity": st.capacities.get,
                "VolumeAttachment": st.volume_attachments.get}
@@ -245,7 +247,7 @@ def test_storage_changes_are_stored_and_moved_as_their_kinds_events(
     park("delete", "Volumes")
     sched.on_storage_delete(kind, newer)
     assert _stored(sched, kind, key) is None
-    assert seen[-1] == ("delete", newer, None) and len(seen) == 3
+    assert len(seen) == 3 and seen[2] == ("delete", newer, None)
     assert sched.queue.where("uid-delete") != UNSCHEDULABLE
     # Another plugin's rejection is not undone by any of these.
     assert sched.queue.where("uid-waits-for-other") == UNSCHEDULABLE

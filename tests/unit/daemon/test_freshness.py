@@ -74,9 +74,9 @@ def test_a_list_that_started_before_the_term_does_not_count() -> None:
 def _daemon(elector: LeaderElector | None, informers: list[FakeInformer]) -> Daemon:
     d = Daemon.__new__(Daemon)
     d.elector = elector
-    d.nodes, d.pods, *rest = informers  # type: ignore[misc]
+    d.nodes, d.pods, *rest = informers  # type: ignore[assignment]
     d.extra_informers = rest  # type: ignore[assignment]
-    d.freshness = CacheFreshness(d.informers)  # type: ignore[arg-type]
+    d.freshness = CacheFreshness(d.informers)
     d.metrics = Metrics()
     d.le_settings = LeaderElectionSettings(identity="me")
     return d

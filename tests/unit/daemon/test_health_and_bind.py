@@ -190,7 +190,7 @@ def test_a_stalled_scheduling_loop_is_unhealthy() -> None:
     clock.advance(1)
     [problem] = d.health_problems()
     assert problem.startswith("policyd-scheduler: no progress for")
-    d.scheduler.heartbeat = clock.now()  # it came round again
+    d.scheduler.heartbeat = clock.now()  # type: ignore[misc]  # it came round again
     assert d.health_problems() == []
 
 
@@ -206,7 +206,7 @@ def test_a_leader_stuck_past_its_lease_is_unhealthy() -> None:
     d = daemon(clock, e)
     e._after_attempt(True)  # leading, just renewed
     clock.advance(15 + LEADER_HEALTH_TIMEOUT)
-    d.scheduler.heartbeat = clock.now()
+    d.scheduler.heartbeat = clock.now()  # type: ignore[misc]  # a SimpleNamespace here
     assert e.check(LEADER_HEALTH_TIMEOUT) is None and d.health_problems() == []
     clock.advance(1)
     assert d.health_problems() == ["policyd-leader: lease ns/policyd not renewed for 36s"]

@@ -41,7 +41,7 @@ def setup() -> Iterator[tuple[Scheduler, ManualClock, list[dict[str, Any]]]]:
                ) -> None:
         calls.append({"message": message, "patch": patch_condition, "reason": reason})
 
-    s.events.failed = failed  # type: ignore[method-assign]
+    s.events.failed = failed  # type: ignore[method-assign, assignment]
     s.on_node_add(make_node("small").capacity(cpu="1", memory="1Gi", pods="10").raw())
     try:
         yield s, clock, calls

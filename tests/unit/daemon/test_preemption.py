@@ -40,8 +40,9 @@ class Recorded(PreemptionActions):
         self.started: list[tuple[str, PostFilterResult]] = []
         self.held: set[str] = set()
 
-    def start(self, preemptor: Pod, result: PostFilterResult, component: str) -> None:
+    def start(self, preemptor: Pod, result: PostFilterResult, component: str) -> bool:
         self.started.append((preemptor.key, result))
+        return False  # nothing asynchronous here (the victims' metric stays unobserved)
 
     def running(self, uid: str) -> bool:
         return uid in self.held
@@ -316,7 +317,7 @@ def test_budgets_and_priority_classes_are_kept_from_their_informers(setup: Any) 
     from policyd.model.disruption import POD_DISRUPTION_BUDGET, PRIORITY_CLASS
 
     s, _, _, _ = setup
-    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+    pdb: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
            "metadata": {"name": "guard", "namespace": "shop"},
            "spec": {"selector": {"matchLabels": {"app": "web"}}},
            "status": {"disruptionsAllowed": 0}}

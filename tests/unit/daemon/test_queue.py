@@ -3,6 +3,8 @@ deletes while queued or in flight. Time is a hand-driven clock: nothing sleeps."
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from policyd.daemon.queue import (
@@ -11,6 +13,7 @@ from policyd.daemon.queue import (
     GATED,
     IN_FLIGHT,
     UNSCHEDULABLE,
+    QueuedPod,
     SchedulingQueue,
     backoff_duration,
 )
@@ -20,7 +23,7 @@ from tests.builders import make_pod
 from tests.clocks import ManualClock
 
 
-def _queue(clock: ManualClock, **kw: float | bool) -> SchedulingQueue:
+def _queue(clock: ManualClock, **kw: Any) -> SchedulingQueue:
     return SchedulingQueue(PrioritySort().less, clock=clock, **kw)
 
 
@@ -265,7 +268,7 @@ def test_the_unschedulable_and_in_flight_indexes_follow_every_operation() -> Non
     rng = random.Random(15)
     clock = ManualClock()
     q = _queue(clock)
-    in_flight: dict[str, object] = {}
+    in_flight: dict[str, QueuedPod] = {}
     for step in range(3000):
         op = rng.randrange(7)
         name = f"p{rng.randrange(25)}"
@@ -278,7 +281,7 @@ def test_the_unschedulable_and_in_flight_indexes_follow_every_operation() -> Non
                 in_flight[qp.uid] = qp
         elif op == 2 and in_flight:
             qp = in_flight.pop(rng.choice(sorted(in_flight)))
-            q.requeue(qp, unschedulable=rng.random() < 0.7,  # type: ignore[arg-type]
+            q.requeue(qp, unschedulable=rng.random() < 0.7,
                       plugins={"NodeResourcesFit"})
         elif op == 3 and uid in in_flight:
             in_flight.pop(uid)

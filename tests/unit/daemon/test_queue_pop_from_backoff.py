@@ -4,6 +4,8 @@ activeQ, keep their backoff, which is rounded to 1 s windows."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from policyd.daemon.queue import ACTIVE, BACKOFF, IN_FLIGHT, SchedulingQueue
 from policyd.model.records import Pod
 from policyd.plugins.queuesort.priority_sort import PrioritySort
@@ -11,7 +13,7 @@ from tests.builders import make_pod
 from tests.clocks import ManualClock
 
 
-def _queue(clock: ManualClock, **kw: float | bool) -> SchedulingQueue:
+def _queue(clock: ManualClock, **kw: Any) -> SchedulingQueue:
     return SchedulingQueue(PrioritySort().less, clock=clock, initial_backoff=1,
                            max_backoff=10, **kw)
 

@@ -80,7 +80,7 @@ def test_an_audited_policy_is_in_no_filter_or_score_list() -> None:
     every = [*fw.pre_filter_plugins, *fw.filter_plugins, *fw.pre_score_plugins,
              *(wp.plugin for wp in fw.score_plugins)]
     assert audited not in every
-    assert "HwEncrypt" not in {b.name for b in (*fw.filters, *fw.scores)}
+    assert "HwEncrypt" not in {b.name for b in fw.filters} | {b.name for b in fw.scores}
     assert [(a.name, a.policy) for a in fw.audits] == [("HwEncrypt", "hw-encrypt")]
     # It never rejects, so it registers no queueing hint either.
     assert all(plugin != "HwEncrypt" for plugin, _ in fw.queueing_hints())
@@ -176,7 +176,7 @@ def test_an_audited_policy_that_raises_does_not_fail_the_cycle(
     def broken(*_: Any) -> Any:
         raise RuntimeError("boom")
 
-    audited.audit_mask = broken  # type: ignore[method-assign]
+    audited.audit_mask = broken  # type: ignore[attr-defined]
     result = run([audited], encrypted_pod())
     assert result.node is not None and result.error is None and result.audits == []
     assert "auditing plugin 'HwEncrypt'" in caplog.text

@@ -16,7 +16,8 @@ from policyd.framework.fit_error import Diagnosis, fit_error_message
 from policyd.framework.status import Status
 from policyd.model.cluster import ClusterState
 from policyd.model.records import node_from_dict, pod_from_dict
-from tests.gen.differential import CASE_LABEL, HOSTNAME, gen_case, pinned_copy
+from tests.gen.clusters import HOSTNAME
+from tests.gen.differential import CASE_LABEL, gen_case, pinned_copy
 from tests.integration.differential.runner import (
     MESSAGE_COMPARED,
     SCORE_COMPARED,
@@ -71,7 +72,7 @@ def test_generated_objects_decode(index: int) -> None:
 
 
 def test_pinned_copy_adds_hostname_to_every_term() -> None:
-    pod = {"apiVersion": "v1", "kind": "Pod",
+    pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": "p", "namespace": "ns", "labels": {"app": "a"}},
            "spec": {"containers": [{"name": "c", "image": "i"}], "nodeName": "n9",
                     "affinity": {"nodeAffinity": {

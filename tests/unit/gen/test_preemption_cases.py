@@ -32,7 +32,7 @@ CASES = [gen_preemption_case(11, i, f"x-{i}") for i in range(48)]
 
 def _value(case: PreemptionCase, pod: Obj) -> int:
     classes = {c["metadata"]["name"]: c["value"] for c in case.priority_classes}
-    return classes[pod["spec"]["priorityClassName"]]
+    return int(classes[pod["spec"]["priorityClassName"]])
 
 
 def test_a_case_is_a_function_of_seed_and_index() -> None:
@@ -114,7 +114,7 @@ def test_policyd_preempts_in_most_first_steps() -> None:
 
 def _with_priority(case: PreemptionCase, pod: Obj) -> Obj:
     """The pod as the priority admission plugin stores it."""
-    out = json.loads(json.dumps(pod))
+    out: Obj = json.loads(json.dumps(pod))
     out["spec"]["priority"] = _value(case, pod)
     if pod["spec"]["priorityClassName"].endswith("-never"):
         out["spec"]["preemptionPolicy"] = "Never"

@@ -16,7 +16,8 @@ from policyd.kube.client import USER_AGENT, ApiError, ConnectionSettings, KubeCl
 
 class Reply:
     def __init__(self, status: int, data: bytes) -> None:
-        self.status, self.data, self.reason, self.headers = status, data, "", {}
+        self.status, self.data, self.reason = status, data, ""
+        self.headers: dict[str, str] = {}
         self.released = False
 
     def release_conn(self) -> None:
@@ -67,7 +68,7 @@ def _client(reply: Reply, token: str | None = "t0k", host: str = "https://api.ex
         cfg.api_key_prefix = {"authorization": "Bearer"}
     api = k8s.ApiClient(cfg)
     manager = RecordingManager(reply, proxy)
-    api.rest_client.pool_manager = manager
+    api.rest_client.pool_manager = manager  # type: ignore[assignment]  # records, answers
     return KubeClient(api, ConnectionSettings(qps=-1, timeout=7.0, read_timeout=3.0)), manager
 
 

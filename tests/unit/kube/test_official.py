@@ -130,6 +130,7 @@ def test_drop_idle_connections_reads_the_pools_of_a_real_manager(tmp_path: Path)
     manager = urllib3.PoolManager(maxsize=2)
     pool = manager.connection_from_url("http://127.0.0.1:1")
     conn = pool._new_conn()
+    assert pool.pool is not None
     pool.pool.get(block=False)  # a free slot taken, as urllib3 does ...
     pool.pool.put(conn, block=False)  # ... and the idle connection put back
     assert drop_idle_connections(manager) == 1

@@ -233,7 +233,7 @@ class CountingStop(threading.Event):
 
 def _run(transport: FakeTransport, rounds: int, backoff: Backoff | None = None
          ) -> tuple[Informer, Recorder, CountingStop, list[str]]:
-    seen, skips = Recorder(), []
+    seen, skips = Recorder(), list[str]()
     inf = Informer(cast(KubeClient, transport), "/api/v1/pods", seen, name="pods",
                    backoff=backoff or Backoff(initial=1.0, maximum=30.0, jitter=0.0),
                    on_skip=skips.append)

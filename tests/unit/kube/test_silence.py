@@ -280,10 +280,11 @@ class FakeConn:
 
 def _pool_with(manager: urllib3.PoolManager, conns: list[FakeConn]) -> Any:
     pool = manager.connection_from_url("https://127.0.0.1:6443")
+    assert pool.pool is not None
     for _ in conns:  # free slots taken, as requests in flight take them
         assert pool.pool.get(block=False) is None
     for c in conns:  # and their connections returned after the replies
-        pool._put_conn(c)
+        pool._put_conn(c)  # type: ignore[arg-type]  # a fake connection
     return pool
 
 
@@ -317,7 +318,7 @@ def _fake_api(fail: BaseException, manager: urllib3.PoolManager) -> Any:
     from kubernetes import client as k8s
 
     api = k8s.ApiClient(k8s.Configuration(host="https://x"))
-    api.rest_client.pool_manager = FailingManager(fail, manager)
+    api.rest_client.pool_manager = FailingManager(fail, manager)  # type: ignore[assignment]
     return api
 
 

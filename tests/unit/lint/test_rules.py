@@ -69,10 +69,11 @@ def emitted_rule_ids(package: Path) -> dict[str, str]:
             if not isinstance(node, ast.Call):
                 continue
             func = node.func
-            name = func.attr if isinstance(func, ast.Attribute) else \
+            called = func.attr if isinstance(func, ast.Attribute) else \
                 func.id if isinstance(func, ast.Name) else None
-            if name not in positions:
+            if called is None or called not in positions:
                 continue
+            name = called
             starred = next((i for i, a in enumerate(node.args)
                             if isinstance(a, ast.Starred)), len(node.args))
             args = [node.args[i] for i in positions[name] if i < starred]
@@ -83,7 +84,7 @@ def emitted_rule_ids(package: Path) -> dict[str, str]:
             args += [k.value for k in node.keywords if k.arg == "rule"]
             for arg in args:
                 for sub in ast.walk(arg):
-                    values: set[str] = set()
+                    values = set()
                     if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
                         values = {sub.value}
                     elif isinstance(sub, ast.Name):

@@ -23,11 +23,11 @@ def _objects(path: Path) -> list[tuple[str, Any]]:
 
 def _kubectl_yaml(items: list[dict[str, Any]]) -> str:
     """A List in the layout `kubectl get -o yaml` prints (sorted keys, items at column 0)."""
-    import yaml
+    import yaml  # type: ignore[import-untyped]
 
-    return yaml.safe_dump({"apiVersion": "v1", "items": items, "kind": "List",
-                           "metadata": {"resourceVersion": ""}},
-                          default_flow_style=False, sort_keys=True)
+    return str(yaml.safe_dump({"apiVersion": "v1", "items": items, "kind": "List",
+                               "metadata": {"resourceVersion": ""}},
+                              default_flow_style=False, sort_keys=True))
 
 
 def _items() -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from policyd.config.plugins import default_framework
 from policyd.engine.cycle import schedule_one
 from policyd.errors import InvalidObjectError
 from policyd.model.cluster import ClusterState
-from policyd.model.records import node_from_dict, pod_from_dict
+from policyd.model.records import Node, node_from_dict, pod_from_dict
 from tests.gen.clusters import gen_cluster, gen_pod
 from tests.gen.mutate import mutate
 
@@ -37,8 +37,10 @@ def test_mutated_objects_decode_or_fail_cleanly_and_never_crash_the_engine(
             decoded_nodes.append(node_from_dict(_mutate(raw, rng, mutations)))
         except InvalidObjectError as exc:
             assert exc.field is not None and exc.kind == "Node"
-    names = set()
-    decoded_nodes = [n for n in decoded_nodes if not (n.name in names or names.add(n.name))]
+    unique: dict[str, Node] = {}
+    for n in decoded_nodes:
+        unique.setdefault(n.name, n)  # the first of each name, in order
+    decoded_nodes = list(unique.values())
     cluster = ClusterState(decoded_nodes, [pod_from_dict(p) for p in existing])
     fw = default_framework(seed=seed)
     for i in range(3):

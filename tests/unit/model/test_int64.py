@@ -3,6 +3,8 @@ Python's int() would also take " 5", "5_0" and "٥"."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from policyd.framework import CycleState
@@ -59,6 +61,7 @@ def test_gt_value_go_cannot_parse_is_invalid(value: str) -> None:
 def test_policy_gt_compiled_and_reference_agree(label: str) -> None:
     doc = make_policy(filters=[{"id": "r", "message": "m", "nodeLabels": {"matchExpressions": [
         {"key": "gpu", "operator": "Gt", "values": ["1"]}]}}])
+    policy: Any  # a Filter and/or Score plugin, by its rules
     [policy] = check_docs(doc).compiled
     nodes = [make_node("n").label("gpu", label).obj()]
     cluster = ClusterState(nodes)

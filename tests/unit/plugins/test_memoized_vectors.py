@@ -110,7 +110,7 @@ def plugins() -> Plugins:
     }
 
 
-Vectors = dict[str, list[Any]]
+Vectors = dict[str, list[Any] | None]
 
 
 def vectors(pl: Plugins, pod: Pod, state: ClusterState, table: NodeTable,
@@ -129,26 +129,28 @@ def vectors(pl: Plugins, pod: Pod, state: ClusterState, table: NodeTable,
         memo[name] = None if vector is None else vector.tolist()
         reference[name] = None if vector is None else [one(i) for i in idx.tolist()]
 
+    def each(method: Callable[..., Any], cs: CycleState) -> Callable[[int], Any]:
+        """The plugin's per-node answer for node i (its Score, its Filter status)."""
+        return lambda i: method(cs, pod, infos[i])
+
+    def passes(method: Callable[..., Any], cs: CycleState) -> Callable[[int], bool]:
+        return lambda i: method(cs, pod, infos[i]) is None
+
     for name in ("fit", "most", "ratio"):
         p, cs = pl[name], cycle()
         p.pre_filter(cs, pod, infos)
         if name == "fit":
-            record("fit/filter", p.filter_mask(cs, pod, table, idx),
-                   lambda i, p=p, cs=cs: p.filter(cs, pod, infos[i]) is None)
+            record("fit/filter", p.filter_mask(cs, pod, table, idx), passes(p.filter, cs))
         p.pre_score(cs, pod, infos)
-        record(f"{name}/score", p.score_vector(cs, pod, table, idx),
-               lambda i, p=p, cs=cs: p.score(cs, pod, infos[i]))
+        record(f"{name}/score", p.score_vector(cs, pod, table, idx), each(p.score, cs))
     for name in ("balanced", "balanced3"):
         p, cs = pl[name], cycle()
         if p.pre_score(cs, pod, infos) is None:  # not a Skip
-            record(f"{name}/score", p.score_vector(cs, pod, table, idx),
-                   lambda i, p=p, cs=cs: p.score(cs, pod, infos[i]))
+            record(f"{name}/score", p.score_vector(cs, pod, table, idx), each(p.score, cs))
     p, cs = pl["taint"], cycle()
-    record("taint/filter", p.filter_mask(cs, pod, table, idx),
-           lambda i: p.filter(cs, pod, infos[i]) is None)
+    record("taint/filter", p.filter_mask(cs, pod, table, idx), passes(p.filter, cs))
     p.pre_score(cs, pod, infos)
-    record("taint/score", p.score_vector(cs, pod, table, idx),
-           lambda i: p.score(cs, pod, infos[i]))
+    record("taint/score", p.score_vector(cs, pod, table, idx), each(p.score, cs))
     return memo, reference
 
 

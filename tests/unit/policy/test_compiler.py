@@ -3,6 +3,7 @@ and the extension points each policy kind exposes."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -31,14 +32,15 @@ def compiled(**spec: Any) -> Any:
     return policy
 
 
-def cluster(nodes: list[Node], pods: list[Pod] = ()) -> tuple[list[NodeInfo], CycleState]:  # type: ignore[assignment]
-    cs = ClusterState(nodes, pods)
+def cluster(nodes: list[Node], pods: Sequence[Pod] = ()
+            ) -> tuple[list[NodeInfo], CycleState]:
+    cs = ClusterState(nodes, list(pods))
     infos = cs.node_infos()
     return infos, CycleState(infos, cs)
 
 
-def run_filter(policy: Any, pod: Pod, nodes: list[Node], pods: list[Pod] = ()
-               ) -> dict[str, Any]:  # type: ignore[assignment]
+def run_filter(policy: Any, pod: Pod, nodes: list[Node], pods: Sequence[Pod] = ()
+               ) -> dict[str, Any]:
     infos, state = cluster(nodes, pods)
     _, status = policy.pre_filter(state, pod, infos)
     if status is not None:
@@ -50,12 +52,12 @@ def run_filter(policy: Any, pod: Pod, nodes: list[Node], pods: list[Pod] = ()
     return out
 
 
-def run_scores(policy: Any, pod: Pod, nodes: list[Node], pods: list[Pod] = ()
-               ) -> list[int] | Code:  # type: ignore[assignment]
+def run_scores(policy: Any, pod: Pod, nodes: list[Node], pods: Sequence[Pod] = ()
+               ) -> list[int] | Code:
     infos, state = cluster(nodes, pods)
     status = policy.pre_score(state, pod, infos)
     if status is not None:
-        return status.code
+        return Code(status.code)
     scores = [policy.score(state, pod, i) for i in infos]
     assert all(0 <= s <= 100 for s in scores)
     policy.normalize_score(state, pod, infos, scores)
@@ -341,7 +343,8 @@ def test_vectorized_annotation_scores_follow_node_updates() -> None:
         table = cs.table()
         state = CycleState(table.infos, cs)
         assert policy.pre_score(state, pod, table.infos) is None
-        return policy.score_vector(state, pod, table, np.arange(len(table.infos))).tolist()
+        return list(policy.score_vector(state, pod, table,
+                                        np.arange(len(table.infos))).tolist())
 
     assert vector() == [100, 0]
     assert vector() == [100, 0]  # cached column
@@ -441,7 +444,7 @@ def test_metric_values_age_out_between_cycles_and_columns_follow_publishes() -> 
         table = cs.table()
         state = CycleState(table.infos, cs)
         assert policy.pre_score(state, pod, table.infos) is None
-        return policy.score_vector(state, pod, table, np.arange(2)).tolist()
+        return list(policy.score_vector(state, pod, table, np.arange(2)).tolist())
 
     assert vector() == [0, 0]  # nothing published yet
     cache.update("lat", {"a": 5, "b": 50}, max_age=30, timestamp=100.0)

@@ -64,6 +64,7 @@ def _scores(doc: dict[str, Any], nodes: list[Any]) -> tuple[list[int], list[int]
     """(per-node scores, the column path's scores, the reference's scores)."""
     result = check_docs(doc)
     assert [p for p in result.problems if p.level == "error"] == []
+    policy: Any  # a Filter and/or Score plugin, by its rules
     [policy] = result.compiled
     cluster = ClusterState([n.obj() for n in nodes])
     table = cluster.table()
@@ -109,6 +110,7 @@ def test_a_value_that_is_not_a_json_number_scores_as_missing(
 def test_jmespath_filter_with_to_number_rejects_the_node(bad: str) -> None:
     doc = make_policy(filters=[{"id": "f", "message": "too small",
                                 "jmespath": "to_number(label(node, 'n')) > `2`"}])
+    policy: Any  # a Filter and/or Score plugin, by its rules
     [policy] = check_docs(doc).compiled
     nodes = [make_node("ok").label("n", "3").obj(), make_node("bad").label("n", bad).obj()]
     cluster = ClusterState(nodes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
@@ -115,7 +116,7 @@ def test_nested_one_of_uses_the_best_match() -> None:
                                                  "missing": "skip"}}]},
      []),
 ])
-def test_schema_problems(spec: dict[str, object], expected: list[tuple[str, str]]) -> None:
+def test_schema_problems(spec: dict[str, Any], expected: list[tuple[str, str]]) -> None:
     doc = make_policy(**spec)
     doc["spec"]["pluginName"] = spec["pluginName"]
     assert rules(check_docs(doc).problems) == expected
@@ -155,7 +156,7 @@ _LIMIT_CASES = [
 
 @pytest.mark.parametrize(("spec", "path", "bound"), _LIMIT_CASES,
                          ids=[c[1] for c in _LIMIT_CASES])
-def test_numbers_beyond_their_bounds_are_refused(spec: dict[str, object], path: str,
+def test_numbers_beyond_their_bounds_are_refused(spec: dict[str, Any], path: str,
                                                  bound: str) -> None:
     doc = make_policy(**{"filters": [{"id": "f", "message": "m", "maxPodsPerNode": 1}],
                          **spec})

@@ -4,6 +4,7 @@ policies, pods and clusters (seeded, so failures reproduce)."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
@@ -43,6 +44,7 @@ def test_compiled_matches_reference(seed: int) -> None:
     if not result.compiled:  # a generated contradiction: lint rejected it, fine
         assert any(p.rule == "never-matches" for p in result.problems)
         return
+    policy: Any  # a Filter and/or Score plugin, by its rules
     [policy] = result.compiled
     nodes = [node_from_dict(policy_node(rng, f"n{i}")) for i in range(rng.randint(1, 6))]
     existing = [pod_from_dict(policy_pod(rng, f"e{i}", rng.choice(nodes).name))
@@ -99,6 +101,7 @@ def test_metric_rules_compiled_matches_reference(seed: int) -> None:
     doc = metric_policy_doc(rng)
     result = check_docs(doc)
     assert result.compiled, result.problems
+    policy: Any  # a Filter and/or Score plugin, by its rules
     [policy] = result.compiled
     nodes = [node_from_dict(policy_node(rng, f"n{i}")) for i in range(rng.randint(1, 8))]
     pod = pod_from_dict(policy_pod(rng, "incoming"))

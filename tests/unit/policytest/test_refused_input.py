@@ -133,7 +133,7 @@ def kubectl_node(i: int) -> dict[str, object]:
 
 
 def yaml_block(nodes: list[dict[str, object]]) -> str:
-    import yaml
+    import yaml  # type: ignore[import-untyped]
 
     text = yaml.safe_dump(nodes, default_flow_style=False, sort_keys=False)
     return "".join(f"    {line}\n" for line in text.splitlines())

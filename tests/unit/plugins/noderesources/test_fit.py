@@ -120,7 +120,7 @@ def upstream_node() -> Node:
                 huge_a="5")
 
 
-ENOUGH_REQUESTS: list[tuple[str, Pod, Pod, dict[str, Any], Status | None]] = [
+ENOUGH_REQUESTS: list[tuple[str, Pod, Pod | None, dict[str, Any], Status | None]] = [
     ("no resources requested always fits",
      empty_pod(), pod(res(cpu=10, memory=20)), {}, None),
     ("too many resources fails",
@@ -899,7 +899,8 @@ def test_vector_paths_decline_values_beyond_exact_range() -> None:
     assert plugin.score(state, p, table.infos[0]) == 99
     p = pod({"memory": "2E"})  # an int64 comparison is still exact
     plugin.pre_filter(state, p, table.infos)
-    assert plugin.filter_mask(state, p, table, idx).tolist() == [False]
+    mask = plugin.filter_mask(state, p, table, idx)
+    assert mask is not None and mask.tolist() == [False]
     assert plugin.filter_statuses(state, p, table, idx) == [
         Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ("Insufficient memory",))]
     with pytest.raises(InvalidObjectError):  # beyond int64: refused when decoded

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from policyd.framework.interfaces import FilterPlugin
 from policyd.model.cluster import ClusterState
 from policyd.model.records import node_from_dict, pod_from_dict
 from policyd.policy.compiler import compile_policy
@@ -47,6 +48,7 @@ def test_mask_is_the_per_node_check_at_int64_limits(headroom: dict[str, Any],
                                 "headroom": {"resource": GPU, **headroom}}])
     assert check_docs(doc).problems == []
     policy = compile_policy(doc)
+    assert isinstance(policy, FilterPlugin)
     nodes = [node_from_dict(_node(f"n{i}", a)) for i, a in enumerate(AMOUNTS)]
     # Some nodes already run a pod asking for a large share.
     existing = [pod_from_dict(_pod(f"e{i}", "4e18", f"n{i}"))
@@ -77,6 +79,7 @@ def test_subsets_of_large_and_small_nodes_agree() -> None:
     doc = make_policy(filters=[{"id": "keep", "message": "no room",
                                 "headroom": {"resource": GPU, "percent": 1.1}}])
     policy = compile_policy(doc)
+    assert isinstance(policy, FilterPlugin)
     # 3000 with 2967 used keeps exactly 1.1% free; in float64 3000 * 1.1 is
     # 3300.0000000000005, which (3000 - 2967) * 100 = 3300 would fall short of.
     assert 3000 * 1.1 > 3300

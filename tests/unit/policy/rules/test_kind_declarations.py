@@ -37,7 +37,8 @@ def _section(section: str) -> dict[str, Any]:
     *(pytest.param("scores", k, SCORE_RULES, id=f"score-{k.name}") for k in scores.KINDS)])
 def test_example_lints_clean_and_compiles_to_its_class(
         section: str, kind: RuleKind, registry: Mapping[str, object]) -> None:
-    doc = make_policy(**{section: [_example(kind)]})
+    rules: dict[str, Any] = {section: [_example(kind)]}
+    doc = make_policy(**rules)
     assert check_docs(doc).problems == []
     policy = compile_policy(doc)
     (rule,) = policy.filter_rules if section == "filters" else policy.score_rules
