@@ -79,7 +79,12 @@ def _clause(clause: str, driver: str, device: Mapping[str, Any]) -> bool:
         attribute = (device.get("attributes") or {}).get(name)
         if attribute is None:
             return False
-        (found,) = attribute.values()
+        # The value the decoder keeps: the first kind set, in its order; an attribute
+        # with none (which the API server would refuse) equals nothing.
+        found = next((attribute[k] for k in ("int", "bool", "string", "version")
+                      if attribute.get(k) is not None), None)
+        if found is None:
+            return False
         return str(found).lower() == value.lower() if isinstance(found, bool) else (
             str(found) == value)
     name, _, low = clause.removeprefix("cap:").partition(">=")
