@@ -318,8 +318,12 @@ def test_stop_leaves_no_process_behind() -> None:
     cp.stop()  # idempotent
 
 
+# The owner as a terminal runs it: Ctrl-C raises KeyboardInterrupt. A shell running the
+# tests in the background without job control passes SIGINT down ignored, and Python
+# then leaves it ignored: the child would sleep through the signal.
 _CHILD = textwrap.dedent("""\
-    import sys, time
+    import signal, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from policyd.devcluster import ControlPlane
     cp = ControlPlane().start()
     cp.start_kube_scheduler()
