@@ -574,20 +574,24 @@ class SchedulingQueue:
         waiting at Permit), remember to move it when it comes back rejected: upstream's
         Activate of an in-flight pod (its binding cycle is in flight there too)."""
         with self._cond:
-            if self.activate(uid) or uid in self._pods:
-                return
-            now = self.clock()
-            self._activate_on_return = {
-                u: t for u, t in self._activate_on_return.items()
-                if now - t < ACTIVATE_ON_RETURN_S}
-            self._activate_on_return[uid] = now
+            if not (self.activate(uid) or uid in self._pods):
+                self._remember_activation(uid)
 
     def retry_on_return(self, uid: str) -> None:
         """When the in-flight pod `uid` comes back rejected, back it off (retried at
         once by an idle queue, with SchedulerPopFromBackoffQ) instead of waiting for
         an event."""
         with self._cond:
-            self._activate_on_return[uid] = self.clock()
+            self._remember_activation(uid)
+
+    def _remember_activation(self, uid: str) -> None:
+        """`requeue` backs `uid` off when it comes back; entries too old to belong to a
+        pod still in its cycle are dropped."""
+        now = self.clock()
+        self._activate_on_return = {
+            u: t for u, t in self._activate_on_return.items()
+            if now - t < ACTIVATE_ON_RETURN_S}
+        self._activate_on_return[uid] = now
 
     def flush(self) -> None:
         """Periodic housekeeping: expired backoffs to activeQ, pods unschedulable for
