@@ -146,7 +146,7 @@ class PodGroups:
         # `ClusterState` as it places and unplaces pods.
         self._placed: dict[GroupKey, int] = {}
         # The groups (uids) a pod group cycle found schedulable: their PodGroupScheduled
-        # stays True whatever the watch shows yet (see `keeps_scheduled`).
+        # stays True whatever the watch shows yet (see `record_scheduled`).
         self._scheduled: set[str] = set()
 
     def record_scheduled(self, group: PodGroup, scheduled: bool) -> bool:
@@ -175,6 +175,9 @@ class PodGroups:
         return self._placed.get(key, 0)
 
     def upsert(self, group: PodGroup) -> None:
+        old = self._objects.get(group.key)
+        if old is not None and old.uid != group.uid:  # recreated: its verdict goes
+            self._scheduled.discard(old.uid)
         self._objects[group.key] = group
 
     def delete(self, key: GroupKey) -> PodGroup | None:

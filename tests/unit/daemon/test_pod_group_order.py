@@ -133,3 +133,24 @@ def test_a_member_left_out_is_told_again_after_its_siblings_are_placed(scheduler
     # stays Scheduled, though the watch has not shown the True written (no API here).
     assert s.queue.where("uid-big") == "unschedulable"
     assert told["PodGroup train"] == "True"
+
+
+def test_the_remembered_verdict_is_the_group_objects_own() -> None:
+    """Scheduled once, a group's condition is never written False again; the same name
+    created anew (another uid), or deleted, starts afresh."""
+    from policyd.model.pod_groups import PodGroups, pod_group_from_dict
+
+    groups = PodGroups()
+    first = pod_group_from_dict(_group(2))
+    groups.upsert(first)
+    assert groups.record_scheduled(first, False)  # never scheduled: False is written
+    assert groups.record_scheduled(first, True)
+    assert not groups.record_scheduled(first, False)
+    again = pod_group_from_dict({**_group(2), "metadata": {
+        **_group(2)["metadata"], "uid": "uid-train-2"}})
+    groups.upsert(again)
+    assert groups.record_scheduled(again, False)
+    assert groups.record_scheduled(again, True)
+    groups.delete(again.key)
+    groups.upsert(again)
+    assert groups.record_scheduled(again, False)
