@@ -45,8 +45,16 @@ CONNECTION_TIMEOUT = 10.0
 Guard = Callable[[str, str | None], Refusal | None]
 
 def _exponential(start: float, factor: float, count: int) -> tuple[float, ...]:
-    """component-base's ExponentialBuckets: `count` upper bounds from `start`."""
-    return tuple(start * factor**i for i in range(count))
+    """Prometheus client_golang's ExponentialBuckets: `count` upper bounds from `start`.
+    Each is the one before times `factor`, multiplied in turn as Go does, not
+    `start * factor**i`: the two round differently (2.2500000000000005e-05 against
+    2.25e-05), and a `le` label that differs in its last digit is another series to a
+    dashboard summing both schedulers' buckets."""
+    bounds = []
+    for _ in range(count):
+        bounds.append(start)
+        start *= factor
+    return tuple(bounds)
 
 
 # kube-scheduler v1.36's buckets (pkg/scheduler/metrics/metrics.go), metric by metric:

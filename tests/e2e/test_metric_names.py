@@ -21,7 +21,10 @@ from tests.e2e.helpers import Cluster, ProcessFactory, scrape, write_profile
 from tests.polling import wait_for
 
 # Families both serve once each scheduler has bound a pod and failed another (a
-# family with no sample yet is not exposed by kube-scheduler's registry).
+# family with no sample yet is not exposed by kube-scheduler's registry). Not promised:
+# scheduler_plugin_execution_duration_seconds, which each side times in a random 10% of
+# cycles, so it is compared only in the runs where both did; its bounds are pinned to
+# kube-scheduler's in tests/unit/daemon/test_metrics.py.
 PROMISED = {
     "scheduler_schedule_attempts_total", "scheduler_scheduling_attempt_duration_seconds",
     "scheduler_scheduling_algorithm_duration_seconds", "scheduler_pending_pods",

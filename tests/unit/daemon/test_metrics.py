@@ -114,3 +114,23 @@ def test_buckets_are_kube_schedulers() -> None:
     plugin = [line for line in text.splitlines()
               if line.startswith("scheduler_plugin_execution_duration_seconds_bucket")]
     assert len(plugin) == 21 and 'le="1e-05"' in plugin[0]
+
+
+def test_bucket_bounds_are_multiplied_in_turn_as_go_does() -> None:
+    """kube-scheduler v1.36 serves these `le` values for its plugin histogram (read off
+    its /metrics in tests/e2e/test_metric_names.py); `1e-05 * 1.5**i` rounds 9 of them
+    differently, and a different `le` is a different series to a dashboard."""
+    served_by_kube_scheduler = [
+        1e-05, 1.5000000000000002e-05, 2.2500000000000005e-05, 3.375000000000001e-05,
+        5.062500000000001e-05, 7.593750000000002e-05, 0.00011390625000000003,
+        0.00017085937500000006, 0.0002562890625000001, 0.00038443359375000017,
+        0.0005766503906250003, 0.0008649755859375004, 0.0012974633789062506,
+        0.0019461950683593758, 0.0029192926025390638, 0.004378938903808595,
+        0.006568408355712893, 0.009852612533569338, 0.014778918800354007,
+        0.02216837820053101]
+    metrics = Metrics()
+    metrics.plugin_latency.labels("P", "Filter", "Success").observe(0.001)
+    bounds = [float(line.split('le="')[1].split('"')[0])
+              for line in metrics.render().decode().splitlines()
+              if line.startswith("scheduler_plugin_execution_duration_seconds_bucket")]
+    assert bounds[:-1] == served_by_kube_scheduler and bounds[-1] == float("inf")
