@@ -69,6 +69,11 @@ def diff(
         "out); a path the commit does not have is empty there (new in this change).")
     ] = None,
     cluster: ClusterOpt = None,
+    pods: Annotated[list[Path] | None, typer.Option(
+        "--pods", help="Pod files added to the cluster (repeatable), as simulate's: "
+        "pending pods to compare (say, what a release will submit), bound ones "
+        "(spec.nodeName) judged on their node; one the cluster also has replaces its "
+        "copy.")] = None,
     output: Annotated[DiffFormat, output_option()] = TEXT,
     fail_on: Annotated[FailOn, typer.Option(
         "--fail-on", help="New violations of bound pods that fail the run: any, or only "
@@ -109,18 +114,20 @@ def diff(
     change are reported.
 
     Reads the snapshot --cluster FILE or, without it, the live cluster (listed once,
-    nothing written; its SchedulingPolicy objects run in both versions).
+    nothing written; its SchedulingPolicy objects run in both versions), plus the
+    --pods files' pods.
 
     Exit 0 when no bound pod becomes a violation, 1 when one does (see --fail-on), 2
     for bad input (a missing path, a revision git does not know, an invalid policy or
     profile, an unreadable cluster)."""
-    from policyd.cli.schedule_cmds import gates_of, load_input
+    from policyd.cli.schedule_cmds import add_pod_files, gates_of, load_input
     from policyd.engine.diff import diff as run
 
     given = list(paths or [])
     warnings: list[str] = []
     notes: list[str] = []
     source = load_input(cluster, kubeconfig, context, validate, strict)
+    add_pod_files(source, list(pods or []), validate)
     snap = source.snapshot
     with tempfile.TemporaryDirectory(prefix="policyd-diff-base-") as tmp:
         if base is None:
@@ -166,7 +173,7 @@ def diff(
     warnings = snap.warnings + warnings
     for w in warnings:
         print(f"policyd: warning: {printable(w)}", file=sys.stderr)
-    for n in snap.notes:
+    for n in snap.notes + source.notes:
         print(f"policyd: note: {printable(n)}", file=sys.stderr)
     if builtins_changed:
         notes.append("the profiles differ in more than their policies: bound pods were "

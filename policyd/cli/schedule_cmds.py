@@ -29,7 +29,7 @@ from policyd.model.k8snames import printable
 
 if TYPE_CHECKING:  # the engine (and numpy) load only when a command here runs
     from policyd.engine.cycle import ScheduleResult
-    from policyd.engine.inputs import PodFile
+    from policyd.engine.inputs import MergedPods, PodFile
     from policyd.engine.pod_group import GroupSummary
     from policyd.framework.interfaces import Plugin
     from policyd.framework.runtime import Framework
@@ -336,6 +336,22 @@ def load_input(cluster: Path | None, kubeconfig: str | None, context: str | None
     snap.warnings += read.warnings
     return ClusterInput(snap, read.host, live=True, policies=read.policies,
                         namespace=context_namespace(kubeconfig, context))
+
+
+def add_pod_files(source: ClusterInput, paths: list[Path], validate: FieldValidation
+                  ) -> MergedPods:
+    """The pods of the --pods files added to the snapshot's: one that the snapshot
+    also has replaces its copy (said in `source.notes`); their warnings join the
+    snapshot's. Two pods of the files with one name or uid are bad input (exit 2)."""
+    from policyd.engine.inputs import check_unique_pods, merge_pods
+
+    files, warnings = load_pod_files(paths, validate)
+    check_unique_pods(files)
+    merged = merge_pods(source.snapshot.pods, files)
+    source.snapshot.pods = merged.snapshot + merged.extra
+    source.notes += merged.notes
+    source.snapshot.warnings += warnings
+    return merged
 
 
 def check_cluster_policies_flag(flag: bool, cluster: Path | None) -> None:

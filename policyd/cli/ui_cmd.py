@@ -18,10 +18,10 @@ from policyd.cli.schedule_cmds import (
     KubeconfigOpt,
     PoliciesOpt,
     SeedOpt,
+    add_pod_files,
     check_cluster_policies_flag,
     frameworks_for,
     load_input,
-    load_pod_files,
 )
 from policyd.errors import EXIT_OK, EXIT_PROBLEMS, PolicydError
 
@@ -64,16 +64,8 @@ def ui(
     host, port = parse_listen(listen)
 
     def read() -> ClusterInput:
-        from policyd.engine.inputs import check_unique_pods, merge_pods
-
         source = load_input(cluster, kubeconfig, context, FieldValidation.strict)
-        files, warnings = load_pod_files(list(pods or []), FieldValidation.strict)
-        check_unique_pods(files)
-        merged = merge_pods(source.snapshot.pods, files)
-        snap = source.snapshot
-        snap.pods = merged.snapshot + merged.extra
-        source.notes += merged.notes
-        snap.warnings += warnings
+        add_pod_files(source, list(pods or []), FieldValidation.strict)
         return source
 
     # Fail now, not at the first request: the cluster, the profile and the policies.

@@ -239,3 +239,49 @@ def test_two_profiles_in_one_version_is_exit_2(tmp_path: Path) -> None:
              tmp_path / "cluster.yaml")
     assert r.code == 2
     assert "are both profiles" in r.stderr
+
+
+def staging_pod(name: str) -> str:
+    """A prod pod that only a staging node takes: it fits before the narrowing only."""
+    return pod(name).replace("spec:\n", "spec:\n  nodeSelector: {env: staging}\n")
+
+
+def test_pods_files_add_pending_pods_to_compare(files: Path) -> None:
+    (files / "release.yaml").write_text(staging_pod("next-1") + staging_pod("next-2"))
+    r = diff(files / "old", files / "new", "--cluster", files / "cluster.yaml",
+             "--pods", files / "release.yaml", "-o", "json")
+    doc = json.loads(r.stdout)
+    assert doc["summary"]["stopsFitting"] == 2, r.output
+    stopped = sorted(p["pod"] for p in doc["placements"] if p["change"] == "stops-fitting")
+    assert stopped == ["shop/next-1", "shop/next-2"]
+    assert doc["summary"]["newViolations"] == 1  # web-2, from the snapshot, as before
+
+
+def test_a_bound_pod_of_a_pods_file_is_judged_on_its_node(files: Path) -> None:
+    (files / "bound.yaml").write_text(pod("web-3", "n2"))
+    r = diff(files / "old", files / "new", "--cluster", files / "cluster.yaml",
+             "--pods", files / "bound.yaml")
+    assert r.code == 1
+    assert any(line.startswith("  shop/web-3 on n2: policy env-prod") for line in
+               r.stdout.splitlines()), r.stdout
+
+
+def test_a_pods_file_pod_replaces_the_clusters_copy_with_a_note(files: Path) -> None:
+    (files / "waiting.yaml").write_text(staging_pod("waiting"))
+    r = diff(files / "old", files / "new", "--cluster", files / "cluster.yaml",
+             "--pods", files / "waiting.yaml", "-o", "json")
+    doc = json.loads(r.stdout)
+    assert [(p["pod"], p["change"]) for p in doc["placements"]] == [
+        ("shop/waiting", "stops-fitting")], r.stdout  # once, the file's copy
+    assert doc["summary"]["pending"] == 1
+    assert "note: pod shop/waiting from " in r.stderr and "replaces the snapshot's copy" \
+        in r.stderr
+
+
+def test_a_pod_in_two_pods_files_is_exit_2(files: Path) -> None:
+    for name in ("a.yaml", "b.yaml"):
+        (files / name).write_text(pod("twice"))
+    r = diff(files / "old", files / "new", "--cluster", files / "cluster.yaml",
+             "--pods", files / "a.yaml", "--pods", files / "b.yaml")
+    assert r.code == 2
+    assert "Pod shop/twice is in both" in r.stderr, r.stderr
