@@ -679,7 +679,6 @@ def simulate(
     given with --pods was skipped or is held out of the queue (scheduling gates, a
     missing ResourceClaim); 2 for bad input (including unknown fields, unless
     --validate says otherwise, and a Node or Pod given twice)."""
-    from policyd.engine.inputs import check_unique_pods, merge_pods
     from policyd.engine.profiles import serving_profiles
     from policyd.engine.report import simulate_json, simulate_text
     from policyd.engine.simulate import simulate as run
@@ -687,20 +686,18 @@ def simulate(
     check_cluster_policies_flag(cluster_policies, cluster)
     source = load_input(cluster, kubeconfig, context, validate, strict)
     snap = source.snapshot
-    files, warnings = load_pod_files(list(pods or []), validate)
-    check_unique_pods(files)
-    merged = merge_pods(snap.pods, files)
+    merged = add_pod_files(source, list(pods or []), validate)
+    warnings: list[str] = []
     frameworks = frameworks_for(config, policies or [], seed, source.policies, warnings,
                                 cluster_policies_flag=cluster_policies)
     attach_metrics_file(frameworks, metrics)
     served = serving_profiles(frameworks, default_profile=config is None)
-    snap.pods = merged.snapshot + merged.extra
     state = snap.cluster(gates_of(frameworks))
     # The cluster's pending pods, then every --pods pod (bound ones count on their node
     # like the cluster's, and are listed as skipped).
     pending = [p for p in merged.snapshot if not p.node_name and not p.finished]
     pending += merged.extra
-    notes = snap.notes + list(merged.notes)
+    notes = snap.notes + source.notes
     served = _other_schedulers(served, pending, all_schedulers, notes)
 
     def progress(done: int, total: int) -> None:
