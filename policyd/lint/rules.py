@@ -102,7 +102,9 @@ RULES: tuple[Rule, ...] = (
                                        "filters do not have"),
     Rule("exception-matches-nothing", _W, "a policy exception that can match no pod the "
                                           "policy applies to (its namespaces are outside "
-                                          "`appliesTo.namespaces`), or none in the "
+                                          "`appliesTo.namespaces`, or no pod has both its "
+                                          "podSelector's labels and "
+                                          "`appliesTo.labelSelector`'s), or none in the "
                                           "audited cluster (audit)"),
     Rule("exception-expired", _W, "a policy exception whose `expires` has passed: it "
                                   "exempts nothing any more"),

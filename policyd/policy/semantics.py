@@ -73,6 +73,9 @@ class _Checker:
         self.doc = doc
         self.key_uses = key_uses
         self.problems: list[Problem] = []
+        # appliesTo.labelSelector's well-formed requirements, which an exception's
+        # podSelector must be able to meet together with.
+        self.applies_labels: list[tuple[JsonPath, str, str, list[str]]] = []
 
     def add(self, path: JsonPath, rule: str, message: str, *, level: str = ERROR,
             key: bool = False, detail: tuple[str, ...] = (),
@@ -298,6 +301,28 @@ class _Checker:
                     self.exception_namespaces((*path, "match", "namespaces"),
                                               [g for g in spaces if isinstance(g, str)],
                                               include, exclude)
+                if isinstance(match.get("podSelector"), Mapping):
+                    selector = (*path, "match", "podSelector")
+                    self.exception_labels(selector,
+                                          self.requirements(selector, match["podSelector"]))
+
+    def exception_labels(self, path: JsonPath,
+                         reqs: list[tuple[JsonPath, str, str, list[str]]]) -> None:
+        """An exception's podSelector that no pod's labels meet, alone or together with
+        appliesTo.labelSelector (which every pod the policy asks must meet), matches no
+        pod. A labelSelector that is itself impossible is never-matches' error."""
+        for _, message in contradictions(reqs):
+            self.add(path, "exception-matches-nothing",
+                     f"the podSelector can never match: {message}", level=WARNING)
+            return
+        if any(contradictions(self.applies_labels)):
+            return
+        for _, message in contradictions(self.applies_labels + reqs):
+            self.add(path, "exception-matches-nothing",
+                     "no pod the policy applies to has these labels (with "
+                     f"spec.appliesTo.labelSelector, {message}), so it matches no pod",
+                     level=WARNING)
+            return
 
     def exception_namespaces(self, path: JsonPath, globs: list[str], include: Any,
                              exclude: Any) -> None:
@@ -369,6 +394,7 @@ class _Checker:
                          "excluded")
         reqs = self.requirements((*base, "labelSelector"), applies.get("labelSelector"))
         self.never_matches(reqs, "labelSelector")
+        self.applies_labels = reqs
         areqs = self.requirements((*base, "annotationSelector"),
                                   applies.get("annotationSelector"),
                                   annotations=True)
@@ -525,49 +551,52 @@ def contradictions(
     for path, key, op, values in reqs:
         by_key.setdefault(key, []).append((path, op, values))
     for key, items in by_key.items():
-        allowed: set[str] | None = None  # values the In requirements still allow
-        must_exist = False
-        exists_path: JsonPath | None = None
-        absent_path: JsonPath | None = None
-        gt: int | None = None
-        lt: int | None = None
-        for path, op, values in items:
-            if op == "In":
-                allowed = set(values) if allowed is None else allowed & set(values)
-                if not allowed:
-                    yield path, f"no value of {key!r} is in every In list"
-                    break
-                must_exist, exists_path = True, exists_path or path
-            elif op == "NotIn" and allowed is not None:
-                allowed -= set(values)
-                if not allowed:
-                    yield path, f"NotIn {sorted(values)} excludes every value the In " \
-                                f"requirement on {key!r} allows"
-                    break
-            elif op in ("Exists", "Gt", "Lt"):
-                must_exist, exists_path = True, exists_path or path
-                n = parse_int64(values[0]) if op != "Exists" and values else None
-                if n is not None:
-                    if op == "Gt":
-                        gt = n if gt is None else max(gt, n)
-                    else:
-                        lt = n if lt is None else min(lt, n)
-                    if gt is not None and lt is not None and lt - gt <= 1:
-                        yield path, f"no integer is > {gt} and < {lt} for {key!r}"
-                        break
-            elif op == "DoesNotExist":
-                absent_path = path
-            if must_exist and absent_path is not None:
-                yield (absent_path if op == "DoesNotExist" else path), \
-                    f"{key!r} must both exist and not exist"
-                break
-        else:
-            if allowed is not None and (gt is not None or lt is not None):
-                numbers = [n for n in map(parse_int64, allowed) if n is not None]
-                ok = [n for n in numbers if (gt is None or n > gt) and (lt is None or n < lt)]
-                if not ok:
-                    yield items[-1][0], f"no value In the list for {key!r} satisfies " \
-                                        "the Gt/Lt bounds"
+        if found := _contradiction(key, items):
+            yield found
+
+
+def _contradiction(key: str, items: list[tuple[JsonPath, str, list[str]]]
+                   ) -> tuple[JsonPath, str] | None:
+    """The first reason the requirements on one key cannot all hold, whatever their
+    order (a NotIn before the In it empties counts as one after it)."""
+    allowed: set[str] | None = None  # values every In requirement allows
+    excluded: set[str] = set()
+    exists_path = absent_path = None
+    gt: int | None = None
+    lt: int | None = None
+    for path, op, values in items:
+        if op == "In":
+            allowed = set(values) if allowed is None else allowed & set(values)
+            if not allowed:
+                return path, f"no value of {key!r} is in every In list"
+        elif op == "NotIn":
+            excluded |= set(values)
+        elif op == "DoesNotExist":
+            absent_path = absent_path or path
+        elif op in ("Gt", "Lt"):
+            n = parse_int64(values[0]) if values else None
+            if n is not None:
+                if op == "Gt":
+                    gt = n if gt is None else max(gt, n)
+                else:
+                    lt = n if lt is None else min(lt, n)
+                if gt is not None and lt is not None and lt - gt <= 1:
+                    return path, f"no integer is > {gt} and < {lt} for {key!r}"
+        if op in ("In", "Exists", "Gt", "Lt"):
+            exists_path = exists_path or path
+        if exists_path is not None and absent_path is not None:
+            return (absent_path if op == "DoesNotExist" else path), \
+                f"{key!r} must both exist and not exist"
+    if allowed is not None and excluded and not allowed - excluded:
+        path = next(p for p, op, _ in reversed(items) if op == "NotIn")
+        return path, f"NotIn {sorted(excluded)} excludes every value the In " \
+                     f"requirement on {key!r} allows"
+    if allowed is not None and (gt is not None or lt is not None):
+        numbers = [n for n in map(parse_int64, allowed - excluded) if n is not None]
+        if not [n for n in numbers if (gt is None or n > gt) and (lt is None or n < lt)]:
+            return items[-1][0], f"no value In the list for {key!r} satisfies the Gt/Lt " \
+                                 "bounds"
+    return None
 
 
 def check_cross(docs: list[SourceDocument], key_uses: list[KeyUse]) -> list[Problem]:

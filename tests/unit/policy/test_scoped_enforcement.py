@@ -234,6 +234,52 @@ def test_more_lint_warnings(spec: dict[str, Any], expected: tuple[str, str]) -> 
     test_lint_warnings(spec, expected)
 
 
+def labels(*reqs: tuple[str, str, list[str]], **match_labels: str) -> dict[str, Any]:
+    return {"matchLabels": match_labels, "matchExpressions": [
+        {"key": k, "operator": op, **({"values": v} if v else {})} for k, op, v in reqs]}
+
+
+SELECTOR = "spec.exceptions[0].match.podSelector"
+
+
+@pytest.mark.parametrize(("applies", "selector"), [
+    (labels(tier="web"), labels(tier="batch")),
+    (labels(("tier", "In", ["web", "api"])), labels(("tier", "NotIn", ["api", "web"]))),
+    (labels(("legacy", "DoesNotExist", [])), labels(legacy="yes")),
+    (labels(("legacy", "DoesNotExist", [])), labels(("legacy", "Exists", []))),
+    (labels(tier="web"), labels(("tier", "In", ["batch", "jobs"]))),
+    # The exception's own selector is impossible, whatever the policy applies to.
+    ({}, labels(("tier", "NotIn", ["batch"]), tier="batch")),
+    (labels(app="x"), labels(("tier", "Exists", []), ("tier", "DoesNotExist", []))),
+], ids=["values", "in-notin", "absent-value", "absent-exists", "value-in", "own-notin",
+        "own-exists"])
+def test_an_exception_whose_labels_no_applied_pod_has_matches_nothing(
+        applies: dict[str, Any], selector: dict[str, Any]) -> None:
+    spec = {"appliesTo": {"labelSelector": applies},
+            "exceptions": [exception(match={"podSelector": selector})]}
+    found = rules(check_docs(policy(**spec)).problems, warnings=True)
+    assert [r for r in found if r[0].startswith("exception")] == [
+        ("exception-matches-nothing", SELECTOR)]
+    p = compiled(policy(**spec))  # a warning: the policy still loads and runs
+    assert p.scopes.exceptions
+
+
+@pytest.mark.parametrize(("applies", "selector"), [
+    (labels(("tier", "In", ["web", "batch"])), labels(tier="batch")),
+    (labels(tier="web"), labels(("tier", "NotIn", ["batch"]))),
+    (labels(("legacy", "NotIn", ["no"])), labels(legacy="yes")),
+    (labels(tier="web"), labels(legacy="yes")),
+    # An impossible labelSelector is never-matches' error, not also the exception's.
+    (labels(("tier", "NotIn", ["web"]), tier="web"), labels(tier="batch")),
+])
+def test_an_exception_whose_labels_an_applied_pod_can_have_is_not_a_finding(
+        applies: dict[str, Any], selector: dict[str, Any]) -> None:
+    spec = {"appliesTo": {"labelSelector": applies},
+            "exceptions": [exception(match={"podSelector": selector})]}
+    found = rules(check_docs(policy(**spec)).problems, warnings=True)
+    assert [r for r in found if r[0].startswith("exception")] == []
+
+
 def test_an_exception_reaching_an_applied_namespace_is_not_a_finding() -> None:
     spec = {"appliesTo": {"namespaces": {"exclude": ["prod-us"]}},
             "exceptions": [exception(match={"namespaces": ["prod-*"]})]}

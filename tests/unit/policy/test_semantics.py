@@ -74,6 +74,23 @@ CASES: list[tuple[str, dict[str, Any], list[tuple[str, str]]]] = [
          {"key": "app", "operator": "NotIn", "values": ["a"]}]}},
       "filters": [f(maxPodsPerNode=1)]},
      [("never-matches", "spec.appliesTo.labelSelector.matchExpressions[0]")]),
+    ("a NotIn before the In it empties",
+     {"appliesTo": {"labelSelector": {"matchExpressions": [
+         {"key": "app", "operator": "NotIn", "values": ["a", "b"]},
+         {"key": "app", "operator": "In", "values": ["b", "a"]}]}},
+      "filters": [f(maxPodsPerNode=1)]},
+     [("never-matches", "spec.appliesTo.labelSelector.matchExpressions[0]")]),
+    ("a NotIn before an In it narrows is fine",
+     {"appliesTo": {"labelSelector": {"matchExpressions": [
+         {"key": "app", "operator": "NotIn", "values": ["a"]},
+         {"key": "app", "operator": "In", "values": ["b", "a"]}]}},
+      "filters": [f(maxPodsPerNode=1)]}, []),
+    ("a DoesNotExist before the Exists",
+     {"appliesTo": {"labelSelector": {"matchExpressions": [
+         {"key": "app", "operator": "DoesNotExist"},
+         {"key": "app", "operator": "Exists"}]}},
+      "filters": [f(maxPodsPerNode=1)]},
+     [("never-matches", "spec.appliesTo.labelSelector.matchExpressions[1]")]),
     ("every included namespace excluded",
      {"appliesTo": {"namespaces": {"include": ["a"], "exclude": ["a", "b"]}},
       "filters": [f(maxPodsPerNode=1)]},
