@@ -117,6 +117,9 @@ RULES: tuple[Rule, ...] = (
                                       "would exempt every pod"),
     Rule("scoped-mode-shadowed", _W, "a `scopedModes` entry whose namespaces an earlier "
                                      "entry already takes, so it never decides"),
+    Rule("scoped-mode-matches-nothing", _W, "a `scopedModes` entry whose namespaces are "
+                                            "outside `appliesTo.namespaces`: the policy "
+                                            "never applies there, so it decides nothing"),
     Rule("autoscaler-invisible", _E, "with `--require-autoscaler-visible`: a filter rule "
                                      "of an Enforce-mode policy that no kube-scheduler "
                                      "constraint expresses, so cluster-autoscaler and "

@@ -239,6 +239,10 @@ class _Checker:
     def scopes(self, spec: Mapping[str, Any], filter_ids: list[Any]) -> None:
         """spec.scopedModes and spec.exceptions (policy/scopes.py): what the schema
         cannot say."""
+        applies = spec.get("appliesTo")
+        spaces_of = applies.get("namespaces") if isinstance(applies, Mapping) else None
+        include, exclude = ((spaces_of.get("include"), spaces_of.get("exclude"))
+                            if isinstance(spaces_of, Mapping) else (None, None))
         seen_globs: set[str] = set()
         for i, entry in enumerate(spec.get("scopedModes") or ()):
             if not isinstance(entry, Mapping):
@@ -250,11 +254,11 @@ class _Checker:
                          f"every namespace of this entry ({', '.join(globs)}) is taken by an "
                          "earlier entry: the first that matches decides, so this one never "
                          "does", level=WARNING)
+            elif globs:
+                self.outside_applied(("spec", "scopedModes", i, "namespaces"), globs,
+                                     include, exclude, "scoped-mode-matches-nothing",
+                                     "this entry decides no pod's mode")
             seen_globs.update(globs)
-        applies = spec.get("appliesTo")
-        spaces_of = applies.get("namespaces") if isinstance(applies, Mapping) else None
-        include, exclude = ((spaces_of.get("include"), spaces_of.get("exclude"))
-                            if isinstance(spaces_of, Mapping) else (None, None))
         names: set[str] = set()
         for i, e in enumerate(spec.get("exceptions") or ()):
             if not isinstance(e, Mapping):
@@ -298,9 +302,10 @@ class _Checker:
                              "exception would exempt every pod; say which")
                 spaces = match.get("namespaces")
                 if isinstance(spaces, list) and spaces:
-                    self.exception_namespaces((*path, "match", "namespaces"),
-                                              [g for g in spaces if isinstance(g, str)],
-                                              include, exclude)
+                    self.outside_applied((*path, "match", "namespaces"),
+                                         [g for g in spaces if isinstance(g, str)],
+                                         include, exclude, "exception-matches-nothing",
+                                         "this exception matches no pod")
                 if isinstance(match.get("podSelector"), Mapping):
                     selector = (*path, "match", "podSelector")
                     self.exception_labels(selector,
@@ -324,24 +329,24 @@ class _Checker:
                      level=WARNING)
             return
 
-    def exception_namespaces(self, path: JsonPath, globs: list[str], include: Any,
-                             exclude: Any) -> None:
-        """An exception whose namespaces the policy never applies in matches no pod
-        (appliesTo.namespaces: include and exclude are names, the exception's globs)."""
+    def outside_applied(self, path: JsonPath, globs: list[str], include: Any,
+                        exclude: Any, rule: str, effect: str) -> None:
+        """Namespaces (globs) the policy never applies in (appliesTo.namespaces: include
+        and exclude are names): an exception or a scopedModes entry naming only those
+        has no pod to act on; `effect` says what that means for it."""
         excluded = {n for n in exclude or () if isinstance(n, str)} \
             if isinstance(exclude, list) else set()
         if isinstance(include, list) and include:
             kept = [n for n in include if isinstance(n, str) and n not in excluded]
             if not any(fnmatchcase(n, g) for g in globs for n in kept):
-                self.add(path, "exception-matches-nothing",
+                self.add(path, rule,
                          f"the policy applies only in {', '.join(kept) or 'no namespace'}: "
-                         "no namespace this exception names is among them, so it matches "
-                         "no pod", level=WARNING)
+                         f"no namespace named here is among them, so {effect}",
+                         level=WARNING)
         elif globs and all(not _is_glob(g) and g in excluded for g in globs):
-            self.add(path, "exception-matches-nothing",
+            self.add(path, rule,
                      f"appliesTo.namespaces.exclude leaves out {', '.join(globs)}: the "
-                     "policy never applies there, so this exception matches no pod",
-                     level=WARNING)
+                     f"policy never applies there, so {effect}", level=WARNING)
 
     def finite_numbers(self, data: Any) -> None:
         """YAML can spell infinity and NaN (.inf, .nan); no policy field means them, and

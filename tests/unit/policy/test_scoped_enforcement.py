@@ -229,6 +229,13 @@ def test_explain_notes_name_the_mode_the_exception_and_an_expiry() -> None:
                                    "exclude": ["prod-eu"]}},
       "exceptions": [exception()]},
      ("exception-matches-nothing", "spec.exceptions[0].match.namespaces")),
+    ({"appliesTo": {"namespaces": {"include": ["prod-eu", "dev-x"]}},
+      "scopedModes": [{"mode": "Enforce", "namespaces": ["prod-*"]},
+                      {"mode": "Audit", "namespaces": ["staging-*", "qa"]}]},
+     ("scoped-mode-matches-nothing", "spec.scopedModes[1].namespaces")),
+    ({"appliesTo": {"namespaces": {"exclude": ["kube-system"]}}, "mode": "Audit",
+      "scopedModes": [{"mode": "Enforce", "namespaces": ["kube-system"]}]},
+     ("scoped-mode-matches-nothing", "spec.scopedModes[0].namespaces")),
 ])
 def test_more_lint_warnings(spec: dict[str, Any], expected: tuple[str, str]) -> None:
     test_lint_warnings(spec, expected)
@@ -278,6 +285,14 @@ def test_an_exception_whose_labels_an_applied_pod_can_have_is_not_a_finding(
             "exceptions": [exception(match={"podSelector": selector})]}
     found = rules(check_docs(policy(**spec)).problems, warnings=True)
     assert [r for r in found if r[0].startswith("exception")] == []
+
+
+def test_a_scope_reaching_an_applied_namespace_is_not_a_finding() -> None:
+    spec = {"appliesTo": {"namespaces": {"include": ["prod-eu", "dev-x"],
+                                         "exclude": ["dev-x"]}},
+            "scopedModes": [{"mode": "Enforce", "namespaces": ["qa", "prod-*"]}]}
+    found = rules(check_docs(policy(**spec)).problems, warnings=True)
+    assert [r for r in found if r[0].startswith("scoped")] == []
 
 
 def test_an_exception_reaching_an_applied_namespace_is_not_a_finding() -> None:
