@@ -122,6 +122,7 @@ def audit(
         frameworks_for,
         label_policies,
         load_input,
+        require_paths,
     )
     from policyd.engine.audit import audit as run
     from policyd.engine.audit import label_case_mismatches
@@ -129,6 +130,7 @@ def audit(
     from policyd.policy.policy_schema import ENFORCE
 
     check_cluster_policies_flag(cluster_policies, cluster)
+    require_paths(config, *(policies or []))
     source = load_input(cluster, kubeconfig, context, validate, strict)
     snap = source.snapshot
     if config is None and not policies and not source.policies:

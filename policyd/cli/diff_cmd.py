@@ -34,7 +34,7 @@ from policyd.cli.schedule_cmds import (
     StrictOpt,
     ValidateOpt,
 )
-from policyd.errors import EXIT_OK, EXIT_PROBLEMS, InputFileError, PolicydError
+from policyd.errors import EXIT_OK, EXIT_PROBLEMS, PolicydError
 from policyd.model.k8snames import printable
 
 if TYPE_CHECKING:  # the engine loads only when the command runs
@@ -120,33 +120,21 @@ def diff(
     Exit 0 when no bound pod becomes a violation, 1 when one does (see --fail-on), 2
     for bad input (a missing path, a revision git does not know, an invalid policy or
     profile, an unreadable cluster)."""
-    from policyd.cli.schedule_cmds import add_pod_files, gates_of, load_input
+    from policyd.cli.schedule_cmds import add_pod_files, gates_of, load_input, require_paths
     from policyd.engine.diff import diff as run
 
     given = list(paths or [])
     warnings: list[str] = []
     notes: list[str] = []
-    source = load_input(cluster, kubeconfig, context, validate, strict)
-    add_pod_files(source, list(pods or []), validate)
-    snap = source.snapshot
     with tempfile.TemporaryDirectory(prefix="policyd-diff-base-") as tmp:
-        if base is None:
-            if len(given) != 2:
-                raise PolicydError("give the two versions to compare, OLD NEW (a policy "
-                                   "file or directory, or a profile, each), or PATH... "
-                                   "with --base REF")
-            for p in given:
-                _must_exist(p)
-            old_paths, new_paths = [given[0]], [given[1]]
-            old_label, new_label = str(given[0]), str(given[1])
-        else:
-            if not given:
-                raise PolicydError("--base REF compares PATHs of the working tree with "
-                                   "the same paths at REF: name at least one PATH")
-            for p in given:
-                _must_exist(p)
-            old_paths, old_label = _base_paths(base, given, Path(tmp), notes)
-            new_paths, new_label = given, "working tree"
+        # The versions first: a missing path or an unknown revision is said before a
+        # large cluster is read.
+        (old_paths, old_label), (new_paths, new_label) = _versions(
+            given, base, Path(tmp), notes)
+        require_paths(metrics, *(pods or []))
+        source = load_input(cluster, kubeconfig, context, validate, strict)
+        add_pod_files(source, list(pods or []), validate)
+        snap = source.snapshot
         old = _load(old_label, old_paths, source, seed, warnings, metrics)
         new = _load(new_label, new_paths, source, seed, warnings, metrics)
     old_gates, new_gates = gates_of(old.frameworks), gates_of(new.frameworks)
@@ -189,9 +177,24 @@ def diff(
     raise typer.Exit(EXIT_PROBLEMS if failing else EXIT_OK)
 
 
-def _must_exist(path: Path) -> None:
-    if not path.exists():
-        raise InputFileError("no such file or directory", where=str(path))
+def _versions(given: list[Path], base: str | None, tmp: Path, notes: list[str]
+              ) -> tuple[tuple[list[Path], str], tuple[list[Path], str]]:
+    """(paths, label) of the old and the new version: OLD NEW, or the PATHs at --base
+    (written under `tmp`) against the working tree."""
+    from policyd.cli.schedule_cmds import require_paths
+
+    if base is None:
+        if len(given) != 2:
+            raise PolicydError("give the two versions to compare, OLD NEW (a policy file "
+                               "or directory, or a profile, each), or PATH... with "
+                               "--base REF")
+        require_paths(*given)
+        return ([given[0]], str(given[0])), ([given[1]], str(given[1]))
+    if not given:
+        raise PolicydError("--base REF compares PATHs of the working tree with the same "
+                           "paths at REF: name at least one PATH")
+    require_paths(*given)
+    return _base_paths(base, given, tmp, notes), (given, "working tree")
 
 
 def _base_paths(ref: str, given: list[Path], into: Path, notes: list[str]

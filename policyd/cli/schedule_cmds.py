@@ -354,6 +354,15 @@ def add_pod_files(source: ClusterInput, paths: list[Path], validate: FieldValida
     return merged
 
 
+def require_paths(*paths: Path | None) -> None:
+    """Every file or directory named on the command line exists (exit 2 naming the
+    first that does not), said before a cluster is read: a live read or a large
+    snapshot takes seconds, a typo in a path should not wait for it."""
+    for path in paths:
+        if path is not None and not path.exists():
+            raise InputFileError("no such file or directory", where=str(path))
+
+
 def check_cluster_policies_flag(flag: bool, cluster: Path | None) -> None:
     """--cluster-policies reads the live cluster's SchedulingPolicy objects: with a
     snapshot file it has nothing to run, a usage error (exit 2) rather than a flag that
@@ -548,6 +557,7 @@ def explain(
     if (pod_ref is None) == (pod is None):
         raise PolicydError("name the pod to explain: POD or --pod (one of them)")
     check_cluster_policies_flag(cluster_policies, cluster)
+    require_paths(config, metrics, *(policies or []), *(pods or []))
     source = load_input(cluster, kubeconfig, context, validate, strict)
     snap = source.snapshot
     pod_path = Path(pod) if pod is not None else None
@@ -684,6 +694,7 @@ def simulate(
     from policyd.engine.simulate import simulate as run
 
     check_cluster_policies_flag(cluster_policies, cluster)
+    require_paths(config, metrics, *(policies or []), *(pods or []))
     source = load_input(cluster, kubeconfig, context, validate, strict)
     snap = source.snapshot
     merged = add_pod_files(source, list(pods or []), validate)

@@ -22,6 +22,7 @@ from policyd.cli.schedule_cmds import (
     check_cluster_policies_flag,
     frameworks_for,
     load_input,
+    require_paths,
 )
 from policyd.errors import EXIT_OK, EXIT_PROBLEMS, PolicydError
 
@@ -61,6 +62,7 @@ def ui(
     exit 2 when it cannot be read or a policy or profile is invalid. Runs until
     interrupted (exit 0)."""
     check_cluster_policies_flag(cluster_policies, cluster)
+    require_paths(config, *(policies or []), *(pods or []))
     host, port = parse_listen(listen)
 
     def read() -> ClusterInput:

@@ -199,7 +199,7 @@ def test_a_file_new_in_the_working_tree_is_empty_at_the_base(repo: Path) -> None
     assert "note: " in r.stdout and "extra.yaml is not in HEAD" in r.stdout
 
 
-@pytest.mark.parametrize(("args", "message"), [
+BAD_VERSIONS = pytest.mark.parametrize(("args", "message"), [
     (["--base", "no-such-ref", "{repo}/policies"], "--base no-such-ref: no such commit"),
     (["--base", "--oops", "{repo}/policies"], "is not a git revision"),
     (["--base", "HEAD", "{repo}/missing"], "missing: no such file or directory"),
@@ -210,10 +210,15 @@ def test_a_file_new_in_the_working_tree_is_empty_at_the_base(repo: Path) -> None
     (["--base", "HEAD", "{repo}/policies", "{repo}/../cluster.yaml"],
      "is outside the git repository"),
 ])
-def test_bad_input_is_one_line_and_exit_2(repo: Path, args: list[str], message: str
-                                          ) -> None:
-    cluster = repo.parent / "cluster.yaml"
-    r = diff(*[a.format(repo=repo) for a in args], "--cluster", cluster)
+
+
+@BAD_VERSIONS
+@pytest.mark.parametrize("cluster", ["cluster.yaml", "unreadable.yaml"])
+def test_bad_input_is_one_line_and_exit_2(repo: Path, args: list[str], message: str,
+                                          cluster: str) -> None:
+    # The versions are checked before the cluster is read (a large snapshot or a live
+    # cluster takes seconds): the same error with a cluster that could not be read.
+    r = diff(*[a.format(repo=repo) for a in args], "--cluster", repo.parent / cluster)
     assert r.code == 2, r.output
     assert message in r.stderr and "\n" not in r.stderr.strip(), r.stderr
 
