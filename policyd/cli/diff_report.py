@@ -24,9 +24,13 @@ if TYPE_CHECKING:  # the engine loads only when the command runs
 MAX_NODES = 5
 # The version of the JSON output's shape; bumped only on an incompatible change.
 JSON_VERSION = 1
-# Text and markdown list this many entries per section; JSON lists all. A pull-request
-# comment is limited to 65,536 characters.
+# Text and markdown list this many entries per section; JSON lists all.
 MAX_LISTED = 50
+# A pull-request comment holds at most 65,536 characters (GitHub; GitLab's notes are
+# larger): markdown stays under this, leaving room for a bot's own lines around it,
+# and cuts a cell longer than MAX_CELL (a policy message may be 32,768 characters).
+MARKDOWN_LIMIT = 60_000
+MAX_CELL = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,39 +250,68 @@ def _camel(name: str) -> str:
 
 
 def _cell(text: str) -> str:
-    """Text in a markdown table cell: pipes escaped, on one line, HTML not taken."""
+    """Text in a markdown table cell or note: at most MAX_CELL characters, escaped."""
+    return _escape(text if len(text) <= MAX_CELL else text[:MAX_CELL - 1] + "…")
+
+
+def _escape(text: str) -> str:
+    """Markdown text: pipes escaped, on one line, HTML not taken."""
     return (text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
             .replace(">", "&gt;").replace("\n", " "))
 
 
-def _details(lines: list[str], title: str, header: Sequence[str],
-             rows: Sequence[Sequence[str]]) -> None:
-    if not rows:
-        return
-    lines += ["", f"<details><summary>{_cell(title)} ({len(rows)})</summary>", "",
-              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows[:MAX_LISTED]]
-    if len(rows) > MAX_LISTED:
-        lines += ["", f"... and {len(rows) - MAX_LISTED} more (`-o json` lists them all)"]
-    lines += ["", "</details>"]
+class _Markdown:
+    """The comment's lines, and the tables' rows kept within MARKDOWN_LIMIT: a table
+    whose rows would pass it lists those that fit and says how many more there are."""
+
+    # The closing lines of one table and its "... and N more" line, kept free.
+    RESERVE = 200
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        self.size = sum(len(line) + 1 for line in lines)
+
+    def add(self, *lines: str) -> None:
+        self.lines += lines
+        self.size += sum(len(line) + 1 for line in lines)
+
+    def details(self, title: str, header: Sequence[str],
+                rows: Sequence[Sequence[str]]) -> None:
+        if not rows:
+            return
+        self.add("", f"<details><summary>{_cell(title)} ({len(rows)})</summary>", "",
+                 "| " + " | ".join(header) + " |", "|" + "---|" * len(header))
+        shown = 0
+        for row in rows[:MAX_LISTED]:
+            line = "| " + " | ".join(_cell(c) for c in row) + " |"
+            if self.size + len(line) + 1 + self.RESERVE > MARKDOWN_LIMIT:
+                break
+            self.add(line)
+            shown += 1
+        if len(rows) > shown:
+            cut = "" if shown == MAX_LISTED else ", the comment's length limit"
+            self.add("", f"... and {len(rows) - shown} more (`-o json` lists them all"
+                         f"{cut})")
+        self.add("", "</details>")
 
 
 def diff_markdown(report: DiffReport) -> str:
     r = report.result
     fails = bool(r.new_violations)
-    lines = [f"### policyd diff: `{_cell(report.old)}` → `{_cell(report.new)}`", "",
+    lines = [f"### policyd diff: `{_escape(report.old)}` → `{_escape(report.new)}`", "",
              ("**Bound pods would become violations.**" if fails else
-              "No bound pod becomes a violation."), "", _cell(_policies_line(r)), "",
+              "No bound pod becomes a violation."), "", _escape(_policies_line(r)), "",
              "| | pods |", "|---|---:|"]
     lines += [f"| {what} | {count} |" for what, count in summary_rows(r)]
+    md = _Markdown(lines)
     violation_rows = [[v.pod, v.node, v.policy or "", v.plugin, v.rule, v.mode, v.message]
                       for v in r.new_violations]
-    _details(lines, "Bound pods that become violations",
-             ["pod", "node", "policy", "plugin", "rule", "mode", "message"], violation_rows)
-    _details(lines, "Violations fixed",
-             ["pod", "node", "policy", "plugin", "rule", "mode", "message"],
-             [[v.pod, v.node, v.policy or "", v.plugin, v.rule, v.mode, v.message]
-              for v in r.fixed_violations])
+    md.details("Bound pods that become violations",
+               ["pod", "node", "policy", "plugin", "rule", "mode", "message"], violation_rows)
+    md.details("Violations fixed",
+               ["pod", "node", "policy", "plugin", "rule", "mode", "message"],
+               [[v.pod, v.node, v.policy or "", v.plugin, v.rule, v.mode, v.message]
+                for v in r.fixed_violations])
 
     def placement_rows(changes: Sequence[PodChange]) -> list[list[str]]:
         return [[c.pod, c.change, _where(c.old), _where(c.new),
@@ -287,16 +320,16 @@ def diff_markdown(report: DiffReport) -> str:
                 for c in changes]
 
     header = ["pod", "change", "old", "new", "total shift", "why not"]
-    _details(lines, "Pending pods", header, placement_rows(r.changed(r.pending)))
-    _details(lines, "Pod groups", ["group", "pending", "change", "old", "new", "why not"],
-             [[g.group, str(g.pods), g.change, _group_side(g.old, g.old_whole),
-               _group_side(g.new, g.new_whole),
-               _group_why(g)]
-              for g in _changed_groups(r)])
-    _details(lines, "Rescheduled bound pods (sample)", header, placement_rows(r.rescored))
+    md.details("Pending pods", header, placement_rows(r.changed(r.pending)))
+    md.details("Pod groups", ["group", "pending", "change", "old", "new", "why not"],
+               [[g.group, str(g.pods), g.change, _group_side(g.old, g.old_whole),
+                 _group_side(g.new, g.new_whole),
+                 _group_why(g)]
+                for g in _changed_groups(r)])
+    md.details("Rescheduled bound pods (sample)", header, placement_rows(r.rescored))
     if report.notes:
-        lines += [""] + [f"> note: {_cell(n)}" for n in report.notes]
-    return "\n".join(lines) + "\n"
+        md.add("", *(f"> note: {_cell(n)}" for n in report.notes))
+    return "\n".join(md.lines) + "\n"
 
 
 DIFF_FORMATS: dict[str, Callable[[DiffReport], str]] = {

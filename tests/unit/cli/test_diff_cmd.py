@@ -116,6 +116,40 @@ def test_markdown_has_the_summary_table_and_collapsible_details(files: Path) -> 
     assert "| shop/web-2 | n2 | env-prod | EnvProd | prod-nodes | Enforce |" in r.stdout
 
 
+@pytest.mark.parametrize(("pods", "name_length", "message_length"), [
+    (60, 240, 20_000), (45, 8, 1_500), (80, 8, 60)])
+def test_markdown_fits_a_pull_request_comment(tmp_path: Path, pods: int, name_length: int,
+                                              message_length: int) -> None:
+    """Long policy messages (up to 32,768 characters), long pod names and many findings:
+    the comment stays under GitHub's 65,536 characters, cells are cut, and a table says
+    how many rows it left out and why."""
+    message = ("node(s) are not allowed for prod pods " * 1000)[:message_length].strip()
+    names = [f"web-{i}-".ljust(name_length, "x") for i in range(pods)]
+    # Every bound pod becomes a violation, every pending one stops fitting.
+    cluster = NODES + "".join(pod(n, "n1") + pod(f"{n}-p") for n in names)
+    (tmp_path / "cluster.yaml").write_text(cluster)
+    for name, values in (("old", "[prod, staging]"), ("new", "[nowhere]")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "env.yaml").write_text(env_policy(values).replace(
+            "node(s) are not allowed for prod pods", message))
+    r = diff(tmp_path / "old", tmp_path / "new", "--cluster", tmp_path / "cluster.yaml",
+             "-o", "markdown")
+    assert r.code == 1, r.output
+    assert len(r.stdout) <= 65_536
+    assert f"<details><summary>Bound pods that become violations ({pods})</summary>" \
+        in r.stdout
+    assert f"<details><summary>Pending pods ({pods})</summary>" in r.stdout
+    rows = [line for line in r.stdout.splitlines() if line.startswith("| shop/web-")]
+    assert all(len(row) < 1_000 for row in rows)
+    if name_length > 200:  # two tables of long rows cannot both be listed whole
+        assert len(rows) < 2 * min(pods, 50)
+        assert "more (`-o json` lists them all, the comment's length limit)" in r.stdout
+    else:
+        assert len(rows) == 2 * min(pods, 50)
+        if pods > 50:
+            assert f"... and {pods - 50} more (`-o json` lists them all)" in r.stdout
+
+
 def test_a_profile_change_to_a_builtin_filter_is_judged_on_bound_pods(tmp_path: Path
                                                                       ) -> None:
     # The new profile turns NodeResourcesFit's filter into a stricter one: a pod
