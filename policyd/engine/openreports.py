@@ -19,9 +19,11 @@ ClusterReport for what concerns no namespace; each result is one (pod, policy, r
   the Node as resource) in the ClusterReport.
 
 Bounded: a report keeps at most `max_results` results (its `configuration.limits.
-maxResults` says so), the most severe first (fail, warn, skip, pass), then by pod,
-policy and rule; the summary counts the results kept, and the annotation
-`policyd.io/results-dropped` how many were left out. Every object has the same name and
+maxResults` says so), and no more than MAX_RESULTS_BYTES of them (etcd refuses an
+object over 1.5 MiB, so a report of long messages would never be written), the most
+severe first (fail, warn, skip, pass), then by pod, policy and rule; a message or
+property longer than MAX_TEXT is cut. The summary counts the results kept, and the
+annotation `policyd.io/results-dropped` how many were left out. Every object has the same name and
 the label `app.kubernetes.io/managed-by: policyd`, so whoever writes them (the daemon's
 leader, `kubectl apply` of `policyd audit -o openreports`) updates the same objects.
 
@@ -31,6 +33,7 @@ was first seen, so an unchanged report is written once.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +47,12 @@ SOURCE = "policyd"
 MANAGED_BY = ("app.kubernetes.io/managed-by", "policyd")
 DROPPED_ANNOTATION = "policyd.io/results-dropped"
 DEFAULT_MAX_RESULTS = 1000
+# The results' JSON a report holds at most: under etcd's default 1.5 MiB request limit
+# with room for the rest of the object (metadata, managedFields, summary).
+MAX_RESULTS_BYTES = 1 << 20
+# A result's message or property value is cut to this many characters (a policy
+# message may be 32,768, an exception's reason has no limit).
+MAX_TEXT = 1024
 CATEGORY = "Scheduling"
 
 FAIL, WARN, ERROR, SKIP, PASS = "fail", "warn", "error", "skip", "pass"
@@ -130,23 +139,31 @@ def _timestamp(seconds: float) -> dict[str, int]:
     return {"seconds": int(seconds), "nanos": 0}
 
 
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT - 1] + "…"
+
+
 def report_object(namespace: str, found: Iterable[Finding], when: Callable[[Finding], float],
                   max_results: int = DEFAULT_MAX_RESULTS) -> dict[str, Any]:
     """The Report of `namespace` ("" : the ClusterReport) holding `found`, bounded."""
     ordered = sorted(found, key=Finding.order)
-    kept, dropped = ordered[:max_results], len(ordered) - min(len(ordered), max_results)
     summary = {r: 0 for r in (PASS, FAIL, WARN, ERROR, SKIP)}
     results = []
-    for f in kept:
-        summary[f.result] += 1
+    size = 0
+    for f in ordered[:max_results]:
         entry: dict[str, Any] = {
             "source": SOURCE, "policy": f.policy, "rule": f.rule_id, "category": CATEGORY,
             "result": f.result, "scored": True, "timestamp": _timestamp(when(f)),
-            "message": f.message, "resources": [dict(f.resource)],
+            "message": _cut(f.message), "resources": [dict(f.resource)],
         }
         if f.properties:
-            entry["properties"] = dict(f.properties)
+            entry["properties"] = {k: _cut(v) for k, v in f.properties.items()}
+        size += len(json.dumps(entry, separators=(",", ":"))) + 1
+        if size > MAX_RESULTS_BYTES:
+            break
+        summary[f.result] += 1
         results.append(entry)
+    dropped = len(ordered) - len(results)
     metadata: dict[str, Any] = {"name": REPORT_NAME, "labels": dict([MANAGED_BY])}
     if namespace:
         metadata["namespace"] = namespace

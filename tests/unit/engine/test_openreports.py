@@ -4,6 +4,7 @@ against the CRD deploy/ ships (its openAPIV3Schema, as the API server would)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from policyd.engine.audit import AuditResult, CaseMismatch, PolicyChecks, Violat
 from policyd.engine.openreports import (
     DROPPED_ANNOTATION,
     FAIL,
+    MAX_TEXT,
     PASS,
     WARN,
     findings,
@@ -87,6 +89,30 @@ def test_a_report_keeps_at_most_max_results_the_most_severe_first(cap: int) -> N
     assert obj["configuration"] == {"limits": {"maxResults": cap}}
     dropped = (obj["metadata"].get("annotations") or {}).get(DROPPED_ANNOTATION)
     assert dropped == (str(6 - cap) if cap < 6 else None)
+
+
+@pytest.mark.parametrize(("pods", "message_length"), [(1000, 32_768), (3000, 900),
+                                                       (200, 20)])
+def test_a_report_stays_under_etcds_object_limit(pods: int, message_length: int) -> None:
+    """A policy message may be 32,768 characters and a namespace may hold thousands of
+    failing pods: the report the API server is sent stays under etcd's 1.5 MiB, its
+    messages cut, its summary and dropped count telling what it holds."""
+    message = ("node(s) are not production nodes " * 1000)[:message_length]
+    violations = [Violation(f"shop/web-{i:05d}-{'x' * 200}", f"node-{i}", "env-prod",
+                            "EnvProd", "prod", "Enforce", message) for i in range(pods)]
+    result = AuditResult(violations=violations, skipped=[], checked=pods, policies=[],
+                         uids={v.pod: f"uid-{i}" for i, v in enumerate(violations)})
+    obj = report_object("shop", findings(result), lambda _: 0.0, max_results=pods)
+    size = len(json.dumps(obj))
+    assert size < 1_400_000, size  # etcd's default limit is 1.5 MiB (1,572,864 bytes)
+    kept = obj["results"]
+    assert kept and all(len(r["message"]) <= MAX_TEXT for r in kept)
+    assert obj["summary"]["fail"] == len(kept)
+    dropped = int((obj["metadata"].get("annotations") or {}).get(DROPPED_ANNOTATION, 0))
+    assert len(kept) + dropped == pods
+    if pods * min(message_length, MAX_TEXT) < 500_000:
+        assert dropped == 0  # small reports keep everything
+    jsonschema.validate(obj, CRDS["Report"])
 
 
 def test_audit_prints_them_as_a_list_the_crd_accepts(tmp_path: Path) -> None:
