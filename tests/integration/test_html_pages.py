@@ -155,6 +155,34 @@ def test_explain_at_20_nodes_shows_every_node_and_filters_by_a_click(
     assert browser.errors == []
 
 
+def test_a_long_message_is_written_once_and_shown_cut(browser: Browser, work: Path) -> None:
+    """A policy message may be 32,768 characters: repeated on each rejected node it is
+    written once in the file, and its group's chip stays one line, cut, with the whole
+    text as its title; its nodes are the ones a click on it shows."""
+    message = ("node(s) are not in zone a or c " * 1100)[:32_000].strip()
+    (work / "long").mkdir(exist_ok=True)
+    (work / "long" / "zone.yaml").write_text(
+        POLICY.replace(json.dumps(HOSTILE), json.dumps(message)))
+    cluster = snapshot(work / "c200.json", 200, 1)
+    path, doc = page(work, "explain-long", "explain", "shop/web-0", "--cluster", cluster,
+                     "--policies", work / "long")
+    rejected = [n for n in doc["nodes"] if n["rejectedBy"] == "ZoneA"]
+    assert len(rejected) > 20
+    assert path.stat().st_size < 2 * len(message) + 500_000
+    browser.open(path)
+    key = f"ZoneA: {message}"
+    chip = f"[data-testid=groups] .chip[data-group={json.dumps(key)}]"
+    assert browser.js(f"document.querySelector({json.dumps(chip)}).title") == key
+    width = browser.js(f"document.querySelector({json.dumps(chip)}).offsetWidth")
+    height = browser.js(f"document.querySelector({json.dumps(chip)}).offsetHeight")
+    assert width < browser.js("window.innerWidth") and height < 40, (width, height)
+    browser.click(chip)
+    assert count(browser) == f"{len(rejected)} of 200 rows"
+    assert set(rows(browser)) <= {n["name"] for n in rejected}
+    shot(browser, work, "explain-long")
+    assert browser.errors == []
+
+
 def test_explain_at_5000_nodes_stays_virtual_and_reaches_every_node(
         browser: Browser, work: Path) -> None:
     cluster = snapshot(work / "c5000.json", 5000, 1)

@@ -125,7 +125,7 @@ function chips(parent, groups, onPick) {
       active = active === key ? null : key;
       buttons.forEach((x) => x.classList.toggle("active", x.dataset.group === active));
       onPick(active);
-    } }, label, el("span", { class: "n", text: String(n) }));
+    } }, el("span", { class: "label", text: label }), el("span", { class: "n", text: String(n) }));
     return b;
   });
   parent.append(...buttons);
@@ -334,7 +334,11 @@ function diff(doc, root) {
 }
 
 function main() {
-  const data = JSON.parse(document.getElementById("policyd-data").textContent);
+  // Repeated long texts are written once (html_page.py): {"$s": i} is strings[i].
+  const strings = JSON.parse(document.getElementById("policyd-strings").textContent);
+  const data = JSON.parse(document.getElementById("policyd-data").textContent,
+    (_, v) => v !== null && typeof v === "object" && !Array.isArray(v)
+      && typeof v.$s === "number" && Object.keys(v).length === 1 ? strings[v.$s] : v);
   const root = document.getElementById("app");
   if (data.ui) uiBar(data.ui, root);
   ({ explain, simulate, diff })[data.kind](data.document, root, data.ui);
