@@ -25,10 +25,15 @@ demo: $(BIN)/policyd
 # ~/.cache/policyd when built before. The one system package: Debian's chromium, which
 # the HTML page tests drive, installed by hack/ensure-chromium.sh when missing (root
 # or sudo; it says what to install otherwise).
+#
+# The unit tests (plain objects, CPU only) run on every core (pytest-xdist); the
+# integration and end-to-end tests then run one at a time, since they time a real API
+# server and daemons that a busy machine would slow.
 test: $(BIN)/policyd check
 	$(BIN)/policyd dev build
 	bash hack/ensure-chromium.sh
-	$(BIN)/pytest
+	$(BIN)/pytest tests/unit -n auto
+	$(BIN)/pytest --ignore=tests/unit
 
 # Every generated file, by the module that makes it (each run as `python -m MODULE`).
 # WHOLE_FILES: FILE=MODULE, the module printing the whole file on stdout.
@@ -74,7 +79,7 @@ check: $(BIN)/policyd
 	exit $$stale
 
 unit: $(BIN)/policyd
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest tests/unit -n auto
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .import_linter_cache

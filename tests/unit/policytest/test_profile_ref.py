@@ -217,7 +217,9 @@ def test_the_config_option(tmp_path: Path) -> None:
     test.write_text(suite("  policies: [policies/zone.yaml]\n", case("far")))
 
     def invoke(*args: str) -> tuple[int, str]:
-        r = CliRunner().invoke(app, ["test", str(test), *args])
+        # Wide enough that click's error box never folds the temporary path (longer
+        # under pytest-xdist's per-worker directories).
+        r = CliRunner().invoke(app, ["test", str(test), *args], env={"COLUMNS": "1000"})
         return r.exit_code, r.stdout + r.stderr
 
     assert invoke("--config", str(tmp_path / "profile.yaml"), "--scheduler-name",
