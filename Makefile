@@ -30,7 +30,7 @@ demo: $(BIN)/policyd
 # integration and end-to-end tests run on every core too, a test file at a time per
 # worker (--dist loadfile keeps a module's fixtures, its daemon or browser, on one
 # worker), each worker with its own control plane: most of their time is waiting on
-# the API server and daemons, so two workers on 2 cores take 13.5 minutes instead of 22.5.
+# the API server and daemons, not CPU (timings: docs/development.md).
 test: $(BIN)/policyd check
 	$(BIN)/policyd dev build
 	bash hack/ensure-chromium.sh

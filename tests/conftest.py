@@ -4,9 +4,9 @@ real PV controller binds claims) for the whole session, an admin API client for 
 a headless Chromium per module for the page tests (`tests.browser`).
 
 One control plane serves the whole session (under pytest-xdist, as `make test` runs
-these tests, one per worker: each worker is a session): starting one takes seconds, building the
-binaries the first time on a fresh machine takes minutes (progress is printed to the
-terminal even under output capture). Tests that need isolation create their own
+these tests, one per worker: each worker is a session): starting one takes seconds,
+building the binaries the first time on a fresh machine takes minutes (progress is
+printed to the terminal even under output capture). Tests that need isolation create their own
 namespaces or uniquely named objects, and clean up after themselves.
 
 The fixtures are session-scoped and lazy: a run that asks for neither (the unit tests)
